@@ -1,0 +1,36 @@
+// fpguard::Error: the one exception type for bad input. It carries *where* the problem
+// is (a file, a node, a flag) and *what* is wrong, so the CLI can print one line,
+// `fpguard: error: <where>: <what>`, and exit 2. Bugs are not Errors: they are
+// FPG_CHECK assertions, which abort with the source location.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fpguard {
+
+class Error : public std::runtime_error {
+ public:
+  Error(std::string where, std::string what)
+      : std::runtime_error(where.empty() ? what : where + ": " + what),
+        where_(std::move(where)),
+        what_(std::move(what)) {}
+  const std::string& where() const { return where_; }
+  const std::string& problem() const { return what_; }
+
+ private:
+  std::string where_;
+  std::string what_;
+};
+
+[[noreturn]] void check_failed(const char* expr, const char* file, int line);
+
+// The closest candidate to `name` by edit distance, or "" when none is close enough
+// to be a plausible typo. Used for every "did you mean".
+std::string did_you_mean(const std::string& name, const std::vector<std::string>& candidates);
+
+}  // namespace fpguard
+
+#define FPG_CHECK(cond) \
+  ((cond) ? static_cast<void>(0) : ::fpguard::check_failed(#cond, __FILE__, __LINE__))

@@ -1,0 +1,100 @@
+// Floating-point formats as data. A Format is a handful of numbers (exponent bits,
+// mantissa bits, bias) plus how it treats infinities, NaN, subnormals and sign, in the
+// spirit of LLVM's fltSemantics. Every limit (max, eps, tiny, ...), every name and the
+// torch/NumPy-compatible finfo are derived from those numbers; there is no class per
+// format. The named formats are one table (format.cpp); custom IEEE-like formats are
+// written eXmY (optionally with an fn/fnuz suffix) and parsed into the same struct.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fpguard {
+
+// Where NaN lives in the encoding, which also decides whether infinities exist.
+enum class NanEncoding {
+  ieee,  // exponent all ones: mantissa 0 is +-inf, anything else NaN (IEEE 754)
+  fn,    // only exponent and mantissa all ones is NaN; no inf (OCP FP8 E4M3, E8M0)
+  fnuz,  // only the "negative zero" code 0x80.. is NaN; no inf, no -0 (AMD/Graphcore)
+  none,  // every code is a finite number (OCP MX FP6/FP4)
+};
+
+std::string_view to_string(NanEncoding n);
+
+struct Format {
+  std::string name;  // canonical name (NumPy / ml_dtypes / torch spelling, or eXmY)
+  int exponent_bits = 0;
+  int mantissa_bits = 0;
+  int bias = 0;
+  NanEncoding nan = NanEncoding::ieee;
+  bool has_subnormals = true;  // false: exponent code 0 is an ordinary binade (E8M0)
+  bool is_signed = true;       // false: no sign bit, no zero (E8M0)
+
+  bool has_inf() const { return nan == NanEncoding::ieee; }
+  bool has_nan() const { return nan != NanEncoding::none; }
+  bool has_negative_zero() const { return is_signed && nan != NanEncoding::fnuz; }
+  // Formats that cannot express an overflow at all saturate by definition (OCP MX).
+  bool always_saturates() const { return nan == NanEncoding::none; }
+
+  int bits() const { return (is_signed ? 1 : 0) + exponent_bits + mantissa_bits; }
+  int precision_bits() const { return mantissa_bits + 1; }
+  // Exponent of the lowest binade whose quantum is 2^(emin - mantissa_bits).
+  int emin() const { return has_subnormals ? 1 - bias : -bias; }
+  // Exponent of the largest finite value.
+  int emax() const;
+  double max() const;                 // largest finite value
+  double smallest_normal() const;     // 2^emin
+  double smallest_subnormal() const;  // 2^(emin - m); equals smallest_normal without subnormals
+  double eps() const;                 // 2^-m, the distance from 1 to the next value
+
+  bool operator==(const Format& o) const;
+};
+
+// The table of named formats, in display order.
+const std::vector<Format>& named_formats();
+// Every name parse_format accepts by table (canonical names and aliases).
+std::vector<std::string> format_names();
+
+// Resolves a canonical name, an alias or a custom eXmY[fn|fnuz] spelling; nullopt if none.
+// A custom spelling whose parameters equal a named format resolves to the named one.
+std::optional<Format> find_format(std::string_view name);
+// As find_format, but throws fpguard::Error("format '<name>'", ...) with a "did you mean"
+// or the reason a custom eXmY spelling is malformed.
+Format parse_format(std::string_view name);
+
+// numpy.finfo / torch.finfo for any Format. Field meanings follow NumPy.
+struct FInfo {
+  std::string dtype;
+  int bits = 0;
+  double eps = 0, max = 0, min = 0, tiny = 0, smallest_normal = 0, smallest_subnormal = 0;
+  double resolution = 0;  // 10^-precision
+  int maxexp = 0;         // smallest power of two that overflows
+  int minexp = 0;         // exponent of the smallest normal
+  int exponent_bits = 0, mantissa_bits = 0, bias = 0;
+  int precision = 0;  // decimal digits: int(-log10(eps)), as NumPy computes it
+  bool has_inf = false;
+  NanEncoding nan = NanEncoding::ieee;
+  bool has_subnormals = true;
+};
+FInfo finfo(const Format& f);
+// Exactly what Python's print(torch.finfo(dtype)) prints, e.g.
+// finfo(resolution=0.001, min=-65504, max=65504, eps=0.000976562, smallest_normal=6.10352e-05,
+// tiny=6.10352e-05, dtype=float16)
+std::string to_torch_string(const FInfo& fi);
+
+// numpy.iinfo / torch.iinfo for the integer types.
+struct IInfo {
+  std::string dtype;
+  int bits = 0;
+  bool is_signed = true;
+  std::int64_t min = 0;
+  std::uint64_t max = 0;
+};
+const std::vector<IInfo>& integer_types();
+IInfo iinfo(std::string_view name);  // throws Error with "did you mean"
+std::string to_torch_string(const IInfo& ii);
+
+}  // namespace fpguard

@@ -1,0 +1,23 @@
+// File output that never leaves a partial file and never overwrites an input: data is
+// written to a temporary file beside the target and renamed over it when complete.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <ostream>
+#include <string>
+
+namespace fpguard {
+
+// Writes `path` atomically: `write` fills a stream; on any exception the temporary file
+// is removed and the target is untouched. Throws Error naming `path` when the directory
+// is missing or the file cannot be written.
+void write_file_atomic(const std::filesystem::path& path,
+                       const std::function<void(std::ostream&)>& write);
+
+// Throws Error(flag, ...) when `output` names the same file as `input` (an input file is
+// never overwritten).
+void check_not_same_file(const std::filesystem::path& input, const std::filesystem::path& output,
+                         const std::string& flag);
+
+}  // namespace fpguard

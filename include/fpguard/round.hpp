@@ -1,0 +1,90 @@
+// Rounding into any Format. Values stay in float/double "carriers": the result of
+// rounding is the format's value nearest to x (per the rounding mode), held in the
+// input's own type, so every later computation is written once, for float and double.
+// encode/decode convert between carrier values and the format's bit patterns.
+//
+// One exact generic path serves every format, mode and option; fast SIMD paths for
+// float32 input (nearest-even and toward-zero) are specialisations behind the same
+// functions, chosen at run time, and tested bit for bit against the generic path.
+// Rounding never throws: bad input is impossible here, only unusual values, and each
+// of those has a documented result (docs/formats.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "fpguard/format.hpp"
+
+namespace fpguard {
+
+enum class Rounding {
+  nearest_even,  // IEEE roundTiesToEven (default)
+  toward_zero,   // truncation
+  up,            // toward +inf
+  down,          // toward -inf
+  stochastic,    // up with probability (x - lo) / (hi - lo); seeded, reproducible
+};
+std::string_view to_string(Rounding r);
+Rounding parse_rounding(std::string_view name);  // "nearest-even", ...; throws Error
+const std::vector<std::string>& rounding_names();
+
+struct RoundOptions {
+  Rounding rounding = Rounding::nearest_even;
+  // Finite values beyond max become +-max instead of +-inf (or NaN for formats without
+  // inf). Infinite inputs stay infinite where the format has inf. FP6/FP4 always saturate.
+  bool saturate = false;
+  // Results below the smallest normal become zero (of the same sign where the format
+  // has -0), as flush-to-zero hardware does.
+  bool flush_subnormals = false;
+  // Stochastic rounding: the random draw for element i depends only on (seed, i), so
+  // results are reproducible whatever the thread count.
+  std::uint64_t seed = 0;
+  // Threads for array calls: 0 = automatic (parallel only for large arrays), 1 = this thread.
+  int threads = 0;
+};
+
+// Scalars (generic path). `index` selects the stochastic draw, as for array element i.
+double round(double x, const Format& f, const RoundOptions& o = {}, std::uint64_t index = 0);
+float round(float x, const Format& f, const RoundOptions& o = {}, std::uint64_t index = 0);
+
+// Arrays; `out` may alias `in`. Sizes must match.
+void round(std::span<const float> in, std::span<float> out, const Format& f,
+           const RoundOptions& o = {});
+void round(std::span<const double> in, std::span<double> out, const Format& f,
+           const RoundOptions& o = {});
+
+// The exact generic path for arrays, whatever fast path exists: the reference the fast
+// paths are tested against.
+void round_generic(std::span<const float> in, std::span<float> out, const Format& f,
+                   const RoundOptions& o = {});
+
+// Whether round() on float arrays takes a SIMD fast path for this format and options.
+bool has_fast_path(const Format& f, const RoundOptions& o = {});
+// The fast path itself (for tests and benchmarks); requires has_fast_path(f, o).
+void round_fast(std::span<const float> in, std::span<float> out, const Format& f,
+                const RoundOptions& o = {});
+
+// Bit patterns. encode(x) is the code of round(x); a code occupies the low bits() bits
+// (FP6/FP4: one code per byte). NaN goes to the format's NaN code (a positive quiet NaN
+// for IEEE formats); formats without NaN encode NaN as +max (documented, as they cannot
+// express it). decode accepts any code of the format's width.
+std::uint64_t encode(double x, const Format& f, const RoundOptions& o = {},
+                     std::uint64_t index = 0);
+double decode(std::uint64_t code, const Format& f);
+
+void encode(std::span<const float> in, std::span<std::uint8_t> out, const Format& f,
+            const RoundOptions& o = {});
+void encode(std::span<const float> in, std::span<std::uint16_t> out, const Format& f,
+            const RoundOptions& o = {});
+void encode(std::span<const double> in, std::span<std::uint8_t> out, const Format& f,
+            const RoundOptions& o = {});
+void encode(std::span<const double> in, std::span<std::uint16_t> out, const Format& f,
+            const RoundOptions& o = {});
+void encode(std::span<const double> in, std::span<std::uint32_t> out, const Format& f,
+            const RoundOptions& o = {});
+void encode(std::span<const double> in, std::span<std::uint64_t> out, const Format& f,
+            const RoundOptions& o = {});
+
+}  // namespace fpguard

@@ -1,0 +1,38 @@
+// The SIMD fast path for float32 -> any format with at most float32's range and
+// precision, nearest-even or toward-zero. Internal header: the public entry points are
+// fpguard::round / round_fast / has_fast_path in round.hpp.
+//
+// The kernel is one parametrised bit trick, so a new format needs a table row, not code:
+//  - normal range: round the float32 bit pattern at bit d = 23 - m (adding half-1 plus
+//    the kept LSB for ties-to-even); carries ripple into the exponent exactly as they
+//    should, up to +inf;
+//  - below the format's smallest normal: (|x| + K) - K with K = 2^(emin - m + 23), which
+//    the FPU rounds to the subnormal quantum 2^(emin - m) with ties-to-even;
+//  - then overflow, inf, NaN, flush-to-zero and the sign are applied with blends.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "fpguard/round.hpp"
+
+namespace fpguard::detail {
+
+struct FastParams {
+  int drop_bits = 0;          // 23 - mantissa bits
+  bool nearest_even = true;   // else toward zero
+  bool flush_subnormals = false;
+  bool no_negative_zero = false;  // fnuz: -0 becomes +0
+  float smallest_normal = 0;  // 2^emin
+  float magic = 0;            // 2^(emin - m + 23)
+  float quantum = 0;          // 2^(emin - m), the subnormal spacing
+  float max = 0;              // largest finite value
+  float overflow_value = 0;   // result for finite |x| > max (before the sign)
+  float inf_value = 0;        // result for |x| = inf (before the sign)
+};
+
+std::optional<FastParams> fast_params(const Format& f, const RoundOptions& o);
+void round_fast(const float* in, float* out, std::size_t n, const FastParams& p);
+
+}  // namespace fpguard::detail

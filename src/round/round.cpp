@@ -1,0 +1,320 @@
+// The exact generic rounding path. It works on the integer significand of a float64
+// (every float32 is one), so it is exact by construction for every format, mode and
+// option: no floating-point operation rounds anywhere in it.
+#include "fpguard/round.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/parallel.hpp"
+#include "fpguard/error.hpp"
+#include "round/fast.hpp"
+
+namespace fpguard {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// 2^k for -1074 <= k <= 1023, built from bits (exact, no libm).
+double pow2(int k) {
+  if (k >= -1022) return std::bit_cast<double>(static_cast<std::uint64_t>(k + 1023) << 52);
+  return std::bit_cast<double>(std::uint64_t{1} << (k + 1074));
+}
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// The random draw for element `index`: independent of thread count and chunking.
+std::uint64_t draw(std::uint64_t seed, std::uint64_t index) {
+  return splitmix64(splitmix64(seed) ^ index);
+}
+
+// Value for a result beyond max (or an infinite input): what the overflow rule gives.
+double overflow_value(const Format& f, const RoundOptions& o, bool infinite_input) {
+  if (f.has_inf() && (infinite_input || !o.saturate)) return kInf;
+  if (o.saturate || f.always_saturates()) return f.max();
+  return kNaN;
+}
+
+}  // namespace
+
+double round(double x, const Format& f, const RoundOptions& o, std::uint64_t index) {
+  if (std::isnan(x)) return kNaN;
+  const bool neg = std::signbit(x);
+  if (!f.is_signed) {
+    // E8M0 has neither sign nor zero: nothing <= 0 is representable.
+    if (neg || x == 0) return kNaN;
+  }
+  auto with_sign = [&](double v) {
+    if (v == 0 && !f.has_negative_zero()) return 0.0;
+    return neg ? -v : v;
+  };
+  if (std::isinf(x)) return with_sign(overflow_value(f, o, true));
+  if (x == 0) return with_sign(0.0);
+
+  // |x| = M * 2^E with M an integer of at most 53 bits; lg = floor(log2 |x|).
+  const std::uint64_t bits = std::bit_cast<std::uint64_t>(x);
+  const int exp_field = static_cast<int>((bits >> 52) & 0x7ff);
+  std::uint64_t M = bits & ((std::uint64_t{1} << 52) - 1);
+  int E, lg;
+  if (exp_field == 0) {
+    E = -1074;
+    lg = 63 - std::countl_zero(M) - 1074;
+  } else {
+    M |= std::uint64_t{1} << 52;
+    E = exp_field - 1075;
+    lg = exp_field - 1023;
+  }
+  const int m = f.mantissa_bits;
+  const int emin = f.emin();
+  // The quantum (ulp) of the binade |x| falls in, clamped at the lowest binade.
+  const int q = std::max(lg, emin) - m;
+  const int shift = q - E;  // bits of M below the quantum
+
+  std::uint64_t n;  // |result| = n * 2^q
+  if (shift <= 0) {
+    n = M << -shift;  // exact: at most m + 1 bits
+  } else {
+    std::uint64_t rem;  // the dropped bits, as a fraction rem / 2^shift of a quantum
+    bool above_half, at_half;
+    if (shift < 64) {
+      n = M >> shift;
+      rem = M & ((std::uint64_t{1} << shift) - 1);
+      const std::uint64_t half = std::uint64_t{1} << (shift - 1);
+      above_half = rem > half;
+      at_half = rem == half;
+    } else {
+      n = 0;
+      rem = M;  // far below half a quantum (M < 2^53 <= 2^(shift-1))
+      above_half = at_half = false;
+    }
+    bool up = false;
+    switch (o.rounding) {
+      case Rounding::nearest_even: {
+        // "Even" is the encoding's last bit. With mantissa bits that is n's last bit;
+        // without (E8M0) the candidates n = 1 and n = 2 differ in the exponent code.
+        bool odd = n & 1;
+        if (m == 0 && at_half) odd = ((q + f.bias) & 1) != 0;
+        up = above_half || (at_half && odd);
+        break;
+      }
+      case Rounding::toward_zero: up = false; break;
+      case Rounding::up: up = !neg; break;
+      case Rounding::down: up = neg; break;
+      case Rounding::stochastic: {
+        const std::uint64_t r = draw(o.seed, index);
+        if (shift <= 64) {
+          up = (shift == 64 ? r : r >> (64 - shift)) < rem;
+        } else {
+          const int s = shift - 64;  // compare on the top 64 bits of a shift-bit draw
+          up = s < 64 && r < (rem >> s);
+        }
+        break;
+      }
+    }
+    n += up ? 1 : 0;
+  }
+
+  if (!f.is_signed && n == 0) n = 1;  // E8M0 cannot reach zero: its smallest value is min
+  double v = static_cast<double>(n) * pow2(q);
+  if (v > f.max()) {
+    switch (o.rounding) {
+      case Rounding::toward_zero: v = f.max(); break;
+      case Rounding::up: v = neg ? f.max() : overflow_value(f, o, false); break;
+      case Rounding::down: v = neg ? overflow_value(f, o, false) : f.max(); break;
+      default: v = overflow_value(f, o, false); break;
+    }
+  }
+  if (o.flush_subnormals && f.has_subnormals && v < f.smallest_normal()) v = 0;
+  return with_sign(v);
+}
+
+float round(float x, const Format& f, const RoundOptions& o, std::uint64_t index) {
+  return static_cast<float>(round(static_cast<double>(x), f, o, index));
+}
+
+std::string_view to_string(Rounding r) {
+  switch (r) {
+    case Rounding::nearest_even: return "nearest-even";
+    case Rounding::toward_zero: return "toward-zero";
+    case Rounding::up: return "up";
+    case Rounding::down: return "down";
+    case Rounding::stochastic: return "stochastic";
+  }
+  return "?";
+}
+
+const std::vector<std::string>& rounding_names() {
+  static const std::vector<std::string> names = {"nearest-even", "toward-zero", "up", "down",
+                                                 "stochastic"};
+  return names;
+}
+
+Rounding parse_rounding(std::string_view name) {
+  for (Rounding r : {Rounding::nearest_even, Rounding::toward_zero, Rounding::up, Rounding::down,
+                     Rounding::stochastic})
+    if (name == to_string(r)) return r;
+  std::string msg = "unknown rounding mode";
+  if (auto hint = did_you_mean(std::string(name), rounding_names()); !hint.empty())
+    msg += "; did you mean '" + hint + "'?";
+  else
+    msg += " (known: nearest-even, toward-zero, up, down, stochastic)";
+  throw Error("rounding '" + std::string(name) + "'", msg);
+}
+
+void round_generic(std::span<const float> in, std::span<float> out, const Format& f,
+                   const RoundOptions& o) {
+  FPG_CHECK(in.size() == out.size());
+  detail::parallel_for(in.size(), o.threads, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) out[i] = round(in[i], f, o, i);
+  });
+}
+
+bool has_fast_path(const Format& f, const RoundOptions& o) {
+  return detail::fast_params(f, o).has_value();
+}
+
+void round_fast(std::span<const float> in, std::span<float> out, const Format& f,
+                const RoundOptions& o) {
+  FPG_CHECK(in.size() == out.size());
+  const auto p = detail::fast_params(f, o);
+  FPG_CHECK(p.has_value());
+  detail::parallel_for(in.size(), o.threads, [&](std::size_t b, std::size_t e) {
+    detail::round_fast(in.data() + b, out.data() + b, e - b, *p);
+  });
+}
+
+void round(std::span<const float> in, std::span<float> out, const Format& f,
+           const RoundOptions& o) {
+  if (has_fast_path(f, o)) return round_fast(in, out, f, o);
+  round_generic(in, out, f, o);
+}
+
+void round(std::span<const double> in, std::span<double> out, const Format& f,
+           const RoundOptions& o) {
+  FPG_CHECK(in.size() == out.size());
+  detail::parallel_for(in.size(), o.threads, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) out[i] = round(in[i], f, o, i);
+  });
+}
+
+// ---- bit patterns -------------------------------------------------------------------
+
+namespace {
+
+std::uint64_t nan_code(const Format& f) {
+  const int m = f.mantissa_bits, e = f.exponent_bits;
+  switch (f.nan) {
+    case NanEncoding::ieee:  // positive quiet NaN: exponent all ones, top mantissa bit
+      return ((std::uint64_t{1} << e) - 1) << m | (m > 0 ? std::uint64_t{1} << (m - 1) : 0);
+    case NanEncoding::fn: return (std::uint64_t{1} << (e + m)) - 1;
+    case NanEncoding::fnuz: return std::uint64_t{1} << (e + m);
+    case NanEncoding::none: break;
+  }
+  return (std::uint64_t{1} << (e + m)) - 1;  // no NaN: +max, the documented stand-in
+}
+
+// Code of a value that is exactly representable in f (a result of round()).
+std::uint64_t code_of(double v, const Format& f) {
+  if (std::isnan(v)) return nan_code(f);
+  const int m = f.mantissa_bits, e = f.exponent_bits;
+  const std::uint64_t sign =
+      (f.is_signed && std::signbit(v) && (v != 0 || f.has_negative_zero()))
+          ? std::uint64_t{1} << (e + m)
+          : 0;
+  const double a = std::fabs(v);
+  if (std::isinf(a)) return sign | ((std::uint64_t{1} << e) - 1) << m;
+  if (a == 0) return sign;
+  int lg;
+  std::frexp(a, &lg);
+  --lg;  // a = 1.x * 2^lg
+  std::uint64_t exp_code, mant;
+  if (lg < f.emin()) {  // subnormal: exponent code 0, a = mant * 2^(emin - m)
+    exp_code = 0;
+    mant = static_cast<std::uint64_t>(a / pow2(f.emin() - m));
+  } else {
+    exp_code = static_cast<std::uint64_t>(lg + f.bias);
+    mant = static_cast<std::uint64_t>(a / pow2(lg - m)) - (std::uint64_t{1} << m);
+  }
+  return sign | exp_code << m | mant;
+}
+
+template <class In, class Out>
+void encode_array(std::span<const In> in, std::span<Out> out, const Format& f,
+                  const RoundOptions& o) {
+  FPG_CHECK(in.size() == out.size());
+  FPG_CHECK(f.bits() <= static_cast<int>(8 * sizeof(Out)));
+  detail::parallel_for(in.size(), o.threads, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i)
+      out[i] = static_cast<Out>(code_of(round(static_cast<double>(in[i]), f, o, i), f));
+  });
+}
+
+}  // namespace
+
+std::uint64_t encode(double x, const Format& f, const RoundOptions& o, std::uint64_t index) {
+  return code_of(round(x, f, o, index), f);
+}
+
+double decode(std::uint64_t code, const Format& f) {
+  const int m = f.mantissa_bits, e = f.exponent_bits;
+  code &= f.bits() == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << f.bits()) - 1;
+  const bool neg = f.is_signed && ((code >> (e + m)) & 1);
+  const std::uint64_t exp_code = (code >> m) & ((std::uint64_t{1} << e) - 1);
+  const std::uint64_t mant = code & ((std::uint64_t{1} << m) - 1);
+  const std::uint64_t top = (std::uint64_t{1} << e) - 1;
+  switch (f.nan) {
+    case NanEncoding::ieee:
+      if (exp_code == top) return mant ? kNaN : (neg ? -kInf : kInf);
+      break;
+    case NanEncoding::fn:
+      if (exp_code == top && mant == (std::uint64_t{1} << m) - 1) return kNaN;
+      break;
+    case NanEncoding::fnuz:
+      if (neg && exp_code == 0 && mant == 0) return kNaN;
+      break;
+    case NanEncoding::none: break;
+  }
+  double a;
+  if (exp_code == 0 && f.has_subnormals)
+    a = static_cast<double>(mant) * pow2(f.emin() - m);
+  else
+    a = static_cast<double>((std::uint64_t{1} << m) | mant) *
+        pow2(static_cast<int>(exp_code) - f.bias - m);
+  return neg ? -a : a;
+}
+
+void encode(std::span<const float> in, std::span<std::uint8_t> out, const Format& f,
+            const RoundOptions& o) {
+  encode_array(in, out, f, o);
+}
+void encode(std::span<const float> in, std::span<std::uint16_t> out, const Format& f,
+            const RoundOptions& o) {
+  encode_array(in, out, f, o);
+}
+void encode(std::span<const double> in, std::span<std::uint8_t> out, const Format& f,
+            const RoundOptions& o) {
+  encode_array(in, out, f, o);
+}
+void encode(std::span<const double> in, std::span<std::uint16_t> out, const Format& f,
+            const RoundOptions& o) {
+  encode_array(in, out, f, o);
+}
+void encode(std::span<const double> in, std::span<std::uint32_t> out, const Format& f,
+            const RoundOptions& o) {
+  encode_array(in, out, f, o);
+}
+void encode(std::span<const double> in, std::span<std::uint64_t> out, const Format& f,
+            const RoundOptions& o) {
+  encode_array(in, out, f, o);
+}
+
+}  // namespace fpguard

@@ -1,0 +1,253 @@
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "fpguard/error.hpp"
+#include "fpguard/io.hpp"
+#include "fpguard/tensor.hpp"
+
+namespace fpguard {
+
+namespace {
+
+struct DTypeInfo {
+  DType dtype;
+  const char* name;
+  char kind;  // NumPy kind letter
+  std::size_t size;
+};
+
+constexpr DTypeInfo kDTypes[] = {
+    {DType::float64, "float64", 'f', 8}, {DType::float32, "float32", 'f', 4},
+    {DType::float16, "float16", 'f', 2}, {DType::bfloat16, "bfloat16", 'V', 2},
+    {DType::int8, "int8", 'i', 1},       {DType::int16, "int16", 'i', 2},
+    {DType::int32, "int32", 'i', 4},     {DType::int64, "int64", 'i', 8},
+    {DType::uint8, "uint8", 'u', 1},     {DType::uint16, "uint16", 'u', 2},
+    {DType::uint32, "uint32", 'u', 4},   {DType::uint64, "uint64", 'u', 8},
+    {DType::bool_, "bool", 'b', 1},
+};
+
+const DTypeInfo& info(DType d) {
+  for (const auto& i : kDTypes)
+    if (i.dtype == d) return i;
+  FPG_CHECK(false);
+  return kDTypes[0];
+}
+
+}  // namespace
+
+std::string_view to_string(DType d) { return info(d).name; }
+std::size_t itemsize(DType d) { return info(d).size; }
+
+std::size_t element_count(const std::vector<std::int64_t>& shape, const std::string& where) {
+  std::size_t n = 1;
+  for (auto d : shape) {
+    if (d < 0) throw Error(where, "negative dimension " + std::to_string(d) + " in shape");
+    if (d != 0 && n > std::numeric_limits<std::size_t>::max() / 16 / static_cast<std::size_t>(d))
+      throw Error(where, "shape has too many elements");
+    n *= static_cast<std::size_t>(d);
+  }
+  return n;
+}
+
+Tensor::Tensor(DType dtype, std::vector<std::int64_t> shape)
+    : dtype_(dtype), shape_(std::move(shape)), size_(element_count(shape_, "tensor")) {
+  storage_.resize(size_ * itemsize(dtype_));
+}
+
+template <class T>
+static bool storage_matches(DType d) {
+  switch (d) {
+    case DType::float64: return std::is_same_v<T, double>;
+    case DType::float32: return std::is_same_v<T, float>;
+    case DType::float16:
+    case DType::bfloat16:
+    case DType::uint16: return std::is_same_v<T, std::uint16_t>;
+    case DType::int8: return std::is_same_v<T, std::int8_t>;
+    case DType::int16: return std::is_same_v<T, std::int16_t>;
+    case DType::int32: return std::is_same_v<T, std::int32_t>;
+    case DType::int64: return std::is_same_v<T, std::int64_t>;
+    case DType::uint8:
+    case DType::bool_: return std::is_same_v<T, std::uint8_t>;
+    case DType::uint32: return std::is_same_v<T, std::uint32_t>;
+    case DType::uint64: return std::is_same_v<T, std::uint64_t>;
+  }
+  return false;
+}
+
+template <class T>
+std::span<T> Tensor::data() {
+  FPG_CHECK(storage_matches<std::remove_const_t<T>>(dtype_));
+  return {reinterpret_cast<T*>(storage_.data()), size_};
+}
+template <class T>
+std::span<const T> Tensor::data() const {
+  FPG_CHECK(storage_matches<T>(dtype_));
+  return {reinterpret_cast<const T*>(storage_.data()), size_};
+}
+
+#define FPG_INSTANTIATE(T)                         \
+  template std::span<T> Tensor::data<T>();         \
+  template std::span<const T> Tensor::data<T>() const;
+FPG_INSTANTIATE(double)
+FPG_INSTANTIATE(float)
+FPG_INSTANTIATE(std::int8_t)
+FPG_INSTANTIATE(std::int16_t)
+FPG_INSTANTIATE(std::int32_t)
+FPG_INSTANTIATE(std::int64_t)
+FPG_INSTANTIATE(std::uint8_t)
+FPG_INSTANTIATE(std::uint16_t)
+FPG_INSTANTIATE(std::uint32_t)
+FPG_INSTANTIATE(std::uint64_t)
+#undef FPG_INSTANTIATE
+
+// ---- .npy ---------------------------------------------------------------------------
+
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+
+// The value of `key` in the header dict, as raw text up to the next top-level comma.
+std::string dict_value(const std::string& header, const std::string& key, const std::string& where) {
+  const std::string k1 = "'" + key + "'";
+  auto pos = header.find(k1);
+  if (pos == std::string::npos) pos = header.find("\"" + key + "\"");
+  if (pos == std::string::npos) throw Error(where, "malformed .npy header: no '" + key + "'");
+  pos = header.find(':', pos + k1.size());
+  if (pos == std::string::npos) throw Error(where, "malformed .npy header near '" + key + "'");
+  ++pos;
+  while (pos < header.size() && header[pos] == ' ') ++pos;
+  if (pos >= header.size()) throw Error(where, "malformed .npy header near '" + key + "'");
+  if (header[pos] == '(') {
+    const auto end = header.find(')', pos);
+    if (end == std::string::npos) throw Error(where, "malformed .npy header: unclosed shape");
+    return header.substr(pos, end - pos + 1);
+  }
+  if (header[pos] == '\'' || header[pos] == '"') {
+    const auto end = header.find(header[pos], pos + 1);
+    if (end == std::string::npos) throw Error(where, "malformed .npy header: unclosed string");
+    return header.substr(pos + 1, end - pos - 1);
+  }
+  auto end = header.find_first_of(",}", pos);
+  if (end == std::string::npos) throw Error(where, "malformed .npy header near '" + key + "'");
+  return header.substr(pos, end - pos);
+}
+
+std::vector<std::int64_t> parse_shape(const std::string& text, const std::string& where) {
+  std::vector<std::int64_t> shape;
+  std::string inner = text.substr(1, text.size() - 2);
+  std::stringstream ss(inner);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item.erase(std::remove(item.begin(), item.end(), ' '), item.end());
+    if (item.empty()) continue;
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (...) {
+      throw Error(where, "malformed .npy header: bad shape " + text);
+    }
+    if (used != item.size()) throw Error(where, "malformed .npy header: bad shape " + text);
+    shape.push_back(v);
+  }
+  return shape;
+}
+
+}  // namespace
+
+Tensor read_npy(const std::filesystem::path& path) {
+  const std::string where = path.string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(where, std::string("cannot open: ") + std::strerror(errno));
+  char magic[6];
+  if (!in.read(magic, 6) || std::memcmp(magic, kMagic, 6) != 0)
+    throw Error(where, "not a .npy file (bad magic)");
+  unsigned char ver[2];
+  if (!in.read(reinterpret_cast<char*>(ver), 2)) throw Error(where, "truncated .npy header");
+  if (ver[0] < 1 || ver[0] > 3)
+    throw Error(where, "unsupported .npy version " + std::to_string(ver[0]));
+  std::uint32_t hlen = 0;
+  unsigned char lenb[4] = {0, 0, 0, 0};
+  if (!in.read(reinterpret_cast<char*>(lenb), ver[0] == 1 ? 2 : 4))
+    throw Error(where, "truncated .npy header");
+  hlen = lenb[0] | lenb[1] << 8 | (ver[0] == 1 ? 0u : (lenb[2] << 16 | lenb[3] << 24));
+  if (hlen > (1u << 20)) throw Error(where, "malformed .npy header: length " + std::to_string(hlen));
+  std::string header(hlen, '\0');
+  if (!in.read(header.data(), hlen)) throw Error(where, "truncated .npy header");
+
+  const std::string descr = dict_value(header, "descr", where);
+  const std::string fortran = dict_value(header, "fortran_order", where);
+  const std::string shape_text = dict_value(header, "shape", where);
+  if (fortran.find("True") != std::string::npos)
+    throw Error(where, "Fortran-ordered arrays are not supported; save np.ascontiguousarray(a)");
+  if (fortran.find("False") == std::string::npos)
+    throw Error(where, "malformed .npy header: fortran_order is '" + fortran + "'");
+  if (shape_text.empty() || shape_text.front() != '(')
+    throw Error(where, "malformed .npy header: shape is '" + shape_text + "'");
+  if (descr.size() < 3) throw Error(where, "unsupported dtype '" + descr + "'");
+  const char order = descr[0];
+  const char kind = descr[1];
+  std::size_t size = 0;
+  try {
+    size = std::stoul(descr.substr(2));
+  } catch (...) {
+    throw Error(where, "unsupported dtype '" + descr + "'");
+  }
+  const DTypeInfo* found = nullptr;
+  for (const auto& i : kDTypes)
+    if (i.kind == kind && i.size == size && std::to_string(size) == descr.substr(2)) found = &i;
+  if (!found || (order != '<' && order != '>' && order != '|' && order != '='))
+    throw Error(where, "unsupported dtype '" + descr +
+                           "' (supported: float64/32/16, int8-64, uint8-64, bool)");
+  const bool big_endian = order == '>' && size > 1;
+
+  auto shape = parse_shape(shape_text, where);
+  const std::size_t n = element_count(shape, where);
+  Tensor t(found->dtype, shape);
+  if (n > 0 && !in.read(reinterpret_cast<char*>(t.bytes()), static_cast<std::streamsize>(t.nbytes())))
+    throw Error(where, "truncated .npy data: shape " + shape_text + " needs " +
+                           std::to_string(t.nbytes()) + " bytes");
+  if (big_endian) {  // convert to native (little-endian) order
+    std::byte* p = t.bytes();
+    for (std::size_t i = 0; i < n; ++i) std::reverse(p + i * size, p + (i + 1) * size);
+  }
+  return t;
+}
+
+void write_npy(const std::filesystem::path& path, const Tensor& t) {
+  std::string descr;
+  switch (t.dtype()) {
+    case DType::bool_: descr = "|b1"; break;
+    case DType::int8: descr = "|i1"; break;
+    case DType::uint8: descr = "|u1"; break;
+    case DType::bfloat16:
+      throw Error(path.string(), "NumPy has no bfloat16 dtype; write its bits as uint16");
+    default:
+      descr = std::string("<") + info(t.dtype()).kind + std::to_string(itemsize(t.dtype()));
+  }
+  std::string shape = "(";
+  for (auto d : t.shape()) shape += std::to_string(d) + ", ";
+  if (t.shape().size() > 1) shape.resize(shape.size() - 1), shape.back() = ')';
+  else if (t.shape().size() == 1) shape.pop_back(), shape.back() = ',', shape += ")";
+  else shape += ")";
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  const std::size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header.push_back('\n');
+  write_file_atomic(path, [&](std::ostream& out) {
+    out.write(kMagic, 6);
+    const char ver[2] = {1, 0};
+    out.write(ver, 2);
+    const std::uint16_t len = static_cast<std::uint16_t>(header.size());
+    const char lenb[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
+    out.write(lenb, 2);
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    out.write(reinterpret_cast<const char*>(t.bytes()), static_cast<std::streamsize>(t.nbytes()));
+  });
+}
+
+}  // namespace fpguard

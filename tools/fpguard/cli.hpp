@@ -1,0 +1,16 @@
+// Shared plumbing of the fpguard subcommands. Each cmd_*.cpp registers one or more
+// subcommands on the app; their callbacks set the process exit code through `exit_code`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace fpguard::cli {
+
+// 0 success, 1 completed with findings, 2 error (set by main on fpguard::Error).
+inline int exit_code = 0;
+
+void add_finfo(CLI::App& app);
+void add_iinfo(CLI::App& app);
+void add_round(CLI::App& app);
+
+}  // namespace fpguard::cli
