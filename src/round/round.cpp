@@ -37,27 +37,49 @@ std::uint64_t draw(std::uint64_t seed, std::uint64_t index) {
   return splitmix64(splitmix64(seed) ^ index);
 }
 
-// Value for a result beyond max (or an infinite input): what the overflow rule gives.
-double overflow_value(const Format& f, const RoundOptions& o, bool infinite_input) {
-  if (f.has_inf() && (infinite_input || !o.saturate)) return kInf;
-  if (o.saturate || f.always_saturates()) return f.max();
-  return kNaN;
-}
+// Everything round() needs from (Format, RoundOptions), computed once per call site
+// rather than once per element.
+struct Rounder {
+  int m, emin, bias;
+  bool is_signed, negative_zero, flush;
+  Rounding mode;
+  std::uint64_t seed;
+  double max, smallest_normal;
+  double overflow;  // result for a finite value beyond max (before the sign)
+  double infinite;  // result for an infinite input (before the sign)
 
-}  // namespace
+  Rounder(const Format& f, const RoundOptions& o)
+      : m(f.mantissa_bits),
+        emin(f.emin()),
+        bias(f.bias),
+        is_signed(f.is_signed),
+        negative_zero(f.has_negative_zero()),
+        flush(o.flush_subnormals && f.has_subnormals),
+        mode(o.rounding),
+        seed(o.seed),
+        max(f.max()),
+        smallest_normal(f.smallest_normal()) {
+    const double saturated_or_nan = (o.saturate || f.always_saturates()) ? max : kNaN;
+    overflow = f.has_inf() ? (o.saturate ? max : kInf) : saturated_or_nan;
+    infinite = f.has_inf() ? kInf : saturated_or_nan;
+  }
 
-double round(double x, const Format& f, const RoundOptions& o, std::uint64_t index) {
+  double operator()(double x, std::uint64_t index) const;
+};
+
+double Rounder::operator()(double x, std::uint64_t index) const {
   if (std::isnan(x)) return kNaN;
   const bool neg = std::signbit(x);
-  if (!f.is_signed) {
+  if (!is_signed) {
     // E8M0 has neither sign nor zero: nothing <= 0 is representable.
     if (neg || x == 0) return kNaN;
   }
   auto with_sign = [&](double v) {
-    if (v == 0 && !f.has_negative_zero()) return 0.0;
+    if (std::isnan(v)) return kNaN;  // NaN results are the canonical positive quiet NaN
+    if (v == 0 && !negative_zero) return 0.0;
     return neg ? -v : v;
   };
-  if (std::isinf(x)) return with_sign(overflow_value(f, o, true));
+  if (std::isinf(x)) return with_sign(infinite);
   if (x == 0) return with_sign(0.0);
 
   // |x| = M * 2^E with M an integer of at most 53 bits; lg = floor(log2 |x|).
@@ -73,8 +95,6 @@ double round(double x, const Format& f, const RoundOptions& o, std::uint64_t ind
     E = exp_field - 1075;
     lg = exp_field - 1023;
   }
-  const int m = f.mantissa_bits;
-  const int emin = f.emin();
   // The quantum (ulp) of the binade |x| falls in, clamped at the lowest binade.
   const int q = std::max(lg, emin) - m;
   const int shift = q - E;  // bits of M below the quantum
@@ -97,12 +117,12 @@ double round(double x, const Format& f, const RoundOptions& o, std::uint64_t ind
       above_half = at_half = false;
     }
     bool up = false;
-    switch (o.rounding) {
+    switch (mode) {
       case Rounding::nearest_even: {
         // "Even" is the encoding's last bit. With mantissa bits that is n's last bit;
         // without (E8M0) the candidates n = 1 and n = 2 differ in the exponent code.
         bool odd = n & 1;
-        if (m == 0 && at_half) odd = ((q + f.bias) & 1) != 0;
+        if (m == 0 && at_half) odd = ((q + bias) & 1) != 0;
         up = above_half || (at_half && odd);
         break;
       }
@@ -110,7 +130,7 @@ double round(double x, const Format& f, const RoundOptions& o, std::uint64_t ind
       case Rounding::up: up = !neg; break;
       case Rounding::down: up = neg; break;
       case Rounding::stochastic: {
-        const std::uint64_t r = draw(o.seed, index);
+        const std::uint64_t r = draw(seed, index);
         if (shift <= 64) {
           up = (shift == 64 ? r : r >> (64 - shift)) < rem;
         } else {
@@ -123,18 +143,24 @@ double round(double x, const Format& f, const RoundOptions& o, std::uint64_t ind
     n += up ? 1 : 0;
   }
 
-  if (!f.is_signed && n == 0) n = 1;  // E8M0 cannot reach zero: its smallest value is min
+  if (!is_signed && n == 0) n = 1;  // E8M0 cannot reach zero: its smallest value is min
   double v = static_cast<double>(n) * pow2(q);
-  if (v > f.max()) {
-    switch (o.rounding) {
-      case Rounding::toward_zero: v = f.max(); break;
-      case Rounding::up: v = neg ? f.max() : overflow_value(f, o, false); break;
-      case Rounding::down: v = neg ? overflow_value(f, o, false) : f.max(); break;
-      default: v = overflow_value(f, o, false); break;
+  if (v > max) {
+    switch (mode) {
+      case Rounding::toward_zero: v = max; break;
+      case Rounding::up: v = neg ? max : overflow; break;
+      case Rounding::down: v = neg ? overflow : max; break;
+      default: v = overflow; break;
     }
   }
-  if (o.flush_subnormals && f.has_subnormals && v < f.smallest_normal()) v = 0;
+  if (flush && v < smallest_normal) v = 0;
   return with_sign(v);
+}
+
+}  // namespace
+
+double round(double x, const Format& f, const RoundOptions& o, std::uint64_t index) {
+  return Rounder(f, o)(x, index);
 }
 
 float round(float x, const Format& f, const RoundOptions& o, std::uint64_t index) {
@@ -173,8 +199,9 @@ Rounding parse_rounding(std::string_view name) {
 void round_generic(std::span<const float> in, std::span<float> out, const Format& f,
                    const RoundOptions& o) {
   FPG_CHECK(in.size() == out.size());
+  const Rounder r(f, o);
   detail::parallel_for(in.size(), o.threads, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) out[i] = round(in[i], f, o, i);
+    for (std::size_t i = b; i < e; ++i) out[i] = static_cast<float>(r(in[i], i));
   });
 }
 
@@ -201,8 +228,9 @@ void round(std::span<const float> in, std::span<float> out, const Format& f,
 void round(std::span<const double> in, std::span<double> out, const Format& f,
            const RoundOptions& o) {
   FPG_CHECK(in.size() == out.size());
+  const Rounder r(f, o);
   detail::parallel_for(in.size(), o.threads, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) out[i] = round(in[i], f, o, i);
+    for (std::size_t i = b; i < e; ++i) out[i] = r(in[i], i);
   });
 }
 
@@ -252,9 +280,10 @@ void encode_array(std::span<const In> in, std::span<Out> out, const Format& f,
                   const RoundOptions& o) {
   FPG_CHECK(in.size() == out.size());
   FPG_CHECK(f.bits() <= static_cast<int>(8 * sizeof(Out)));
+  const Rounder r(f, o);
   detail::parallel_for(in.size(), o.threads, [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i)
-      out[i] = static_cast<Out>(code_of(round(static_cast<double>(in[i]), f, o, i), f));
+      out[i] = static_cast<Out>(code_of(r(static_cast<double>(in[i]), i), f));
   });
 }
 

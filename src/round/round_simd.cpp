@@ -51,7 +51,7 @@ HWY_INLINE V RoundVec(D df, V v, const FastParams& p) {
   const auto is_nan = hn::RebindMask(df, hn::Gt(ai, inf_bits));
   res = hn::IfThenElse(hn::Gt(res, hn::Set(df, p.max)), hn::Set(df, p.overflow_value), res);
   res = hn::IfThenElse(is_inf, hn::Set(df, p.inf_value), res);
-  res = hn::IfThenElse(is_nan, hn::Set(df, hn::GetLane(hn::NaN(df))), res);
+  res = hn::IfThenElse(is_nan, hn::BitCast(df, hn::Set(du, 0x7fc00000u)), res);  // canonical qNaN
 
   // Sign: none on NaN (canonical +qNaN), none on zero where the format has no -0.
   auto unsigned_result = hn::IsNaN(res);

@@ -1,0 +1,1 @@
+# Python reference and CLI tests; see tests/reference/ and tests/cli/.
