@@ -127,8 +127,9 @@ double Rounder::operator()(double x, std::uint64_t index) const {
         break;
       }
       case Rounding::toward_zero: up = false; break;
-      case Rounding::up: up = !neg; break;
-      case Rounding::down: up = neg; break;
+      // Directed modes move only inexact values (rem != 0): an exact value stays put.
+      case Rounding::up: up = rem != 0 && !neg; break;
+      case Rounding::down: up = rem != 0 && neg; break;
       case Rounding::stochastic: {
         const std::uint64_t r = draw(seed, index);
         if (shift <= 64) {

@@ -36,13 +36,19 @@ HWY_INLINE V RoundVec(D df, V v, const FastParams& p) {
       rn = hn::And(a, keep);
     }
   }
+  // Common case, one test per vector: every lane is a normal number of the format's
+  // range, so the rounded bits need only the sign back.
+  // (NaN compares false, so it takes the full path.)
+  const auto min_normal = hn::Set(df, p.smallest_normal);
+  const auto in_range = hn::And(hn::Ge(af, min_normal), hn::Le(af, hn::Set(df, p.max)));
+  if (hn::AllTrue(df, in_range)) return hn::BitCast(df, hn::Or(rn, sign));
+
   // Subnormal range of the format: the FPU rounds to the quantum (ties-to-even).
   const auto magic = hn::Set(df, p.magic);
   auto sub = hn::Sub(hn::Add(af, magic), magic);
   if constexpr (!kNearestEven) {
     sub = hn::Sub(sub, hn::IfThenElseZero(hn::Gt(sub, af), hn::Set(df, p.quantum)));
   }
-  const auto min_normal = hn::Set(df, p.smallest_normal);
   auto res = hn::IfThenElse(hn::Lt(af, min_normal), sub, hn::BitCast(df, rn));
   if (p.flush_subnormals) res = hn::IfThenZeroElse(hn::Lt(res, min_normal), res);
 
