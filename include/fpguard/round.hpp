@@ -66,6 +66,15 @@ bool has_fast_path(const Format& f, const RoundOptions& o = {});
 void round_fast(std::span<const float> in, std::span<float> out, const Format& f,
                 const RoundOptions& o = {});
 
+// The smallest magnitude that overflows when rounding to nearest-even, and whether that
+// magnitude itself overflows (the tie goes up when max's last code bit is odd): |x| >
+// value, or |x| == value when inclusive. For float16: 65520, inclusive.
+struct OverflowThreshold {
+  double value = 0;
+  bool inclusive = false;
+};
+OverflowThreshold overflow_threshold(const Format& f);
+
 // Bit patterns. encode(x) is the code of round(x); a code occupies the low bits() bits
 // (FP6/FP4: one code per byte). NaN goes to the format's NaN code (a positive quiet NaN
 // for IEEE formats); formats without NaN encode NaN as +max (documented, as they cannot

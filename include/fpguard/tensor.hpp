@@ -44,6 +44,10 @@ class Tensor {
   std::vector<std::byte> storage_;
 };
 
+// Every element as a double (exact for every dtype but int64/uint64 beyond 2^53);
+// `out` must have t.size() elements.
+void to_double(const Tensor& t, std::span<double> out);
+
 // Number of elements of `shape`; throws Error(where, ...) for negative dims or a product
 // that does not fit in memory sizes.
 std::size_t element_count(const std::vector<std::int64_t>& shape, const std::string& where);

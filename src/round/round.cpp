@@ -290,6 +290,14 @@ void encode_array(std::span<const In> in, std::span<Out> out, const Format& f,
 
 }  // namespace
 
+OverflowThreshold overflow_threshold(const Format& f) {
+  // Half an ulp of max above max; the tie rounds to the even code.
+  OverflowThreshold t;
+  t.value = f.max() + pow2(f.emax() - f.mantissa_bits - 1);
+  t.inclusive = (code_of(f.max(), f) & 1) != 0;
+  return t;
+}
+
 std::uint64_t encode(double x, const Format& f, const RoundOptions& o, std::uint64_t index) {
   return code_of(round(x, f, o, index), f);
 }

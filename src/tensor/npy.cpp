@@ -7,6 +7,7 @@
 
 #include "fpguard/error.hpp"
 #include "fpguard/io.hpp"
+#include "fpguard/round.hpp"
 #include "fpguard/tensor.hpp"
 
 namespace fpguard {
@@ -103,6 +104,31 @@ FPG_INSTANTIATE(std::uint16_t)
 FPG_INSTANTIATE(std::uint32_t)
 FPG_INSTANTIATE(std::uint64_t)
 #undef FPG_INSTANTIATE
+
+void to_double(const Tensor& t, std::span<double> out) {
+  FPG_CHECK(out.size() == t.size());
+  auto copy = [&](auto span) { std::copy(span.begin(), span.end(), out.begin()); };
+  switch (t.dtype()) {
+    case DType::float64: copy(t.data<double>()); break;
+    case DType::float32: copy(t.data<float>()); break;
+    case DType::float16:
+    case DType::bfloat16: {
+      const Format f = parse_format(t.dtype() == DType::float16 ? "float16" : "bfloat16");
+      const auto codes = t.data<std::uint16_t>();
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = decode(codes[i], f);
+      break;
+    }
+    case DType::int8: copy(t.data<std::int8_t>()); break;
+    case DType::int16: copy(t.data<std::int16_t>()); break;
+    case DType::int32: copy(t.data<std::int32_t>()); break;
+    case DType::int64: copy(t.data<std::int64_t>()); break;
+    case DType::uint8:
+    case DType::bool_: copy(t.data<std::uint8_t>()); break;
+    case DType::uint16: copy(t.data<std::uint16_t>()); break;
+    case DType::uint32: copy(t.data<std::uint32_t>()); break;
+    case DType::uint64: copy(t.data<std::uint64_t>()); break;
+  }
+}
 
 // ---- .npy ---------------------------------------------------------------------------
 

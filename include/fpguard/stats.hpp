@@ -1,0 +1,73 @@
+// One-pass tensor statistics and per-format safety findings: how a tensor's values fare
+// when rounded into each requested format (overflow, underflow, subnormals, rounding
+// error), how much headroom it has, and the exact power-of-two scale that would make it
+// safe. This is what people otherwise write by hand in Python (check_overflow,
+// compute_scale_factor, ...), computed exactly, vectorised and multithreaded.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "fpguard/format.hpp"
+#include "fpguard/tensor.hpp"
+
+namespace fpguard {
+
+struct TensorStats {
+  std::uint64_t count = 0;  // all elements
+  std::uint64_t nan = 0, posinf = 0, neginf = 0, zeros = 0;
+  // Over the finite values (NaN when there are none). min_abs_nonzero is NaN when every
+  // finite value is zero.
+  double min = 0, max = 0, absmax = 0, min_abs_nonzero = 0;
+  double mean = 0, std = 0;  // population std (ddof = 0, as numpy.std)
+  // floor(log2 |x|) -> count, over finite non-zero values. Zeros, NaN and inf are the
+  // counts above.
+  std::map<int, std::uint64_t> exponent_histogram;
+};
+
+enum class Verdict { ok, overflow, underflow, precision, nonfinite };
+std::string_view to_string(Verdict v);
+
+struct FormatStats {
+  Format format;
+  // Counts over the finite values, rounding to nearest-even:
+  std::uint64_t overflow = 0;    // round past max (to inf, NaN, or saturated to max)
+  std::uint64_t underflow = 0;   // non-zero, round to zero
+  std::uint64_t subnormal = 0;   // round to a non-zero subnormal of the format
+  std::uint64_t precision_loss = 0;  // keep fewer than half the format's significant bits
+  // Rounding error over the finite values that do not overflow (relative: non-zero ones).
+  double max_abs_error = 0, max_rel_error = 0, mean_rel_error = 0;
+  double headroom_bits = 0;  // log2(format max / absmax); +inf for an all-zero tensor
+  // 2^k, the largest power of two with absmax * 2^k <= margin * max (exact: scaling by it
+  // adds no rounding) ...
+  double scale = 1;
+  // ... and with (absmax * 2^k)^2 <= margin * max, for a tensor that will be squared (a
+  // Pow 2 or ReduceSumSquare consumer).
+  double scale_for_square = 1;
+  Verdict verdict = Verdict::ok;
+};
+
+struct StatsOptions {
+  double margin = 0.5;  // fraction of the format's max the scaled absmax may reach
+  int threads = 0;      // 0: automatic; 1: this thread only
+};
+
+struct Stats {
+  TensorStats tensor;
+  std::vector<FormatStats> formats;  // in the order requested
+};
+
+// Share of values above which a count makes the verdict (precision, underflow).
+inline constexpr double kVerdictFraction = 0.01;
+
+Stats stats(std::span<const float> x, const std::vector<Format>& formats,
+            const StatsOptions& o = {});
+Stats stats(std::span<const double> x, const std::vector<Format>& formats,
+            const StatsOptions& o = {});
+// Any dtype: float16/bfloat16 are widened to float, integers and bool to double.
+Stats stats(const Tensor& t, const std::vector<Format>& formats, const StatsOptions& o = {});
+
+}  // namespace fpguard

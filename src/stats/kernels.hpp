@@ -1,0 +1,163 @@
+// Per-chunk kernels of stats(): internal header. Written once, for float and double,
+// in plain loops the compiler vectorises; the exponent histogram reads the bits.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+
+#include "fpguard/format.hpp"
+#include "fpguard/round.hpp"
+
+namespace fpguard::detail {
+
+// Histogram bins cover floor(log2 |x|) for every finite non-zero double.
+inline constexpr int kHistOffset = -1074;
+inline constexpr std::size_t kHistBins = 1023 - kHistOffset + 1;
+
+struct Moments {
+  std::uint64_t n = 0;
+  double mean = 0, m2 = 0;  // m2 = sum of squared deviations from the mean
+};
+
+struct BaseAcc {
+  std::uint64_t nan = 0, posinf = 0, neginf = 0, zeros = 0, finite = 0;
+  double min = std::numeric_limits<double>::infinity();
+  double max = -std::numeric_limits<double>::infinity();
+  double min_abs_nonzero = std::numeric_limits<double>::infinity();
+  std::array<std::uint64_t, kHistBins> hist{};
+};
+
+struct FormatAcc {
+  std::uint64_t overflow = 0, underflow = 0, subnormal = 0, precision_loss = 0;
+  double max_abs_error = 0, max_rel_error = 0, sum_rel_error = 0;
+  std::uint64_t rel_count = 0;
+};
+
+// What chunk_format needs to know of a format, computed once.
+struct FormatPlan {
+  OverflowThreshold overflow;
+  double smallest_normal = 0;
+  double precision_loss_rel = 0;  // relative error past which half the bits are lost
+};
+
+inline FormatPlan make_plan(const Format& f) {
+  FormatPlan p;
+  p.overflow = overflow_threshold(f);
+  p.smallest_normal = f.smallest_normal();
+  p.precision_loss_rel = std::exp2(-0.5 * f.precision_bits());
+  return p;
+}
+
+inline int floor_log2(float a) {  // a finite, > 0
+  const std::uint32_t b = std::bit_cast<std::uint32_t>(a);
+  const int e = static_cast<int>(b >> 23);
+  return e ? e - 127 : 31 - std::countl_zero(b) - 149;
+}
+inline int floor_log2(double a) {
+  const std::uint64_t b = std::bit_cast<std::uint64_t>(a);
+  const int e = static_cast<int>(b >> 52);
+  return e ? e - 1023 : 63 - std::countl_zero(b) - 1074;
+}
+
+template <class T>
+Moments chunk_base(std::span<const T> x, BaseAcc& a) {
+  T lo = std::numeric_limits<T>::infinity(), hi = -lo, minabs = lo;
+  double sum = 0;
+  std::uint64_t finite = 0, zeros = 0;
+  for (const T v : x) {
+    const T av = std::fabs(v);
+    if (av <= std::numeric_limits<T>::max()) {  // finite (NaN compares false)
+      ++finite;
+      sum += static_cast<double>(v);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      if (v == 0) {
+        ++zeros;
+      } else {
+        minabs = std::min(minabs, av);
+        ++a.hist[static_cast<std::size_t>(floor_log2(av) - kHistOffset)];
+      }
+    } else if (std::isnan(v)) {
+      ++a.nan;
+    } else if (v > 0) {
+      ++a.posinf;
+    } else {
+      ++a.neginf;
+    }
+  }
+  a.finite += finite;
+  a.zeros += zeros;
+  a.min = std::min(a.min, static_cast<double>(lo));
+  a.max = std::max(a.max, static_cast<double>(hi));
+  a.min_abs_nonzero = std::min(a.min_abs_nonzero, static_cast<double>(minabs));
+  Moments m;
+  m.n = finite;
+  if (finite == 0) return m;
+  m.mean = sum / static_cast<double>(finite);
+  double m2 = 0;  // second pass over the chunk (in L1): deviations from the chunk mean
+  for (const T v : x) {
+    if (std::fabs(v) <= std::numeric_limits<T>::max()) {
+      const double d = static_cast<double>(v) - m.mean;
+      m2 += d * d;
+    }
+  }
+  m.m2 = m2;
+  return m;
+}
+
+// x: the chunk; r: x rounded to nearest-even into the format.
+template <class T>
+void chunk_format(std::span<const T> x, std::span<const T> r, const FormatPlan& p, FormatAcc& a) {
+  const T limit = static_cast<T>(p.overflow.value);
+  const bool inclusive = p.overflow.inclusive;
+  const T smallest_normal = static_cast<T>(p.smallest_normal);
+  const T loss = static_cast<T>(p.precision_loss_rel);
+  T max_abs = 0, max_rel = 0;
+  double sum_rel = 0;
+  std::uint64_t overflow = 0, underflow = 0, subnormal = 0, lost = 0, rel_count = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const T ax = std::fabs(x[i]);
+    if (!(ax <= std::numeric_limits<T>::max())) continue;  // NaN, inf: counted elsewhere
+    const T ar = std::fabs(r[i]);
+    if (ax > limit || (inclusive && ax == limit) || !(ar <= std::numeric_limits<T>::max())) {
+      ++overflow;
+      continue;
+    }
+    // Exact: r is 0 or within a factor of two of x with the same sign (Sterbenz).
+    const T err = std::fabs(r[i] - x[i]);
+    max_abs = std::max(max_abs, err);
+    if (ax == 0) continue;
+    const T rel = err / ax;
+    max_rel = std::max(max_rel, rel);
+    sum_rel += static_cast<double>(rel);
+    ++rel_count;
+    if (ar == 0) ++underflow;
+    else if (ar < smallest_normal) ++subnormal;
+    if (rel > loss) ++lost;
+  }
+  a.overflow += overflow;
+  a.underflow += underflow;
+  a.subnormal += subnormal;
+  a.precision_loss += lost;
+  a.max_abs_error = std::max(a.max_abs_error, static_cast<double>(max_abs));
+  a.max_rel_error = std::max(a.max_rel_error, static_cast<double>(max_rel));
+  a.sum_rel_error += sum_rel;
+  a.rel_count += rel_count;
+}
+
+Moments merge_moments(const Moments& a, const Moments& b);
+
+// SIMD versions (stats_simd.cpp) for float; the scalar ones above for double.
+template <class T>
+Moments chunk_base_fast(std::span<const T> x, BaseAcc& a);
+template <class T>
+void chunk_format_fast(std::span<const T> x, std::span<const T> r, const FormatPlan& p,
+                       FormatAcc& a);
+
+}  // namespace fpguard::detail

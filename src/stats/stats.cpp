@@ -1,0 +1,212 @@
+// One pass over the data, in chunks that stay in L1: each chunk is summarised (counts,
+// extremes, moments, exponent histogram) and rounded into every requested format, whose
+// errors are summarised too. Chunks are spread over threads; their summaries merge
+// exactly (counts, extremes) or stably (moments: Chan et al.'s pairwise update).
+#include "fpguard/stats.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include "core/parallel.hpp"
+#include "fpguard/error.hpp"
+#include "fpguard/round.hpp"
+#include "stats/kernels.hpp"
+
+namespace fpguard {
+
+std::string_view to_string(Verdict v) {
+  switch (v) {
+    case Verdict::ok: return "ok";
+    case Verdict::overflow: return "overflow";
+    case Verdict::underflow: return "underflow";
+    case Verdict::precision: return "precision";
+    case Verdict::nonfinite: return "nonfinite";
+  }
+  return "?";
+}
+
+namespace {
+
+using detail::BaseAcc;
+using detail::FormatAcc;
+using detail::Moments;
+
+constexpr std::size_t kChunk = 2048;
+
+// Pairwise reduction keeps the rounding error of the merge O(log chunks).
+Moments merge_all(std::span<const Moments> m) {
+  if (m.empty()) return {};
+  if (m.size() == 1) return m[0];
+  const std::size_t h = m.size() / 2;
+  return detail::merge_moments(merge_all(m.first(h)), merge_all(m.subspan(h)));
+}
+
+void merge_into(BaseAcc& a, const BaseAcc& b) {
+  a.nan += b.nan;
+  a.posinf += b.posinf;
+  a.neginf += b.neginf;
+  a.zeros += b.zeros;
+  a.finite += b.finite;
+  a.min = std::min(a.min, b.min);
+  a.max = std::max(a.max, b.max);
+  a.min_abs_nonzero = std::min(a.min_abs_nonzero, b.min_abs_nonzero);
+  for (std::size_t i = 0; i < a.hist.size(); ++i) a.hist[i] += b.hist[i];
+}
+
+void merge_into(FormatAcc& a, const FormatAcc& b) {
+  a.overflow += b.overflow;
+  a.underflow += b.underflow;
+  a.subnormal += b.subnormal;
+  a.precision_loss += b.precision_loss;
+  a.max_abs_error = std::max(a.max_abs_error, b.max_abs_error);
+  a.max_rel_error = std::max(a.max_rel_error, b.max_rel_error);
+  a.sum_rel_error += b.sum_rel_error;
+  a.rel_count += b.rel_count;
+}
+
+// Largest k with v * 2^k <= limit, as the exact double 2^k (1 when v is 0 or not finite).
+double power_of_two_scale(double v, double limit) {
+  if (!(v > 0) || !std::isfinite(v)) return 1.0;
+  int k = static_cast<int>(std::floor(std::log2(limit / v)));
+  while (std::ldexp(v, k) > limit) --k;  // log2 may be off by one ulp at exact powers
+  while (std::ldexp(v, k + 1) <= limit) ++k;
+  return std::ldexp(1.0, k);
+}
+
+template <class T>
+Stats run(std::span<const T> x, const std::vector<Format>& formats, const StatsOptions& o) {
+  const std::size_t n = x.size();
+  const std::size_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<detail::FormatPlan> plans;
+  for (const auto& f : formats) plans.push_back(detail::make_plan(f));
+
+  const int threads = detail::resolve_threads(o.threads, n);
+  struct ThreadAcc {
+    BaseAcc base;
+    std::vector<FormatAcc> fmt;
+  };
+  std::vector<ThreadAcc> acc(static_cast<std::size_t>(std::max(1, threads)));
+  for (auto& a : acc) a.fmt.resize(formats.size());
+  std::vector<Moments> moments(chunks);
+
+  // Threads take contiguous ranges of whole chunks.
+  const std::size_t per = (chunks + acc.size() - 1) / acc.size();
+  auto work = [&](std::size_t t) {
+    auto& a = acc[t];
+    std::vector<T> rounded(kChunk);
+    for (std::size_t c = t * per; c < std::min(chunks, (t + 1) * per); ++c) {
+      const std::size_t b = c * kChunk, len = std::min(kChunk, n - b);
+      const std::span<const T> xs = x.subspan(b, len);
+      moments[c] = detail::chunk_base_fast(xs, a.base);
+      for (std::size_t f = 0; f < formats.size(); ++f) {
+        const std::span<T> r(rounded.data(), len);
+        RoundOptions ro;
+        ro.threads = 1;
+        fpguard::round(xs, r, formats[f], ro);
+        detail::chunk_format_fast(xs, std::span<const T>(r), plans[f], a.fmt[f]);
+      }
+    }
+  };
+  if (acc.size() == 1) {
+    work(0);
+  } else {
+    std::vector<std::thread> pool;
+    for (std::size_t t = 1; t < acc.size(); ++t) pool.emplace_back(work, t);
+    work(0);
+    for (auto& th : pool) th.join();
+  }
+  for (std::size_t t = 1; t < acc.size(); ++t) {
+    merge_into(acc[0].base, acc[t].base);
+    for (std::size_t f = 0; f < formats.size(); ++f) merge_into(acc[0].fmt[f], acc[t].fmt[f]);
+  }
+
+  Stats s;
+  const BaseAcc& b = acc[0].base;
+  TensorStats& ts = s.tensor;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  ts.count = n;
+  ts.nan = b.nan;
+  ts.posinf = b.posinf;
+  ts.neginf = b.neginf;
+  ts.zeros = b.zeros;
+  const bool any_finite = b.finite > 0;
+  ts.min = any_finite ? b.min : nan;
+  ts.max = any_finite ? b.max : nan;
+  ts.absmax = any_finite ? std::max(std::fabs(b.min), std::fabs(b.max)) : nan;
+  ts.min_abs_nonzero = std::isfinite(b.min_abs_nonzero) ? b.min_abs_nonzero : nan;
+  const Moments m = merge_all(moments);
+  ts.mean = m.n ? m.mean : nan;
+  ts.std = m.n ? std::sqrt(m.m2 / static_cast<double>(m.n)) : nan;
+  for (std::size_t i = 0; i < b.hist.size(); ++i)
+    if (b.hist[i]) ts.exponent_histogram[static_cast<int>(i) + detail::kHistOffset] = b.hist[i];
+
+  const std::uint64_t nonzero = b.finite - b.zeros;
+  for (std::size_t f = 0; f < formats.size(); ++f) {
+    const FormatAcc& a = acc[0].fmt[f];
+    FormatStats fs;
+    fs.format = formats[f];
+    fs.overflow = a.overflow;
+    fs.underflow = a.underflow;
+    fs.subnormal = a.subnormal;
+    fs.precision_loss = a.precision_loss;
+    fs.max_abs_error = a.max_abs_error;
+    fs.max_rel_error = a.max_rel_error;
+    fs.mean_rel_error = a.rel_count ? a.sum_rel_error / static_cast<double>(a.rel_count) : 0.0;
+    const double fmax = formats[f].max();
+    if (!any_finite || ts.absmax == 0) {
+      fs.headroom_bits = std::numeric_limits<double>::infinity();
+    } else {
+      fs.headroom_bits = std::log2(fmax / ts.absmax);
+    }
+    fs.scale = power_of_two_scale(any_finite ? ts.absmax : 0, o.margin * fmax);
+    fs.scale_for_square =
+        power_of_two_scale(any_finite ? ts.absmax : 0, std::sqrt(o.margin * fmax));
+    // sqrt may round up by an ulp: make sure the square really fits.
+    while (any_finite && ts.absmax > 0 &&
+           std::pow(ts.absmax * fs.scale_for_square, 2) > o.margin * fmax)
+      fs.scale_for_square /= 2;
+    const double threshold = kVerdictFraction * static_cast<double>(nonzero);
+    if (ts.nan + ts.posinf + ts.neginf > 0)
+      fs.verdict = Verdict::nonfinite;
+    else if (fs.overflow > 0)
+      fs.verdict = Verdict::overflow;
+    else if (static_cast<double>(fs.underflow) > threshold)
+      fs.verdict = Verdict::underflow;
+    else if (static_cast<double>(fs.precision_loss) > threshold)
+      fs.verdict = Verdict::precision;
+    s.formats.push_back(fs);
+  }
+  return s;
+}
+
+}  // namespace
+
+Stats stats(std::span<const float> x, const std::vector<Format>& formats, const StatsOptions& o) {
+  return run(x, formats, o);
+}
+Stats stats(std::span<const double> x, const std::vector<Format>& formats, const StatsOptions& o) {
+  return run(x, formats, o);
+}
+
+Stats stats(const Tensor& t, const std::vector<Format>& formats, const StatsOptions& o) {
+  switch (t.dtype()) {
+    case DType::float32: return stats(t.data<float>(), formats, o);
+    case DType::float64: return stats(t.data<double>(), formats, o);
+    default: break;
+  }
+  if (t.dtype() == DType::float16 || t.dtype() == DType::bfloat16) {
+    const Format f = parse_format(t.dtype() == DType::float16 ? "float16" : "bfloat16");
+    std::vector<float> wide(t.size());
+    const auto codes = t.data<std::uint16_t>();
+    for (std::size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<float>(decode(codes[i], f));
+    return stats(std::span<const float>(wide), formats, o);
+  }
+  std::vector<double> wide(t.size());
+  to_double(t, wide);
+  return stats(std::span<const double>(wide), formats, o);
+}
+
+}  // namespace fpguard
