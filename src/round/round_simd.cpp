@@ -1,5 +1,6 @@
 // Highway implementation of the fast path described in round/fast.hpp, compiled once per
-// SIMD target and chosen at run time (HWY_DYNAMIC_DISPATCH).
+// SIMD target and chosen at run time (HWY_DYNAMIC_DISPATCH). The per-vector kernel is in
+// round/round_simd-inl.h, shared with the stats kernels.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "round/round_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -8,63 +9,12 @@
 #include <cstring>
 
 #include "round/fast.hpp"
+// Per-target inline kernels: included once per target by foreach_target.
+#include "round/round_simd-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace fpguard::detail::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-template <bool kNearestEven, class D, class V = hn::Vec<D>>
-HWY_INLINE V RoundVec(D df, V v, const FastParams& p) {
-  const hn::RebindToUnsigned<D> du;
-  const hn::RebindToSigned<D> di;
-  const auto sign_bit = hn::Set(du, 0x80000000u);
-  const auto bits = hn::BitCast(du, v);
-  const auto sign = hn::And(bits, sign_bit);
-  const auto a = hn::AndNot(sign_bit, bits);
-  const auto af = hn::BitCast(df, a);
-  const auto ai = hn::BitCast(di, a);  // a < 2^31, so signed compares are exact
-
-  // Normal range: round the bit pattern at bit d.
-  hn::Vec<decltype(du)> rn = a;
-  if (p.drop_bits > 0) {
-    const auto keep = hn::Set(du, ~((1u << p.drop_bits) - 1));
-    if constexpr (kNearestEven) {
-      const auto lsb = hn::And(hn::ShiftRightSame(a, p.drop_bits), hn::Set(du, 1u));
-      const auto bias = hn::Add(hn::Set(du, (1u << (p.drop_bits - 1)) - 1), lsb);
-      rn = hn::And(hn::Add(a, bias), keep);
-    } else {
-      rn = hn::And(a, keep);
-    }
-  }
-  // Common case, one test per vector: every lane is a normal number of the format's
-  // range, so the rounded bits need only the sign back.
-  // (NaN compares false, so it takes the full path.)
-  const auto min_normal = hn::Set(df, p.smallest_normal);
-  const auto in_range = hn::And(hn::Ge(af, min_normal), hn::Le(af, hn::Set(df, p.max)));
-  if (hn::AllTrue(df, in_range)) return hn::BitCast(df, hn::Or(rn, sign));
-
-  // Subnormal range of the format: the FPU rounds to the quantum (ties-to-even).
-  const auto magic = hn::Set(df, p.magic);
-  auto sub = hn::Sub(hn::Add(af, magic), magic);
-  if constexpr (!kNearestEven) {
-    sub = hn::Sub(sub, hn::IfThenElseZero(hn::Gt(sub, af), hn::Set(df, p.quantum)));
-  }
-  auto res = hn::IfThenElse(hn::Lt(af, min_normal), sub, hn::BitCast(df, rn));
-  if (p.flush_subnormals) res = hn::IfThenZeroElse(hn::Lt(res, min_normal), res);
-
-  const auto inf_bits = hn::Set(di, 0x7f800000);
-  const auto is_inf = hn::RebindMask(df, hn::Eq(ai, inf_bits));
-  const auto is_nan = hn::RebindMask(df, hn::Gt(ai, inf_bits));
-  res = hn::IfThenElse(hn::Gt(res, hn::Set(df, p.max)), hn::Set(df, p.overflow_value), res);
-  res = hn::IfThenElse(is_inf, hn::Set(df, p.inf_value), res);
-  res = hn::IfThenElse(is_nan, hn::BitCast(df, hn::Set(du, 0x7fc00000u)), res);  // canonical qNaN
-
-  // Sign: none on NaN (canonical +qNaN), none on zero where the format has no -0.
-  auto unsigned_result = hn::IsNaN(res);
-  if (p.no_negative_zero) unsigned_result = hn::Or(unsigned_result, hn::Eq(res, hn::Zero(df)));
-  const auto s = hn::IfThenZeroElse(hn::RebindMask(du, unsigned_result), sign);
-  return hn::BitCast(df, hn::Or(hn::BitCast(du, res), s));
-}
 
 template <bool kNearestEven>
 HWY_INLINE void RoundLoop(const float* HWY_RESTRICT in, float* out, size_t n,

@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <span>
 
 #include "fpguard/format.hpp"
 #include "fpguard/round.hpp"
+#include "round/fast.hpp"
 
 namespace fpguard::detail {
 
@@ -41,6 +43,7 @@ struct FormatAcc {
 
 // What chunk_format needs to know of a format, computed once.
 struct FormatPlan {
+  std::optional<FastParams> fast;  // the SIMD rounding path, when the format has one
   OverflowThreshold overflow;
   double smallest_normal = 0;
   double precision_loss_rel = 0;  // relative error past which half the bits are lost
@@ -48,6 +51,7 @@ struct FormatPlan {
 
 inline FormatPlan make_plan(const Format& f) {
   FormatPlan p;
+  p.fast = fast_params(f, RoundOptions{});
   p.overflow = overflow_threshold(f);
   p.smallest_normal = f.smallest_normal();
   p.precision_loss_rel = std::exp2(-0.5 * f.precision_bits());
@@ -152,6 +156,11 @@ void chunk_format(std::span<const T> x, std::span<const T> r, const FormatPlan& 
 }
 
 Moments merge_moments(const Moments& a, const Moments& b);
+
+// Rounds float32 x with the fast path `rp` (nearest-even) and summarises the errors in one
+// pass (stats_simd.cpp).
+void chunk_format_fused(std::span<const float> x, const FastParams& rp, const FormatPlan& p,
+                        FormatAcc& a);
 
 // SIMD versions (stats_simd.cpp) for float; the scalar ones above for double.
 template <class T>

@@ -34,7 +34,9 @@ using detail::BaseAcc;
 using detail::FormatAcc;
 using detail::Moments;
 
-constexpr std::size_t kChunk = 2048;
+// 64 KiB of float32: in L2 with its rounded copies, and long enough that the per-chunk
+// reductions cost little.
+constexpr std::size_t kChunk = 16384;
 
 // Pairwise reduction keeps the rounding error of the merge O(log chunks).
 Moments merge_all(std::span<const Moments> m) {
@@ -67,12 +69,14 @@ void merge_into(FormatAcc& a, const FormatAcc& b) {
   a.rel_count += b.rel_count;
 }
 
-// Largest k with v * 2^k <= limit, as the exact double 2^k (1 when v is 0 or not finite).
-double power_of_two_scale(double v, double limit) {
+// The largest power of two 2^k with fits(v * 2^k), as an exact double; 1 when v is 0 or
+// not finite. `guess` is a starting k; the search then walks to the exact answer.
+template <class Fits>
+double power_of_two_scale(double v, int guess, Fits fits) {
   if (!(v > 0) || !std::isfinite(v)) return 1.0;
-  int k = static_cast<int>(std::floor(std::log2(limit / v)));
-  while (std::ldexp(v, k) > limit) --k;  // log2 may be off by one ulp at exact powers
-  while (std::ldexp(v, k + 1) <= limit) ++k;
+  int k = guess;
+  while (!fits(std::ldexp(v, k))) --k;
+  while (fits(std::ldexp(v, k + 1))) ++k;
   return std::ldexp(1.0, k);
 }
 
@@ -102,6 +106,12 @@ Stats run(std::span<const T> x, const std::vector<Format>& formats, const StatsO
       const std::span<const T> xs = x.subspan(b, len);
       moments[c] = detail::chunk_base_fast(xs, a.base);
       for (std::size_t f = 0; f < formats.size(); ++f) {
+        if constexpr (std::is_same_v<T, float>) {
+          if (plans[f].fast) {
+            detail::chunk_format_fused(xs, *plans[f].fast, plans[f], a.fmt[f]);
+            continue;
+          }
+        }
         const std::span<T> r(rounded.data(), len);
         RoundOptions ro;
         ro.threads = 1;
@@ -161,13 +171,14 @@ Stats run(std::span<const T> x, const std::vector<Format>& formats, const StatsO
     } else {
       fs.headroom_bits = std::log2(fmax / ts.absmax);
     }
-    fs.scale = power_of_two_scale(any_finite ? ts.absmax : 0, o.margin * fmax);
+    const double limit = o.margin * fmax;
+    const double v = any_finite ? ts.absmax : 0.0;
+    const int guess = v > 0 ? static_cast<int>(std::floor(std::log2(limit / v))) : 0;
+    fs.scale = power_of_two_scale(v, guess, [&](double y) { return y <= limit; });
+    const int guess_sq =
+        v > 0 ? static_cast<int>(std::floor(0.5 * std::log2(limit) - std::log2(v))) : 0;
     fs.scale_for_square =
-        power_of_two_scale(any_finite ? ts.absmax : 0, std::sqrt(o.margin * fmax));
-    // sqrt may round up by an ulp: make sure the square really fits.
-    while (any_finite && ts.absmax > 0 &&
-           std::pow(ts.absmax * fs.scale_for_square, 2) > o.margin * fmax)
-      fs.scale_for_square /= 2;
+        power_of_two_scale(v, guess_sq, [&](double y) { return y * y <= limit; });
     const double threshold = kVerdictFraction * static_cast<double>(nonzero);
     if (ts.nan + ts.posinf + ts.neginf > 0)
       fs.verdict = Verdict::nonfinite;

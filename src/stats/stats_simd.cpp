@@ -6,7 +6,10 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include "fpguard/error.hpp"
 #include "stats/kernels.hpp"
+// Per-target inline kernels: included once per target by foreach_target.
+#include "round/round_simd-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace fpguard::detail::HWY_NAMESPACE {
@@ -56,17 +59,28 @@ std::size_t ChunkBaseF32(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a,
     const auto v = hn::LoadU(df, x + i);
     const auto av = hn::Abs(v);
     const auto finite = hn::Le(av, fmax);
-    c_fin = Count(di, c_fin, finite);
-    c_nan = Count(di, c_nan, hn::Ne(v, v));
-    c_pinf = Count(di, c_pinf, hn::Eq(v, inf));
-    c_ninf = Count(di, c_ninf, hn::Eq(v, hn::Neg(inf)));
     const auto is_zero = hn::Eq(v, zero);
     c_zero = Count(di, c_zero, is_zero);
+    if (HWY_LIKELY(hn::AllTrue(df, finite))) {
+      minabs = hn::Min(minabs, hn::IfThenElse(is_zero, inf, av));
+      lo = hn::Min(lo, v);
+      hi = hn::Max(hi, v);
+      AddWide(df, dd, v, s_lo, s_hi);
+      continue;
+    }
+    // Rare: a vector with NaN or inf lanes.
+    c_fin = Count(di, c_fin, hn::Not(finite));
+    c_nan = Count(di, c_nan, hn::IsNaN(v));  // (Ne is an ordered compare: false for NaN)
+    c_pinf = Count(di, c_pinf, hn::Eq(v, inf));
+    c_ninf = Count(di, c_ninf, hn::Eq(v, hn::Neg(inf)));
+    // (x86 min/max return the second operand when one is NaN: keep NaN out of them.)
+    minabs = hn::Min(minabs, hn::IfThenElse(hn::AndNot(is_zero, finite), av, inf));
     lo = hn::Min(lo, hn::IfThenElse(finite, v, inf));
     hi = hn::Max(hi, hn::IfThenElse(finite, v, hn::Neg(inf)));
-    minabs = hn::Min(minabs, hn::IfThenElse(hn::AndNot(is_zero, finite), av, inf));
     AddWide(df, dd, hn::IfThenElseZero(finite, v), s_lo, s_hi);
   }
+  // c_fin counted the non-finite lanes.
+  c_fin = hn::Sub(hn::Set(di, static_cast<std::int32_t>(end / N)), c_fin);
   const std::uint64_t finite = Total(di, c_fin);
   a.finite += finite;
   a.nan += Total(di, c_nan);
@@ -184,6 +198,80 @@ std::size_t ChunkFormatF32(const float* HWY_RESTRICT x, const float* HWY_RESTRIC
 #endif
 }
 
+// Rounds the chunk into the format (nearest-even, fast path) and summarises the errors
+// in the same pass, without storing the rounded values. Vectors whose lanes are all in
+// the format's normal range (the common case) skip the overflow/underflow/subnormal
+// bookkeeping, which cannot apply to them.
+std::size_t ChunkFusedF32(const float* HWY_RESTRICT x, std::size_t n, const FastParams& rp,
+                          const FormatPlan& p, FormatAcc& a) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)x, (void)n, (void)rp, (void)p, (void)a;
+  return 0;
+#else
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Repartition<double, decltype(df)> dd;
+  const std::size_t N = hn::Lanes(df);
+  const std::size_t end = n - n % N;
+  if (end == 0) return 0;
+  const auto fmax = hn::Set(df, std::numeric_limits<float>::max());
+  const auto limit = hn::Set(df, static_cast<float>(p.overflow.value));
+  const auto inclusive = hn::Set(df, p.overflow.inclusive ? 1.0f : 0.0f);
+  const auto smallest_normal = hn::Set(df, static_cast<float>(p.smallest_normal));
+  const auto loss = hn::Set(df, static_cast<float>(p.precision_loss_rel));
+  const auto zero = hn::Zero(df);
+  auto max_abs = zero, max_rel = zero;
+  auto s_lo = hn::Zero(dd), s_hi = s_lo;
+  auto c_ovf = hn::Zero(di), c_unf = c_ovf, c_sub = c_ovf, c_lost = c_ovf, c_rel = c_ovf;
+  std::size_t fast_vectors = 0;
+  for (std::size_t i = 0; i < end; i += N) {
+    const auto xv = hn::LoadU(df, x + i);
+    bool in_range;
+    const auto rv = RoundVec<true>(df, xv, rp, in_range);
+    const auto ax = hn::Abs(xv);
+    if (HWY_LIKELY(in_range)) {
+      const auto err = hn::Abs(hn::Sub(rv, xv));
+      max_abs = hn::Max(max_abs, err);
+      const auto rel = hn::Div(err, ax);
+      max_rel = hn::Max(max_rel, rel);
+      AddWide(df, dd, rel, s_lo, s_hi);
+      c_lost = Count(di, c_lost, hn::Gt(rel, loss));
+      ++fast_vectors;
+      continue;
+    }
+    const auto ar = hn::Abs(rv);
+    const auto finite = hn::Le(ax, fmax);
+    const auto beyond = hn::Or(hn::Gt(ax, limit),
+                               hn::And(hn::Eq(ax, limit), hn::Gt(inclusive, zero)));
+    const auto ovf = hn::And(finite, hn::Or(beyond, hn::Not(hn::Le(ar, fmax))));
+    c_ovf = Count(di, c_ovf, ovf);
+    const auto valid = hn::AndNot(ovf, finite);
+    const auto err = hn::IfThenElseZero(valid, hn::Abs(hn::Sub(rv, xv)));
+    max_abs = hn::Max(max_abs, err);
+    const auto nz = hn::And(valid, hn::Ne(ax, zero));
+    const auto rel = hn::IfThenElseZero(nz, hn::Div(err, ax));
+    max_rel = hn::Max(max_rel, rel);
+    AddWide(df, dd, rel, s_lo, s_hi);
+    c_rel = Count(di, c_rel, nz);
+    const auto r_zero = hn::Eq(ar, zero);
+    c_unf = Count(di, c_unf, hn::And(nz, r_zero));
+    c_sub = Count(di, c_sub, hn::And(hn::AndNot(r_zero, nz), hn::Lt(ar, smallest_normal)));
+    c_lost = Count(di, c_lost, hn::Gt(rel, loss));
+  }
+  a.overflow += Total(di, c_ovf);
+  a.underflow += Total(di, c_unf);
+  a.subnormal += Total(di, c_sub);
+  a.precision_loss += Total(di, c_lost);
+  a.rel_count += Total(di, c_rel) + fast_vectors * N;
+  a.max_abs_error =
+      std::max(a.max_abs_error, static_cast<double>(hn::GetLane(hn::MaxOfLanes(df, max_abs))));
+  a.max_rel_error =
+      std::max(a.max_rel_error, static_cast<double>(hn::GetLane(hn::MaxOfLanes(df, max_rel))));
+  a.sum_rel_error += hn::GetLane(hn::SumOfLanes(dd, s_lo)) + hn::GetLane(hn::SumOfLanes(dd, s_hi));
+  return end;
+#endif
+}
+
 }  // namespace fpguard::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -192,6 +280,17 @@ namespace fpguard::detail {
 
 HWY_EXPORT(ChunkBaseF32);
 HWY_EXPORT(ChunkFormatF32);
+HWY_EXPORT(ChunkFusedF32);
+
+void chunk_format_fused(std::span<const float> x, const FastParams& rp, const FormatPlan& p,
+                        FormatAcc& a) {
+  const std::size_t done = HWY_DYNAMIC_DISPATCH(ChunkFusedF32)(x.data(), x.size(), rp, p, a);
+  const std::span<const float> tail = x.subspan(done);
+  float r[64];
+  FPG_CHECK(tail.size() <= 64);
+  round_fast(tail.data(), r, tail.size(), rp);
+  chunk_format(tail, std::span<const float>(r, tail.size()), p, a);
+}
 
 Moments merge_moments(const Moments& a, const Moments& b) {
   if (a.n == 0) return b;

@@ -1,0 +1,85 @@
+// The per-vector fast rounding kernel (see round/fast.hpp), as a Highway "-inl" header:
+// included once per SIMD target by the .cpp files that use it (round_simd.cpp,
+// stats/stats_simd.cpp), inside their foreach_target loop.
+#if defined(FPGUARD_ROUND_SIMD_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef FPGUARD_ROUND_SIMD_INL_H_
+#undef FPGUARD_ROUND_SIMD_INL_H_
+#else
+#define FPGUARD_ROUND_SIMD_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include "round/fast.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace fpguard::detail::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Rounds the lanes of v; `in_range` tells whether every lane was a finite value in the
+// format's normal range, [smallest_normal, max] (then no lane overflowed, underflowed or
+// became subnormal).
+template <bool kNearestEven, class D, class V = hn::Vec<D>>
+HWY_INLINE V RoundVec(D df, V v, const FastParams& p, bool& in_range) {
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
+  const auto sign_bit = hn::Set(du, 0x80000000u);
+  const auto bits = hn::BitCast(du, v);
+  const auto sign = hn::And(bits, sign_bit);
+  const auto a = hn::AndNot(sign_bit, bits);
+  const auto af = hn::BitCast(df, a);
+  const auto ai = hn::BitCast(di, a);  // a < 2^31, so signed compares are exact
+
+  // Normal range: round the bit pattern at bit d.
+  hn::Vec<decltype(du)> rn = a;
+  if (p.drop_bits > 0) {
+    const auto keep = hn::Set(du, ~((1u << p.drop_bits) - 1));
+    if constexpr (kNearestEven) {
+      const auto lsb = hn::And(hn::ShiftRightSame(a, p.drop_bits), hn::Set(du, 1u));
+      const auto bias = hn::Add(hn::Set(du, (1u << (p.drop_bits - 1)) - 1), lsb);
+      rn = hn::And(hn::Add(a, bias), keep);
+    } else {
+      rn = hn::And(a, keep);
+    }
+  }
+  // Common case, one test per vector: every lane is a normal number of the format's
+  // range, so the rounded bits need only the sign back.
+  // (NaN compares false, so it takes the full path.)
+  const auto min_normal = hn::Set(df, p.smallest_normal);
+  const auto lanes_in_range = hn::And(hn::Ge(af, min_normal), hn::Le(af, hn::Set(df, p.max)));
+  in_range = hn::AllTrue(df, lanes_in_range);
+  if (in_range) return hn::BitCast(df, hn::Or(rn, sign));
+
+  // Subnormal range of the format: the FPU rounds to the quantum (ties-to-even).
+  const auto magic = hn::Set(df, p.magic);
+  auto sub = hn::Sub(hn::Add(af, magic), magic);
+  if constexpr (!kNearestEven) {
+    sub = hn::Sub(sub, hn::IfThenElseZero(hn::Gt(sub, af), hn::Set(df, p.quantum)));
+  }
+  auto res = hn::IfThenElse(hn::Lt(af, min_normal), sub, hn::BitCast(df, rn));
+  if (p.flush_subnormals) res = hn::IfThenZeroElse(hn::Lt(res, min_normal), res);
+
+  const auto inf_bits = hn::Set(di, 0x7f800000);
+  const auto is_inf = hn::RebindMask(df, hn::Eq(ai, inf_bits));
+  const auto is_nan = hn::RebindMask(df, hn::Gt(ai, inf_bits));
+  res = hn::IfThenElse(hn::Gt(res, hn::Set(df, p.max)), hn::Set(df, p.overflow_value), res);
+  res = hn::IfThenElse(is_inf, hn::Set(df, p.inf_value), res);
+  res = hn::IfThenElse(is_nan, hn::BitCast(df, hn::Set(du, 0x7fc00000u)), res);  // canonical qNaN
+
+  // Sign: none on NaN (canonical +qNaN), none on zero where the format has no -0.
+  auto unsigned_result = hn::IsNaN(res);
+  if (p.no_negative_zero) unsigned_result = hn::Or(unsigned_result, hn::Eq(res, hn::Zero(df)));
+  const auto s = hn::IfThenZeroElse(hn::RebindMask(du, unsigned_result), sign);
+  return hn::BitCast(df, hn::Or(hn::BitCast(du, res), s));
+}
+
+template <bool kNearestEven, class D, class V = hn::Vec<D>>
+HWY_INLINE V RoundVec(D df, V v, const FastParams& p) {
+  bool in_range;
+  return RoundVec<kNearestEven>(df, v, p, in_range);
+}
+
+}  // namespace fpguard::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // FPGUARD_ROUND_SIMD_INL_H_

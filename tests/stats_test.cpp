@@ -1,0 +1,219 @@
+// stats(): the C++ API. Field-by-field comparisons with NumPy live in
+// tests/reference/stats_test.py; here: the properties NumPy cannot see (SIMD vs scalar
+// kernels, thread counts, chunk tails, dtypes) and hand-checked small cases.
+#include "fpguard/stats.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "fpguard/round.hpp"
+
+namespace fpguard {
+namespace {
+
+const std::vector<Format> kFormats = {parse_format("float16"), parse_format("bfloat16"),
+                                      parse_format("float8_e4m3fn"), parse_format("fp4")};
+
+std::vector<float> wide_data(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> ex(-30, 30);
+  std::vector<float> v(n);
+  for (auto& x : v) x = std::ldexp(nd(rng), ex(rng));
+  return v;
+}
+
+void expect_same_counts(const Stats& a, const Stats& b) {
+  EXPECT_EQ(a.tensor.count, b.tensor.count);
+  EXPECT_EQ(a.tensor.nan, b.tensor.nan);
+  EXPECT_EQ(a.tensor.posinf, b.tensor.posinf);
+  EXPECT_EQ(a.tensor.neginf, b.tensor.neginf);
+  EXPECT_EQ(a.tensor.zeros, b.tensor.zeros);
+  EXPECT_EQ(a.tensor.min, b.tensor.min);
+  EXPECT_EQ(a.tensor.max, b.tensor.max);
+  EXPECT_EQ(a.tensor.min_abs_nonzero, b.tensor.min_abs_nonzero);
+  EXPECT_EQ(a.tensor.exponent_histogram, b.tensor.exponent_histogram);
+  EXPECT_NEAR(a.tensor.mean, b.tensor.mean, 1e-12 * std::fabs(a.tensor.std) + 1e-300);
+  EXPECT_NEAR(a.tensor.std, b.tensor.std, 1e-12 * a.tensor.std);
+  ASSERT_EQ(a.formats.size(), b.formats.size());
+  for (std::size_t i = 0; i < a.formats.size(); ++i) {
+    SCOPED_TRACE(a.formats[i].format.name);
+    EXPECT_EQ(a.formats[i].overflow, b.formats[i].overflow);
+    EXPECT_EQ(a.formats[i].underflow, b.formats[i].underflow);
+    EXPECT_EQ(a.formats[i].subnormal, b.formats[i].subnormal);
+    EXPECT_EQ(a.formats[i].precision_loss, b.formats[i].precision_loss);
+    EXPECT_EQ(a.formats[i].max_abs_error, b.formats[i].max_abs_error);
+    EXPECT_EQ(a.formats[i].max_rel_error, b.formats[i].max_rel_error);
+    EXPECT_NEAR(a.formats[i].mean_rel_error, b.formats[i].mean_rel_error,
+                1e-12 * a.formats[i].mean_rel_error);
+    EXPECT_EQ(a.formats[i].scale, b.formats[i].scale);
+    EXPECT_EQ(a.formats[i].verdict, b.formats[i].verdict);
+  }
+}
+
+// The float32 SIMD kernels against the float64 scalar kernels on the same values: every
+// float32 is a float64, so all counts and extremes must agree exactly.
+TEST(Stats, Float32KernelsMatchFloat64Kernels) {
+  auto x = wide_data(100'003, 1);
+  x[7] = std::numeric_limits<float>::quiet_NaN();
+  x[8] = std::numeric_limits<float>::infinity();
+  x[9] = -std::numeric_limits<float>::infinity();
+  x[10] = 0.0f;
+  x[11] = -0.0f;
+  x[12] = 0x1p-140f;  // float32 subnormal
+  x[13] = 65520.0f;   // float16 overflow threshold, inclusive
+  x[14] = 464.0f;     // float8_e4m3fn tie that rounds down to 448: no overflow
+  std::vector<double> xd(x.begin(), x.end());
+  StatsOptions o;
+  o.threads = 1;
+  const Stats f = stats(std::span<const float>(x), kFormats, o);
+  // The float64 path rounds in double and measures relative errors in double: compare
+  // the exact quantities.
+  const Stats d = stats(std::span<const double>(xd), kFormats, o);
+  EXPECT_EQ(f.tensor.exponent_histogram, d.tensor.exponent_histogram);
+  EXPECT_EQ(f.tensor.nan, 1u);
+  EXPECT_EQ(f.tensor.posinf, 1u);
+  EXPECT_EQ(f.tensor.neginf, 1u);
+  EXPECT_EQ(f.tensor.zeros, d.tensor.zeros);
+  EXPECT_EQ(f.tensor.min, d.tensor.min);
+  EXPECT_EQ(f.tensor.max, d.tensor.max);
+  EXPECT_EQ(f.tensor.min_abs_nonzero, 0x1p-140);
+  EXPECT_NEAR(f.tensor.mean, d.tensor.mean, 1e-12 * d.tensor.std);
+  EXPECT_NEAR(f.tensor.std, d.tensor.std, 1e-12 * d.tensor.std);
+  for (std::size_t i = 0; i < kFormats.size(); ++i) {
+    SCOPED_TRACE(kFormats[i].name);
+    EXPECT_EQ(f.formats[i].overflow, d.formats[i].overflow);
+    EXPECT_EQ(f.formats[i].underflow, d.formats[i].underflow);
+    EXPECT_EQ(f.formats[i].subnormal, d.formats[i].subnormal);
+    EXPECT_EQ(f.formats[i].max_abs_error, d.formats[i].max_abs_error);
+  }
+}
+
+TEST(Stats, ThreadCountDoesNotChangeResults) {
+  const auto x = wide_data(3'000'017, 2);
+  StatsOptions one, two;
+  one.threads = 1;
+  two.threads = 2;
+  expect_same_counts(stats(std::span<const float>(x), kFormats, one),
+                     stats(std::span<const float>(x), kFormats, two));
+}
+
+// Every length up to a few SIMD vectors past a chunk, so every tail path runs.
+TEST(Stats, EveryTailLength) {
+  const auto all = wide_data(2048 + 70, 3);
+  StatsOptions o;
+  o.threads = 1;
+  for (std::size_t n : {0, 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65, 2047, 2048, 2049,
+                        2048 + 70}) {
+    SCOPED_TRACE(n);
+    std::vector<float> x(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n));
+    std::vector<double> xd(x.begin(), x.end());
+    const Stats f = stats(std::span<const float>(x), kFormats, o);
+    const Stats d = stats(std::span<const double>(xd), kFormats, o);
+    EXPECT_EQ(f.tensor.count, n);
+    EXPECT_EQ(f.tensor.exponent_histogram, d.tensor.exponent_histogram);
+    EXPECT_EQ(f.tensor.zeros, d.tensor.zeros);
+    if (n) {
+      EXPECT_EQ(f.tensor.min, d.tensor.min);
+      EXPECT_EQ(f.tensor.max, d.tensor.max);
+    }
+    for (std::size_t i = 0; i < kFormats.size(); ++i) {
+      EXPECT_EQ(f.formats[i].overflow, d.formats[i].overflow);
+      EXPECT_EQ(f.formats[i].underflow, d.formats[i].underflow);
+      EXPECT_EQ(f.formats[i].subnormal, d.formats[i].subnormal);
+    }
+  }
+}
+
+TEST(Stats, HandCheckedFloat16) {
+  // 65504 = max (no error), 65520 overflows, 2^-25 underflows (tie to 0), 3 * 2^-26 rounds
+  // to 2^-24 (a subnormal), 1 + 2^-11 ties to 1 (rel error 2^-11 / (1 + 2^-11)).
+  const std::vector<float> x = {65504.0f, 65520.0f, 0x1p-25f, 0x3p-26f, 1.0f + 0x1p-11f, 0.0f};
+  const Stats s = stats(std::span<const float>(x), {parse_format("float16")});
+  const FormatStats& f = s.formats[0];
+  EXPECT_EQ(f.overflow, 1u);
+  EXPECT_EQ(f.underflow, 1u);
+  EXPECT_EQ(f.subnormal, 1u);
+  EXPECT_EQ(f.max_abs_error, 0x1p-11);  // 1 + 2^-11 -> 1
+  EXPECT_EQ(f.max_rel_error, 1.0);      // the underflowed 2^-25: all of it lost
+  EXPECT_EQ(f.verdict, Verdict::overflow);
+  EXPECT_EQ(s.tensor.absmax, 65520.0);
+  EXPECT_DOUBLE_EQ(f.headroom_bits, std::log2(65504.0 / 65520.0));
+  EXPECT_EQ(f.scale, 0x1p-2);             // 65520 / 2 = 32760 > 0.5 * 65504 = 32752
+  EXPECT_EQ(f.scale_for_square, 0x1p-9);  // (65520/512)^2 = 16376 <= 32752
+}
+
+TEST(Stats, ScaleIsLargestPowerOfTwo) {
+  // absmax 1000 into float16 with margin 0.5: 1000 * 2^5 = 32000 <= 32752 < 64000.
+  const std::vector<float> x = {-1000.0f, 3.0f};
+  const Stats s = stats(std::span<const float>(x), {parse_format("float16")});
+  EXPECT_EQ(s.formats[0].scale, 32.0);
+  // squared: (1000 * 2^k)^2 <= 32752 -> k = -3 (125^2 = 15625), k = -2 gives 62500.
+  EXPECT_EQ(s.formats[0].scale_for_square, 0.125);
+  EXPECT_EQ(s.formats[0].verdict, Verdict::ok);
+}
+
+TEST(Stats, Verdicts) {
+  StatsOptions o;
+  const Format e4m3 = parse_format("float8_e4m3fn");
+  {  // NaN present: nonfinite, whatever else
+    const std::vector<float> x = {1.0f, std::numeric_limits<float>::quiet_NaN(), 1e6f};
+    EXPECT_EQ(stats(std::span<const float>(x), {e4m3}, o).formats[0].verdict,
+              Verdict::nonfinite);
+  }
+  {  // 2 of 100 non-zero values underflow (> 1%)
+    std::vector<float> x(100, 1.0f);
+    x[0] = x[1] = 1e-6f;
+    EXPECT_EQ(stats(std::span<const float>(x), {e4m3}, o).formats[0].verdict, Verdict::underflow);
+    x[1] = 1.0f;  // 1 of 100: not more than 1%
+    EXPECT_EQ(stats(std::span<const float>(x), {e4m3}, o).formats[0].verdict, Verdict::ok);
+  }
+  {  // subnormal e4m3 values that keep 1 of 4 bits: precision
+    std::vector<float> x(100, 1.0f);
+    x[0] = x[1] = 0x1.8p-10f;  // 0.75 * 2^-9 rounds to 2^-9: rel error 1/3 > 2^-2
+    const Stats s = stats(std::span<const float>(x), {e4m3}, o);
+    EXPECT_EQ(s.formats[0].precision_loss, 2u);
+    EXPECT_EQ(s.formats[0].verdict, Verdict::precision);
+  }
+}
+
+TEST(Stats, EmptyAndAllZero) {
+  const std::vector<float> empty;
+  const Stats s = stats(std::span<const float>(empty), kFormats);
+  EXPECT_EQ(s.tensor.count, 0u);
+  EXPECT_TRUE(std::isnan(s.tensor.min));
+  EXPECT_TRUE(std::isnan(s.tensor.mean));
+  EXPECT_EQ(s.formats[0].verdict, Verdict::ok);
+  const std::vector<float> zeros(10, -0.0f);
+  const Stats z = stats(std::span<const float>(zeros), kFormats);
+  EXPECT_EQ(z.tensor.zeros, 10u);
+  EXPECT_EQ(z.tensor.absmax, 0.0);
+  EXPECT_TRUE(std::isnan(z.tensor.min_abs_nonzero));
+  EXPECT_TRUE(std::isinf(z.formats[0].headroom_bits));
+  EXPECT_EQ(z.formats[0].scale, 1.0);
+}
+
+TEST(Stats, TensorDtypes) {
+  Tensor h(DType::float16, {3});
+  const Format f16 = parse_format("float16");
+  auto codes = h.data<std::uint16_t>();
+  codes[0] = static_cast<std::uint16_t>(encode(1.5, f16));
+  codes[1] = static_cast<std::uint16_t>(encode(-65504.0, f16));
+  codes[2] = static_cast<std::uint16_t>(encode(0x1p-24, f16));
+  const Stats s = stats(h, {parse_format("bfloat16")});
+  EXPECT_EQ(s.tensor.min, -65504.0);
+  EXPECT_EQ(s.tensor.min_abs_nonzero, 0x1p-24);
+  Tensor i(DType::int32, {4});
+  auto iv = i.data<std::int32_t>();
+  iv[0] = 70000, iv[1] = -3, iv[2] = 0, iv[3] = 1;
+  const Stats si = stats(i, {f16});
+  EXPECT_EQ(si.tensor.max, 70000.0);
+  EXPECT_EQ(si.tensor.zeros, 1u);
+  EXPECT_EQ(si.formats[0].overflow, 1u);
+}
+
+}  // namespace
+}  // namespace fpguard
