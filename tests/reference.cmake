@@ -55,7 +55,8 @@ if(_fpg_have_torch)
                      --fpguard $<TARGET_FILE:fpguard> --round-dump $<TARGET_FILE:round_dump>
                      --format ${_fpg_format})
     set_tests_properties(reference.torch_exhaustive.${_fpg_format}
-                         PROPERTIES LABELS "reference;exhaustive" TIMEOUT 900)
+                         PROPERTIES LABELS "reference;exhaustive" TIMEOUT 900
+                                    PROCESSORS 2)  # round_dump and Python, concurrently
   endforeach()
 else()
   message(WARNING "${FPGUARD_TEST_PYTHON} cannot import numpy and torch: the finfo and "

@@ -1,10 +1,15 @@
-// Tensors and the .npy file format. A Tensor owns contiguous, C-ordered storage of one
-// DType; values of 16-bit float dtypes are stored as their real 16-bit patterns.
+// Tensors and their files. A Tensor owns contiguous, C-ordered storage of one DType;
+// values of 16-bit float dtypes are stored as their real 16-bit patterns. Tensors are
+// read from and written to .npy files, .npz archives (zip, stored or deflated), ONNX
+// TensorProto .pb files and directories of .npy/.pb files (ONNX test_data_set_N). Every
+// bad file throws fpguard::Error naming the file (and the archive entry); no zip or
+// protobuf type appears here.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <iosfwd>
 #include <span>
 #include <string>
 #include <string_view>
@@ -13,9 +18,18 @@
 namespace fpguard {
 
 enum class DType {
-  float64, float32, float16, bfloat16,
-  int8, int16, int32, int64,
-  uint8, uint16, uint32, uint64,
+  float64,
+  float32,
+  float16,
+  bfloat16,
+  int8,
+  int16,
+  int32,
+  int64,
+  uint8,
+  uint16,
+  uint32,
+  uint64,
   bool_,
 };
 std::string_view to_string(DType d);  // NumPy spelling: "float32", "bool", ...
@@ -34,8 +48,10 @@ class Tensor {
   const std::byte* bytes() const { return storage_.data(); }
 
   // Typed views; T must match the dtype's storage type (FPG_CHECK).
-  template <class T> std::span<T> data();
-  template <class T> std::span<const T> data() const;
+  template <class T>
+  std::span<T> data();
+  template <class T>
+  std::span<const T> data() const;
 
  private:
   DType dtype_ = DType::float32;
@@ -52,11 +68,68 @@ void to_double(const Tensor& t, std::span<double> out);
 // that does not fit in memory sizes.
 std::size_t element_count(const std::vector<std::int64_t>& shape, const std::string& where);
 
+// A tensor with the name it has in a file set: an .npz key, a TensorProto name, a stem.
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
+// ---- .npy ----------------------------------------------------------------------------
 // .npy files (format versions 1.0, 2.0, 3.0). Little- and big-endian data are read
 // (big-endian is converted on load); Fortran order, object and other dtypes are refused
-// with an Error naming the file.
+// with an Error naming the file. The file must hold exactly one array: a header that asks
+// for more data than the file holds is refused before any allocation, and bytes after
+// the array are an error.
 Tensor read_npy(const std::filesystem::path& path);
-// Written atomically (temporary file + rename).
+// The same parser on a byte buffer; `where` names it in errors ("a.npz:x.npy").
+Tensor read_npy(std::span<const std::byte> bytes, const std::string& where);
+// The same parser on a stream holding `size` bytes from its current position (the whole
+// of a file or an archive entry); the stream is read to its end, so a source that checks
+// itself there (a zip entry's CRC) gets to.
+Tensor read_npy(std::istream& in, std::uint64_t size, const std::string& where);
+// Written atomically (temporary file + rename). bfloat16 is refused: NumPy has no such
+// dtype (write its bits as uint16).
 void write_npy(const std::filesystem::path& path, const Tensor& t);
+// The .npy header for `t` (magic, version, dict, padding): a .npy file is this followed
+// by t.bytes(). Throws Error(where, ...) for bfloat16.
+std::string npy_header(const Tensor& t, const std::string& where);
+
+// ---- .npz ----------------------------------------------------------------------------
+// The largest uncompressed entry read_npz accepts by default: an entry declaring more is
+// refused before anything is decompressed (a zip bomb cannot exhaust memory).
+inline constexpr std::uint64_t kNpzMaxEntryBytes = std::uint64_t{4} << 30;  // 4 GiB
+
+// .npz archives as np.savez / np.savez_compressed write them: one .npy per entry (stored
+// or deflated), entry "x.npy" -> tensor "x", in archive order. Entries that are not
+// .npy files, duplicate names, corrupt data (CRC) and entries larger than
+// `max_entry_bytes` are Errors naming "archive.npz:entry.npy".
+std::vector<NamedTensor> read_npz(const std::filesystem::path& path,
+                                  std::uint64_t max_entry_bytes = kNpzMaxEntryBytes);
+// Written atomically; tensor "x" -> entry "x.npy", deflated when `compress`. Names must be
+// unique and non-empty; bfloat16 is refused as for write_npy.
+void write_npz(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors,
+               bool compress);
+
+// ---- ONNX TensorProto (.pb) ----------------------------------------------------------
+// One serialized onnx.TensorProto, as in ONNX test_data_set_N/input_0.pb. Every DType is
+// read from raw_data (little-endian) or from its typed field (float_data, int32_data --
+// which holds float16/bfloat16 bits, int8/16, uint8/16 and bool --, int64_data,
+// double_data, uint64_data). The name is TensorProto.name, or else the file stem.
+// Refused with an Error naming the file: other data types (STRING, COMPLEX64,
+// FLOAT8E4M3FN, ...), external data, segments, data that does not match the dims,
+// negative dims, out-of-range typed values and corrupt protobuf.
+NamedTensor read_tensor_pb(const std::filesystem::path& path);
+// Written atomically with raw_data, as onnx.numpy_helper.from_array does.
+void write_tensor_pb(const std::filesystem::path& path, const NamedTensor& t);
+
+// ---- sets of tensors -----------------------------------------------------------------
+// Every .npy and .pb file directly in `dir` (other files are ignored), in the natural
+// order of the file names (input_2 before input_10: an ONNX test_data_set's order is the
+// graph-input order). A .npy is named by its stem, a .pb as read_tensor_pb says. Two
+// files giving the same name, or no tensor file at all, are Errors naming the directory.
+std::vector<NamedTensor> read_tensor_dir(const std::filesystem::path& dir);
+// Dispatches on what `path` is: a directory (read_tensor_dir), .npy (one tensor named by
+// the stem), .npz, or .pb; anything else is an Error naming it.
+std::vector<NamedTensor> read_tensors(const std::filesystem::path& path);
 
 }  // namespace fpguard

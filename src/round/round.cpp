@@ -122,7 +122,8 @@ double Rounder::operator()(double x, std::uint64_t index) const {
         // "Even" is the encoding's last bit. With mantissa bits that is n's last bit;
         // without (E8M0) the candidates n = 1 and n = 2 differ in the exponent code.
         bool odd = n & 1;
-        if (m == 0 && at_half) odd = ((q + bias) & 1) != 0;
+        // Below the lowest binade the lower candidate is zero, whose code is even.
+        if (m == 0 && at_half) odd = n != 0 && ((q + bias) & 1) != 0;
         up = above_half || (at_half && odd);
         break;
       }

@@ -2,6 +2,7 @@
 #include <bit>
 #include <cstring>
 #include <fstream>
+#include <istream>
 #include <limits>
 #include <sstream>
 
@@ -40,8 +41,12 @@ const DTypeInfo& info(DType d) {
 
 }  // namespace
 
-std::string_view to_string(DType d) { return info(d).name; }
-std::size_t itemsize(DType d) { return info(d).size; }
+std::string_view to_string(DType d) {
+  return info(d).name;
+}
+std::size_t itemsize(DType d) {
+  return info(d).size;
+}
 
 std::size_t element_count(const std::vector<std::int64_t>& shape, const std::string& where) {
   std::size_t n = 1;
@@ -62,19 +67,29 @@ Tensor::Tensor(DType dtype, std::vector<std::int64_t> shape)
 template <class T>
 static bool storage_matches(DType d) {
   switch (d) {
-    case DType::float64: return std::is_same_v<T, double>;
-    case DType::float32: return std::is_same_v<T, float>;
+    case DType::float64:
+      return std::is_same_v<T, double>;
+    case DType::float32:
+      return std::is_same_v<T, float>;
     case DType::float16:
     case DType::bfloat16:
-    case DType::uint16: return std::is_same_v<T, std::uint16_t>;
-    case DType::int8: return std::is_same_v<T, std::int8_t>;
-    case DType::int16: return std::is_same_v<T, std::int16_t>;
-    case DType::int32: return std::is_same_v<T, std::int32_t>;
-    case DType::int64: return std::is_same_v<T, std::int64_t>;
+    case DType::uint16:
+      return std::is_same_v<T, std::uint16_t>;
+    case DType::int8:
+      return std::is_same_v<T, std::int8_t>;
+    case DType::int16:
+      return std::is_same_v<T, std::int16_t>;
+    case DType::int32:
+      return std::is_same_v<T, std::int32_t>;
+    case DType::int64:
+      return std::is_same_v<T, std::int64_t>;
     case DType::uint8:
-    case DType::bool_: return std::is_same_v<T, std::uint8_t>;
-    case DType::uint32: return std::is_same_v<T, std::uint32_t>;
-    case DType::uint64: return std::is_same_v<T, std::uint64_t>;
+    case DType::bool_:
+      return std::is_same_v<T, std::uint8_t>;
+    case DType::uint32:
+      return std::is_same_v<T, std::uint32_t>;
+    case DType::uint64:
+      return std::is_same_v<T, std::uint64_t>;
   }
   return false;
 }
@@ -90,8 +105,8 @@ std::span<const T> Tensor::data() const {
   return {reinterpret_cast<const T*>(storage_.data()), size_};
 }
 
-#define FPG_INSTANTIATE(T)                         \
-  template std::span<T> Tensor::data<T>();         \
+#define FPG_INSTANTIATE(T)                 \
+  template std::span<T> Tensor::data<T>(); \
   template std::span<const T> Tensor::data<T>() const;
 FPG_INSTANTIATE(double)
 FPG_INSTANTIATE(float)
@@ -109,8 +124,12 @@ void to_double(const Tensor& t, std::span<double> out) {
   FPG_CHECK(out.size() == t.size());
   auto copy = [&](auto span) { std::copy(span.begin(), span.end(), out.begin()); };
   switch (t.dtype()) {
-    case DType::float64: copy(t.data<double>()); break;
-    case DType::float32: copy(t.data<float>()); break;
+    case DType::float64:
+      copy(t.data<double>());
+      break;
+    case DType::float32:
+      copy(t.data<float>());
+      break;
     case DType::float16:
     case DType::bfloat16: {
       const Format f = parse_format(t.dtype() == DType::float16 ? "float16" : "bfloat16");
@@ -118,15 +137,31 @@ void to_double(const Tensor& t, std::span<double> out) {
       for (std::size_t i = 0; i < out.size(); ++i) out[i] = decode(codes[i], f);
       break;
     }
-    case DType::int8: copy(t.data<std::int8_t>()); break;
-    case DType::int16: copy(t.data<std::int16_t>()); break;
-    case DType::int32: copy(t.data<std::int32_t>()); break;
-    case DType::int64: copy(t.data<std::int64_t>()); break;
+    case DType::int8:
+      copy(t.data<std::int8_t>());
+      break;
+    case DType::int16:
+      copy(t.data<std::int16_t>());
+      break;
+    case DType::int32:
+      copy(t.data<std::int32_t>());
+      break;
+    case DType::int64:
+      copy(t.data<std::int64_t>());
+      break;
     case DType::uint8:
-    case DType::bool_: copy(t.data<std::uint8_t>()); break;
-    case DType::uint16: copy(t.data<std::uint16_t>()); break;
-    case DType::uint32: copy(t.data<std::uint32_t>()); break;
-    case DType::uint64: copy(t.data<std::uint64_t>()); break;
+    case DType::bool_:
+      copy(t.data<std::uint8_t>());
+      break;
+    case DType::uint16:
+      copy(t.data<std::uint16_t>());
+      break;
+    case DType::uint32:
+      copy(t.data<std::uint32_t>());
+      break;
+    case DType::uint64:
+      copy(t.data<std::uint64_t>());
+      break;
   }
 }
 
@@ -137,7 +172,8 @@ namespace {
 constexpr char kMagic[] = "\x93NUMPY";
 
 // The value of `key` in the header dict, as raw text up to the next top-level comma.
-std::string dict_value(const std::string& header, const std::string& key, const std::string& where) {
+std::string dict_value(const std::string& header, const std::string& key,
+                       const std::string& where) {
   const std::string k1 = "'" + key + "'";
   auto pos = header.find(k1);
   if (pos == std::string::npos) pos = header.find("\"" + key + "\"");
@@ -183,27 +219,42 @@ std::vector<std::int64_t> parse_shape(const std::string& text, const std::string
   return shape;
 }
 
+// Reads exactly n bytes; false at a premature end. Errors of the underlying source
+// propagate (streams of sources that can fail are given exceptions(badbit)).
+bool read_exact(std::istream& in, void* dst, std::size_t n) {
+  return n == 0 ||
+         static_cast<bool>(in.read(static_cast<char*>(dst), static_cast<std::streamsize>(n)));
+}
+
+// A read-only stream over a byte buffer, without copying it.
+class SpanBuf : public std::streambuf {
+ public:
+  explicit SpanBuf(std::span<const std::byte> b) {
+    char* p = const_cast<char*>(reinterpret_cast<const char*>(b.data()));
+    setg(p, p, p + b.size());
+  }
+};
+
 }  // namespace
 
-Tensor read_npy(const std::filesystem::path& path) {
-  const std::string where = path.string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(where, std::string("cannot open: ") + std::strerror(errno));
+Tensor read_npy(std::istream& in, std::uint64_t size, const std::string& where) {
   char magic[6];
-  if (!in.read(magic, 6) || std::memcmp(magic, kMagic, 6) != 0)
+  if (!read_exact(in, magic, 6) || std::memcmp(magic, kMagic, 6) != 0)
     throw Error(where, "not a .npy file (bad magic)");
   unsigned char ver[2];
-  if (!in.read(reinterpret_cast<char*>(ver), 2)) throw Error(where, "truncated .npy header");
+  if (!read_exact(in, ver, 2)) throw Error(where, "truncated .npy header");
   if (ver[0] < 1 || ver[0] > 3)
     throw Error(where, "unsupported .npy version " + std::to_string(ver[0]));
   std::uint32_t hlen = 0;
   unsigned char lenb[4] = {0, 0, 0, 0};
-  if (!in.read(reinterpret_cast<char*>(lenb), ver[0] == 1 ? 2 : 4))
-    throw Error(where, "truncated .npy header");
+  const std::size_t len_size = ver[0] == 1 ? 2 : 4;
+  if (!read_exact(in, lenb, len_size)) throw Error(where, "truncated .npy header");
   hlen = lenb[0] | lenb[1] << 8 | (ver[0] == 1 ? 0u : (lenb[2] << 16 | lenb[3] << 24));
-  if (hlen > (1u << 20)) throw Error(where, "malformed .npy header: length " + std::to_string(hlen));
+  if (hlen > (1u << 20))
+    throw Error(where, "malformed .npy header: length " + std::to_string(hlen));
   std::string header(hlen, '\0');
-  if (!in.read(header.data(), hlen)) throw Error(where, "truncated .npy header");
+  if (!read_exact(in, header.data(), hlen)) throw Error(where, "truncated .npy header");
+  const std::uint64_t header_bytes = 8 + len_size + hlen;
 
   const std::string descr = dict_value(header, "descr", where);
   const std::string fortran = dict_value(header, "fortran_order", where);
@@ -217,60 +268,109 @@ Tensor read_npy(const std::filesystem::path& path) {
   if (descr.size() < 3) throw Error(where, "unsupported dtype '" + descr + "'");
   const char order = descr[0];
   const char kind = descr[1];
-  std::size_t size = 0;
+  std::size_t size_of = 0;
   try {
-    size = std::stoul(descr.substr(2));
+    size_of = std::stoul(descr.substr(2));
   } catch (...) {
     throw Error(where, "unsupported dtype '" + descr + "'");
   }
   const DTypeInfo* found = nullptr;
   for (const auto& i : kDTypes)
-    if (i.kind == kind && i.size == size && std::to_string(size) == descr.substr(2)) found = &i;
+    if (i.kind == kind && i.size == size_of && std::to_string(size_of) == descr.substr(2))
+      found = &i;
   if (!found || (order != '<' && order != '>' && order != '|' && order != '='))
     throw Error(where, "unsupported dtype '" + descr +
                            "' (supported: float64/32/16, int8-64, uint8-64, bool)");
-  const bool big_endian = order == '>' && size > 1;
+  const bool big_endian = order == '>' && size_of > 1;
 
   auto shape = parse_shape(shape_text, where);
   const std::size_t n = element_count(shape, where);
+  // Checked before allocating: a corrupt header must not make us allocate what the data
+  // cannot back. A size of UINT64_MAX means "unknown" (a pipe).
+  const bool size_known = size != std::numeric_limits<std::uint64_t>::max();
+  const std::uint64_t data_bytes = static_cast<std::uint64_t>(n) * size_of;
+  const std::uint64_t available = size >= header_bytes ? size - header_bytes : 0;
+  if (size_known && data_bytes > available)
+    throw Error(where, "truncated .npy data: shape " + shape_text + " of " + found->name +
+                           " needs " + std::to_string(data_bytes) + " bytes, only " +
+                           std::to_string(available) + " remain");
   Tensor t(found->dtype, shape);
-  if (n > 0 && !in.read(reinterpret_cast<char*>(t.bytes()), static_cast<std::streamsize>(t.nbytes())))
+  if (!read_exact(in, t.bytes(), t.nbytes()))
     throw Error(where, "truncated .npy data: shape " + shape_text + " needs " +
                            std::to_string(t.nbytes()) + " bytes");
+  // Reading on to the end lets a checking source (a zip entry's CRC) check, and finds
+  // stray bytes.
+  if (size_known && data_bytes < available)
+    throw Error(where, std::to_string(available - data_bytes) +
+                           " unexpected bytes after the array data (corrupt, or not one array)");
+  if (in.peek() != std::char_traits<char>::eof())
+    throw Error(where, "unexpected bytes after the array data (corrupt, or not one array)");
   if (big_endian) {  // convert to native (little-endian) order
     std::byte* p = t.bytes();
-    for (std::size_t i = 0; i < n; ++i) std::reverse(p + i * size, p + (i + 1) * size);
+    for (std::size_t i = 0; i < n; ++i) std::reverse(p + i * size_of, p + (i + 1) * size_of);
   }
   return t;
 }
 
-void write_npy(const std::filesystem::path& path, const Tensor& t) {
+Tensor read_npy(std::span<const std::byte> bytes, const std::string& where) {
+  SpanBuf buf(bytes);
+  std::istream in(&buf);
+  return read_npy(in, bytes.size(), where);
+}
+
+Tensor read_npy(const std::filesystem::path& path) {
+  const std::string where = path.string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(where, std::string("cannot open: ") + std::strerror(errno));
+  std::error_code ec;
+  std::uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec) size = std::numeric_limits<std::uint64_t>::max();  // not a regular file
+  return read_npy(in, size, where);
+}
+
+std::string npy_header(const Tensor& t, const std::string& where) {
   std::string descr;
   switch (t.dtype()) {
-    case DType::bool_: descr = "|b1"; break;
-    case DType::int8: descr = "|i1"; break;
-    case DType::uint8: descr = "|u1"; break;
+    case DType::bool_:
+      descr = "|b1";
+      break;
+    case DType::int8:
+      descr = "|i1";
+      break;
+    case DType::uint8:
+      descr = "|u1";
+      break;
     case DType::bfloat16:
-      throw Error(path.string(), "NumPy has no bfloat16 dtype; write its bits as uint16");
+      throw Error(where, "NumPy has no bfloat16 dtype; write its bits as uint16");
     default:
       descr = std::string("<") + info(t.dtype()).kind + std::to_string(itemsize(t.dtype()));
   }
   std::string shape = "(";
   for (auto d : t.shape()) shape += std::to_string(d) + ", ";
-  if (t.shape().size() > 1) shape.resize(shape.size() - 1), shape.back() = ')';
-  else if (t.shape().size() == 1) shape.pop_back(), shape.back() = ',', shape += ")";
-  else shape += ")";
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
-  const std::size_t total = 10 + header.size() + 1;
-  header.append((64 - total % 64) % 64, ' ');
+  if (t.shape().size() > 1)
+    shape.resize(shape.size() - 1), shape.back() = ')';
+  else if (t.shape().size() == 1)
+    shape.pop_back(), shape.back() = ',', shape += ")";
+  else
+    shape += ")";
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  // Version 1.0 has a 2-byte header length; NumPy moves to 2.0 (4 bytes) beyond it.
+  std::size_t prefix = 10;
+  if (header.size() + 1 + (64 - (prefix + header.size() + 1) % 64) % 64 > 0xffff) prefix = 12;
+  header.append((64 - (prefix + header.size() + 1) % 64) % 64, ' ');
   header.push_back('\n');
+  std::string out(kMagic, 6);
+  out.push_back(prefix == 10 ? 1 : 2);
+  out.push_back(0);
+  for (std::size_t i = 0; i < prefix - 8; ++i)
+    out.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xff));
+  return out + header;
+}
+
+void write_npy(const std::filesystem::path& path, const Tensor& t) {
+  const std::string header = npy_header(t, path.string());
   write_file_atomic(path, [&](std::ostream& out) {
-    out.write(kMagic, 6);
-    const char ver[2] = {1, 0};
-    out.write(ver, 2);
-    const std::uint16_t len = static_cast<std::uint16_t>(header.size());
-    const char lenb[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
-    out.write(lenb, 2);
     out.write(header.data(), static_cast<std::streamsize>(header.size()));
     out.write(reinterpret_cast<const char*>(t.bytes()), static_cast<std::streamsize>(t.nbytes()));
   });

@@ -12,5 +12,6 @@ inline int exit_code = 0;
 void add_finfo(CLI::App& app);
 void add_iinfo(CLI::App& app);
 void add_round(CLI::App& app);
+void add_inspect(CLI::App& app);
 
 }  // namespace fpguard::cli

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   fpguard::cli::add_finfo(app);
   fpguard::cli::add_iinfo(app);
   fpguard::cli::add_round(app);
+  fpguard::cli::add_inspect(app);
 
   auto fail = [](const std::string& where, const std::string& what) {
     std::fprintf(stderr, "fpguard: error: %s%s%s\n", where.c_str(), where.empty() ? "" : ": ",

@@ -1,0 +1,280 @@
+// ONNX TensorProto .pb files. The protobuf types stay in this file: tensor.hpp shows only
+// fpguard types (DESIGN: the model layer is the only other place that sees them).
+#include <onnx/onnx_pb.h>
+
+#include <bit>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <optional>
+#include <type_traits>
+
+#include "fpguard/error.hpp"
+#include "fpguard/io.hpp"
+#include "fpguard/tensor.hpp"
+
+namespace fpguard {
+
+// raw_data is little-endian, as is every Tensor's storage.
+static_assert(std::endian::native == std::endian::little);
+
+namespace {
+
+// TensorProto.DataType, including codes newer than the libonnx we build with, so that
+// every refusal can name the type.
+struct PbType {
+  int code;
+  const char* name;
+  std::optional<DType> dtype;
+};
+
+constexpr PbType kPbTypes[] = {
+    {0, "UNDEFINED", std::nullopt},       {1, "FLOAT", DType::float32},
+    {2, "UINT8", DType::uint8},           {3, "INT8", DType::int8},
+    {4, "UINT16", DType::uint16},         {5, "INT16", DType::int16},
+    {6, "INT32", DType::int32},           {7, "INT64", DType::int64},
+    {8, "STRING", std::nullopt},          {9, "BOOL", DType::bool_},
+    {10, "FLOAT16", DType::float16},      {11, "DOUBLE", DType::float64},
+    {12, "UINT32", DType::uint32},        {13, "UINT64", DType::uint64},
+    {14, "COMPLEX64", std::nullopt},      {15, "COMPLEX128", std::nullopt},
+    {16, "BFLOAT16", DType::bfloat16},    {17, "FLOAT8E4M3FN", std::nullopt},
+    {18, "FLOAT8E4M3FNUZ", std::nullopt}, {19, "FLOAT8E5M2", std::nullopt},
+    {20, "FLOAT8E5M2FNUZ", std::nullopt}, {21, "UINT4", std::nullopt},
+    {22, "INT4", std::nullopt},           {23, "FLOAT4E2M1", std::nullopt},
+    {24, "FLOAT8E8M0", std::nullopt},
+};
+
+const PbType* find_pb_type(int code) {
+  for (const auto& t : kPbTypes)
+    if (t.code == code) return &t;
+  return nullptr;
+}
+
+const PbType& pb_type(DType d) {
+  for (const auto& t : kPbTypes)
+    if (t.dtype == d) return t;
+  FPG_CHECK(false);
+  return kPbTypes[0];
+}
+
+// The typed field that holds values of `d` when raw_data is not used.
+enum class Field { float_data, int32_data, int64_data, double_data, uint64_data };
+
+Field typed_field(DType d) {
+  switch (d) {
+    case DType::float32:
+      return Field::float_data;
+    case DType::float64:
+      return Field::double_data;
+    case DType::int64:
+      return Field::int64_data;
+    case DType::uint32:
+    case DType::uint64:
+      return Field::uint64_data;
+    default:
+      return Field::int32_data;  // 8/16-bit types, float16/bfloat16 bits, bool, int32
+  }
+}
+
+const char* field_name(Field f) {
+  switch (f) {
+    case Field::float_data:
+      return "float_data";
+    case Field::int32_data:
+      return "int32_data";
+    case Field::int64_data:
+      return "int64_data";
+    case Field::double_data:
+      return "double_data";
+    case Field::uint64_data:
+      return "uint64_data";
+  }
+  return "";
+}
+
+int field_size(const onnx::TensorProto& p, Field f) {
+  switch (f) {
+    case Field::float_data:
+      return p.float_data_size();
+    case Field::int32_data:
+      return p.int32_data_size();
+    case Field::int64_data:
+      return p.int64_data_size();
+    case Field::double_data:
+      return p.double_data_size();
+    case Field::uint64_data:
+      return p.uint64_data_size();
+  }
+  return 0;
+}
+
+std::string dims_text(const std::vector<std::int64_t>& dims) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+// Copies `values` into `out`, refusing any outside [lo, hi] (int32_data and uint64_data
+// carry narrower types, and nothing but a broken writer puts 300 in a uint8's slot).
+template <class T, class Values>
+void narrow_into(const Values& values, std::span<T> out, std::int64_t lo, std::uint64_t hi,
+                 const char* field, const char* type, const std::string& where) {
+  for (int i = 0; i < values.size(); ++i) {
+    const auto v = values.Get(i);
+    bool in_range = false;
+    if constexpr (std::is_signed_v<decltype(v)>)
+      in_range = v >= lo && (v < 0 || static_cast<std::uint64_t>(v) <= hi);
+    else
+      in_range = static_cast<std::uint64_t>(v) <= hi;
+    if (!in_range)
+      throw Error(where, std::string(field) + "[" + std::to_string(i) + "] = " + std::to_string(v) +
+                             " is out of range for " + type);
+    out[static_cast<std::size_t>(i)] = static_cast<T>(v);
+  }
+}
+
+Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where) {
+  if (p.data_location() == onnx::TensorProto::EXTERNAL || p.external_data_size() > 0)
+    throw Error(where,
+                "tensor data is stored externally (data_location EXTERNAL), which a standalone "
+                ".pb does not support; load it with the model that references it");
+  if (p.has_segment()) throw Error(where, "segmented tensors are not supported");
+  const PbType* type = find_pb_type(p.data_type());
+  if (!type || !type->dtype) {
+    const std::string name = type ? type->name : "unknown";
+    throw Error(where, "unsupported data_type " + name + " (" + std::to_string(p.data_type()) +
+                           "); supported: FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT8-64, "
+                           "UINT8-64, BOOL");
+  }
+  const DType dtype = *type->dtype;
+  const std::vector<std::int64_t> dims(p.dims().begin(), p.dims().end());
+  const std::size_t n = element_count(dims, where);  // refuses negative dims
+  const Field field = typed_field(dtype);
+
+  // Exactly one place may hold the values: raw_data or the dtype's own typed field.
+  for (Field f : {Field::float_data, Field::int32_data, Field::int64_data, Field::double_data,
+                  Field::uint64_data}) {
+    if (field_size(p, f) == 0) continue;
+    if (p.has_raw_data()) throw Error(where, std::string("has both raw_data and ") + field_name(f));
+    if (f != field)
+      throw Error(where, std::string(type->name) + " tensor has values in " + field_name(f) +
+                             " (expected raw_data or " + field_name(field) + ")");
+  }
+  if (p.string_data_size() > 0)
+    throw Error(where, std::string(type->name) + " tensor has values in string_data");
+
+  const std::string shape = dims_text(dims);
+  if (p.has_raw_data()) {
+    const std::size_t want = n * itemsize(dtype);
+    if (p.raw_data().size() != want)
+      throw Error(where, "raw_data has " + std::to_string(p.raw_data().size()) +
+                             " bytes, but dims " + shape + " of " + type->name + " need " +
+                             std::to_string(want));
+    Tensor t(dtype, dims);
+    if (want > 0) std::memcpy(t.bytes(), p.raw_data().data(), want);
+    if (dtype == DType::bool_) {
+      const auto v = t.data<std::uint8_t>();
+      for (std::size_t i = 0; i < v.size(); ++i)
+        if (v[i] > 1)
+          throw Error(where, "raw_data[" + std::to_string(i) + "] = " + std::to_string(v[i]) +
+                                 " is not a BOOL (0 or 1)");
+    }
+    return t;
+  }
+
+  const auto count = static_cast<std::size_t>(field_size(p, field));
+  if (count != n)
+    throw Error(where, std::string(field_name(field)) + " has " + std::to_string(count) +
+                           " values, but dims " + shape + " of " + type->name + " need " +
+                           std::to_string(n) + (count == 0 ? " (no data)" : ""));
+  Tensor t(dtype, dims);
+  const char* fname = field_name(field);
+  switch (dtype) {
+    case DType::float32:
+      std::copy(p.float_data().begin(), p.float_data().end(), t.data<float>().begin());
+      break;
+    case DType::float64:
+      std::copy(p.double_data().begin(), p.double_data().end(), t.data<double>().begin());
+      break;
+    case DType::int64:
+      std::copy(p.int64_data().begin(), p.int64_data().end(), t.data<std::int64_t>().begin());
+      break;
+    case DType::uint64:
+      std::copy(p.uint64_data().begin(), p.uint64_data().end(), t.data<std::uint64_t>().begin());
+      break;
+    case DType::uint32:
+      narrow_into(p.uint64_data(), t.data<std::uint32_t>(), 0, UINT32_MAX, fname, type->name,
+                  where);
+      break;
+    case DType::int32:
+      std::copy(p.int32_data().begin(), p.int32_data().end(), t.data<std::int32_t>().begin());
+      break;
+    case DType::int16:
+      narrow_into(p.int32_data(), t.data<std::int16_t>(), INT16_MIN, INT16_MAX, fname, type->name,
+                  where);
+      break;
+    case DType::int8:
+      narrow_into(p.int32_data(), t.data<std::int8_t>(), INT8_MIN, INT8_MAX, fname, type->name,
+                  where);
+      break;
+    case DType::uint16:
+    case DType::float16:
+    case DType::bfloat16:  // the 16-bit pattern, zero-extended
+      narrow_into(p.int32_data(), t.data<std::uint16_t>(), 0, UINT16_MAX, fname, type->name, where);
+      break;
+    case DType::uint8:
+      narrow_into(p.int32_data(), t.data<std::uint8_t>(), 0, UINT8_MAX, fname, type->name, where);
+      break;
+    case DType::bool_:
+      narrow_into(p.int32_data(), t.data<std::uint8_t>(), 0, 1, fname, type->name, where);
+      break;
+  }
+  return t;
+}
+
+// protobuf refuses messages of 2 GiB or more.
+constexpr std::uint64_t kMaxMessageBytes = INT_MAX;
+
+}  // namespace
+
+NamedTensor read_tensor_pb(const std::filesystem::path& path) {
+  const std::string where = path.string();
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(where, "cannot open: is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(where, std::string("cannot open: ") + std::strerror(errno));
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size >= kMaxMessageBytes)
+    throw Error(where, "file of " + std::to_string(size) +
+                           " bytes is too large for a TensorProto (protobuf's limit is 2 GiB)");
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw Error(where, "read failed");
+  onnx::TensorProto p;
+  if (!p.ParseFromString(bytes))
+    throw Error(where, "not an ONNX TensorProto (corrupt or not protobuf data)");
+  std::string name = p.name().empty() ? path.stem().string() : p.name();
+  return {std::move(name), tensor_from_proto(p, where)};
+}
+
+void write_tensor_pb(const std::filesystem::path& path, const NamedTensor& t) {
+  const std::string where = path.string();
+  // Leave room for the dims, name and tags around raw_data.
+  if (t.tensor.nbytes() + t.name.size() + 1024 >= kMaxMessageBytes)
+    throw Error(where, "tensor of " + std::to_string(t.tensor.nbytes()) +
+                           " bytes is too large for a TensorProto (protobuf's limit is 2 GiB)");
+  onnx::TensorProto p;
+  p.set_name(t.name);
+  for (auto d : t.tensor.shape()) p.add_dims(d);
+  p.set_data_type(pb_type(t.tensor.dtype()).code);
+  p.set_raw_data(reinterpret_cast<const char*>(t.tensor.bytes()), t.tensor.nbytes());
+  std::string bytes;
+  if (!p.SerializeToString(&bytes)) throw Error(where, "cannot serialize the TensorProto");
+  write_file_atomic(path, [&](std::ostream& out) {
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  });
+}
+
+}  // namespace fpguard

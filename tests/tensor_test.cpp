@@ -1,0 +1,257 @@
+// Tensors and .npy files: round trips of every dtype and shape, the exact header NumPy
+// expects, every read error naming the file, big-endian data, and atomic file output.
+#include "fpguard/tensor.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+#include "fpguard/error.hpp"
+#include "fpguard/io.hpp"
+
+namespace fpguard {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory per test, removed afterwards.
+class TempDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device rd;
+    dir_ = fs::temp_directory_path() /
+           ("fpguard_tensor_test_" + std::to_string(::getpid()) + "_" + std::to_string(rd()));
+    ASSERT_TRUE(fs::create_directory(dir_));
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path path(const std::string& name) const { return dir_ / name; }
+  std::size_t entries() const {
+    return static_cast<std::size_t>(std::distance(fs::directory_iterator(dir_), {}));
+  }
+  fs::path dir_;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void spit(const fs::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// A version 1.0 .npy file as NumPy writes it (header padded to 64 bytes).
+std::string npy_bytes(const std::string& descr, const std::string& shape,
+                      const std::string& payload, const std::string& fortran = "False") {
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': " + shape + ", }";
+  header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
+  header.push_back('\n');
+  std::string out = "\x93NUMPY";
+  out += '\x01';
+  out += '\x00';
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  return out + header + payload;
+}
+
+constexpr DType kAllDTypes[] = {DType::float64, DType::float32, DType::float16, DType::bfloat16,
+                                DType::int8,    DType::int16,   DType::int32,   DType::int64,
+                                DType::uint8,   DType::uint16,  DType::uint32,  DType::uint64,
+                                DType::bool_};
+
+using Npy = TempDir;
+
+TEST_F(Npy, RoundTripsEveryDTypeAndShape) {
+  const std::vector<std::vector<std::int64_t>> shapes = {{}, {0}, {5}, {2, 3, 4}};
+  std::mt19937 rng(1);
+  for (DType d : kAllDTypes) {
+    for (const auto& shape : shapes) {
+      SCOPED_TRACE(std::string(to_string(d)) + " rank " + std::to_string(shape.size()));
+      Tensor t(d, shape);
+      for (std::size_t i = 0; i < t.nbytes(); ++i)
+        t.bytes()[i] = static_cast<std::byte>(d == DType::bool_ ? rng() % 2 : rng() % 256);
+      const fs::path p = path(std::string(to_string(d)) + ".npy");
+      if (d == DType::bfloat16) {
+        EXPECT_THROW(write_npy(p, t), Error);  // NumPy has no bfloat16
+        EXPECT_FALSE(fs::exists(p));
+        continue;
+      }
+      write_npy(p, t);
+      const std::string raw = slurp(p);
+      ASSERT_GE(raw.size(), 10u);
+      const std::size_t header_end =
+          10 + static_cast<unsigned char>(raw[8]) + 256 * static_cast<unsigned char>(raw[9]);
+      EXPECT_EQ(header_end % 64, 0u);  // NumPy aligns the data to 64 bytes
+      EXPECT_EQ(raw[header_end - 1], '\n');
+      EXPECT_EQ(raw.size(), header_end + t.nbytes());
+      const Tensor r = read_npy(p);
+      EXPECT_EQ(r.dtype(), d);
+      EXPECT_EQ(r.shape(), shape);
+      EXPECT_EQ(r.size(), t.size());
+      ASSERT_EQ(r.nbytes(), t.nbytes());
+      if (t.nbytes() > 0) {  // an empty tensor has no storage to compare
+        EXPECT_EQ(0, std::memcmp(r.bytes(), t.bytes(), t.nbytes()));
+      }
+    }
+  }
+  EXPECT_EQ(entries(), std::size(kAllDTypes) - 1);  // no temporary files left behind
+}
+
+TEST_F(Npy, WritesTheHeaderNumPyWrites) {
+  Tensor t(DType::float32, {2, 3});
+  write_npy(path("a.npy"), t);
+  EXPECT_EQ(slurp(path("a.npy")), npy_bytes("<f4", "(2, 3)", std::string(24, '\0')));
+  Tensor u(DType::uint8, {5});
+  write_npy(path("b.npy"), u);
+  EXPECT_EQ(slurp(path("b.npy")), npy_bytes("|u1", "(5,)", std::string(5, '\0')));
+  Tensor s(DType::bool_, {});
+  write_npy(path("c.npy"), s);
+  EXPECT_EQ(slurp(path("c.npy")), npy_bytes("|b1", "()", std::string(1, '\0')));
+}
+
+TEST_F(Npy, ReadsBigEndianAndOtherOrders) {
+  // 1.0f and -2.5f big-endian: 3f800000, c0200000
+  spit(path("be.npy"),
+       npy_bytes(">f4", "(2,)", std::string("\x3f\x80\x00\x00\xc0\x20\x00\x00", 8)));
+  const Tensor t = read_npy(path("be.npy"));
+  ASSERT_EQ(t.dtype(), DType::float32);
+  EXPECT_EQ(t.data<float>()[0], 1.0f);
+  EXPECT_EQ(t.data<float>()[1], -2.5f);
+
+  spit(path("be8.npy"), npy_bytes(">f8", "(1,)", std::string("\x3f\xf8\0\0\0\0\0\0", 8)));
+  EXPECT_EQ(read_npy(path("be8.npy")).data<double>()[0], 1.5);
+
+  spit(path("be2.npy"), npy_bytes(">i2", "(2,)", std::string("\x01\x02\xff\xfe", 4)));
+  const Tensor i = read_npy(path("be2.npy"));
+  EXPECT_EQ(i.data<std::int16_t>()[0], 0x0102);
+  EXPECT_EQ(i.data<std::int16_t>()[1], -2);
+
+  spit(path("h.npy"), npy_bytes("<f2", "(1,)", std::string("\x00\x3c", 2)));  // 1.0 as float16
+  const Tensor h = read_npy(path("h.npy"));
+  ASSERT_EQ(h.dtype(), DType::float16);
+  EXPECT_EQ(h.data<std::uint16_t>()[0], 0x3C00);
+
+  // Format version 2.0: a 4-byte header length.
+  std::string v2 = npy_bytes("<i4", "(1,)", std::string("\x07\0\0\0", 4));
+  v2[6] = '\x02';
+  v2.insert(10, std::string("\0\0", 2));  // header length 2 -> 4 bytes; pad stays valid
+  spit(path("v2.npy"), v2);
+  EXPECT_EQ(read_npy(path("v2.npy")).data<std::int32_t>()[0], 7);
+}
+
+// read_npy(p) must throw an Error located at the file, saying `what`.
+void expect_read_error(const fs::path& p, const std::string& what) {
+  try {
+    read_npy(p);
+    ADD_FAILURE() << "no Error for " << p;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where(), p.string());
+    EXPECT_NE(std::string(e.what()).find(p.string()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Npy, ReadErrorsNameTheFile) {
+  const std::string good = npy_bytes("<f4", "(2,)", std::string(8, '\0'));
+  spit(path("magic.npy"), "\x93NUMPX" + good.substr(6));
+  expect_read_error(path("magic.npy"), "bad magic");
+  spit(path("empty.npy"), "");
+  expect_read_error(path("empty.npy"), "bad magic");
+  spit(path("header.npy"), good.substr(0, 40));
+  expect_read_error(path("header.npy"), "truncated .npy header");
+  spit(path("len.npy"), good.substr(0, 9));
+  expect_read_error(path("len.npy"), "truncated .npy header");
+  spit(path("data.npy"), good.substr(0, good.size() - 1));
+  expect_read_error(path("data.npy"), "truncated .npy data");
+  spit(path("fortran.npy"), npy_bytes("<f4", "(2, 2)", std::string(16, '\0'), "True"));
+  expect_read_error(path("fortran.npy"), "Fortran");
+  spit(path("c8.npy"), npy_bytes("<c8", "(1,)", std::string(8, '\0')));
+  expect_read_error(path("c8.npy"), "unsupported dtype '<c8'");
+  spit(path("obj.npy"), npy_bytes("|O", "(1,)", std::string(8, '\0')));
+  expect_read_error(path("obj.npy"), "unsupported dtype '|O'");
+  spit(path("f3.npy"), npy_bytes("<f3", "(1,)", std::string(3, '\0')));
+  expect_read_error(path("f3.npy"), "unsupported dtype");
+  spit(path("shape.npy"), npy_bytes("<f4", "(-1,)", ""));
+  expect_read_error(path("shape.npy"), "negative dimension");
+  std::string v9 = good;
+  v9[6] = '\x09';
+  spit(path("version.npy"), v9);
+  expect_read_error(path("version.npy"), "unsupported .npy version 9");
+  expect_read_error(path("missing.npy"), "cannot open");
+}
+
+using AtomicWrite = TempDir;
+
+TEST_F(AtomicWrite, WritesTheWholeFile) {
+  write_file_atomic(path("out.txt"), [](std::ostream& out) { out << "hello"; });
+  EXPECT_EQ(slurp(path("out.txt")), "hello");
+  write_file_atomic(path("out.txt"), [](std::ostream& out) { out << "bye"; });
+  EXPECT_EQ(slurp(path("out.txt")), "bye");
+  EXPECT_EQ(entries(), 1u);
+}
+
+TEST_F(AtomicWrite, LeavesNothingWhenTheWriterThrows) {
+  auto failing = [](std::ostream& out) {
+    out << "partial";
+    throw std::runtime_error("writer failed");
+  };
+  EXPECT_THROW(write_file_atomic(path("new.txt"), failing), std::runtime_error);
+  EXPECT_EQ(entries(), 0u);  // neither the target nor a temporary file
+  spit(path("old.txt"), "original");
+  EXPECT_THROW(write_file_atomic(path("old.txt"), failing), std::runtime_error);
+  EXPECT_EQ(slurp(path("old.txt")), "original");
+  EXPECT_EQ(entries(), 1u);
+}
+
+TEST_F(AtomicWrite, RefusesAMissingDirectory) {
+  const fs::path p = path("no_such_dir") / "out.npy";
+  try {
+    write_file_atomic(p, [](std::ostream& out) { out << "x"; });
+    ADD_FAILURE() << "no Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where(), p.string());
+    EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(write_npy(p, Tensor(DType::float32, {1})), Error);
+  EXPECT_FALSE(fs::exists(path("no_such_dir")));
+}
+
+using SameFile = TempDir;
+
+TEST_F(SameFile, RefusesTheInputAsOutput) {
+  spit(path("in.npy"), "x");
+  const auto expect_refused = [&](const fs::path& out) {
+    try {
+      check_not_same_file(path("in.npy"), out, "--output");
+      ADD_FAILURE() << "not refused: " << out;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.where(), "--output");
+    }
+  };
+  expect_refused(path("in.npy"));
+  expect_refused(dir_ / "." / "in.npy");
+  fs::create_directory(path("sub"));
+  expect_refused(dir_ / "sub" / ".." / "in.npy");
+  fs::create_symlink(path("in.npy"), path("link.npy"));
+  expect_refused(path("link.npy"));
+  fs::create_hard_link(path("in.npy"), path("hard.npy"));
+  expect_refused(path("hard.npy"));
+
+  EXPECT_NO_THROW(check_not_same_file(path("in.npy"), path("out.npy"), "--output"));
+  spit(path("other.npy"), "y");
+  EXPECT_NO_THROW(check_not_same_file(path("in.npy"), path("other.npy"), "--output"));
+}
+
+}  // namespace
+}  // namespace fpguard
