@@ -141,6 +141,88 @@ std::size_t ChunkBaseF32(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a,
 #endif
 }
 
+// The per-format error summary of a chunk, in vector registers; `Add` takes one vector
+// of inputs x and their rounded values r, `AddInRange` one whose lanes are all finite
+// normal values of the format within its range (no overflow, underflow or subnormal
+// can apply: the common case, with less to do).
+template <class DF>
+struct FormatVecs {
+  using DI = hn::RebindToSigned<DF>;
+  using DD = hn::Repartition<double, DF>;
+  using VF = hn::Vec<DF>;
+  DF df;
+  DI di;
+  DD dd;
+  VF fmax, limit, inclusive, smallest_normal, loss, zero;
+  VF max_abs, max_rel;
+  hn::Vec<DD> s_lo, s_hi;
+  hn::Vec<DI> c_ovf, c_unf, c_sub, c_lost, c_rel;
+  std::size_t in_range_vectors = 0;
+
+  explicit FormatVecs(const FormatPlan& p)
+      : fmax(hn::Set(df, std::numeric_limits<float>::max())),
+        limit(hn::Set(df, static_cast<float>(p.overflow.value))),
+        inclusive(hn::Set(df, p.overflow.inclusive ? 1.0f : 0.0f)),
+        smallest_normal(hn::Set(df, static_cast<float>(p.smallest_normal))),
+        loss(hn::Set(df, static_cast<float>(p.precision_loss_rel))),
+        zero(hn::Zero(df)),
+        max_abs(zero),
+        max_rel(zero),
+        s_lo(hn::Zero(dd)),
+        s_hi(hn::Zero(dd)),
+        c_ovf(hn::Zero(di)),
+        c_unf(c_ovf),
+        c_sub(c_ovf),
+        c_lost(c_ovf),
+        c_rel(c_ovf) {}
+
+  HWY_INLINE void AddInRange(VF xv, VF rv) {
+    const auto err = hn::Abs(hn::Sub(rv, xv));
+    max_abs = hn::Max(max_abs, err);
+    const auto rel = hn::Div(err, hn::Abs(xv));
+    max_rel = hn::Max(max_rel, rel);
+    AddWide(df, dd, rel, s_lo, s_hi);
+    c_lost = Count(di, c_lost, hn::Gt(rel, loss));
+    ++in_range_vectors;
+  }
+
+  HWY_INLINE void Add(VF xv, VF rv) {
+    const auto ax = hn::Abs(xv), ar = hn::Abs(rv);
+    const auto finite = hn::Le(ax, fmax);
+    const auto beyond =
+        hn::Or(hn::Gt(ax, limit), hn::And(hn::Eq(ax, limit), hn::Gt(inclusive, zero)));
+    const auto ovf = hn::And(finite, hn::Or(beyond, hn::Not(hn::Le(ar, fmax))));
+    c_ovf = Count(di, c_ovf, ovf);
+    const auto valid = hn::AndNot(ovf, finite);
+    const auto err = hn::IfThenElseZero(valid, hn::Abs(hn::Sub(rv, xv)));
+    max_abs = hn::Max(max_abs, err);
+    const auto nz = hn::And(valid, hn::Ne(ax, zero));
+    const auto rel = hn::IfThenElseZero(nz, hn::Div(err, ax));
+    max_rel = hn::Max(max_rel, rel);
+    AddWide(df, dd, rel, s_lo, s_hi);
+    c_rel = Count(di, c_rel, nz);
+    const auto r_zero = hn::Eq(ar, zero);
+    c_unf = Count(di, c_unf, hn::And(nz, r_zero));
+    c_sub = Count(di, c_sub, hn::And(hn::AndNot(r_zero, nz), hn::Lt(ar, smallest_normal)));
+    c_lost = Count(di, c_lost, hn::Gt(rel, loss));
+  }
+
+  void Finish(FormatAcc& a) const {
+    a.overflow += Total(di, c_ovf);
+    a.underflow += Total(di, c_unf);
+    a.subnormal += Total(di, c_sub);
+    a.precision_loss += Total(di, c_lost);
+    a.rel_count += Total(di, c_rel) + in_range_vectors * hn::Lanes(df);
+    a.max_abs_error =
+        std::max(a.max_abs_error, static_cast<double>(hn::GetLane(hn::MaxOfLanes(df, max_abs))));
+    a.max_rel_error =
+        std::max(a.max_rel_error, static_cast<double>(hn::GetLane(hn::MaxOfLanes(df, max_rel))));
+    a.sum_rel_error +=
+        hn::GetLane(hn::SumOfLanes(dd, s_lo)) + hn::GetLane(hn::SumOfLanes(dd, s_hi));
+  }
+};
+
+// x: the chunk; r: x rounded into the format. For formats without a fast path.
 std::size_t ChunkFormatF32(const float* HWY_RESTRICT x, const float* HWY_RESTRICT r,
                            std::size_t n, const FormatPlan& p, FormatAcc& a) {
 #if HWY_TARGET == HWY_SCALAR
@@ -148,60 +230,17 @@ std::size_t ChunkFormatF32(const float* HWY_RESTRICT x, const float* HWY_RESTRIC
   return 0;
 #else
   const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di;
-  const hn::Repartition<double, decltype(df)> dd;
   const std::size_t N = hn::Lanes(df);
   const std::size_t end = n - n % N;
-  if (end == 0) return 0;
-  const auto fmax = hn::Set(df, std::numeric_limits<float>::max());
-  const auto limit = hn::Set(df, static_cast<float>(p.overflow.value));
-  const auto inclusive = hn::Set(df, p.overflow.inclusive ? 1.0f : 0.0f);
-  const auto smallest_normal = hn::Set(df, static_cast<float>(p.smallest_normal));
-  const auto loss = hn::Set(df, static_cast<float>(p.precision_loss_rel));
-  const auto zero = hn::Zero(df);
-  auto max_abs = zero, max_rel = zero;
-  auto s_lo = hn::Zero(dd), s_hi = s_lo;
-  auto c_ovf = hn::Zero(di), c_unf = c_ovf, c_sub = c_ovf, c_lost = c_ovf, c_rel = c_ovf;
-  for (std::size_t i = 0; i < end; i += N) {
-    const auto xv = hn::LoadU(df, x + i);
-    const auto rv = hn::LoadU(df, r + i);
-    const auto ax = hn::Abs(xv), ar = hn::Abs(rv);
-    const auto finite = hn::Le(ax, fmax);
-    const auto beyond = hn::Or(hn::Gt(ax, limit),
-                               hn::And(hn::Eq(ax, limit), hn::Gt(inclusive, zero)));
-    const auto ovf = hn::And(finite, hn::Or(beyond, hn::Not(hn::Le(ar, fmax))));
-    c_ovf = Count(di, c_ovf, ovf);
-    const auto valid = hn::AndNot(ovf, finite);
-    const auto err = hn::IfThenElseZero(valid, hn::Abs(hn::Sub(rv, xv)));
-    max_abs = hn::Max(max_abs, err);
-    const auto nz = hn::And(valid, hn::Ne(ax, zero));
-    const auto rel = hn::IfThenElseZero(nz, hn::Div(err, ax));
-    max_rel = hn::Max(max_rel, rel);
-    AddWide(df, dd, rel, s_lo, s_hi);
-    c_rel = Count(di, c_rel, nz);
-    const auto r_zero = hn::Eq(ar, zero);
-    c_unf = Count(di, c_unf, hn::And(nz, r_zero));
-    c_sub = Count(di, c_sub, hn::And(hn::AndNot(r_zero, nz), hn::Lt(ar, smallest_normal)));
-    c_lost = Count(di, c_lost, hn::Gt(rel, loss));
-  }
-  a.overflow += Total(di, c_ovf);
-  a.underflow += Total(di, c_unf);
-  a.subnormal += Total(di, c_sub);
-  a.precision_loss += Total(di, c_lost);
-  a.rel_count += Total(di, c_rel);
-  a.max_abs_error =
-      std::max(a.max_abs_error, static_cast<double>(hn::GetLane(hn::MaxOfLanes(df, max_abs))));
-  a.max_rel_error =
-      std::max(a.max_rel_error, static_cast<double>(hn::GetLane(hn::MaxOfLanes(df, max_rel))));
-  a.sum_rel_error += hn::GetLane(hn::SumOfLanes(dd, s_lo)) + hn::GetLane(hn::SumOfLanes(dd, s_hi));
+  FormatVecs<decltype(df)> v(p);
+  for (std::size_t i = 0; i < end; i += N) v.Add(hn::LoadU(df, x + i), hn::LoadU(df, r + i));
+  v.Finish(a);
   return end;
 #endif
 }
 
 // Rounds the chunk into the format (nearest-even, fast path) and summarises the errors
-// in the same pass, without storing the rounded values. Vectors whose lanes are all in
-// the format's normal range (the common case) skip the overflow/underflow/subnormal
-// bookkeeping, which cannot apply to them.
+// in the same pass, without storing the rounded values.
 std::size_t ChunkFusedF32(const float* HWY_RESTRICT x, std::size_t n, const FastParams& rp,
                           const FormatPlan& p, FormatAcc& a) {
 #if HWY_TARGET == HWY_SCALAR
@@ -209,65 +248,19 @@ std::size_t ChunkFusedF32(const float* HWY_RESTRICT x, std::size_t n, const Fast
   return 0;
 #else
   const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di;
-  const hn::Repartition<double, decltype(df)> dd;
   const std::size_t N = hn::Lanes(df);
   const std::size_t end = n - n % N;
-  if (end == 0) return 0;
-  const auto fmax = hn::Set(df, std::numeric_limits<float>::max());
-  const auto limit = hn::Set(df, static_cast<float>(p.overflow.value));
-  const auto inclusive = hn::Set(df, p.overflow.inclusive ? 1.0f : 0.0f);
-  const auto smallest_normal = hn::Set(df, static_cast<float>(p.smallest_normal));
-  const auto loss = hn::Set(df, static_cast<float>(p.precision_loss_rel));
-  const auto zero = hn::Zero(df);
-  auto max_abs = zero, max_rel = zero;
-  auto s_lo = hn::Zero(dd), s_hi = s_lo;
-  auto c_ovf = hn::Zero(di), c_unf = c_ovf, c_sub = c_ovf, c_lost = c_ovf, c_rel = c_ovf;
-  std::size_t fast_vectors = 0;
+  FormatVecs<decltype(df)> v(p);
   for (std::size_t i = 0; i < end; i += N) {
     const auto xv = hn::LoadU(df, x + i);
     bool in_range;
     const auto rv = RoundVec<true>(df, xv, rp, in_range);
-    const auto ax = hn::Abs(xv);
-    if (HWY_LIKELY(in_range)) {
-      const auto err = hn::Abs(hn::Sub(rv, xv));
-      max_abs = hn::Max(max_abs, err);
-      const auto rel = hn::Div(err, ax);
-      max_rel = hn::Max(max_rel, rel);
-      AddWide(df, dd, rel, s_lo, s_hi);
-      c_lost = Count(di, c_lost, hn::Gt(rel, loss));
-      ++fast_vectors;
-      continue;
-    }
-    const auto ar = hn::Abs(rv);
-    const auto finite = hn::Le(ax, fmax);
-    const auto beyond = hn::Or(hn::Gt(ax, limit),
-                               hn::And(hn::Eq(ax, limit), hn::Gt(inclusive, zero)));
-    const auto ovf = hn::And(finite, hn::Or(beyond, hn::Not(hn::Le(ar, fmax))));
-    c_ovf = Count(di, c_ovf, ovf);
-    const auto valid = hn::AndNot(ovf, finite);
-    const auto err = hn::IfThenElseZero(valid, hn::Abs(hn::Sub(rv, xv)));
-    max_abs = hn::Max(max_abs, err);
-    const auto nz = hn::And(valid, hn::Ne(ax, zero));
-    const auto rel = hn::IfThenElseZero(nz, hn::Div(err, ax));
-    max_rel = hn::Max(max_rel, rel);
-    AddWide(df, dd, rel, s_lo, s_hi);
-    c_rel = Count(di, c_rel, nz);
-    const auto r_zero = hn::Eq(ar, zero);
-    c_unf = Count(di, c_unf, hn::And(nz, r_zero));
-    c_sub = Count(di, c_sub, hn::And(hn::AndNot(r_zero, nz), hn::Lt(ar, smallest_normal)));
-    c_lost = Count(di, c_lost, hn::Gt(rel, loss));
+    if (HWY_LIKELY(in_range))
+      v.AddInRange(xv, rv);
+    else
+      v.Add(xv, rv);
   }
-  a.overflow += Total(di, c_ovf);
-  a.underflow += Total(di, c_unf);
-  a.subnormal += Total(di, c_sub);
-  a.precision_loss += Total(di, c_lost);
-  a.rel_count += Total(di, c_rel) + fast_vectors * N;
-  a.max_abs_error =
-      std::max(a.max_abs_error, static_cast<double>(hn::GetLane(hn::MaxOfLanes(df, max_abs))));
-  a.max_rel_error =
-      std::max(a.max_rel_error, static_cast<double>(hn::GetLane(hn::MaxOfLanes(df, max_rel))));
-  a.sum_rel_error += hn::GetLane(hn::SumOfLanes(dd, s_lo)) + hn::GetLane(hn::SumOfLanes(dd, s_hi));
+  v.Finish(a);
   return end;
 #endif
 }
