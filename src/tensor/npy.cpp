@@ -320,9 +320,10 @@ Tensor read_npy(std::span<const std::byte> bytes, const std::string& where) {
 
 Tensor read_npy(const std::filesystem::path& path) {
   const std::string where = path.string();
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(where, "is a directory, not a .npy file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(where, std::string("cannot open: ") + std::strerror(errno));
-  std::error_code ec;
   std::uint64_t size = std::filesystem::file_size(path, ec);
   if (ec) size = std::numeric_limits<std::uint64_t>::max();  // not a regular file
   return read_npy(in, size, where);

@@ -187,7 +187,8 @@ def check_iinfo(c, fpguard):
     for name, dt in TORCH_INTS.items():
         r = fpgref.run(fpguard, "iinfo", name)
         c.equal(r.returncode, 0, f"iinfo {name}: exit code")
-        c.equal(r.stdout, str(torch.iinfo(dt)) + "\n", f"iinfo {name}: text equals str(torch.iinfo)")
+        c.equal(r.stdout, str(torch.iinfo(dt)) + "\n",
+                f"iinfo {name}: text equals str(torch.iinfo)")
     r = fpgref.run(fpguard, "iinfo", "--all", "--json")
     c.equal(r.returncode, 0, "iinfo --all --json: exit code")
     got = {j["dtype"]: j for j in json.loads(r.stdout)} if r.returncode == 0 else {}

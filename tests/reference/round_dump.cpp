@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
   }
   try {
     const fpguard::Format f = fpguard::parse_format(argv[1]);
-    if (f.bits() > 16) throw fpguard::Error(argv[1], "round_dump writes uint16 codes: 16 bits at most");
+    if (f.bits() > 16)
+      throw fpguard::Error(argv[1], "round_dump writes uint16 codes: 16 bits at most");
     const std::uint64_t start = parse_u64(argv[2], "START");
     const std::uint64_t count = parse_u64(argv[3], "COUNT");
     const std::uint64_t stride = argc == 5 ? parse_u64(argv[4], "STRIDE") : 1;
