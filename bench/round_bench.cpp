@@ -35,28 +35,28 @@ void BM_round(benchmark::State& state, const char* format, fpguard::Rounding mod
 }
 
 using R = fpguard::Rounding;
-#define FPG_ROUND_BENCH(name, fmt, mode, generic, threads)                    \
-  BENCHMARK_CAPTURE(BM_round, name, fmt, mode, generic, threads)              \
-      ->ArgNames({"bytes", "wide"})                                           \
-      ->ArgsProduct({{kSmall, kLarge}, {0, 1}})                               \
+#define FPG_ROUND_BENCH(name, fmt, mode, generic, threads)       \
+  BENCHMARK_CAPTURE(BM_round, name, fmt, mode, generic, threads) \
+      ->ArgNames({"bytes", "wide"})                              \
+      ->ArgsProduct({{kSmall, kLarge}, {0, 1}})                  \
       ->UseRealTime()
 
-FPG_ROUND_BENCH(float16/nearest_even, "float16", R::nearest_even, false, 1);
-FPG_ROUND_BENCH(bfloat16/nearest_even, "bfloat16", R::nearest_even, false, 1);
-FPG_ROUND_BENCH(float8_e4m3fn/nearest_even, "float8_e4m3fn", R::nearest_even, false, 1);
-FPG_ROUND_BENCH(float8_e5m2/nearest_even, "float8_e5m2", R::nearest_even, false, 1);
-FPG_ROUND_BENCH(float8_e4m3fnuz/nearest_even, "float8_e4m3fnuz", R::nearest_even, false, 1);
-FPG_ROUND_BENCH(float6_e2m3fn/nearest_even, "float6_e2m3fn", R::nearest_even, false, 1);
-FPG_ROUND_BENCH(float6_e3m2fn/nearest_even, "float6_e3m2fn", R::nearest_even, false, 1);
-FPG_ROUND_BENCH(float4_e2m1fn/nearest_even, "float4_e2m1fn", R::nearest_even, false, 1);
-FPG_ROUND_BENCH(float16/toward_zero, "float16", R::toward_zero, false, 1);
-FPG_ROUND_BENCH(bfloat16/toward_zero, "bfloat16", R::toward_zero, false, 1);
-FPG_ROUND_BENCH(float8_e4m3fn/toward_zero, "float8_e4m3fn", R::toward_zero, false, 1);
-FPG_ROUND_BENCH(float4_e2m1fn/toward_zero, "float4_e2m1fn", R::toward_zero, false, 1);
+FPG_ROUND_BENCH(float16 / nearest_even, "float16", R::nearest_even, false, 1);
+FPG_ROUND_BENCH(bfloat16 / nearest_even, "bfloat16", R::nearest_even, false, 1);
+FPG_ROUND_BENCH(float8_e4m3fn / nearest_even, "float8_e4m3fn", R::nearest_even, false, 1);
+FPG_ROUND_BENCH(float8_e5m2 / nearest_even, "float8_e5m2", R::nearest_even, false, 1);
+FPG_ROUND_BENCH(float8_e4m3fnuz / nearest_even, "float8_e4m3fnuz", R::nearest_even, false, 1);
+FPG_ROUND_BENCH(float6_e2m3fn / nearest_even, "float6_e2m3fn", R::nearest_even, false, 1);
+FPG_ROUND_BENCH(float6_e3m2fn / nearest_even, "float6_e3m2fn", R::nearest_even, false, 1);
+FPG_ROUND_BENCH(float4_e2m1fn / nearest_even, "float4_e2m1fn", R::nearest_even, false, 1);
+FPG_ROUND_BENCH(float16 / toward_zero, "float16", R::toward_zero, false, 1);
+FPG_ROUND_BENCH(bfloat16 / toward_zero, "bfloat16", R::toward_zero, false, 1);
+FPG_ROUND_BENCH(float8_e4m3fn / toward_zero, "float8_e4m3fn", R::toward_zero, false, 1);
+FPG_ROUND_BENCH(float4_e2m1fn / toward_zero, "float4_e2m1fn", R::toward_zero, false, 1);
 // The exact generic path, which serves every other mode and format.
-FPG_ROUND_BENCH(float16/generic_nearest_even, "float16", R::nearest_even, true, 1);
-FPG_ROUND_BENCH(float8_e4m3fn/generic_stochastic, "float8_e4m3fn", R::stochastic, true, 1);
+FPG_ROUND_BENCH(float16 / generic_nearest_even, "float16", R::nearest_even, true, 1);
+FPG_ROUND_BENCH(float8_e4m3fn / generic_stochastic, "float8_e4m3fn", R::stochastic, true, 1);
 // Multithreaded (all cores).
-FPG_ROUND_BENCH(float16/nearest_even/threads:auto, "float16", R::nearest_even, false, 0);
+FPG_ROUND_BENCH(float16 / nearest_even / threads : auto, "float16", R::nearest_even, false, 0);
 
 }  // namespace

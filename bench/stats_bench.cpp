@@ -16,7 +16,8 @@ void BM_stats(benchmark::State& state, int threads) {
                                                 fpguard::parse_format("float8_e4m3fn")};
   fpguard::StatsOptions o;
   o.threads = threads;
-  for (auto _ : state) benchmark::DoNotOptimize(fpguard::stats(std::span<const float>(in), formats, o));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(fpguard::stats(std::span<const float>(in), formats, o));
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
 }
 
@@ -24,9 +25,8 @@ BENCHMARK_CAPTURE(BM_stats, 3formats, 1)
     ->ArgNames({"bytes", "wide"})
     ->ArgsProduct({{fpguard::bench::kLarge}, {0, 1}})
     ->UseRealTime();
-BENCHMARK_CAPTURE(BM_stats, 3formats/threads:auto, 0)
-    ->ArgNames({"bytes", "wide"})
-    ->ArgsProduct({{fpguard::bench::kLarge}, {0, 1}})
-    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_stats, 3formats / threads
+                  : auto, 0) -> ArgNames({"bytes", "wide"})
+    -> ArgsProduct({{fpguard::bench::kLarge}, {0, 1}}) -> UseRealTime();
 
 }  // namespace

@@ -576,9 +576,7 @@ class TorchReference : public ::testing::Test {
     delete doc_;
     doc_ = nullptr;
   }
-  void SetUp() override {
-    ASSERT_NE(doc_, nullptr);
-  }
+  void SetUp() override { ASSERT_NE(doc_, nullptr); }
   static nlohmann::json* doc_;
 };
 nlohmann::json* TorchReference::doc_ = nullptr;

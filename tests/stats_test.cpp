@@ -106,8 +106,8 @@ TEST(Stats, EveryTailLength) {
   const auto all = wide_data(2048 + 70, 3);
   StatsOptions o;
   o.threads = 1;
-  for (std::size_t n : {0, 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65, 2047, 2048, 2049,
-                        2048 + 70}) {
+  for (std::size_t n :
+       {0, 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65, 2047, 2048, 2049, 2048 + 70}) {
     SCOPED_TRACE(n);
     std::vector<float> x(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n));
     std::vector<double> xd(x.begin(), x.end());
@@ -161,8 +161,7 @@ TEST(Stats, Verdicts) {
   const Format e4m3 = parse_format("float8_e4m3fn");
   {  // NaN present: nonfinite, whatever else
     const std::vector<float> x = {1.0f, std::numeric_limits<float>::quiet_NaN(), 1e6f};
-    EXPECT_EQ(stats(std::span<const float>(x), {e4m3}, o).formats[0].verdict,
-              Verdict::nonfinite);
+    EXPECT_EQ(stats(std::span<const float>(x), {e4m3}, o).formats[0].verdict, Verdict::nonfinite);
   }
   {  // 2 of 100 non-zero values underflow (> 1%)
     std::vector<float> x(100, 1.0f);

@@ -34,9 +34,9 @@ std::string_view to_string(Verdict v);
 struct FormatStats {
   Format format;
   // Counts over the finite values, rounding to nearest-even:
-  std::uint64_t overflow = 0;    // round past max (to inf, NaN, or saturated to max)
-  std::uint64_t underflow = 0;   // non-zero, round to zero
-  std::uint64_t subnormal = 0;   // round to a non-zero subnormal of the format
+  std::uint64_t overflow = 0;        // round past max (to inf, NaN, or saturated to max)
+  std::uint64_t underflow = 0;       // non-zero, round to zero
+  std::uint64_t subnormal = 0;       // round to a non-zero subnormal of the format
   std::uint64_t precision_loss = 0;  // keep fewer than half the format's significant bits
   // Rounding error over the finite values that do not overflow (relative: non-zero ones).
   double max_abs_error = 0, max_rel_error = 0, mean_rel_error = 0;

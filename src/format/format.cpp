@@ -11,10 +11,14 @@ namespace fpguard {
 
 std::string_view to_string(NanEncoding n) {
   switch (n) {
-    case NanEncoding::ieee: return "ieee";
-    case NanEncoding::fn: return "fn";
-    case NanEncoding::fnuz: return "fnuz";
-    case NanEncoding::none: return "none";
+    case NanEncoding::ieee:
+      return "ieee";
+    case NanEncoding::fn:
+      return "fn";
+    case NanEncoding::fnuz:
+      return "fnuz";
+    case NanEncoding::none:
+      return "none";
   }
   return "?";
 }
@@ -22,11 +26,14 @@ std::string_view to_string(NanEncoding n) {
 int Format::emax() const {
   const int top = (1 << exponent_bits) - 1;  // largest exponent code
   switch (nan) {
-    case NanEncoding::ieee: return top - 1 - bias;
+    case NanEncoding::ieee:
+      return top - 1 - bias;
     // With no mantissa bits, "exponent and mantissa all ones" is the whole top code.
-    case NanEncoding::fn: return (mantissa_bits == 0 ? top - 1 : top) - bias;
+    case NanEncoding::fn:
+      return (mantissa_bits == 0 ? top - 1 : top) - bias;
     case NanEncoding::fnuz:
-    case NanEncoding::none: return top - bias;
+    case NanEncoding::none:
+      return top - bias;
   }
   return 0;
 }
@@ -40,16 +47,19 @@ double Format::max() const {
   return std::ldexp(sig, emax() - mantissa_bits);
 }
 
-double Format::smallest_normal() const { return std::ldexp(1.0, emin()); }
+double Format::smallest_normal() const {
+  return std::ldexp(1.0, emin());
+}
 double Format::smallest_subnormal() const {
   return has_subnormals ? std::ldexp(1.0, emin() - mantissa_bits) : smallest_normal();
 }
-double Format::eps() const { return std::ldexp(1.0, -mantissa_bits); }
+double Format::eps() const {
+  return std::ldexp(1.0, -mantissa_bits);
+}
 
 bool Format::operator==(const Format& o) const {
-  return exponent_bits == o.exponent_bits && mantissa_bits == o.mantissa_bits &&
-         bias == o.bias && nan == o.nan && has_subnormals == o.has_subnormals &&
-         is_signed == o.is_signed;
+  return exponent_bits == o.exponent_bits && mantissa_bits == o.mantissa_bits && bias == o.bias &&
+         nan == o.nan && has_subnormals == o.has_subnormals && is_signed == o.is_signed;
 }
 
 namespace {
@@ -114,10 +124,14 @@ std::optional<Format> parse_custom(std::string_view original, std::string_view s
   if (ry.ec != std::errc{} || ry.ptr == p) return std::nullopt;
   const std::string_view suffix(ry.ptr, static_cast<std::size_t>(end - ry.ptr));
   NanEncoding nan;
-  if (suffix.empty()) nan = NanEncoding::ieee;
-  else if (suffix == "fn") nan = NanEncoding::fn;
-  else if (suffix == "fnuz") nan = NanEncoding::fnuz;
-  else return std::nullopt;
+  if (suffix.empty())
+    nan = NanEncoding::ieee;
+  else if (suffix == "fn")
+    nan = NanEncoding::fn;
+  else if (suffix == "fnuz")
+    nan = NanEncoding::fnuz;
+  else
+    return std::nullopt;
   const std::string where = "format '" + std::string(original) + "'";
   if (x < 2 || x > 11)
     throw Error(where, "custom eXmY needs 2 <= X <= 11 exponent bits, got " + std::to_string(x));
@@ -181,9 +195,10 @@ Format parse_format(std::string_view name) {
   if (auto hint = did_you_mean(lower(name), format_names()); !hint.empty())
     msg += "; did you mean '" + hint + "'?";
   else
-    msg += " (known: float64, float32, tf32, float16, bfloat16, float8_e4m3fn, float8_e4m3fnuz, "
-           "float8_e5m2, float8_e5m2fnuz, float6_e2m3fn, float6_e3m2fn, float4_e2m1fn, "
-           "float8_e8m0fnu, or a custom eXmY[fn|fnuz])";
+    msg +=
+        " (known: float64, float32, tf32, float16, bfloat16, float8_e4m3fn, float8_e4m3fnuz, "
+        "float8_e5m2, float8_e5m2fnuz, float6_e2m3fn, float6_e3m2fn, float4_e2m1fn, "
+        "float8_e8m0fnu, or a custom eXmY[fn|fnuz])";
   throw Error(where, msg);
 }
 

@@ -20,16 +20,16 @@
 namespace fpguard::detail {
 
 struct FastParams {
-  int drop_bits = 0;          // 23 - mantissa bits
-  bool nearest_even = true;   // else toward zero
+  int drop_bits = 0;         // 23 - mantissa bits
+  bool nearest_even = true;  // else toward zero
   bool flush_subnormals = false;
   bool no_negative_zero = false;  // fnuz: -0 becomes +0
-  float smallest_normal = 0;  // 2^emin
-  float magic = 0;            // 2^(emin - m + 23)
-  float quantum = 0;          // 2^(emin - m), the subnormal spacing
-  float max = 0;              // largest finite value
-  float overflow_value = 0;   // result for finite |x| > max (before the sign)
-  float inf_value = 0;        // result for |x| = inf (before the sign)
+  float smallest_normal = 0;      // 2^emin
+  float magic = 0;                // 2^(emin - m + 23)
+  float quantum = 0;              // 2^(emin - m), the subnormal spacing
+  float max = 0;                  // largest finite value
+  float overflow_value = 0;       // result for finite |x| > max (before the sign)
+  float inf_value = 0;            // result for |x| = inf (before the sign)
 };
 
 std::optional<FastParams> fast_params(const Format& f, const RoundOptions& o);

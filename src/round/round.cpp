@@ -127,10 +127,16 @@ double Rounder::operator()(double x, std::uint64_t index) const {
         up = above_half || (at_half && odd);
         break;
       }
-      case Rounding::toward_zero: up = false; break;
+      case Rounding::toward_zero:
+        up = false;
+        break;
       // Directed modes move only inexact values (rem != 0): an exact value stays put.
-      case Rounding::up: up = rem != 0 && !neg; break;
-      case Rounding::down: up = rem != 0 && neg; break;
+      case Rounding::up:
+        up = rem != 0 && !neg;
+        break;
+      case Rounding::down:
+        up = rem != 0 && neg;
+        break;
       case Rounding::stochastic: {
         const std::uint64_t r = draw(seed, index);
         if (shift <= 64) {
@@ -149,10 +155,18 @@ double Rounder::operator()(double x, std::uint64_t index) const {
   double v = static_cast<double>(n) * pow2(q);
   if (v > max) {
     switch (mode) {
-      case Rounding::toward_zero: v = max; break;
-      case Rounding::up: v = neg ? max : overflow; break;
-      case Rounding::down: v = neg ? overflow : max; break;
-      default: v = overflow; break;
+      case Rounding::toward_zero:
+        v = max;
+        break;
+      case Rounding::up:
+        v = neg ? max : overflow;
+        break;
+      case Rounding::down:
+        v = neg ? overflow : max;
+        break;
+      default:
+        v = overflow;
+        break;
     }
   }
   if (flush && v < smallest_normal) v = 0;
@@ -171,11 +185,16 @@ float round(float x, const Format& f, const RoundOptions& o, std::uint64_t index
 
 std::string_view to_string(Rounding r) {
   switch (r) {
-    case Rounding::nearest_even: return "nearest-even";
-    case Rounding::toward_zero: return "toward-zero";
-    case Rounding::up: return "up";
-    case Rounding::down: return "down";
-    case Rounding::stochastic: return "stochastic";
+    case Rounding::nearest_even:
+      return "nearest-even";
+    case Rounding::toward_zero:
+      return "toward-zero";
+    case Rounding::up:
+      return "up";
+    case Rounding::down:
+      return "down";
+    case Rounding::stochastic:
+      return "stochastic";
   }
   return "?";
 }
@@ -245,9 +264,12 @@ std::uint64_t nan_code(const Format& f) {
   switch (f.nan) {
     case NanEncoding::ieee:  // positive quiet NaN: exponent all ones, top mantissa bit
       return ((std::uint64_t{1} << e) - 1) << m | (m > 0 ? std::uint64_t{1} << (m - 1) : 0);
-    case NanEncoding::fn: return (std::uint64_t{1} << (e + m)) - 1;
-    case NanEncoding::fnuz: return std::uint64_t{1} << (e + m);
-    case NanEncoding::none: break;
+    case NanEncoding::fn:
+      return (std::uint64_t{1} << (e + m)) - 1;
+    case NanEncoding::fnuz:
+      return std::uint64_t{1} << (e + m);
+    case NanEncoding::none:
+      break;
   }
   return (std::uint64_t{1} << (e + m)) - 1;  // no NaN: +max, the documented stand-in
 }
@@ -256,10 +278,9 @@ std::uint64_t nan_code(const Format& f) {
 std::uint64_t code_of(double v, const Format& f) {
   if (std::isnan(v)) return nan_code(f);
   const int m = f.mantissa_bits, e = f.exponent_bits;
-  const std::uint64_t sign =
-      (f.is_signed && std::signbit(v) && (v != 0 || f.has_negative_zero()))
-          ? std::uint64_t{1} << (e + m)
-          : 0;
+  const std::uint64_t sign = (f.is_signed && std::signbit(v) && (v != 0 || f.has_negative_zero()))
+                                 ? std::uint64_t{1} << (e + m)
+                                 : 0;
   const double a = std::fabs(v);
   if (std::isinf(a)) return sign | ((std::uint64_t{1} << e) - 1) << m;
   if (a == 0) return sign;
@@ -320,7 +341,8 @@ double decode(std::uint64_t code, const Format& f) {
     case NanEncoding::fnuz:
       if (neg && exp_code == 0 && mant == 0) return kNaN;
       break;
-    case NanEncoding::none: break;
+    case NanEncoding::none:
+      break;
   }
   double a;
   if (exp_code == 0 && f.has_subnormals)

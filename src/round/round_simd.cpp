@@ -17,12 +17,12 @@ namespace fpguard::detail::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 template <bool kNearestEven>
-HWY_INLINE void RoundLoop(const float* HWY_RESTRICT in, float* out, size_t n,
-                          const FastParams& p) {
+HWY_INLINE void RoundLoop(const float* HWY_RESTRICT in, float* out, size_t n, const FastParams& p) {
   const hn::ScalableTag<float> df;
   const size_t N = hn::Lanes(df);
   size_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(RoundVec<kNearestEven>(df, hn::LoadU(df, in + i), p), df, out + i);
+  for (; i + N <= n; i += N)
+    hn::StoreU(RoundVec<kNearestEven>(df, hn::LoadU(df, in + i), p), df, out + i);
   if (i < n) {  // the tail goes through the same vector code, via a padded buffer
     HWY_ALIGN float buf[hn::MaxLanes(df)] = {};
     std::memcpy(buf, in + i, (n - i) * sizeof(float));

@@ -141,8 +141,10 @@ void chunk_format(std::span<const T> x, std::span<const T> r, const FormatPlan& 
     max_rel = std::max(max_rel, rel);
     sum_rel += static_cast<double>(rel);
     ++rel_count;
-    if (ar == 0) ++underflow;
-    else if (ar < smallest_normal) ++subnormal;
+    if (ar == 0)
+      ++underflow;
+    else if (ar < smallest_normal)
+      ++subnormal;
     if (rel > loss) ++lost;
   }
   a.overflow += overflow;

@@ -19,11 +19,16 @@ namespace fpguard {
 
 std::string_view to_string(Verdict v) {
   switch (v) {
-    case Verdict::ok: return "ok";
-    case Verdict::overflow: return "overflow";
-    case Verdict::underflow: return "underflow";
-    case Verdict::precision: return "precision";
-    case Verdict::nonfinite: return "nonfinite";
+    case Verdict::ok:
+      return "ok";
+    case Verdict::overflow:
+      return "overflow";
+    case Verdict::underflow:
+      return "underflow";
+    case Verdict::precision:
+      return "precision";
+    case Verdict::nonfinite:
+      return "nonfinite";
   }
   return "?";
 }
@@ -177,8 +182,7 @@ Stats run(std::span<const T> x, const std::vector<Format>& formats, const StatsO
     fs.scale = power_of_two_scale(v, guess, [&](double y) { return y <= limit; });
     const int guess_sq =
         v > 0 ? static_cast<int>(std::floor(0.5 * std::log2(limit) - std::log2(v))) : 0;
-    fs.scale_for_square =
-        power_of_two_scale(v, guess_sq, [&](double y) { return y * y <= limit; });
+    fs.scale_for_square = power_of_two_scale(v, guess_sq, [&](double y) { return y * y <= limit; });
     const double threshold = kVerdictFraction * static_cast<double>(nonzero);
     if (ts.nan + ts.posinf + ts.neginf > 0)
       fs.verdict = Verdict::nonfinite;
@@ -204,9 +208,12 @@ Stats stats(std::span<const double> x, const std::vector<Format>& formats, const
 
 Stats stats(const Tensor& t, const std::vector<Format>& formats, const StatsOptions& o) {
   switch (t.dtype()) {
-    case DType::float32: return stats(t.data<float>(), formats, o);
-    case DType::float64: return stats(t.data<double>(), formats, o);
-    default: break;
+    case DType::float32:
+      return stats(t.data<float>(), formats, o);
+    case DType::float64:
+      return stats(t.data<double>(), formats, o);
+    default:
+      break;
   }
   if (t.dtype() == DType::float16 || t.dtype() == DType::bfloat16) {
     const Format f = parse_format(t.dtype() == DType::float16 ? "float16" : "bfloat16");

@@ -223,8 +223,8 @@ struct FormatVecs {
 };
 
 // x: the chunk; r: x rounded into the format. For formats without a fast path.
-std::size_t ChunkFormatF32(const float* HWY_RESTRICT x, const float* HWY_RESTRICT r,
-                           std::size_t n, const FormatPlan& p, FormatAcc& a) {
+std::size_t ChunkFormatF32(const float* HWY_RESTRICT x, const float* HWY_RESTRICT r, std::size_t n,
+                           const FormatPlan& p, FormatAcc& a) {
 #if HWY_TARGET == HWY_SCALAR
   (void)x, (void)r, (void)n, (void)p, (void)a;
   return 0;
@@ -307,8 +307,7 @@ Moments chunk_base_fast<float>(std::span<const float> x, BaseAcc& a) {
 template <>
 void chunk_format_fast<float>(std::span<const float> x, std::span<const float> r,
                               const FormatPlan& p, FormatAcc& a) {
-  const std::size_t done =
-      HWY_DYNAMIC_DISPATCH(ChunkFormatF32)(x.data(), r.data(), x.size(), p, a);
+  const std::size_t done = HWY_DYNAMIC_DISPATCH(ChunkFormatF32)(x.data(), r.data(), x.size(), p, a);
   chunk_format(x.subspan(done), r.subspan(done), p, a);
 }
 

@@ -36,15 +36,16 @@ nlohmann::ordered_json to_json(const FInfo& i) {
 }
 
 void print_table(const std::vector<FInfo>& infos) {
-  const char* row = "{:<16} {:>4} {:>3} {:>3} {:>5} {:>13} {:>13} {:>13} {:>13} {:>4} {:>5} {:>5}\n";
-  std::cout << fmt::format(fmt::runtime(row), "dtype", "bits", "e", "m", "bias", "max", "smallest_normal",
-                           "smallest_subn", "eps", "inf", "nan", "subn");
+  const char* row =
+      "{:<16} {:>4} {:>3} {:>3} {:>5} {:>13} {:>13} {:>13} {:>13} {:>4} {:>5} {:>5}\n";
+  std::cout << fmt::format(fmt::runtime(row), "dtype", "bits", "e", "m", "bias", "max",
+                           "smallest_normal", "smallest_subn", "eps", "inf", "nan", "subn");
   for (const auto& i : infos)
-    std::cout << fmt::format(fmt::runtime(row), i.dtype, i.bits, i.exponent_bits, i.mantissa_bits, i.bias,
-                             fmt::format("{:.6g}", i.max), fmt::format("{:.6g}", i.smallest_normal),
-                             fmt::format("{:.6g}", i.smallest_subnormal),
-                             fmt::format("{:.6g}", i.eps), i.has_inf ? "yes" : "no",
-                             to_string(i.nan), i.has_subnormals ? "yes" : "no");
+    std::cout << fmt::format(
+        fmt::runtime(row), i.dtype, i.bits, i.exponent_bits, i.mantissa_bits, i.bias,
+        fmt::format("{:.6g}", i.max), fmt::format("{:.6g}", i.smallest_normal),
+        fmt::format("{:.6g}", i.smallest_subnormal), fmt::format("{:.6g}", i.eps),
+        i.has_inf ? "yes" : "no", to_string(i.nan), i.has_subnormals ? "yes" : "no");
 }
 
 }  // namespace
@@ -83,7 +84,8 @@ void add_iinfo(CLI::App& app) {
   auto names = std::make_shared<std::vector<std::string>>();
   auto all = std::make_shared<bool>(false);
   auto json = std::make_shared<bool>(false);
-  cmd->add_option("types", *names, "int8, uint8, int16, uint16, int32, uint32, int64, uint64, int4, uint4");
+  cmd->add_option("types", *names,
+                  "int8, uint8, int16, uint16, int32, uint32, int64, uint64, int4, uint4");
   cmd->add_flag("--all", *all, "Every integer type, side by side");
   cmd->add_flag("--json", *json, "Print a JSON array of objects");
   cmd->footer("Examples:\n  fpguard iinfo int8\n  fpguard iinfo --all --json");

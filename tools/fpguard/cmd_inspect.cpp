@@ -50,7 +50,9 @@ std::string pow2_string(double scale) {
   return fmt::format("2^{}", e - 1);
 }
 
-std::string num(double v) { return std::isnan(v) ? "-" : fmt::format("{:.6g}", v); }
+std::string num(double v) {
+  return std::isnan(v) ? "-" : fmt::format("{:.6g}", v);
+}
 
 void print_text(const std::string& name, const Tensor& t, const Stats& s, bool histogram) {
   const TensorStats& ts = s.tensor;
@@ -76,8 +78,8 @@ void print_text(const std::string& name, const Tensor& t, const Stats& s, bool h
     for (const auto& [e, c] : ts.exponent_histogram) peak = std::max(peak, c);
     std::cout << "  exponent histogram (floor(log2|x|): count)\n";
     for (const auto& [e, c] : ts.exponent_histogram) {
-      const auto bar = static_cast<std::size_t>(std::ceil(40.0 * static_cast<double>(c) /
-                                                          static_cast<double>(peak)));
+      const auto bar = static_cast<std::size_t>(
+          std::ceil(40.0 * static_cast<double>(c) / static_cast<double>(peak)));
       std::cout << fmt::format("  {:>6} {:>12} {}\n", e, c, std::string(bar, '#'));
     }
   }

@@ -58,10 +58,18 @@ void run(const RoundArgs& a) {
   if (a.encode) {
     out = Tensor(code_dtype(f), in.shape());
     switch (out.dtype()) {
-      case DType::uint8: encode_into<std::uint8_t>(x, out, f, o); break;
-      case DType::uint16: encode_into<std::uint16_t>(x, out, f, o); break;
-      case DType::uint32: encode_into<std::uint32_t>(x, out, f, o); break;
-      default: encode_into<std::uint64_t>(x, out, f, o); break;
+      case DType::uint8:
+        encode_into<std::uint8_t>(x, out, f, o);
+        break;
+      case DType::uint16:
+        encode_into<std::uint16_t>(x, out, f, o);
+        break;
+      case DType::uint32:
+        encode_into<std::uint32_t>(x, out, f, o);
+        break;
+      default:
+        encode_into<std::uint64_t>(x, out, f, o);
+        break;
     }
     round(std::span<const double>(x), std::span<double>(r), f, o);
   } else if (in.dtype() == DType::float32) {
@@ -77,10 +85,12 @@ void run(const RoundArgs& a) {
 
   std::size_t overflow = 0, underflow = 0, nan = 0, changed = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
-    if (std::isnan(x[i])) ++nan;
+    if (std::isnan(x[i]))
+      ++nan;
     else if (std::isfinite(x[i]) && (!std::isfinite(r[i]) || std::fabs(x[i]) > f.max()))
       ++overflow;  // became inf/NaN, or was saturated
-    else if (x[i] != 0 && r[i] == 0) ++underflow;
+    else if (x[i] != 0 && r[i] == 0)
+      ++underflow;
     if (!(r[i] == x[i]) && !(std::isnan(r[i]) && std::isnan(x[i]))) ++changed;
   }
   std::cout << fmt::format(
@@ -88,7 +98,8 @@ void run(const RoundArgs& a) {
       "{} NaN in input{}\n",
       a.output, in.size(), to_string(in.dtype()), f.name, to_string(o.rounding),
       o.saturate ? ", saturate" : "", o.flush_subnormals ? ", flush-subnormals" : "", changed,
-      overflow, underflow, nan, a.encode ? fmt::format("; wrote {} codes", to_string(out.dtype())) : "");
+      overflow, underflow, nan,
+      a.encode ? fmt::format("; wrote {} codes", to_string(out.dtype())) : "");
 }
 
 }  // namespace
