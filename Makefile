@@ -28,3 +28,14 @@ format:
 
 clean:
 	rm -rf $(BUILD)
+
+# Hostile input (docs/reliability.md). `make fuzz` runs every libFuzzer harness for
+# FUZZ_SECONDS each (clang, build-fuzz); `make test-sanitize` runs the tests under
+# ASan+UBSan (build-asan).
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz test-sanitize
+fuzz: setup
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run
+
+test-sanitize: setup
+	@JOBS=$(JOBS) scripts/test-sanitize

@@ -15,6 +15,12 @@ namespace fpguard {
 void write_file_atomic(const std::filesystem::path& path,
                        const std::function<void(std::ostream&)>& write);
 
+// Makes SIGINT, SIGTERM and SIGHUP remove the temporary files of the writes in progress
+// before the process dies of the signal as it would have (exit status 128+N in a shell),
+// so an interrupted run leaves no partial output. Signals the process ignores (nohup)
+// stay ignored. Idempotent; the CLI calls it first thing.
+void install_interrupt_cleanup();
+
 // Throws Error(flag, ...) when `output` names the same file as `input` (an input file is
 // never overwritten).
 void check_not_same_file(const std::filesystem::path& input, const std::filesystem::path& output,

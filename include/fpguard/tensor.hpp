@@ -101,9 +101,13 @@ inline constexpr std::uint64_t kNpzMaxEntryBytes = std::uint64_t{4} << 30;  // 4
 
 // .npz archives as np.savez / np.savez_compressed write them: one .npy per entry (stored
 // or deflated), entry "x.npy" -> tensor "x", in archive order. Entries that are not
-// .npy files, duplicate names, corrupt data (CRC) and entries larger than
-// `max_entry_bytes` are Errors naming "archive.npz:entry.npy".
+// .npy files, duplicate names, corrupt data (CRC), entries larger than
+// `max_entry_bytes` or memory_limit() (fpguard/limits.hpp), and declared sizes that the
+// compressed data cannot expand to are Errors naming "archive.npz:entry.npy".
 std::vector<NamedTensor> read_npz(const std::filesystem::path& path,
+                                  std::uint64_t max_entry_bytes = kNpzMaxEntryBytes);
+// The same reader on an archive held in memory (read in place); `where` names it.
+std::vector<NamedTensor> read_npz(std::span<const std::byte> bytes, const std::string& where,
                                   std::uint64_t max_entry_bytes = kNpzMaxEntryBytes);
 // Written atomically; tensor "x" -> entry "x.npy", deflated when `compress`. Names must be
 // unique and non-empty; bfloat16 is refused as for write_npy.
@@ -119,6 +123,10 @@ void write_npz(const std::filesystem::path& path, const std::vector<NamedTensor>
 // FLOAT8E4M3FN, ...), external data, segments, data that does not match the dims,
 // negative dims, out-of-range typed values and corrupt protobuf.
 NamedTensor read_tensor_pb(const std::filesystem::path& path);
+// The same reader on serialized bytes; `where` names them in errors and `default_name`
+// is the name when TensorProto.name is empty.
+NamedTensor read_tensor_pb(std::span<const std::byte> bytes, const std::string& where,
+                           const std::string& default_name);
 // Written atomically with raw_data, as onnx.numpy_helper.from_array does.
 void write_tensor_pb(const std::filesystem::path& path, const NamedTensor& t);
 

@@ -1,16 +1,91 @@
 #include "fpguard/io.hpp"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
 #include <system_error>
+#include <thread>
 
 #include "fpguard/error.hpp"
 
 namespace fpguard {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// Temporary files of the writes in progress, for the signal handler. The handler may run
+// at any instruction, so it reads only lock-free atomics and fixed char arrays, and
+// calls only unlink and raise (async-signal-safe). A write that finds no free slot still
+// works; an interrupt would then leave its temporary file.
+struct TempSlot {
+  std::atomic<int> state{0};  // 0 free, 1 being filled in, 2 holds a live temporary path
+  char path[PATH_MAX];
+};
+static_assert(std::atomic<int>::is_always_lock_free);
+constexpr int kTempSlots = 32;
+TempSlot g_temps[kTempSlots];
+
+class TempRegistration {
+ public:
+  explicit TempRegistration(const fs::path& tmp) {
+    const std::string& p = tmp.native();
+    if (p.size() >= PATH_MAX) return;
+    for (int i = 0; i < kTempSlots; ++i) {
+      int expected = 0;
+      if (!g_temps[i].state.compare_exchange_strong(expected, 1)) continue;
+      std::memcpy(g_temps[i].path, p.c_str(), p.size() + 1);
+      g_temps[i].state.store(2);
+      slot_ = i;
+      return;
+    }
+  }
+  ~TempRegistration() {
+    if (slot_ >= 0) g_temps[slot_].state.store(0);
+  }
+  TempRegistration(const TempRegistration&) = delete;
+  TempRegistration& operator=(const TempRegistration&) = delete;
+
+ private:
+  int slot_ = -1;
+};
+
+extern "C" void remove_temps_and_die(int sig) {
+  for (auto& t : g_temps)
+    if (t.state.load() == 2) ::unlink(t.path);
+  // SA_RESETHAND restored the default action; the signal is blocked while we run, so it
+  // is delivered, and kills the process, as soon as we return.
+  ::raise(sig);
+}
+
+// Test hook (tests/badinput/interrupt_test.py): hold a finished temporary file this many
+// milliseconds before the rename, so that a signal lands there deterministically.
+void test_delay_before_rename() {
+  if (const char* ms = std::getenv("FPGUARD_TEST_WRITE_DELAY_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
+}
+
+}  // namespace
+
+void install_interrupt_cleanup() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler == SIG_IGN) continue;
+    struct sigaction sa {};
+    sa.sa_handler = remove_temps_and_die;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
 
 void write_file_atomic(const fs::path& path, const std::function<void(std::ostream&)>& write) {
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
@@ -24,6 +99,7 @@ void write_file_atomic(const fs::path& path, const std::function<void(std::ostre
   tmp_name += ".tmp";
   tmp_name += std::to_string(rd() % 1000000);
   const fs::path tmp = dir / tmp_name;
+  const TempRegistration registered(tmp);  // before the file exists: no window
   try {
     {
       std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -32,6 +108,7 @@ void write_file_atomic(const fs::path& path, const std::function<void(std::ostre
       out.flush();
       if (!out) throw Error(path.string(), "write failed (disk full?)");
     }
+    test_delay_before_rename();
     fs::rename(tmp, path, ec);
     if (ec) throw Error(path.string(), "cannot write: " + ec.message());
   } catch (...) {
@@ -42,11 +119,12 @@ void write_file_atomic(const fs::path& path, const std::function<void(std::ostre
 
 void check_not_same_file(const fs::path& input, const fs::path& output, const std::string& flag) {
   std::error_code ec;
-  const bool same = fs::exists(output, ec) ? fs::equivalent(input, output, ec)
-                                           : fs::weakly_canonical(input, ec) ==
-                                                 fs::weakly_canonical(output, ec);
+  const bool same = fs::exists(output, ec)
+                        ? fs::equivalent(input, output, ec)
+                        : fs::weakly_canonical(input, ec) == fs::weakly_canonical(output, ec);
   if (same)
-    throw Error(flag, "output '" + output.string() + "' is the input file; refusing to overwrite it");
+    throw Error(flag,
+                "output '" + output.string() + "' is the input file; refusing to overwrite it");
 }
 
 }  // namespace fpguard

@@ -117,11 +117,15 @@ std::optional<Format> parse_custom(std::string_view original, std::string_view s
   int x = 0, y = 0;
   const char* p = s.data() + 1;
   const char* end = s.data() + s.size();
+  // No leading zeros: a format's name must parse back to it, and "e04m3" would name an
+  // IEEE-like format "e4m3", which is the alias of float8_e4m3fn (found by fuzzing).
+  const auto plain = [](const char* b, const char* e) { return e - b == 1 || *b != '0'; };
   auto rx = std::from_chars(p, end, x);
   if (rx.ec != std::errc{} || rx.ptr == p || rx.ptr == end || *rx.ptr != 'm') return std::nullopt;
+  if (!plain(p, rx.ptr)) return std::nullopt;
   p = rx.ptr + 1;
   auto ry = std::from_chars(p, end, y);
-  if (ry.ec != std::errc{} || ry.ptr == p) return std::nullopt;
+  if (ry.ec != std::errc{} || ry.ptr == p || !plain(p, ry.ptr)) return std::nullopt;
   const std::string_view suffix(ry.ptr, static_cast<std::size_t>(end - ry.ptr));
   NanEncoding nan;
   if (suffix.empty())

@@ -8,6 +8,7 @@
 
 #include "fpguard/error.hpp"
 #include "fpguard/io.hpp"
+#include "fpguard/limits.hpp"
 #include "fpguard/round.hpp"
 #include "fpguard/tensor.hpp"
 
@@ -255,6 +256,17 @@ Tensor read_npy(std::istream& in, std::uint64_t size, const std::string& where) 
   std::string header(hlen, '\0');
   if (!read_exact(in, header.data(), hlen)) throw Error(where, "truncated .npy header");
   const std::uint64_t header_bytes = 8 + len_size + hlen;
+  // NumPy writes a Python literal in ASCII (version 3.0 allows UTF-8 only for the field
+  // names of structured dtypes, which are refused anyway); anything else is corruption.
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    const auto c = static_cast<unsigned char>(header[i]);
+    if (c >= 0x7f || (c < 0x20 && c != '\n' && c != '\r' && c != '\t')) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      throw Error(where, std::string("malformed .npy header: byte 0x") + kHex[c >> 4] +
+                             kHex[c & 15] + " at offset " + std::to_string(8 + len_size + i) +
+                             " is not printable ASCII");
+    }
+  }
 
   const std::string descr = dict_value(header, "descr", where);
   const std::string fortran = dict_value(header, "fortran_order", where);
@@ -265,22 +277,25 @@ Tensor read_npy(std::istream& in, std::uint64_t size, const std::string& where) 
     throw Error(where, "malformed .npy header: fortran_order is '" + fortran + "'");
   if (shape_text.empty() || shape_text.front() != '(')
     throw Error(where, "malformed .npy header: shape is '" + shape_text + "'");
-  if (descr.size() < 3) throw Error(where, "unsupported dtype '" + descr + "'");
+  // One message for every dtype we cannot read (object arrays are pickles: never).
+  const auto unsupported = [&] {
+    return Error(where, "unsupported dtype '" + descr +
+                            "' (supported: float64/32/16, int8-64, uint8-64, bool)");
+  };
+  if (descr.size() < 3) throw unsupported();
   const char order = descr[0];
   const char kind = descr[1];
   std::size_t size_of = 0;
   try {
     size_of = std::stoul(descr.substr(2));
   } catch (...) {
-    throw Error(where, "unsupported dtype '" + descr + "'");
+    throw unsupported();
   }
   const DTypeInfo* found = nullptr;
   for (const auto& i : kDTypes)
     if (i.kind == kind && i.size == size_of && std::to_string(size_of) == descr.substr(2))
       found = &i;
-  if (!found || (order != '<' && order != '>' && order != '|' && order != '='))
-    throw Error(where, "unsupported dtype '" + descr +
-                           "' (supported: float64/32/16, int8-64, uint8-64, bool)");
+  if (!found || (order != '<' && order != '>' && order != '|' && order != '=')) throw unsupported();
   const bool big_endian = order == '>' && size_of > 1;
 
   auto shape = parse_shape(shape_text, where);
@@ -294,6 +309,7 @@ Tensor read_npy(std::istream& in, std::uint64_t size, const std::string& where) 
     throw Error(where, "truncated .npy data: shape " + shape_text + " of " + found->name +
                            " needs " + std::to_string(data_bytes) + " bytes, only " +
                            std::to_string(available) + " remain");
+  check_memory(data_bytes, where);  // a pipe, or a file larger than memory
   Tensor t(found->dtype, shape);
   if (!read_exact(in, t.bytes(), t.nbytes()))
     throw Error(where, "truncated .npy data: shape " + shape_text + " needs " +
@@ -321,7 +337,8 @@ Tensor read_npy(std::span<const std::byte> bytes, const std::string& where) {
 Tensor read_npy(const std::filesystem::path& path) {
   const std::string where = path.string();
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw Error(where, "is a directory, not a .npy file");
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(where, "is a directory, not a .npy file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(where, std::string("cannot open: ") + std::strerror(errno));
   std::uint64_t size = std::filesystem::file_size(path, ec);

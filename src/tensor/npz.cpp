@@ -12,6 +12,7 @@
 
 #include "fpguard/error.hpp"
 #include "fpguard/io.hpp"
+#include "fpguard/limits.hpp"
 #include "fpguard/tensor.hpp"
 
 namespace fpguard {
@@ -61,20 +62,18 @@ class ZipEntryBuf : public std::streambuf {
 
 }  // namespace
 
-std::vector<NamedTensor> read_npz(const std::filesystem::path& path,
-                                  std::uint64_t max_entry_bytes) {
-  const std::string where = path.string();
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
-    throw Error(where, "cannot open: " + std::string(std::strerror(ENOENT)));
-  if (std::filesystem::is_directory(path, ec)) throw Error(where, "cannot open: is a directory");
-  int code = 0;
-  Archive z(zip_open(path.c_str(), ZIP_RDONLY, &code));
-  if (!z) {
-    throw Error(where, code == ZIP_ER_NOZIP || code == ZIP_ER_INCONS
-                           ? "not a .npz file (not a zip archive: " + zip_code_message(code) + ")"
-                           : "cannot open: " + zip_code_message(code));
-  }
+namespace {
+
+std::string open_error(int code) {
+  return code == ZIP_ER_NOZIP || code == ZIP_ER_INCONS
+             ? "not a .npz file (not a zip archive: " + zip_code_message(code) + ")"
+             : "cannot open: " + zip_code_message(code);
+}
+
+// Both read_npz overloads: every entry of an open archive.
+std::vector<NamedTensor> read_archive(zip_t* archive, const std::string& where,
+                                      std::uint64_t max_entry_bytes) {
+  Archive z(archive);
   const zip_int64_t count = zip_get_num_entries(z.get(), 0);
   std::vector<NamedTensor> out;
   std::set<std::string> seen;
@@ -101,12 +100,69 @@ std::vector<NamedTensor> read_npz(const std::filesystem::path& path,
                                    " bytes exceeds the limit of " +
                                    std::to_string(max_entry_bytes) +
                                    " bytes (refused unread: possible zip bomb)");
+    // Deflate expands at most 1032:1 (and a stored entry not at all): a declared size
+    // beyond that is a lie, found here instead of after allocating for it.
+    // (size > comp_size * 1032 + 1024, written so that nothing overflows.)
+    const bool stored = st.comp_method == ZIP_CM_STORE;
+    if ((st.valid & ZIP_STAT_COMP_SIZE) && (st.valid & ZIP_STAT_COMP_METHOD) &&
+        (stored || st.comp_method == ZIP_CM_DEFLATE) &&
+        (stored ? st.size > st.comp_size
+                : st.size > 1024 && (st.size - 1025) / 1032 >= st.comp_size))
+      throw Error(entry_where, "declares " + std::to_string(st.size) + " bytes uncompressed from " +
+                                   std::to_string(st.comp_size) + " compressed bytes, more than " +
+                                   (stored ? "a stored entry holds" : "deflate can expand") +
+                                   " (corrupt, or a zip bomb)");
+    if (st.size > memory_limit())
+      throw Error(entry_where, "uncompressed size " + std::to_string(st.size) +
+                                   " bytes exceeds the memory limit of " +
+                                   std::to_string(memory_limit()) +
+                                   " bytes (--max-memory; refused unread)");
     ZipEntryBuf buf(z.get(), index, entry_where);
     std::istream in(&buf);
     in.exceptions(std::ios::badbit);
     out.push_back({name, read_npy(in, st.size, entry_where)});
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<NamedTensor> read_npz(const std::filesystem::path& path,
+                                  std::uint64_t max_entry_bytes) {
+  const std::string where = path.string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw Error(where, "cannot open: " + std::string(std::strerror(ENOENT)));
+  if (std::filesystem::is_directory(path, ec)) throw Error(where, "cannot open: is a directory");
+  int code = 0;
+  zip_t* z = zip_open(path.c_str(), ZIP_RDONLY, &code);
+  if (!z) throw Error(where, open_error(code));
+  return read_archive(z, where, max_entry_bytes);
+}
+
+std::vector<NamedTensor> read_npz(std::span<const std::byte> bytes, const std::string& where,
+                                  std::uint64_t max_entry_bytes) {
+  // libzip takes an empty buffer for an empty archive, but an empty file for no archive
+  // at all (as NumPy does): the file's answer, for both.
+  if (bytes.empty()) throw Error(where, open_error(ZIP_ER_NOZIP));
+  zip_error_t error;
+  zip_error_init(&error);
+  // libzip reads the buffer in place (no copy).
+  zip_source_t* src = zip_source_buffer_create(bytes.data(), bytes.size(), 0, &error);
+  if (!src) {
+    const std::string m = zip_error_strerror(&error);
+    zip_error_fini(&error);
+    throw Error(where, "cannot open: " + m);
+  }
+  zip_t* z = zip_open_from_source(src, ZIP_RDONLY, &error);
+  if (!z) {
+    zip_source_free(src);  // on failure the source is still ours
+    const int code = zip_error_code_zip(&error);
+    zip_error_fini(&error);
+    throw Error(where, open_error(code));
+  }
+  zip_error_fini(&error);
+  return read_archive(z, where, max_entry_bytes);
 }
 
 namespace {

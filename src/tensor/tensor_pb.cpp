@@ -14,7 +14,9 @@
 
 #include "fpguard/error.hpp"
 #include "fpguard/io.hpp"
+#include "fpguard/limits.hpp"
 #include "fpguard/tensor.hpp"
+#include "tensor/tensor_pb.hpp"
 
 namespace fpguard {
 
@@ -173,6 +175,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where) {
       throw Error(where, "raw_data has " + std::to_string(p.raw_data().size()) +
                              " bytes, but dims " + shape + " of " + type->name + " need " +
                              std::to_string(want));
+    check_memory(want, where);
     Tensor t(dtype, dims);
     if (want > 0) std::memcpy(t.bytes(), p.raw_data().data(), want);
     if (dtype == DType::bool_) {
@@ -190,6 +193,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where) {
     throw Error(where, std::string(field_name(field)) + " has " + std::to_string(count) +
                            " values, but dims " + shape + " of " + type->name + " need " +
                            std::to_string(n) + (count == 0 ? " (no data)" : ""));
+  check_memory(n * itemsize(dtype), where);
   Tensor t(dtype, dims);
   const char* fname = field_name(field);
   switch (dtype) {
@@ -250,12 +254,28 @@ NamedTensor read_tensor_pb(const std::filesystem::path& path) {
   if (!ec && size >= kMaxMessageBytes)
     throw Error(where, "file of " + std::to_string(size) +
                            " bytes is too large for a TensorProto (protobuf's limit is 2 GiB)");
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw Error(where, "read failed");
+  // The values are about the whole file (raw_data), held once by protobuf and once by
+  // the Tensor: refuse before parsing what the second copy could not hold.
+  if (!ec) check_memory(size, where);
+  // Parsed from the stream: the file is not held a third time as a string.
   onnx::TensorProto p;
-  if (!p.ParseFromString(bytes))
+  if (!p.ParseFromIstream(&in)) {
+    if (in.bad()) throw Error(where, "read failed");
     throw Error(where, "not an ONNX TensorProto (corrupt or not protobuf data)");
+  }
   std::string name = p.name().empty() ? path.stem().string() : p.name();
+  return {std::move(name), tensor_from_proto(p, where)};
+}
+
+NamedTensor read_tensor_pb(std::span<const std::byte> bytes, const std::string& where,
+                           const std::string& default_name) {
+  if (bytes.size() >= kMaxMessageBytes)
+    throw Error(where, std::to_string(bytes.size()) +
+                           " bytes are too many for a TensorProto (protobuf's limit is 2 GiB)");
+  onnx::TensorProto p;
+  if (!p.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    throw Error(where, "not an ONNX TensorProto (corrupt or not protobuf data)");
+  std::string name = p.name().empty() ? default_name : p.name();
   return {std::move(name), tensor_from_proto(p, where)};
 }
 
@@ -276,5 +296,20 @@ void write_tensor_pb(const std::filesystem::path& path, const NamedTensor& t) {
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   });
 }
+
+namespace detail {
+
+Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where) {
+  return fpguard::tensor_from_proto(p, where);
+}
+
+void tensor_to_proto(const Tensor& t, onnx::TensorProto& p) {
+  p.clear_dims();
+  for (auto d : t.shape()) p.add_dims(d);
+  p.set_data_type(pb_type(t.dtype()).code);
+  p.set_raw_data(reinterpret_cast<const char*>(t.bytes()), t.nbytes());
+}
+
+}  // namespace detail
 
 }  // namespace fpguard

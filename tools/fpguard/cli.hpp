@@ -13,5 +13,9 @@ void add_finfo(CLI::App& app);
 void add_iinfo(CLI::App& app);
 void add_round(CLI::App& app);
 void add_inspect(CLI::App& app);
+void add_run(CLI::App& app);  // `run` and `ops`
+void add_gemm_error(CLI::App& app);
+void add_accum(CLI::App& app);
+void add_targets(CLI::App& app);
 
 }  // namespace fpguard::cli

@@ -8,20 +8,54 @@
 
 #include "cli.hpp"
 #include "fpguard/error.hpp"
+#include "fpguard/io.hpp"
+#include "fpguard/limits.hpp"
 #include "fpguard/version.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"fpguard: make low-precision (FP16/BF16/FP8/FP6/FP4) deployment safe", "fpguard"};
   app.set_version_flag("--version", std::string("fpguard ") + fpguard::kVersion);
   app.require_subcommand(1);
+  // Before the subcommands are added, so that they inherit it: global options such as
+  // --max-memory may also be given after the subcommand.
+  app.fallthrough();
+  app.add_option_function<std::string>(
+         "--max-memory",
+         [](const std::string& v) {
+           fpguard::set_memory_limit(fpguard::parse_byte_size(v, "--max-memory"));
+         },
+         "Largest tensor to read, in bytes (K/M/G/T suffixes); default: the available memory")
+      ->type_name("BYTES");
+  fpguard::install_interrupt_cleanup();  // Ctrl-C leaves no partial output
   fpguard::cli::add_finfo(app);
   fpguard::cli::add_iinfo(app);
   fpguard::cli::add_round(app);
   fpguard::cli::add_inspect(app);
+  fpguard::cli::add_run(app);
+  fpguard::cli::add_gemm_error(app);
+  fpguard::cli::add_accum(app);
+  fpguard::cli::add_targets(app);
 
   auto fail = [](const std::string& where, const std::string& what) {
-    std::fprintf(stderr, "fpguard: error: %s%s%s\n", where.c_str(), where.empty() ? "" : ": ",
-                 what.c_str());
+    // Always exactly one line: names and header text quoted from a hostile file may hold
+    // newlines, NULs or terminal escapes; they are shown as \xNN.
+    auto one_line = [](const std::string& s) {
+      std::string r;
+      for (const char c : s) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u >= 0x20 && u != 0x7f) {
+          r += c;
+        } else {
+          char hex[5];
+          std::snprintf(hex, sizeof hex, "\\x%02x", u);
+          r += hex;
+        }
+      }
+      return r;
+    };
+    const std::string line =
+        "fpguard: error: " + one_line(where) + (where.empty() ? "" : ": ") + one_line(what) + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
     return 2;
   };
   // An unknown subcommand gets a "did you mean" before CLI11 sees it.

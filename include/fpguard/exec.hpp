@@ -1,0 +1,159 @@
+// The executor: runs a model::Graph on the CPU, node by node in topological order,
+// freeing each tensor after its last reader. Floating tensors reach kernels as float32
+// carriers (float16/bfloat16/float64 storage is widened on the way in and narrowed on
+// the way out); integer and bool tensors are passed as they are. A PrecisionPolicy gives
+// each node a Format, and the emulation model of docs/executor.md applies: weights are
+// rounded to the node's format once, inputs are rounded at a precision boundary, the
+// kernel computes in float32, and floating outputs are rounded to the format with its
+// overflow rule. Data-movement ops (Reshape, Transpose, ...) never round. An Observer
+// sees every node's inputs and outputs as they are produced.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fpguard/format.hpp"
+#include "fpguard/model.hpp"
+#include "fpguard/round.hpp"
+#include "fpguard/tensor.hpp"
+
+namespace fpguard::exec {
+
+// ---- kernels -------------------------------------------------------------------------
+// How an op relates to the emulation model.
+enum class OpKind {
+  compute,        // rounds weights, boundary inputs and floating outputs to the node's format
+  data_movement,  // Reshape, Transpose, Gather...: values pass through unchanged, never rounded
+};
+
+struct KernelContext {
+  const model::Node& node;
+  std::int64_t opset;                 // version of the default domain
+  std::vector<const Tensor*> inputs;  // nullptr for an omitted optional input
+  std::vector<Tensor> outputs;        // one per node output (kernels fill them)
+  // The storage dtype of each floating input before widening (float32 for others):
+  // kernels that create floating tensors of "the input's type" read it.
+  std::vector<DType> input_dtypes;
+  // Set by a kernel for an output whose storage dtype is not what the executor infers
+  // (the float dtype of the inputs for float32 outputs): Cast, ConstantOfShape...
+  std::vector<std::optional<DType>> output_dtypes;
+  int threads = 1;
+  std::string where;  // "file: node 'x' (Op)" for errors
+  // Runs a subgraph of this node (If/Loop/Scan bodies) with `inputs` bound to its graph
+  // inputs in order, reading other values from the enclosing scopes; returns its outputs
+  // in their storage dtypes.
+  std::function<std::vector<Tensor>(const model::Graph&, std::vector<Tensor>)> run_subgraph;
+
+  std::size_t num_inputs() const { return inputs.size(); }
+  bool has(std::size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
+  // Input i; an Error naming the node when it is missing.
+  const Tensor& in(std::size_t i) const;
+  Tensor& out(std::size_t i, DType dtype, std::vector<std::int64_t> shape);
+  [[noreturn]] void fail(const std::string& what) const;
+};
+
+using Kernel = void (*)(KernelContext&);
+
+struct OpInfo {
+  Kernel kernel = nullptr;
+  OpKind kind = OpKind::compute;
+  std::int64_t min_opset = 1;  // earliest opset whose semantics the kernel implements
+};
+
+// The registry of kernels of the default domain, by op type. Each ops/ family file has
+// one register_*() function with one line per op.
+class Registry {
+ public:
+  void add(const std::string& op, Kernel k, OpKind kind = OpKind::compute,
+           std::int64_t min_opset = 1);
+  const OpInfo* find(const std::string& op) const;
+  std::vector<std::string> names() const;
+  static const Registry& global();
+
+ private:
+  std::map<std::string, OpInfo> ops_;
+};
+
+// Op types of `g` (and its subgraphs) that have no kernel, each once, sorted; ops of
+// other domains count as unsupported ("com.microsoft.FusedConv").
+std::vector<std::string> unsupported_ops(const model::Graph& g);
+
+// ---- precision -----------------------------------------------------------------------
+// The format of each node. nullopt = float32 (no emulation).
+struct PrecisionPolicy {
+  std::optional<Format> default_format;        // every floating node unless excluded
+  std::set<std::string> exclude_names;         // nodes kept in float32 by name
+  std::set<std::string> exclude_op_types;      // ... or by op type
+  std::map<std::string, Format> node_formats;  // explicit per-node formats (win over all)
+  RoundOptions round_options;                  // overflow rule (saturate), rounding mode
+
+  std::optional<Format> format_for(const model::Node& n) const;
+};
+
+// ---- observing ------------------------------------------------------------------------
+class Observer {
+ public:
+  virtual ~Observer() = default;
+  // Called after each node ran (and its outputs were rounded), before any input is
+  // freed. Inputs and outputs are carriers as the kernels see them: floating values in
+  // float32 (already rounded to the node's format and to their storage dtype), integer
+  // and bool tensors as stored. nullptr marks an omitted input. The tensors live only
+  // for the call (an observer copies what it keeps); an input address is stable within a
+  // run (a weight rounded once shows the same address to every node that reads it).
+  virtual void on_node(const model::Node& node, std::size_t position,
+                       const std::vector<const Tensor*>& inputs,
+                       const std::vector<NamedTensor>& outputs) = 0;
+};
+
+struct RunOptions {
+  PrecisionPolicy policy;
+  int threads = 0;  // 0: all hardware threads
+  Observer* observer = nullptr;
+};
+
+// Prepares a model for repeated runs: checks every op is supported (one Error listing
+// all unsupported ops), orders the graph and computes liveness.
+class Executor {
+ public:
+  Executor(const model::Model& m, RunOptions options = {});
+  // Runs once. Inputs are matched by name to the graph's runtime inputs (an initializer
+  // that is also a graph input may be overridden); missing inputs, unknown names and
+  // dtype/rank mismatches with the declared type are Errors. Returns the graph outputs
+  // in graph order.
+  std::vector<NamedTensor> run(const std::vector<NamedTensor>& inputs) const;
+  const model::Model& model() const { return model_; }
+
+ private:
+  struct Plan {  // per graph (the main graph and every subgraph)
+    std::vector<std::size_t> order;
+    std::map<std::string, std::size_t> last_use;
+  };
+  struct Scope;
+  void plan(const model::Graph& g, const std::vector<std::string>& outer);
+  void run_graph(const model::Graph& g, Scope& scope) const;
+
+  const model::Model& model_;
+  RunOptions options_;
+  std::map<const model::Graph*, Plan> plans_;
+  std::string where_;
+  // Initializers rounded to a format, once for the executor's lifetime (as TensorRT
+  // rounds weights at build time): (initializer, format name) -> rounded carrier.
+  mutable std::map<std::pair<const Tensor*, std::string>, Tensor> rounded_weights_;
+  mutable std::mutex rounded_mutex_;
+};
+
+// ---- helpers shared by kernels and the CLI --------------------------------------------
+bool is_float(DType d);
+// Converts values to another dtype (float -> int truncates toward zero, saturating;
+// -> bool is != 0; -> float16/bfloat16 rounds to nearest-even).
+Tensor convert(const Tensor& t, DType to);
+// float16/bfloat16/float64 -> float32 (others unchanged).
+Tensor widen(const Tensor& t);
+
+}  // namespace fpguard::exec

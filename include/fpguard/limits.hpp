@@ -1,0 +1,32 @@
+// Resource limits for reading files that come from anywhere. Every reader checks a
+// tensor's declared size against memory_limit() before allocating it, so a file that
+// claims terabytes (or just more than this machine has) is refused with an Error naming
+// the file instead of the process being killed by the kernel. The limit is process-wide:
+// the CLI sets it from `--max-memory`; by default it is the memory available when first
+// asked (MemAvailable, or less where a cgroup limit leaves less).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace fpguard {
+
+// The most bytes one tensor read from a file may occupy.
+std::uint64_t memory_limit();
+// Sets the limit; 0 restores the default (available memory).
+void set_memory_limit(std::uint64_t bytes);
+// Memory this process can still use: /proc/meminfo MemAvailable, lowered to what the
+// cgroup (v2 memory.max, v1 memory.limit_in_bytes) leaves; UINT64_MAX when unknown.
+std::uint64_t available_memory();
+
+// Throws Error(where, "tensor needs N bytes, more than the memory limit of M bytes
+// (--max-memory)") when `bytes` exceeds memory_limit().
+void check_memory(std::uint64_t bytes, const std::string& where);
+
+// "1073741824", "512K", "64M", "2G", "1T" (binary multiples; a trailing "B" or "iB" is
+// allowed, case is not significant). Throws Error(where, ...) for anything else, for 0,
+// and for values that overflow 64 bits.
+std::uint64_t parse_byte_size(std::string_view text, const std::string& where);
+
+}  // namespace fpguard

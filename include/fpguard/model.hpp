@@ -1,0 +1,151 @@
+// The model layer: a small graph IR of our own (Value, Node, Graph, Model) and ONNX
+// load/save. This is the only layer that sees protobuf types; everything above reads
+// the plain structs below. Subgraphs (If/Loop/Scan bodies) are kept as graph-valued
+// attributes. Analyses of a graph (topological order, consumers, liveness) are free
+// functions that compute plain tables. Bad models throw fpguard::Error naming the file
+// and the node ("model.onnx: node 'conv1' (Conv)") and the problem.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "fpguard/tensor.hpp"
+
+namespace fpguard::model {
+
+struct Graph;
+
+// One dimension of a declared shape: a fixed size, a symbolic name, or unknown.
+struct Dim {
+  std::int64_t value = -1;  // >= 0 when fixed
+  std::string param;        // dim_param when symbolic
+  bool fixed() const { return value >= 0; }
+  bool operator==(const Dim&) const = default;
+};
+
+// A graph input, output or value_info entry: the declared type of a value. elem_type is
+// the ONNX TensorProto.DataType code (1 FLOAT, 10 FLOAT16, ...); 0 when not a tensor
+// or unknown. `has_shape` is false when no shape was declared at all.
+struct ValueInfo {
+  std::string name;
+  int elem_type = 0;
+  bool has_shape = false;
+  std::vector<Dim> shape;
+  bool operator==(const ValueInfo&) const = default;
+};
+
+using GraphPtr = std::shared_ptr<Graph>;
+using AttrValue =
+    std::variant<float, std::int64_t, std::string, Tensor, GraphPtr, std::vector<float>,
+                 std::vector<std::int64_t>, std::vector<std::string>, std::vector<Tensor>,
+                 std::vector<GraphPtr>>;
+
+struct Attribute {
+  std::string name;
+  AttrValue value;
+  std::string ref_attr_name;  // set inside function bodies only; kept for save
+};
+
+struct Node {
+  std::string name;
+  std::string op_type;
+  std::string domain;                // "" or "ai.onnx" for the default domain
+  std::vector<std::string> inputs;   // "" marks an omitted optional input
+  std::vector<std::string> outputs;  // "" marks an omitted optional output
+  std::vector<Attribute> attributes;
+  std::string doc_string;
+
+  const Attribute* find_attr(const std::string& n) const;
+  bool has_attr(const std::string& n) const { return find_attr(n) != nullptr; }
+  // Typed getters: the default when absent; an Error naming the node when present with
+  // another type.
+  std::int64_t attr_int(const std::string& n, std::int64_t def) const;
+  float attr_float(const std::string& n, float def) const;
+  std::string attr_string(const std::string& n, const std::string& def) const;
+  std::vector<std::int64_t> attr_ints(const std::string& n,
+                                      const std::vector<std::int64_t>& def = {}) const;
+  std::vector<float> attr_floats(const std::string& n, const std::vector<float>& def = {}) const;
+  const Tensor* attr_tensor(const std::string& n) const;
+  // "node 'name' (OpType)", or "node #index (OpType)" style text for errors.
+  std::string describe() const;
+  // Number of non-empty inputs / whether input i is present.
+  bool has_input(std::size_t i) const { return i < inputs.size() && !inputs[i].empty(); }
+};
+
+struct Graph {
+  std::string name;
+  std::vector<Node> nodes;
+  std::vector<ValueInfo> inputs;
+  std::vector<ValueInfo> outputs;
+  std::vector<ValueInfo> value_info;
+  std::vector<NamedTensor> initializers;
+  std::string doc_string;
+
+  const NamedTensor* find_initializer(const std::string& n) const;
+  // Graph inputs that are not initializers: what a caller must feed.
+  std::vector<const ValueInfo*> runtime_inputs() const;
+};
+
+struct Model {
+  std::int64_t ir_version = 0;
+  std::map<std::string, std::int64_t> opsets;  // domain ("" default) -> version
+  std::string producer_name, producer_version, domain, doc_string;
+  std::int64_t model_version = 0;
+  std::vector<std::pair<std::string, std::string>> metadata;
+  Graph graph;
+  std::filesystem::path path;  // the file it was loaded from (for errors)
+
+  // Version of the default domain ("" or "ai.onnx"); 0 when none is imported.
+  std::int64_t default_opset() const;
+};
+
+// The default opsets this build accepts (ONNX opsets 7 .. 21).
+inline constexpr std::int64_t kMinOpset = 7;
+inline constexpr std::int64_t kMaxOpset = 21;
+
+// Loads an ONNX model. External data (location/offset/length) is read relative to the
+// model's directory; a location that leaves that directory is refused. libonnx's checker
+// is never a gate: newer opsets load as long as their protobuf parses. Validation:
+// opset range, unique producers, node inputs defined (in this graph or, for subgraphs,
+// an enclosing one), attribute types; each Error names the file and the node.
+Model load(const std::filesystem::path& path);
+// Parses a serialized ModelProto (`where` names it in errors; external data is resolved
+// relative to `base_dir`).
+Model load_from_bytes(const std::string& bytes, const std::string& where,
+                      const std::filesystem::path& base_dir);
+// Writes a model back (atomically); every tensor is stored inline (raw_data).
+void save(const Model& m, const std::filesystem::path& path);
+std::string save_to_bytes(const Model& m);
+
+// ---- graph analyses ------------------------------------------------------------------
+// Names that nodes of `g` (including nested subgraphs) read but that `g` does not define
+// (not a graph input, initializer or node output): the values a subgraph captures from
+// its enclosing scopes.
+std::vector<std::string> outer_references(const Graph& g);
+// Inputs a node reads: its declared inputs plus what its subgraph attributes capture.
+std::vector<std::string> node_reads(const Node& n);
+// Node indices in an order where each node comes after the producers of what it reads
+// (stable: the file order when it is already topological). A cycle, or a value read but
+// produced nowhere (and not a graph input/initializer nor in `outer`), throws an Error
+// naming the node; `where` prefixes it (the file).
+std::vector<std::size_t> topological_order(const Graph& g, const std::string& where,
+                                           const std::vector<std::string>& outer = {});
+// Value name -> indices of the nodes that read it (in node-index order).
+std::map<std::string, std::vector<std::size_t>> consumers(const Graph& g);
+// For a topological `order`: value name -> position in `order` of its last reader. Graph
+// outputs are absent (never freed); values nobody reads map to the position of their
+// producer (freed right after it runs).
+std::map<std::string, std::size_t> last_use(const Graph& g, const std::vector<std::size_t>& order);
+
+// ONNX data type code <-> DType (nullopt for types without a DType: STRING, FLOAT8...).
+std::optional<DType> dtype_of(int onnx_elem_type);
+int onnx_elem_type(DType d);
+std::string onnx_type_name(int onnx_elem_type);
+
+}  // namespace fpguard::model

@@ -1,0 +1,122 @@
+#include "fpguard/limits.hpp"
+
+#include <atomic>
+#include <cctype>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "fpguard/error.hpp"
+
+namespace fpguard {
+
+namespace {
+
+constexpr std::uint64_t kUnknown = std::numeric_limits<std::uint64_t>::max();
+
+std::atomic<std::uint64_t> g_limit{0};  // 0: not set, use available_memory()
+
+// The first word of a small file as an unsigned number; kUnknown when the file is
+// absent or says "max".
+std::uint64_t read_number(const char* path) {
+  std::ifstream in(path);
+  std::string word;
+  if (!(in >> word) || word.empty() || !std::isdigit(static_cast<unsigned char>(word[0])))
+    return kUnknown;
+  try {
+    return std::stoull(word);
+  } catch (...) {
+    return kUnknown;
+  }
+}
+
+std::uint64_t mem_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    std::istringstream ss(line.substr(13));
+    std::uint64_t kib = 0;
+    if (ss >> kib) return kib * 1024;
+  }
+  return kUnknown;
+}
+
+// What the cgroup still allows; a container is killed at its cgroup limit, long before
+// the host's MemAvailable is reached.
+std::uint64_t cgroup_headroom() {
+  std::uint64_t limit = read_number("/sys/fs/cgroup/memory.max");  // v2
+  std::uint64_t used = read_number("/sys/fs/cgroup/memory.current");
+  if (limit == kUnknown) {  // v1
+    limit = read_number("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+    used = read_number("/sys/fs/cgroup/memory/memory.usage_in_bytes");
+  }
+  if (limit == kUnknown || limit >= (std::uint64_t{1} << 62)) return kUnknown;  // unlimited
+  if (used == kUnknown) return limit;
+  return used < limit ? limit - used : 0;
+}
+
+}  // namespace
+
+std::uint64_t available_memory() {
+  const std::uint64_t a = mem_available(), c = cgroup_headroom();
+  return a < c ? a : c;
+}
+
+std::uint64_t memory_limit() {
+  std::uint64_t v = g_limit.load(std::memory_order_relaxed);
+  if (v == 0) {
+    v = available_memory();
+    std::uint64_t expected = 0;  // the first answer sticks, so every check agrees
+    if (!g_limit.compare_exchange_strong(expected, v)) v = expected;
+  }
+  return v;
+}
+
+void set_memory_limit(std::uint64_t bytes) {
+  g_limit.store(bytes, std::memory_order_relaxed);
+}
+
+void check_memory(std::uint64_t bytes, const std::string& where) {
+  const std::uint64_t limit = memory_limit();
+  if (bytes > limit)
+    throw Error(where, "tensor needs " + std::to_string(bytes) +
+                           " bytes, more than the memory limit of " + std::to_string(limit) +
+                           " bytes (--max-memory)");
+}
+
+std::uint64_t parse_byte_size(std::string_view text, const std::string& where) {
+  const std::string shown(text);
+  auto bad = [&]() {
+    return Error(where, "'" + shown + "' is not a byte size (expected N, NK, NM, NG or NT)");
+  };
+  std::size_t i = 0;
+  std::uint64_t n = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+    const auto d = static_cast<std::uint64_t>(text[i] - '0');
+    if (n > (kUnknown - d) / 10) throw Error(where, "'" + shown + "' is too large");
+    n = n * 10 + d;
+    ++i;
+  }
+  if (i == 0) throw bad();
+  std::string suffix;
+  for (; i < text.size(); ++i)
+    suffix += static_cast<char>(std::toupper(static_cast<unsigned char>(text[i])));
+  int shift = 0;
+  if (!suffix.empty()) {
+    static constexpr const char* kUnits = "KMGT";
+    const auto unit = std::string_view(kUnits).find(suffix[0]);
+    if (unit != std::string_view::npos) {
+      shift = 10 * static_cast<int>(unit + 1);
+      suffix.erase(0, 1);
+      if (suffix == "IB") suffix.clear();
+    }
+    if (suffix == "B") suffix.clear();
+    if (!suffix.empty()) throw bad();
+  }
+  if (n == 0) throw Error(where, "must be more than 0 bytes");
+  if (shift > 0 && n > (kUnknown >> shift)) throw Error(where, "'" + shown + "' is too large");
+  return n << shift;
+}
+
+}  // namespace fpguard

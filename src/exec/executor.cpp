@@ -1,0 +1,323 @@
+// The executor: topological run, liveness-based freeing, per-node precision (the
+// emulation model of docs/executor.md), observer callbacks.
+#include <algorithm>
+#include <thread>
+
+#include "fpguard/error.hpp"
+#include "fpguard/exec.hpp"
+#include "fpguard/limits.hpp"
+#include "ops/ops.hpp"
+
+namespace fpguard::exec {
+
+const Tensor& KernelContext::in(std::size_t i) const {
+  if (!has(i)) fail("input " + std::to_string(i) + " is missing");
+  return *inputs[i];
+}
+
+Tensor& KernelContext::out(std::size_t i, DType dtype, std::vector<std::int64_t> shape) {
+  FPG_CHECK(i < outputs.size());
+  // Shapes come from the model's data (ConstantOfShape, Expand, Resize...): refuse what
+  // cannot be held before allocating it.
+  check_memory(element_count(shape, where) * itemsize(dtype), where);
+  outputs[i] = Tensor(dtype, std::move(shape));
+  return outputs[i];
+}
+
+void KernelContext::fail(const std::string& what) const {
+  throw Error(where, what);
+}
+
+std::optional<Format> PrecisionPolicy::format_for(const model::Node& n) const {
+  if (auto it = node_formats.find(n.name); it != node_formats.end()) {
+    if (it->second.name == "float32") return std::nullopt;
+    return it->second;
+  }
+  if (exclude_names.count(n.name) || exclude_op_types.count(n.op_type)) return std::nullopt;
+  if (default_format && default_format->name == "float32") return std::nullopt;
+  return default_format;
+}
+
+namespace {
+
+// A value as the executor holds it: a carrier tensor (floating values in float32), the
+// dtype it is stored in, and the format its values are known to be exact in ("" when
+// none was applied), so rounding at a boundary happens only where it changes anything.
+struct Slot {
+  Tensor t;
+  DType storage = DType::float32;
+  std::string exact_in;
+  bool weight = false;             // an initializer: rounded once per format, never freed
+  const Tensor* source = nullptr;  // the initializer in the model (weights)
+};
+
+std::string storage_format(DType d) {
+  if (d == DType::float16) return "float16";
+  if (d == DType::bfloat16) return "bfloat16";
+  return "";
+}
+
+Slot make_slot(const Tensor& t) {
+  Slot s;
+  s.storage = t.dtype();
+  s.t = widen(t);
+  s.exact_in = storage_format(t.dtype());
+  return s;
+}
+
+void round_in_place(Tensor& t, const Format& f, const RoundOptions& o) {
+  auto d = t.data<float>();
+  round(std::span<const float>(d.data(), d.size()), d, f, o);
+}
+
+std::string dims_text(const std::vector<std::int64_t>& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+}  // namespace
+
+// The values a graph sees: its own, then those of the enclosing graphs' scopes.
+struct Executor::Scope {
+  std::map<std::string, Slot> values;
+  Scope* parent = nullptr;
+
+  Slot* find(const std::string& name) {
+    for (Scope* s = this; s; s = s->parent)
+      if (auto it = s->values.find(name); it != s->values.end()) return &it->second;
+    return nullptr;
+  }
+};
+
+void Executor::plan(const model::Graph& g, const std::vector<std::string>& outer) {
+  Plan p;
+  p.order = model::topological_order(g, where_, outer);
+  p.last_use = model::last_use(g, p.order);
+  // Values visible to subgraphs: everything of this scope and the enclosing ones.
+  std::vector<std::string> visible = outer;
+  for (const auto& v : g.inputs) visible.push_back(v.name);
+  for (const auto& t : g.initializers) visible.push_back(t.name);
+  for (const auto& n : g.nodes)
+    for (const auto& o : n.outputs) visible.push_back(o);
+  for (const auto& n : g.nodes)
+    for (const auto& a : n.attributes) {
+      if (const auto* sg = std::get_if<model::GraphPtr>(&a.value)) plan(**sg, visible);
+      if (const auto* sgs = std::get_if<std::vector<model::GraphPtr>>(&a.value))
+        for (const auto& sg : *sgs) plan(*sg, visible);
+    }
+  plans_[&g] = std::move(p);
+}
+
+Executor::Executor(const model::Model& m, RunOptions options)
+    : model_(m), options_(std::move(options)), where_(m.path.string()) {
+  const auto missing = unsupported_ops(m.graph);
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& op : missing) list += (list.empty() ? "" : ", ") + op;
+    throw Error(where_,
+                "unsupported op" + std::string(missing.size() > 1 ? "s" : "") + ": " + list);
+  }
+  const auto opset = m.default_opset();
+  for (const auto& n : m.graph.nodes) {
+    const auto* info = Registry::global().find(n.op_type);
+    if (opset < info->min_opset)
+      throw Error(where_ + ": " + n.describe(), "opset " + std::to_string(opset) +
+                                                    " is older than this kernel supports (" +
+                                                    std::to_string(info->min_opset) + ")");
+  }
+  plan(m.graph, {});
+  if (options_.threads <= 0)
+    options_.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  ops::set_blas_threads(options_.threads);
+}
+
+std::vector<NamedTensor> Executor::run(const std::vector<NamedTensor>& inputs) const {
+  const auto& g = model_.graph;
+  std::map<std::string, Slot> values;
+  // Feed and check the runtime inputs.
+  std::map<std::string, const model::ValueInfo*> declared;
+  for (const auto& v : g.inputs) declared[v.name] = &v;
+  for (const auto& in : inputs) {
+    auto it = declared.find(in.name);
+    if (it == declared.end()) {
+      std::vector<std::string> names;
+      for (const auto* v : g.runtime_inputs()) names.push_back(v->name);
+      std::string msg = "the model has no input named '" + in.name + "'";
+      if (auto hint = did_you_mean(in.name, names); !hint.empty())
+        msg += "; did you mean '" + hint + "'?";
+      throw Error(where_, msg);
+    }
+    const auto& vi = *it->second;
+    const std::string w = where_ + ": input '" + in.name + "'";
+    if (vi.elem_type != 0) {
+      const auto want = model::dtype_of(vi.elem_type);
+      if (!want)
+        throw Error(w,
+                    "declared type " + model::onnx_type_name(vi.elem_type) + " is not supported");
+      const bool bf16_bits = *want == DType::bfloat16 && in.tensor.dtype() == DType::uint16;
+      if (*want != in.tensor.dtype() && !bf16_bits)
+        throw Error(w, "has dtype " + std::string(to_string(in.tensor.dtype())) +
+                           " but the model declares " + std::string(to_string(*want)));
+    }
+    if (vi.has_shape) {
+      const auto& s = in.tensor.shape();
+      if (s.size() != vi.shape.size())
+        throw Error(w, "has shape " + dims_text(s) + " but the model declares rank " +
+                           std::to_string(vi.shape.size()));
+      for (std::size_t d = 0; d < s.size(); ++d)
+        if (vi.shape[d].fixed() && vi.shape[d].value != s[d])
+          throw Error(w, "dimension " + std::to_string(d) + " is " + std::to_string(s[d]) +
+                             " but the model declares " + std::to_string(vi.shape[d].value));
+    }
+    if (vi.elem_type == model::onnx_elem_type(DType::bfloat16) &&
+        in.tensor.dtype() == DType::uint16) {
+      // NumPy and ONNX's own test data carry bfloat16 as its uint16 bit patterns.
+      Tensor bits(DType::bfloat16, in.tensor.shape());
+      std::copy(in.tensor.bytes(), in.tensor.bytes() + in.tensor.nbytes(), bits.bytes());
+      values[in.name] = make_slot(bits);
+      continue;
+    }
+    values[in.name] = make_slot(in.tensor);
+  }
+  for (const auto* v : g.runtime_inputs())
+    if (!values.count(v->name)) throw Error(where_, "input '" + v->name + "' was not given");
+  Scope scope;
+  scope.values = std::move(values);
+  run_graph(g, scope);
+  auto& values_out = scope.values;
+  std::vector<NamedTensor> out;
+  for (const auto& o : g.outputs) {
+    auto it = values_out.find(o.name);
+    if (it == values_out.end())
+      throw Error(where_, "graph output '" + o.name + "' was not produced");
+    out.push_back({o.name, convert(it->second.t, it->second.storage)});
+  }
+  return out;
+}
+
+void Executor::run_graph(const model::Graph& g, Scope& scope) const {
+  auto& values = scope.values;
+  for (const auto& t : g.initializers)
+    if (!values.count(t.name)) {
+      values[t.name] = make_slot(t.tensor);
+      values[t.name].weight = true;
+      values[t.name].source = &t.tensor;
+    }
+  const Plan& plan = plans_.at(&g);
+  const auto& policy = options_.policy;
+  const auto opset = model_.default_opset();
+  for (std::size_t pos = 0; pos < plan.order.size(); ++pos) {
+    const auto& node = g.nodes[plan.order[pos]];
+    const auto* info = Registry::global().find(node.op_type);
+    const bool moves_data = info->kind == OpKind::data_movement;
+    const std::optional<Format> fmt = moves_data ? std::nullopt : policy.format_for(node);
+
+    KernelContext ctx{
+        node, opset, {}, {}, {}, {}, options_.threads, where_ + ": " + node.describe(), {}};
+    ctx.run_subgraph = [this, &scope, &ctx](const model::Graph& sub, std::vector<Tensor> in) {
+      Scope inner;
+      inner.parent = &scope;
+      if (in.size() != sub.inputs.size())
+        ctx.fail("subgraph '" + sub.name + "' takes " + std::to_string(sub.inputs.size()) +
+                 " inputs, given " + std::to_string(in.size()));
+      for (std::size_t i = 0; i < in.size(); ++i)
+        inner.values[sub.inputs[i].name] = make_slot(in[i]);
+      run_graph(sub, inner);
+      std::vector<Tensor> out;
+      for (const auto& o : sub.outputs) {
+        Slot* s = inner.find(o.name);
+        if (!s) ctx.fail("subgraph output '" + o.name + "' was not produced");
+        out.push_back(convert(s->t, s->storage));
+      }
+      return out;
+    };
+    std::vector<Tensor> rounded;  // inputs rounded at a precision boundary
+    rounded.reserve(node.inputs.size());
+    std::string carried_format;  // what data-movement ops pass on
+    for (const auto& name : node.inputs) {
+      if (name.empty()) {
+        ctx.inputs.push_back(nullptr);
+        ctx.input_dtypes.push_back(DType::float32);
+        continue;
+      }
+      Slot* found = scope.find(name);
+      if (!found) throw Error(ctx.where, "input '" + name + "' is not available");
+      const Slot& s = *found;
+      ctx.input_dtypes.push_back(s.storage);
+      if (carried_format.empty() && s.t.dtype() == DType::float32) carried_format = s.exact_in;
+      if (fmt && s.t.dtype() == DType::float32 && s.exact_in != fmt->name) {
+        if (s.weight) {
+          const std::lock_guard<std::mutex> lock(rounded_mutex_);
+          const auto key = std::make_pair(s.source, fmt->name);
+          auto w = rounded_weights_.find(key);
+          if (w == rounded_weights_.end()) {
+            Tensor r = s.t;
+            round_in_place(r, *fmt, policy.round_options);
+            w = rounded_weights_.emplace(key, std::move(r)).first;
+          }
+          ctx.inputs.push_back(&w->second);  // std::map nodes never move
+        } else {
+          rounded.push_back(s.t);
+          round_in_place(rounded.back(), *fmt, policy.round_options);
+          ctx.inputs.push_back(&rounded.back());
+        }
+      } else {
+        ctx.inputs.push_back(&s.t);
+      }
+    }
+    ctx.outputs.resize(node.outputs.size());
+    ctx.output_dtypes.resize(node.outputs.size());
+    info->kernel(ctx);
+
+    // The storage dtype of float outputs: what the kernel says, else the first floating
+    // input's storage dtype (a float16 model stays float16).
+    DType float_storage = DType::float32;
+    for (std::size_t i = 0; i < ctx.inputs.size(); ++i)
+      if (ctx.inputs[i] && ctx.inputs[i]->dtype() == DType::float32) {
+        float_storage = ctx.input_dtypes[i];
+        break;
+      }
+    std::vector<NamedTensor> produced;
+    for (std::size_t i = 0; i < node.outputs.size(); ++i) {
+      if (node.outputs[i].empty()) continue;
+      Slot s;
+      Tensor t = std::move(ctx.outputs[i]);
+      s.storage =
+          ctx.output_dtypes[i].value_or(t.dtype() == DType::float32 ? float_storage : t.dtype());
+      if (t.dtype() != DType::float32 && is_float(t.dtype())) t = widen(t);
+      if (t.dtype() == DType::float32) {
+        const std::string sf = storage_format(s.storage);
+        if (moves_data) {
+          // Kernels that change the storage type (Cast) round to it themselves.
+          s.exact_in = sf.empty() ? carried_format : sf;
+        } else {
+          if (!sf.empty()) round_in_place(t, parse_format(sf), {});
+          if (fmt) round_in_place(t, *fmt, policy.round_options);
+          s.exact_in = fmt ? fmt->name : sf;
+        }
+      }
+      s.t = std::move(t);
+      if (options_.observer) produced.push_back({node.outputs[i], s.t});
+      values[node.outputs[i]] = std::move(s);
+    }
+    if (options_.observer) options_.observer->on_node(node, pos, ctx.inputs, produced);
+    // Free what nobody reads any more (including outputs nobody reads at all); values
+    // of enclosing scopes and weights stay.
+    for (const auto& name : model::node_reads(node)) {
+      auto lu = plan.last_use.find(name);
+      if (lu == plan.last_use.end() || lu->second != pos) continue;
+      auto it = values.find(name);
+      if (it != values.end() && !it->second.weight) values.erase(it);
+    }
+    for (const auto& name : node.outputs) {
+      auto lu = plan.last_use.find(name);
+      if (lu != plan.last_use.end() && lu->second == pos) values.erase(name);
+    }
+  }
+}
+
+}  // namespace fpguard::exec

@@ -1,0 +1,297 @@
+// ONNX ModelProto -> model::Model. protobuf types stay in src/model and src/tensor.
+// libonnx's checker and shape inference are not used: they know opsets up to 17 only
+// and must never reject a newer model that we can run.
+#include <onnx/onnx_pb.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "fpguard/error.hpp"
+#include "fpguard/limits.hpp"
+#include "fpguard/model.hpp"
+#include "tensor/tensor_pb.hpp"
+
+namespace fpguard::model {
+
+namespace {
+
+struct LoadContext {
+  std::string file;  // for errors
+  std::filesystem::path base_dir;
+};
+
+// Reads the external data of `p` into a copy with raw_data, as the ONNX spec describes:
+// keys location (relative to the model's directory), offset, length.
+onnx::TensorProto resolve_external(const onnx::TensorProto& p, const LoadContext& ctx,
+                                   const std::string& where) {
+  std::string location;
+  std::uint64_t offset = 0;
+  std::optional<std::uint64_t> length;
+  auto parse_u64 = [&](const std::string& key, const std::string& v) {
+    try {
+      std::size_t pos = 0;
+      const auto r = std::stoull(v, &pos);
+      if (pos != v.size()) throw std::invalid_argument(v);
+      return static_cast<std::uint64_t>(r);
+    } catch (const std::exception&) {
+      throw Error(where, "external data " + key + " '" + v + "' is not a non-negative integer");
+    }
+  };
+  for (const auto& kv : p.external_data()) {
+    if (kv.key() == "location")
+      location = kv.value();
+    else if (kv.key() == "offset")
+      offset = parse_u64("offset", kv.value());
+    else if (kv.key() == "length")
+      length = parse_u64("length", kv.value());
+  }
+  if (location.empty()) throw Error(where, "external data without a location");
+  const std::filesystem::path rel(location);
+  if (rel.is_absolute())
+    throw Error(where, "external data location '" + location + "' is absolute");
+  std::error_code ec;
+  const auto base = std::filesystem::weakly_canonical(ctx.base_dir, ec);
+  const auto full = std::filesystem::weakly_canonical(ctx.base_dir / rel, ec);
+  const auto mism = std::mismatch(base.begin(), base.end(), full.begin(), full.end());
+  if (ec || mism.first != base.end())
+    throw Error(where,
+                "external data location '" + location + "' leaves the model's directory (refused)");
+  std::ifstream in(full, std::ios::binary);
+  if (!in)
+    throw Error(where,
+                "external data file '" + full.string() + "': cannot open: " + std::strerror(errno));
+  const auto size = std::filesystem::file_size(full, ec);
+  if (ec) throw Error(where, "external data file '" + full.string() + "': cannot stat");
+  if (offset > size)
+    throw Error(where, "external data offset " + std::to_string(offset) + " is past the end of '" +
+                           location + "' (" + std::to_string(size) + " bytes)");
+  const std::uint64_t len = length ? *length : size - offset;
+  if (len > size - offset)
+    throw Error(where, "external data offset " + std::to_string(offset) + " + length " +
+                           std::to_string(len) + " is past the end of '" + location + "' (" +
+                           std::to_string(size) + " bytes)");
+  check_memory(len, where);  // before allocating what a hostile length asks for
+  std::string bytes(static_cast<std::size_t>(len), '\0');
+  in.seekg(static_cast<std::streamoff>(offset));
+  in.read(bytes.data(), static_cast<std::streamsize>(len));
+  if (!in) throw Error(where, "external data file '" + location + "': read failed");
+  onnx::TensorProto copy = p;
+  copy.clear_external_data();
+  copy.set_data_location(onnx::TensorProto::DEFAULT);
+  copy.set_raw_data(std::move(bytes));
+  return copy;
+}
+
+Tensor load_tensor(const onnx::TensorProto& p, const LoadContext& ctx, const std::string& where) {
+  if (p.data_location() == onnx::TensorProto::EXTERNAL || p.external_data_size() > 0)
+    return detail::tensor_from_proto(resolve_external(p, ctx, where), where);
+  return detail::tensor_from_proto(p, where);
+}
+
+ValueInfo load_value_info(const onnx::ValueInfoProto& v) {
+  ValueInfo out;
+  out.name = v.name();
+  if (v.has_type() && v.type().has_tensor_type()) {
+    const auto& tt = v.type().tensor_type();
+    out.elem_type = tt.elem_type();
+    if (tt.has_shape()) {
+      out.has_shape = true;
+      for (const auto& d : tt.shape().dim()) {
+        Dim dim;
+        if (d.has_dim_value()) dim.value = d.dim_value();
+        if (d.has_dim_param()) dim.param = d.dim_param();
+        out.shape.push_back(dim);
+      }
+    }
+  }
+  return out;
+}
+
+GraphPtr load_graph(const onnx::GraphProto& g, const LoadContext& ctx);
+
+Attribute load_attribute(const onnx::AttributeProto& a, const LoadContext& ctx,
+                         const std::string& where) {
+  Attribute out;
+  out.name = a.name();
+  out.ref_attr_name = a.ref_attr_name();
+  const std::string aw = where + ": attribute '" + a.name() + "'";
+  using A = onnx::AttributeProto;
+  auto type = a.type();
+  if (type == A::UNDEFINED) {  // very old writers: infer from the populated field
+    if (a.has_f())
+      type = A::FLOAT;
+    else if (a.has_i())
+      type = A::INT;
+    else if (a.has_s())
+      type = A::STRING;
+    else if (a.has_t())
+      type = A::TENSOR;
+    else if (a.has_g())
+      type = A::GRAPH;
+    else if (a.floats_size())
+      type = A::FLOATS;
+    else if (a.ints_size())
+      type = A::INTS;
+    else if (a.strings_size())
+      type = A::STRINGS;
+    else if (a.tensors_size())
+      type = A::TENSORS;
+    else if (a.graphs_size())
+      type = A::GRAPHS;
+  }
+  switch (type) {
+    case A::FLOAT:
+      out.value = a.f();
+      break;
+    case A::INT:
+      out.value = static_cast<std::int64_t>(a.i());
+      break;
+    case A::STRING:
+      out.value = a.s();
+      break;
+    case A::TENSOR:
+      out.value = load_tensor(a.t(), ctx, aw);
+      break;
+    case A::GRAPH:
+      out.value = load_graph(a.g(), ctx);
+      break;
+    case A::FLOATS:
+      out.value = std::vector<float>(a.floats().begin(), a.floats().end());
+      break;
+    case A::INTS:
+      out.value = std::vector<std::int64_t>(a.ints().begin(), a.ints().end());
+      break;
+    case A::STRINGS:
+      out.value = std::vector<std::string>(a.strings().begin(), a.strings().end());
+      break;
+    case A::TENSORS: {
+      std::vector<Tensor> ts;
+      for (const auto& t : a.tensors()) ts.push_back(load_tensor(t, ctx, aw));
+      out.value = std::move(ts);
+      break;
+    }
+    case A::GRAPHS: {
+      std::vector<GraphPtr> gs;
+      for (const auto& g : a.graphs()) gs.push_back(load_graph(g, ctx));
+      out.value = std::move(gs);
+      break;
+    }
+    default:
+      throw Error(aw, "unsupported attribute type " + std::to_string(static_cast<int>(type)) +
+                          " (sparse tensors and type protos are not supported)");
+  }
+  return out;
+}
+
+GraphPtr load_graph(const onnx::GraphProto& g, const LoadContext& ctx) {
+  auto out = std::make_shared<Graph>();
+  out->name = g.name();
+  out->doc_string = g.doc_string();
+  if (g.sparse_initializer_size() > 0)
+    throw Error(ctx.file, "graph '" + g.name() + "' has sparse initializers (not supported)");
+  for (const auto& t : g.initializer())
+    out->initializers.push_back(
+        {t.name(), load_tensor(t, ctx, ctx.file + ": initializer '" + t.name() + "'")});
+  for (const auto& v : g.input()) out->inputs.push_back(load_value_info(v));
+  for (const auto& v : g.output()) out->outputs.push_back(load_value_info(v));
+  for (const auto& v : g.value_info()) out->value_info.push_back(load_value_info(v));
+  for (const auto& n : g.node()) {
+    Node node;
+    node.name = n.name();
+    node.op_type = n.op_type();
+    node.domain = n.domain();
+    node.doc_string = n.doc_string();
+    node.inputs.assign(n.input().begin(), n.input().end());
+    node.outputs.assign(n.output().begin(), n.output().end());
+    const std::string where = ctx.file + ": " + node.describe();
+    for (const auto& a : n.attribute()) node.attributes.push_back(load_attribute(a, ctx, where));
+    out->nodes.push_back(std::move(node));
+  }
+  return out;
+}
+
+// Each value is produced once (graph input, initializer or one node output), in every
+// graph and subgraph; nodes read only what exists in their scope.
+void validate_graph(const Graph& g, const std::string& file, std::set<std::string> scope) {
+  std::set<std::string> defined;
+  auto define = [&](const std::string& name, const std::string& by) {
+    if (name.empty()) return;
+    if (!defined.insert(name).second)
+      throw Error(file + ": " + by, "value '" + name + "' is defined more than once");
+  };
+  for (const auto& v : g.inputs) scope.insert(v.name), defined.insert(v.name);
+  for (const auto& t : g.initializers) scope.insert(t.name), defined.insert(t.name);
+  for (const auto& n : g.nodes)
+    for (const auto& o : n.outputs) define(o, n.describe()), scope.insert(o);
+  for (const auto& n : g.nodes) {
+    for (const auto& in : n.inputs)
+      if (!in.empty() && !scope.count(in))
+        throw Error(file + ": " + n.describe(), "input '" + in +
+                                                    "' is not produced by any node "
+                                                    "and is not a graph input or initializer");
+    for (const auto& a : n.attributes) {
+      if (const auto* sg = std::get_if<GraphPtr>(&a.value)) validate_graph(**sg, file, scope);
+      if (const auto* sgs = std::get_if<std::vector<GraphPtr>>(&a.value))
+        for (const auto& sg : *sgs) validate_graph(*sg, file, scope);
+    }
+  }
+  for (const auto& o : g.outputs)
+    if (!scope.count(o.name))
+      throw Error(file, "graph output '" + o.name + "' is not produced by any node");
+}
+
+}  // namespace
+
+Model load_from_bytes(const std::string& bytes, const std::string& where,
+                      const std::filesystem::path& base_dir) {
+  onnx::ModelProto mp;
+  if (bytes.size() >= static_cast<std::size_t>(INT_MAX) || !mp.ParseFromString(bytes))
+    throw Error(where, "not an ONNX model (corrupt or not protobuf data)");
+  if (!mp.has_graph()) throw Error(where, "the model has no graph");
+  LoadContext ctx{where, base_dir};
+  Model m;
+  m.ir_version = mp.ir_version();
+  m.producer_name = mp.producer_name();
+  m.producer_version = mp.producer_version();
+  m.domain = mp.domain();
+  m.model_version = mp.model_version();
+  m.doc_string = mp.doc_string();
+  for (const auto& kv : mp.metadata_props()) m.metadata.emplace_back(kv.key(), kv.value());
+  for (const auto& op : mp.opset_import()) {
+    const std::string dom = op.domain() == "ai.onnx" ? "" : op.domain();
+    m.opsets[dom] = op.version();
+  }
+  if (mp.functions_size() > 0)
+    throw Error(where, "model-local functions are not supported (" +
+                           std::to_string(mp.functions_size()) + " defined)");
+  const auto opset = m.default_opset();
+  if (m.opsets.count("") && (opset < kMinOpset || opset > kMaxOpset))
+    throw Error(where, "unsupported opset " + std::to_string(opset) + " of the default domain (" +
+                           "supported: " + std::to_string(kMinOpset) + " to " +
+                           std::to_string(kMaxOpset) + ")");
+  m.graph = std::move(*load_graph(mp.graph(), ctx));
+  validate_graph(m.graph, where, {});
+  return m;
+}
+
+Model load(const std::filesystem::path& path) {
+  const std::string where = path.string();
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(where, "cannot open: is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(where, std::string("cannot open: ") + std::strerror(errno));
+  if (const auto size = std::filesystem::file_size(path, ec); !ec) check_memory(size, where);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw Error(where, "read failed");
+  auto dir = path.parent_path();
+  if (dir.empty()) dir = ".";
+  Model m = load_from_bytes(bytes, where, dir);
+  m.path = path;
+  return m;
+}
+
+}  // namespace fpguard::model

@@ -1,0 +1,161 @@
+// Control flow: If, Loop and Scan run their bodies (subgraphs kept in the IR) through
+// KernelContext::run_subgraph, which reads outer values from the enclosing scopes.
+// Sequence and optional values are not supported yet.
+#include <cstring>
+
+#include "ops/ops.hpp"
+
+namespace fpguard::ops {
+
+namespace {
+
+const model::Graph& graph_attr(const KernelContext& ctx, const std::string& name) {
+  const auto* a = ctx.node.find_attr(name);
+  if (!a || !std::holds_alternative<model::GraphPtr>(a->value))
+    ctx.fail("attribute '" + name + "' (a graph) is missing");
+  return *std::get<model::GraphPtr>(a->value);
+}
+
+// Inputs as their storage dtype (bodies expect float16 where the model stores float16).
+Tensor stored(const KernelContext& ctx, std::size_t i) {
+  const Tensor& t = ctx.in(i);
+  return t.dtype() == DType::float32 ? exec::convert(t, ctx.input_dtypes[i]) : t;
+}
+
+bool truth(const Tensor& t) {
+  std::vector<double> v(t.size());
+  to_double(t, v);
+  return !v.empty() && v[0] != 0;
+}
+
+// Stacks equal-shaped slices along a new `axis`.
+Tensor stack(const KernelContext& ctx, const std::vector<Tensor>& parts, std::int64_t axis) {
+  if (parts.empty()) return Tensor(DType::float32, {0});
+  const auto& s = parts[0].shape();
+  axis = norm_axis(ctx, axis, static_cast<std::int64_t>(s.size()) + 1);
+  Shape os(s);
+  os.insert(os.begin() + axis, static_cast<std::int64_t>(parts.size()));
+  Tensor out(parts[0].dtype(), os);
+  const auto isz = itemsize(out.dtype());
+  const auto outer = product(s, 0, static_cast<std::size_t>(axis)),
+             inner = product(s, static_cast<std::size_t>(axis));
+  const auto n = static_cast<std::int64_t>(parts.size());
+  for (std::int64_t k = 0; k < n; ++k) {
+    const Tensor& p = parts[static_cast<std::size_t>(k)];
+    if (p.shape() != s || p.dtype() != out.dtype())
+      ctx.fail("scan outputs of different shapes or dtypes");
+    for (std::int64_t o = 0; o < outer; ++o)
+      if (inner)
+        std::memcpy(out.bytes() + static_cast<std::size_t>((o * n + k) * inner) * isz,
+                    p.bytes() + static_cast<std::size_t>(o * inner) * isz,
+                    static_cast<std::size_t>(inner) * isz);
+  }
+  return out;
+}
+
+// Slice k of `t` along `axis` (the axis removed).
+Tensor slice_at(const Tensor& t, std::int64_t axis, std::int64_t k) {
+  const auto& s = t.shape();
+  Shape os(s);
+  os.erase(os.begin() + axis);
+  Tensor out(t.dtype(), os);
+  const auto isz = itemsize(t.dtype());
+  const auto outer = product(s, 0, static_cast<std::size_t>(axis)),
+             len = s[static_cast<std::size_t>(axis)],
+             inner = product(s, static_cast<std::size_t>(axis) + 1);
+  for (std::int64_t o = 0; o < outer; ++o)
+    if (inner)
+      std::memcpy(out.bytes() + static_cast<std::size_t>(o * inner) * isz,
+                  t.bytes() + static_cast<std::size_t>((o * len + k) * inner) * isz,
+                  static_cast<std::size_t>(inner) * isz);
+  return out;
+}
+
+void if_k(KernelContext& ctx) {
+  const auto& g = graph_attr(ctx, truth(ctx.in(0)) ? "then_branch" : "else_branch");
+  auto outs = ctx.run_subgraph(g, {});
+  if (outs.size() != ctx.outputs.size())
+    ctx.fail("the branch returns " + std::to_string(outs.size()) + " outputs for " +
+             std::to_string(ctx.outputs.size()));
+  for (std::size_t i = 0; i < outs.size(); ++i) ctx.outputs[i] = std::move(outs[i]);
+}
+
+void loop_k(KernelContext& ctx) {
+  const auto& body = graph_attr(ctx, "body");
+  const bool has_max = ctx.has(0), has_cond = ctx.has(1);
+  const std::int64_t max_trip = has_max ? int_values(ctx, ctx.in(0)).at(0) : INT64_MAX;
+  bool cond = has_cond ? truth(ctx.in(1)) : true;
+  std::vector<Tensor> carried;
+  for (std::size_t i = 2; i < ctx.num_inputs(); ++i) carried.push_back(stored(ctx, i));
+  const std::size_t n_carried = carried.size();
+  if (body.outputs.size() < 1 + n_carried) ctx.fail("the body has too few outputs");
+  const std::size_t n_scan = body.outputs.size() - 1 - n_carried;
+  std::vector<std::vector<Tensor>> scans(n_scan);
+  for (std::int64_t it = 0; it < max_trip && cond; ++it) {
+    std::vector<Tensor> in;
+    Tensor iter(DType::int64, {});
+    iter.data<std::int64_t>()[0] = it;
+    in.push_back(iter);
+    Tensor c(DType::bool_, {});
+    c.data<std::uint8_t>()[0] = cond ? 1 : 0;
+    in.push_back(c);
+    for (const auto& t : carried) in.push_back(t);
+    auto out = ctx.run_subgraph(body, std::move(in));
+    cond = truth(out[0]);
+    for (std::size_t i = 0; i < n_carried; ++i) carried[i] = std::move(out[1 + i]);
+    for (std::size_t i = 0; i < n_scan; ++i) scans[i].push_back(std::move(out[1 + n_carried + i]));
+  }
+  for (std::size_t i = 0; i < n_carried && i < ctx.outputs.size(); ++i)
+    ctx.outputs[i] = std::move(carried[i]);
+  for (std::size_t i = 0; i < n_scan && n_carried + i < ctx.outputs.size(); ++i)
+    ctx.outputs[n_carried + i] = stack(ctx, scans[i], 0);
+}
+
+void scan_k(KernelContext& ctx) {
+  const auto& body = graph_attr(ctx, "body");
+  const auto m = static_cast<std::size_t>(ctx.node.attr_int("num_scan_inputs", 0));
+  if (m == 0 || m > ctx.num_inputs()) ctx.fail("num_scan_inputs is out of range");
+  const std::size_t n_state = ctx.num_inputs() - m;
+  const auto in_axes = ctx.node.attr_ints("scan_input_axes", std::vector<std::int64_t>(m, 0));
+  const auto in_dirs = ctx.node.attr_ints("scan_input_directions", std::vector<std::int64_t>(m, 0));
+  const std::size_t k = body.outputs.size() - n_state;
+  const auto out_axes = ctx.node.attr_ints("scan_output_axes", std::vector<std::int64_t>(k, 0));
+  const auto out_dirs =
+      ctx.node.attr_ints("scan_output_directions", std::vector<std::int64_t>(k, 0));
+  std::vector<Tensor> state, scan_in;
+  std::vector<std::int64_t> axes;
+  for (std::size_t i = 0; i < n_state; ++i) state.push_back(stored(ctx, i));
+  std::int64_t len = -1;
+  for (std::size_t j = 0; j < m; ++j) {
+    scan_in.push_back(stored(ctx, n_state + j));
+    const auto r = static_cast<std::int64_t>(scan_in.back().shape().size());
+    axes.push_back(norm_axis(ctx, in_axes[j], r));
+    const auto l = scan_in.back().shape()[static_cast<std::size_t>(axes.back())];
+    if (len >= 0 && l != len) ctx.fail("scan inputs differ in length");
+    len = l;
+  }
+  std::vector<std::vector<Tensor>> outs(k);
+  for (std::int64_t t = 0; t < len; ++t) {
+    std::vector<Tensor> in = state;
+    for (std::size_t j = 0; j < m; ++j)
+      in.push_back(slice_at(scan_in[j], axes[j], in_dirs[j] ? len - 1 - t : t));
+    auto out = ctx.run_subgraph(body, std::move(in));
+    for (std::size_t i = 0; i < n_state; ++i) state[i] = std::move(out[i]);
+    for (std::size_t i = 0; i < k; ++i) outs[i].push_back(std::move(out[n_state + i]));
+  }
+  for (std::size_t i = 0; i < n_state; ++i) ctx.outputs[i] = std::move(state[i]);
+  for (std::size_t i = 0; i < k; ++i) {
+    if (out_dirs[i]) std::reverse(outs[i].begin(), outs[i].end());
+    ctx.outputs[n_state + i] = stack(ctx, outs[i], out_axes[i]);
+  }
+}
+
+}  // namespace
+
+void register_control(Registry& r) {
+  r.add("If", if_k, OpKind::data_movement);
+  r.add("Loop", loop_k, OpKind::data_movement);
+  r.add("Scan", scan_k, OpKind::data_movement, 9);
+}
+
+}  // namespace fpguard::ops

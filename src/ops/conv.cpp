@@ -1,0 +1,339 @@
+// Conv (im2col + oneDNN sgemm, any number of spatial dims, groups, dilations, auto_pad),
+// the pools (MaxPool, AveragePool, their Global forms) and the window geometry they share.
+#include <oneapi/dnnl/dnnl.h>
+
+#include <cmath>
+#include <limits>
+
+#include "ops/ops.hpp"
+
+namespace fpguard::ops {
+
+namespace {
+
+struct Window {
+  std::vector<std::int64_t> in, kernel, stride, dilation, pad_begin, pad_end, out;
+};
+
+// Output sizes and pads from the attributes (pads, auto_pad, strides, dilations).
+Window window(const KernelContext& ctx, const Shape& x, const std::vector<std::int64_t>& kernel,
+              bool ceil_mode) {
+  const std::size_t k = kernel.size();
+  if (x.size() != k + 2)
+    ctx.fail("input of shape " + shape_str(x) + " does not match a " + std::to_string(k) +
+             "-D kernel");
+  Window w;
+  w.in.assign(x.begin() + 2, x.end());
+  w.kernel = kernel;
+  w.stride = ctx.node.attr_ints("strides", std::vector<std::int64_t>(k, 1));
+  w.dilation = ctx.node.attr_ints("dilations", std::vector<std::int64_t>(k, 1));
+  auto pads = ctx.node.attr_ints("pads", std::vector<std::int64_t>(2 * k, 0));
+  if (w.stride.size() != k || w.dilation.size() != k || pads.size() != 2 * k)
+    ctx.fail("strides, dilations or pads do not match the kernel rank");
+  const std::string auto_pad = ctx.node.attr_string("auto_pad", "NOTSET");
+  w.pad_begin.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(k));
+  w.pad_end.assign(pads.begin() + static_cast<std::ptrdiff_t>(k), pads.end());
+  w.out.resize(k);
+  for (std::size_t i = 0; i < k; ++i) {
+    if (w.stride[i] <= 0 || w.dilation[i] <= 0) ctx.fail("strides and dilations must be positive");
+    const auto ext = (w.kernel[i] - 1) * w.dilation[i] + 1;
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      w.out[i] = (w.in[i] + w.stride[i] - 1) / w.stride[i];
+      const auto total = std::max<std::int64_t>(0, (w.out[i] - 1) * w.stride[i] + ext - w.in[i]);
+      w.pad_begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      w.pad_end[i] = total - w.pad_begin[i];
+      continue;
+    }
+    if (auto_pad == "VALID")
+      w.pad_begin[i] = w.pad_end[i] = 0;
+    else if (auto_pad != "NOTSET")
+      ctx.fail("auto_pad '" + auto_pad + "' is not supported");
+    const auto span = w.in[i] + w.pad_begin[i] + w.pad_end[i] - ext;
+    if (span < 0) ctx.fail("the kernel is larger than the padded input");
+    w.out[i] = (ceil_mode ? (span + w.stride[i] - 1) / w.stride[i] : span / w.stride[i]) + 1;
+    // A window that would start in the end padding is dropped (as PyTorch and ONNX do).
+    if (ceil_mode && (w.out[i] - 1) * w.stride[i] >= w.in[i] + w.pad_begin[i]) --w.out[i];
+  }
+  return w;
+}
+
+// Iterates a multi-index over `dims` (row-major), calling f(index) for each.
+template <class F>
+void for_each_index(const std::vector<std::int64_t>& dims, F&& f) {
+  const auto n = product(dims);
+  std::vector<std::int64_t> idx(dims.size(), 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    f(idx, i);
+    for (std::size_t d = dims.size(); d-- > 0;) {
+      if (++idx[d] < dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+void conv(KernelContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const Tensor& w = ctx.in(1);
+  require_float(ctx, x, "X");
+  require_float(ctx, w, "W");
+  const auto& xs = x.shape();
+  const auto& ws = w.shape();
+  if (ws.size() < 3 || xs.size() != ws.size())
+    ctx.fail("X " + shape_str(xs) + " and W " + shape_str(ws) + " ranks do not match");
+  const std::vector<std::int64_t> kernel(ws.begin() + 2, ws.end());
+  if (ctx.node.has_attr("kernel_shape") && ctx.node.attr_ints("kernel_shape") != kernel)
+    ctx.fail("kernel_shape does not match W " + shape_str(ws));
+  const Window win = window(ctx, xs, kernel, false);
+  const auto group = ctx.node.attr_int("group", 1);
+  const auto n = xs[0], c = xs[1], m = ws[0];
+  if (group <= 0 || c % group || m % group || ws[1] != c / group)
+    ctx.fail("channels: X has " + std::to_string(c) + ", W " + shape_str(ws) + ", group " +
+             std::to_string(group));
+  const auto cg = c / group, mg = m / group;
+  const auto ksize = product(kernel), osize = product(win.out), isize = product(win.in);
+  Shape os(win.out.size() + 2);
+  os[0] = n, os[1] = m;
+  std::copy(win.out.begin(), win.out.end(), os.begin() + 2);
+  Tensor& out = ctx.out(0, DType::float32, os);
+  const float* px = x.data<float>().data();
+  const float* pw = w.data<float>().data();
+  float* po = out.data<float>().data();
+  const std::size_t sd = kernel.size();
+  std::vector<float> col(static_cast<std::size_t>(cg * ksize * osize));
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t g = 0; g < group; ++g) {
+      // im2col: row (ci, kernel offset), column output position.
+      for (std::int64_t ci = 0; ci < cg; ++ci) {
+        const float* plane = px + (b * c + g * cg + ci) * isize;
+        for_each_index(kernel, [&](const std::vector<std::int64_t>& kidx, std::int64_t kr) {
+          float* row = col.data() + (ci * ksize + kr) * osize;
+          for_each_index(win.out, [&](const std::vector<std::int64_t>& oidx, std::int64_t oc) {
+            std::int64_t off = 0;
+            for (std::size_t d = 0; d < sd; ++d) {
+              const auto pos =
+                  oidx[d] * win.stride[d] - win.pad_begin[d] + kidx[d] * win.dilation[d];
+              if (pos < 0 || pos >= win.in[d]) {
+                row[oc] = 0;
+                return;
+              }
+              off = off * win.in[d] + pos;
+            }
+            row[oc] = plane[off];
+          });
+        });
+      }
+      float* dst = po + (b * m + g * mg) * osize;
+      const auto kk = cg * ksize;
+      if (mg && osize && kk) {
+        const auto st = dnnl_sgemm('N', 'N', mg, osize, kk, 1.0f, pw + g * mg * kk, kk, col.data(),
+                                   osize, 0.0f, dst, osize);
+        if (st != dnnl_success) ctx.fail("oneDNN sgemm failed");
+      }
+    }
+  if (ctx.has(2)) {
+    const Tensor& bias = ctx.in(2);
+    require_float(ctx, bias, "B");
+    if (bias.size() != static_cast<std::size_t>(m))
+      ctx.fail("B must have " + std::to_string(m) + " values");
+    auto pb = bias.data<float>();
+    for (std::int64_t b = 0; b < n; ++b)
+      for (std::int64_t j = 0; j < m; ++j)
+        for (std::int64_t i = 0; i < osize; ++i)
+          po[(b * m + j) * osize + i] += pb[static_cast<std::size_t>(j)];
+  }
+}
+
+template <bool is_max>
+void pool(KernelContext& ctx) {
+  const Tensor& x_in = ctx.in(0);
+  // 8-bit integers (MaxPool) are exact in float32: pool there, convert back.
+  const bool small_int = x_in.dtype() == DType::int8 || x_in.dtype() == DType::uint8;
+  if (small_int && !is_max) ctx.fail("AveragePool of integers is not supported");
+  const Tensor x = small_int ? exec::convert(x_in, DType::float32) : x_in;
+  require_float(ctx, x);
+  const auto kernel = ctx.node.attr_ints("kernel_shape");
+  if (kernel.empty()) ctx.fail("kernel_shape is required");
+  const bool want_indices = ctx.node.outputs.size() > 1 && !ctx.node.outputs[1].empty();
+  const bool column_major = ctx.node.attr_int("storage_order", 0) != 0;
+  const Window win = window(ctx, x.shape(), kernel, ctx.node.attr_int("ceil_mode", 0) != 0);
+  const bool include_pad = ctx.node.attr_int("count_include_pad", 0) != 0;
+  const auto nc = x.shape()[0] * x.shape()[1];
+  const auto isize = product(win.in), osize = product(win.out);
+  Shape os(win.out.size() + 2);
+  os[0] = x.shape()[0], os[1] = x.shape()[1];
+  std::copy(win.out.begin(), win.out.end(), os.begin() + 2);
+  Tensor out(DType::float32, os);
+  Tensor indices(DType::int64, want_indices ? os : Shape{0});
+  const float* px = x.data<float>().data();
+  float* po = out.data<float>().data();
+  std::int64_t* pi = indices.data<std::int64_t>().data();
+  const std::size_t sd = kernel.size();
+  for (std::int64_t p = 0; p < nc; ++p) {
+    const float* plane = px + p * isize;
+    for_each_index(win.out, [&](const std::vector<std::int64_t>& oidx, std::int64_t oc) {
+      float acc = is_max ? -std::numeric_limits<float>::infinity() : 0.0f;
+      std::int64_t count = 0, best = -1;
+      std::vector<std::int64_t> pos(sd);
+      for_each_index(win.kernel, [&](const std::vector<std::int64_t>& kidx, std::int64_t) {
+        std::int64_t off = 0;
+        bool inside = true, in_padded = true;
+        for (std::size_t d = 0; d < sd; ++d) {
+          pos[d] = oidx[d] * win.stride[d] - win.pad_begin[d] + kidx[d] * win.dilation[d];
+          if (pos[d] < 0 || pos[d] >= win.in[d]) inside = false;
+          if (pos[d] >= win.in[d] + win.pad_end[d]) in_padded = false;
+          off = off * win.in[d] + pos[d];
+        }
+        if (inside) {
+          const float v = plane[off];
+          if constexpr (is_max) {
+            if (v > acc || std::isnan(v) || best < 0) {
+              acc = v;
+              if (column_major) {
+                off = 0;
+                for (std::size_t d = sd; d-- > 0;) off = off * win.in[d] + pos[d];
+              }
+              best = off;
+            }
+          } else {
+            acc += v;
+          }
+          ++count;
+        } else if (include_pad && in_padded) {
+          ++count;
+        }
+      });
+      if constexpr (!is_max) acc = count ? acc / static_cast<float>(count) : 0.0f;
+      po[p * osize + oc] = acc;
+      if (want_indices) pi[p * osize + oc] = p * isize + best;
+    });
+  }
+  ctx.outputs[0] = small_int ? exec::convert(out, x_in.dtype()) : std::move(out);
+  if (want_indices) ctx.outputs[1] = std::move(indices);
+}
+
+template <bool is_max>
+void global_pool(KernelContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  require_float(ctx, x);
+  const auto& s = x.shape();
+  if (s.size() < 2) ctx.fail("input must have rank >= 2");
+  const auto nc = s[0] * s[1], len = product(s, 2);
+  Shape os(s.size(), 1);
+  os[0] = s[0], os[1] = s[1];
+  auto out = ctx.out(0, DType::float32, os).data<float>();
+  auto in = x.data<float>();
+  for (std::int64_t p = 0; p < nc; ++p) {
+    float acc = is_max ? -std::numeric_limits<float>::infinity() : 0.0f;
+    for (std::int64_t i = 0; i < len; ++i) {
+      const float v = in[static_cast<std::size_t>(p * len + i)];
+      if constexpr (is_max)
+        acc = v > acc ? v : acc;
+      else
+        acc += v;
+    }
+    out[static_cast<std::size_t>(p)] = is_max ? acc : acc / static_cast<float>(len);
+  }
+}
+
+// ConvTranspose: W^T x (sgemm) scattered back by col2im. Output size from
+// output_shape, or stride*(in-1) + output_padding + dilated kernel - pads.
+void conv_transpose(KernelContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const Tensor& w = ctx.in(1);
+  require_float(ctx, x, "X");
+  require_float(ctx, w, "W");
+  const auto& xs = x.shape();
+  const auto& ws = w.shape();
+  if (ws.size() < 3 || xs.size() != ws.size())
+    ctx.fail("X " + shape_str(xs) + " and W " + shape_str(ws) + " ranks do not match");
+  const std::size_t sd = ws.size() - 2;
+  const std::vector<std::int64_t> kernel(ws.begin() + 2, ws.end());
+  const auto group = ctx.node.attr_int("group", 1);
+  const auto n = xs[0], c = xs[1];
+  if (group <= 0 || c % group || ws[0] != c) ctx.fail("channels of X and W do not match");
+  const auto cg = c / group, mg = ws[1], m = mg * group;
+  const auto stride = ctx.node.attr_ints("strides", std::vector<std::int64_t>(sd, 1));
+  const auto dil = ctx.node.attr_ints("dilations", std::vector<std::int64_t>(sd, 1));
+  const auto out_pad = ctx.node.attr_ints("output_padding", std::vector<std::int64_t>(sd, 0));
+  auto pads = ctx.node.attr_ints("pads", std::vector<std::int64_t>(2 * sd, 0));
+  const auto out_shape_attr = ctx.node.attr_ints("output_shape");
+  const std::string auto_pad = ctx.node.attr_string("auto_pad", "NOTSET");
+  if (stride.size() != sd || dil.size() != sd || out_pad.size() != sd || pads.size() != 2 * sd)
+    ctx.fail("strides, dilations, output_padding or pads do not match the kernel rank");
+  std::vector<std::int64_t> in(xs.begin() + 2, xs.end()), out(sd);
+  for (std::size_t i = 0; i < sd; ++i) {
+    const auto full = stride[i] * (in[i] - 1) + out_pad[i] + (kernel[i] - 1) * dil[i] + 1;
+    std::int64_t target = -1;
+    if (!out_shape_attr.empty())
+      target = out_shape_attr[out_shape_attr.size() - sd + i];
+    else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")
+      target = in[i] * stride[i];
+    if (target >= 0) {
+      const auto total = std::max<std::int64_t>(0, full - target);
+      const bool upper = auto_pad != "SAME_LOWER";
+      pads[i] = upper ? total / 2 : total - total / 2;
+      pads[i + sd] = total - pads[i];
+      out[i] = target;
+    } else {
+      if (auto_pad == "VALID") pads[i] = pads[i + sd] = 0;
+      out[i] = full - pads[i] - pads[i + sd];
+    }
+  }
+  Shape os(sd + 2);
+  os[0] = n, os[1] = m;
+  std::copy(out.begin(), out.end(), os.begin() + 2);
+  Tensor& y = ctx.out(0, DType::float32, os);
+  const auto ksize = product(kernel), isize = product(in), osize = product(out);
+  std::vector<float> col(static_cast<std::size_t>(mg * ksize * isize));
+  const float* px = x.data<float>().data();
+  const float* pw = w.data<float>().data();
+  float* py = y.data<float>().data();
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t g = 0; g < group; ++g) {
+      const auto rows = mg * ksize;
+      if (rows && isize && cg) {
+        const auto st = dnnl_sgemm('T', 'N', rows, isize, cg, 1.0f, pw + g * cg * rows, rows,
+                                   px + (b * c + g * cg) * isize, isize, 0.0f, col.data(), isize);
+        if (st != dnnl_success) ctx.fail("oneDNN sgemm failed");
+      }
+      for (std::int64_t mi = 0; mi < mg; ++mi) {
+        float* plane = py + (b * m + g * mg + mi) * osize;
+        for_each_index(kernel, [&](const std::vector<std::int64_t>& kidx, std::int64_t kr) {
+          const float* row = col.data() + (mi * ksize + kr) * isize;
+          for_each_index(in, [&](const std::vector<std::int64_t>& iidx, std::int64_t ic) {
+            std::int64_t off = 0;
+            for (std::size_t d = 0; d < sd; ++d) {
+              const auto pos = iidx[d] * stride[d] - pads[d] + kidx[d] * dil[d];
+              if (pos < 0 || pos >= out[d]) return;
+              off = off * out[d] + pos;
+            }
+            plane[off] += row[ic];
+          });
+        });
+      }
+    }
+  if (ctx.has(2)) {
+    const Tensor& bias = ctx.in(2);
+    require_float(ctx, bias, "B");
+    if (bias.size() != static_cast<std::size_t>(m))
+      ctx.fail("B must have " + std::to_string(m) + " values");
+    auto pb = bias.data<float>();
+    for (std::int64_t b = 0; b < n; ++b)
+      for (std::int64_t j = 0; j < m; ++j)
+        for (std::int64_t i = 0; i < osize; ++i)
+          py[(b * m + j) * osize + i] += pb[static_cast<std::size_t>(j)];
+  }
+}
+
+}  // namespace
+
+void register_conv(Registry& r) {
+  r.add("ConvTranspose", conv_transpose);
+  r.add("Conv", conv);
+  r.add("MaxPool", pool<true>);
+  r.add("AveragePool", pool<false>);
+  r.add("GlobalMaxPool", global_pool<true>);
+  r.add("GlobalAveragePool", global_pool<false>);
+}
+
+}  // namespace fpguard::ops

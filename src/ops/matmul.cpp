@@ -1,0 +1,108 @@
+// MatMul and Gemm on oneDNN's sgemm (row-major, float32 accumulation).
+#include <oneapi/dnnl/dnnl.h>
+
+#include "ops/ops.hpp"
+
+// libgomp's, which oneDNN uses for its threads (declared here: no -fopenmp needed).
+extern "C" void omp_set_num_threads(int);
+
+namespace fpguard::ops {
+
+void set_blas_threads(int threads) {
+  if (threads > 0) omp_set_num_threads(threads);
+}
+
+namespace {
+
+void sgemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
+           std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,
+           std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (std::int64_t i = 0; i < m * n; ++i) c[i] = beta == 0 ? 0.0f : beta * c[i];
+    return;
+  }
+  const auto st =
+      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (st != dnnl_success) ctx.fail("oneDNN sgemm failed (status " + std::to_string(st) + ")");
+}
+
+void matmul(KernelContext& ctx) {
+  const Tensor& a = ctx.in(0);
+  const Tensor& b = ctx.in(1);
+  require_float(ctx, a, "A");
+  require_float(ctx, b, "B");
+  Shape sa = a.shape(), sb = b.shape();
+  if (sa.empty() || sb.empty()) ctx.fail("MatMul inputs must have rank >= 1");
+  const bool va = sa.size() == 1, vb = sb.size() == 1;
+  if (va) sa.insert(sa.begin(), 1);
+  if (vb) sb.push_back(1);
+  const std::int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
+  if (sb[sb.size() - 2] != k)
+    ctx.fail("shapes " + shape_str(a.shape()) + " and " + shape_str(b.shape()) +
+             " cannot be multiplied");
+  const Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
+  const Shape batch = broadcast_shapes(ctx, ba, bb);
+  Shape out_shape = batch;
+  if (!va) out_shape.push_back(m);
+  if (!vb) out_shape.push_back(n);
+  Tensor& out = ctx.out(0, DType::float32, out_shape);
+  const auto nb = product(batch);
+  const auto stra = broadcast_strides(ba, batch), strb = broadcast_strides(bb, batch);
+  const float* pa = a.data<float>().data();
+  const float* pb = b.data<float>().data();
+  float* po = out.data<float>().data();
+  for (std::int64_t i = 0; i < nb; ++i) {
+    std::int64_t ia = 0, ib = 0, rem = i;
+    for (std::size_t d = batch.size(); d-- > 0;) {
+      const auto idx = rem % batch[d];
+      rem /= batch[d];
+      ia += idx * stra[d], ib += idx * strb[d];
+    }
+    sgemm(ctx, false, false, m, n, k, 1.0f, pa + ia * m * k, k, pb + ib * k * n, n, 0.0f,
+          po + i * m * n, n);
+  }
+}
+
+void gemm(KernelContext& ctx) {
+  const Tensor& a = ctx.in(0);
+  const Tensor& b = ctx.in(1);
+  require_float(ctx, a, "A");
+  require_float(ctx, b, "B");
+  if (a.shape().size() != 2 || b.shape().size() != 2) ctx.fail("Gemm inputs must be 2-D");
+  const bool ta = ctx.node.attr_int("transA", 0) != 0, tb = ctx.node.attr_int("transB", 0) != 0;
+  const float alpha = ctx.node.attr_float("alpha", 1.0f), beta = ctx.node.attr_float("beta", 1.0f);
+  const auto m = ta ? a.shape()[1] : a.shape()[0], k = ta ? a.shape()[0] : a.shape()[1];
+  const auto kb = tb ? b.shape()[1] : b.shape()[0], n = tb ? b.shape()[0] : b.shape()[1];
+  if (k != kb)
+    ctx.fail("shapes " + shape_str(a.shape()) + " and " + shape_str(b.shape()) +
+             " cannot be multiplied (transA=" + std::to_string(ta) +
+             ", transB=" + std::to_string(tb) + ")");
+  Tensor& out = ctx.out(0, DType::float32, {m, n});
+  float* po = out.data<float>().data();
+  float use_beta = 0.0f;
+  if (ctx.has(2) && beta != 0.0f) {
+    const Tensor& c = ctx.in(2);
+    require_float(ctx, c, "C");
+    const Shape bc = broadcast_shapes(ctx, c.shape(), {m, n});
+    if (bc != Shape{m, n})
+      ctx.fail("C of shape " + shape_str(c.shape()) + " does not broadcast to " +
+               shape_str({m, n}));
+    const auto st = broadcast_strides(c.shape(), {m, n});
+    auto pc = c.data<float>();
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) po[i * n + j] = pc[i * st[0] + j * st[1]];
+    use_beta = beta;
+  }
+  sgemm(ctx, ta, tb, m, n, k, alpha, a.data<float>().data(), a.shape()[1], b.data<float>().data(),
+        b.shape()[1], use_beta, po, n);
+}
+
+}  // namespace
+
+void register_matmul(Registry& r) {
+  r.add("MatMul", matmul);
+  r.add("Gemm", gemm);
+}
+
+}  // namespace fpguard::ops

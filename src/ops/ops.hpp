@@ -1,0 +1,86 @@
+// Internal: helpers shared by the kernel files of src/ops and their registration
+// functions (one per family, called by Registry::global).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fpguard/error.hpp"
+#include "fpguard/exec.hpp"
+
+namespace fpguard::ops {
+
+using exec::KernelContext;
+using exec::OpKind;
+using exec::Registry;
+using Shape = std::vector<std::int64_t>;
+
+void register_elementwise(Registry& r);
+// Threads of oneDNN's OpenMP pool (process-wide).
+void set_blas_threads(int threads);
+void register_matmul(Registry& r);
+void register_reduce(Registry& r);
+void register_norm(Registry& r);
+void register_shape(Registry& r);
+void register_conv(Registry& r);
+void register_index(Registry& r);
+void register_resize(Registry& r);
+void register_control(Registry& r);
+void register_loss(Registry& r);
+void register_quantize(Registry& r);
+void register_misc(Registry& r);
+void register_rnn(Registry& r);
+
+std::string shape_str(const Shape& s);
+// numpy broadcasting of two shapes; ctx.fail on mismatch.
+Shape broadcast_shapes(const KernelContext& ctx, const Shape& a, const Shape& b);
+// C-order strides of `in` seen through `out`'s shape (0 on broadcast dims).
+std::vector<std::int64_t> broadcast_strides(const Shape& in, const Shape& out);
+// An axis in [-rank, rank) -> [0, rank); ctx.fail otherwise.
+std::int64_t norm_axis(const KernelContext& ctx, std::int64_t axis, std::int64_t rank);
+// The values of an integer tensor (int32 or int64) as int64.
+std::vector<std::int64_t> int_values(const KernelContext& ctx, const Tensor& t);
+std::int64_t product(const Shape& s, std::size_t from = 0, std::size_t to = SIZE_MAX);
+
+// Calls f(T{}) with the storage type of dtype d for the dtypes a kernel accepts:
+// float (carrier for every floating dtype), int8..int64, uint8..uint64, bool (uint8).
+template <class F>
+void dispatch(const KernelContext& ctx, DType d, F&& f) {
+  switch (d) {
+    case DType::float32:
+      return f(float{});
+    case DType::float64:
+      return f(double{});
+    case DType::int8:
+      return f(std::int8_t{});
+    case DType::int16:
+      return f(std::int16_t{});
+    case DType::int32:
+      return f(std::int32_t{});
+    case DType::int64:
+      return f(std::int64_t{});
+    case DType::uint8:
+      return f(std::uint8_t{});
+    case DType::uint16:
+      return f(std::uint16_t{});
+    case DType::uint32:
+      return f(std::uint32_t{});
+    case DType::uint64:
+      return f(std::uint64_t{});
+    case DType::bool_:
+      return f(std::uint8_t{});
+    default:
+      ctx.fail(std::string("unsupported dtype ") + std::string(to_string(d)));
+  }
+}
+
+// Requires a float32 carrier (every floating dtype arrives as one).
+inline void require_float(const KernelContext& ctx, const Tensor& t, const char* what = "input") {
+  if (t.dtype() != DType::float32)
+    ctx.fail(std::string(what) + " has dtype " + std::string(to_string(t.dtype())) +
+             ", which this op does not support (floating types only)");
+}
+
+}  // namespace fpguard::ops

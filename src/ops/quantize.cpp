@@ -1,0 +1,269 @@
+// Quantization (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear: int8/uint8/
+// int16/uint16/int32 per-tensor and per-axis; FLOAT8 zero points need storage dtypes
+// fpguard does not have yet) and Compress, ReverseSequence, Einsum.
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "ops/ops.hpp"
+
+namespace fpguard::ops {
+
+namespace {
+
+// Per-tensor (scalar scale) or per-axis (1-D scale along `axis`) parameters, expanded to
+// one value per element index.
+struct Affine {
+  std::vector<double> scale, zero;
+  std::int64_t axis = 0, inner = 1, len = 1;
+  double s(std::size_t e) const {
+    return scale.size() == 1
+               ? scale[0]
+               : scale[(e / static_cast<std::size_t>(inner)) % static_cast<std::size_t>(len)];
+  }
+  double z(std::size_t e) const {
+    if (zero.empty()) return 0;
+    return zero.size() == 1
+               ? zero[0]
+               : zero[(e / static_cast<std::size_t>(inner)) % static_cast<std::size_t>(len)];
+  }
+};
+
+Affine affine(const KernelContext& ctx, const Shape& x) {
+  Affine a;
+  const Tensor& sc = ctx.in(1);
+  a.scale.resize(sc.size());
+  to_double(sc, a.scale);
+  if (ctx.has(2)) {
+    a.zero.resize(ctx.in(2).size());
+    to_double(ctx.in(2), a.zero);
+  }
+  if (a.scale.size() > 1) {
+    if (ctx.node.attr_int("block_size", 0) != 0)
+      ctx.fail("blocked quantization is not supported yet");
+    a.axis = norm_axis(ctx, ctx.node.attr_int("axis", 1), static_cast<std::int64_t>(x.size()));
+    a.len = x[static_cast<std::size_t>(a.axis)];
+    a.inner = product(x, static_cast<std::size_t>(a.axis) + 1);
+    if (static_cast<std::int64_t>(a.scale.size()) != a.len)
+      ctx.fail("scale does not match the axis length");
+  }
+  return a;
+}
+
+void quantize(KernelContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const Affine a = affine(ctx, x.shape());
+  DType to = ctx.has(2) ? ctx.in(2).dtype() : DType::uint8;
+  if (ctx.node.has_attr("output_dtype") && !ctx.has(2)) {
+    const auto d = model::dtype_of(static_cast<int>(ctx.node.attr_int("output_dtype", 2)));
+    if (!d || exec::is_float(*d)) ctx.fail("output_dtype is not supported");
+    to = *d;
+  }
+  std::vector<double> v(x.size());
+  to_double(x, v);
+  // The division is in the input's precision (float32 carriers), as ONNX specifies: a
+  // quotient that rounds to a tie in float32 must round as that tie.
+  for (std::size_t e = 0; e < v.size(); ++e)
+    v[e] = std::nearbyint(static_cast<float>(v[e]) / static_cast<float>(a.s(e))) + a.z(e);
+  Tensor d(DType::float64, x.shape());
+  std::copy(v.begin(), v.end(), d.data<double>().begin());
+  ctx.outputs[0] = exec::convert(d, to);  // saturates
+}
+
+void dequantize(KernelContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const Affine a = affine(ctx, x.shape());
+  std::vector<double> v(x.size());
+  to_double(x, v);
+  auto out = ctx.out(0, DType::float32, x.shape()).data<float>();
+  for (std::size_t e = 0; e < v.size(); ++e) out[e] = static_cast<float>((v[e] - a.z(e)) * a.s(e));
+  if (ctx.input_dtypes[1] != DType::float32) ctx.output_dtypes[0] = ctx.input_dtypes[1];
+}
+
+void dynamic_quantize(KernelContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  require_float(ctx, x);
+  auto in = x.data<float>();
+  float lo = 0, hi = 0;
+  for (float v : in) lo = std::min(lo, v), hi = std::max(hi, v);
+  const float scale = (hi - lo) / 255.0f;
+  const float zp = scale == 0 ? 0 : std::clamp(std::nearbyint(0 - lo / scale), 0.0f, 255.0f);
+  auto y = ctx.out(0, DType::uint8, x.shape()).data<std::uint8_t>();
+  for (std::size_t e = 0; e < in.size(); ++e)
+    y[e] = static_cast<std::uint8_t>(
+        std::clamp(std::nearbyint(scale == 0 ? 0 : in[e] / scale) + zp, 0.0f, 255.0f));
+  ctx.out(1, DType::float32, {}).data<float>()[0] = scale;
+  ctx.out(2, DType::uint8, {}).data<std::uint8_t>()[0] = static_cast<std::uint8_t>(zp);
+}
+
+void compress(KernelContext& ctx) {
+  const Tensor& x0 = ctx.in(0);
+  const Tensor& cond = ctx.in(1);
+  std::vector<double> c(cond.size());
+  to_double(cond, c);
+  Tensor flat;
+  const bool has_axis = ctx.node.has_attr("axis");
+  const Tensor* x = &x0;
+  if (!has_axis) {
+    flat = Tensor(x0.dtype(), {static_cast<std::int64_t>(x0.size())});
+    if (x0.nbytes()) std::memcpy(flat.bytes(), x0.bytes(), x0.nbytes());
+    x = &flat;
+  }
+  const auto rank = static_cast<std::int64_t>(x->shape().size());
+  const auto axis =
+      static_cast<std::size_t>(has_axis ? norm_axis(ctx, ctx.node.attr_int("axis", 0), rank) : 0);
+  const auto len = x->shape()[axis];
+  std::vector<std::int64_t> keep;
+  for (std::int64_t i = 0; i < std::min<std::int64_t>(len, static_cast<std::int64_t>(c.size()));
+       ++i)
+    if (c[static_cast<std::size_t>(i)] != 0) keep.push_back(i);
+  Shape os = x->shape();
+  os[axis] = static_cast<std::int64_t>(keep.size());
+  Tensor& out = ctx.out(0, x->dtype(), os);
+  const auto isz = itemsize(x->dtype());
+  const auto outer = product(x->shape(), 0, axis), inner = product(x->shape(), axis + 1);
+  const auto nk = static_cast<std::int64_t>(keep.size());
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t k = 0; k < nk; ++k)
+      if (inner)
+        std::memcpy(out.bytes() + static_cast<std::size_t>((o * nk + k) * inner) * isz,
+                    x->bytes() + static_cast<std::size_t>(
+                                     (o * len + keep[static_cast<std::size_t>(k)]) * inner) *
+                                     isz,
+                    static_cast<std::size_t>(inner) * isz);
+}
+
+void reverse_sequence(KernelContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const auto lens = int_values(ctx, ctx.in(1));
+  const auto& s = x.shape();
+  const auto batch_axis = static_cast<std::size_t>(ctx.node.attr_int("batch_axis", 1));
+  const auto time_axis = static_cast<std::size_t>(ctx.node.attr_int("time_axis", 0));
+  if (s.size() < 2 || batch_axis > 1 || time_axis > 1 || batch_axis == time_axis)
+    ctx.fail("batch_axis and time_axis must be 0 and 1");
+  Tensor& out = ctx.out(0, x.dtype(), s);
+  const auto isz = itemsize(x.dtype());
+  const auto inner = product(s, 2);
+  for (std::int64_t i = 0; i < s[0]; ++i)
+    for (std::int64_t j = 0; j < s[1]; ++j) {
+      const auto b = batch_axis == 0 ? i : j, t = batch_axis == 0 ? j : i;
+      const auto L = lens.at(static_cast<std::size_t>(b));
+      const auto src_t = t < L ? L - 1 - t : t;
+      const auto si = batch_axis == 0 ? i : src_t, sj = batch_axis == 0 ? src_t : j;
+      std::memcpy(out.bytes() + static_cast<std::size_t>((i * s[1] + j) * inner) * isz,
+                  x.bytes() + static_cast<std::size_t>((si * s[1] + sj) * inner) * isz,
+                  static_cast<std::size_t>(inner) * isz);
+    }
+}
+
+// Einsum by direct summation over every index (small tensors; a contraction planner onto
+// MatMul is a follow-up).
+void einsum(KernelContext& ctx) {
+  std::string eq;
+  for (char ch : ctx.node.attr_string("equation", ""))
+    if (ch != ' ') eq += ch;
+  const auto arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms;
+  for (std::size_t p = 0;;) {
+    const auto q = lhs.find(',', p);
+    terms.push_back(lhs.substr(p, q == std::string::npos ? std::string::npos : q - p));
+    if (q == std::string::npos) break;
+    p = q + 1;
+  }
+  if (terms.size() != ctx.num_inputs())
+    ctx.fail("the equation has " + std::to_string(terms.size()) + " operands");
+  // Ellipsis dims become the letters '0'.. (broadcast over all operands, right-aligned).
+  std::size_t ell_rank = 0;
+  for (std::size_t i = 0; i < terms.size(); ++i)
+    if (terms[i].find("...") != std::string::npos)
+      ell_rank = std::max(ell_rank, ctx.in(i).shape().size() - (terms[i].size() - 3));
+  std::string ell;
+  for (std::size_t k = 0; k < ell_rank; ++k) ell += static_cast<char>('0' + k);
+  std::map<char, std::int64_t> size;
+  std::vector<std::string> labels;
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    std::string t = terms[i];
+    const auto e = t.find("...");
+    const auto& sh = ctx.in(i).shape();
+    if (e != std::string::npos)
+      t = t.substr(0, e) + ell.substr(ell_rank - (sh.size() - (t.size() - 3))) + t.substr(e + 3);
+    if (t.size() != sh.size())
+      ctx.fail("operand " + std::to_string(i) + " has rank " + std::to_string(sh.size()) +
+               ", the equation says " + std::to_string(t.size()));
+    for (std::size_t d = 0; d < t.size(); ++d) {
+      auto [it, fresh] = size.emplace(t[d], sh[d]);
+      if (!fresh && it->second != sh[d]) {
+        if (it->second == 1)
+          it->second = sh[d];
+        else if (sh[d] != 1)
+          ctx.fail(std::string("label '") + t[d] + "' has two sizes");
+      }
+    }
+    labels.push_back(t);
+    require_float(ctx, ctx.in(i));
+  }
+  std::string out_l;
+  if (arrow != std::string::npos) {
+    out_l = eq.substr(arrow + 2);
+    const auto e = out_l.find("...");
+    if (e != std::string::npos) out_l = out_l.substr(0, e) + ell + out_l.substr(e + 3);
+  } else {
+    std::map<char, int> count;
+    for (const auto& l : labels)
+      for (char ch : l) ++count[ch];
+    out_l = ell;
+    for (auto [ch, n] : count)
+      if (n == 1 && !(ch >= '0' && ch <= '9')) out_l += ch;
+  }
+  std::string all = out_l;
+  for (auto [ch, n] : size)
+    if (all.find(ch) == std::string::npos) all += ch;
+  Shape os;
+  for (char ch : out_l) os.push_back(size.at(ch));
+  auto out = ctx.out(0, DType::float32, os).data<float>();
+  std::vector<std::int64_t> dims;
+  for (char ch : all) dims.push_back(size.at(ch));
+  // Per operand: the stride of each label of `all` (0 where absent or broadcast).
+  std::vector<std::vector<std::int64_t>> strides;
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    const auto& sh = ctx.in(i).shape();
+    std::vector<std::int64_t> st(all.size(), 0);
+    std::int64_t s = 1;
+    for (std::size_t d = labels[i].size(); d-- > 0;) {
+      if (sh[d] != 1) st[all.find(labels[i][d])] += s;
+      s *= sh[d];
+    }
+    strides.push_back(st);
+  }
+  const auto total = product(dims);
+  const auto n_out = product(os);
+  const auto inner = n_out ? total / n_out : 0;
+  std::vector<std::int64_t> idx(all.size(), 0);
+  for (std::int64_t e = 0; e < total; ++e) {
+    float prod = 1;
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+      std::int64_t off = 0;
+      for (std::size_t d = 0; d < all.size(); ++d) off += idx[d] * strides[i][d];
+      prod *= ctx.in(i).data<float>()[static_cast<std::size_t>(off)];
+    }
+    out[static_cast<std::size_t>(e / std::max<std::int64_t>(inner, 1))] += prod;
+    for (std::size_t d = all.size(); d-- > 0;) {
+      if (++idx[d] < dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+void register_quantize(Registry& r) {
+  r.add("QuantizeLinear", quantize);
+  r.add("DequantizeLinear", dequantize);
+  r.add("DynamicQuantizeLinear", dynamic_quantize);
+  r.add("Compress", compress, OpKind::data_movement);
+  r.add("ReverseSequence", reverse_sequence, OpKind::data_movement);
+  r.add("Einsum", einsum);
+}
+
+}  // namespace fpguard::ops

@@ -1,0 +1,199 @@
+// Reductions over axes (attribute before opset 18 — 13 for ReduceSum — and input
+// after), ArgMax/ArgMin. Accumulation is in float32 carriers (double for the sums of
+// large counts is a follow-up of --accumulate).
+#include <cmath>
+#include <limits>
+
+#include "ops/ops.hpp"
+
+namespace fpguard::ops {
+
+namespace {
+
+struct Plan {
+  Shape out_shape;  // with keepdims applied
+  Shape kept;       // out shape with reduced dims = 1
+  std::vector<bool> reduced;
+  bool noop = false;
+};
+
+Plan plan_reduce(const KernelContext& ctx, std::int64_t axes_input_opset) {
+  const Tensor& x = ctx.in(0);
+  const auto rank = static_cast<std::int64_t>(x.shape().size());
+  std::vector<std::int64_t> axes;
+  const bool from_input = ctx.opset >= axes_input_opset;
+  if (from_input) {
+    if (ctx.has(1)) axes = int_values(ctx, ctx.in(1));
+  } else {
+    axes = ctx.node.attr_ints("axes");
+  }
+  Plan p;
+  p.reduced.assign(static_cast<std::size_t>(rank), false);
+  if (axes.empty()) {
+    if (from_input && ctx.node.attr_int("noop_with_empty_axes", 0)) {
+      p.noop = true;
+    } else {
+      p.reduced.assign(static_cast<std::size_t>(rank), true);
+    }
+  }
+  for (auto a : axes) p.reduced[static_cast<std::size_t>(norm_axis(ctx, a, rank))] = true;
+  const bool keep = ctx.node.attr_int("keepdims", 1) != 0;
+  for (std::int64_t d = 0; d < rank; ++d) {
+    const bool r = p.reduced[static_cast<std::size_t>(d)];
+    p.kept.push_back(r ? 1 : x.shape()[static_cast<std::size_t>(d)]);
+    if (!r)
+      p.out_shape.push_back(x.shape()[static_cast<std::size_t>(d)]);
+    else if (keep)
+      p.out_shape.push_back(1);
+  }
+  return p;
+}
+
+enum class Red { sum, mean, max, min, prod, sum_square, l1, l2, log_sum, log_sum_exp };
+
+template <Red op>
+void reduce(KernelContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const std::int64_t axes_input = op == Red::sum ? 13 : 18;
+  const Plan p = plan_reduce(ctx, axes_input);
+  if (p.noop) {
+    ctx.outputs[0] = x;
+    return;
+  }
+  const bool is_f = x.dtype() == DType::float32;
+  if (!is_f && x.dtype() != DType::int64 && x.dtype() != DType::int32)
+    ctx.fail("unsupported dtype " + std::string(to_string(x.dtype())));
+  // Accumulate in double for integers (exact) and float for float carriers.
+  const Shape& in_shape = x.shape();
+  const auto n_out = product(p.kept);
+  std::vector<double> acc(static_cast<std::size_t>(n_out));
+  double init = 0;
+  if (op == Red::max) init = -std::numeric_limits<double>::infinity();
+  if (op == Red::min) init = std::numeric_limits<double>::infinity();
+  if (op == Red::prod) init = 1;
+  std::fill(acc.begin(), acc.end(), init);
+  std::vector<float> facc(acc.size(), static_cast<float>(init));
+  const auto st = broadcast_strides(p.kept, in_shape);
+  const auto n = product(in_shape);
+  std::vector<std::int64_t> idx(in_shape.size(), 0);
+  std::int64_t o = 0;
+  std::vector<double> xin(is_f ? 0 : static_cast<std::size_t>(n));
+  if (!is_f) to_double(x, xin);
+  auto fx = is_f ? x.data<float>() : std::span<const float>();
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (is_f) {
+      float v = fx[static_cast<std::size_t>(i)];
+      float& a = facc[static_cast<std::size_t>(o)];
+      if constexpr (op == Red::sum || op == Red::mean || op == Red::log_sum)
+        a += v;
+      else if constexpr (op == Red::max)
+        a = (std::isnan(v) || v > a) ? v : a;
+      else if constexpr (op == Red::min)
+        a = (std::isnan(v) || v < a) ? v : a;
+      else if constexpr (op == Red::prod)
+        a *= v;
+      else if constexpr (op == Red::sum_square || op == Red::l2)
+        a += v * v;
+      else if constexpr (op == Red::l1)
+        a += std::fabs(v);
+      else
+        a += std::exp(v);  // log_sum_exp (max-shift below is a follow-up)
+    } else {
+      double v = xin[static_cast<std::size_t>(i)];
+      double& a = acc[static_cast<std::size_t>(o)];
+      if constexpr (op == Red::max)
+        a = std::max(a, v);
+      else if constexpr (op == Red::min)
+        a = std::min(a, v);
+      else if constexpr (op == Red::prod)
+        a *= v;
+      else if constexpr (op == Red::sum_square || op == Red::l2)
+        a += v * v;
+      else if constexpr (op == Red::l1)
+        a += std::fabs(v);
+      else
+        a += v;
+    }
+    for (std::size_t d = in_shape.size(); d-- > 0;) {
+      ++idx[d], o += st[d];
+      if (idx[d] < in_shape[d]) break;
+      o -= st[d] * idx[d], idx[d] = 0;
+    }
+  }
+  const double count =
+      static_cast<double>(n) / static_cast<double>(std::max<std::int64_t>(n_out, 1));
+  if (is_f) {
+    auto out = ctx.out(0, DType::float32, p.out_shape).data<float>();
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      float a = facc[i];
+      if constexpr (op == Red::mean)
+        a = a / static_cast<float>(count);
+      else if constexpr (op == Red::l2)
+        a = std::sqrt(a);
+      else if constexpr (op == Red::log_sum || op == Red::log_sum_exp)
+        a = std::log(a);
+      out[i] = a;
+    }
+  } else {
+    Tensor d(DType::float64, p.out_shape);
+    auto out = d.data<double>();
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      double a = acc[i];
+      if constexpr (op == Red::mean) a = std::trunc(a / count);
+      out[i] = a;
+    }
+    ctx.outputs[0] = exec::convert(d, x.dtype());
+  }
+}
+
+template <bool is_max>
+void arg_reduce(KernelContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const auto rank = static_cast<std::int64_t>(x.shape().size());
+  const auto axis = norm_axis(ctx, ctx.node.attr_int("axis", 0), rank);
+  const bool keep = ctx.node.attr_int("keepdims", 1) != 0;
+  const bool last = ctx.node.attr_int("select_last_index", 0) != 0;
+  const auto& s = x.shape();
+  const auto outer = product(s, 0, static_cast<std::size_t>(axis));
+  const auto len = s[static_cast<std::size_t>(axis)];
+  const auto inner = product(s, static_cast<std::size_t>(axis) + 1);
+  Shape os;
+  for (std::int64_t d = 0; d < rank; ++d)
+    if (d != axis)
+      os.push_back(s[static_cast<std::size_t>(d)]);
+    else if (keep)
+      os.push_back(1);
+  std::vector<double> v(x.size());
+  to_double(x, v);
+  auto out = ctx.out(0, DType::int64, os).data<std::int64_t>();
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < inner; ++i) {
+      std::int64_t best = 0;
+      double bv = v[static_cast<std::size_t>(o * len * inner + i)];
+      for (std::int64_t k = 1; k < len; ++k) {
+        const double c = v[static_cast<std::size_t>((o * len + k) * inner + i)];
+        const bool better = is_max ? (c > bv || (last && c == bv)) : (c < bv || (last && c == bv));
+        if (better) bv = c, best = k;
+      }
+      out[static_cast<std::size_t>(o * inner + i)] = best;
+    }
+}
+
+}  // namespace
+
+void register_reduce(Registry& r) {
+  r.add("ReduceSum", reduce<Red::sum>);
+  r.add("ReduceMean", reduce<Red::mean>);
+  r.add("ReduceMax", reduce<Red::max>);
+  r.add("ReduceMin", reduce<Red::min>);
+  r.add("ReduceProd", reduce<Red::prod>);
+  r.add("ReduceSumSquare", reduce<Red::sum_square>);
+  r.add("ReduceL1", reduce<Red::l1>);
+  r.add("ReduceL2", reduce<Red::l2>);
+  r.add("ReduceLogSum", reduce<Red::log_sum>);
+  r.add("ReduceLogSumExp", reduce<Red::log_sum_exp>);
+  r.add("ArgMax", arg_reduce<true>);
+  r.add("ArgMin", arg_reduce<false>);
+}
+
+}  // namespace fpguard::ops

@@ -1,0 +1,268 @@
+// Resize (opsets 10-19: nearest/linear/cubic, every coordinate transformation mode,
+// scales or sizes, axes, keep_aspect_ratio_policy) and the deprecated Upsample. Each axis
+// is resampled separably: per output coordinate a short list of (input index, weight)
+// taps; an element is the weighted sum over the product of its axes' taps (double).
+#include <cmath>
+
+#include "ops/ops.hpp"
+
+namespace fpguard::ops {
+
+namespace {
+
+struct Taps {
+  std::vector<std::int64_t> index;
+  std::vector<double> weight;
+  bool outside = false;  // tf_crop_and_resize beyond the input: extrapolation_value
+};
+
+struct AxisPlan {
+  std::vector<Taps> taps;  // one per output coordinate
+};
+
+struct Params {
+  std::string mode = "nearest", transform = "half_pixel", nearest_mode = "round_prefer_floor";
+  double cubic_a = -0.75;
+  bool exclude_outside = false;
+};
+
+// `out` is the resized length as ONNX's reference defines it: input length x scale, not
+// rounded (it matters for align_corners when downsampling by a non-integral scale).
+double source_coordinate(const Params& p, std::int64_t x, double scale, std::int64_t in, double out,
+                         double roi_start, double roi_end) {
+  const double xr = static_cast<double>(x);
+  const auto& t = p.transform;
+  if (t == "tf_half_pixel_for_nn") return (xr + 0.5) / scale;
+  if (t == "half_pixel") return (xr + 0.5) / scale - 0.5;
+  if (t == "half_pixel_symmetric") {
+    const double adjustment = std::floor(out) / (scale * static_cast<double>(in));
+    const double center = static_cast<double>(in) / 2;
+    return center * (1 - adjustment) + (xr + 0.5) / scale - 0.5;
+  }
+  if (t == "pytorch_half_pixel") return out > 1 ? (xr + 0.5) / scale - 0.5 : 0.0;
+  if (t == "align_corners") return out == 1 ? 0.0 : xr * static_cast<double>(in - 1) / (out - 1);
+  if (t == "asymmetric") return xr / scale;
+  // tf_crop_and_resize
+  const double len = static_cast<double>(in - 1);
+  return out > 1 ? roi_start * len + xr * (roi_end - roi_start) * len / (out - 1)
+                 : 0.5 * (roi_start + roi_end) * len;
+}
+
+Taps taps_for(const KernelContext& ctx, const Params& p, double xo, std::int64_t in) {
+  Taps t;
+  auto clampi = [in](std::int64_t i) { return std::min(std::max<std::int64_t>(i, 0), in - 1); };
+  if (p.transform == "tf_crop_and_resize" && (xo < 0 || xo > static_cast<double>(in - 1))) {
+    t.outside = true;
+    return t;
+  }
+  if (p.mode == "nearest") {
+    std::int64_t i;
+    const auto& m = p.nearest_mode;
+    if (m == "round_prefer_floor")
+      i = static_cast<std::int64_t>(std::ceil(xo - 0.5));
+    else if (m == "round_prefer_ceil")
+      i = static_cast<std::int64_t>(std::floor(xo + 0.5));
+    else if (m == "floor")
+      i = static_cast<std::int64_t>(std::floor(xo));
+    else if (m == "ceil")
+      i = static_cast<std::int64_t>(std::ceil(xo));
+    else
+      ctx.fail("nearest_mode '" + m + "' is not supported");
+    t.index.push_back(clampi(i));
+    t.weight.push_back(1.0);
+    return t;
+  }
+  const auto base = static_cast<std::int64_t>(std::floor(xo));
+  const double r = xo - static_cast<double>(base);
+  if (p.mode == "linear") {
+    t.index = {clampi(base), clampi(base + 1)};
+    t.weight = {1 - r, r};
+    return t;
+  }
+  if (p.mode != "cubic") ctx.fail("mode '" + p.mode + "' is not supported");
+  const double a = p.cubic_a;
+  const double s[4] = {r + 1, r, 1 - r, 2 - r};
+  double sum = 0;
+  for (int k = 0; k < 4; ++k) {
+    const double d = s[k];
+    double w =
+        d <= 1 ? ((a + 2) * d - (a + 3)) * d * d + 1 : ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+    const auto i = base - 1 + k;
+    if (p.exclude_outside && (i < 0 || i >= in)) w = 0;
+    t.index.push_back(clampi(i));
+    t.weight.push_back(w);
+    sum += w;
+  }
+  if (p.exclude_outside && sum != 0)
+    for (auto& w : t.weight) w /= sum;
+  return t;
+}
+
+void resample(KernelContext& ctx, const Params& p, const std::vector<double>& scales,
+              const Shape& out_shape, const std::vector<double>& roi, double extrapolation) {
+  const Tensor& x = ctx.in(0);
+  const auto& in = x.shape();
+  const std::size_t r = in.size();
+  std::vector<AxisPlan> plans(r);
+  for (std::size_t d = 0; d < r; ++d)
+    for (std::int64_t o = 0; o < out_shape[d]; ++o) {
+      const double rs = roi.empty() ? 0.0 : roi[d], re = roi.empty() ? 1.0 : roi[d + r];
+      const bool identity =
+          in[d] == out_shape[d] && scales[d] == 1.0 && p.transform != "tf_crop_and_resize";
+      if (identity) {
+        plans[d].taps.push_back(Taps{{o}, {1.0}, false});
+        continue;
+      }
+      const double xo =
+          source_coordinate(p, o, scales[d], in[d], static_cast<double>(in[d]) * scales[d], rs, re);
+      plans[d].taps.push_back(taps_for(ctx, p, xo, in[d]));
+    }
+  std::vector<double> xin(x.size());
+  to_double(x, xin);
+  Tensor out_d(DType::float64, out_shape);
+  auto po = out_d.data<double>();
+  std::vector<std::int64_t> st(r, 1);
+  for (std::size_t d = r; d-- > 1;) st[d - 1] = st[d] * in[d];
+  std::vector<std::int64_t> idx(r, 0);
+  std::vector<const Taps*> cur(r);
+  std::vector<std::size_t> k(r);
+  for (std::size_t o = 0; o < po.size(); ++o) {
+    bool outside = false;
+    for (std::size_t d = 0; d < r; ++d) {
+      cur[d] = &plans[d].taps[static_cast<std::size_t>(idx[d])];
+      outside = outside || cur[d]->outside;
+    }
+    if (outside) {
+      po[o] = extrapolation;
+    } else {
+      double acc = 0;
+      std::fill(k.begin(), k.end(), 0);
+      while (true) {
+        double w = 1;
+        std::int64_t off = 0;
+        for (std::size_t d = 0; d < r; ++d)
+          w *= cur[d]->weight[k[d]], off += cur[d]->index[k[d]] * st[d];
+        acc += w * xin[static_cast<std::size_t>(off)];
+        std::size_t d = r;
+        while (d-- > 0) {
+          if (++k[d] < cur[d]->index.size()) break;
+          k[d] = 0;
+        }
+        if (d == static_cast<std::size_t>(-1)) break;
+      }
+      po[o] = acc;
+    }
+    for (std::size_t d = r; d-- > 0;) {
+      if (++idx[d] < out_shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  Tensor res = exec::convert(out_d, x.dtype() == DType::float32 ? DType::float32 : x.dtype());
+  ctx.outputs[0] = std::move(res);
+}
+
+std::vector<double> float_values(const Tensor& t) {
+  std::vector<double> v(t.size());
+  to_double(t, v);
+  return v;
+}
+
+void resize(KernelContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const auto& in = x.shape();
+  const auto r = static_cast<std::int64_t>(in.size());
+  Params p;
+  p.mode = ctx.node.attr_string("mode", "nearest");
+  if (ctx.opset < 11) {
+    p.transform = "asymmetric";
+    p.nearest_mode = "floor";
+  } else {
+    p.transform = ctx.node.attr_string("coordinate_transformation_mode", "half_pixel");
+    p.nearest_mode = ctx.node.attr_string("nearest_mode", "round_prefer_floor");
+    p.cubic_a = ctx.node.attr_float("cubic_coeff_a", -0.75f);
+    p.exclude_outside = ctx.node.attr_int("exclude_outside", 0) != 0;
+  }
+  if (ctx.node.attr_int("antialias", 0) != 0) ctx.fail("antialias = 1 is not supported yet");
+  std::vector<std::int64_t> axes = ctx.node.attr_ints("axes");
+  if (axes.empty())
+    for (std::int64_t d = 0; d < r; ++d) axes.push_back(d);
+  for (auto& a : axes) a = norm_axis(ctx, a, r);
+  const std::size_t scales_at = ctx.opset < 11 ? 1 : 2;
+  std::vector<double> scales(static_cast<std::size_t>(r), 1.0), roi;
+  Shape out = in;
+  const bool has_scales = ctx.has(scales_at) && ctx.in(scales_at).size() > 0;
+  const bool has_sizes = ctx.opset >= 11 && ctx.has(3) && ctx.in(3).size() > 0;
+  if (has_scales == has_sizes) ctx.fail("exactly one of scales and sizes must be given");
+  if (has_scales) {
+    const auto s = float_values(ctx.in(scales_at));
+    if (s.size() != axes.size()) ctx.fail("scales has the wrong length");
+    for (std::size_t i = 0; i < axes.size(); ++i) {
+      const auto d = static_cast<std::size_t>(axes[i]);
+      scales[d] = s[i];
+      out[d] = static_cast<std::int64_t>(std::floor(static_cast<double>(in[d]) * s[i]));
+    }
+  } else {
+    const auto sz = int_values(ctx, ctx.in(3));
+    if (sz.size() != axes.size()) ctx.fail("sizes has the wrong length");
+    const std::string policy = ctx.node.attr_string("keep_aspect_ratio_policy", "stretch");
+    if (policy == "stretch") {
+      for (std::size_t i = 0; i < axes.size(); ++i) {
+        const auto d = static_cast<std::size_t>(axes[i]);
+        out[d] = sz[i];
+        scales[d] = static_cast<double>(sz[i]) / static_cast<double>(in[d]);
+      }
+    } else {
+      double scale = policy == "not_larger" ? INFINITY : 0;
+      for (std::size_t i = 0; i < axes.size(); ++i) {
+        const double s =
+            static_cast<double>(sz[i]) / static_cast<double>(in[static_cast<std::size_t>(axes[i])]);
+        scale = policy == "not_larger" ? std::min(scale, s) : std::max(scale, s);
+      }
+      for (auto a : axes) {
+        const auto d = static_cast<std::size_t>(a);
+        scales[d] = scale;
+        out[d] = static_cast<std::int64_t>(std::floor(static_cast<double>(in[d]) * scale + 0.5));
+      }
+    }
+  }
+  if (p.transform == "tf_crop_and_resize") {
+    if (!ctx.has(1)) ctx.fail("tf_crop_and_resize needs roi");
+    const auto given = float_values(ctx.in(1));
+    if (given.size() != 2 * axes.size()) ctx.fail("roi has the wrong length");
+    roi.assign(2 * static_cast<std::size_t>(r), 0.0);
+    for (std::size_t d = 0; d < static_cast<std::size_t>(r); ++d)
+      roi[d + static_cast<std::size_t>(r)] = 1.0;
+    for (std::size_t i = 0; i < axes.size(); ++i) {
+      roi[static_cast<std::size_t>(axes[i])] = given[i];
+      roi[static_cast<std::size_t>(axes[i] + r)] = given[i + axes.size()];
+    }
+  }
+  resample(ctx, p, scales, out, roi, ctx.node.attr_float("extrapolation_value", 0.0f));
+}
+
+void upsample(KernelContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  Params p;
+  p.mode = ctx.node.attr_string("mode", "nearest");
+  if (p.mode == "bilinear") p.mode = "linear";
+  p.transform = "asymmetric";
+  p.nearest_mode = "floor";
+  const auto s = ctx.opset < 9 ? [&] {
+    const auto f = ctx.node.attr_floats("scales");
+    return std::vector<double>(f.begin(), f.end());
+  }() : float_values(ctx.in(1));
+  if (s.size() != x.shape().size()) ctx.fail("scales has the wrong length");
+  Shape out = x.shape();
+  for (std::size_t d = 0; d < out.size(); ++d)
+    out[d] = static_cast<std::int64_t>(std::floor(static_cast<double>(out[d]) * s[d]));
+  resample(ctx, p, s, out, {}, 0.0);
+}
+
+}  // namespace
+
+void register_resize(Registry& r) {
+  r.add("Resize", resize, OpKind::compute, 10);
+  r.add("Upsample", upsample);
+}
+
+}  // namespace fpguard::ops

@@ -1,0 +1,20 @@
+// Internal: the TensorProto <-> Tensor conversions shared by tensor_pb.cpp (standalone
+// .pb files) and the model layer (initializers, Constant values, attributes). Only files
+// that already see protobuf types include this.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <string>
+
+#include "fpguard/tensor.hpp"
+
+namespace fpguard::detail {
+
+// The values of `p` (raw_data or its typed field); Error(where, ...) for what
+// read_tensor_pb refuses. External data must have been resolved into raw_data first.
+Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where);
+// Sets dims, data_type and raw_data of `p` (its name is left alone).
+void tensor_to_proto(const Tensor& t, onnx::TensorProto& p);
+
+}  // namespace fpguard::detail

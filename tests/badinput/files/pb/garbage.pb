@@ -1,0 +1,1 @@
+ÿÿÿÿ garbage, not protobuf

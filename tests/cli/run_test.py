@@ -1,0 +1,108 @@
+#!/usr/bin/python3
+"""End-to-end tests of `fpguard run` and `fpguard ops` on the models of
+tests/data/make_models.py: outputs against NumPy, outputs.json, --json fields,
+--precision, generated inputs (--seed reproducible), --shape for dynamic dimensions,
+--dump-all, and errors (one line, exit 2).
+
+    run_test.py --fpguard PATH
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
+import make_models  # noqa: E402
+
+failures = []
+
+
+def check(cond, what, detail=""):
+    if not cond:
+        failures.append(f"{what}: {detail}")
+        print(f"FAIL {what}: {detail}")
+
+
+def run(fpguard, *argv):
+    return subprocess.run([fpguard, *argv], capture_output=True, text=True, timeout=120)
+
+
+def fails(fpguard, case, argv, *needles):
+    r = run(fpguard, *argv)
+    check(r.returncode == 2, f"{case}: exit 2", r.returncode)
+    lines = r.stderr.splitlines()
+    check(len(lines) == 1 and lines[0].startswith("fpguard: error: "), f"{case}: one error line",
+          repr(r.stderr))
+    for n in needles:
+        check(n in r.stderr, f"{case}: names {n!r}", repr(r.stderr))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fpguard", required=True)
+    f = ap.parse_args().fpguard
+    with tempfile.TemporaryDirectory() as tmp:
+        d = os.path.join(tmp, "models")
+        make_models.main(d)
+        out = os.path.join(tmp, "out")
+        mlp = os.path.join(d, "mlp.onnx")
+
+        # Outputs against NumPy, and the outputs.json name map.
+        r = run(f, "run", mlp, "--input", "x=" + os.path.join(d, "mlp_x.npy"), "--outputs", out,
+                "--json", "--repeat", "3")
+        check(r.returncode == 0, "mlp runs", r.stderr)
+        j = json.loads(r.stdout)
+        check(j["schema_version"] == 1, "schema_version")
+        o = j["outputs"][0]
+        check(o["name"] == "y" and o["shape"] == [2, 3] and o["dtype"] == "float32", "output fields", o)
+        want = np.load(os.path.join(d, "mlp_y.npy"))
+        check(abs(o["absmax"] - np.abs(want).max()) < 1e-5, "absmax", o)
+        check(j["timing"]["runs"] == 3 and j["timing"]["median_run_ms"] >= 0, "timing", j["timing"])
+        names = json.load(open(os.path.join(out, "outputs.json")))
+        files = {t["name"]: t["file"] for t in names["tensors"]}
+        got = np.load(os.path.join(out, files["y"]))
+        check(np.allclose(got, want, rtol=1e-5, atol=1e-6), "mlp output values", (got, want))
+
+        # --precision float16: the RMS of 300s overflows.
+        pms = os.path.join(d, "pow_mean_sqrt.onnx")
+        x = os.path.join(tmp, "x300.npy")
+        np.save(x, np.full((1, 4), 300, np.float32))
+        r32 = json.loads(run(f, "run", pms, "--input", "x=" + x, "--json").stdout)
+        check(r32["outputs"][0]["max"] == 300, "float32 RMS", r32)
+        r16 = run(f, "run", pms, "--input", "x=" + x, "--json", "--precision", "fp16")
+        check(json.loads(r16.stdout)["outputs"][0]["max"] is None, "float16 RMS overflows (null)",
+              r16.stdout)
+
+        # Generated inputs are reproducible by seed; --shape fixes dynamic dimensions.
+        dyn = os.path.join(d, "dynamic.onnx")
+        a = run(f, "run", dyn, "--shape", "x=5,3", "--input", "x=normal:0:1", "--seed", "7", "--json")
+        b = run(f, "run", dyn, "--shape", "x=5,3", "--input", "x=normal:0:1", "--seed", "7", "--json")
+        check(a.returncode == 0 and json.loads(a.stdout)["outputs"] == json.loads(b.stdout)["outputs"],
+              "seeded inputs reproducible", a.stderr)
+        check(json.loads(a.stdout)["outputs"][0]["shape"] == [5, 3], "--shape", a.stdout)
+        fails(f, "dynamic without --shape", ["run", dyn], "input 'x'", "dimension 0 ('batch')", "--shape")
+
+        # --dump-all writes every node output.
+        dump = os.path.join(tmp, "dump")
+        r = run(f, "run", mlp, "--dump-all", dump)
+        names = [t["name"] for t in json.load(open(os.path.join(dump, "outputs.json")))["tensors"]]
+        check(names == ["h0", "h1", "h2", "y"], "--dump-all names", names)
+
+        # Errors.
+        fails(f, "unsupported ops", ["run", os.path.join(d, "unsupported.onnx")],
+              "unsupported ops: AlsoNotAnOp, NotAnOp")
+        fails(f, "unknown input", ["run", mlp, "--input", "X=uniform:0:1"], "did you mean 'x'")
+        fails(f, "missing file", ["run", os.path.join(d, "nope.onnx")], "nope.onnx")
+
+        ops = json.loads(run(f, "ops", "--json").stdout)["ops"]
+        check("MatMul" in ops and "Softmax" in ops, "ops --json", ops)
+    print(f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+// The executor: results against NumPy, the emulation model (weights rounded once,
+// rounding at precision boundaries, data movement never rounds, overflow in the node's
+// format), float16 models, observers, unsupported ops listed at once, input checks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "fpguard/error.hpp"
+#include "fpguard/exec.hpp"
+#include "fpguard/model.hpp"
+
+namespace fpguard::exec {
+namespace {
+
+const std::filesystem::path kData = FPGUARD_MODEL_DATA;
+
+Tensor floats(std::vector<std::int64_t> shape, std::vector<float> v) {
+  Tensor t(DType::float32, std::move(shape));
+  std::copy(v.begin(), v.end(), t.data<float>().begin());
+  return t;
+}
+
+std::string run_error(const model::Model& m, const std::vector<NamedTensor>& in,
+                      RunOptions o = {}) {
+  try {
+    Executor(m, o).run(in);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+RunOptions fp16() {
+  RunOptions o;
+  o.policy.default_format = parse_format("float16");
+  return o;
+}
+
+struct Recorder : Observer {
+  // Tensors handed to an observer live only during the call: it copies what it keeps.
+  struct Call {
+    std::string node;
+    std::vector<const Tensor*> input_addresses;
+    std::vector<Tensor> inputs;
+    std::vector<NamedTensor> outputs;
+  };
+  std::vector<Call> calls;
+  void on_node(const model::Node& n, std::size_t, const std::vector<const Tensor*>& in,
+               const std::vector<NamedTensor>& out) override {
+    Call c{n.name, in, {}, out};
+    for (const auto* t : in) c.inputs.push_back(t ? *t : Tensor());
+    calls.push_back(std::move(c));
+  }
+};
+
+TEST(Executor, MlpMatchesNumPy) {
+  const auto m = model::load(kData / "mlp.onnx");
+  const auto x = read_npy(kData / "mlp_x.npy");
+  const auto want = read_npy(kData / "mlp_y.npy");
+  const auto out = Executor(m).run({{"x", x}});
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].tensor.shape(), want.shape());
+  for (std::size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(out[0].tensor.data<float>()[i], want.data<float>()[i], 1e-5);
+}
+
+TEST(Emulation, SquareOverflowsInFloat16ButNotFloat32) {
+  const auto m = model::load(kData / "pow_mean_sqrt.onnx");
+  const Tensor x = floats({1, 4}, {300, 300, 300, 300});  // 300^2 = 90000 > 65504
+  const auto ref = Executor(m).run({{"x", x}});
+  EXPECT_FLOAT_EQ(ref[0].tensor.data<float>()[0], 300.0f);
+  const auto emu = Executor(m, fp16()).run({{"x", x}});
+  EXPECT_TRUE(std::isinf(emu[0].tensor.data<float>()[0]));
+  // Pow and ReduceMean kept in float32 (by op type): 90000 is still rounded to float16
+  // where it enters Sqrt, a precision boundary.
+  auto o = fp16();
+  o.policy.exclude_op_types = {"Pow", "ReduceMean"};
+  EXPECT_TRUE(std::isinf(Executor(m, o).run({{"x", x}})[0].tensor.data<float>()[0]));
+  // With Sqrt kept too (by name), the result is exact again.
+  o.policy.exclude_names = {"sqrt"};
+  EXPECT_FLOAT_EQ(Executor(m, o).run({{"x", x}})[0].tensor.data<float>()[0], 300.0f);
+}
+
+TEST(Emulation, WeightsAreRoundedOnceAndDataMovementDoesNotRound) {
+  const auto m = model::load(kData / "shared_weight.onnx");
+  Recorder rec;
+  auto o = fp16();
+  o.observer = &rec;
+  const Tensor x = floats({2, 2}, {1.0001f, 0, 0, 1});
+  const auto out = Executor(m, o).run({{"x", x}});
+  ASSERT_EQ(rec.calls.size(), 3u);
+  EXPECT_EQ(rec.calls[0].input_addresses[1], rec.calls[1].input_addresses[1]);  // one copy
+  EXPECT_EQ(rec.calls[0].inputs[1].data<float>()[0], 1.0f);  // 1.0001 rounded to float16
+  EXPECT_EQ(rec.calls[1].inputs[1].data<float>()[0], 1.0f);
+  EXPECT_EQ(m.graph.find_initializer("w")->tensor.data<float>()[0], 1.0001f);  // model untouched
+  // The MatMul input x is rounded at the boundary; Reshape passes 1.0001 through as is.
+  EXPECT_EQ(rec.calls[0].inputs[0].data<float>()[0], 1.0f);
+  EXPECT_EQ(out[1].name, "r");
+  EXPECT_EQ(out[1].tensor.data<float>()[0], 1.0001f);
+}
+
+TEST(Emulation, OutputsAreValuesOfTheFormat) {
+  const auto m = model::load(kData / "mlp.onnx");
+  const auto x = read_npy(kData / "mlp_x.npy");
+  Recorder rec;
+  auto o = fp16();
+  o.observer = &rec;
+  Executor(m, o).run({{"x", x}});
+  const Format f = parse_format("float16");
+  for (const auto& c : rec.calls)
+    for (const auto& t : c.outputs)
+      for (float v : t.tensor.data<float>()) EXPECT_EQ(v, round(v, f)) << c.node;
+}
+
+TEST(Emulation, CastIsAPrecisionBoundary) {
+  const auto m = model::load(kData / "cast_boundary.onnx");
+  const auto out = Executor(m, fp16()).run({{"x", floats({1}, {1.0001f})}});
+  EXPECT_EQ(out[0].tensor.data<float>()[0], 1.0001f);  // Cast to float32: not rounded to fp16
+  ASSERT_EQ(out[1].tensor.dtype(), DType::float16);
+  std::vector<double> v(1);
+  to_double(out[1].tensor, v);
+  EXPECT_EQ(v[0], 1.0);  // Cast to float16 rounds to float16
+}
+
+TEST(Executor, Float16ModelRunsInFloat16) {
+  const auto m = model::load(kData / "half.onnx");
+  Tensor x(DType::float16, {3});
+  encode(std::span<const float>(std::vector<float>{1, 2, 3}), x.data<std::uint16_t>(),
+         parse_format("float16"));
+  const auto out = Executor(m).run({{"x", x}});
+  ASSERT_EQ(out[0].tensor.dtype(), DType::float16);
+  std::vector<double> v(3);
+  to_double(out[0].tensor, v);
+  EXPECT_EQ(v[0], 4.0);
+  EXPECT_EQ(v[1], 16.0);
+  EXPECT_TRUE(std::isinf(v[2]));  // 303^2 overflows float16 storage
+}
+
+TEST(Executor, UnsupportedOpsAreListedAtOnce) {
+  const auto m = model::load(kData / "unsupported.onnx");
+  const auto msg = run_error(m, {{"x", floats({1}, {1})}});
+  EXPECT_NE(msg.find("unsupported ops: AlsoNotAnOp, NotAnOp"), std::string::npos) << msg;
+}
+
+TEST(Executor, InputErrorsNameTheInput) {
+  const auto m = model::load(kData / "mlp.onnx");
+  EXPECT_NE(run_error(m, {}).find("input 'x' was not given"), std::string::npos);
+  EXPECT_NE(run_error(m, {{"x", floats({2, 5}, std::vector<float>(10))}})
+                .find("dimension 1 is 5 but the model declares 4"),
+            std::string::npos);
+  EXPECT_NE(run_error(m, {{"X", floats({2, 4}, std::vector<float>(8))}}).find("did you mean 'x'"),
+            std::string::npos);
+}
+
+TEST(Executor, IfBranchesReadOuterValues) {
+  const auto m = model::load(kData / "subgraph.onnx");
+  Tensor c(DType::bool_, {});
+  const Tensor x = floats({2}, {-1, 2});  // Relu -> {0, 2}
+  c.data<std::uint8_t>()[0] = 1;
+  auto out = Executor(m).run({{"x0", x}, {"c", c}});
+  EXPECT_EQ(out[0].tensor.data<float>()[1], 4.0f);  // then: x + x
+  c.data<std::uint8_t>()[0] = 0;
+  out = Executor(m).run({{"x0", x}, {"c", c}});
+  EXPECT_EQ(out[0].tensor.data<float>()[1], -2.0f);  // else: -x
+}
+
+TEST(Registry, KnowsTheCommonOps) {
+  for (const char* op : {"Add", "MatMul", "Gemm", "Softmax", "LayerNormalization", "Reshape",
+                         "Transpose", "ReduceMean", "Cast", "Where", "Gather", "Concat"})
+    EXPECT_NE(Registry::global().find(op), nullptr) << op;
+  EXPECT_EQ(Registry::global().find("Reshape")->kind, OpKind::data_movement);
+  EXPECT_EQ(Registry::global().find("MatMul")->kind, OpKind::compute);
+}
+
+}  // namespace
+}  // namespace fpguard::exec

@@ -1,0 +1,32 @@
+# The model layer (IR, ONNX load/save), the executor and its kernels, the ONNX node
+# conformance runner, and `fpguard run` end to end. The test models come from
+# tests/data/make_models.py (Debian's python3 + onnx), generated at build time.
+set(_fpg_model_data ${CMAKE_CURRENT_BINARY_DIR}/model_data)
+add_custom_command(
+  OUTPUT ${_fpg_model_data}/mlp.onnx
+  COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/data/make_models.py ${_fpg_model_data}
+  DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/data/make_models.py
+  COMMENT "Generating the test models (tests/data/make_models.py)")
+add_custom_target(model_test_data DEPENDS ${_fpg_model_data}/mlp.onnx)
+
+foreach(_t model exec)
+  add_executable(${_t}_tests ${_t}_test.cpp)
+  add_dependencies(${_t}_tests model_test_data)
+  target_link_libraries(${_t}_tests PRIVATE fpguard_lib GTest::gtest_main)
+  target_compile_definitions(${_t}_tests PRIVATE
+    FPGUARD_MODEL_DATA="${_fpg_model_data}"
+    FPGUARD_TEST_PYTHON="${FPGUARD_TEST_PYTHON}"
+    FPGUARD_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  gtest_discover_tests(${_t}_tests TEST_PREFIX "${_t}_" DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES
+    PROPERTIES LABELS model)
+endforeach()
+
+add_test(NAME conformance.onnx_node
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/conformance/run_conformance.py
+                 --fpguard $<TARGET_FILE:fpguard>)
+set_tests_properties(conformance.onnx_node PROPERTIES LABELS "model;conformance" TIMEOUT 900)
+
+add_test(NAME cli.run
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/run_test.py
+                 --fpguard $<TARGET_FILE:fpguard>)
+set_tests_properties(cli.run PROPERTIES LABELS model)

@@ -1,0 +1,220 @@
+// The model layer: ONNX load (initializers, external data, subgraphs, opsets), save and
+// the round trip, validation errors, topological order, consumers and liveness.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "fpguard/error.hpp"
+#include "fpguard/model.hpp"
+
+namespace fpguard::model {
+namespace {
+
+const std::filesystem::path kData = FPGUARD_MODEL_DATA;
+
+std::string load_error(const std::filesystem::path& p) {
+  try {
+    load(p);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+bool same_tensor(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && a.nbytes() == b.nbytes() &&
+         (a.nbytes() == 0 || std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0);
+}
+
+void expect_same_graph(const Graph& a, const Graph& b);
+
+void expect_same_attr(const Attribute& a, const Attribute& b) {
+  EXPECT_EQ(a.name, b.name);
+  ASSERT_EQ(a.value.index(), b.value.index()) << a.name;
+  if (const auto* t = std::get_if<Tensor>(&a.value)) {
+    EXPECT_TRUE(same_tensor(*t, std::get<Tensor>(b.value)));
+  } else if (const auto* ts = std::get_if<std::vector<Tensor>>(&a.value)) {
+    const auto& us = std::get<std::vector<Tensor>>(b.value);
+    ASSERT_EQ(ts->size(), us.size());
+    for (std::size_t i = 0; i < ts->size(); ++i) EXPECT_TRUE(same_tensor((*ts)[i], us[i]));
+  } else if (const auto* g = std::get_if<GraphPtr>(&a.value)) {
+    expect_same_graph(**g, *std::get<GraphPtr>(b.value));
+  } else if (const auto* gs = std::get_if<std::vector<GraphPtr>>(&a.value)) {
+    const auto& hs = std::get<std::vector<GraphPtr>>(b.value);
+    ASSERT_EQ(gs->size(), hs.size());
+    for (std::size_t i = 0; i < gs->size(); ++i) expect_same_graph(*(*gs)[i], *hs[i]);
+  } else {
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (!std::is_same_v<T, Tensor> && !std::is_same_v<T, GraphPtr> &&
+                        !std::is_same_v<T, std::vector<Tensor>> &&
+                        !std::is_same_v<T, std::vector<GraphPtr>>) {
+            EXPECT_EQ(x, std::get<T>(b.value)) << a.name;
+          }
+        },
+        a.value);
+  }
+}
+
+void expect_same_graph(const Graph& a, const Graph& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.inputs, b.inputs);
+  EXPECT_EQ(a.outputs, b.outputs);
+  EXPECT_EQ(a.value_info, b.value_info);
+  ASSERT_EQ(a.initializers.size(), b.initializers.size());
+  for (std::size_t i = 0; i < a.initializers.size(); ++i) {
+    EXPECT_EQ(a.initializers[i].name, b.initializers[i].name);
+    EXPECT_TRUE(same_tensor(a.initializers[i].tensor, b.initializers[i].tensor));
+  }
+  ASSERT_EQ(a.nodes.size(), b.nodes.size());
+  for (std::size_t i = 0; i < a.nodes.size(); ++i) {
+    const auto &n = a.nodes[i], &m = b.nodes[i];
+    EXPECT_EQ(n.name, m.name);
+    EXPECT_EQ(n.op_type, m.op_type);
+    EXPECT_EQ(n.domain, m.domain);
+    EXPECT_EQ(n.inputs, m.inputs);
+    EXPECT_EQ(n.outputs, m.outputs);
+    ASSERT_EQ(n.attributes.size(), m.attributes.size());
+    for (std::size_t k = 0; k < n.attributes.size(); ++k)
+      expect_same_attr(n.attributes[k], m.attributes[k]);
+  }
+}
+
+void expect_round_trip(const std::string& file) {
+  const Model m = load(kData / file);
+  const Model r = load_from_bytes(save_to_bytes(m), "saved", kData);
+  EXPECT_EQ(m.ir_version, r.ir_version);
+  EXPECT_EQ(m.opsets, r.opsets);
+  EXPECT_EQ(m.producer_name, r.producer_name);
+  expect_same_graph(m.graph, r.graph);
+}
+
+TEST(Load, MlpHasNodesInitializersAndIo) {
+  const Model m = load(kData / "mlp.onnx");
+  EXPECT_EQ(m.default_opset(), 17);
+  ASSERT_EQ(m.graph.nodes.size(), 4u);
+  EXPECT_EQ(m.graph.nodes[3].op_type, "Gemm");
+  EXPECT_EQ(m.graph.nodes[3].attr_int("transB", 0), 1);
+  EXPECT_EQ(m.graph.nodes[3].attr_float("alpha", 0), 1.0f);
+  ASSERT_EQ(m.graph.initializers.size(), 4u);
+  EXPECT_EQ(m.graph.find_initializer("w1")->tensor.shape(), (std::vector<std::int64_t>{4, 8}));
+  ASSERT_EQ(m.graph.runtime_inputs().size(), 1u);
+  EXPECT_EQ(m.graph.inputs[0].elem_type, 1);
+  EXPECT_EQ(m.graph.inputs[0].shape, (std::vector<Dim>{{2, ""}, {4, ""}}));
+}
+
+TEST(Load, AttributeOfTheWrongTypeNamesTheNode) {
+  const Model m = load(kData / "mlp.onnx");
+  try {
+    m.graph.nodes[3].attr_ints("transB");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("node 'gemm2' (Gemm)"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Load, ExternalDataRelativeToTheModel) {
+  const Model m = load(kData / "external.onnx");
+  const auto* t = m.graph.find_initializer("ext");
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->tensor.size(), 64u);
+  EXPECT_EQ(t->tensor.data<float>()[63], 63.0f);
+}
+
+TEST(Load, ExternalDataLeavingTheDirectoryIsRefused) {
+  const auto msg = load_error(kData / "escaping.onnx");
+  EXPECT_NE(msg.find("leaves the model's directory"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("escaping.onnx"), std::string::npos) << msg;
+}
+
+TEST(Load, SubgraphsAreKeptWithTheirOuterReferences) {
+  const Model m = load(kData / "subgraph.onnx");  // opset 21: newer than libonnx 1.12
+  EXPECT_EQ(m.default_opset(), 21);
+  const Node& n = m.graph.nodes[1];
+  ASSERT_EQ(n.op_type, "If");
+  const auto* a = n.find_attr("then_branch");
+  ASSERT_NE(a, nullptr);
+  const auto& g = *std::get<GraphPtr>(a->value);
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op_type, "Add");
+  EXPECT_EQ(outer_references(g), (std::vector<std::string>{"x"}));
+  EXPECT_EQ(node_reads(n), (std::vector<std::string>{"c", "x"}));
+  EXPECT_EQ(consumers(m.graph).at("x"), (std::vector<std::size_t>{1}));
+}
+
+TEST(Load, CycleNamesANode) {
+  const Model m = load(kData / "cycle.onnx");
+  try {
+    topological_order(m.graph, "cycle.onnx");
+    FAIL();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("cycle"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("(Relu)"), std::string::npos) << msg;
+  }
+}
+
+TEST(Load, MissingInputNamesFileNodeAndValue) {
+  const auto msg = load_error(kData / "missing_input.onnx");
+  EXPECT_NE(msg.find("missing_input.onnx"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node 'lost' (Relu)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'nowhere'"), std::string::npos) << msg;
+}
+
+TEST(Load, OldOpsetIsRefused) {
+  const auto msg = load_error(kData / "opset5.onnx");
+  EXPECT_NE(msg.find("unsupported opset 5"), std::string::npos) << msg;
+}
+
+TEST(Load, NotAModel) {
+  const auto msg = load_error(kData / "mlp_x.npy");
+  EXPECT_NE(msg.find("not an ONNX model"), std::string::npos) << msg;
+}
+
+TEST(Save, RoundTripKeepsTheIr) {
+  for (const char* f :
+       {"mlp.onnx", "subgraph.onnx", "attrs.onnx", "half.onnx", "dynamic.onnx", "external.onnx"}) {
+    SCOPED_TRACE(f);
+    expect_round_trip(f);
+  }
+}
+
+TEST(Save, SavedModelPassesTheOnnxChecker) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("fpg_model_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"mlp.onnx", "external.onnx", "half.onnx"}) {
+    const auto out = dir / f;
+    save(load(kData / f), out);
+    const std::string cmd = std::string(FPGUARD_TEST_PYTHON) + " " + FPGUARD_SOURCE_DIR +
+                            "/tests/data/make_models.py --check " + out.string();
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << f;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Analysis, TopologicalOrderSortsAShuffledGraph) {
+  Model m = load(kData / "mlp.onnx");
+  std::swap(m.graph.nodes[0], m.graph.nodes[3]);  // Gemm first, MatMul last
+  const auto order = topological_order(m.graph, "");
+  std::vector<std::string> ops;
+  for (auto i : order) ops.push_back(m.graph.nodes[i].op_type);
+  EXPECT_EQ(ops, (std::vector<std::string>{"MatMul", "Add", "Relu", "Gemm"}));
+}
+
+TEST(Analysis, LastUseIsThePositionOfTheLastReader) {
+  const Model m = load(kData / "shared_weight.onnx");
+  const auto order = topological_order(m.graph, "");
+  const auto lu = last_use(m.graph, order);
+  EXPECT_EQ(lu.at("x"), 2u);  // read by mm_a (0) and reshape (2)
+  EXPECT_EQ(lu.at("w"), 1u);  // read by mm_a and mm_b
+  EXPECT_EQ(lu.at("a"), 1u);
+  EXPECT_FALSE(lu.count("b"));  // graph outputs are never freed
+  EXPECT_FALSE(lu.count("r"));
+}
+
+}  // namespace
+}  // namespace fpguard::model
