@@ -24,7 +24,7 @@ bench: build
 	bench/run $(BUILD)
 
 format:
-	clang-format -i $$(git ls-files '*.cpp' '*.hpp')
+	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.h')
 
 clean:
 	rm -rf $(BUILD)
