@@ -25,10 +25,6 @@ struct GemmErrorArgs {
   bool json = false;
 };
 
-nlohmann::ordered_json number(double v) {
-  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
-}
-
 std::string num(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return "inf";
@@ -62,14 +58,14 @@ void run(const GemmErrorArgs& a) {
       j["accumulation"] = r.accumulation;
       j["output"] = r.output;
       j["samples"] = r.samples;
-      j["mean_abs_error"] = number(r.mean_abs_error);
-      j["max_abs_error"] = number(r.max_abs_error);
-      j["max_rel_error"] = number(r.max_rel_error);
-      j["normwise_error"] = number(r.normwise_error);
-      j["input_rounding_error"] = number(r.input_rounding_error);
-      j["bound_deterministic"] = number(r.bound_deterministic);
-      j["bound_probabilistic"] = number(r.bound_probabilistic);
-      j["rel_floor"] = number(r.rel_floor);
+      j["mean_abs_error"] = json_number(r.mean_abs_error);
+      j["max_abs_error"] = json_number(r.max_abs_error);
+      j["max_rel_error"] = json_number(r.max_rel_error);
+      j["normwise_error"] = json_number(r.normwise_error);
+      j["input_rounding_error"] = json_number(r.input_rounding_error);
+      j["bound_deterministic"] = json_number(r.bound_deterministic);
+      j["bound_probabilistic"] = json_number(r.bound_probabilistic);
+      j["rel_floor"] = json_number(r.rel_floor);
       j["overflow"] = r.overflow;
       j["bound_violations"] = r.bound_violations ? nlohmann::ordered_json(*r.bound_violations)
                                                  : nlohmann::ordered_json(nullptr);

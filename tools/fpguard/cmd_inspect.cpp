@@ -33,11 +33,6 @@ std::vector<Format> parse_format_list(const std::string& list) {
   return out;
 }
 
-// JSON has no inf or NaN: those become null (documented in docs/inspect.md).
-nlohmann::ordered_json number(double v) {
-  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
-}
-
 std::string shape_string(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
@@ -96,12 +91,12 @@ nlohmann::ordered_json to_json(const std::string& name, const Tensor& t, const S
   j["posinf"] = ts.posinf;
   j["neginf"] = ts.neginf;
   j["zeros"] = ts.zeros;
-  j["min"] = number(ts.min);
-  j["max"] = number(ts.max);
-  j["absmax"] = number(ts.absmax);
-  j["min_abs_nonzero"] = number(ts.min_abs_nonzero);
-  j["mean"] = number(ts.mean);
-  j["std"] = number(ts.std);
+  j["min"] = json_number(ts.min);
+  j["max"] = json_number(ts.max);
+  j["absmax"] = json_number(ts.absmax);
+  j["min_abs_nonzero"] = json_number(ts.min_abs_nonzero);
+  j["mean"] = json_number(ts.mean);
+  j["std"] = json_number(ts.std);
   auto hist = nlohmann::ordered_json::object();
   for (const auto& [e, c] : ts.exponent_histogram) hist[std::to_string(e)] = c;
   j["exponent_histogram"] = hist;
@@ -111,10 +106,10 @@ nlohmann::ordered_json to_json(const std::string& name, const Tensor& t, const S
     fj["overflow"] = f.overflow;
     fj["underflow"] = f.underflow;
     fj["subnormal"] = f.subnormal;
-    fj["max_abs_error"] = number(f.max_abs_error);
-    fj["max_rel_error"] = number(f.max_rel_error);
-    fj["mean_rel_error"] = number(f.mean_rel_error);
-    fj["headroom_bits"] = number(f.headroom_bits);
+    fj["max_abs_error"] = json_number(f.max_abs_error);
+    fj["max_rel_error"] = json_number(f.max_rel_error);
+    fj["mean_rel_error"] = json_number(f.mean_rel_error);
+    fj["headroom_bits"] = json_number(f.headroom_bits);
     fj["scale"] = f.scale;
     fj["scale_for_square"] = f.scale_for_square;
     fj["precision_loss"] = f.precision_loss;

@@ -34,10 +34,6 @@ struct RunArgs {
 
 using json = nlohmann::ordered_json;
 
-json number(double v) {
-  return std::isfinite(v) ? json(v) : json(nullptr);
-}
-
 std::pair<std::string, std::string> split_eq(const std::string& s, const std::string& flag) {
   const auto eq = s.find('=');
   if (eq == std::string::npos || eq == 0) throw Error(flag + " " + s, "expected NAME=VALUE");
@@ -304,9 +300,9 @@ void run(const RunArgs& a) {
     outs.push_back({{"name", o.name},
                     {"shape", shape},
                     {"dtype", std::string(to_string(o.tensor.dtype()))},
-                    {"min", v.empty() ? json(nullptr) : number(mn)},
-                    {"max", v.empty() ? json(nullptr) : number(mx)},
-                    {"absmax", v.empty() ? json(nullptr) : number(am)}});
+                    {"min", v.empty() ? json(nullptr) : json_number(mn)},
+                    {"max", v.empty() ? json(nullptr) : json_number(mx)},
+                    {"absmax", v.empty() ? json(nullptr) : json_number(am)}});
     text += fmt::format("{}  {} {}  min {:.6g}  max {:.6g}  absmax {:.6g}\n", o.name,
                         to_string(o.tensor.dtype()), shape.dump(), mn, mx, am);
   }
