@@ -6,6 +6,7 @@
 
 #include "fpguard/error.hpp"
 #include "fpguard/model.hpp"
+#include "tensor/tensor_pb.hpp"
 
 namespace fpguard::model {
 
@@ -188,47 +189,18 @@ std::map<std::string, std::size_t> last_use(const Graph& g, const std::vector<st
   return out;
 }
 
-namespace {
-
-struct TypeRow {
-  int code;
-  const char* name;
-  std::optional<DType> dtype;
-};
-constexpr TypeRow kTypes[] = {
-    {0, "UNDEFINED", std::nullopt},       {1, "FLOAT", DType::float32},
-    {2, "UINT8", DType::uint8},           {3, "INT8", DType::int8},
-    {4, "UINT16", DType::uint16},         {5, "INT16", DType::int16},
-    {6, "INT32", DType::int32},           {7, "INT64", DType::int64},
-    {8, "STRING", std::nullopt},          {9, "BOOL", DType::bool_},
-    {10, "FLOAT16", DType::float16},      {11, "DOUBLE", DType::float64},
-    {12, "UINT32", DType::uint32},        {13, "UINT64", DType::uint64},
-    {14, "COMPLEX64", std::nullopt},      {15, "COMPLEX128", std::nullopt},
-    {16, "BFLOAT16", DType::bfloat16},    {17, "FLOAT8E4M3FN", std::nullopt},
-    {18, "FLOAT8E4M3FNUZ", std::nullopt}, {19, "FLOAT8E5M2", std::nullopt},
-    {20, "FLOAT8E5M2FNUZ", std::nullopt}, {21, "UINT4", std::nullopt},
-    {22, "INT4", std::nullopt},           {23, "FLOAT4E2M1", std::nullopt},
-};
-
-}  // namespace
-
 std::optional<DType> dtype_of(int code) {
-  for (const auto& t : kTypes)
-    if (t.code == code) return t.dtype;
-  return std::nullopt;
+  const auto* t = detail::find_pb_type(code);
+  return t ? t->dtype : std::nullopt;
 }
 
 int onnx_elem_type(DType d) {
-  for (const auto& t : kTypes)
-    if (t.dtype == d) return t.code;
-  FPG_CHECK(false);
-  return 0;
+  return detail::pb_type(d).code;
 }
 
 std::string onnx_type_name(int code) {
-  for (const auto& t : kTypes)
-    if (t.code == code) return t.name;
-  return "type " + std::to_string(code);
+  const auto* t = detail::find_pb_type(code);
+  return t ? std::string(t->name) : "type " + std::to_string(code);
 }
 
 }  // namespace fpguard::model

@@ -23,44 +23,11 @@ namespace fpguard {
 // raw_data is little-endian, as is every Tensor's storage.
 static_assert(std::endian::native == std::endian::little);
 
+using detail::find_pb_type;
+using detail::pb_type;
+using detail::PbType;
+
 namespace {
-
-// TensorProto.DataType, including codes newer than the libonnx we build with, so that
-// every refusal can name the type.
-struct PbType {
-  int code;
-  const char* name;
-  std::optional<DType> dtype;
-};
-
-constexpr PbType kPbTypes[] = {
-    {0, "UNDEFINED", std::nullopt},       {1, "FLOAT", DType::float32},
-    {2, "UINT8", DType::uint8},           {3, "INT8", DType::int8},
-    {4, "UINT16", DType::uint16},         {5, "INT16", DType::int16},
-    {6, "INT32", DType::int32},           {7, "INT64", DType::int64},
-    {8, "STRING", std::nullopt},          {9, "BOOL", DType::bool_},
-    {10, "FLOAT16", DType::float16},      {11, "DOUBLE", DType::float64},
-    {12, "UINT32", DType::uint32},        {13, "UINT64", DType::uint64},
-    {14, "COMPLEX64", std::nullopt},      {15, "COMPLEX128", std::nullopt},
-    {16, "BFLOAT16", DType::bfloat16},    {17, "FLOAT8E4M3FN", std::nullopt},
-    {18, "FLOAT8E4M3FNUZ", std::nullopt}, {19, "FLOAT8E5M2", std::nullopt},
-    {20, "FLOAT8E5M2FNUZ", std::nullopt}, {21, "UINT4", std::nullopt},
-    {22, "INT4", std::nullopt},           {23, "FLOAT4E2M1", std::nullopt},
-    {24, "FLOAT8E8M0", std::nullopt},
-};
-
-const PbType* find_pb_type(int code) {
-  for (const auto& t : kPbTypes)
-    if (t.code == code) return &t;
-  return nullptr;
-}
-
-const PbType& pb_type(DType d) {
-  for (const auto& t : kPbTypes)
-    if (t.dtype == d) return t;
-  FPG_CHECK(false);
-  return kPbTypes[0];
-}
 
 // The typed field that holds values of `d` when raw_data is not used.
 enum class Field { float_data, int32_data, int64_data, double_data, uint64_data };
@@ -308,6 +275,41 @@ void tensor_to_proto(const Tensor& t, onnx::TensorProto& p) {
   for (auto d : t.shape()) p.add_dims(d);
   p.set_data_type(pb_type(t.dtype()).code);
   p.set_raw_data(reinterpret_cast<const char*>(t.bytes()), t.nbytes());
+}
+
+}  // namespace detail
+
+namespace detail {
+
+// TensorProto.DataType, including codes newer than the libonnx we build with, so that
+// every refusal can name the type.
+constexpr PbType kPbTypes[] = {
+    {0, "UNDEFINED", std::nullopt},       {1, "FLOAT", DType::float32},
+    {2, "UINT8", DType::uint8},           {3, "INT8", DType::int8},
+    {4, "UINT16", DType::uint16},         {5, "INT16", DType::int16},
+    {6, "INT32", DType::int32},           {7, "INT64", DType::int64},
+    {8, "STRING", std::nullopt},          {9, "BOOL", DType::bool_},
+    {10, "FLOAT16", DType::float16},      {11, "DOUBLE", DType::float64},
+    {12, "UINT32", DType::uint32},        {13, "UINT64", DType::uint64},
+    {14, "COMPLEX64", std::nullopt},      {15, "COMPLEX128", std::nullopt},
+    {16, "BFLOAT16", DType::bfloat16},    {17, "FLOAT8E4M3FN", std::nullopt},
+    {18, "FLOAT8E4M3FNUZ", std::nullopt}, {19, "FLOAT8E5M2", std::nullopt},
+    {20, "FLOAT8E5M2FNUZ", std::nullopt}, {21, "UINT4", std::nullopt},
+    {22, "INT4", std::nullopt},           {23, "FLOAT4E2M1", std::nullopt},
+    {24, "FLOAT8E8M0", std::nullopt},
+};
+
+const PbType* find_pb_type(int code) {
+  for (const auto& t : kPbTypes)
+    if (t.code == code) return &t;
+  return nullptr;
+}
+
+const PbType& pb_type(DType d) {
+  for (const auto& t : kPbTypes)
+    if (t.dtype == d) return t;
+  FPG_CHECK(false);
+  return kPbTypes[0];
 }
 
 }  // namespace detail

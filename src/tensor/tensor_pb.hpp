@@ -5,11 +5,23 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <optional>
 #include <string>
 
 #include "fpguard/tensor.hpp"
 
 namespace fpguard::detail {
+
+// TensorProto.DataType: code, name and our DType (none where we cannot hold it), including
+// codes newer than the libonnx we build with, so that every refusal can name the type.
+// The one table of ONNX element types; the model layer uses it too.
+struct PbType {
+  int code;
+  const char* name;
+  std::optional<DType> dtype;
+};
+const PbType* find_pb_type(int code);  // nullptr for an unknown code
+const PbType& pb_type(DType d);
 
 // The values of `p` (raw_data or its typed field); Error(where, ...) for what
 // read_tensor_pb refuses. External data must have been resolved into raw_data first.
