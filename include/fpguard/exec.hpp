@@ -117,6 +117,8 @@ struct RunOptions {
   Observer* observer = nullptr;
 };
 
+class Session;
+
 // Prepares a model for repeated runs: checks every op is supported (one Error listing
 // all unsupported ops), orders the graph and computes liveness.
 class Executor {
@@ -128,15 +130,29 @@ class Executor {
   // in graph order.
   std::vector<NamedTensor> run(const std::vector<NamedTensor>& inputs) const;
   const model::Model& model() const { return model_; }
+  const RunOptions& options() const { return options_; }
+  // The main graph's nodes in the order they run (indices into model().graph.nodes).
+  const std::vector<std::size_t>& order() const;
+
+  struct Slot;   // a value as the executor holds it (implementation detail)
+  struct Scope;  // the values of one graph execution (implementation detail)
 
  private:
+  friend class Session;
   struct Plan {  // per graph (the main graph and every subgraph)
     std::vector<std::size_t> order;
     std::map<std::string, std::size_t> last_use;
   };
-  struct Scope;
   void plan(const model::Graph& g, const std::vector<std::string>& outer);
   void run_graph(const model::Graph& g, Scope& scope) const;
+  // Runs `node` (at `pos` of its graph's order) on the values of `scope` in `fmt`
+  // (nullopt: float32); `observer` sees its kernel inputs and outputs. The outputs are
+  // returned, not stored.
+  std::vector<std::pair<std::string, Slot>> run_node(const model::Node& node, std::size_t pos,
+                                                     Scope& scope, const std::optional<Format>& fmt,
+                                                     Observer* observer) const;
+  std::unique_ptr<Scope> feed(const std::vector<NamedTensor>& inputs) const;
+  static void add_initializers(const model::Graph& g, Scope& scope);
 
   const model::Model& model_;
   RunOptions options_;
@@ -146,6 +162,43 @@ class Executor {
   // rounds weights at build time): (initializer, format name) -> rounded carrier.
   mutable std::map<std::pair<const Tensor*, std::string>, Tensor> rounded_weights_;
   mutable std::mutex rounded_mutex_;
+};
+
+// One execution of an executor's main graph, advanced a node at a time: what a lockstep
+// analysis needs (two sessions side by side, plus the next node evaluated in another
+// format on one session's values). Executor::run is a session stepped to the end. The
+// inputs, outputs and every value still to be read stay accessible through value()
+// until the next step.
+class Session {
+ public:
+  // Feeds and checks the inputs as Executor::run does.
+  Session(const Executor& ex, const std::vector<NamedTensor>& inputs);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  bool done() const;
+  std::size_t position() const { return pos_; }  // of the next node in Executor::order()
+  const model::Node& next() const;
+  // Runs the next node in the format the executor's policy gives it and keeps its
+  // outputs; `observer` (if any) sees its kernel inputs and outputs. Values whose last
+  // reader was the previous node are freed first.
+  void step(Observer* observer = nullptr);
+  // Evaluates the next node in `fmt` (nullopt: float32) on this session's values
+  // without keeping anything or advancing, and returns its outputs (carriers, the
+  // node's non-empty outputs in order): the "local" run of a node fed with another
+  // run's inputs. `observer` (if any) sees the kernel inputs (rounded to `fmt`).
+  std::vector<NamedTensor> evaluate_next(const std::optional<Format>& fmt,
+                                         Observer* observer = nullptr) const;
+  // A live value as a carrier (floating values in float32), or nullptr.
+  const Tensor* value(const std::string& name) const;
+  // The graph outputs in their storage dtypes (after done()).
+  std::vector<NamedTensor> outputs() const;
+
+ private:
+  const Executor& ex_;
+  std::unique_ptr<Executor::Scope> scope_;
+  std::size_t pos_ = 0;
 };
 
 // ---- helpers shared by kernels and the CLI --------------------------------------------

@@ -38,12 +38,10 @@ std::optional<Format> PrecisionPolicy::format_for(const model::Node& n) const {
   return default_format;
 }
 
-namespace {
-
 // A value as the executor holds it: a carrier tensor (floating values in float32), the
 // dtype it is stored in, and the format its values are known to be exact in ("" when
 // none was applied), so rounding at a boundary happens only where it changes anything.
-struct Slot {
+struct Executor::Slot {
   Tensor t;
   DType storage = DType::float32;
   std::string exact_in;
@@ -51,14 +49,16 @@ struct Slot {
   const Tensor* source = nullptr;  // the initializer in the model (weights)
 };
 
+namespace {
+
 std::string storage_format(DType d) {
   if (d == DType::float16) return "float16";
   if (d == DType::bfloat16) return "bfloat16";
   return "";
 }
 
-Slot make_slot(const Tensor& t) {
-  Slot s;
+Executor::Slot make_slot(const Tensor& t) {
+  Executor::Slot s;
   s.storage = t.dtype();
   s.t = widen(t);
   s.exact_in = storage_format(t.dtype());
@@ -135,9 +135,14 @@ Executor::Executor(const model::Model& m, RunOptions options)
   ops::set_blas_threads(options_.threads);
 }
 
-std::vector<NamedTensor> Executor::run(const std::vector<NamedTensor>& inputs) const {
+const std::vector<std::size_t>& Executor::order() const {
+  return plans_.at(&model_.graph).order;
+}
+
+std::unique_ptr<Executor::Scope> Executor::feed(const std::vector<NamedTensor>& inputs) const {
   const auto& g = model_.graph;
-  std::map<std::string, Slot> values;
+  auto scope = std::make_unique<Scope>();
+  auto& values = scope->values;
   // Feed and check the runtime inputs.
   std::map<std::string, const model::ValueInfo*> declared;
   for (const auto& v : g.inputs) declared[v.name] = &v;
@@ -185,139 +190,227 @@ std::vector<NamedTensor> Executor::run(const std::vector<NamedTensor>& inputs) c
   }
   for (const auto* v : g.runtime_inputs())
     if (!values.count(v->name)) throw Error(where_, "input '" + v->name + "' was not given");
-  Scope scope;
-  scope.values = std::move(values);
-  run_graph(g, scope);
-  auto& values_out = scope.values;
-  std::vector<NamedTensor> out;
-  for (const auto& o : g.outputs) {
-    auto it = values_out.find(o.name);
-    if (it == values_out.end())
-      throw Error(where_, "graph output '" + o.name + "' was not produced");
-    out.push_back({o.name, convert(it->second.t, it->second.storage)});
+  add_initializers(g, *scope);
+  return scope;
+}
+
+std::vector<NamedTensor> Executor::run(const std::vector<NamedTensor>& inputs) const {
+  Session s(*this, inputs);
+  while (!s.done()) s.step(options_.observer);
+  return s.outputs();
+}
+
+std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
+    const model::Node& node, std::size_t pos, Scope& scope, const std::optional<Format>& fmt,
+    Observer* observer) const {
+  const auto* info = Registry::global().find(node.op_type);
+  const bool moves_data = info->kind == OpKind::data_movement;
+  const auto& policy = options_.policy;
+
+  KernelContext ctx{node,
+                    model_.default_opset(),
+                    {},
+                    {},
+                    {},
+                    {},
+                    options_.threads,
+                    where_ + ": " + node.describe(),
+                    {}};
+  ctx.run_subgraph = [this, &scope, &ctx](const model::Graph& sub, std::vector<Tensor> in) {
+    Scope inner;
+    inner.parent = &scope;
+    if (in.size() != sub.inputs.size())
+      ctx.fail("subgraph '" + sub.name + "' takes " + std::to_string(sub.inputs.size()) +
+               " inputs, given " + std::to_string(in.size()));
+    for (std::size_t i = 0; i < in.size(); ++i) inner.values[sub.inputs[i].name] = make_slot(in[i]);
+    add_initializers(sub, inner);
+    run_graph(sub, inner);
+    std::vector<Tensor> out;
+    for (const auto& o : sub.outputs) {
+      Slot* s = inner.find(o.name);
+      if (!s) ctx.fail("subgraph output '" + o.name + "' was not produced");
+      out.push_back(convert(s->t, s->storage));
+    }
+    return out;
+  };
+  std::vector<Tensor> rounded;  // inputs rounded at a precision boundary
+  rounded.reserve(node.inputs.size());
+  std::string carried_format;  // what data-movement ops pass on
+  for (const auto& name : node.inputs) {
+    if (name.empty()) {
+      ctx.inputs.push_back(nullptr);
+      ctx.input_dtypes.push_back(DType::float32);
+      continue;
+    }
+    Slot* found = scope.find(name);
+    if (!found) throw Error(ctx.where, "input '" + name + "' is not available");
+    const Slot& s = *found;
+    ctx.input_dtypes.push_back(s.storage);
+    if (carried_format.empty() && s.t.dtype() == DType::float32) carried_format = s.exact_in;
+    if (fmt && s.t.dtype() == DType::float32 && s.exact_in != fmt->name) {
+      if (s.weight) {
+        const std::lock_guard<std::mutex> lock(rounded_mutex_);
+        const auto key = std::make_pair(s.source, fmt->name);
+        auto w = rounded_weights_.find(key);
+        if (w == rounded_weights_.end()) {
+          Tensor r = s.t;
+          round_in_place(r, *fmt, policy.round_options);
+          w = rounded_weights_.emplace(key, std::move(r)).first;
+        }
+        ctx.inputs.push_back(&w->second);  // std::map nodes never move
+      } else {
+        rounded.push_back(s.t);
+        round_in_place(rounded.back(), *fmt, policy.round_options);
+        ctx.inputs.push_back(&rounded.back());
+      }
+    } else {
+      ctx.inputs.push_back(&s.t);
+    }
+  }
+  ctx.outputs.resize(node.outputs.size());
+  ctx.output_dtypes.resize(node.outputs.size());
+  info->kernel(ctx);
+
+  // The storage dtype of float outputs: what the kernel says, else the first floating
+  // input's storage dtype (a float16 model stays float16).
+  DType float_storage = DType::float32;
+  for (std::size_t i = 0; i < ctx.inputs.size(); ++i)
+    if (ctx.inputs[i] && ctx.inputs[i]->dtype() == DType::float32) {
+      float_storage = ctx.input_dtypes[i];
+      break;
+    }
+  std::vector<std::pair<std::string, Slot>> out;
+  for (std::size_t i = 0; i < node.outputs.size(); ++i) {
+    if (node.outputs[i].empty()) continue;
+    Slot s;
+    Tensor t = std::move(ctx.outputs[i]);
+    s.storage =
+        ctx.output_dtypes[i].value_or(t.dtype() == DType::float32 ? float_storage : t.dtype());
+    if (t.dtype() != DType::float32 && is_float(t.dtype())) t = widen(t);
+    if (t.dtype() == DType::float32) {
+      const std::string sf = storage_format(s.storage);
+      if (moves_data) {
+        // Kernels that change the storage type (Cast) round to it themselves.
+        s.exact_in = sf.empty() ? carried_format : sf;
+      } else {
+        if (!sf.empty()) round_in_place(t, parse_format(sf), {});
+        if (fmt) round_in_place(t, *fmt, policy.round_options);
+        s.exact_in = fmt ? fmt->name : sf;
+      }
+    }
+    s.t = std::move(t);
+    out.emplace_back(node.outputs[i], std::move(s));
+  }
+  if (observer) {  // lend the outputs to the observer without copying them
+    std::vector<NamedTensor> produced;
+    for (auto& [name, slot] : out) produced.push_back({name, std::move(slot.t)});
+    observer->on_node(node, pos, ctx.inputs, produced);
+    for (std::size_t i = 0; i < out.size(); ++i) out[i].second.t = std::move(produced[i].tensor);
   }
   return out;
 }
 
-void Executor::run_graph(const model::Graph& g, Scope& scope) const {
-  auto& values = scope.values;
+void Executor::add_initializers(const model::Graph& g, Scope& scope) {
   for (const auto& t : g.initializers)
-    if (!values.count(t.name)) {
-      values[t.name] = make_slot(t.tensor);
-      values[t.name].weight = true;
-      values[t.name].source = &t.tensor;
+    if (!scope.values.count(t.name)) {
+      Slot& s = scope.values[t.name];
+      s = make_slot(t.tensor);
+      s.weight = true;
+      s.source = &t.tensor;
     }
+}
+
+namespace {
+
+// Frees what nobody reads after position `pos` of `order` (including outputs nobody
+// reads at all); values of enclosing scopes and weights stay.
+template <class Values, class LastUse>
+void free_dead(const model::Node& node, std::size_t pos, const LastUse& last_use, Values& values) {
+  for (const auto& name : model::node_reads(node)) {
+    auto lu = last_use.find(name);
+    if (lu == last_use.end() || lu->second != pos) continue;
+    auto it = values.find(name);
+    if (it != values.end() && !it->second.weight) values.erase(it);
+  }
+  for (const auto& name : node.outputs) {
+    auto lu = last_use.find(name);
+    if (lu != last_use.end() && lu->second == pos) values.erase(name);
+  }
+}
+
+}  // namespace
+
+void Executor::run_graph(const model::Graph& g, Scope& scope) const {
   const Plan& plan = plans_.at(&g);
-  const auto& policy = options_.policy;
-  const auto opset = model_.default_opset();
   for (std::size_t pos = 0; pos < plan.order.size(); ++pos) {
     const auto& node = g.nodes[plan.order[pos]];
     const auto* info = Registry::global().find(node.op_type);
-    const bool moves_data = info->kind == OpKind::data_movement;
-    const std::optional<Format> fmt = moves_data ? std::nullopt : policy.format_for(node);
-
-    KernelContext ctx{
-        node, opset, {}, {}, {}, {}, options_.threads, where_ + ": " + node.describe(), {}};
-    ctx.run_subgraph = [this, &scope, &ctx](const model::Graph& sub, std::vector<Tensor> in) {
-      Scope inner;
-      inner.parent = &scope;
-      if (in.size() != sub.inputs.size())
-        ctx.fail("subgraph '" + sub.name + "' takes " + std::to_string(sub.inputs.size()) +
-                 " inputs, given " + std::to_string(in.size()));
-      for (std::size_t i = 0; i < in.size(); ++i)
-        inner.values[sub.inputs[i].name] = make_slot(in[i]);
-      run_graph(sub, inner);
-      std::vector<Tensor> out;
-      for (const auto& o : sub.outputs) {
-        Slot* s = inner.find(o.name);
-        if (!s) ctx.fail("subgraph output '" + o.name + "' was not produced");
-        out.push_back(convert(s->t, s->storage));
-      }
-      return out;
-    };
-    std::vector<Tensor> rounded;  // inputs rounded at a precision boundary
-    rounded.reserve(node.inputs.size());
-    std::string carried_format;  // what data-movement ops pass on
-    for (const auto& name : node.inputs) {
-      if (name.empty()) {
-        ctx.inputs.push_back(nullptr);
-        ctx.input_dtypes.push_back(DType::float32);
-        continue;
-      }
-      Slot* found = scope.find(name);
-      if (!found) throw Error(ctx.where, "input '" + name + "' is not available");
-      const Slot& s = *found;
-      ctx.input_dtypes.push_back(s.storage);
-      if (carried_format.empty() && s.t.dtype() == DType::float32) carried_format = s.exact_in;
-      if (fmt && s.t.dtype() == DType::float32 && s.exact_in != fmt->name) {
-        if (s.weight) {
-          const std::lock_guard<std::mutex> lock(rounded_mutex_);
-          const auto key = std::make_pair(s.source, fmt->name);
-          auto w = rounded_weights_.find(key);
-          if (w == rounded_weights_.end()) {
-            Tensor r = s.t;
-            round_in_place(r, *fmt, policy.round_options);
-            w = rounded_weights_.emplace(key, std::move(r)).first;
-          }
-          ctx.inputs.push_back(&w->second);  // std::map nodes never move
-        } else {
-          rounded.push_back(s.t);
-          round_in_place(rounded.back(), *fmt, policy.round_options);
-          ctx.inputs.push_back(&rounded.back());
-        }
-      } else {
-        ctx.inputs.push_back(&s.t);
-      }
-    }
-    ctx.outputs.resize(node.outputs.size());
-    ctx.output_dtypes.resize(node.outputs.size());
-    info->kernel(ctx);
-
-    // The storage dtype of float outputs: what the kernel says, else the first floating
-    // input's storage dtype (a float16 model stays float16).
-    DType float_storage = DType::float32;
-    for (std::size_t i = 0; i < ctx.inputs.size(); ++i)
-      if (ctx.inputs[i] && ctx.inputs[i]->dtype() == DType::float32) {
-        float_storage = ctx.input_dtypes[i];
-        break;
-      }
-    std::vector<NamedTensor> produced;
-    for (std::size_t i = 0; i < node.outputs.size(); ++i) {
-      if (node.outputs[i].empty()) continue;
-      Slot s;
-      Tensor t = std::move(ctx.outputs[i]);
-      s.storage =
-          ctx.output_dtypes[i].value_or(t.dtype() == DType::float32 ? float_storage : t.dtype());
-      if (t.dtype() != DType::float32 && is_float(t.dtype())) t = widen(t);
-      if (t.dtype() == DType::float32) {
-        const std::string sf = storage_format(s.storage);
-        if (moves_data) {
-          // Kernels that change the storage type (Cast) round to it themselves.
-          s.exact_in = sf.empty() ? carried_format : sf;
-        } else {
-          if (!sf.empty()) round_in_place(t, parse_format(sf), {});
-          if (fmt) round_in_place(t, *fmt, policy.round_options);
-          s.exact_in = fmt ? fmt->name : sf;
-        }
-      }
-      s.t = std::move(t);
-      if (options_.observer) produced.push_back({node.outputs[i], s.t});
-      values[node.outputs[i]] = std::move(s);
-    }
-    if (options_.observer) options_.observer->on_node(node, pos, ctx.inputs, produced);
-    // Free what nobody reads any more (including outputs nobody reads at all); values
-    // of enclosing scopes and weights stay.
-    for (const auto& name : model::node_reads(node)) {
-      auto lu = plan.last_use.find(name);
-      if (lu == plan.last_use.end() || lu->second != pos) continue;
-      auto it = values.find(name);
-      if (it != values.end() && !it->second.weight) values.erase(it);
-    }
-    for (const auto& name : node.outputs) {
-      auto lu = plan.last_use.find(name);
-      if (lu != plan.last_use.end() && lu->second == pos) values.erase(name);
-    }
+    const std::optional<Format> fmt =
+        info->kind == OpKind::data_movement ? std::nullopt : options_.policy.format_for(node);
+    for (auto& [name, slot] : run_node(node, pos, scope, fmt, options_.observer))
+      scope.values[name] = std::move(slot);
+    free_dead(node, pos, plan.last_use, scope.values);
   }
+}
+
+// ---- Session --------------------------------------------------------------------------
+
+Session::Session(const Executor& ex, const std::vector<NamedTensor>& inputs)
+    : ex_(ex), scope_(ex.feed(inputs)) {}
+
+Session::~Session() = default;
+
+bool Session::done() const {
+  return pos_ >= ex_.order().size();
+}
+
+const model::Node& Session::next() const {
+  FPG_CHECK(!done());
+  return ex_.model_.graph.nodes[ex_.order()[pos_]];
+}
+
+namespace {
+std::optional<Format> node_format(const Executor& ex, const model::Node& node) {
+  if (Registry::global().find(node.op_type)->kind == OpKind::data_movement) return std::nullopt;
+  return ex.options().policy.format_for(node);
+}
+}  // namespace
+
+void Session::step(Observer* observer) {
+  const auto& plan = ex_.plans_.at(&ex_.model_.graph);
+  if (pos_ > 0)
+    free_dead(ex_.model_.graph.nodes[plan.order[pos_ - 1]], pos_ - 1, plan.last_use,
+              scope_->values);
+  const auto& node = next();
+  for (auto& [name, slot] : ex_.run_node(node, pos_, *scope_, node_format(ex_, node), observer))
+    scope_->values[name] = std::move(slot);
+  ++pos_;
+}
+
+std::vector<NamedTensor> Session::evaluate_next(const std::optional<Format>& fmt,
+                                                Observer* observer) const {
+  const auto& node = next();
+  const bool moves_data = Registry::global().find(node.op_type)->kind == OpKind::data_movement;
+  std::vector<NamedTensor> out;
+  for (auto& [name, slot] :
+       ex_.run_node(node, pos_, *scope_, moves_data ? std::nullopt : fmt, observer))
+    out.push_back({name, std::move(slot.t)});
+  return out;
+}
+
+const Tensor* Session::value(const std::string& name) const {
+  const Executor::Slot* s = scope_->find(name);
+  return s ? &s->t : nullptr;
+}
+
+std::vector<NamedTensor> Session::outputs() const {
+  std::vector<NamedTensor> out;
+  for (const auto& o : ex_.model_.graph.outputs) {
+    const Executor::Slot* s = scope_->find(o.name);
+    if (!s) throw Error(ex_.where_, "graph output '" + o.name + "' was not produced");
+    out.push_back({o.name, convert(s->t, s->storage)});
+  }
+  return out;
 }
 
 }  // namespace fpguard::exec

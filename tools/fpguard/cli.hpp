@@ -25,5 +25,6 @@ void add_run(CLI::App& app);  // `run` and `ops`
 void add_gemm_error(CLI::App& app);
 void add_accum(CLI::App& app);
 void add_targets(CLI::App& app);
+void add_check(CLI::App& app);  // `check` and `rules`
 
 }  // namespace fpguard::cli

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   fpguard::cli::add_iinfo(app);
   fpguard::cli::add_round(app);
   fpguard::cli::add_inspect(app);
+  fpguard::cli::add_check(app);
   fpguard::cli::add_run(app);
   fpguard::cli::add_gemm_error(app);
   fpguard::cli::add_accum(app);

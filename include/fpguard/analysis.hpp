@@ -1,0 +1,167 @@
+// The analysis layer: `fpguard check`. Runs a model in lockstep, node by node: the
+// reference (float32, as the user runs it today), the emulated model (a
+// PrecisionPolicy), and the local run (each node in its emulated format fed with the
+// reference inputs, which isolates the error a node adds from the error it inherits).
+// Only numbers are kept per tensor. From them it names the origins of trouble (the node
+// where an overflow, a NaN or an accuracy loss starts, not its downstream symptoms),
+// applies the static risk rules, and decides pass/fail per graph output. The result is
+// a Diagnosis of plain structs that the CLI renders as text or JSON.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fpguard/exec.hpp"
+#include "fpguard/format.hpp"
+#include "fpguard/model.hpp"
+#include "fpguard/tensor.hpp"
+
+namespace fpguard::analysis {
+
+// One tensor of a run compared with the reference tensor, element by element. Counts
+// are over elements whose reference is finite. Errors are over elements finite in both.
+struct Comparison {
+  std::uint64_t count = 0;  // elements compared (reference finite)
+  // Finite reference, and inf, a saturated value, or NaN from a reference beyond the
+  // format's max (formats without inf).
+  std::uint64_t overflow = 0;
+  std::uint64_t nan = 0;        // other NaN where the reference is finite
+  std::uint64_t underflow = 0;  // non-zero reference, zero value
+  std::uint64_t subnormal = 0;  // a non-zero subnormal of the format
+  double max_abs = 0;
+  double max_rel = 0;  // |v - r| / max(|r|, tiny of the format)
+  double sum_rel = 0;  // for mean_rel
+  // Sums for the cosine similarity and the signal-to-noise ratio.
+  double dot = 0, vv = 0, rr = 0, dd = 0;
+  std::uint64_t finite = 0;  // elements finite in both
+
+  double mean_rel() const { return finite ? sum_rel / static_cast<double>(finite) : 0; }
+  // 1 when both are all zero; 0 when exactly one is; NaN when no element is finite in
+  // both.
+  double cosine() const;
+  // 10 log10(sum r^2 / sum (v - r)^2); +inf when equal.
+  double snr_db() const;
+  // sqrt(sum (v - r)^2 / sum r^2): the relative RMS error (0 when equal).
+  double nrmse() const;
+  void merge(const Comparison& o);
+};
+
+// Compares `v` with the reference `r` (same size, float32 carriers) in format `f`
+// (tiny, max and the subnormal range come from it).
+Comparison compare(std::span<const float> r, std::span<const float> v, const Format& f);
+
+struct TensorRecord {
+  std::string name;
+  bool floating = false;  // integer and bool tensors carry no numbers below
+  double ref_min = 0, ref_max = 0, ref_absmax = 0;  // over finite reference values
+  std::uint64_t ref_nonfinite = 0;
+  double headroom_bits = 0;  // log2(format max / ref_absmax); +inf for all zeros
+  std::map<int, std::uint64_t> exponent_histogram;  // floor(log2|x|) of the reference
+  Comparison propagated;                            // the emulated run vs the reference
+  Comparison local;                                 // the local run vs the reference
+};
+
+struct NodeRecord {
+  std::string name;  // the ONNX node name, or "<OpType>_<topological index>"
+  std::string op_type;
+  std::size_t index = 0;  // topological position
+  std::string precision;  // the format it ran in ("float32" when kept or data movement)
+  bool emulated = false;  // ran in a format other than float32
+  std::vector<TensorRecord> outputs;
+  // The local run's kernel inputs (rounded to the node's format) held inf/NaN in some
+  // sample: trouble in its outputs is inherited, not started here.
+  bool inputs_nonfinite = false;
+  // Worst propagated relative RMS error of its floating, non-constant inputs.
+  double input_error = 0;
+  // Largest reference |value| among its floating inputs.
+  double input_absmax = 0;
+  // Inputs from float32 nodes whose values break (inf/NaN) when rounded to this node's
+  // format: a precision boundary that overflows here.
+  std::vector<std::string> boundary_inputs;
+  // The shapes of its inputs in the first sample ({} for omitted ones).
+  std::vector<std::vector<std::int64_t>> input_shapes;
+};
+
+enum class OriginKind { overflow, nan, underflow, accuracy };
+std::string_view to_string(OriginKind k);
+
+struct Origin {
+  std::string node;     // node name; for an initializer, the initializer's name
+  std::string op_type;  // "initializer" for an initializer
+  OriginKind kind = OriginKind::overflow;
+  std::vector<std::string> outputs;  // the tensors it produces
+  std::string message;
+  std::vector<std::string> suggestions;  // cheapest first
+  // Accuracy origins: relative RMS error of the graph outputs when only this node runs
+  // in the emulated format (everything else float32); 0 for others.
+  double contribution = 0;
+};
+
+// A static risk rule: data, so users can turn rules off by id.
+struct Rule {
+  std::string_view id;
+  std::string_view rationale;
+};
+const std::vector<Rule>& rules();
+
+struct RuleFinding {
+  std::string id;
+  std::string node;  // node (or initializer) name
+  std::string message;
+};
+
+struct OutputVerdict {
+  std::string name;
+  double max_abs_error = 0, max_rel_error = 0, cosine = 1;
+  std::uint64_t nonfinite = 0;          // non-finite where the reference is finite
+  std::uint64_t outside_tolerance = 0;  // with atol/rtol: elements past them
+  bool pass = true;
+};
+
+struct CheckOptions {
+  Format precision = parse_format("float16");
+  std::set<std::string> keep_fp32;      // node names kept in float32
+  std::set<std::string> keep_fp32_ops;  // op types kept in float32
+  RoundOptions round_options;
+  // Pass criterion: outputs finite wherever the reference is, cosine >= min_cosine,
+  // and, when atol or rtol is given, |v - r| <= atol + rtol |r| everywhere.
+  double min_cosine = 0.999;
+  std::optional<double> atol, rtol;
+  std::set<std::string> disabled_rules;
+  int threads = 0;
+  // Called after each node of each sample: (done, total) node steps.
+  std::function<void(std::size_t, std::size_t)> progress;
+};
+
+struct Diagnosis {
+  std::string model;
+  std::string precision;
+  std::string reference = "float32";
+  std::size_t samples = 0;
+  bool pass = true;
+  std::vector<OutputVerdict> outputs;
+  std::vector<Origin> origins;
+  std::vector<NodeRecord> nodes;  // in topological order
+  std::vector<RuleFinding> rules;
+  std::vector<std::string> notes;
+};
+
+// The node names this analysis reports ("<OpType>_<index>" for unnamed nodes), indexed
+// like model.graph.nodes.
+std::vector<std::string> display_names(const model::Model& m);
+// Gives unnamed nodes their display names, so that policies can name them too.
+void name_nodes(model::Model& m);
+
+// Runs the check over one or more input sets (statistics aggregate over them: max of
+// absmax, worst errors, counts summed). Errors of the model or the inputs are
+// fpguard::Error.
+Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
+                const CheckOptions& o);
+
+}  // namespace fpguard::analysis

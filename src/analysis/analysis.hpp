@@ -1,0 +1,48 @@
+// Internal to the analysis layer: what the lockstep run hands to origin finding and to
+// the rules.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fpguard/analysis.hpp"
+
+namespace fpguard::analysis {
+
+// Where a value comes from, looking through data-movement nodes.
+struct Source {
+  enum Kind { emulated_node, float32_node, constant, graph_input } kind = graph_input;
+  std::string name;                // node, initializer or input name
+  std::optional<std::size_t> pos;  // topological position for nodes
+};
+
+struct Context {
+  const model::Model& m;
+  const CheckOptions& o;
+  Diagnosis diag;
+  const std::vector<std::size_t>& order;        // topological position -> node index
+  std::vector<std::optional<Format>> formats;   // per position: the node's format
+  std::vector<bool> data_movement;              // per position
+  std::map<std::string, std::size_t> producer;  // value -> position of its producer
+  // Per value, over all samples: reference absmax (also of inputs and weights) and the
+  // smallest non-zero |value|.
+  std::map<std::string, double> absmax;
+  std::map<std::string, double> min_abs_nonzero;
+  std::set<std::string> seen;          // values recorded at least once
+  std::vector<Comparison> output_cmp;  // graph outputs: emulated vs reference
+
+  Source source_of(const std::string& value) const;
+};
+
+// Fills diag.origins (may run the model again: accuracy contributions, on `sample`).
+void find_origins(Context& ctx, const exec::Executor& ref_ex,
+                  const std::vector<NamedTensor>& sample);
+// Throws an Error for an id that names no rule.
+void check_rule_ids(const std::set<std::string>& ids);
+// Fills diag.rules.
+void apply_rules(Context& ctx);
+
+}  // namespace fpguard::analysis

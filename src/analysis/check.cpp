@@ -1,0 +1,390 @@
+// The lockstep check: reference, emulated and local runs node by node (two executor
+// sessions side by side; the local run evaluates each node on the reference session's
+// values), the per-tensor comparisons and their aggregation over samples, and the
+// output verdicts. Origins and rules are in origins.cpp and rules.cpp.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "analysis.hpp"
+#include "fpguard/error.hpp"
+#include "fpguard/stats.hpp"
+
+namespace fpguard::analysis {
+
+// ---- comparisons ----------------------------------------------------------------------
+
+double Comparison::cosine() const {
+  if (count > 0 && finite == 0) return std::numeric_limits<double>::quiet_NaN();
+  if (vv == 0 && rr == 0) return 1;
+  if (vv == 0 || rr == 0) return 0;
+  return std::clamp(dot / std::sqrt(vv * rr), -1.0, 1.0);
+}
+
+double Comparison::snr_db() const {
+  if (dd == 0) return std::numeric_limits<double>::infinity();
+  if (rr == 0) return -std::numeric_limits<double>::infinity();
+  return 10 * std::log10(rr / dd);
+}
+
+double Comparison::nrmse() const {
+  if (dd == 0) return 0;
+  if (rr == 0) return std::numeric_limits<double>::infinity();
+  return std::sqrt(dd / rr);
+}
+
+void Comparison::merge(const Comparison& o) {
+  count += o.count;
+  overflow += o.overflow;
+  nan += o.nan;
+  underflow += o.underflow;
+  subnormal += o.subnormal;
+  max_abs = std::max(max_abs, o.max_abs);
+  max_rel = std::max(max_rel, o.max_rel);
+  sum_rel += o.sum_rel;
+  dot += o.dot;
+  vv += o.vv;
+  rr += o.rr;
+  dd += o.dd;
+  finite += o.finite;
+}
+
+Comparison compare(std::span<const float> r, std::span<const float> v, const Format& f) {
+  FPG_CHECK(r.size() == v.size());
+  Comparison c;
+  const double max = f.max(), tiny = f.smallest_normal();
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    const double x = r[i], y = v[i];
+    if (!std::isfinite(x)) continue;
+    ++c.count;
+    const double ax = std::fabs(x);
+    if (std::isnan(y)) {
+      // Formats without inf (FP8 E4M3, ...) turn an overflow into NaN.
+      ++(ax > max ? c.overflow : c.nan);
+      continue;
+    }
+    if (std::isinf(y)) {
+      ++c.overflow;
+      continue;
+    }
+    const double ay = std::fabs(y);
+    if (ax > max && ay >= max) ++c.overflow;  // saturated
+    if (y == 0 && x != 0)
+      ++c.underflow;
+    else if (y != 0 && ay < tiny && f.has_subnormals)
+      ++c.subnormal;
+    const double d = y - x, ad = std::fabs(d);
+    const double rel = ad / std::max(ax, tiny);
+    c.max_abs = std::max(c.max_abs, ad);
+    c.max_rel = std::max(c.max_rel, rel);
+    c.sum_rel += rel;
+    c.dot += x * y;
+    c.vv += y * y;
+    c.rr += x * x;
+    c.dd += d * d;
+    ++c.finite;
+  }
+  return c;
+}
+
+std::string_view to_string(OriginKind k) {
+  switch (k) {
+    case OriginKind::overflow:
+      return "overflow";
+    case OriginKind::nan:
+      return "nan";
+    case OriginKind::underflow:
+      return "underflow";
+    case OriginKind::accuracy:
+      return "accuracy";
+  }
+  return "?";
+}
+
+void name_nodes(model::Model& m) {
+  const auto names = display_names(m);
+  for (std::size_t i = 0; i < names.size(); ++i) m.graph.nodes[i].name = names[i];
+}
+
+std::vector<std::string> display_names(const model::Model& m) {
+  const auto& g = m.graph;
+  const auto order = model::topological_order(g, m.path.string());
+  std::vector<std::string> names(g.nodes.size());
+  for (std::size_t pos = 0; pos < order.size(); ++pos) {
+    const auto& n = g.nodes[order[pos]];
+    names[order[pos]] = n.name.empty() ? n.op_type + "_" + std::to_string(pos) : n.name;
+  }
+  return names;
+}
+
+namespace {
+
+std::span<const float> floats(const Tensor& t) {
+  return std::span<const float>(t.data<float>().data(), t.size());
+}
+
+double absmax_of(const Tensor& t) {
+  double m = 0;
+  for (float x : floats(t))
+    if (std::isfinite(x)) m = std::max(m, static_cast<double>(std::fabs(x)));
+  return m;
+}
+
+bool any_nonfinite(const Tensor& t) {
+  for (float x : floats(t))
+    if (!std::isfinite(x)) return true;
+  return false;
+}
+
+// Sees the local run's kernel inputs: which of them hold inf/NaN after rounding.
+struct InputProbe : exec::Observer {
+  std::vector<bool> nonfinite;
+  void on_node(const model::Node&, std::size_t, const std::vector<const Tensor*>& inputs,
+               const std::vector<NamedTensor>&) override {
+    nonfinite.assign(inputs.size(), false);
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i] && inputs[i]->dtype() == DType::float32)
+        nonfinite[i] = any_nonfinite(*inputs[i]);
+  }
+};
+
+// What checking shares between samples.
+struct Lockstep {
+  const model::Model& m;
+  const CheckOptions& o;
+  Context& ctx;
+  const exec::Executor& ref_ex;
+  const exec::Executor& emu_ex;
+  std::vector<OutputVerdict>& verdicts;
+  std::size_t steps_done = 0, steps_total = 0;
+
+  void run_sample(const std::vector<NamedTensor>& inputs);
+};
+
+void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
+  const auto& g = m.graph;
+  exec::Session ref(ref_ex, inputs), emu(emu_ex, inputs);
+  std::map<std::string, double> error;  // propagated relative RMS error, this sample
+  for (const auto* vi : g.runtime_inputs())
+    if (const Tensor* t = ref.value(vi->name); t && t->dtype() == DType::float32)
+      ctx.absmax[vi->name] = std::max(ctx.absmax[vi->name], absmax_of(*t));
+  const Format fp32 = parse_format("float32");
+  while (!ref.done()) {
+    const std::size_t pos = ref.position();
+    const model::Node& node = ref.next();
+    NodeRecord& rec = ctx.diag.nodes[pos];
+    const std::optional<Format> fmt = ctx.formats[pos];
+
+    InputProbe probe;
+    std::vector<NamedTensor> local;
+    if (fmt) local = ref.evaluate_next(fmt, &probe);
+    // Inputs: where they come from, how accurate and how large they are.
+    bool inherited = false;
+    std::vector<std::string> boundary;
+    for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+      const std::string& name = node.inputs[i];
+      if (name.empty()) continue;
+      const Tensor* r = ref.value(name);
+      if (!r || r->dtype() != DType::float32) continue;
+      if (!ctx.absmax.count(name)) ctx.absmax[name] = absmax_of(*r);  // weights, constants
+      rec.input_absmax = std::max(rec.input_absmax, ctx.absmax[name]);
+      if (auto e = error.find(name); e != error.end())
+        rec.input_error = std::max(rec.input_error, e->second);
+      if (i < probe.nonfinite.size() && probe.nonfinite[i]) {
+        // Rounding the reference input to the node's format broke it. Trouble started
+        // upstream (at an emulated producer, a constant or a graph input) unless the
+        // value comes from a float32 node: then the precision boundary is here.
+        const Source s = ctx.source_of(name);
+        if (any_nonfinite(*r) || s.kind != Source::float32_node)
+          inherited = true;
+        else
+          boundary.push_back(name);
+      }
+    }
+    if (inherited) rec.inputs_nonfinite = true;
+    for (const auto& b : boundary)
+      if (std::find(rec.boundary_inputs.begin(), rec.boundary_inputs.end(), b) ==
+          rec.boundary_inputs.end())
+        rec.boundary_inputs.push_back(b);
+    if (rec.input_shapes.empty())
+      for (const auto& name : node.inputs) {
+        const Tensor* r = name.empty() ? nullptr : ref.value(name);
+        rec.input_shapes.push_back(r ? r->shape() : std::vector<std::int64_t>{});
+      }
+
+    ref.step();
+    emu.step();
+
+    std::size_t li = 0;  // local holds the non-empty outputs in order
+    for (std::size_t i = 0; i < node.outputs.size(); ++i) {
+      const std::string& name = node.outputs[i];
+      if (name.empty()) continue;
+      const Tensor* local_out = fmt && li < local.size() ? &local[li++].tensor : nullptr;
+      TensorRecord& t = rec.outputs[i];
+      const Tensor* r = ref.value(name);
+      const Tensor* e = emu.value(name);
+      if (!r || !e || r->dtype() != DType::float32 || e->dtype() != DType::float32) continue;
+      t.floating = true;
+      StatsOptions so;
+      so.threads = o.threads;
+      const Stats st = stats(floats(*r), {o.precision}, so);
+      const bool first = ctx.seen.insert(name).second;
+      if (st.tensor.count > st.tensor.nan + st.tensor.posinf + st.tensor.neginf) {
+        t.ref_min = first ? st.tensor.min : std::min(t.ref_min, st.tensor.min);
+        t.ref_max = first ? st.tensor.max : std::max(t.ref_max, st.tensor.max);
+        t.ref_absmax = std::max(t.ref_absmax, st.tensor.absmax);
+      }
+      t.ref_nonfinite += st.tensor.nan + st.tensor.posinf + st.tensor.neginf;
+      for (const auto& [k, n] : st.tensor.exponent_histogram) t.exponent_histogram[k] += n;
+      ctx.absmax[name] = t.ref_absmax;
+      ctx.min_abs_nonzero[name] =
+          std::isnan(st.tensor.min_abs_nonzero)
+              ? ctx.min_abs_nonzero[name]
+              : (ctx.min_abs_nonzero.count(name)
+                     ? std::min(ctx.min_abs_nonzero[name], st.tensor.min_abs_nonzero)
+                     : st.tensor.min_abs_nonzero);
+      const Comparison p = compare(floats(*r), floats(*e), fmt ? *fmt : fp32);
+      t.propagated.merge(p);
+      error[name] = p.nrmse();
+      if (local_out && local_out->dtype() == DType::float32 && !inherited)
+        t.local.merge(compare(floats(*r), floats(*local_out), *fmt));
+    }
+    ++steps_done;
+    if (o.progress) o.progress(steps_done, steps_total);
+  }
+
+  // The verdict inputs: the graph outputs, in their storage dtypes.
+  const auto ro = ref.outputs(), eo = emu.outputs();
+  for (std::size_t i = 0; i < ro.size(); ++i) {
+    OutputVerdict& v = verdicts[i];
+    if (!exec::is_float(ro[i].tensor.dtype())) continue;
+    const Tensor r = exec::convert(ro[i].tensor, DType::float32);
+    const Tensor e = exec::convert(eo[i].tensor, DType::float32);
+    const Comparison c = compare(floats(r), floats(e), fp32);
+    ctx.output_cmp[i].merge(c);
+    v.nonfinite += c.overflow + c.nan;
+    if (o.atol || o.rtol) {
+      const double atol = o.atol.value_or(0), rtol = o.rtol.value_or(0);
+      const auto rs = floats(r), es = floats(e);
+      for (std::size_t k = 0; k < rs.size(); ++k) {
+        const double x = rs[k], y = es[k];
+        if (std::isnan(x) && std::isnan(y)) continue;
+        if (x == y) continue;  // also equal infinities
+        if (!(std::fabs(y - x) <= atol + rtol * std::fabs(x))) ++v.outside_tolerance;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Source Context::source_of(const std::string& name) const {
+  std::string cur = name;
+  for (int guard = 0; guard < 10000; ++guard) {
+    auto p = producer.find(cur);
+    if (p == producer.end()) {
+      if (m.graph.find_initializer(cur)) return {Source::constant, cur, std::nullopt};
+      return {Source::graph_input, cur, std::nullopt};
+    }
+    const std::size_t pos = p->second;
+    const auto& node = m.graph.nodes[order[pos]];
+    if (node.op_type == "Constant") return {Source::constant, diag.nodes[pos].name, pos};
+    if (formats[pos]) return {Source::emulated_node, diag.nodes[pos].name, pos};
+    if (!data_movement[pos]) return {Source::float32_node, diag.nodes[pos].name, pos};
+    // Data movement passes values on: follow its first floating input.
+    std::string next;
+    for (const auto& in : node.inputs)
+      if (!in.empty() && absmax.count(in)) {
+        next = in;
+        break;
+      }
+    if (next.empty()) return {Source::float32_node, diag.nodes[pos].name, pos};
+    cur = next;
+  }
+  return {Source::graph_input, name, std::nullopt};
+}
+
+Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
+                const CheckOptions& o) {
+  if (samples.empty()) throw Error(m.path.string(), "no input sets to check with");
+  check_rule_ids(o.disabled_rules);
+  exec::RunOptions ref_opts;
+  ref_opts.threads = o.threads;
+  exec::RunOptions emu_opts = ref_opts;
+  emu_opts.policy.default_format = o.precision;
+  emu_opts.policy.exclude_names = o.keep_fp32;
+  emu_opts.policy.exclude_op_types = o.keep_fp32_ops;
+  emu_opts.policy.round_options = o.round_options;
+  const exec::Executor ref_ex(m, ref_opts), emu_ex(m, emu_opts);
+
+  // --keep-fp32 names must exist (unnamed nodes: see name_nodes).
+  const auto names = display_names(m);
+  for (const auto& k : o.keep_fp32)
+    if (std::find(names.begin(), names.end(), k) == names.end()) {
+      std::string msg = "the model has no node named '" + k + "'";
+      if (auto hint = did_you_mean(k, names); !hint.empty())
+        msg += "; did you mean '" + hint + "'?";
+      throw Error("--keep-fp32 " + k, msg);
+    }
+
+  Context ctx{m, o, {}, ref_ex.order(), {}, {}, {}, {}, {}, {}, {}};
+  ctx.diag.model = m.path.string();
+  ctx.diag.precision = o.precision.name;
+  ctx.diag.samples = samples.size();
+  const auto& g = m.graph;
+  bool any_float_node = false;
+  for (std::size_t pos = 0; pos < ctx.order.size(); ++pos) {
+    const auto& node = g.nodes[ctx.order[pos]];
+    const bool moves =
+        exec::Registry::global().find(node.op_type)->kind == exec::OpKind::data_movement;
+    const std::optional<Format> f = moves ? std::nullopt : emu_opts.policy.format_for(node);
+    ctx.formats.push_back(f);
+    ctx.data_movement.push_back(moves);
+    NodeRecord rec;
+    rec.name = names[ctx.order[pos]];
+    rec.op_type = node.op_type;
+    rec.index = pos;
+    rec.emulated = f.has_value();
+    rec.precision = f ? f->name : "float32";
+    for (const auto& out : node.outputs) {
+      rec.outputs.push_back({});
+      rec.outputs.back().name = out;
+      if (!out.empty()) ctx.producer[out] = pos;
+    }
+    ctx.diag.nodes.push_back(std::move(rec));
+  }
+
+  std::vector<OutputVerdict> verdicts(g.outputs.size());
+  ctx.output_cmp.resize(g.outputs.size());
+  for (std::size_t i = 0; i < g.outputs.size(); ++i) verdicts[i].name = g.outputs[i].name;
+  Lockstep ls{m, o, ctx, ref_ex, emu_ex, verdicts};
+  ls.steps_total = ctx.order.size() * samples.size();
+  for (const auto& s : samples) ls.run_sample(s);
+
+  // Verdicts.
+  for (std::size_t i = 0; i < verdicts.size(); ++i) {
+    OutputVerdict& v = verdicts[i];
+    const Comparison& c = ctx.output_cmp[i];
+    v.max_abs_error = c.max_abs;
+    v.max_rel_error = c.max_rel;
+    v.cosine = c.cosine();
+    v.pass = v.nonfinite == 0 && v.outside_tolerance == 0 && v.cosine >= o.min_cosine;  // NaN fails
+    if (!v.pass) ctx.diag.pass = false;
+  }
+  ctx.diag.outputs = std::move(verdicts);
+  for (auto& rec : ctx.diag.nodes) {
+    if (rec.emulated) any_float_node = true;
+    for (auto& t : rec.outputs)
+      t.headroom_bits = t.ref_absmax > 0 ? std::log2(o.precision.max() / t.ref_absmax)
+                                         : std::numeric_limits<double>::infinity();
+  }
+  if (!any_float_node)
+    ctx.diag.notes.push_back("the model has no floating-point compute node to run in " +
+                             o.precision.name + ": nothing to check");
+
+  find_origins(ctx, ref_ex, samples.front());
+  apply_rules(ctx);
+  return std::move(ctx.diag);
+}
+
+}  // namespace fpguard::analysis

@@ -1,0 +1,354 @@
+// Static risk rules: patterns known to break in low precision, each a row of one table
+// (id, rationale, check), so users can turn any of them off by id. They read the graph,
+// the constants, and the shapes and reference ranges of the first run.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "analysis.hpp"
+#include "fpguard/error.hpp"
+
+namespace fpguard::analysis {
+
+namespace {
+
+struct RuleContext {
+  const Context& ctx;
+  std::map<std::string, std::vector<std::size_t>> readers;  // value -> positions
+  const Format& f;
+
+  const model::Node& node(std::size_t pos) const { return ctx.m.graph.nodes[ctx.order[pos]]; }
+  const NodeRecord& rec(std::size_t pos) const { return ctx.diag.nodes[pos]; }
+  std::string producer_op(const std::string& value) const {
+    auto p = ctx.producer.find(value);
+    return p == ctx.producer.end() ? "" : node(p->second).op_type;
+  }
+  std::vector<std::size_t> readers_of(const std::string& value) const {
+    auto it = readers.find(value);
+    return it == readers.end() ? std::vector<std::size_t>{} : it->second;
+  }
+  // The element count a reduction combines, from the first input's shape.
+  std::int64_t reduced_count(std::size_t pos) const {
+    const auto& n = node(pos);
+    const auto& shapes = rec(pos).input_shapes;
+    if (shapes.empty() || shapes[0].empty()) return 0;
+    const auto& s = shapes[0];
+    std::vector<std::int64_t> axes = n.attr_ints("axes", {});
+    if (axes.empty() && n.has_input(1) && shapes.size() > 1) return 0;  // runtime axes
+    std::int64_t count = 1;
+    if (axes.empty()) {
+      if (n.attr_int("noop_with_empty_axes", 0)) return 0;
+      for (auto d : s) count *= d;
+      return count;
+    }
+    for (auto a : axes) {
+      const auto r = static_cast<std::int64_t>(s.size());
+      const auto ax = a < 0 ? a + r : a;
+      if (ax >= 0 && ax < r) count *= s[static_cast<std::size_t>(ax)];
+    }
+    return count;
+  }
+};
+
+using Check = void (*)(const RuleContext&, std::vector<RuleFinding>&);
+
+void add(std::vector<RuleFinding>& out, const std::string& id, const std::string& node,
+         const std::string& message) {
+  out.push_back({id, node, message});
+}
+
+std::string num(double v) {
+  return fmt::format("{:.4g}", v);
+}
+
+// Initializers and Constant values: overflow and flush to zero in the format.
+void constants(const RuleContext& rc, std::vector<RuleFinding>& out, bool overflow) {
+  auto check = [&](const std::string& name, const Tensor& t) {
+    if (!exec::is_float(t.dtype())) return;
+    std::vector<double> v(t.size());
+    to_double(t, v);
+    std::uint64_t n = 0;
+    double worst = overflow ? 0 : INFINITY;
+    for (double x : v) {
+      if (!std::isfinite(x) || x == 0) continue;
+      const double a = std::fabs(x);
+      if (overflow && a > rc.f.max()) {
+        ++n;
+        if (a > std::fabs(worst)) worst = x;
+      } else if (!overflow && a < rc.f.smallest_subnormal() / 2) {
+        ++n;
+        if (a < std::fabs(worst)) worst = x;
+      }
+    }
+    if (!n) return;
+    if (overflow)
+      add(out, "constant-overflow", name,
+          fmt::format("{} of {} values overflow {} (worst {}, max {})", n, v.size(), rc.f.name,
+                      num(worst), num(rc.f.max())));
+    else
+      add(out, "constant-underflow", name,
+          fmt::format("{} of {} non-zero values flush to zero in {} (smallest {}, {} smallest "
+                      "subnormal {})",
+                      n, v.size(), rc.f.name, num(worst), rc.f.name,
+                      num(rc.f.smallest_subnormal())));
+  };
+  for (const auto& init : rc.ctx.m.graph.initializers) check(init.name, init.tensor);
+  for (std::size_t pos = 0; pos < rc.ctx.order.size(); ++pos) {
+    const auto& n = rc.node(pos);
+    if (n.op_type == "Constant" && !n.outputs.empty())
+      if (const Tensor* t = n.attr_tensor("value")) check(rc.rec(pos).name, *t);
+  }
+}
+
+void constant_overflow(const RuleContext& rc, std::vector<RuleFinding>& out) {
+  constants(rc, out, true);
+}
+void constant_underflow(const RuleContext& rc, std::vector<RuleFinding>& out) {
+  constants(rc, out, false);
+}
+
+// Every node of `ops` that runs emulated, with a message.
+template <class Fn>
+void each(const RuleContext& rc, std::initializer_list<std::string_view> ops, Fn fn) {
+  for (std::size_t pos = 0; pos < rc.ctx.order.size(); ++pos) {
+    if (!rc.ctx.formats[pos]) continue;
+    const auto& op = rc.node(pos).op_type;
+    if (std::find(ops.begin(), ops.end(), op) != ops.end()) fn(pos);
+  }
+}
+
+void pow_rule(const RuleContext& rc, std::vector<RuleFinding>& out) {
+  each(rc, {"Pow"}, [&](std::size_t pos) {
+    add(out, "pow", rc.rec(pos).name,
+        fmt::format("Pow overflows {} once |x|^y > {} (for y = 2: |x| > {})", rc.f.name,
+                    num(rc.f.max()), num(std::sqrt(rc.f.max()))));
+  });
+}
+
+void exp_rule(const RuleContext& rc, std::vector<RuleFinding>& out) {
+  each(rc, {"Exp"}, [&](std::size_t pos) {
+    // Max-subtracted softmax: Exp(Sub(x, ReduceMax(x))).
+    const auto& n = rc.node(pos);
+    if (n.has_input(0) && rc.producer_op(n.inputs[0]) == "Sub") {
+      const auto& sub = rc.node(rc.ctx.producer.at(n.inputs[0]));
+      if (sub.has_input(1) && rc.producer_op(sub.inputs[1]) == "ReduceMax") return;
+    }
+    add(out, "exp", rc.rec(pos).name,
+        fmt::format("Exp overflows {} for x > {}", rc.f.name, num(std::log(rc.f.max()))));
+  });
+}
+
+void log_rule(const RuleContext& rc, std::vector<RuleFinding>& out) {
+  each(rc, {"Log"}, [&](std::size_t pos) {
+    add(out, "log", rc.rec(pos).name,
+        fmt::format("Log of values below {} (which flush to zero in {}) is -inf",
+                    num(rc.f.smallest_subnormal() / 2), rc.f.name));
+  });
+}
+
+bool is_reduction(const std::string& op) {
+  return op.rfind("Reduce", 0) == 0;
+}
+
+void root_after_reduction(const RuleContext& rc, std::vector<RuleFinding>& out) {
+  each(rc, {"Reciprocal", "Div"}, [&](std::size_t pos) {
+    const auto& n = rc.node(pos);
+    const std::size_t arg = n.op_type == "Div" ? 1 : 0;
+    if (!n.has_input(arg)) return;
+    // Look through one Add (the epsilon) and one Sqrt.
+    std::string v = n.inputs[arg];
+    for (int hop = 0; hop < 3; ++hop) {
+      const std::string op = rc.producer_op(v);
+      if (is_reduction(op)) {
+        add(out, "root-after-reduction", rc.rec(pos).name,
+            fmt::format("{} by (the root of) a reduction, a variance or mean square: a small "
+                        "result flushes to zero in {} (below {}) and the quotient becomes inf",
+                        n.op_type, rc.f.name, num(rc.f.smallest_subnormal() / 2)));
+        return;
+      }
+      if (op != "Add" && op != "Sqrt") return;
+      const auto& p = rc.node(rc.ctx.producer.at(v));
+      if (!p.has_input(0)) return;
+      v = p.inputs[0];
+    }
+  });
+}
+
+void sum_of_squares(const RuleContext& rc, std::vector<RuleFinding>& out) {
+  each(rc, {"ReduceSumSquare", "ReduceL2"}, [&](std::size_t pos) {
+    add(out, "sum-of-squares", rc.rec(pos).name,
+        fmt::format("{} squares before summing: values above {} overflow {}", rc.node(pos).op_type,
+                    num(std::sqrt(rc.f.max())), rc.f.name));
+  });
+}
+
+void long_reduction(const RuleContext& rc, std::vector<RuleFinding>& out) {
+  const std::int64_t limit = std::int64_t{1} << rc.f.precision_bits();
+  each(rc, {"ReduceSum", "ReduceMean", "ReduceSumSquare", "ReduceL1", "ReduceL2"},
+       [&](std::size_t pos) {
+         const auto n = rc.reduced_count(pos);
+         if (n < limit) return;
+         add(out, "long-reduction", rc.rec(pos).name,
+             fmt::format("{} combines {} values: a sum can exceed {} max even when every term "
+                         "fits, and accumulated in {} it stops growing past 2^{} terms",
+                         rc.node(pos).op_type, n, rc.f.name, rc.f.name, rc.f.precision_bits()));
+       });
+}
+
+void softmax_without_max(const RuleContext& rc, std::vector<RuleFinding>& out) {
+  each(rc, {"Exp"}, [&](std::size_t pos) {
+    const auto& n = rc.node(pos);
+    if (n.outputs.empty()) return;
+    bool summed = false;
+    for (auto r : rc.readers_of(n.outputs[0]))
+      if (rc.node(r).op_type == "ReduceSum") summed = true;
+    if (!summed) return;
+    if (n.has_input(0) && rc.producer_op(n.inputs[0]) == "Sub") {
+      const auto& sub = rc.node(rc.ctx.producer.at(n.inputs[0]));
+      if (sub.has_input(1) && rc.producer_op(sub.inputs[1]) == "ReduceMax") return;
+    }
+    add(out, "softmax-without-max", rc.rec(pos).name,
+        "a softmax written as Exp / ReduceSum without subtracting the maximum first: Exp "
+        "overflows for logits above " +
+            num(std::log(rc.f.max())));
+  });
+}
+
+void norm_as_primitives(const RuleContext& rc, std::vector<RuleFinding>& out) {
+  each(rc, {"Pow"}, [&](std::size_t pos) {
+    const auto& n = rc.node(pos);
+    if (n.outputs.empty()) return;
+    bool mean = false;
+    for (auto r : rc.readers_of(n.outputs[0]))
+      if (rc.node(r).op_type == "ReduceMean") mean = true;
+    if (!mean) return;
+    const bool centred = n.has_input(0) && rc.producer_op(n.inputs[0]) == "Sub";
+    add(out, "norm-as-primitives", rc.rec(pos).name,
+        fmt::format("a {} written as primitive ops squares the activations in {}: it overflows "
+                    "once they exceed {}; a fused LayerNormalization or keeping the statistics "
+                    "in float32 avoids it",
+                    centred ? "LayerNorm" : "RMSNorm", rc.f.name, num(std::sqrt(rc.f.max()))));
+  });
+}
+
+void large_k(const RuleContext& rc, std::vector<RuleFinding>& out) {
+  const std::int64_t limit = std::int64_t{1} << rc.f.precision_bits();
+  each(rc, {"MatMul", "Gemm", "Conv"}, [&](std::size_t pos) {
+    const auto& n = rc.node(pos);
+    const auto& s = rc.rec(pos).input_shapes;
+    std::int64_t k = 0;
+    if (s.size() >= 2 && !s[0].empty() && !s[1].empty()) {
+      if (n.op_type == "MatMul")
+        k = s[0].back();
+      else if (n.op_type == "Gemm")
+        k = n.attr_int("transA", 0) ? s[0][0] : s[0].back();
+      else if (s[1].size() >= 2) {  // Conv: C/group * kernel size
+        k = s[1][1];
+        for (std::size_t d = 2; d < s[1].size(); ++d) k *= s[1][d];
+      }
+    }
+    if (k < limit) return;
+    add(out, "large-k", rc.rec(pos).name,
+        fmt::format("{} sums {} products per output: a kernel accumulating in {} (2^{} "
+                    "significant bits) loses whole terms; make sure it accumulates in float32",
+                    n.op_type, k, rc.f.name, rc.f.precision_bits()));
+  });
+}
+
+void large_range(const RuleContext& rc, std::vector<RuleFinding>& out) {
+  const double limit = std::ldexp(1.0, rc.f.mantissa_bits - 1);  // ULP >= 0.5
+  for (std::size_t pos = 0; pos < rc.ctx.order.size(); ++pos) {
+    if (!rc.ctx.formats[pos]) continue;
+    for (const auto& t : rc.rec(pos).outputs)
+      if (t.floating && t.ref_absmax >= limit && t.ref_absmax <= rc.f.max()) {
+        const int e = static_cast<int>(std::floor(std::log2(t.ref_absmax)));
+        add(out, "large-range", rc.rec(pos).name,
+            fmt::format("{} reaches {}: {} spaces values there {} apart (ULP), so small "
+                        "differences between large values are lost",
+                        t.name, num(t.ref_absmax), rc.f.name,
+                        num(std::ldexp(1.0, e - rc.f.mantissa_bits))));
+        break;
+      }
+  }
+}
+
+struct RuleRow {
+  Rule rule;
+  Check check;
+};
+
+const std::vector<RuleRow>& table() {
+  static const std::vector<RuleRow> t = {
+      {{"constant-overflow",
+        "an initializer or Constant beyond the format's max becomes inf/NaN (or saturates) "
+        "when weights are converted"},
+       constant_overflow},
+      {{"constant-underflow",
+        "non-zero constants below half the smallest subnormal become 0 (an epsilon of 1e-8 "
+        "is 0 in float16)"},
+       constant_underflow},
+      {{"pow", "Pow multiplies exponents: x^2 overflows from sqrt(max) on (256 in float16)"},
+       pow_rule},
+      {{"exp",
+        "Exp overflows from ln(max) on (11.09 in float16) unless its input is "
+        "max-subtracted"},
+       exp_rule},
+      {{"log", "Log of a value that flushed to zero is -inf"}, log_rule},
+      {{"root-after-reduction",
+        "Div/Reciprocal by (the Sqrt of) a reduction: a small variance flushes to zero and "
+        "the result is inf"},
+       root_after_reduction},
+      {{"sum-of-squares", "ReduceSumSquare/ReduceL2 square before summing"}, sum_of_squares},
+      {{"long-reduction",
+        "a sum of 2^p or more terms can overflow though each fits, and stops growing when "
+        "accumulated in the format"},
+       long_reduction},
+      {{"softmax-without-max", "a softmax without max-subtraction overflows for large logits"},
+       softmax_without_max},
+      {{"norm-as-primitives",
+        "a LayerNorm/RMSNorm written as ReduceMean/Pow/Sqrt squares raw activations"},
+       norm_as_primitives},
+      {{"large-k",
+        "MatMul/Gemm/Conv with a reduction depth of 2^p or more need float32 accumulation"},
+       large_k},
+      {{"large-range",
+        "activations with |x| >= 2^(m-1) are spaced 0.5 or more apart (512 in float16)"},
+       large_range},
+  };
+  return t;
+}
+
+}  // namespace
+
+const std::vector<Rule>& rules() {
+  static const std::vector<Rule> r = [] {
+    std::vector<Rule> out;
+    for (const auto& row : table()) out.push_back(row.rule);
+    return out;
+  }();
+  return r;
+}
+
+void check_rule_ids(const std::set<std::string>& ids_given) {
+  for (const auto& id : ids_given)
+    if (std::none_of(table().begin(), table().end(),
+                     [&](const RuleRow& r) { return r.rule.id == id; })) {
+      std::vector<std::string> ids;
+      for (const auto& r : table()) ids.emplace_back(r.rule.id);
+      std::string msg = "there is no rule '" + id + "'";
+      if (auto hint = did_you_mean(id, ids); !hint.empty()) msg += "; did you mean '" + hint + "'?";
+      throw Error("--disable-rule " + id, msg);
+    }
+}
+
+void apply_rules(Context& ctx) {
+  RuleContext rc{ctx, {}, ctx.o.precision};
+  for (std::size_t pos = 0; pos < ctx.order.size(); ++pos)
+    for (const auto& in : rc.node(pos).inputs)
+      if (!in.empty()) rc.readers[in].push_back(pos);
+  for (const auto& row : table())
+    if (!ctx.o.disabled_rules.count(std::string(row.rule.id))) row.check(rc, ctx.diag.rules);
+}
+
+}  // namespace fpguard::analysis
