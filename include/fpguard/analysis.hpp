@@ -71,7 +71,9 @@ struct NodeRecord {
   std::string name;  // the ONNX node name, or "<OpType>_<topological index>"
   std::string op_type;
   std::size_t index = 0;  // topological position
-  std::string precision;  // the format it ran in ("float32" when kept or data movement)
+  // The format it ran in ("float32" when kept in float32 or moving data; "none" for a
+  // node without floating outputs).
+  std::string precision;
   bool emulated = false;  // ran in a format other than float32
   std::vector<TensorRecord> outputs;
   // The local run's kernel inputs (rounded to the node's format) held inf/NaN in some

@@ -372,7 +372,16 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
     if (!v.pass) ctx.diag.pass = false;
   }
   ctx.diag.outputs = std::move(verdicts);
-  for (auto& rec : ctx.diag.nodes) {
+  for (std::size_t pos = 0; pos < ctx.diag.nodes.size(); ++pos) {
+    auto& rec = ctx.diag.nodes[pos];
+    // Only nodes with floating outputs have a precision at all.
+    const bool floating = std::any_of(rec.outputs.begin(), rec.outputs.end(),
+                                      [](const TensorRecord& t) { return t.floating; });
+    if (!floating) {
+      rec.emulated = false;
+      rec.precision = "none";
+      ctx.formats[pos].reset();
+    }
     if (rec.emulated) any_float_node = true;
     for (auto& t : rec.outputs)
       t.headroom_bits = t.ref_absmax > 0 ? std::log2(o.precision.max() / t.ref_absmax)

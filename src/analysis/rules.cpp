@@ -24,6 +24,18 @@ struct RuleContext {
     auto p = ctx.producer.find(value);
     return p == ctx.producer.end() ? "" : node(p->second).op_type;
   }
+  // Reference |value| maximum (all samples) of input i of the node at `pos`; 0 if unknown.
+  double in_absmax(std::size_t pos, std::size_t i) const {
+    const auto& n = node(pos);
+    if (!n.has_input(i)) return 0;
+    auto it = ctx.absmax.find(n.inputs[i]);
+    return it == ctx.absmax.end() ? 0 : it->second;
+  }
+  // Smallest non-zero reference |value| of `value`; +inf if unknown.
+  double min_nonzero(const std::string& value) const {
+    auto it = ctx.min_abs_nonzero.find(value);
+    return it == ctx.min_abs_nonzero.end() ? INFINITY : it->second;
+  }
   std::vector<std::size_t> readers_of(const std::string& value) const {
     auto it = readers.find(value);
     return it == readers.end() ? std::vector<std::size_t>{} : it->second;
@@ -118,32 +130,62 @@ void each(const RuleContext& rc, std::initializer_list<std::string_view> ops, Fn
   }
 }
 
+// Op rules are data-aware: they fire when the values seen in the reference run come
+// within kMarginBits of the trouble (a factor of 256), so a bfloat16 check is not told
+// that Pow overflows past 1.8e19.
+constexpr double kMarginBits = 8;
+
+std::optional<double> exponent_of(const RuleContext& rc, std::size_t pos) {
+  const auto& n = rc.node(pos);
+  if (!n.has_input(1)) return std::nullopt;
+  const Tensor* t = nullptr;
+  if (const auto* init = rc.ctx.m.graph.find_initializer(n.inputs[1])) t = &init->tensor;
+  if (auto p = rc.ctx.producer.find(n.inputs[1]); !t && p != rc.ctx.producer.end())
+    if (rc.node(p->second).op_type == "Constant") t = rc.node(p->second).attr_tensor("value");
+  if (!t || t->size() != 1) return std::nullopt;
+  std::vector<double> v(1);
+  to_double(*t, v);
+  return v[0];
+}
+
 void pow_rule(const RuleContext& rc, std::vector<RuleFinding>& out) {
   each(rc, {"Pow"}, [&](std::size_t pos) {
+    const double y = exponent_of(rc, pos).value_or(2);
+    if (!(y > 1)) return;
+    const double limit = std::pow(rc.f.max(), 1 / y), seen = rc.in_absmax(pos, 0);
+    if (!(seen > 0) || std::log2(limit / seen) >= kMarginBits) return;
     add(out, "pow", rc.rec(pos).name,
-        fmt::format("Pow overflows {} once |x|^y > {} (for y = 2: |x| > {})", rc.f.name,
-                    num(rc.f.max()), num(std::sqrt(rc.f.max()))));
+        fmt::format("Pow(x, {}) overflows {} once |x| > {}; x reaches {} here", num(y), rc.f.name,
+                    num(limit), num(seen)));
   });
+}
+
+bool max_subtracted(const RuleContext& rc, std::size_t pos) {  // Exp(Sub(x, ReduceMax(x)))
+  const auto& n = rc.node(pos);
+  if (!n.has_input(0) || rc.producer_op(n.inputs[0]) != "Sub") return false;
+  const auto& sub = rc.node(rc.ctx.producer.at(n.inputs[0]));
+  return sub.has_input(1) && rc.producer_op(sub.inputs[1]) == "ReduceMax";
 }
 
 void exp_rule(const RuleContext& rc, std::vector<RuleFinding>& out) {
   each(rc, {"Exp"}, [&](std::size_t pos) {
-    // Max-subtracted softmax: Exp(Sub(x, ReduceMax(x))).
-    const auto& n = rc.node(pos);
-    if (n.has_input(0) && rc.producer_op(n.inputs[0]) == "Sub") {
-      const auto& sub = rc.node(rc.ctx.producer.at(n.inputs[0]));
-      if (sub.has_input(1) && rc.producer_op(sub.inputs[1]) == "ReduceMax") return;
-    }
+    const double limit = std::log(rc.f.max()), seen = rc.in_absmax(pos, 0);
+    if (max_subtracted(rc, pos) || !(seen > limit / 2)) return;
     add(out, "exp", rc.rec(pos).name,
-        fmt::format("Exp overflows {} for x > {}", rc.f.name, num(std::log(rc.f.max()))));
+        fmt::format("Exp overflows {} for x > {}; |x| reaches {} here", rc.f.name, num(limit),
+                    num(seen)));
   });
 }
 
 void log_rule(const RuleContext& rc, std::vector<RuleFinding>& out) {
   each(rc, {"Log"}, [&](std::size_t pos) {
+    const auto& n = rc.node(pos);
+    const double seen = n.has_input(0) ? rc.min_nonzero(n.inputs[0]) : INFINITY;
+    if (!(std::log2(seen / rc.f.smallest_normal()) < kMarginBits)) return;
     add(out, "log", rc.rec(pos).name,
-        fmt::format("Log of values below {} (which flush to zero in {}) is -inf",
-                    num(rc.f.smallest_subnormal() / 2), rc.f.name));
+        fmt::format("Log of values below {} (which flush to zero in {}) is -inf; its input goes "
+                    "down to {} here",
+                    num(rc.f.smallest_subnormal() / 2), rc.f.name, num(seen)));
   });
 }
 
@@ -161,10 +203,13 @@ void root_after_reduction(const RuleContext& rc, std::vector<RuleFinding>& out) 
     for (int hop = 0; hop < 3; ++hop) {
       const std::string op = rc.producer_op(v);
       if (is_reduction(op)) {
+        const double seen = rc.min_nonzero(v);
+        if (!(std::log2(seen / rc.f.smallest_normal()) < kMarginBits)) return;
         add(out, "root-after-reduction", rc.rec(pos).name,
-            fmt::format("{} by (the root of) a reduction, a variance or mean square: a small "
-                        "result flushes to zero in {} (below {}) and the quotient becomes inf",
-                        n.op_type, rc.f.name, num(rc.f.smallest_subnormal() / 2)));
+            fmt::format("{} by (the root of) a reduction, a variance or mean square: a result "
+                        "below {} flushes to zero in {} and the quotient becomes inf; it goes "
+                        "down to {} here",
+                        n.op_type, num(rc.f.smallest_subnormal() / 2), rc.f.name, num(seen)));
         return;
       }
       if (op != "Add" && op != "Sqrt") return;
@@ -177,9 +222,11 @@ void root_after_reduction(const RuleContext& rc, std::vector<RuleFinding>& out) 
 
 void sum_of_squares(const RuleContext& rc, std::vector<RuleFinding>& out) {
   each(rc, {"ReduceSumSquare", "ReduceL2"}, [&](std::size_t pos) {
+    const double limit = std::sqrt(rc.f.max()), seen = rc.in_absmax(pos, 0);
+    if (!(seen > 0) || std::log2(limit / seen) >= kMarginBits) return;
     add(out, "sum-of-squares", rc.rec(pos).name,
-        fmt::format("{} squares before summing: values above {} overflow {}", rc.node(pos).op_type,
-                    num(std::sqrt(rc.f.max())), rc.f.name));
+        fmt::format("{} squares before summing: values above {} overflow {}; they reach {} here",
+                    rc.node(pos).op_type, num(limit), rc.f.name, num(seen)));
   });
 }
 
@@ -203,11 +250,7 @@ void softmax_without_max(const RuleContext& rc, std::vector<RuleFinding>& out) {
     bool summed = false;
     for (auto r : rc.readers_of(n.outputs[0]))
       if (rc.node(r).op_type == "ReduceSum") summed = true;
-    if (!summed) return;
-    if (n.has_input(0) && rc.producer_op(n.inputs[0]) == "Sub") {
-      const auto& sub = rc.node(rc.ctx.producer.at(n.inputs[0]));
-      if (sub.has_input(1) && rc.producer_op(sub.inputs[1]) == "ReduceMax") return;
-    }
+    if (!summed || max_subtracted(rc, pos)) return;
     add(out, "softmax-without-max", rc.rec(pos).name,
         "a softmax written as Exp / ReduceSum without subtracting the maximum first: Exp "
         "overflows for logits above " +
@@ -224,11 +267,13 @@ void norm_as_primitives(const RuleContext& rc, std::vector<RuleFinding>& out) {
       if (rc.node(r).op_type == "ReduceMean") mean = true;
     if (!mean) return;
     const bool centred = n.has_input(0) && rc.producer_op(n.inputs[0]) == "Sub";
+    const double limit = std::sqrt(rc.f.max()), seen = rc.in_absmax(pos, 0);
+    if (!(seen > 0) || std::log2(limit / seen) >= kMarginBits) return;
     add(out, "norm-as-primitives", rc.rec(pos).name,
         fmt::format("a {} written as primitive ops squares the activations in {}: it overflows "
-                    "once they exceed {}; a fused LayerNormalization or keeping the statistics "
-                    "in float32 avoids it",
-                    centred ? "LayerNorm" : "RMSNorm", rc.f.name, num(std::sqrt(rc.f.max()))));
+                    "once they exceed {} (they reach {} here); a fused LayerNormalization or "
+                    "keeping the statistics in float32 avoids it",
+                    centred ? "LayerNorm" : "RMSNorm", rc.f.name, num(limit), num(seen)));
   });
 }
 
@@ -288,7 +333,9 @@ const std::vector<RuleRow>& table() {
         "non-zero constants below half the smallest subnormal become 0 (an epsilon of 1e-8 "
         "is 0 in float16)"},
        constant_underflow},
-      {{"pow", "Pow multiplies exponents: x^2 overflows from sqrt(max) on (256 in float16)"},
+      {{"pow",
+        "Pow multiplies exponents: x^2 overflows from sqrt(max) on (256 in float16); "
+        "fires within 2^8 of it"},
        pow_rule},
       {{"exp",
         "Exp overflows from ln(max) on (11.09 in float16) unless its input is "

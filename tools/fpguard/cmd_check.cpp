@@ -198,14 +198,22 @@ void print_text(const analysis::Diagnosis& d, const CheckArgs& a) {
            "node adds on its own / of the emulated run)\n";
   }
   if (!d.rules.empty()) {
+    // Findings on origins and on the worst nodes first.
+    std::set<std::string> shown_nodes = origin_nodes;
+    for (const auto& r : rows) shown_nodes.insert(r.n->name);
+    std::vector<const analysis::RuleFinding*> findings;
+    for (const auto& r : d.rules) findings.push_back(&r);
+    std::stable_sort(findings.begin(), findings.end(), [&](const auto* x, const auto* y) {
+      return shown_nodes.count(x->node) > shown_nodes.count(y->node);
+    });
     out << "\nRisk rules (" << d.rules.size() << "; turn off with --disable-rule ID):\n";
-    std::size_t shown = 0;
-    for (const auto& r : d.rules) {
-      if (shown++ == 2 * a.top) {
-        out << fmt::format("  ... and {} more (--json has all)\n", d.rules.size() - 2 * a.top);
+    for (std::size_t i = 0; i < findings.size(); ++i) {
+      if (i == a.top) {
+        out << fmt::format("  ... and {} more (--json has all)\n", findings.size() - a.top);
         break;
       }
-      out << fmt::format("  [{}] {}: {}\n", r.id, r.node, r.message);
+      out << fmt::format("  [{}] {}: {}\n", findings[i]->id, findings[i]->node,
+                         findings[i]->message);
     }
   }
 }

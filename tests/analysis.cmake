@@ -1,0 +1,12 @@
+# The analysis layer (`fpguard check`): origins on crafted graphs, comparisons, rules,
+# lockstep sessions (analysis_test.cpp), and the shipped examples end to end against
+# NumPy (cli/check_test.py).
+add_executable(analysis_tests analysis_test.cpp)
+target_link_libraries(analysis_tests PRIVATE fpguard_lib GTest::gtest_main)
+gtest_discover_tests(analysis_tests TEST_PREFIX "analysis_" DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES
+  PROPERTIES LABELS analysis)
+
+add_test(NAME cli.check
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_test.py
+                 --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)
+set_tests_properties(cli.check PROPERTIES LABELS analysis)

@@ -1,0 +1,325 @@
+// The analysis layer on crafted graphs: an overflow at node k is reported at k only, a
+// NaN from 0/0 at the division, an accuracy loss at a large-K MatMul (not at what
+// feeds it or what follows), an out-of-range constant as an origin of its own, a
+// precision boundary from a float32 node; comparisons against hand-computed values;
+// rules turned off by id; lockstep sessions equal a plain run.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "fpguard/analysis.hpp"
+#include "fpguard/error.hpp"
+#include "fpguard/exec.hpp"
+
+namespace fpguard::analysis {
+namespace {
+
+Tensor floats(std::vector<std::int64_t> shape, std::vector<float> v) {
+  Tensor t(DType::float32, std::move(shape));
+  FPG_CHECK(t.size() == v.size());
+  std::copy(v.begin(), v.end(), t.data<float>().begin());
+  return t;
+}
+
+Tensor scalar(float v) {
+  return floats({}, {v});
+}
+
+// A graph built in memory: one float32 input "x" of a fixed shape.
+struct Builder {
+  model::Model m;
+  explicit Builder(std::vector<std::int64_t> shape) {
+    m.ir_version = 8;
+    m.opsets[""] = 13;
+    m.path = "crafted.onnx";
+    model::ValueInfo x{"x", 1, true, {}};
+    for (auto d : shape) x.shape.push_back({d, ""});
+    m.graph.inputs.push_back(x);
+  }
+  Builder& node(const std::string& name, const std::string& op, std::vector<std::string> in,
+                std::string out) {
+    model::Node n;
+    n.name = name;
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = {std::move(out)};
+    m.graph.nodes.push_back(std::move(n));
+    return *this;
+  }
+  Builder& init(const std::string& name, Tensor t) {
+    m.graph.initializers.push_back({name, std::move(t)});
+    return *this;
+  }
+  Builder& output(const std::string& name) {
+    m.graph.outputs.push_back({name, 1, false, {}});
+    return *this;
+  }
+};
+
+CheckOptions fp16() {
+  CheckOptions o;
+  o.precision = parse_format("float16");
+  o.threads = 1;
+  return o;
+}
+
+std::vector<std::string> origin_nodes(const Diagnosis& d, OriginKind k) {
+  std::vector<std::string> out;
+  for (const auto& o : d.origins)
+    if (o.kind == k) out.push_back(o.node);
+  return out;
+}
+
+TEST(Compare, CountsAndErrorsByHand) {
+  const Format f = parse_format("float16");
+  const std::vector<float> r = {1e5f, 2.0f, 1e-9f, 3e-6f, 4.0f, NAN, 1.0f};
+  const std::vector<float> v = {INFINITY, 2.5f, 0.0f, 2.980232e-6f, 4.0f, 1.0f, NAN};
+  const Comparison c = compare(r, v, f);
+  EXPECT_EQ(c.count, 6u);  // the NaN reference is not compared
+  EXPECT_EQ(c.overflow, 1u);
+  EXPECT_EQ(c.nan, 1u);
+  EXPECT_EQ(c.underflow, 1u);
+  EXPECT_EQ(c.subnormal, 1u);  // 2.98e-6 < 6.1e-5, fp16's smallest normal
+  EXPECT_EQ(c.finite, 4u);
+  EXPECT_DOUBLE_EQ(c.max_abs, 0.5);
+  EXPECT_DOUBLE_EQ(c.max_rel, 0.25);
+  // Errors over the four finite pairs.
+  const double x[] = {2, 1e-9, 3e-6, 4}, y[] = {2.5, 0, 2.980232e-6, 4};
+  double dot = 0, xx = 0, yy = 0, dd = 0;
+  for (int i = 0; i < 4; ++i) {
+    const double xi = static_cast<float>(x[i]), yi = static_cast<float>(y[i]);
+    dot += xi * yi, xx += xi * xi, yy += yi * yi, dd += (yi - xi) * (yi - xi);
+  }
+  EXPECT_NEAR(c.cosine(), dot / std::sqrt(xx * yy), 1e-15);
+  EXPECT_NEAR(c.snr_db(), 10 * std::log10(xx / dd), 1e-12);
+  EXPECT_NEAR(c.nrmse(), std::sqrt(dd / xx), 1e-15);
+}
+
+TEST(Compare, FormatsWithoutInfOverflowToNaN) {
+  const Format e4m3 = parse_format("float8_e4m3fn");
+  const Comparison c =
+      compare(std::vector<float>{1000.0f, 0.0f}, std::vector<float>{NAN, NAN}, e4m3);
+  EXPECT_EQ(c.overflow, 1u);  // the reference is beyond 448: an overflow
+  EXPECT_EQ(c.nan, 1u);       // 0 -> NaN is not
+  EXPECT_TRUE(std::isnan(c.cosine()));
+}
+
+// x * 1000 (fits) -> * 100 (1e5 > 65504) -> + 1 -> Relu: the second Mul only.
+TEST(Origins, OverflowAtNodeKIsReportedAtKOnly) {
+  Builder b({8});
+  b.init("c1000", scalar(1000)).init("c100", scalar(100)).init("one", scalar(1));
+  b.node("scale", "Mul", {"x", "c1000"}, "a")
+      .node("boom", "Mul", {"a", "c100"}, "b")
+      .node("shift", "Add", {"b", "one"}, "c")
+      .node("act", "Relu", {"c"}, "y")
+      .output("y");
+  const auto x = floats({8}, {0.1f, -0.2f, 0.3f, 0.9f, -0.9f, 0.5f, 0.01f, 0.7f});
+  const Diagnosis d = check(b.m, {{{"x", x}}}, fp16());
+  EXPECT_FALSE(d.pass);
+  EXPECT_EQ(origin_nodes(d, OriginKind::overflow), std::vector<std::string>{"boom"});
+  EXPECT_EQ(d.origins.size(), 1u);
+  // |x| * 1e5 > 65504 for |x| > 0.655: 0.9, -0.9 and 0.7.
+  const auto& boom = d.nodes[1];
+  ASSERT_EQ(boom.name, "boom");
+  EXPECT_EQ(boom.outputs[0].local.overflow, 3u);
+  EXPECT_EQ(boom.outputs[0].propagated.overflow, 3u);
+  EXPECT_NEAR(boom.outputs[0].ref_absmax, 0.9f * 1000.0f * 100.0f, 1e-3 * 90000);
+  EXPECT_LT(boom.outputs[0].headroom_bits, 0);
+  // Downstream nodes see the overflow but are symptoms: inputs non-finite when rounded.
+  EXPECT_TRUE(d.nodes[2].inputs_nonfinite);
+  EXPECT_EQ(d.nodes[2].outputs[0].local.overflow, 0u);
+  EXPECT_GT(d.nodes[2].outputs[0].propagated.overflow, 0u);
+  // The output fails: non-finite where the reference is finite (Relu keeps +inf).
+  ASSERT_EQ(d.outputs.size(), 1u);
+  EXPECT_FALSE(d.outputs[0].pass);
+  EXPECT_EQ(d.outputs[0].nonfinite, 2u);  // 0.9 and 0.7 (the -0.9 one is Relu'd to 0)
+  // Keeping the origin (and what reads its out-of-range output) fixes it.
+  bool found = false;
+  for (const auto& s : d.origins[0].suggestions)
+    found = found || s.find("--keep-fp32 boom,shift") != std::string::npos;
+  EXPECT_TRUE(found) << d.origins[0].suggestions.size();
+  CheckOptions keep = fp16();
+  keep.keep_fp32 = {"boom", "shift", "act"};
+  EXPECT_TRUE(check(b.m, {{{"x", x}}}, keep).pass);
+}
+
+// (x * 1e-9) / (x * 2e-9): both round to zero in fp16 -> 0/0 at the Div only.
+TEST(Origins, NaNFromZeroOverZeroStartsAtTheDivision) {
+  Builder b({4});
+  b.init("tiny1", scalar(1e-9f)).init("tiny2", scalar(2e-9f));
+  b.node("num", "Mul", {"x", "tiny1"}, "n")
+      .node("den", "Mul", {"x", "tiny2"}, "d")
+      .node("ratio", "Div", {"n", "d"}, "q")
+      .node("neg", "Neg", {"q"}, "y")
+      .output("y");
+  const Diagnosis d = check(b.m, {{{"x", floats({4}, {1, 2, 3, 4})}}}, fp16());
+  EXPECT_FALSE(d.pass);
+  EXPECT_EQ(origin_nodes(d, OriginKind::nan), std::vector<std::string>{"ratio"});
+  EXPECT_TRUE(origin_nodes(d, OriginKind::overflow).empty());
+  for (const auto& o : d.origins)
+    if (o.node == "ratio") {
+      EXPECT_NE(o.message.find("round to 0"), std::string::npos) << o.message;
+    }
+  // The constants flush to zero in fp16: a rule finding each.
+  int underflow_rules = 0;
+  for (const auto& r : d.rules) underflow_rules += r.id == "constant-underflow";
+  EXPECT_EQ(underflow_rules, 2);
+}
+
+// Relu(x) -> MatMul(K = 4096) with x ~ 1000 + N(0, 1) and weights +-1 that cancel: the
+// rounding of x to fp16 (ULP 0.5 at 1000) swamps the small differences. The MatMul is
+// the accuracy origin; the Relu (whose output is as accurate as fp16 allows) is not.
+TEST(Origins, AccuracyLossAtALargeKMatMul) {
+  const std::int64_t M = 4, K = 4096, N = 8;
+  Builder b({M, K});
+  std::vector<float> w(K * N);
+  for (std::int64_t k = 0; k < K; ++k)
+    for (std::int64_t n = 0; n < N; ++n) w[k * N + n] = ((k + n) % 2) ? 1.0f : -1.0f;
+  b.init("W", floats({K, N}, w));
+  b.node("act", "Relu", {"x"}, "a").node("proj", "MatMul", {"a", "W"}, "y").output("y");
+  std::mt19937 rng(7);
+  std::normal_distribution<float> noise(0, 1);
+  std::vector<float> xv(M * K);
+  for (auto& v : xv) v = 1000 + noise(rng);
+  const Diagnosis d = check(b.m, {{{"x", floats({M, K}, xv)}}}, fp16());
+  EXPECT_FALSE(d.pass);
+  EXPECT_EQ(d.outputs[0].nonfinite, 0u);
+  EXPECT_LT(d.outputs[0].cosine, 0.999);
+  EXPECT_EQ(origin_nodes(d, OriginKind::accuracy), std::vector<std::string>{"proj"});
+  ASSERT_FALSE(d.origins.empty());
+  EXPECT_GT(d.origins[0].contribution, 0.01);
+  // The rules see the reduction depth.
+  bool large_k = false;
+  for (const auto& r : d.rules) large_k = large_k || (r.id == "large-k" && r.node == "proj");
+  EXPECT_TRUE(large_k);
+  // Turning the rule off by id removes it; an unknown id is an error.
+  CheckOptions off = fp16();
+  off.disabled_rules = {"large-k"};
+  for (const auto& r : check(b.m, {{{"x", floats({M, K}, xv)}}}, off).rules)
+    EXPECT_NE(r.id, "large-k");
+  off.disabled_rules = {"large_k"};
+  try {
+    check(b.m, {{{"x", floats({M, K}, xv)}}}, off);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean 'large-k'"), std::string::npos) << e.what();
+  }
+}
+
+// An attention mask of -1e9 becomes -inf in fp16: an origin of its own, harmless here
+// because Softmax turns -inf into 0.
+TEST(Origins, OutOfRangeConstantIsAnOriginOfItsOwn) {
+  Builder b({2, 4});
+  b.init("mask", floats({2, 4}, {0, 0, -1e9f, -1e9f, 0, -1e9f, 0, -1e9f}));
+  b.node("masked", "Add", {"x", "mask"}, "s").node("probs", "Softmax", {"s"}, "y").output("y");
+  const Diagnosis d = check(b.m, {{{"x", floats({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8})}}}, fp16());
+  EXPECT_TRUE(d.pass);
+  ASSERT_EQ(d.origins.size(), 1u);
+  EXPECT_EQ(d.origins[0].node, "mask");
+  EXPECT_EQ(d.origins[0].op_type, "initializer");
+  EXPECT_EQ(d.origins[0].kind, OriginKind::overflow);
+  EXPECT_NE(d.origins[0].message.find("harmless"), std::string::npos) << d.origins[0].message;
+  EXPECT_NE(d.origins[0].message.find("-inf"), std::string::npos) << d.origins[0].message;
+}
+
+// A node kept in float32 produces values beyond fp16: the emulated node reading them
+// is the origin (the boundary overflows there).
+TEST(Origins, PrecisionBoundaryFromAFloat32Node) {
+  Builder b({4});
+  b.init("c", scalar(1e5f));
+  b.node("big", "Mul", {"x", "c"}, "a").node("half", "Sqrt", {"a"}, "y").output("y");
+  CheckOptions o = fp16();
+  o.keep_fp32 = {"big"};
+  const Diagnosis d = check(b.m, {{{"x", floats({4}, {1, 2, 3, 4})}}}, o);
+  EXPECT_EQ(origin_nodes(d, OriginKind::overflow), std::vector<std::string>{"half"});
+  EXPECT_EQ(d.nodes[0].precision, "float32");
+  EXPECT_EQ(d.nodes[1].boundary_inputs, std::vector<std::string>{"a"});
+}
+
+TEST(Check, IntegerOnlyModelPassesWithANote) {
+  model::Model m;
+  m.ir_version = 8;
+  m.opsets[""] = 13;
+  m.path = "ints.onnx";
+  m.graph.inputs.push_back({"i", 7, true, {{3, ""}}});
+  m.graph.nodes.push_back({"twice", "Add", "", {"i", "i"}, {"j"}, {}, ""});
+  m.graph.outputs.push_back({"j", 7, false, {}});
+  Tensor i(DType::int64, {3});
+  const Diagnosis d = check(m, {{{"i", i}}}, fp16());
+  EXPECT_TRUE(d.pass);
+  ASSERT_EQ(d.notes.size(), 1u);
+  EXPECT_NE(d.notes[0].find("no floating-point"), std::string::npos);
+}
+
+TEST(Check, AggregatesOverSamples) {
+  Builder b({2});
+  b.init("c", scalar(300));
+  b.node("sq", "Mul", {"x", "c"}, "y").output("y");
+  const auto s1 = floats({2}, {1, -2}), s2 = floats({2}, {100, 3});
+  const Diagnosis d = check(b.m, {{{"x", s1}}, {{"x", s2}}}, fp16());
+  EXPECT_EQ(d.samples, 2u);
+  const auto& t = d.nodes[0].outputs[0];
+  EXPECT_EQ(t.ref_min, -600);
+  EXPECT_EQ(t.ref_max, 30000);
+  EXPECT_EQ(t.ref_absmax, 30000);
+  EXPECT_EQ(t.local.count, 4u);
+  std::uint64_t hist = 0;
+  for (const auto& [e, n] : t.exponent_histogram) hist += n;
+  EXPECT_EQ(hist, 4u);
+  EXPECT_EQ(t.exponent_histogram.at(14), 1u);  // 30000 = 1.83 * 2^14
+}
+
+TEST(Check, KeepUnknownNodeIsAnError) {
+  Builder b({2});
+  b.node("act", "Relu", {"x"}, "y").output("y");
+  CheckOptions o = fp16();
+  o.keep_fp32 = {"acts"};
+  try {
+    check(b.m, {{{"x", floats({2}, {1, 2})}}}, o);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean 'act'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Check, UnnamedNodesGetStableNames) {
+  Builder b({2});
+  b.node("", "Relu", {"x"}, "a").node("", "Neg", {"a"}, "y").output("y");
+  EXPECT_EQ(display_names(b.m), (std::vector<std::string>{"Relu_0", "Neg_1"}));
+  name_nodes(b.m);
+  EXPECT_EQ(b.m.graph.nodes[1].name, "Neg_1");
+}
+
+// A session stepped node by node gives what Executor::run gives, and evaluate_next in a
+// format equals that node run alone in the format.
+TEST(Session, LockstepEqualsARun) {
+  Builder b({3});
+  b.init("c", scalar(3.3f));
+  b.node("m", "Mul", {"x", "c"}, "a").node("e", "Exp", {"a"}, "y").output("y");
+  const std::vector<NamedTensor> in = {{"x", floats({3}, {0.1f, 0.7f, 1.3f})}};
+  const exec::Executor ex(b.m);
+  exec::Session s(ex, in);
+  const auto fp16f = parse_format("float16");
+  std::vector<NamedTensor> local_first;
+  while (!s.done()) {
+    if (s.position() == 0) local_first = s.evaluate_next(fp16f);
+    s.step();
+  }
+  const auto a = s.outputs(), r = ex.run(in);
+  ASSERT_EQ(a.size(), 1u);
+  for (std::size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(a[0].tensor.data<float>()[i], r[0].tensor.data<float>()[i]);
+  exec::RunOptions one;
+  one.policy.node_formats.emplace("m", fp16f);
+  Builder only({3});
+  only.m = b.m;
+  only.m.graph.outputs = {{"a", 1, false, {}}};
+  const auto want = exec::Executor(only.m, one).run(in);
+  ASSERT_EQ(local_first.size(), 1u);
+  for (std::size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(local_first[0].tensor.data<float>()[i], want[0].tensor.data<float>()[i]);
+}
+
+}  // namespace
+}  // namespace fpguard::analysis

@@ -1,0 +1,313 @@
+#!/usr/bin/python3
+"""End-to-end tests of `fpguard check` on the shipped examples (examples/):
+
+- superres in float16: the squaring node /Pow is the one overflow origin (not its
+  consumers); its overflow count equals NumPy's (the float32 ReLU output from
+  `fpguard run --dump-all`, rounded to float16 by NumPy, squared, rounded again); the
+  output cosine equals NumPy's over `fpguard run` outputs; the suggested --keep-fp32
+  fix passes; bfloat16 passes.
+- transformer_block in float16: the two LayerNorm Pow nodes are the origins; the
+  suggested fixes together pass.
+- clean_cnn passes in float16 with no origin.
+- the JSON fields of docs/check.md, several precisions side by side, and bad input
+  (one line, exit 2, no output file).
+
+    check_test.py --fpguard PATH --examples DIR
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+failures = []
+
+
+def check(cond, what, detail=""):
+    if not cond:
+        failures.append(f"{what}: {detail}")
+        print(f"FAIL {what}: {detail}")
+
+
+def run(fpguard, *argv):
+    return subprocess.run([fpguard, *argv], capture_output=True, text=True, timeout=300)
+
+
+def fails(fpguard, case, argv, *needles):
+    r = run(fpguard, *argv)
+    check(r.returncode == 2, f"{case}: exit 2", (r.returncode, r.stdout[-300:]))
+    lines = r.stderr.splitlines()
+    check(len(lines) == 1 and lines[0].startswith("fpguard: error: "), f"{case}: one error line",
+          repr(r.stderr))
+    for n in needles:
+        check(n in r.stderr, f"{case}: names {n!r}", repr(r.stderr))
+
+
+def check_json(fpguard, tmp, model, inputs, *extra):
+    out = os.path.join(tmp, "check.json")
+    if os.path.exists(out):
+        os.remove(out)
+    r = run(fpguard, "check", model, "--inputs", inputs, "--json", out, "--quiet", *extra)
+    check(r.returncode in (0, 1), f"check {model} {extra} runs", r.stderr)
+    if r.returncode not in (0, 1):
+        return r, None
+    with open(out) as fh:
+        return r, json.load(fh)
+
+
+def read_outputs(d):
+    with open(os.path.join(d, "outputs.json")) as fh:
+        j = json.load(fh)
+    return {t["name"]: np.load(os.path.join(d, t["file"])) for t in j["tensors"]}
+
+
+def cosine(a, b):
+    a = a.astype(np.float64).ravel()
+    b = b.astype(np.float64).ravel()
+    return float(a @ b / np.sqrt((a @ a) * (b @ b)))
+
+
+def origins(j, kind=None):
+    return [o["node"] for o in j["origins"] if kind is None or o["kind"] == kind]
+
+
+def keep_list(j):
+    """The nodes of every origin's --keep-fp32 suggestion."""
+    nodes = []
+    for o in j["origins"]:
+        for s in o["suggestions"]:
+            if "--keep-fp32 " in s:
+                nodes += s.split("--keep-fp32 ")[1].rstrip(")").split(",")
+    return nodes
+
+
+def node(j, name):
+    return next(n for n in j["nodes"] if n["name"] == name)
+
+
+def test_schema(j):
+    for k in ("schema_version", "model", "precision", "reference", "verdict", "outputs", "origins",
+              "nodes", "rules"):
+        check(k in j, f"JSON has {k}")
+    check(j["schema_version"] == 1, "schema_version 1")
+    for o in j["outputs"]:
+        for k in ("name", "max_abs_error", "max_rel_error", "cosine", "pass"):
+            check(k in o, f"outputs[] has {k}")
+    for o in j["origins"]:
+        for k in ("node", "op_type", "kind", "message", "suggestions", "outputs"):
+            check(k in o, f"origins[] has {k}")
+        check(o["kind"] in ("overflow", "nan", "underflow", "accuracy"), "origin kind", o["kind"])
+    for n in j["nodes"]:
+        for k in ("name", "op_type", "precision", "outputs"):
+            check(k in n, f"nodes[] has {k}")
+        for t in n["outputs"]:
+            for k in ("name", "ref_min", "ref_max", "ref_absmax", "headroom_bits", "overflow", "nan",
+                      "underflow", "subnormal", "local", "propagated"):
+                check(k in t, f"nodes[].outputs[] has {k}")
+            for side in ("local", "propagated"):
+                for k in ("max_abs_error", "max_rel_error", "mean_rel_error", "cosine", "snr_db"):
+                    check(k in t[side], f"{side} has {k}")
+    for r in j["rules"]:
+        check(set(r) == {"id", "node", "message"}, "rules[] fields", r)
+
+
+def test_superres(f, ex, tmp):
+    model = os.path.join(ex, "superres", "model.onnx")
+    inputs = os.path.join(ex, "superres", "inputs")
+    r, j = check_json(f, tmp, model, inputs, "--precision", "float16")
+    if j is None:
+        return
+    test_schema(j)
+    check(r.returncode == 1, "superres fp16 fails (exit 1)", r.returncode)
+    check(r.stdout.startswith("FAIL"), "verdict line first", r.stdout[:80])
+    check(j["verdict"] == "fail", "superres fp16 verdict fail")
+    check(origins(j) == ["/Pow"], "superres fp16: /Pow is the only origin", origins(j))
+    check(j["origins"][0]["kind"] == "overflow", "…an overflow", j["origins"][0]["kind"])
+    check("squares values up to" in j["origins"][0]["message"], "…explained as a squaring",
+          j["origins"][0]["message"])
+    check(j["origins"][0]["outputs"] == ["/Pow_output_0"], "…with its output tensor",
+          j["origins"][0]["outputs"])
+    # NumPy: the float32 ReLU output rounded to float16, squared, rounded to float16.
+    dump = os.path.join(tmp, "dump32")
+    rr = run(f, "run", model, "--inputs", inputs, "--dump-all", dump)
+    check(rr.returncode == 0, "run --dump-all", rr.stderr)
+    tensors = read_outputs(dump)
+    relu = tensors["/relu/Relu_output_0"]
+    with np.errstate(over="ignore"):  # the overflow is the point
+        sq = (relu.astype(np.float16).astype(np.float32) ** 2).astype(np.float16)
+    pow_out = node(j, "/Pow")["outputs"][0]
+    check(pow_out["local"]["overflow"] == int(np.isinf(sq).sum()),
+          "/Pow local overflow count equals NumPy's",
+          (pow_out["local"]["overflow"], int(np.isinf(sq).sum())))
+    ref_pow = tensors["/Pow_output_0"]
+    check(abs(pow_out["ref_absmax"] - float(np.abs(ref_pow).max())) == 0, "/Pow ref_absmax",
+          (pow_out["ref_absmax"], float(np.abs(ref_pow).max())))
+    check(pow_out["headroom_bits"] < 0, "/Pow has negative headroom", pow_out["headroom_bits"])
+    # Consumers see the overflow (propagated) but are not origins.
+    # /ReduceMean reads the overflowed squares: its local run inherits them; /Add and
+    # /Sqrt get in-range reference inputs and are fine on their own.
+    check(node(j, "/ReduceMean")["inputs_nonfinite"], "/ReduceMean inherits")
+    for name in ("/ReduceMean", "/Add", "/Sqrt"):
+        n = node(j, name)
+        check(n["outputs"][0]["overflow"] > 0, f"{name} overflows in the emulated run")
+        check(n["outputs"][0]["local"]["overflow"] == 0, f"{name}: no overflow of its own", n)
+    # The verdict's cosine equals NumPy's over `fpguard run` outputs.
+    o32, o16 = os.path.join(tmp, "o32"), os.path.join(tmp, "o16")
+    run(f, "run", model, "--inputs", inputs, "--outputs", o32)
+    run(f, "run", model, "--inputs", inputs, "--outputs", o16, "--precision", "float16")
+    c = cosine(read_outputs(o32)["upscaled"], read_outputs(o16)["upscaled"])
+    check(abs(j["outputs"][0]["cosine"] - c) < 1e-9, "output cosine equals NumPy's",
+          (j["outputs"][0]["cosine"], c))
+    check(c < 0.999 and not j["outputs"][0]["pass"], "output fails", c)
+    # The rules: Pow, the 1e-8 epsilon that flushes to zero, the normalisation pattern.
+    ids = {r["id"] for r in j["rules"]}
+    for rule in ("pow", "constant-underflow", "norm-as-primitives"):
+        check(rule in ids, f"rule {rule} fires", ids)
+    # The suggested fix passes.
+    keep = keep_list(j)
+    check(keep == ["/Pow", "/ReduceMean"], "keep /Pow and its reader /ReduceMean", keep)
+    r2, j2 = check_json(f, tmp, model, inputs, "--precision", "float16", "--keep-fp32",
+                        ",".join(keep))
+    if j2:
+        check(r2.returncode == 0 and j2["verdict"] == "pass", "the suggested fix passes",
+              j2["outputs"])
+        check(node(j2, "/Pow")["precision"] == "float32", "kept node runs in float32")
+    # Keeping only /Pow moves the boundary: /ReduceMean reads its out-of-range values.
+    r3, j3 = check_json(f, tmp, model, inputs, "--precision", "float16", "--keep-fp32", "/Pow")
+    if j3:
+        check(origins(j3) == ["/ReduceMean"], "boundary origin at /ReduceMean", origins(j3))
+    # bfloat16 passes.
+    r4, j4 = check_json(f, tmp, model, inputs, "--precision", "bfloat16")
+    if j4:
+        check(r4.returncode == 0 and j4["verdict"] == "pass", "superres bf16 passes",
+              j4["outputs"])
+        check(j4["origins"] == [], "no origin in bf16", j4["origins"])
+
+
+def test_transformer(f, ex, tmp):
+    model = os.path.join(ex, "transformer_block", "model.onnx")
+    inputs = os.path.join(ex, "transformer_block", "inputs")
+    r, j = check_json(f, tmp, model, inputs, "--precision", "float16")
+    if j is None:
+        return
+    check(r.returncode == 1 and j["verdict"] == "fail", "transformer fp16 fails", j["outputs"])
+    check(sorted(origins(j, "overflow")) == ["/ln1/Pow", "/ln2/Pow"],
+          "the LayerNorm Pows are the overflow origins", origins(j))
+    for n in origins(j):
+        check("ReduceMean" not in n and "Sqrt" not in n and "Div" not in n,
+              "no LayerNorm consumer is an origin", n)
+    r2, j2 = check_json(f, tmp, model, inputs, "--precision", "float16", "--keep-fp32",
+                        ",".join(keep_list(j)))
+    if j2:
+        check(j2["verdict"] == "pass", "transformer: the suggested fixes pass", j2["outputs"])
+    r3, j3 = check_json(f, tmp, model, inputs, "--precision", "bfloat16")
+    if j3:
+        check(j3["verdict"] == "pass", "transformer bf16 passes", j3["outputs"])
+
+
+def test_clean(f, ex, tmp):
+    model = os.path.join(ex, "clean_cnn", "model.onnx")
+    inputs = os.path.join(ex, "clean_cnn", "inputs")
+    r, j = check_json(f, tmp, model, inputs, "--precision", "float16")
+    if j is None:
+        return
+    check(r.returncode == 0 and j["verdict"] == "pass", "clean CNN passes in fp16", j["outputs"])
+    check(j["origins"] == [], "clean CNN: no origin", j["origins"])
+    check(j["outputs"][0]["cosine"] >= 0.999, "clean CNN cosine", j["outputs"][0]["cosine"])
+    # Several precisions side by side: one JSON with a check each; exit 1 if any fails.
+    out = os.path.join(tmp, "multi.json")
+    sr = os.path.join(ex, "superres")
+    r = run(f, "check", os.path.join(sr, "model.onnx"), "--inputs", os.path.join(sr, "inputs"),
+            "--precision", "float16,bfloat16", "float8_e4m3fn", "--json", out, "--quiet")
+    check(r.returncode == 1, "fp16 fails, so exit 1", (r.returncode, r.stderr))
+    check("Side by side" in r.stdout, "side-by-side table")
+    with open(out) as fh:
+        m = json.load(fh)
+    check([c["precision"] for c in m["checks"]] == ["float16", "bfloat16", "float8_e4m3fn"],
+          "one check per precision", [c.get("precision") for c in m.get("checks", [])])
+    check([c["verdict"] for c in m["checks"]] == ["fail", "pass", "fail"], "verdicts",
+          [c["verdict"] for c in m["checks"]])
+    check(m["verdict"] == "fail", "combined verdict")
+    # Generated inputs are announced.
+    r = run(f, "check", model, "--precision", "float16", "--quiet")
+    check(r.returncode == 0, "generated inputs run", r.stderr)
+    check("NO INPUTS GIVEN" in r.stdout, "generated inputs are announced", r.stdout[:400])
+    # Several generated samples aggregate.
+    out = os.path.join(tmp, "samples.json")
+    r = run(f, "check", model, "--precision", "float16", "--samples", "3", "--json", out,
+            "--quiet")
+    with open(out) as fh:
+        check(json.load(fh)["samples"] == 3, "--samples 3")
+
+
+def test_errors(f, ex, tmp):
+    model = os.path.join(ex, "clean_cnn", "model.onnx")
+    fails(f, "unknown precision", ["check", model, "--precision", "float17"], "float17")
+    fails(f, "input the model lacks", ["check", model, "--precision", "fp16", "--input",
+                                       "imag=uniform:0:1"], "imag", "did you mean 'image'")
+    fails(f, "unknown node to keep", ["check", model, "--precision", "fp16", "--keep-fp32",
+                                      "/fc/Gem"], "/fc/Gem", "did you mean '/fc/Gemm'")
+    fails(f, "unknown rule", ["check", model, "--precision", "fp16", "--disable-rule", "pows"],
+          "pows")
+    fails(f, "fp64 reference", ["check", model, "--precision", "fp16", "--reference", "fp64"],
+          "--reference")
+    bad = os.path.join(tmp, "wrong_shape.npy")
+    np.save(bad, np.zeros((1, 3, 16, 16), np.float32))
+    fails(f, "shape that does not fit", ["check", model, "--precision", "fp16", "--input",
+                                         "image=" + bad], "image", "dimension 2")
+    # --json onto the model itself: refused, the model untouched, nothing written.
+    copy = os.path.join(tmp, "copy.onnx")
+    shutil.copy(model, copy)
+    before = open(copy, "rb").read()
+    fails(f, "--json onto the model", ["check", copy, "--precision", "fp16", "--json", copy])
+    check(open(copy, "rb").read() == before, "the model is untouched")
+    out = os.path.join(tmp, "never.json")
+    fails(f, "no output on error", ["check", model, "--precision", "float17", "--json", out])
+    check(not os.path.exists(out), "no partial output file")
+    # Unsupported ops are listed at once.
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    g = helper.make_graph([helper.make_node("Frobnicate", ["x"], ["a"], domain="ai.example"),
+                           helper.make_node("Wibble", ["a"], ["y"], domain="ai.example")],
+                          "g", [x], [y])
+    unsup = os.path.join(tmp, "unsupported.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13),
+                                                  helper.make_opsetid("ai.example", 1)]), unsup)
+    fails(f, "unsupported ops", ["check", unsup, "--precision", "fp16"], "Frobnicate", "Wibble")
+    # A model without floating-point nodes passes, with a note.
+    i = helper.make_tensor_value_info("i", TensorProto.INT64, [3])
+    j = helper.make_tensor_value_info("j", TensorProto.INT64, [3])
+    g = helper.make_graph([helper.make_node("Add", ["i", "i"], ["j"])], "ints", [i], [j])
+    ints = os.path.join(tmp, "ints.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), ints)
+    r = run(f, "check", ints, "--precision", "fp16", "--quiet")
+    check(r.returncode == 0 and "PASS" in r.stdout and "no floating-point" in r.stdout,
+          "integer model passes with a note", (r.returncode, r.stdout, r.stderr))
+    fails(f, "not a model", ["check", os.path.join(ex, "README.md"), "--precision", "fp16"],
+          "README.md")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fpguard", required=True)
+    ap.add_argument("--examples", required=True)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        test_superres(a.fpguard, a.examples, tmp)
+        test_transformer(a.fpguard, a.examples, tmp)
+        test_clean(a.fpguard, a.examples, tmp)
+        test_errors(a.fpguard, a.examples, tmp)
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        sys.exit(1)
+    print("all check tests passed")
+
+
+if __name__ == "__main__":
+    main()
