@@ -3,6 +3,7 @@
 # NumPy (cli/check_test.py).
 add_executable(analysis_tests analysis_test.cpp)
 target_link_libraries(analysis_tests PRIVATE fpguard_lib GTest::gtest_main)
+target_include_directories(analysis_tests PRIVATE ${PROJECT_SOURCE_DIR}/src)
 gtest_discover_tests(analysis_tests TEST_PREFIX "analysis_" DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES
   PROPERTIES LABELS analysis)
 

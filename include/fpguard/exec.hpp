@@ -111,10 +111,26 @@ class Observer {
                        const std::vector<NamedTensor>& outputs) = 0;
 };
 
+// Initializers rounded to a format, once (as TensorRT rounds weights at build time):
+// (initializer, format name) -> rounded carrier. Executors of the same model may share
+// one (a lockstep analysis rounds each weight once for all its runs).
+class WeightCache {
+ public:
+  // The rounded carrier of `weight` (a float32 carrier of `source`) in `f`; the address
+  // is stable for the cache's lifetime.
+  const Tensor& get(const Tensor* source, const Tensor& weight, const Format& f,
+                    const RoundOptions& o);
+
+ private:
+  std::map<std::pair<const Tensor*, std::string>, Tensor> rounded_;
+  std::mutex mutex_;
+};
+
 struct RunOptions {
   PrecisionPolicy policy;
   int threads = 0;  // 0: all hardware threads
   Observer* observer = nullptr;
+  std::shared_ptr<WeightCache> weights;  // nullptr: the executor makes its own
 };
 
 class Session;
@@ -158,10 +174,6 @@ class Executor {
   RunOptions options_;
   std::map<const model::Graph*, Plan> plans_;
   std::string where_;
-  // Initializers rounded to a format, once for the executor's lifetime (as TensorRT
-  // rounds weights at build time): (initializer, format name) -> rounded carrier.
-  mutable std::map<std::pair<const Tensor*, std::string>, Tensor> rounded_weights_;
-  mutable std::mutex rounded_mutex_;
 };
 
 // One execution of an executor's main graph, advanced a node at a time: what a lockstep

@@ -2,6 +2,7 @@
 // the rules.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -19,6 +20,16 @@ struct Source {
   std::optional<std::size_t> pos;  // topological position for nodes
 };
 
+// One scan of a floating constant (initializer or Constant node value) in the format.
+struct ConstantScan {
+  std::string name;   // the value's name (what nodes read)
+  std::string label;  // initializer name, or the Constant node's name
+  std::string kind;   // "initializer" or "Constant"
+  std::uint64_t size = 0, overflow = 0, underflow = 0;
+  double min = 0, max = 0;     // over finite values
+  double min_abs_nonzero = 0;  // NaN when all are zero
+};
+
 struct Context {
   const model::Model& m;
   const CheckOptions& o;
@@ -31,8 +42,11 @@ struct Context {
   // smallest non-zero |value|.
   std::map<std::string, double> absmax;
   std::map<std::string, double> min_abs_nonzero;
-  std::set<std::string> seen;          // values recorded at least once
-  std::vector<Comparison> output_cmp;  // graph outputs: emulated vs reference
+  std::set<std::string> seen;                     // values recorded at least once
+  std::vector<Comparison> output_cmp;             // graph outputs: emulated vs reference
+  std::vector<ConstantScan> constants;            // floating constants, scanned once
+  std::set<std::string> initializers;             // their names
+  std::map<std::string, bool> weights_nonfinite;  // initializers: inf/NaN once rounded
 
   Source source_of(const std::string& value) const;
 };

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "analysis.hpp"
+#include "compare.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/stats.hpp"
 
@@ -52,38 +53,9 @@ void Comparison::merge(const Comparison& o) {
 Comparison compare(std::span<const float> r, std::span<const float> v, const Format& f) {
   FPG_CHECK(r.size() == v.size());
   Comparison c;
-  const double max = f.max(), tiny = f.smallest_normal();
-  for (std::size_t i = 0; i < r.size(); ++i) {
-    const double x = r[i], y = v[i];
-    if (!std::isfinite(x)) continue;
-    ++c.count;
-    const double ax = std::fabs(x);
-    if (std::isnan(y)) {
-      // Formats without inf (FP8 E4M3, ...) turn an overflow into NaN.
-      ++(ax > max ? c.overflow : c.nan);
-      continue;
-    }
-    if (std::isinf(y)) {
-      ++c.overflow;
-      continue;
-    }
-    const double ay = std::fabs(y);
-    if (ax > max && ay >= max) ++c.overflow;  // saturated
-    if (y == 0 && x != 0)
-      ++c.underflow;
-    else if (y != 0 && ay < tiny && f.has_subnormals)
-      ++c.subnormal;
-    const double d = y - x, ad = std::fabs(d);
-    const double rel = ad / std::max(ax, tiny);
-    c.max_abs = std::max(c.max_abs, ad);
-    c.max_rel = std::max(c.max_rel, rel);
-    c.sum_rel += rel;
-    c.dot += x * y;
-    c.vv += y * y;
-    c.rr += x * x;
-    c.dd += d * d;
-    ++c.finite;
-  }
+  const CompareParams p{f.max(), f.smallest_normal(), f.has_subnormals};
+  const std::size_t done = compare_simd(r.data(), v.data(), r.size(), p, c);
+  for (std::size_t i = done; i < r.size(); ++i) compare_one(r[i], v[i], p, c);
   return c;
 }
 
@@ -136,15 +108,39 @@ bool any_nonfinite(const Tensor& t) {
   return false;
 }
 
-// Sees the local run's kernel inputs: which of them hold inf/NaN after rounding.
+// Whether the local run's kernel inputs hold inf/NaN after rounding to the node's
+// format. Rounding is monotonic, so a tensor breaks exactly when its reference holds
+// inf/NaN or its largest |value| rounds past the format: activations are decided from
+// the statistics recorded when they were produced (no extra scan); a rounded weight is
+// the same for every node and sample and is scanned once.
 struct InputProbe : exec::Observer {
+  Context& ctx;
+  // This sample's values: reference absmax and whether any is inf/NaN.
+  const std::map<std::string, std::pair<float, bool>>& range;
+  const Format& fmt;
   std::vector<bool> nonfinite;
-  void on_node(const model::Node&, std::size_t, const std::vector<const Tensor*>& inputs,
+  InputProbe(Context& c, const std::map<std::string, std::pair<float, bool>>& r, const Format& f)
+      : ctx(c), range(r), fmt(f) {}
+  void on_node(const model::Node& node, std::size_t, const std::vector<const Tensor*>& inputs,
                const std::vector<NamedTensor>&) override {
     nonfinite.assign(inputs.size(), false);
-    for (std::size_t i = 0; i < inputs.size(); ++i)
-      if (inputs[i] && inputs[i]->dtype() == DType::float32)
-        nonfinite[i] = any_nonfinite(*inputs[i]);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor* t = inputs[i];
+      if (!t || t->dtype() != DType::float32) continue;
+      const std::string& name = i < node.inputs.size() ? node.inputs[i] : std::string();
+      if (ctx.initializers.count(name)) {
+        auto [it, fresh] = ctx.weights_nonfinite.try_emplace(name, false);
+        if (fresh) it->second = any_nonfinite(*t);
+        nonfinite[i] = it->second;
+      } else if (auto r = range.find(name); r != range.end()) {
+        float rounded = 0;
+        round(std::span<const float>(&r->second.first, 1), std::span<float>(&rounded, 1), fmt,
+              ctx.o.round_options);
+        nonfinite[i] = r->second.second || !std::isfinite(rounded);
+      } else {
+        nonfinite[i] = any_nonfinite(*t);
+      }
+    }
   }
 };
 
@@ -165,9 +161,13 @@ void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
   const auto& g = m.graph;
   exec::Session ref(ref_ex, inputs), emu(emu_ex, inputs);
   std::map<std::string, double> error;  // propagated relative RMS error, this sample
+  std::map<std::string, std::pair<float, bool>> range;  // absmax, any inf/NaN: this sample
   for (const auto* vi : g.runtime_inputs())
-    if (const Tensor* t = ref.value(vi->name); t && t->dtype() == DType::float32)
-      ctx.absmax[vi->name] = std::max(ctx.absmax[vi->name], absmax_of(*t));
+    if (const Tensor* t = ref.value(vi->name); t && t->dtype() == DType::float32) {
+      const double a = absmax_of(*t);
+      ctx.absmax[vi->name] = std::max(ctx.absmax[vi->name], a);
+      range[vi->name] = {static_cast<float>(a), any_nonfinite(*t)};
+    }
   const Format fp32 = parse_format("float32");
   while (!ref.done()) {
     const std::size_t pos = ref.position();
@@ -175,8 +175,8 @@ void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
     NodeRecord& rec = ctx.diag.nodes[pos];
     const std::optional<Format> fmt = ctx.formats[pos];
 
-    InputProbe probe;
     std::vector<NamedTensor> local;
+    InputProbe probe(ctx, range, fmt ? *fmt : fp32);
     if (fmt) local = ref.evaluate_next(fmt, &probe);
     // Inputs: where they come from, how accurate and how large they are.
     bool inherited = false;
@@ -227,7 +227,7 @@ void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
       t.floating = true;
       StatsOptions so;
       so.threads = o.threads;
-      const Stats st = stats(floats(*r), {o.precision}, so);
+      const Stats st = stats(floats(*r), {}, so);  // range and histogram only
       const bool first = ctx.seen.insert(name).second;
       if (st.tensor.count > st.tensor.nan + st.tensor.posinf + st.tensor.neginf) {
         t.ref_min = first ? st.tensor.min : std::min(t.ref_min, st.tensor.min);
@@ -235,6 +235,8 @@ void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
         t.ref_absmax = std::max(t.ref_absmax, st.tensor.absmax);
       }
       t.ref_nonfinite += st.tensor.nan + st.tensor.posinf + st.tensor.neginf;
+      range[name] = {std::isnan(st.tensor.absmax) ? 0.0f : static_cast<float>(st.tensor.absmax),
+                     st.tensor.nan + st.tensor.posinf + st.tensor.neginf > 0};
       for (const auto& [k, n] : st.tensor.exponent_histogram) t.exponent_histogram[k] += n;
       ctx.absmax[name] = t.ref_absmax;
       ctx.min_abs_nonzero[name] =
@@ -310,6 +312,9 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   check_rule_ids(o.disabled_rules);
   exec::RunOptions ref_opts;
   ref_opts.threads = o.threads;
+  ref_opts.policy.round_options = o.round_options;  // the local runs round with them
+  // One rounding of each weight serves the emulated and the local runs.
+  ref_opts.weights = std::make_shared<exec::WeightCache>();
   exec::RunOptions emu_opts = ref_opts;
   emu_opts.policy.default_format = o.precision;
   emu_opts.policy.exclude_names = o.keep_fp32;
@@ -327,7 +332,8 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
       throw Error("--keep-fp32 " + k, msg);
     }
 
-  Context ctx{m, o, {}, ref_ex.order(), {}, {}, {}, {}, {}, {}, {}};
+  Context ctx{m, o, {}, ref_ex.order(), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  for (const auto& t : m.graph.initializers) ctx.initializers.insert(t.name);
   ctx.diag.model = m.path.string();
   ctx.diag.precision = o.precision.name;
   ctx.diag.samples = samples.size();
@@ -352,6 +358,33 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
       if (!out.empty()) ctx.producer[out] = pos;
     }
     ctx.diag.nodes.push_back(std::move(rec));
+  }
+
+  // Constants, before running: one statistics pass each (the SIMD stats layer).
+  auto scan = [&](const std::string& name, const std::string& label, const std::string& kind,
+                  const Tensor& t) {
+    if (!exec::is_float(t.dtype())) return;
+    StatsOptions so;
+    so.threads = o.threads;
+    const Stats st = stats(t, {o.precision}, so);
+    ConstantScan c{name,
+                   label,
+                   kind,
+                   st.tensor.count,
+                   st.formats[0].overflow,
+                   st.formats[0].underflow,
+                   st.tensor.min,
+                   st.tensor.max,
+                   st.tensor.min_abs_nonzero};
+    ctx.absmax[name] = st.tensor.absmax;
+    ctx.constants.push_back(std::move(c));
+  };
+  for (const auto& init : g.initializers) scan(init.name, init.name, "initializer", init.tensor);
+  for (std::size_t pos = 0; pos < ctx.order.size(); ++pos) {
+    const auto& n = g.nodes[ctx.order[pos]];
+    if (n.op_type == "Constant" && !n.outputs.empty() && !n.outputs[0].empty())
+      if (const Tensor* t = n.attr_tensor("value"))
+        scan(n.outputs[0], ctx.diag.nodes[pos].name, "Constant", *t);
   }
 
   std::vector<OutputVerdict> verdicts(g.outputs.size());

@@ -220,32 +220,23 @@ void value_origins(Context& ctx, const Graphs& g) {
   const Format& f = ctx.o.precision;
   const bool outputs_finite = std::all_of(ctx.diag.outputs.begin(), ctx.diag.outputs.end(),
                                           [](const OutputVerdict& v) { return v.nonfinite == 0; });
-  auto add = [&](const std::string& name, const std::string& kind, const Tensor& t) {
-    if (!exec::is_float(t.dtype()) || !g.read_by_emulated(name)) return;
-    std::vector<double> v(t.size());
-    to_double(t, v);
-    std::uint64_t over = 0;
-    double worst = 0;
-    for (double x : v)
-      if (std::isfinite(x) && std::fabs(x) > f.max()) {
-        ++over;
-        if (std::fabs(x) > std::fabs(worst)) worst = x;
-      }
-    if (!over) return;
+  for (const auto& c : ctx.constants) {
+    if (!c.overflow || !g.read_by_emulated(c.name)) continue;
+    const double worst = std::fabs(c.min) > std::fabs(c.max) ? c.min : c.max;
     const std::string becomes =
         f.has_inf() && !ctx.o.round_options.saturate
             ? (worst < 0 ? "-inf" : "inf")
             : (f.has_nan() && !ctx.o.round_options.saturate ? "NaN"
                                                             : "+-" + num(f.max()) + " (saturated)");
     Origin o;
-    o.node = name;
-    o.op_type = kind;
+    o.node = c.label;
+    o.op_type = c.kind;
     o.kind = OriginKind::overflow;
-    o.outputs = {name};
+    o.outputs = {c.name};
     o.message = fmt::format(
-        "{} {} holds {} value{} beyond {} max {} (worst {}), which become{} {}; {}", kind,
-        quoted(name), count(over), over > 1 ? "s" : "", f.name, num(f.max()), num(worst),
-        over > 1 ? "" : "s", becomes,
+        "{} {} holds {} value{} beyond {} max {} (worst {}), which become{} {}; {}", c.kind,
+        quoted(c.label), count(c.overflow), c.overflow > 1 ? "s" : "", f.name, num(f.max()),
+        num(worst), c.overflow > 1 ? "" : "s", becomes,
         outputs_finite ? "the outputs stay finite: its consumers absorb it (harmless here)"
                        : "the outputs are not finite where the reference is");
     push(o.suggestions,
@@ -254,12 +245,6 @@ void value_origins(Context& ctx, const Graphs& g) {
                      num(std::copysign(std::ldexp(1.0, f.emax() - 1), worst)), num(worst)));
     push(o.suggestions, bf16_suggestion(f, std::fabs(worst)));
     ctx.diag.origins.push_back(std::move(o));
-  };
-  for (const auto& init : ctx.m.graph.initializers) add(init.name, "initializer", init.tensor);
-  for (std::size_t pos = 0; pos < ctx.order.size(); ++pos) {
-    const auto& n = g.node(pos);
-    if (n.op_type != "Constant" || n.outputs.empty()) continue;
-    if (const Tensor* t = n.attr_tensor("value")) add(n.outputs[0], "Constant", *t);
   }
   for (const auto* vi : ctx.m.graph.runtime_inputs()) {
     auto a = ctx.absmax.find(vi->name);

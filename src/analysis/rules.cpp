@@ -74,42 +74,21 @@ std::string num(double v) {
   return fmt::format("{:.4g}", v);
 }
 
-// Initializers and Constant values: overflow and flush to zero in the format.
+// Initializers and Constant values: overflow and flush to zero in the format (from the
+// scan check() made before running).
 void constants(const RuleContext& rc, std::vector<RuleFinding>& out, bool overflow) {
-  auto check = [&](const std::string& name, const Tensor& t) {
-    if (!exec::is_float(t.dtype())) return;
-    std::vector<double> v(t.size());
-    to_double(t, v);
-    std::uint64_t n = 0;
-    double worst = overflow ? 0 : INFINITY;
-    for (double x : v) {
-      if (!std::isfinite(x) || x == 0) continue;
-      const double a = std::fabs(x);
-      if (overflow && a > rc.f.max()) {
-        ++n;
-        if (a > std::fabs(worst)) worst = x;
-      } else if (!overflow && a < rc.f.smallest_subnormal() / 2) {
-        ++n;
-        if (a < std::fabs(worst)) worst = x;
-      }
-    }
-    if (!n) return;
-    if (overflow)
-      add(out, "constant-overflow", name,
-          fmt::format("{} of {} values overflow {} (worst {}, max {})", n, v.size(), rc.f.name,
-                      num(worst), num(rc.f.max())));
-    else
-      add(out, "constant-underflow", name,
+  for (const auto& c : rc.ctx.constants) {
+    if (overflow && c.overflow)
+      add(out, "constant-overflow", c.label,
+          fmt::format("{} of {} values overflow {} (worst {}, max {})", c.overflow, c.size,
+                      rc.f.name, num(std::fabs(c.min) > std::fabs(c.max) ? c.min : c.max),
+                      num(rc.f.max())));
+    if (!overflow && c.underflow)
+      add(out, "constant-underflow", c.label,
           fmt::format("{} of {} non-zero values flush to zero in {} (smallest {}, {} smallest "
                       "subnormal {})",
-                      n, v.size(), rc.f.name, num(worst), rc.f.name,
+                      c.underflow, c.size, rc.f.name, num(c.min_abs_nonzero), rc.f.name,
                       num(rc.f.smallest_subnormal())));
-  };
-  for (const auto& init : rc.ctx.m.graph.initializers) check(init.name, init.tensor);
-  for (std::size_t pos = 0; pos < rc.ctx.order.size(); ++pos) {
-    const auto& n = rc.node(pos);
-    if (n.op_type == "Constant" && !n.outputs.empty())
-      if (const Tensor* t = n.attr_tensor("value")) check(rc.rec(pos).name, *t);
   }
 }
 

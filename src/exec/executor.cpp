@@ -70,6 +70,14 @@ void round_in_place(Tensor& t, const Format& f, const RoundOptions& o) {
   round(std::span<const float>(d.data(), d.size()), d, f, o);
 }
 
+// A float32 carrier rounded into a new tensor (no copy first).
+Tensor rounded_copy(const Tensor& t, const Format& f, const RoundOptions& o) {
+  Tensor r(DType::float32, t.shape());
+  const auto in = t.data<float>();
+  round(std::span<const float>(in.data(), in.size()), r.data<float>(), f, o);
+  return r;
+}
+
 std::string dims_text(const std::vector<std::int64_t>& s) {
   std::string out = "[";
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -112,8 +120,22 @@ void Executor::plan(const model::Graph& g, const std::vector<std::string>& outer
   plans_[&g] = std::move(p);
 }
 
+const Tensor& WeightCache::get(const Tensor* source, const Tensor& weight, const Format& f,
+                               const RoundOptions& o) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  // Same format, different rounding options: a different rounded tensor.
+  const auto key =
+      std::make_pair(source, f.name + "|" + std::to_string(static_cast<int>(o.rounding)) + "|" +
+                                 std::to_string(o.saturate) + std::to_string(o.flush_subnormals) +
+                                 "|" + std::to_string(o.seed));
+  auto w = rounded_.find(key);
+  if (w == rounded_.end()) w = rounded_.emplace(key, rounded_copy(weight, f, o)).first;
+  return w->second;  // std::map nodes never move
+}
+
 Executor::Executor(const model::Model& m, RunOptions options)
     : model_(m), options_(std::move(options)), where_(m.path.string()) {
+  if (!options_.weights) options_.weights = std::make_shared<WeightCache>();
   const auto missing = unsupported_ops(m.graph);
   if (!missing.empty()) {
     std::string list;
@@ -249,18 +271,9 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
     if (carried_format.empty() && s.t.dtype() == DType::float32) carried_format = s.exact_in;
     if (fmt && s.t.dtype() == DType::float32 && s.exact_in != fmt->name) {
       if (s.weight) {
-        const std::lock_guard<std::mutex> lock(rounded_mutex_);
-        const auto key = std::make_pair(s.source, fmt->name);
-        auto w = rounded_weights_.find(key);
-        if (w == rounded_weights_.end()) {
-          Tensor r = s.t;
-          round_in_place(r, *fmt, policy.round_options);
-          w = rounded_weights_.emplace(key, std::move(r)).first;
-        }
-        ctx.inputs.push_back(&w->second);  // std::map nodes never move
+        ctx.inputs.push_back(&options_.weights->get(s.source, s.t, *fmt, policy.round_options));
       } else {
-        rounded.push_back(s.t);
-        round_in_place(rounded.back(), *fmt, policy.round_options);
+        rounded.push_back(rounded_copy(s.t, *fmt, policy.round_options));
         ctx.inputs.push_back(&rounded.back());
       }
     } else {

@@ -265,6 +265,9 @@ T apply(T a, T b) {
     else
       return a / b;
   } else if constexpr (op == Bin::pow) {
+    // x^2 of a float is exact in double, as pow's is: the same value, without the call.
+    if constexpr (std::is_same_v<T, float>)
+      if (b == 2) return static_cast<T>(static_cast<double>(a) * static_cast<double>(a));
     return static_cast<T>(std::pow(static_cast<double>(a), static_cast<double>(b)));
   } else if constexpr (op == Bin::max) {
     if constexpr (std::is_floating_point_v<T>)

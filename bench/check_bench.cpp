@@ -1,0 +1,72 @@
+// `fpguard check` against `fpguard run` on the same model and inputs: the check runs the
+// model three times in lockstep (reference, emulated, local) and compares every tensor,
+// so its target is <= 4x one float32 run (bench/run prints the ratio). Models: the bench
+// models of bench/make_bench_models.py (built into the build tree) and examples/.
+#include <benchmark/benchmark.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include "fpguard/analysis.hpp"
+#include "fpguard/exec.hpp"
+#include "fpguard/model.hpp"
+#include "fpguard/tensor.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Loaded {
+  fpguard::model::Model model;
+  std::vector<fpguard::NamedTensor> inputs;
+};
+
+Loaded& load(const fs::path& dir) {
+  static std::map<fs::path, std::unique_ptr<Loaded>> cache;
+  auto& slot = cache[dir];
+  if (!slot) {
+    slot = std::make_unique<Loaded>();
+    slot->model = fpguard::model::load(dir / "model.onnx");
+    fpguard::analysis::name_nodes(slot->model);
+    slot->inputs = fpguard::read_tensors(dir / "inputs");
+  }
+  return *slot;
+}
+
+void run(benchmark::State& state, fs::path dir) {
+  auto& l = load(dir);
+  const fpguard::exec::Executor ex(l.model);
+  for (auto _ : state) benchmark::DoNotOptimize(ex.run(l.inputs));
+}
+
+void check(benchmark::State& state, fs::path dir) {
+  auto& l = load(dir);
+  fpguard::analysis::CheckOptions o;
+  o.precision = fpguard::parse_format("float16");
+  for (auto _ : state) benchmark::DoNotOptimize(fpguard::analysis::check(l.model, {l.inputs}, o));
+}
+
+[[maybe_unused]] const bool registered = [] {
+  std::vector<fs::path> dirs;
+  for (const char* root : {FPGUARD_BENCH_MODELS, FPGUARD_EXAMPLES}) {
+    std::error_code ec;
+    std::vector<fs::path> found;
+    for (const auto& e : fs::directory_iterator(root, ec))
+      if (fs::exists(e.path() / "model.onnx")) found.push_back(e.path());
+    std::sort(found.begin(), found.end());
+    dirs.insert(dirs.end(), found.begin(), found.end());
+  }
+  for (const auto& d : dirs) {
+    const std::string name = d.filename().string();
+    benchmark::RegisterBenchmark(("BM_model_run/" + name).c_str(), run, d)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("BM_model_check_fp16/" + name).c_str(), check, d)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+  return true;
+}();
+
+}  // namespace

@@ -1,0 +1,121 @@
+#!/usr/bin/python3
+"""The three bench models (seeded PyTorch modules exported to ONNX, opset 13), larger than
+the examples so that kernel time, not overhead, is what `make bench` measures:
+
+    resnet/       a ResNet-style CNN, [1,3,160,160] -> [1,1000]
+    transformer/  4 pre-norm encoder layers (d 256, 4 heads, seq 128; LayerNorm exported
+                  as primitive ops), [1,128,256] -> [1,128,256]
+    mlp/          4 Linear 1024x1024 + GELU, [64,1024] -> [64,1024]
+
+Each folder gets model.onnx and inputs/<input>.npy. Usage: make_bench_models.py OUT_DIR
+(needs Debian's /usr/bin/python3 with torch, onnx, numpy)."""
+import io
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+def export(model, x, in_name, out_name, folder):
+    model.eval()
+    os.makedirs(os.path.join(folder, "inputs"), exist_ok=True)
+    buf = io.BytesIO()
+    with torch.no_grad():
+        torch.onnx.export(model, (torch.from_numpy(x),), buf, opset_version=13,
+                          do_constant_folding=True, input_names=[in_name],
+                          output_names=[out_name], training=torch.onnx.TrainingMode.EVAL)
+    tmp = os.path.join(folder, "model.onnx.tmp")
+    with open(tmp, "wb") as f:
+        f.write(buf.getvalue())
+    os.replace(tmp, os.path.join(folder, "model.onnx"))
+    np.save(os.path.join(folder, "inputs", in_name + ".npy"), x)
+
+
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.b1 = nn.BatchNorm2d(cout)
+        self.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.b2 = nn.BatchNorm2d(cout)
+        self.skip = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                   nn.BatchNorm2d(cout))
+                     if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x):
+        y = torch.relu(self.b1(self.c1(x)))
+        return torch.relu(self.b2(self.c2(y)) + self.skip(x))
+
+
+class ResNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32),
+                                  nn.ReLU())
+        self.blocks = nn.Sequential(Block(32, 32, 1), Block(32, 64, 2), Block(64, 128, 2),
+                                    Block(128, 256, 2))
+        self.fc = nn.Linear(256, 1000)
+
+    def forward(self, x):
+        x = self.blocks(self.stem(x))
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
+class Layer(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.heads = heads
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q = q.reshape(b, t, h, d // h).transpose(1, 2)
+        k = k.reshape(b, t, h, d // h).transpose(1, 2)
+        v = v.reshape(b, t, h, d // h).transpose(1, 2)
+        a = torch.softmax(q @ k.transpose(-1, -2) * (d // h) ** -0.5, dim=-1) @ v
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.ln2(x))
+
+
+class Transformer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(*[Layer(256, 4) for _ in range(4)])
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(1024, 1024), nn.GELU())])
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def main(out):
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    r = ResNet()
+    for m in r.modules():  # non-trivial BatchNorm statistics to fold
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.1, 0.1)
+            m.running_var.uniform_(0.5, 1.5)
+    export(r, rng.uniform(-1, 1, (1, 3, 160, 160)).astype(np.float32), "image", "logits",
+           os.path.join(out, "resnet"))
+    export(Transformer(), rng.normal(0, 1, (1, 128, 256)).astype(np.float32), "tokens", "hidden",
+           os.path.join(out, "transformer"))
+    export(MLP(), rng.normal(0, 1, (64, 1024)).astype(np.float32), "x", "y",
+           os.path.join(out, "mlp"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "bench_models")
