@@ -246,6 +246,26 @@ def test_clean(f, ex, tmp):
         check(json.load(fh)["samples"] == 3, "--samples 3")
 
 
+def test_target(f, ex, tmp):
+    """--target picks the target's recommended format and refuses what it cannot run
+    (the table of `fpguard targets --json`)."""
+    model = os.path.join(ex, "clean_cnn", "model.onnx")
+    inputs = os.path.join(ex, "clean_cnn", "inputs")
+    t = json.loads(run(f, "targets", "--json").stdout)
+    rows = {r["name"]: r for r in t["targets"]}
+    for name in ("sm_75", "sm_86", "sm_90"):
+        r, j = check_json(f, tmp, model, inputs, "--target", name)
+        if j:
+            check(j["precision"] == rows[name]["recommended"], f"--target {name} picks its format",
+                  (j["precision"], rows[name]["recommended"]))
+    fails(f, "format the target cannot run", ["check", model, "--target", "sm_75", "--precision",
+                                              "bfloat16"], "--target sm_75", "bfloat16")
+    fails(f, "fp8 before sm_89", ["check", model, "--target", "sm_86", "--precision",
+                                  "float8_e4m3fn"], "--target sm_86", "float8_e4m3fn")
+    fails(f, "unknown target", ["check", model, "--target", "sm_68"], "sm_68", "did you mean")
+    fails(f, "no precision", ["check", model], "--precision")
+
+
 def test_errors(f, ex, tmp):
     model = os.path.join(ex, "clean_cnn", "model.onnx")
     fails(f, "unknown precision", ["check", model, "--precision", "float17"], "float17")
@@ -302,6 +322,7 @@ def main():
         test_superres(a.fpguard, a.examples, tmp)
         test_transformer(a.fpguard, a.examples, tmp)
         test_clean(a.fpguard, a.examples, tmp)
+        test_target(a.fpguard, a.examples, tmp)
         test_errors(a.fpguard, a.examples, tmp)
     if failures:
         print(f"{len(failures)} failure(s)")

@@ -15,6 +15,7 @@
 #include "cli.hpp"
 #include "fpguard/analysis.hpp"
 #include "fpguard/error.hpp"
+#include "fpguard/experiments.hpp"
 #include "fpguard/io.hpp"
 #include "fpguard/model.hpp"
 #include "inputs.hpp"
@@ -29,7 +30,7 @@ struct CheckArgs {
   std::string model;
   InputArgs in;
   std::vector<std::string> precisions, keep, keep_ops, disabled;
-  std::string reference = "fp32", accumulate, json_file;
+  std::string reference = "fp32", accumulate, json_file, target;
   std::size_t samples = 1, top = 10;
   std::optional<double> atol, rtol;
   double min_cosine = 0.999;
@@ -254,10 +255,16 @@ void check(const CheckArgs& a) {
                 "low-precision accumulation inside model runs is not supported yet; "
                 "`fpguard accum` and `fpguard gemm-error` measure it per GEMM");
   if (a.samples == 0) throw Error("--samples 0", "expected at least 1");
-  const auto precisions = split_commas(a.precisions);
-  if (precisions.empty()) throw Error("--precision", "give at least one format");
+  auto precisions = split_commas(a.precisions);
   std::vector<Format> formats;
   for (const auto& p : precisions) formats.push_back(parse_format(p));
+  if (!a.target.empty()) {
+    // --target picks the precision when none is given and refuses what it cannot run.
+    const Target& t = find_target(a.target);
+    if (formats.empty()) formats.push_back(recommended_format(t));
+    for (const auto& f : formats) require_native(t, f);
+  }
+  if (formats.empty()) throw Error("--precision", "give at least one format (or --target)");
 
   model::Model m = model::load(a.model);
   analysis::name_nodes(m);
@@ -356,8 +363,10 @@ void add_check(CLI::App& app) {
   cmd->add_option("model", a->model, "ONNX model")->required();
   cmd->add_option("--precision", a->precisions,
                   "Format(s) to check, e.g. float16 or float16,bfloat16,float8_e4m3fn")
-      ->take_all()
-      ->required();
+      ->take_all();
+  cmd->add_option("--target", a->target,
+                  "Accelerator (fpguard targets): picks the precision when --precision is "
+                  "absent, refuses formats it cannot run natively");
   add_input_options(*cmd, a->in);
   cmd->add_option("--samples", a->samples,
                   "Number of generated input sets (seeds SEED, SEED+1, ...; default 1)");
