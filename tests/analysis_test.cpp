@@ -273,6 +273,31 @@ TEST(Origins, AccuracyLossAtALargeKMatMul) {
   }
 }
 
+// The same MatMul shape with positive data accumulated in fp16: the sum stagnates
+// (ULP(2048) = 2 swallows most products), so the MatMul is the accuracy origin, and only
+// with --accumulate (float32 accumulation of fp16 inputs is accurate here).
+TEST(Origins, Float16AccumulationIsAnAccuracyOrigin) {
+  const std::int64_t M = 4, K = 4096, N = 8;
+  Builder b({M, K});
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(0.5f, 1.5f);
+  std::vector<float> w(K * N), xv(M * K);
+  for (auto& v : w) v = u(rng);
+  for (auto& v : xv) v = u(rng);
+  b.init("W", floats({K, N}, w));
+  b.node("act", "Relu", {"x"}, "a").node("proj", "MatMul", {"a", "W"}, "y").output("y");
+  const std::vector<std::vector<NamedTensor>> in = {{{"x", floats({M, K}, xv)}}};
+  CheckOptions o = fp16();
+  o.rtol = 0.01;
+  EXPECT_TRUE(check(b.m, in, o).pass);
+  o.accumulate = parse_format("float16");
+  const Diagnosis d = check(b.m, in, o);
+  EXPECT_EQ(d.accumulate, "float16");
+  EXPECT_FALSE(d.pass);
+  EXPECT_GT(d.outputs[0].outside_tolerance, 0u);
+  EXPECT_EQ(origin_nodes(d, OriginKind::accuracy), std::vector<std::string>{"proj"});
+}
+
 // An attention mask of -1e9 becomes -inf in fp16: an origin of its own, harmless here
 // because Softmax turns -inf into 0.
 TEST(Origins, OutOfRangeConstantIsAnOriginOfItsOwn) {

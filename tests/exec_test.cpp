@@ -173,5 +173,53 @@ TEST(Registry, KnowsTheCommonOps) {
   EXPECT_EQ(Registry::global().find("MatMul")->kind, OpKind::compute);
 }
 
+// A one-node model built in memory: x (float32, `xs`) op w (initializer) -> y.
+model::Model one_node(const std::string& op, std::vector<std::int64_t> xs, Tensor w) {
+  model::Model m;
+  m.ir_version = 8;
+  m.opsets[""] = 13;
+  m.path = "acc.onnx";
+  model::ValueInfo x{"x", 1, true, {}};
+  for (auto d : xs) x.shape.push_back({d, ""});
+  m.graph.inputs.push_back(x);
+  m.graph.initializers.push_back({"w", std::move(w)});
+  m.graph.nodes.push_back({"node", op, "", {"x", "w"}, {"y"}, {}, ""});
+  m.graph.outputs.push_back({"y", 1, false, {}});
+  return m;
+}
+
+RunOptions accumulating(const std::string& order) {
+  RunOptions o = fp16();
+  o.policy.accumulate = parse_format("float16");
+  o.policy.accumulation = *parse_accumulation_order(order);
+  return o;
+}
+
+// A running fp16 sum of ones stops at 2048 (adding 1 to 2048 rounds back to 2048):
+// MatMul and Conv accumulating in fp16 sequentially reach 2048 of 4096; pairwise and
+// blocked:256 (chunks of 256 in fp16, their sums in float32) reach 4096 exactly; float32
+// accumulation (the default) too.
+TEST(Accumulation, Float16SumOfOnesStagnatesAt2048) {
+  const std::int64_t K = 4096;
+  const Tensor ones_x = floats({1, K}, std::vector<float>(K, 1.0f));
+  const auto mm = one_node("MatMul", {1, K}, floats({K, 2}, std::vector<float>(2 * K, 1.0f)));
+  auto y = [&](const model::Model& m, const RunOptions& o, const Tensor& x) {
+    return Executor(m, o).run({{"x", x}})[0].tensor.data<float>()[0];
+  };
+  EXPECT_EQ(y(mm, fp16(), ones_x), 4096.0f);
+  EXPECT_EQ(y(mm, accumulating("sequential"), ones_x), 2048.0f);
+  EXPECT_EQ(y(mm, accumulating("pairwise"), ones_x), 4096.0f);
+  EXPECT_EQ(y(mm, accumulating("blocked:256"), ones_x), 4096.0f);
+  // Conv 1x1 over 4096 channels: the same reduction.
+  const auto conv = one_node("Conv", {1, K, 1, 1}, floats({1, K, 1, 1}, std::vector<float>(K, 1)));
+  const Tensor ones_img = floats({1, K, 1, 1}, std::vector<float>(K, 1.0f));
+  EXPECT_EQ(y(conv, accumulating("sequential"), ones_img), 2048.0f);
+  EXPECT_EQ(y(conv, fp16(), ones_img), 4096.0f);
+  // Nodes kept in float32 accumulate in float32.
+  RunOptions kept = accumulating("sequential");
+  kept.policy.exclude_names = {"node"};
+  EXPECT_EQ(y(mm, kept, ones_x), 4096.0f);
+}
+
 }  // namespace
 }  // namespace fpguard::exec

@@ -131,6 +131,10 @@ struct CheckOptions {
   std::set<std::string> keep_fp32;      // node names kept in float32
   std::set<std::string> keep_fp32_ops;  // op types kept in float32
   RoundOptions round_options;
+  // Low-precision accumulation of MatMul/Gemm/Conv products in emulated nodes (nullopt:
+  // float32), in this order.
+  std::optional<Format> accumulate;
+  AccumulationOrder accumulation;
   // Pass criterion: outputs finite wherever the reference is, cosine >= min_cosine,
   // and, when atol or rtol is given, |v - r| <= atol + rtol |r| everywhere.
   double min_cosine = 0.999;
@@ -145,6 +149,7 @@ struct Diagnosis {
   std::string model;
   std::string precision;
   std::string reference = "float32";
+  std::string accumulate = "float32";  // of MatMul/Gemm/Conv products
   std::size_t samples = 0;
   bool pass = true;
   std::vector<OutputVerdict> outputs;

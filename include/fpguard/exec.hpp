@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "fpguard/experiments.hpp"
 #include "fpguard/format.hpp"
 #include "fpguard/model.hpp"
 #include "fpguard/round.hpp"
@@ -49,6 +50,10 @@ struct KernelContext {
   // inputs in order, reading other values from the enclosing scopes; returns its outputs
   // in their storage dtypes.
   std::function<std::vector<Tensor>(const model::Graph&, std::vector<Tensor>)> run_subgraph;
+  // Low-precision accumulation of this node's products (MatMul, Gemm, Conv): nullptr
+  // accumulates in float32.
+  const Format* accumulate = nullptr;
+  AccumulationOrder accumulation;
 
   std::size_t num_inputs() const { return inputs.size(); }
   bool has(std::size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
@@ -92,6 +97,10 @@ struct PrecisionPolicy {
   std::set<std::string> exclude_op_types;      // ... or by op type
   std::map<std::string, Format> node_formats;  // explicit per-node formats (win over all)
   RoundOptions round_options;                  // overflow rule (saturate), rounding mode
+  // Nodes that run in a format accumulate their products (MatMul, Gemm, Conv) in this
+  // one, in this order (nullopt: float32, as GPUs do by default).
+  std::optional<Format> accumulate;
+  AccumulationOrder accumulation;
 
   std::optional<Format> format_for(const model::Node& n) const;
 };

@@ -89,6 +89,11 @@ void gemm_reference(std::span<const double> a, std::span<const double> b, std::s
 void gemm_accumulate(std::span<const double> a, std::span<const double> b, std::span<double> c,
                      std::int64_t n, const Format& accumulate, const AccumulationOrder& order,
                      int threads = 0);
+// The same for rectangular matrices: A m x k, B k x n, C m x n (row-major). The
+// executor's MatMul/Gemm/Conv use it for low-precision accumulation (--accumulate).
+void gemm_accumulate(std::span<const double> a, std::span<const double> b, std::span<double> c,
+                     std::int64_t m, std::int64_t k, std::int64_t n, const Format& accumulate,
+                     const AccumulationOrder& order, int threads = 0);
 // The exact emulation whatever fast path exists: what the fast paths are tested against.
 void gemm_accumulate_generic(std::span<const double> a, std::span<const double> b,
                              std::span<double> c, std::int64_t n, const Format& accumulate,

@@ -313,6 +313,8 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   exec::RunOptions ref_opts;
   ref_opts.threads = o.threads;
   ref_opts.policy.round_options = o.round_options;  // the local runs round with them
+  ref_opts.policy.accumulate = o.accumulate;        // and accumulate so
+  ref_opts.policy.accumulation = o.accumulation;
   // One rounding of each weight serves the emulated and the local runs.
   ref_opts.weights = std::make_shared<exec::WeightCache>();
   exec::RunOptions emu_opts = ref_opts;
@@ -336,6 +338,7 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   for (const auto& t : m.graph.initializers) ctx.initializers.insert(t.name);
   ctx.diag.model = m.path.string();
   ctx.diag.precision = o.precision.name;
+  ctx.diag.accumulate = o.accumulate ? o.accumulate->name : "float32";
   ctx.diag.samples = samples.size();
   const auto& g = m.graph;
   bool any_float_node = false;

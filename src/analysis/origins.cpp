@@ -417,6 +417,8 @@ void accuracy_origins(Context& ctx, const Graphs& g, const exec::Executor& ref_e
   all.policy.exclude_names = ctx.o.keep_fp32;
   all.policy.exclude_op_types = ctx.o.keep_fp32_ops;
   all.policy.round_options = ctx.o.round_options;
+  all.policy.accumulate = ctx.o.accumulate;
+  all.policy.accumulation = ctx.o.accumulation;
   const double total = output_error(exec::Executor(ctx.m, all).run(sample));
   std::vector<Origin> found;
   for (const auto& [err, pos] : candidates) {
@@ -426,6 +428,8 @@ void accuracy_origins(Context& ctx, const Graphs& g, const exec::Executor& ref_e
     one.threads = ctx.o.threads;
     one.policy.node_formats.emplace(g.node(pos).name, *ctx.formats[pos]);
     one.policy.round_options = ctx.o.round_options;
+    one.policy.accumulate = ctx.o.accumulate;
+    one.policy.accumulation = ctx.o.accumulation;
     const double contribution = output_error(exec::Executor(ctx.m, one).run(sample));
     if (!(contribution >= 0.1 * total) || contribution == 0) continue;
     Origin o;

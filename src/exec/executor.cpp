@@ -237,7 +237,11 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
                     {},
                     options_.threads,
                     where_ + ": " + node.describe(),
-                    {}};
+                    {},
+                    fmt && policy.accumulate && policy.accumulate->name != "float32"
+                        ? &*policy.accumulate
+                        : nullptr,
+                    policy.accumulation};
   ctx.run_subgraph = [this, &scope, &ctx](const model::Graph& sub, std::vector<Tensor> in) {
     Scope inner;
     inner.parent = &scope;

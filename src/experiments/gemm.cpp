@@ -74,9 +74,14 @@ bool all_float(std::span<const double> x) {
   return true;
 }
 
-void sgemm(const float* a, const float* b, float* c, std::int64_t n) {
-  if (n == 0) return;
-  const dnnl_status_t st = dnnl_sgemm('N', 'N', n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+void sgemm(const float* a, const float* b, float* c, std::int64_t m, std::int64_t k,
+           std::int64_t n) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    std::fill(c, c + m * n, 0.0f);
+    return;
+  }
+  const dnnl_status_t st = dnnl_sgemm('N', 'N', m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
   FPG_CHECK(st == dnnl_success);
 }
 
@@ -161,17 +166,17 @@ bool float_emulation_applies(const Format& acc, const AccumulationOrder& order,
   return hi[0] * hi[1] < 0x1p126 && lo[0] * lo[1] >= 0x1p-126;
 }
 
-// Rows [r0, r1) of the exact emulation.
+// Rows [r0, r1) of the exact emulation: A is m x kd, B kd x n, C m x n (row-major).
 template <class T>
-void emulate_rows(const T* a, const T* b, T* c, std::size_t n, std::size_t r0, std::size_t r1,
-                  const Format& acc, const AccumulationOrder& order) {
+void emulate_rows(const T* a, const T* b, T* c, std::size_t kd, std::size_t n, std::size_t r0,
+                  std::size_t r1, const Format& acc, const AccumulationOrder& order) {
   using Kind = AccumulationOrder::Kind;
   RowAdder<T> add(acc, n);
   if (order.kind == Kind::sequential || order.kind == Kind::library) {
     for (std::size_t i = r0; i < r1; ++i) {
       T* s = c + i * n;
       std::fill(s, s + n, T(0));
-      for (std::size_t k = 0; k < n; ++k) add.fma_row(a[i * n + k], b + k * n, s, n);
+      for (std::size_t k = 0; k < kd; ++k) add.fma_row(a[i * kd + k], b + k * n, s, n);
     }
   } else if (order.kind == Kind::blocked) {
     RowAdder<T> add_outer(detail::outer_format(acc), n);
@@ -180,10 +185,10 @@ void emulate_rows(const T* a, const T* b, T* c, std::size_t n, std::size_t r0, s
     for (std::size_t i = r0; i < r1; ++i) {
       T* total = c + i * n;
       std::fill(total, total + n, T(0));
-      for (std::size_t k0 = 0; k0 < n; k0 += K) {
+      for (std::size_t k0 = 0; k0 < kd; k0 += K) {
         std::fill(s.begin(), s.end(), T(0));
-        for (std::size_t k = k0; k < std::min(n, k0 + K); ++k)
-          add.fma_row(a[i * n + k], b + k * n, s.data(), n);
+        for (std::size_t k = k0; k < std::min(kd, k0 + K); ++k)
+          add.fma_row(a[i * kd + k], b + k * n, s.data(), n);
         add_outer.add(total, s.data(), total, n);
       }
     }
@@ -194,9 +199,9 @@ void emulate_rows(const T* a, const T* b, T* c, std::size_t n, std::size_t r0, s
     };
     for (std::size_t i = r0; i < r1; ++i) {
       std::vector<Node> stack;
-      for (std::size_t k = 0; k < n; ++k) {
+      for (std::size_t k = 0; k < kd; ++k) {
         Node leaf{0, std::vector<T>(n)};
-        const T aik = a[i * n + k];
+        const T aik = a[i * kd + k];
         for (std::size_t j = 0; j < n; ++j) leaf.v[j] = aik * b[k * n + j];
         stack.push_back(std::move(leaf));
         while (stack.size() >= 2 &&
@@ -226,34 +231,41 @@ void emulate_rows(const T* a, const T* b, T* c, std::size_t n, std::size_t r0, s
   }
 }
 
+// A GEMM's dimensions: A is m x k, B k x n, C m x n, all row-major.
+struct Dims {
+  std::size_t m, k, n;
+};
+
 template <class T>
-void emulate(std::span<const double> a, std::span<const double> b, std::span<double> c,
-             std::size_t n, const Format& acc, const AccumulationOrder& order, int threads) {
-  std::vector<T> ta(a.begin(), a.end()), tb(b.begin(), b.end()), tc(n * n);
+void emulate(std::span<const double> a, std::span<const double> b, std::span<double> c, Dims d,
+             const Format& acc, const AccumulationOrder& order, int threads) {
+  std::vector<T> ta(a.begin(), a.end()), tb(b.begin(), b.end()), tc(d.m * d.n);
   detail::parallel_for(
-      n, detail::thread_count(threads, n),
+      d.m, detail::thread_count(threads, d.m),
       [&](std::size_t r0, std::size_t r1) {
-        emulate_rows(ta.data(), tb.data(), tc.data(), n, r0, r1, acc, order);
+        emulate_rows(ta.data(), tb.data(), tc.data(), d.k, d.n, r0, r1, acc, order);
       },
       1);
   std::copy(tc.begin(), tc.end(), c.begin());
 }
 
-void check_sizes(std::span<const double> a, std::span<const double> b, std::span<double> c,
-                 std::int64_t n) {
-  FPG_CHECK(n >= 0);
-  const auto nn = static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
-  FPG_CHECK(a.size() == nn && b.size() == nn && c.size() == nn);
+Dims check_sizes(std::span<const double> a, std::span<const double> b, std::span<double> c,
+                 std::int64_t m, std::int64_t k, std::int64_t n) {
+  FPG_CHECK(m >= 0 && k >= 0 && n >= 0);
+  const Dims d{static_cast<std::size_t>(m), static_cast<std::size_t>(k),
+               static_cast<std::size_t>(n)};
+  FPG_CHECK(a.size() == d.m * d.k && b.size() == d.k * d.n && c.size() == d.m * d.n);
+  return d;
 }
 
 template <class T>
-void fma_rows(const std::vector<T>& a, const std::vector<T>& b, std::vector<T>& c, std::size_t n,
+void fma_rows(const std::vector<T>& a, const std::vector<T>& b, std::vector<T>& c, Dims d,
               std::size_t k0, std::size_t kc, bool accumulate, int threads) {
   detail::parallel_for(
-      n, detail::thread_count(threads, n),
+      d.m, detail::thread_count(threads, d.m),
       [&](std::size_t r0, std::size_t r1) {
-        detail::gemm_fma(a.data() + r0 * n + k0, n, b.data() + k0 * n, n, c.data() + r0 * n, n,
-                         r1 - r0, n, kc, accumulate);
+        detail::gemm_fma(a.data() + r0 * d.k + k0, d.k, b.data() + k0 * d.n, d.n,
+                         c.data() + r0 * d.n, d.n, r1 - r0, d.n, kc, accumulate);
       },
       4);
 }
@@ -261,17 +273,17 @@ void fma_rows(const std::vector<T>& a, const std::vector<T>& b, std::vector<T>& 
 // float32 or float64 accumulation, sequential or blocked, through the FMA kernels.
 template <class T>
 void fast_accumulate(std::span<const double> a, std::span<const double> b, std::span<double> c,
-                     std::size_t n, const AccumulationOrder& order, int threads) {
-  std::vector<T> ta(a.begin(), a.end()), tb(b.begin(), b.end()), tc(n * n);
+                     Dims d, const AccumulationOrder& order, int threads) {
+  std::vector<T> ta(a.begin(), a.end()), tb(b.begin(), b.end()), tc(d.m * d.n);
   if (order.kind == AccumulationOrder::Kind::sequential) {
-    fma_rows(ta, tb, tc, n, 0, n, false, threads);
+    fma_rows(ta, tb, tc, d, 0, d.k, false, threads);
   } else {
-    std::vector<T> chunk(n * n);
+    std::vector<T> chunk(d.m * d.n);
     std::fill(tc.begin(), tc.end(), T(0));
     const auto K = static_cast<std::size_t>(order.block);
-    for (std::size_t k0 = 0; k0 < n; k0 += K) {
-      fma_rows(ta, tb, chunk, n, k0, std::min(K, n - k0), false, threads);
-      for (std::size_t i = 0; i < n * n; ++i) tc[i] += chunk[i];  // the outer format is T
+    for (std::size_t k0 = 0; k0 < d.k; k0 += K) {
+      fma_rows(ta, tb, chunk, d, k0, std::min(K, d.k - k0), false, threads);
+      for (std::size_t i = 0; i < d.m * d.n; ++i) tc[i] += chunk[i];  // the outer format is T
     }
   }
   std::copy(tc.begin(), tc.end(), c.begin());
@@ -285,14 +297,13 @@ void canonical_nan(std::span<double> c) {
 }
 
 void accumulate_any(std::span<const double> a, std::span<const double> b, std::span<double> c,
-                    std::int64_t n, const Format& accumulate, const AccumulationOrder& order,
-                    int threads);
+                    Dims d, const Format& accumulate, const AccumulationOrder& order, int threads);
 
 }  // namespace
 
 void gemm_reference(std::span<const double> a, std::span<const double> b, std::span<double> c,
                     std::int64_t n, bool compensated, int threads) {
-  check_sizes(a, b, c, n);
+  check_sizes(a, b, c, n, n, n);
   const auto un = static_cast<std::size_t>(n);
   const int t = detail::thread_count(threads, un);
   if (!compensated) {
@@ -320,53 +331,59 @@ void gemm_reference(std::span<const double> a, std::span<const double> b, std::s
 void gemm_accumulate_generic(std::span<const double> a, std::span<const double> b,
                              std::span<double> c, std::int64_t n, const Format& accumulate,
                              const AccumulationOrder& order, int threads) {
-  check_sizes(a, b, c, n);
+  const Dims d = check_sizes(a, b, c, n, n, n);
   check_emulable(accumulate, a, b);
-  const auto un = static_cast<std::size_t>(n);
   AccumulationOrder o = order;
   if (o.kind == AccumulationOrder::Kind::library) {
     // The library's own order is not known; the emulation of its float32 accumulation is
     // the sequential one (tests compare them within the bound, not bit for bit).
     o.kind = AccumulationOrder::Kind::sequential;
   }
-  emulate<double>(a, b, c, un, accumulate, o, threads);
+  emulate<double>(a, b, c, d, accumulate, o, threads);
   canonical_nan(c);
 }
 
 void gemm_accumulate(std::span<const double> a, std::span<const double> b, std::span<double> c,
                      std::int64_t n, const Format& accumulate, const AccumulationOrder& order,
                      int threads) {
-  accumulate_any(a, b, c, n, accumulate, order, threads);
+  gemm_accumulate(a, b, c, n, n, n, accumulate, order, threads);
+}
+
+void gemm_accumulate(std::span<const double> a, std::span<const double> b, std::span<double> c,
+                     std::int64_t m, std::int64_t k, std::int64_t n, const Format& accumulate,
+                     const AccumulationOrder& order, int threads) {
+  accumulate_any(a, b, c, check_sizes(a, b, c, m, k, n), accumulate, order, threads);
   canonical_nan(c);
 }
 
 namespace {
 
 void accumulate_any(std::span<const double> a, std::span<const double> b, std::span<double> c,
-                    std::int64_t n, const Format& accumulate, const AccumulationOrder& order,
-                    int threads) {
-  check_sizes(a, b, c, n);
+                    Dims d, const Format& accumulate, const AccumulationOrder& order, int threads) {
   using Kind = AccumulationOrder::Kind;
-  const auto un = static_cast<std::size_t>(n);
   if (order.kind == Kind::library) {
     if (!detail::is_float32(accumulate))
       throw Error("--accumulation library",
                   "oneDNN's sgemm accumulates in float32, not " + accumulate.name);
     if (!detail::all_float(a) || !detail::all_float(b))
       throw Error("--accumulation library", "the inputs are not all float32 values");
-    std::vector<float> fa(a.begin(), a.end()), fb(b.begin(), b.end()), fc(un * un);
-    detail::sgemm(fa.data(), fb.data(), fc.data(), n);
+    std::vector<float> fa(a.begin(), a.end()), fb(b.begin(), b.end()), fc(d.m * d.n);
+    detail::sgemm(fa.data(), fb.data(), fc.data(), static_cast<std::int64_t>(d.m),
+                  static_cast<std::int64_t>(d.k), static_cast<std::int64_t>(d.n));
     std::copy(fc.begin(), fc.end(), c.begin());
     return;
   }
   if (order.kind == Kind::sequential || order.kind == Kind::blocked) {
-    if (detail::is_float64(accumulate)) return fast_accumulate<double>(a, b, c, un, order, threads);
+    if (detail::is_float64(accumulate)) return fast_accumulate<double>(a, b, c, d, order, threads);
     if (detail::is_float32(accumulate) && detail::all_float(a) && detail::all_float(b))
-      return fast_accumulate<float>(a, b, c, un, order, threads);
+      return fast_accumulate<float>(a, b, c, d, order, threads);
   }
   if (float_emulation_applies(accumulate, order, a, b))
-    return emulate<float>(a, b, c, un, accumulate, order, threads);
-  gemm_accumulate_generic(a, b, c, n, accumulate, order, threads);
+    return emulate<float>(a, b, c, d, accumulate, order, threads);
+  check_emulable(accumulate, a, b);
+  AccumulationOrder o = order;
+  if (o.kind == Kind::library) o.kind = Kind::sequential;
+  emulate<double>(a, b, c, d, accumulate, o, threads);
 }
 
 }  // namespace

@@ -93,7 +93,7 @@ void abs_product(const std::vector<double>& a, const std::vector<double>& b,
     std::vector<float> fa(nn), fb(nn), fc(nn);
     for (std::size_t i = 0; i < nn; ++i) fa[i] = std::fabs(static_cast<float>(a[i]));
     for (std::size_t i = 0; i < nn; ++i) fb[i] = std::fabs(static_cast<float>(b[i]));
-    detail::sgemm(fa.data(), fb.data(), fc.data(), n);
+    detail::sgemm(fa.data(), fb.data(), fc.data(), n, n, n);
     // A float32 sum of n non-negative terms is >= (1 - gamma_n) times the exact one.
     const double up = 1 / (1 - gamma(static_cast<double>(n) + 1, 0x1p-24));
     for (std::size_t i = 0; i < nn; ++i) out[i] = static_cast<double>(fc[i]) * up;

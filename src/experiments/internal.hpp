@@ -27,6 +27,8 @@ bool all_float(std::span<const double> x);
 // Whether every element has at most 26 significant bits (its products are exact in double).
 bool all_narrow(std::span<const double> x);
 // C = A B for n x n row-major float32 matrices, oneDNN's dnnl_sgemm.
-void sgemm(const float* a, const float* b, float* c, std::int64_t n);
+// C = A B, row-major, A m x k, B k x n (oneDNN).
+void sgemm(const float* a, const float* b, float* c, std::int64_t m, std::int64_t k,
+           std::int64_t n);
 
 }  // namespace fpguard::detail

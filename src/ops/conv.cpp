@@ -1,6 +1,5 @@
-// Conv (im2col + oneDNN sgemm, any number of spatial dims, groups, dilations, auto_pad),
+// Conv (im2col + ops::sgemm, any number of spatial dims, groups, dilations, auto_pad),
 // the pools (MaxPool, AveragePool, their Global forms) and the window geometry they share.
-#include <oneapi/dnnl/dnnl.h>
 
 #include <cmath>
 #include <limits>
@@ -124,11 +123,9 @@ void conv(KernelContext& ctx) {
       }
       float* dst = po + (b * m + g * mg) * osize;
       const auto kk = cg * ksize;
-      if (mg && osize && kk) {
-        const auto st = dnnl_sgemm('N', 'N', mg, osize, kk, 1.0f, pw + g * mg * kk, kk, col.data(),
-                                   osize, 0.0f, dst, osize);
-        if (st != dnnl_success) ctx.fail("oneDNN sgemm failed");
-      }
+      if (mg && osize && kk)
+        sgemm(ctx, false, false, mg, osize, kk, 1.0f, pw + g * mg * kk, kk, col.data(), osize, 0.0f,
+              dst, osize);
     }
   if (ctx.has(2)) {
     const Tensor& bias = ctx.in(2);
@@ -291,11 +288,9 @@ void conv_transpose(KernelContext& ctx) {
   for (std::int64_t b = 0; b < n; ++b)
     for (std::int64_t g = 0; g < group; ++g) {
       const auto rows = mg * ksize;
-      if (rows && isize && cg) {
-        const auto st = dnnl_sgemm('T', 'N', rows, isize, cg, 1.0f, pw + g * cg * rows, rows,
-                                   px + (b * c + g * cg) * isize, isize, 0.0f, col.data(), isize);
-        if (st != dnnl_success) ctx.fail("oneDNN sgemm failed");
-      }
+      if (rows && isize && cg)
+        sgemm(ctx, true, false, rows, isize, cg, 1.0f, pw + g * cg * rows, rows,
+              px + (b * c + g * cg) * isize, isize, 0.0f, col.data(), isize);
       for (std::int64_t mi = 0; mi < mg; ++mi) {
         float* plane = py + (b * m + g * mg + mi) * osize;
         for_each_index(kernel, [&](const std::vector<std::int64_t>& kidx, std::int64_t kr) {

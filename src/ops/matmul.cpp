@@ -1,6 +1,9 @@
-// MatMul and Gemm on oneDNN's sgemm (row-major, float32 accumulation).
+// MatMul and Gemm on oneDNN's sgemm (row-major, float32 accumulation), or on the exact
+// low-precision accumulation model when the node asks for it (KernelContext::accumulate).
 #include <oneapi/dnnl/dnnl.h>
 
+#include "fpguard/error.hpp"
+#include "fpguard/experiments.hpp"
 #include "ops/ops.hpp"
 
 // libgomp's, which oneDNN uses for its threads (declared here: no -fopenmp needed).
@@ -12,20 +15,49 @@ void set_blas_threads(int threads) {
   if (threads > 0) omp_set_num_threads(threads);
 }
 
-namespace {
-
 void sgemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
            std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,
            std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if (ctx.accumulate && k > 0) {
+    // Low-precision accumulation: the products of the (already rounded) inputs summed
+    // with every partial sum rounded into the format, in the given order (the GEMM
+    // emulation of the experiments layer); alpha and beta C applied afterwards, as an
+    // epilogue does.
+    const auto um = static_cast<std::size_t>(m), un = static_cast<std::size_t>(n),
+               uk = static_cast<std::size_t>(k);
+    std::vector<double> da(um * uk), db(uk * un), dc(um * un);
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < k; ++j)
+        da[static_cast<std::size_t>(i * k + j)] = ta ? a[j * lda + i] : a[i * lda + j];
+    for (std::int64_t i = 0; i < k; ++i)
+      for (std::int64_t j = 0; j < n; ++j)
+        db[static_cast<std::size_t>(i * n + j)] = tb ? b[j * ldb + i] : b[i * ldb + j];
+    try {
+      gemm_accumulate(da, db, dc, m, k, n, *ctx.accumulate, ctx.accumulation, ctx.threads);
+    } catch (const Error& e) {
+      ctx.fail(e.what());
+    }
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        float& out = c[i * ldc + j];
+        const float r = static_cast<float>(dc[static_cast<std::size_t>(i * n + j)]);
+        out = beta == 0 ? alpha * r : alpha * r + beta * out;
+      }
+    return;
+  }
   if (k == 0) {
-    for (std::int64_t i = 0; i < m * n; ++i) c[i] = beta == 0 ? 0.0f : beta * c[i];
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = beta == 0 ? 0.0f : beta * c[i * ldc + j];
     return;
   }
   const auto st =
       dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   if (st != dnnl_success) ctx.fail("oneDNN sgemm failed (status " + std::to_string(st) + ")");
 }
+
+namespace {
 
 void matmul(KernelContext& ctx) {
   const Tensor& a = ctx.in(0);

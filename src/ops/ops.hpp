@@ -20,6 +20,12 @@ using Shape = std::vector<std::int64_t>;
 void register_elementwise(Registry& r);
 // Threads of oneDNN's OpenMP pool (process-wide).
 void set_blas_threads(int threads);
+// C = alpha op(A) op(B) + beta C, row-major (op transposes when ta/tb): oneDNN's sgemm,
+// or, when ctx.accumulate is set, every partial sum rounded into that format in
+// ctx.accumulation's order. MatMul, Gemm, Conv and ConvTranspose all go through it.
+void sgemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
+           std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,
+           std::int64_t ldb, float beta, float* c, std::int64_t ldc);
 void register_matmul(Registry& r);
 void register_reduce(Registry& r);
 void register_norm(Registry& r);

@@ -234,6 +234,15 @@ def test_clean(f, ex, tmp):
     check([c["verdict"] for c in m["checks"]] == ["fail", "pass", "fail"], "verdicts",
           [c["verdict"] for c in m["checks"]])
     check(m["verdict"] == "fail", "combined verdict")
+    # Low-precision accumulation: recorded in the JSON, and it costs accuracy.
+    r, ja = check_json(f, tmp, model, inputs, "--precision", "float16", "--accumulate", "float16")
+    if ja:
+        check(ja["accumulate"] == "float16", "accumulate recorded", ja.get("accumulate"))
+        conv = node(ja, "/conv2/Conv")["outputs"][0]["local"]["max_rel_error"]
+        conv32 = node(j, "/conv2/Conv")["outputs"][0]["local"]["max_rel_error"]
+        check(conv > conv32, "fp16 accumulation adds error to the conv", (conv, conv32))
+    fails(f, "library order in fp16", ["check", model, "--precision", "fp16", "--accumulate", "fp16",
+                                       "--accumulation", "library"], "--accumulation")
     # Generated inputs are announced.
     r = run(f, "check", model, "--precision", "float16", "--quiet")
     check(r.returncode == 0, "generated inputs run", r.stderr)
@@ -277,6 +286,8 @@ def test_errors(f, ex, tmp):
           "pows")
     fails(f, "fp64 reference", ["check", model, "--precision", "fp16", "--reference", "fp64"],
           "--reference")
+    fails(f, "bad accumulation order", ["check", model, "--precision", "fp16", "--accumulate",
+                                        "fp16", "--accumulation", "blocked:0"], "--accumulation")
     bad = os.path.join(tmp, "wrong_shape.npy")
     np.save(bad, np.zeros((1, 3, 16, 16), np.float32))
     fails(f, "shape that does not fit", ["check", model, "--precision", "fp16", "--input",

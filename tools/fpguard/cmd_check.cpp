@@ -30,7 +30,7 @@ struct CheckArgs {
   std::string model;
   InputArgs in;
   std::vector<std::string> precisions, keep, keep_ops, disabled;
-  std::string reference = "fp32", accumulate, json_file, target;
+  std::string reference = "fp32", accumulate, accumulation = "sequential", json_file, target;
   std::size_t samples = 1, top = 10;
   std::optional<double> atol, rtol;
   double min_cosine = 0.999;
@@ -112,10 +112,18 @@ json diagnosis_json(const analysis::Diagnosis& d) {
   json rules = json::array();
   for (const auto& r : d.rules)
     rules.push_back({{"id", r.id}, {"node", r.node}, {"message", r.message}});
-  return {{"schema_version", 1},      {"model", d.model},     {"precision", d.precision},
-          {"reference", d.reference}, {"samples", d.samples}, {"verdict", d.pass ? "pass" : "fail"},
-          {"outputs", outputs},       {"origins", origins},   {"nodes", nodes},
-          {"rules", rules},           {"notes", d.notes}};
+  return {{"schema_version", 1},
+          {"model", d.model},
+          {"precision", d.precision},
+          {"reference", d.reference},
+          {"accumulate", d.accumulate},
+          {"samples", d.samples},
+          {"verdict", d.pass ? "pass" : "fail"},
+          {"outputs", outputs},
+          {"origins", origins},
+          {"nodes", nodes},
+          {"rules", rules},
+          {"notes", d.notes}};
 }
 
 std::string g4(double v) {
@@ -128,7 +136,8 @@ void print_text(const analysis::Diagnosis& d, const CheckArgs& a) {
   std::vector<std::string> failing;
   for (const auto& o : d.outputs)
     if (!o.pass) failing.push_back(o.name);
-  out << (d.pass ? "PASS" : "FAIL") << "  " << d.model << " in " << d.precision << " (reference "
+  out << (d.pass ? "PASS" : "FAIL") << "  " << d.model << " in " << d.precision
+      << (d.accumulate != "float32" ? " accumulating in " + d.accumulate : "") << " (reference "
       << d.reference << ", " << d.samples << " input set" << (d.samples > 1 ? "s" : "") << ")\n";
   for (const auto& o : d.outputs) {
     std::string why;
@@ -250,10 +259,13 @@ void check(const CheckArgs& a) {
                     ? "a float64 reference run is not supported yet (the executor's kernels "
                       "compute in float32); use --reference fp32"
                     : "expected fp32 or fp64");
-  if (!a.accumulate.empty())
-    throw Error("--accumulate " + a.accumulate,
-                "low-precision accumulation inside model runs is not supported yet; "
-                "`fpguard accum` and `fpguard gemm-error` measure it per GEMM");
+  std::optional<Format> accumulate;
+  if (!a.accumulate.empty()) accumulate = parse_format(a.accumulate);
+  const AccumulationOrder order =
+      parse_accumulation_order(a.accumulation).value_or(AccumulationOrder{});
+  if (order.kind == AccumulationOrder::Kind::library && accumulate && accumulate->name != "float32")
+    throw Error("--accumulation library",
+                "oneDNN's sgemm accumulates in float32, not " + accumulate->name);
   if (a.samples == 0) throw Error("--samples 0", "expected at least 1");
   auto precisions = split_commas(a.precisions);
   std::vector<Format> formats;
@@ -295,6 +307,8 @@ void check(const CheckArgs& a) {
     for (const auto& k : split_commas(a.keep_ops)) o.keep_fp32_ops.insert(k);
     for (const auto& r : split_commas(a.disabled)) o.disabled_rules.insert(r);
     o.round_options.saturate = a.saturate;
+    o.accumulate = accumulate;
+    o.accumulation = order;
     o.min_cosine = a.min_cosine;
     o.atol = a.atol;
     o.rtol = a.rtol;
@@ -375,7 +389,10 @@ void add_check(CLI::App& app) {
   cmd->add_option("--min-cosine", a->min_cosine,
                   "Pass only if each output's cosine similarity is >= this (default 0.999)");
   cmd->add_option("--reference", a->reference, "Reference run: fp32 (default)");
-  cmd->add_option("--accumulate", a->accumulate, "Accumulation format (not supported yet)");
+  cmd->add_option("--accumulate", a->accumulate,
+                  "Format MatMul/Gemm/Conv accumulate their products in (default float32)");
+  cmd->add_option("--accumulation", a->accumulation,
+                  "Order of that accumulation: sequential (default), pairwise, blocked:K");
   cmd->add_option("--top", a->top, "Rows of the worst-node table (default 10)");
   cmd->add_option("--json", a->json_file, "Write the diagnosis as JSON to FILE (- for stdout)");
   cmd->add_option("--keep-fp32", a->keep, "Keep these nodes in float32 (NODE,...)")->take_all();

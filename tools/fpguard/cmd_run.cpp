@@ -28,7 +28,7 @@ struct RunArgs {
   std::string model;
   InputArgs in;
   std::vector<std::string> exclude;
-  std::string precision = "float32", outputs_dir, dump_dir;
+  std::string precision = "float32", outputs_dir, dump_dir, accumulate, accumulation = "sequential";
   int repeat = 1, threads = 0;
   bool json = false;
 };
@@ -92,6 +92,8 @@ void run(const RunArgs& a) {
   opts.threads = a.threads;
   const Format fmt = parse_format(a.precision);
   if (fmt.name != "float32") opts.policy.default_format = fmt;
+  if (!a.accumulate.empty()) opts.policy.accumulate = parse_format(a.accumulate);
+  opts.policy.accumulation = parse_accumulation_order(a.accumulation).value_or(AccumulationOrder{});
   for (const auto& e : a.exclude) {
     if (exec::Registry::global().find(e))
       opts.policy.exclude_op_types.insert(e);
@@ -160,6 +162,10 @@ void add_run(CLI::App& app) {
   cmd->add_option("model", a->model, "ONNX model")->required();
   add_input_options(*cmd, a->in);
   cmd->add_option("--precision", a->precision, "Format of every floating node (default float32)");
+  cmd->add_option("--accumulate", a->accumulate,
+                  "Format MatMul/Gemm/Conv of emulated nodes accumulate in (default float32)");
+  cmd->add_option("--accumulation", a->accumulation,
+                  "Order of that accumulation: sequential (default), pairwise, blocked:K");
   cmd->add_option("--exclude", a->exclude, "Keep these nodes (by name or op type) in float32")
       ->take_all();
   cmd->add_option("--outputs", a->outputs_dir, "Write outputs as .npy + outputs.json here");
