@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "analysis.hpp"
 #include "compare.hpp"
@@ -144,6 +145,19 @@ struct InputProbe : exec::Observer {
   }
 };
 
+// One value of one sample: its reference statistics and the emulated run against it.
+struct Measured {
+  Stats stats;
+  Comparison propagated;
+};
+
+// Data movement that keeps every value, only rearranged (no subset, no repeats).
+bool rearranges(const model::Node& n) {
+  static const std::set<std::string> ops = {"Identity", "Reshape",   "Flatten",
+                                            "Squeeze",  "Unsqueeze", "Transpose"};
+  return n.domain.empty() && ops.count(n.op_type);
+}
+
 // What checking shares between samples.
 struct Lockstep {
   const model::Model& m;
@@ -162,6 +176,7 @@ void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
   exec::Session ref(ref_ex, inputs), emu(emu_ex, inputs);
   std::map<std::string, double> error;  // propagated relative RMS error, this sample
   std::map<std::string, std::pair<float, bool>> range;  // absmax, any inf/NaN: this sample
+  std::map<std::string, Measured> measured;             // this sample's numbers per value
   for (const auto* vi : g.runtime_inputs())
     if (const Tensor* t = ref.value(vi->name); t && t->dtype() == DType::float32) {
       const double a = absmax_of(*t);
@@ -225,9 +240,17 @@ void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
       const Tensor* e = emu.value(name);
       if (!r || !e || r->dtype() != DType::float32 || e->dtype() != DType::float32) continue;
       t.floating = true;
+      // Ops that only rearrange their input hold the same values: its numbers are theirs.
+      const Measured* same = nullptr;
+      if (rearranges(node) && node.has_input(0))
+        if (auto it = measured.find(node.inputs[0]); it != measured.end()) same = &it->second;
       StatsOptions so;
       so.threads = o.threads;
-      const Stats st = stats(floats(*r), {}, so);  // range and histogram only
+      const Measured& mm = measured[name] =
+          same ? *same
+               : Measured{stats(floats(*r), {}, so),  // range and histogram only
+                          compare(floats(*r), floats(*e), fmt ? *fmt : fp32)};
+      const Stats& st = mm.stats;
       const bool first = ctx.seen.insert(name).second;
       if (st.tensor.count > st.tensor.nan + st.tensor.posinf + st.tensor.neginf) {
         t.ref_min = first ? st.tensor.min : std::min(t.ref_min, st.tensor.min);
@@ -239,13 +262,11 @@ void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
                      st.tensor.nan + st.tensor.posinf + st.tensor.neginf > 0};
       for (const auto& [k, n] : st.tensor.exponent_histogram) t.exponent_histogram[k] += n;
       ctx.absmax[name] = t.ref_absmax;
-      ctx.min_abs_nonzero[name] =
-          std::isnan(st.tensor.min_abs_nonzero)
-              ? ctx.min_abs_nonzero[name]
-              : (ctx.min_abs_nonzero.count(name)
-                     ? std::min(ctx.min_abs_nonzero[name], st.tensor.min_abs_nonzero)
-                     : st.tensor.min_abs_nonzero);
-      const Comparison p = compare(floats(*r), floats(*e), fmt ? *fmt : fp32);
+      if (!std::isnan(st.tensor.min_abs_nonzero)) {
+        auto [it, fresh] = ctx.min_abs_nonzero.try_emplace(name, st.tensor.min_abs_nonzero);
+        if (!fresh) it->second = std::min(it->second, st.tensor.min_abs_nonzero);
+      }
+      const Comparison& p = mm.propagated;
       t.propagated.merge(p);
       error[name] = p.nrmse();
       if (local_out && local_out->dtype() == DType::float32 && !inherited)
