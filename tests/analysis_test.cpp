@@ -328,6 +328,61 @@ TEST(Origins, PrecisionBoundaryFromAFloat32Node) {
   EXPECT_EQ(d.nodes[1].boundary_inputs, std::vector<std::string>{"a"});
 }
 
+// The planner covers the overflow with the smallest float32 region that removes it (the
+// origin and every node reading its out-of-range values), and counts the casts.
+TEST(Plan, CoversAnOverflowWithItsRegion) {
+  Builder b({8});
+  b.init("c1000", scalar(1000)).init("c100", scalar(100)).init("one", scalar(1));
+  b.node("scale", "Mul", {"x", "c1000"}, "a")
+      .node("boom", "Mul", {"a", "c100"}, "b")
+      .node("shift", "Add", {"b", "one"}, "c")
+      .node("act", "Relu", {"c"}, "y")
+      .output("y");
+  const auto x = floats({8}, {0.1f, -0.2f, 0.3f, 0.9f, -0.9f, 0.5f, 0.01f, 0.7f});
+  PlanOptions o;
+  o.check = fp16();
+  const Plan p = plan(b.m, {{{"x", x}}}, o);
+  EXPECT_TRUE(p.meets);
+  EXPECT_EQ(p.fp32_nodes, (std::vector<std::string>{"boom", "shift", "act"}));
+  ASSERT_EQ(p.islands.size(), 1u);
+  EXPECT_NE(p.islands[0].reason.find("overflow origin boom"), std::string::npos);
+  EXPECT_EQ(p.float_nodes, 4u);
+  EXPECT_EQ(p.low_nodes, 1u);
+  // x -> fp16 for "scale", its output -> fp32 for "boom"; the output stays float32.
+  EXPECT_EQ(p.casts, 2u);
+  // The plan's configuration passes check.
+  CheckOptions c = fp16();
+  c.keep_fp32 = {p.fp32_nodes.begin(), p.fp32_nodes.end()};
+  EXPECT_TRUE(check(b.m, {{{"x", x}}}, c).pass);
+}
+
+// An accuracy loss: check names the cancelling MatMul, but keeping it alone in float32
+// does not help (its input still arrives rounded to fp16 by the Relu): the planner finds
+// that the Relu must stay float32 too, and nothing else.
+TEST(Plan, KeepsTheAccuracyOriginOnly) {
+  const std::int64_t M = 4, K = 4096, N = 8;
+  Builder b({M, K});
+  std::vector<float> w(K * N);
+  for (std::int64_t k = 0; k < K; ++k)
+    for (std::int64_t n = 0; n < N; ++n) w[k * N + n] = ((k + n) % 2) ? 1.0f : -1.0f;
+  b.init("W", floats({K, N}, w));
+  b.node("act", "Relu", {"x"}, "a").node("proj", "MatMul", {"a", "W"}, "y").output("y");
+  std::mt19937 rng(7);
+  std::normal_distribution<float> noise(0, 1);
+  std::vector<float> xv(M * K);
+  for (auto& v : xv) v = 1000 + noise(rng);
+  PlanOptions o;
+  o.check = fp16();
+  const Plan p = plan(b.m, {{{"x", floats({M, K}, xv)}}}, o);
+  EXPECT_TRUE(p.meets);
+  EXPECT_EQ(p.fp32_nodes, (std::vector<std::string>{"act", "proj"}));
+  // With one pass allowed, no plan is found: the best one is returned, not meeting.
+  o.max_passes = 1;
+  const Plan q = plan(b.m, {{{"x", floats({M, K}, xv)}}}, o);
+  EXPECT_FALSE(q.meets);
+  EXPECT_EQ(q.passes, 1u);
+}
+
 TEST(Check, IntegerOnlyModelPassesWithANote) {
   model::Model m;
   m.ir_version = 8;

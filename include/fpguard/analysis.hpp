@@ -100,6 +100,10 @@ struct Origin {
   std::vector<std::string> outputs;  // the tensors it produces
   std::string message;
   std::vector<std::string> suggestions;  // cheapest first
+  // The nodes that keeping in float32 removes this trouble with (what the planner
+  // seeds from): for overflows, the origin and every node reading its out-of-range
+  // values; for constants and inputs, the emulated nodes reading them.
+  std::vector<std::string> keep_fp32;
   // Accuracy origins: relative RMS error of the graph outputs when only this node runs
   // in the emulated format (everything else float32); 0 for others.
   double contribution = 0;
@@ -170,5 +174,56 @@ void name_nodes(model::Model& m);
 // fpguard::Error.
 Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
                 const CheckOptions& o);
+
+}  // namespace fpguard::analysis
+
+namespace fpguard::analysis {
+
+// ---- planning: which nodes stay in float32 (`fpguard plan`) -----------------------------
+
+enum class Objective {
+  fewest_fp32,   // as few float32 nodes as possible
+  fewest_casts,  // prune only where it does not add Cast nodes
+};
+
+struct PlanOptions {
+  CheckOptions check;  // format, tolerance, samples' options; keep_fp32 is forced into the plan
+  Objective objective = Objective::fewest_fp32;
+  std::size_t max_passes = 48;  // check() runs at most (each is three model runs)
+  // Called before each pass: (pass number, what it tries).
+  std::function<void(std::size_t, const std::string&)> progress;
+};
+
+struct Island {
+  std::vector<std::string> nodes;  // connected float32 nodes, topological order
+  std::string reason;              // why its first node is there
+};
+
+struct Plan {
+  std::string model, precision;
+  double min_cosine = 0.999;
+  std::optional<double> atol, rtol;
+  std::vector<std::string> fp32_nodes;         // topological order
+  std::map<std::string, std::string> reasons;  // fp32 node -> why
+  std::vector<Island> islands;
+  std::size_t casts = 0;                     // Cast nodes the conversion adds (inputs/outputs kept)
+  std::size_t passes = 0;                    // check() runs used
+  std::size_t float_nodes = 0;               // floating compute nodes
+  std::size_t low_nodes = 0;                 // ... of them in the low-precision format
+  bool meets = false;                        // the final plan meets the tolerance on every sample
+  std::vector<OutputVerdict> final_outputs;  // of the final plan
+};
+
+// Finds a small set of nodes to keep in float32 so that the emulated model meets the
+// tolerance on every sample: seeds from check's origins, adds the nodes with the largest
+// error contribution while it fails, then prunes (islands, then single nodes). When no
+// plan meets the tolerance, returns the best one found with meets = false.
+Plan plan(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
+          const PlanOptions& o);
+
+// The Cast nodes converting `m` with `fp32` kept (a diagnosis of that configuration gives
+// each node's precision) implies: one per (value, target type) at each boundary between
+// float32 and low-precision nodes, graph inputs and outputs keeping their types.
+std::size_t count_casts(const model::Model& m, const Diagnosis& d);
 
 }  // namespace fpguard::analysis

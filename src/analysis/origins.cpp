@@ -77,6 +77,21 @@ struct Graphs {
     }
     return false;
   }
+  // The emulated compute nodes that read `value`, through data movement.
+  std::vector<std::string> emulated_readers(const std::string& value, int depth = 0) const {
+    std::vector<std::string> out;
+    auto it = readers.find(value);
+    if (it == readers.end() || depth > 64) return out;
+    for (auto p : it->second) {
+      if (ctx.formats[p]) out.push_back(rec(p).name);
+      if (ctx.data_movement[p])
+        for (const auto& o : node(p).outputs)
+          for (auto& r : emulated_readers(o, depth + 1)) out.push_back(std::move(r));
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
   // "ReduceMean `/ReduceMean` -> Add `/Add` -> Sqrt `/Sqrt`": the first consumers.
   std::string chain(std::size_t pos, int hops = 3) const {
     std::string out;
@@ -239,6 +254,7 @@ void value_origins(Context& ctx, const Graphs& g) {
         num(worst), c.overflow > 1 ? "" : "s", becomes,
         outputs_finite ? "the outputs stay finite: its consumers absorb it (harmless here)"
                        : "the outputs are not finite where the reference is");
+    o.keep_fp32 = g.emulated_readers(c.name);
     push(o.suggestions,
          fmt::format("use a value inside the range, e.g. {} instead of {} (a mask needs only "
                      "to be very negative)",
@@ -257,6 +273,7 @@ void value_origins(Context& ctx, const Graphs& g) {
     o.message = fmt::format("graph input {} has values up to {}, beyond {} max {}",
                             quoted(vi->name), num(a->second), f.name, num(f.max()));
     const int k = static_cast<int>(std::ceil(std::log2(a->second / (0.5 * f.max()))));
+    o.keep_fp32 = g.emulated_readers(vi->name);
     push(o.suggestions, fmt::format("scale the input by 2^-{} = {} (exact) before the model", k,
                                     num(std::ldexp(1.0, -k))));
     push(o.suggestions, bf16_suggestion(f, a->second));
@@ -326,7 +343,8 @@ void node_origins(Context& ctx, const Graphs& g) {
       o.message = fmt::format("{} ({}) {} (overflow in {} of {} values){}", quoted(rec.name),
                               rec.op_type, what, count(local.overflow), count(local.count), feeds);
       push(o.suggestions, scaling_suggestion(g, pos, out_absmax, f));
-      push(o.suggestions, keep_suggestion(g.out_of_range_region(pos, f.max())));
+      o.keep_fp32 = g.out_of_range_region(pos, f.max());
+      push(o.suggestions, keep_suggestion(o.keep_fp32));
       push(o.suggestions, bf16_suggestion(f, out_absmax));
     } else if (local.nan > 0) {
       o.kind = OriginKind::nan;
@@ -341,7 +359,8 @@ void node_origins(Context& ctx, const Graphs& g) {
              fmt::format("make the divisor/argument safe in {}: an epsilon of at least {} (its "
                          "smallest normal), or clamp",
                          f.name, num(f.smallest_normal())));
-      push(o.suggestions, keep_suggestion({rec.name}));
+      o.keep_fp32 = {rec.name};
+      push(o.suggestions, keep_suggestion(o.keep_fp32));
       push(o.suggestions, bf16_suggestion(f, out_absmax));
     } else if (local.count && local.underflow >= kVerdictFraction * local.count &&
                local.nrmse() > 4 * u && !rec.inputs_nonfinite) {
@@ -363,7 +382,8 @@ void node_origins(Context& ctx, const Graphs& g) {
                            "largest value becomes {}",
                            k, num(std::ldexp(1.0, k)), num(std::ldexp(out_absmax, k))));
       }
-      push(o.suggestions, keep_suggestion({rec.name}));
+      o.keep_fp32 = {rec.name};
+      push(o.suggestions, keep_suggestion(o.keep_fp32));
       push(o.suggestions, bf16_suggestion(f, out_absmax));
     } else {
       continue;
@@ -445,7 +465,8 @@ void accuracy_origins(Context& ctx, const Graphs& g, const exec::Executor& ref_e
         quoted(rec.name), rec.op_type, num(err), num(rec.input_error), ctx.o.precision.name, num(u),
         ctx.o.precision.name, num(contribution), num(std::round(100 * contribution / total)),
         ctx.o.precision.name, num(total));
-    push(o.suggestions, keep_suggestion({rec.name}));
+    o.keep_fp32 = {rec.name};
+    push(o.suggestions, keep_suggestion(o.keep_fp32));
     if (ctx.o.precision.precision_bits() < 11)
       push(o.suggestions, "run it in float16 (11 significant bits) instead");
     found.push_back(std::move(o));

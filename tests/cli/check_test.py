@@ -255,6 +255,68 @@ def test_clean(f, ex, tmp):
         check(json.load(fh)["samples"] == 3, "--samples 3")
 
 
+def test_plan(f, ex, tmp):
+    """fpguard plan: the plans of the examples, proven by check; plan.json fields; the
+    TensorRT / ORT settings; errors."""
+    out = os.path.join(tmp, "plan.json")
+    expect = {"superres": ["/Pow", "/ReduceMean"],
+              "transformer_block": ["/ln1/Pow", "/ln1/ReduceMean_1", "/ln2/Pow",
+                                    "/ln2/ReduceMean_1"],
+              "clean_cnn": []}
+    for name, want in expect.items():
+        model = os.path.join(ex, name, "model.onnx")
+        inputs = os.path.join(ex, name, "inputs")
+        if os.path.exists(out):
+            os.remove(out)
+        r = run(f, "plan", model, "--inputs", inputs, "--precision", "float16", "-o", out,
+                "--quiet")
+        check(r.returncode == 0 and r.stdout.startswith("PLAN"), f"plan {name}",
+              (r.returncode, r.stdout[:200], r.stderr))
+        if r.returncode != 0:
+            continue
+        with open(out) as fh:
+            p = json.load(fh)
+        for k in ("schema_version", "model", "precision", "tolerance", "fp32_nodes", "scaled",
+                  "casts", "passes", "final", "meets", "islands"):
+            check(k in p, f"plan.json has {k}")
+        check(p["fp32_nodes"] == want, f"plan {name}: float32 nodes", p["fp32_nodes"])
+        check(p["meets"] and p["passes"] >= 1, f"plan {name} meets", p)
+        for k in ("max_abs_error", "max_rel_error", "cosine"):
+            check(k in p["final"], f"final has {k}")
+        # Proof: check with the plan's float32 nodes passes.
+        argv = ["check", model, "--inputs", inputs, "--precision", "float16", "--quiet"]
+        if want:
+            argv += ["--keep-fp32", ",".join(p["fp32_nodes"])]
+        rc = run(f, *argv)
+        check(rc.returncode == 0 and rc.stdout.startswith("PASS"), f"check proves plan {name}",
+              rc.stdout[:200])
+        trt = run(f, "plan", model, "--inputs", inputs, "--precision", "float16", "--emit",
+                  "trtexec", "--quiet").stdout.strip()
+        want_trt = "--fp16" + ("" if not want else " --layerPrecisions=" +
+                               ",".join(n + ":fp32" for n in want) + " --precisionConstraints=obey")
+        check(trt == want_trt, f"trtexec flags for {name}", trt)
+        ort = json.loads(run(f, "plan", model, "--inputs", inputs, "--precision", "float16",
+                             "--emit", "ort", "--quiet").stdout)
+        check(ort["node_block_list"] == want, f"ort node_block_list for {name}", ort)
+    sr = os.path.join(ex, "superres")
+    model, inputs = os.path.join(sr, "model.onnx"), os.path.join(sr, "inputs")
+    r = run(f, "plan", model, "--inputs", inputs, "--precision", "float16", "--max-passes", "1",
+            "--quiet")
+    check(r.returncode == 1 and "NO PLAN MEETS" in r.stdout, "no plan within one pass: exit 1",
+          (r.returncode, r.stdout[:200]))
+    copy = os.path.join(tmp, "copy.onnx")
+    shutil.copy(model, copy)
+    before = open(copy, "rb").read()
+    fails(f, "plan -o onto the model", ["plan", copy, "--precision", "fp16", "-o", copy], "-o")
+    check(open(copy, "rb").read() == before, "plan leaves the model untouched")
+    fails(f, "plan for float32", ["plan", model, "--precision", "float32"], "float32")
+    fails(f, "plan objective", ["plan", model, "--precision", "fp16", "--objective", "fast"],
+          "--objective")
+    fails(f, "plan emit", ["plan", model, "--precision", "fp16", "--emit", "tvm"], "--emit")
+    fails(f, "plan keep unknown", ["plan", model, "--precision", "fp16", "--keep-fp32", "/Pwo"],
+          "/Pwo", "did you mean '/Pow'")
+
+
 def test_target(f, ex, tmp):
     """--target picks the target's recommended format and refuses what it cannot run
     (the table of `fpguard targets --json`)."""
@@ -334,6 +396,7 @@ def main():
         test_transformer(a.fpguard, a.examples, tmp)
         test_clean(a.fpguard, a.examples, tmp)
         test_target(a.fpguard, a.examples, tmp)
+        test_plan(a.fpguard, a.examples, tmp)
         test_errors(a.fpguard, a.examples, tmp)
     if failures:
         print(f"{len(failures)} failure(s)")

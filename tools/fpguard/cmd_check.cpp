@@ -79,7 +79,8 @@ json diagnosis_json(const analysis::Diagnosis& d) {
               {"kind", std::string(analysis::to_string(o.kind))},
               {"outputs", o.outputs},
               {"message", o.message},
-              {"suggestions", o.suggestions}};
+              {"suggestions", o.suggestions},
+              {"keep_fp32", o.keep_fp32}};
     if (o.kind == analysis::OriginKind::accuracy) j["contribution"] = json_number(o.contribution);
     origins.push_back(std::move(j));
   }
@@ -266,7 +267,6 @@ void check(const CheckArgs& a) {
   if (order.kind == AccumulationOrder::Kind::library && accumulate && accumulate->name != "float32")
     throw Error("--accumulation library",
                 "oneDNN's sgemm accumulates in float32, not " + accumulate->name);
-  if (a.samples == 0) throw Error("--samples 0", "expected at least 1");
   auto precisions = split_commas(a.precisions);
   std::vector<Format> formats;
   for (const auto& p : precisions) formats.push_back(parse_format(p));
@@ -280,24 +280,8 @@ void check(const CheckArgs& a) {
 
   model::Model m = model::load(a.model);
   analysis::name_nodes(m);
-  // Input sets: one per subdirectory of --inputs when it holds sets, else --samples
-  // (generated inputs differ by seed; given files are the same in every set).
-  std::vector<std::vector<NamedTensor>> samples;
   std::vector<std::string> generated;
-  const auto set_dirs =
-      a.in.inputs_dir.empty() ? std::vector<std::string>{} : input_set_dirs(a.in.inputs_dir);
-  if (!set_dirs.empty()) {
-    for (const auto& dir : set_dirs) {
-      InputArgs one = a.in;
-      one.inputs_dir = dir;
-      samples.push_back(gather_inputs(one, m, 0, &generated));
-    }
-  } else {
-    for (std::size_t s = 0; s < a.samples; ++s)
-      samples.push_back(gather_inputs(a.in, m, s, s == 0 ? &generated : nullptr));
-  }
-  std::sort(generated.begin(), generated.end());
-  generated.erase(std::unique(generated.begin(), generated.end()), generated.end());
+  const auto samples = gather_samples(a.in, m, a.samples, generated);
 
   std::vector<analysis::Diagnosis> results;
   for (const auto& f : formats) {
@@ -316,14 +300,7 @@ void check(const CheckArgs& a) {
     Progress progress(!a.quiet && isatty(2), "check " + f.name);
     o.progress = [&progress](std::size_t d, std::size_t t) { progress(d, t); };
     auto d = analysis::check(m, samples, o);
-    if (!generated.empty()) {
-      std::string list;
-      for (const auto& g : generated) list += (list.empty() ? "" : ", ") + g;
-      d.notes.insert(d.notes.begin(),
-                     "NO INPUTS GIVEN: " + list +
-                         " generated (floating: uniform in [-1, 1]); ranges and overflows "
-                         "depend on the inputs, so give real ones with --input/--inputs");
-    }
+    if (!generated.empty()) d.notes.insert(d.notes.begin(), generated_note(generated));
     results.push_back(std::move(d));
   }
 

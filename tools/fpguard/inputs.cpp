@@ -204,6 +204,36 @@ std::vector<std::string> input_set_dirs(const std::string& dir) {
   return out;
 }
 
+std::vector<std::vector<NamedTensor>> gather_samples(const InputArgs& a, const model::Model& m,
+                                                     std::size_t samples,
+                                                     std::vector<std::string>& generated) {
+  if (samples == 0) throw Error("--samples 0", "expected at least 1");
+  std::vector<std::vector<NamedTensor>> out;
+  const auto set_dirs =
+      a.inputs_dir.empty() ? std::vector<std::string>{} : input_set_dirs(a.inputs_dir);
+  if (!set_dirs.empty()) {
+    for (const auto& dir : set_dirs) {
+      InputArgs one = a;
+      one.inputs_dir = dir;
+      out.push_back(gather_inputs(one, m, 0, &generated));
+    }
+  } else {
+    for (std::size_t s = 0; s < samples; ++s)
+      out.push_back(gather_inputs(a, m, s, s == 0 ? &generated : nullptr));
+  }
+  std::sort(generated.begin(), generated.end());
+  generated.erase(std::unique(generated.begin(), generated.end()), generated.end());
+  return out;
+}
+
+std::string generated_note(const std::vector<std::string>& generated) {
+  std::string list;
+  for (const auto& g : generated) list += (list.empty() ? "" : ", ") + g;
+  return "NO INPUTS GIVEN: " + list +
+         " generated (floating: uniform in [-1, 1]); ranges and overflows depend on the "
+         "inputs, so give real ones with --input/--inputs";
+}
+
 void add_input_options(CLI::App& cmd, InputArgs& a) {
   cmd.add_option("--input", a.inputs, "NAME=FILE.npy|FILE.pb|uniform:LO:HI|normal:MEAN:STD")
       ->take_all();

@@ -34,4 +34,13 @@ std::vector<NamedTensor> gather_inputs(const InputArgs& a, const model::Model& m
 // .npy/.pb files), sorted; empty when `dir` itself is one set.
 std::vector<std::string> input_set_dirs(const std::string& dir);
 
+// The input sets of check and plan: one per subdirectory of --inputs when it holds sets,
+// else `samples` sets (generated inputs differ by seed; given files are the same in every
+// set). `generated` receives the names of generated inputs, once each.
+std::vector<std::vector<NamedTensor>> gather_samples(const InputArgs& a, const model::Model& m,
+                                                     std::size_t samples,
+                                                     std::vector<std::string>& generated);
+// "NO INPUTS GIVEN: x, y generated ...": the note a diagnosis leads with.
+std::string generated_note(const std::vector<std::string>& generated);
+
 }  // namespace fpguard::cli

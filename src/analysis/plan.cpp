@@ -1,0 +1,268 @@
+// The planner: which nodes must stay in float32 for the emulated model to meet a
+// tolerance. Every pass is one analysis::check (three lockstep runs over all samples),
+// so the search spends passes carefully: seed from the origins (their keep_fp32 sets),
+// add the worst nodes by error while the tolerance fails, then prune.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <numeric>
+#include <set>
+
+#include "analysis.hpp"
+#include "fpguard/error.hpp"
+
+namespace fpguard::analysis {
+
+namespace {
+
+struct Values {                                 // producers and readers of the main graph's values
+  std::map<std::string, std::size_t> producer;  // value -> node index
+  std::map<std::string, std::vector<std::size_t>> readers;  // value -> node indices
+  explicit Values(const model::Graph& g) {
+    for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+      for (const auto& o : g.nodes[i].outputs)
+        if (!o.empty()) producer[o] = i;
+      for (const auto& in : model::node_reads(g.nodes[i]))
+        if (!in.empty()) readers[in].push_back(i);
+    }
+  }
+};
+
+// Node index -> its record in a diagnosis (records are in topological order).
+std::map<std::string, const NodeRecord*> by_name(const Diagnosis& d) {
+  std::map<std::string, const NodeRecord*> out;
+  for (const auto& n : d.nodes) out[n.name] = &n;
+  return out;
+}
+
+double worst_cosine(const std::vector<OutputVerdict>& v) {
+  double c = 1;
+  for (const auto& o : v) c = std::isnan(o.cosine) || std::isnan(c) ? NAN : std::min(c, o.cosine);
+  return c;
+}
+
+// A score to compare failing plans: fewer non-finite outputs first, then cosine.
+std::pair<std::uint64_t, double> badness(const Diagnosis& d) {
+  std::uint64_t nonfinite = 0, outside = 0;
+  for (const auto& o : d.outputs) nonfinite += o.nonfinite, outside += o.outside_tolerance;
+  const double c = worst_cosine(d.outputs);
+  return {nonfinite, (std::isnan(c) ? 2.0 : 1.0 - c) + static_cast<double>(outside)};
+}
+
+// A plan is acceptable when the tolerance holds and no node overflows or makes NaN on
+// its own (an overflow the outputs happen to survive must still be covered; a constant
+// or input beyond the range whose consumers absorb it is not a node's).
+bool acceptable(const Diagnosis& d) {
+  if (!d.pass) return false;
+  return std::none_of(d.origins.begin(), d.origins.end(), [](const Origin& o) {
+    const bool node = o.op_type != "initializer" && o.op_type != "Constant" && o.op_type != "input";
+    return node && (o.kind == OriginKind::overflow || o.kind == OriginKind::nan);
+  });
+}
+
+}  // namespace
+
+std::size_t count_casts(const model::Model& m, const Diagnosis& d) {
+  const auto& g = m.graph;
+  const auto names = display_names(m);
+  const auto recs = by_name(d);
+  enum Class { none, fp32, low };
+  std::map<std::string, Class> value_class;
+  std::set<std::string> constants;
+  for (const auto& t : g.initializers) constants.insert(t.name);
+  for (const auto& vi : g.inputs)
+    if (!constants.count(vi.name)) value_class[vi.name] = fp32;  // inputs keep their type
+  std::set<std::pair<std::string, Class>> casts;
+  const auto order = model::topological_order(g, m.path.string());
+  for (const auto idx : order) {
+    const auto& n = g.nodes[idx];
+    auto it = recs.find(names[idx]);
+    if (it == recs.end()) continue;
+    const NodeRecord& r = *it->second;
+    bool floating = false;
+    for (const auto& t : r.outputs) floating = floating || t.floating;
+    if (!floating) continue;
+    if (n.op_type == "Constant") {  // converted statically, like an initializer
+      constants.insert(n.outputs[0]);
+      continue;
+    }
+    Class c = r.emulated ? low : fp32;
+    const bool moves =
+        r.precision == "float32" && !r.emulated && exec::Registry::global().find(n.op_type) &&
+        exec::Registry::global().find(n.op_type)->kind == exec::OpKind::data_movement;
+    if (moves) {  // data movement takes its inputs' type: low if any is low
+      c = fp32;
+      bool any = false;
+      for (const auto& in : n.inputs)
+        if (auto v = value_class.find(in); v != value_class.end() && v->second != none) {
+          any = true;
+          if (v->second == low) c = low;
+        }
+      if (!any) c = fp32;
+    }
+    for (const auto& in : n.inputs) {
+      if (in.empty() || constants.count(in)) continue;
+      auto v = value_class.find(in);
+      if (v == value_class.end() || v->second == none) continue;
+      if (v->second != c) casts.insert({in, c});
+    }
+    for (const auto& t : r.outputs)
+      if (!t.name.empty()) value_class[t.name] = t.floating ? c : none;
+  }
+  for (const auto& o : g.outputs)
+    if (auto v = value_class.find(o.name); v != value_class.end() && v->second == low)
+      casts.insert({o.name, fp32});
+  return casts.size();
+}
+
+Plan plan(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
+          const PlanOptions& o) {
+  Plan p;
+  p.model = m.path.string();
+  p.precision = o.check.precision.name;
+  p.min_cosine = o.check.min_cosine;
+  p.atol = o.check.atol;
+  p.rtol = o.check.rtol;
+  const auto names = display_names(m);
+  const auto order = model::topological_order(m.graph, m.path.string());
+  std::map<std::string, std::size_t> position;
+  for (std::size_t pos = 0; pos < order.size(); ++pos) position[names[order[pos]]] = pos;
+
+  std::set<std::string> keep = o.check.keep_fp32;
+  const std::set<std::string> forced = keep;
+  for (const auto& k : forced) p.reasons[k] = "kept by --keep-fp32";
+  std::vector<std::string> added;  // in the order the search added them
+
+  auto run = [&](const std::set<std::string>& s, const std::string& what) {
+    if (o.progress) o.progress(p.passes + 1, what);
+    CheckOptions c = o.check;
+    c.keep_fp32 = s;
+    ++p.passes;
+    return check(m, samples, c);
+  };
+  auto add = [&](const std::string& n, const std::string& why) {
+    if (!position.count(n) || !keep.insert(n).second) return false;
+    p.reasons[n] = why;
+    added.push_back(n);
+    return true;
+  };
+
+  Diagnosis d = run(keep, "the model as it is");
+  std::set<std::string> best_keep = keep;
+  Diagnosis best = d;
+  std::size_t batch = 1;
+  while (!acceptable(d) && p.passes < o.max_passes) {
+    bool grew = false;
+    // 1. Origins: their keep_fp32 sets (overflow/NaN/underflow first: they must be covered).
+    for (const auto& org : d.origins) {
+      if (org.kind == OriginKind::accuracy) continue;
+      for (const auto& n : org.keep_fp32)
+        grew |= add(n, fmt::format("{} origin {}", to_string(org.kind), org.node) +
+                           (n == org.node ? "" : " (reads its out-of-range values)"));
+    }
+    // 2. Accuracy: the origins ranked by contribution, else the largest local errors.
+    if (!grew) {
+      std::size_t n_added = 0;
+      for (const auto& org : d.origins)
+        if (org.kind == OriginKind::accuracy && n_added < batch)
+          for (const auto& n : org.keep_fp32)
+            if (add(n, fmt::format("accuracy: alone in {} it gives the outputs a relative "
+                                   "error of {:.3g}",
+                                   p.precision, org.contribution)))
+              ++n_added;
+      if (n_added == 0) {
+        std::vector<std::pair<double, std::string>> ranked;
+        for (const auto& r : d.nodes) {
+          if (!r.emulated) continue;
+          double e = 0;
+          for (const auto& t : r.outputs)
+            if (t.floating && t.local.finite) e = std::max(e, t.local.nrmse());
+          if (e > 0) ranked.push_back({e, r.name});
+        }
+        std::sort(ranked.rbegin(), ranked.rend());
+        for (const auto& [e, n] : ranked) {
+          if (n_added >= batch) break;
+          if (add(n, fmt::format("largest local error ({:.3g} relative RMS)", e))) ++n_added;
+        }
+      }
+      grew = n_added > 0;
+      batch *= 2;  // stalls escalate: 1, 2, 4, ... nodes per pass
+    }
+    if (!grew) break;  // nothing left in low precision
+    d = run(keep, fmt::format("{} nodes in float32", keep.size()));
+    if (acceptable(d) || badness(d) < badness(best)) best = d, best_keep = keep;
+  }
+  if (acceptable(d)) {
+    best = d;
+    best_keep = keep;
+    // Prune: return what the search added to low precision where the tolerance still
+    // holds, last added first (the early seeds are the ones the origins demand).
+    for (auto it = added.rbegin(); it != added.rend() && p.passes < o.max_passes; ++it) {
+      if (!keep.count(*it)) continue;
+      std::set<std::string> trial = keep;
+      trial.erase(*it);
+      Diagnosis t = run(trial, "without " + *it);
+      if (!acceptable(t)) continue;
+      if (o.objective == Objective::fewest_casts && count_casts(m, t) > count_casts(m, best))
+        continue;
+      keep = std::move(trial);
+      best = std::move(t);
+      p.reasons.erase(*it);
+    }
+    best_keep = keep;
+  }
+  p.meets = acceptable(best);
+  p.final_outputs = best.outputs;
+  p.fp32_nodes.assign(best_keep.begin(), best_keep.end());
+  std::sort(p.fp32_nodes.begin(), p.fp32_nodes.end(),
+            [&](const auto& a, const auto& b) { return position[a] < position[b]; });
+  for (auto it = p.reasons.begin(); it != p.reasons.end();)
+    it = best_keep.count(it->first) ? std::next(it) : p.reasons.erase(it);
+  for (const auto& r : best.nodes)
+    if (std::any_of(r.outputs.begin(), r.outputs.end(),
+                    [](const TensorRecord& t) { return t.floating; }) &&
+        (r.emulated || best_keep.count(r.name)))
+      ++p.float_nodes, p.low_nodes += r.emulated;
+  p.casts = count_casts(m, best);
+
+  // Islands: float32 nodes connected through values (looking through data movement).
+  const Values vals(m.graph);
+  std::map<std::string, std::string> parent;
+  std::function<std::string(const std::string&)> root = [&](const std::string& x) {
+    auto& px = parent[x];
+    if (px.empty() || px == x) return px = x;
+    return px = root(px);
+  };
+  std::set<std::string> index_names(best_keep.begin(), best_keep.end());
+  std::map<std::string, std::size_t> index_of;
+  for (std::size_t i = 0; i < names.size(); ++i) index_of[names[i]] = i;
+  for (const auto& n : p.fp32_nodes) {
+    root(n);
+    std::vector<std::string> frontier(m.graph.nodes[index_of[n]].inputs);
+    std::set<std::string> seen;
+    while (!frontier.empty()) {
+      const std::string v = frontier.back();
+      frontier.pop_back();
+      if (v.empty() || !seen.insert(v).second) continue;
+      auto pr = vals.producer.find(v);
+      if (pr == vals.producer.end()) continue;
+      const auto& src = m.graph.nodes[pr->second];
+      const auto* info = exec::Registry::global().find(src.op_type);
+      if (index_names.count(names[pr->second]))
+        parent[root(names[pr->second])] = root(n);
+      else if (info && info->kind == exec::OpKind::data_movement)
+        frontier.insert(frontier.end(), src.inputs.begin(), src.inputs.end());
+    }
+  }
+  std::map<std::string, std::size_t> island_of;
+  for (const auto& n : p.fp32_nodes) {
+    const std::string r = root(n);
+    auto [it, fresh] = island_of.try_emplace(r, p.islands.size());
+    if (fresh) p.islands.push_back({{}, p.reasons.count(n) ? p.reasons[n] : ""});
+    p.islands[it->second].nodes.push_back(n);
+  }
+  return p;
+}
+
+}  // namespace fpguard::analysis
