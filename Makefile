@@ -14,10 +14,17 @@ build: setup
 	@cmake --build $(BUILD) -j $(JOBS)
 
 # The main job on a shipped example: where does float16 break this model, and why?
-# (check exits 1 for a FAIL verdict, which is the expected diagnosis here.)
+# Then the fix: plan which nodes stay float32, convert, and check the converted model.
+# (check exits 1 for a FAIL verdict, which is the expected first diagnosis here.)
+EXAMPLE = examples/superres
 run: build
-	$(BUILD)/fpguard check examples/superres/model.onnx --inputs examples/superres/inputs \
+	$(BUILD)/fpguard check $(EXAMPLE)/model.onnx --inputs $(EXAMPLE)/inputs \
 	  --precision float16,bfloat16 || test $$? -eq 1
+	$(BUILD)/fpguard plan $(EXAMPLE)/model.onnx --inputs $(EXAMPLE)/inputs --precision float16 \
+	  -o $(BUILD)/example.plan.json
+	$(BUILD)/fpguard convert $(EXAMPLE)/model.onnx --plan $(BUILD)/example.plan.json \
+	  --keep-io-types --inputs $(EXAMPLE)/inputs -o $(BUILD)/example_fp16.onnx
+	$(BUILD)/fpguard check $(BUILD)/example_fp16.onnx --inputs $(EXAMPLE)/inputs --precision float16
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 1500

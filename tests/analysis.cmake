@@ -1,6 +1,7 @@
-# The analysis layer (`fpguard check`): origins on crafted graphs, comparisons, rules,
-# lockstep sessions (analysis_test.cpp), and the shipped examples end to end against
-# NumPy (cli/check_test.py).
+# The analysis and rewrite layers (`fpguard check`, `plan`, `convert`): origins and plans
+# on crafted graphs, comparisons, rules, lockstep sessions (analysis_test.cpp); the shipped
+# examples end to end against NumPy (cli/check_test.py); conversions checked by libonnx's
+# checker and shape inference (cli/convert_test.py).
 add_executable(analysis_tests analysis_test.cpp)
 target_link_libraries(analysis_tests PRIVATE fpguard_lib GTest::gtest_main)
 target_include_directories(analysis_tests PRIVATE ${PROJECT_SOURCE_DIR}/src)
@@ -11,3 +12,8 @@ add_test(NAME cli.check
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_test.py
                  --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)
 set_tests_properties(cli.check PROPERTIES LABELS analysis)
+
+add_test(NAME cli.convert
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/convert_test.py
+                 --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)
+set_tests_properties(cli.convert PROPERTIES LABELS analysis)

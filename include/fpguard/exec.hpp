@@ -54,6 +54,8 @@ struct KernelContext {
   // accumulates in float32.
   const Format* accumulate = nullptr;
   AccumulationOrder accumulation;
+  // RunOptions::float32_storage: a Cast to float16/bfloat16 does not round.
+  bool float32_storage = false;
 
   std::size_t num_inputs() const { return inputs.size(); }
   bool has(std::size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
@@ -140,6 +142,10 @@ struct RunOptions {
   int threads = 0;  // 0: all hardware threads
   Observer* observer = nullptr;
   std::shared_ptr<WeightCache> weights;  // nullptr: the executor makes its own
+  // Hold float16/bfloat16 storage (initializers, inputs, Cast results, outputs) as
+  // float32 without rounding: the float32 twin of a mixed-precision model (the reference
+  // of `check` on a converted model).
+  bool float32_storage = false;
 };
 
 class Session;
@@ -177,7 +183,7 @@ class Executor {
                                                      Scope& scope, const std::optional<Format>& fmt,
                                                      Observer* observer) const;
   std::unique_ptr<Scope> feed(const std::vector<NamedTensor>& inputs) const;
-  static void add_initializers(const model::Graph& g, Scope& scope);
+  void add_initializers(const model::Graph& g, Scope& scope) const;
 
   const model::Model& model_;
   RunOptions options_;

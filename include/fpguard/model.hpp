@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -142,6 +143,24 @@ std::map<std::string, std::vector<std::size_t>> consumers(const Graph& g);
 // outputs are absent (never freed); values nobody reads map to the position of their
 // producer (freed right after it runs).
 std::map<std::string, std::size_t> last_use(const Graph& g, const std::vector<std::size_t>& order);
+
+// ---- typing (from libonnx) -------------------------------------------------------------
+// The type constraints of an op at an opset, from its ONNX schema: the type parameter of
+// each input/output position ("T", "T1", or a fixed "tensor(float)") and the element
+// types each parameter allows. known = false for ops without a schema (other domains).
+struct OpTyping {
+  bool known = false;
+  std::vector<std::string> input_params, output_params;
+  bool inputs_variadic = false, outputs_variadic = false;  // the last one repeats
+  std::map<std::string, std::set<int>> allowed;            // parameter -> elem types
+  const std::string& input_param(std::size_t i) const;     // "" past the end
+  const std::string& output_param(std::size_t i) const;
+  bool allows(const std::string& param, int elem_type) const;
+};
+OpTyping op_typing(const std::string& op, const std::string& domain, std::int64_t opset);
+// The element type of every value of the main graph ONNX shape inference can type
+// (inputs, initializers, node outputs): name -> ONNX elem type.
+std::map<std::string, int> infer_elem_types(const Model& m);
 
 // ONNX data type code <-> DType (nullopt for types without a DType: STRING, FLOAT8...).
 std::optional<DType> dtype_of(int onnx_elem_type);

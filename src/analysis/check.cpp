@@ -338,9 +338,32 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   ref_opts.policy.accumulation = o.accumulation;
   // One rounding of each weight serves the emulated and the local runs.
   ref_opts.weights = std::make_shared<exec::WeightCache>();
+  // A model that already stores values in 16 bits (one fpguard convert wrote, say) is
+  // checked as it is: its float32 nodes stay float32, and the reference is its float32
+  // twin (the same graph with every 16-bit value held in float32, no Cast rounding).
+  bool mixed = false;
+  for (const auto& t : m.graph.initializers)
+    mixed = mixed || t.tensor.dtype() == DType::float16 || t.tensor.dtype() == DType::bfloat16;
+  for (const auto& v : m.graph.inputs) mixed = mixed || v.elem_type == 10 || v.elem_type == 16;
+  for (const auto& n : m.graph.nodes)
+    mixed =
+        mixed || (n.op_type == "Cast" && (n.attr_int("to", 0) == 10 || n.attr_int("to", 0) == 16));
+  std::set<std::string> as_stored;  // float32 nodes of a mixed model
+  if (mixed) {
+    ref_opts.float32_storage = true;
+    const auto types = model::infer_elem_types(m);
+    for (const auto& n : m.graph.nodes) {
+      const auto* info = exec::Registry::global().find(n.op_type);
+      if (!info || info->kind == exec::OpKind::data_movement || n.outputs.empty()) continue;
+      if (auto t = types.find(n.outputs[0]); t != types.end() && t->second == 1)
+        as_stored.insert(n.name);
+    }
+  }
   exec::RunOptions emu_opts = ref_opts;
+  emu_opts.float32_storage = false;
   emu_opts.policy.default_format = o.precision;
   emu_opts.policy.exclude_names = o.keep_fp32;
+  emu_opts.policy.exclude_names.insert(as_stored.begin(), as_stored.end());
   emu_opts.policy.exclude_op_types = o.keep_fp32_ops;
   emu_opts.policy.round_options = o.round_options;
   const exec::Executor ref_ex(m, ref_opts), emu_ex(m, emu_opts);
@@ -444,6 +467,12 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
       t.headroom_bits = t.ref_absmax > 0 ? std::log2(o.precision.max() / t.ref_absmax)
                                          : std::numeric_limits<double>::infinity();
   }
+  if (mixed)
+    ctx.diag.notes.push_back(
+        "the model already stores values in 16 bits: its " + std::to_string(as_stored.size()) +
+        " float32 compute node" + (as_stored.size() == 1 ? " stays" : "s stay") +
+        " float32, and the reference is its float32 twin (every 16-bit value held in "
+        "float32)");
   if (!any_float_node)
     ctx.diag.notes.push_back("the model has no floating-point compute node to run in " +
                              o.precision.name + ": nothing to check");

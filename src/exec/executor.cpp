@@ -57,11 +57,16 @@ std::string storage_format(DType d) {
   return "";
 }
 
-Executor::Slot make_slot(const Tensor& t) {
+// float32_storage: 16-bit floating storage is held as float32 (RunOptions).
+Executor::Slot make_slot(const Tensor& t, bool float32_storage = false) {
   Executor::Slot s;
   s.storage = t.dtype();
   s.t = widen(t);
   s.exact_in = storage_format(t.dtype());
+  if (float32_storage && !s.exact_in.empty()) {
+    s.storage = DType::float32;
+    s.exact_in.clear();
+  }
   return s;
 }
 
@@ -205,10 +210,10 @@ std::unique_ptr<Executor::Scope> Executor::feed(const std::vector<NamedTensor>& 
       // NumPy and ONNX's own test data carry bfloat16 as its uint16 bit patterns.
       Tensor bits(DType::bfloat16, in.tensor.shape());
       std::copy(in.tensor.bytes(), in.tensor.bytes() + in.tensor.nbytes(), bits.bytes());
-      values[in.name] = make_slot(bits);
+      values[in.name] = make_slot(bits, options_.float32_storage);
       continue;
     }
-    values[in.name] = make_slot(in.tensor);
+    values[in.name] = make_slot(in.tensor, options_.float32_storage);
   }
   for (const auto* v : g.runtime_inputs())
     if (!values.count(v->name)) throw Error(where_, "input '" + v->name + "' was not given");
@@ -241,14 +246,16 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
                     fmt && policy.accumulate && policy.accumulate->name != "float32"
                         ? &*policy.accumulate
                         : nullptr,
-                    policy.accumulation};
+                    policy.accumulation,
+                    options_.float32_storage};
   ctx.run_subgraph = [this, &scope, &ctx](const model::Graph& sub, std::vector<Tensor> in) {
     Scope inner;
     inner.parent = &scope;
     if (in.size() != sub.inputs.size())
       ctx.fail("subgraph '" + sub.name + "' takes " + std::to_string(sub.inputs.size()) +
                " inputs, given " + std::to_string(in.size()));
-    for (std::size_t i = 0; i < in.size(); ++i) inner.values[sub.inputs[i].name] = make_slot(in[i]);
+    for (std::size_t i = 0; i < in.size(); ++i)
+      inner.values[sub.inputs[i].name] = make_slot(in[i], options_.float32_storage);
     add_initializers(sub, inner);
     run_graph(sub, inner);
     std::vector<Tensor> out;
@@ -303,6 +310,7 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
     Tensor t = std::move(ctx.outputs[i]);
     s.storage =
         ctx.output_dtypes[i].value_or(t.dtype() == DType::float32 ? float_storage : t.dtype());
+    if (options_.float32_storage && !storage_format(s.storage).empty()) s.storage = DType::float32;
     if (t.dtype() != DType::float32 && is_float(t.dtype())) t = widen(t);
     if (t.dtype() == DType::float32) {
       const std::string sf = storage_format(s.storage);
@@ -327,11 +335,11 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
   return out;
 }
 
-void Executor::add_initializers(const model::Graph& g, Scope& scope) {
+void Executor::add_initializers(const model::Graph& g, Scope& scope) const {
   for (const auto& t : g.initializers)
     if (!scope.values.count(t.name)) {
       Slot& s = scope.values[t.name];
-      s = make_slot(t.tensor);
+      s = make_slot(t.tensor, options_.float32_storage);
       s.weight = true;
       s.source = &t.tensor;
     }

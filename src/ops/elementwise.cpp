@@ -484,7 +484,7 @@ void cast_k(KernelContext& ctx) {
   if (exec::is_float(*to)) {
     // Floating results are carried in float32; the executor stores them as `to`.
     Tensor f = exec::convert(x, DType::float32);
-    if (*to == DType::float16 || *to == DType::bfloat16) {
+    if ((*to == DType::float16 || *to == DType::bfloat16) && !ctx.float32_storage) {
       auto d = f.data<float>();
       round(std::span<const float>(d.data(), d.size()), d,
             parse_format(*to == DType::float16 ? "float16" : "bfloat16"));
@@ -501,7 +501,7 @@ void cast_like_k(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   if (exec::is_float(to)) {
     Tensor f = exec::convert(x, DType::float32);
-    if (to == DType::float16 || to == DType::bfloat16) {
+    if ((to == DType::float16 || to == DType::bfloat16) && !ctx.float32_storage) {
       auto d = f.data<float>();
       round(std::span<const float>(d.data(), d.size()), d,
             parse_format(to == DType::float16 ? "float16" : "bfloat16"));

@@ -27,5 +27,6 @@ void add_accum(CLI::App& app);
 void add_targets(CLI::App& app);
 void add_check(CLI::App& app);  // `check` and `rules`
 void add_plan(CLI::App& app);
+void add_convert(CLI::App& app);
 
 }  // namespace fpguard::cli

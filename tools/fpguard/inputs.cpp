@@ -123,6 +123,16 @@ std::vector<NamedTensor> read_input_dir(const std::filesystem::path& dir) {
   return out;
 }
 
+// Floating data for an input declared in another floating type (float32 arrays for a
+// float16 model) is converted to it (rounded to nearest even); anything else is passed
+// as it is, for the executor to accept or refuse.
+Tensor as_declared(Tensor t, const model::ValueInfo& vi) {
+  const auto want = vi.elem_type ? model::dtype_of(vi.elem_type) : std::nullopt;
+  if (want && *want != t.dtype() && exec::is_float(*want) && exec::is_float(t.dtype()))
+    return exec::convert(t, *want);
+  return t;
+}
+
 }  // namespace
 
 std::vector<NamedTensor> gather_inputs(const InputArgs& a, const model::Model& m,
@@ -172,10 +182,10 @@ std::vector<NamedTensor> gather_inputs(const InputArgs& a, const model::Model& m
         if (ts.size() != 1)
           throw Error("--input " + vi.name,
                       "'" + sp + "' holds " + std::to_string(ts.size()) + " tensors (expected 1)");
-        out.push_back({vi.name, std::move(ts[0].tensor)});
+        out.push_back({vi.name, as_declared(std::move(ts[0].tensor), vi)});
       }
     } else if (auto g = given.find(vi.name); g != given.end()) {
-      out.push_back({vi.name, std::move(g->second)});
+      out.push_back({vi.name, as_declared(std::move(g->second), vi)});
     } else {
       const auto dtype = vi.elem_type ? model::dtype_of(vi.elem_type) : DType::float32;
       const bool fl = dtype && exec::is_float(*dtype);

@@ -1,0 +1,92 @@
+// Typing from libonnx: each op's type constraints from its schema, and the element type
+// of every value from ONNX shape inference. (The model layer is the only one that sees
+// onnx types.)
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include "fpguard/error.hpp"
+#include "fpguard/model.hpp"
+
+namespace fpguard::model {
+
+namespace {
+
+// "tensor(float16)" -> 10; 0 for anything that is not a tensor type we know.
+int elem_type_of(const std::string& s) {
+  static const std::map<std::string, int> types = {
+      {"float", 1},         {"uint8", 2},           {"int8", 3},        {"uint16", 4},
+      {"int16", 5},         {"int32", 6},           {"int64", 7},       {"string", 8},
+      {"bool", 9},          {"float16", 10},        {"double", 11},     {"uint32", 12},
+      {"uint64", 13},       {"complex64", 14},      {"complex128", 15}, {"bfloat16", 16},
+      {"float8e4m3fn", 17}, {"float8e4m3fnuz", 18}, {"float8e5m2", 19}, {"float8e5m2fnuz", 20}};
+  if (s.rfind("tensor(", 0) != 0 || s.back() != ')') return 0;
+  auto it = types.find(s.substr(7, s.size() - 8));
+  return it == types.end() ? 0 : it->second;
+}
+
+}  // namespace
+
+OpTyping op_typing(const std::string& op, const std::string& domain, std::int64_t opset) {
+  OpTyping t;
+  const auto* schema = onnx::OpSchemaRegistry::Schema(op, static_cast<int>(opset),
+                                                      domain == "ai.onnx" ? std::string() : domain);
+  if (!schema) return t;
+  t.known = true;
+  auto params = [&](const std::vector<onnx::OpSchema::FormalParameter>& fs,
+                    std::vector<std::string>& out, bool& variadic) {
+    for (const auto& f : fs) {
+      out.push_back(f.GetTypeStr());
+      variadic = f.GetOption() == onnx::OpSchema::Variadic;
+      auto& allowed = t.allowed[f.GetTypeStr()];
+      for (const auto* ts : f.GetTypes())
+        if (int e = elem_type_of(*ts)) allowed.insert(e);
+    }
+  };
+  params(schema->inputs(), t.input_params, t.inputs_variadic);
+  params(schema->outputs(), t.output_params, t.outputs_variadic);
+  return t;
+}
+
+const std::string& OpTyping::input_param(std::size_t i) const {
+  static const std::string none;
+  if (i < input_params.size()) return input_params[i];
+  return inputs_variadic && !input_params.empty() ? input_params.back() : none;
+}
+
+const std::string& OpTyping::output_param(std::size_t i) const {
+  static const std::string none;
+  if (i < output_params.size()) return output_params[i];
+  return outputs_variadic && !output_params.empty() ? output_params.back() : none;
+}
+
+bool OpTyping::allows(const std::string& param, int elem_type) const {
+  auto it = allowed.find(param);
+  return it != allowed.end() && it->second.count(elem_type);
+}
+
+std::map<std::string, int> infer_elem_types(const Model& m) {
+  onnx::ModelProto mp;
+  if (!mp.ParseFromString(save_to_bytes(m)))
+    throw Error(m.path.string(), "cannot serialise the model for shape inference");
+  try {
+    onnx::ShapeInferenceOptions options;
+    options.check_type = false;
+    options.error_mode = 0;  // best effort: values it cannot type stay absent
+    onnx::shape_inference::InferShapes(mp, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception& e) {
+    throw Error(m.path.string(), std::string("ONNX shape inference failed: ") + e.what());
+  }
+  std::map<std::string, int> out;
+  auto take = [&](const onnx::ValueInfoProto& v) {
+    if (v.type().has_tensor_type() && v.type().tensor_type().elem_type() != 0)
+      out[v.name()] = v.type().tensor_type().elem_type();
+  };
+  const auto& g = mp.graph();
+  for (const auto& v : g.input()) take(v);
+  for (const auto& v : g.output()) take(v);
+  for (const auto& v : g.value_info()) take(v);
+  for (const auto& t : g.initializer()) out[t.name()] = t.data_type();
+  return out;
+}
+
+}  // namespace fpguard::model

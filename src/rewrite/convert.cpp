@@ -1,0 +1,330 @@
+// Mixed-precision conversion (rewrite::convert). One pass over the main graph in
+// topological order decides each node's type class and rewires its inputs to values of
+// the type it needs, creating converted initializers and Cast nodes on first need.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "fpguard/error.hpp"
+#include "fpguard/exec.hpp"
+#include "fpguard/rewrite.hpp"
+#include "fpguard/round.hpp"
+
+namespace fpguard::rewrite {
+
+namespace {
+
+constexpr int kFloat = 1;
+
+bool has_subgraph(const model::Node& n) {
+  for (const auto& a : n.attributes)
+    if (std::holds_alternative<model::GraphPtr>(a.value) ||
+        std::holds_alternative<std::vector<model::GraphPtr>>(a.value))
+      return true;
+  return false;
+}
+
+// Renames reads of `from` to `to` inside a subgraph (and its subgraphs), where `from` is
+// not defined by the subgraph itself.
+void rename_captured(model::Graph& g, const std::string& from, const std::string& to) {
+  for (const auto& v : g.inputs)
+    if (v.name == from) return;
+  for (const auto& t : g.initializers)
+    if (t.name == from) return;
+  for (const auto& n : g.nodes)
+    for (const auto& o : n.outputs)
+      if (o == from) return;
+  for (auto& n : g.nodes) {
+    for (auto& in : n.inputs)
+      if (in == from) in = to;
+    for (auto& a : n.attributes) {
+      if (auto* sg = std::get_if<model::GraphPtr>(&a.value)) rename_captured(**sg, from, to);
+      if (auto* sgs = std::get_if<std::vector<model::GraphPtr>>(&a.value))
+        for (auto& sg : *sgs) rename_captured(*sg, from, to);
+    }
+  }
+}
+
+struct Converter {
+  const model::Model& src;
+  const ConvertOptions& o;
+  ConvertReport& rep;
+  model::Model out;
+  int low = 0;         // ONNX elem type of the format
+  std::string suffix;  // "fp16" / "bf16"
+  std::int64_t opset = 0;
+  std::map<std::string, int> orig;  // original elem type of every value shape inference typed
+  std::map<std::string, int> cur;   // elem type of a value in the converted graph
+  std::set<std::string> names;      // every value and node name in use
+  std::map<std::pair<std::string, int>, std::string> as;  // (value, type) -> its name
+  std::map<std::string, const Tensor*> initializer;       // original float initializers
+  std::map<std::string, const Tensor*> constant;          // Constant node values (float)
+  std::vector<model::Node> nodes;                         // the converted main graph
+  std::vector<NamedTensor> new_initializers;
+
+  Converter(const model::Model& m, const ConvertOptions& opt, ConvertReport& r)
+      : src(m), o(opt), rep(r), out(m) {}
+
+  std::string unique(const std::string& base) {
+    std::string s = base;
+    for (int i = 1; names.count(s); ++i) s = base + "_" + std::to_string(i);
+    names.insert(s);
+    return s;
+  }
+
+  // A name for `value` as a value of type `want` (creating what it takes).
+  std::string as_type(const std::string& value, int want) {
+    const int have = cur.count(value) ? cur[value] : 0;
+    if (have == want || have == 0) return value;
+    auto key = std::make_pair(value, want);
+    if (auto it = as.find(key); it != as.end()) return it->second;
+    std::string name;
+    const Tensor* t = initializer.count(value) ? initializer[value]
+                      : constant.count(value)  ? constant[value]
+                                               : nullptr;
+    if (t && want == low) {  // store the constant in the format: no Cast at run time
+      const Tensor f32 = exec::convert(*t, DType::float32);
+      std::uint64_t over = 0;
+      for (float v : f32.data<float>())
+        if (std::isfinite(v) && std::fabs(v) > o.precision.max()) ++over;
+      if (over == 0) {
+        name = unique(value + "_" + suffix);
+        Tensor lowt = exec::convert(f32, low == 10 ? DType::float16 : DType::bfloat16);
+        const Tensor back = exec::convert(lowt, DType::float32);
+        std::uint64_t flushed = 0;
+        double smallest = INFINITY;
+        for (std::size_t i = 0; i < f32.size(); ++i)
+          if (f32.data<float>()[i] != 0 && back.data<float>()[i] == 0) {
+            ++flushed;
+            smallest = std::min(smallest, std::fabs(static_cast<double>(f32.data<float>()[i])));
+          }
+        if (flushed)
+          rep.warnings.push_back("'" + value + "': " + std::to_string(flushed) + " non-zero value" +
+                                 (flushed > 1 ? "s" : "") + " flush to zero in " +
+                                 o.precision.name + " (smallest " + std::to_string(smallest) +
+                                 "), as the emulation predicted");
+        new_initializers.push_back({name, std::move(lowt)});
+        ++rep.initializers_converted;
+      } else {
+        rep.warnings.push_back("'" + value + "': " + std::to_string(over) + " values beyond " +
+                               o.precision.name +
+                               " max: kept float32, a Cast converts it at run time (to inf)");
+      }
+    }
+    if (name.empty()) {  // a Cast node
+      name = unique(value + "_" + (want == low ? suffix : std::string("fp32")));
+      model::Node c;
+      c.name = unique(name + "_cast");
+      c.op_type = "Cast";
+      c.inputs = {value};
+      c.outputs = {name};
+      c.attributes.push_back({"to", std::int64_t{want}, ""});
+      nodes.push_back(std::move(c));
+      ++rep.casts;
+    }
+    cur[name] = want;
+    as[key] = name;
+    return name;
+  }
+
+  model::Model run();
+};
+
+model::Model Converter::run() {
+  if (o.precision.name != "float16" && o.precision.name != "bfloat16")
+    throw Error("--precision " + o.precision.name,
+                "convert writes float16 or bfloat16 models (ONNX has no arithmetic in other "
+                "formats)");
+  low = o.precision.name == "float16" ? 10 : 16;
+  suffix = low == 10 ? "fp16" : "bf16";
+  opset = src.default_opset();
+  if (low == 16 && opset < 13)
+    throw Error(src.path.string(), "bfloat16 needs opset 13 or later (the model has opset " +
+                                       std::to_string(opset) + ")");
+  const auto& g = src.graph;
+  std::set<std::string> node_names;
+  for (const auto& n : g.nodes) node_names.insert(n.name);
+  for (const auto& k : o.keep_fp32)
+    if (!node_names.count(k)) {
+      std::vector<std::string> all(node_names.begin(), node_names.end());
+      std::string msg = "the model has no node named '" + k + "'";
+      if (auto hint = did_you_mean(k, all); !hint.empty()) msg += "; did you mean '" + hint + "'?";
+      throw Error(src.path.string(), msg);
+    }
+  orig = model::infer_elem_types(src);
+  cur = orig;
+  for (const auto& v : g.inputs) names.insert(v.name);
+  for (const auto& t : g.initializers) {
+    names.insert(t.name);
+    if (t.tensor.dtype() == DType::float32) initializer[t.name] = &t.tensor;
+  }
+  for (const auto& n : g.nodes) {
+    names.insert(n.name);
+    for (const auto& x : n.outputs) names.insert(x);
+    if (n.op_type == "Constant" && !n.outputs.empty())
+      if (const Tensor* t = n.attr_tensor("value"); t && t->dtype() == DType::float32)
+        constant[n.outputs[0]] = t;
+  }
+  if (!o.keep_io_types)
+    for (auto& v : out.graph.inputs)
+      if (v.elem_type == kFloat && !initializer.count(v.name)) {
+        v.elem_type = low;
+        cur[v.name] = low;
+      }
+
+  // Readers of each value, for Cast look-ahead.
+  std::map<std::string, std::vector<std::size_t>> readers;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& in : g.nodes[i].inputs) readers[in].push_back(i);
+
+  // The class of compute nodes: low unless kept, not floating, or not allowed by the spec.
+  const auto order = model::topological_order(g, src.path.string());
+  std::vector<int> compute_class(g.nodes.size(), 0);  // 0: not a floating compute node
+  for (const auto idx : order) {
+    const auto& n = g.nodes[idx];
+    const auto* info = exec::Registry::global().find(n.op_type);
+    if (info && info->kind == exec::OpKind::data_movement) continue;
+    if (n.outputs.empty() || !orig.count(n.outputs[0]) || orig[n.outputs[0]] != kFloat) continue;
+    int c = low;
+    if (o.keep_fp32.count(n.name) || o.keep_fp32_ops.count(n.op_type) || has_subgraph(n))
+      c = kFloat;
+    const auto typing = model::op_typing(n.op_type, n.domain, opset);
+    if (c == low && (!typing.known || !typing.allows(typing.output_param(0), low))) {
+      c = kFloat;
+      rep.kept_by_spec.push_back("'" + n.name + "' (" + n.op_type + ")");
+    }
+    compute_class[idx] = c;
+    ++(c == low ? rep.low_nodes : rep.fp32_nodes);
+  }
+
+  for (const auto idx : order) {
+    model::Node n = g.nodes[idx];
+    const auto typing = model::op_typing(n.op_type, n.domain, opset);
+    const auto* info = exec::Registry::global().find(n.op_type);
+    const bool moves = info && info->kind == exec::OpKind::data_movement;
+    if (n.op_type == "Constant") {  // converted where read (as_type), kept as it is
+      nodes.push_back(std::move(n));
+      continue;
+    }
+    const std::string main = typing.known ? typing.output_param(0) : std::string();
+    int cls = kFloat;
+    if (compute_class[idx]) {
+      cls = compute_class[idx];
+    } else if (moves && typing.known && !has_subgraph(n)) {
+      // Data movement follows its data: low when any main input already is.
+      bool any_low = false;
+      for (std::size_t i = 0; i < n.inputs.size(); ++i)
+        if (!n.inputs[i].empty() && typing.input_param(i) == main && cur.count(n.inputs[i]) &&
+            cur[n.inputs[i]] == low)
+          any_low = true;
+      cls = any_low && typing.allows(main, low) ? low : kFloat;
+    }
+    if (n.op_type == "Cast" && n.attr_int("to", 0) == kFloat && !n.outputs.empty()) {
+      // A Cast to float whose readers all compute in the format casts to it directly.
+      const auto& rs = readers[n.outputs[0]];
+      const bool all_low = !rs.empty() && std::all_of(rs.begin(), rs.end(), [&](std::size_t r) {
+        return compute_class[r] == low;
+      });
+      if (all_low)
+        for (auto& a : n.attributes)
+          if (a.name == "to") a.value = std::int64_t{low};
+    }
+    for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+      std::string& in = n.inputs[i];
+      if (in.empty() || !orig.count(in) || orig[in] != kFloat) continue;
+      const std::string& p = typing.input_param(i);
+      if (has_subgraph(n))  // If/Loop/Scan bodies were typed for float32
+        in = as_type(in, kFloat);
+      else if (typing.known && p == main && (compute_class[idx] || moves))
+        in = as_type(in, cls);
+      else if (!typing.known || !typing.allows(p, cur.count(in) ? cur[in] : kFloat))
+        in = as_type(in, kFloat);  // a parameter of its own that needs float32
+    }
+    // Subgraphs read outer values by name: they must still be float32.
+    for (auto& a : n.attributes) {
+      std::vector<model::GraphPtr*> subs;
+      if (auto* sg = std::get_if<model::GraphPtr>(&a.value)) subs.push_back(sg);
+      if (auto* sgs = std::get_if<std::vector<model::GraphPtr>>(&a.value))
+        for (auto& sg : *sgs) subs.push_back(&sg);
+      for (auto* sg : subs) {
+        auto copy = std::make_shared<model::Graph>(**sg);
+        for (const auto& v : model::outer_references(*copy))
+          if (cur.count(v) && cur[v] != orig[v] && orig[v] == kFloat)
+            rename_captured(*copy, v, as_type(v, kFloat));
+        *sg = copy;
+      }
+    }
+    for (std::size_t j = 0; j < n.outputs.size(); ++j) {
+      const std::string& x = n.outputs[j];
+      if (x.empty() || !orig.count(x)) continue;
+      if (n.op_type == "Cast") {
+        cur[x] = static_cast<int>(n.attr_int("to", orig[x]));
+        continue;
+      }
+      if (orig[x] != kFloat) continue;
+      const bool follows =
+          typing.known && typing.output_param(j) == main && (compute_class[idx] || moves);
+      cur[x] = follows ? cls : kFloat;
+    }
+    nodes.push_back(std::move(n));
+  }
+
+  // Graph outputs keep float32 with --keep-io-types (a Cast at the end), else take the
+  // type their producer gives them.
+  for (auto& v : out.graph.outputs) {
+    if (!cur.count(v.name) || cur[v.name] == orig[v.name]) continue;
+    if (!o.keep_io_types) {
+      v.elem_type = cur[v.name];
+      continue;
+    }
+    const std::string inner = unique(v.name + "_" + suffix);
+    for (auto& n : nodes) {
+      for (auto& x : n.outputs)
+        if (x == v.name) x = inner;
+      for (auto& x : n.inputs)
+        if (x == v.name) x = inner;
+    }
+    for (auto& [key, name] : as)
+      if (name == v.name) name = inner;
+    cur[inner] = cur[v.name];
+    model::Node c;
+    c.name = unique(v.name + "_cast");
+    c.op_type = "Cast";
+    c.inputs = {inner};
+    c.outputs = {v.name};
+    c.attributes.push_back({"to", std::int64_t{orig[v.name]}, ""});
+    nodes.push_back(std::move(c));
+    ++rep.casts;
+    cur[v.name] = orig[v.name];
+  }
+
+  out.graph.nodes = std::move(nodes);
+  for (auto& t : new_initializers) out.graph.initializers.push_back(std::move(t));
+  // Drop initializers and Constant nodes nothing reads any more.
+  std::set<std::string> read;
+  for (const auto& n : out.graph.nodes)
+    for (const auto& x : model::node_reads(n)) read.insert(x);
+  for (const auto& v : out.graph.outputs) read.insert(v.name);
+  std::set<std::string> inputs;
+  for (const auto& v : out.graph.inputs) inputs.insert(v.name);
+  std::erase_if(out.graph.initializers,
+                [&](const NamedTensor& t) { return !read.count(t.name) && !inputs.count(t.name); });
+  std::erase_if(out.graph.nodes, [&](const model::Node& n) {
+    return n.op_type == "Constant" && !n.outputs.empty() && !read.count(n.outputs[0]);
+  });
+  // Declared types follow the values.
+  for (auto& vi : out.graph.value_info)
+    if (cur.count(vi.name) && vi.elem_type != 0) vi.elem_type = cur[vi.name];
+  return std::move(out);
+}
+
+}  // namespace
+
+model::Model convert(const model::Model& m, const ConvertOptions& o, ConvertReport* report) {
+  ConvertReport local;
+  Converter c(m, o, report ? *report : local);
+  return c.run();
+}
+
+}  // namespace fpguard::rewrite

@@ -1,0 +1,299 @@
+#!/usr/bin/python3
+"""End-to-end tests of `fpguard convert` (with plans from `fpguard plan`):
+
+- the examples: the converted models pass onnx.checker (full_check) and strict shape
+  inference; weights are stored in float16; the planned nodes read float32; casts are
+  one per (value, type), never Cast(Cast(x)), and as many as the plan predicted; the
+  converted model's outputs (real 16-bit storage) equal the emulated prediction of the
+  plan bit for bit; its verification against the float32 model passes; check passes on it.
+- crafted graphs (onnx.helper): an initializer shared by a float32 and a float16 node, a
+  graph output produced by a float32 node, an If whose branch reads an outer value that
+  became float16, a Cast to float feeding float16 nodes, a Resize whose `scales` must stay
+  float32; bfloat16.
+- bad input: a plan for another model, a malformed plan, a precision that contradicts the
+  plan, -o onto the input, formats convert cannot write.
+
+    convert_test.py --fpguard PATH --examples DIR
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+failures = []
+
+
+def check(cond, what, detail=""):
+    if not cond:
+        failures.append(f"{what}: {detail}")
+        print(f"FAIL {what}: {detail}")
+
+
+def run(fpguard, *argv):
+    return subprocess.run([fpguard, *argv], capture_output=True, text=True, timeout=300)
+
+
+def fails(fpguard, case, argv, *needles):
+    r = run(fpguard, *argv)
+    check(r.returncode == 2, f"{case}: exit 2", (r.returncode, r.stdout[-300:]))
+    lines = r.stderr.splitlines()
+    check(len(lines) == 1 and lines[0].startswith("fpguard: error: "), f"{case}: one error line",
+          repr(r.stderr))
+    for n in needles:
+        check(n in r.stderr, f"{case}: names {n!r}", repr(r.stderr))
+
+
+def read_outputs(d):
+    with open(os.path.join(d, "outputs.json")) as fh:
+        j = json.load(fh)
+    return {t["name"]: np.load(os.path.join(d, t["file"])) for t in j["tensors"]}
+
+
+def valid(path, what):
+    m = onnx.load(path)
+    try:
+        onnx.checker.check_model(m, full_check=True)
+        onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
+    except Exception as e:  # noqa: BLE001 - any checker failure is the finding
+        check(False, f"{what}: checker and shape inference", e)
+    return m
+
+
+def structure(m, what):
+    """One Cast per (value, type); no Cast reads a Cast."""
+    casts = [n for n in m.graph.node if n.op_type == "Cast"]
+    produced_by_cast = {n.output[0] for n in casts}
+    check(not any(n.input[0] in produced_by_cast for n in casts), f"{what}: no Cast(Cast(x))")
+    keys = [(n.input[0], [a.i for a in n.attribute if a.name == "to"][0]) for n in casts]
+    check(len(keys) == len(set(keys)), f"{what}: one Cast per value and type", keys)
+    return len(casts)
+
+
+def elem_types(m):
+    inferred = onnx.shape_inference.infer_shapes(m)
+    t = {v.name: v.type.tensor_type.elem_type
+         for v in list(inferred.graph.value_info) + list(inferred.graph.input) +
+         list(inferred.graph.output)}
+    t.update({i.name: i.data_type for i in m.graph.initializer})
+    return t
+
+
+def test_examples(f, ex, tmp):
+    for name in ("superres", "transformer_block", "clean_cnn"):
+        model = os.path.join(ex, name, "model.onnx")
+        inputs = os.path.join(ex, name, "inputs")
+        before = open(model, "rb").read()
+        plan = os.path.join(tmp, name + ".plan.json")
+        r = run(f, "plan", model, "--inputs", inputs, "--precision", "fp16", "-o", plan, "--quiet")
+        check(r.returncode == 0, f"{name}: plan", r.stderr)
+        with open(plan) as fh:
+            p = json.load(fh)
+        for io in (False, True):
+            out = os.path.join(tmp, f"{name}{'_io' if io else ''}.onnx")
+            argv = ["convert", model, "--plan", plan, "-o", out, "--inputs", inputs]
+            r = run(f, *(argv + (["--keep-io-types"] if io else [])))
+            check(r.returncode == 0 and "verified" in r.stdout and "FAIL" not in r.stdout,
+                  f"{name}: convert verifies", (r.returncode, r.stdout, r.stderr))
+            if r.returncode != 0:
+                continue
+            m = valid(out, name)
+            n_casts = structure(m, name)
+            types = elem_types(m)
+            nodes = {n.name: n for n in m.graph.node}
+            for keep in p["fp32_nodes"]:
+                n = nodes[keep]
+                check(all(types.get(i) == TensorProto.FLOAT for i in n.input[:1]),
+                      f"{name}: {keep} reads float32", [types.get(i) for i in n.input])
+            low = [n for n in m.graph.node if n.op_type in ("Conv", "MatMul", "Gemm")
+                   and n.name not in p["fp32_nodes"]]
+            for n in low:
+                check(types.get(n.input[1]) == TensorProto.FLOAT16,
+                      f"{name}: {n.name} weights stored in float16", types.get(n.input[1]))
+            ins = {i.name: i.type.tensor_type.elem_type for i in m.graph.input}
+            outs = {o.name: o.type.tensor_type.elem_type for o in m.graph.output}
+            want_io = TensorProto.FLOAT if io else TensorProto.FLOAT16
+            check(set(ins.values()) == {want_io} and set(outs.values()) == {want_io},
+                  f"{name}: graph input/output types (keep-io {io})", (ins, outs))
+            if io:
+                check(n_casts == p["casts"], f"{name}: the plan's cast count",
+                      (n_casts, p["casts"]))
+                # Real 16-bit storage equals the emulated prediction of the plan.
+                oc, oe = os.path.join(tmp, name + "_oc"), os.path.join(tmp, name + "_oe")
+                run(f, "run", out, "--inputs", inputs, "--outputs", oc)
+                argv = ["run", model, "--inputs", inputs, "--precision", "float16", "--outputs",
+                        oe]
+                if p["fp32_nodes"]:
+                    argv += ["--exclude"] + p["fp32_nodes"]
+                run(f, *argv)
+                a, b = read_outputs(oc), read_outputs(oe)
+                for k in a:
+                    check(np.array_equal(a[k].astype(np.float32), b[k].astype(np.float32)),
+                          f"{name}: converted == emulated plan ({k})",
+                          float(np.abs(a[k].astype(np.float32) - b[k].astype(np.float32)).max()))
+                # Closing the loop: check passes on the converted model.
+                rc = run(f, "check", out, "--inputs", inputs, "--precision", "fp16", "--quiet")
+                check(rc.returncode == 0, f"{name}: check passes on the converted model",
+                      rc.stdout[:300])
+        check(open(model, "rb").read() == before, f"{name}: the input model is untouched")
+    # Without the plan, the all-float16 conversion is written but does not verify, and
+    # check on it names the overflow origin.
+    model = os.path.join(ex, "superres", "model.onnx")
+    inputs = os.path.join(ex, "superres", "inputs")
+    out = os.path.join(tmp, "superres_all16.onnx")
+    r = run(f, "convert", model, "--precision", "fp16", "-o", out, "--inputs", inputs)
+    check(r.returncode == 1 and "FAIL" in r.stdout and os.path.exists(out),
+          "all-float16 superres: written, verification fails (exit 1)", (r.returncode, r.stdout))
+    rc = run(f, "check", out, "--inputs", inputs, "--precision", "fp16", "--json", "-", "--quiet")
+    j = json.loads(rc.stdout) if rc.stdout.startswith("{") else {}
+    check(rc.returncode == 1 and [o["node"] for o in j.get("origins", [])] == ["/Pow"],
+          "check on the all-float16 model names /Pow", (rc.returncode, rc.stdout[:300]))
+
+
+def save(graph, path, opset=13):
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    return path
+
+
+def crafted(f, tmp):
+    F = TensorProto.FLOAT
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.normal(0, 1, (4, 4)).astype(np.float32), "w")
+    # Shared initializer: read by a float32 MatMul ("keep") and a float16 one; the graph
+    # output "y2" comes from the float32 node.
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["a"], name="low"),
+         helper.make_node("Relu", ["a"], ["y1"], name="act"),
+         helper.make_node("MatMul", ["x", "w"], ["y2"], name="keep")],
+        "shared", [helper.make_tensor_value_info("x", F, [2, 4])],
+        [helper.make_tensor_value_info("y1", F, [2, 4]),
+         helper.make_tensor_value_info("y2", F, [2, 4])], [w])
+    src = save(g, os.path.join(tmp, "shared.onnx"))
+    out = os.path.join(tmp, "shared16.onnx")
+    r = run(f, "convert", src, "--precision", "fp16", "--keep-fp32", "keep", "--keep-io-types",
+            "-o", out)
+    check(r.returncode == 0, "shared: converts", (r.stdout, r.stderr))
+    m = valid(out, "shared")
+    structure(m, "shared")
+    inits = {i.name: i.data_type for i in m.graph.initializer}
+    check(inits == {"w": TensorProto.FLOAT, "w_fp16": TensorProto.FLOAT16},
+          "shared initializer stored once in each type", inits)
+    nodes = {n.name: n for n in m.graph.node}
+    check(nodes["keep"].input[1] == "w" and nodes["low"].input[1] == "w_fp16",
+          "each reader reads its type", (list(nodes["keep"].input), list(nodes["low"].input)))
+    check("y2" in nodes["keep"].output, "the float32 node still produces its graph output")
+
+    # If: the then-branch reads an outer value ("h") that became float16.
+    then_g = helper.make_graph([helper.make_node("Neg", ["h"], ["t"], name="neg")], "then", [],
+                               [helper.make_tensor_value_info("t", F, [2, 4])])
+    else_g = helper.make_graph([helper.make_node("Abs", ["h"], ["e"], name="abs")], "else", [],
+                               [helper.make_tensor_value_info("e", F, [2, 4])])
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["h"], name="relu"),
+         helper.make_node("If", ["c"], ["z"], name="branch", then_branch=then_g,
+                          else_branch=else_g),
+         helper.make_node("Sigmoid", ["z"], ["y"], name="sig")],
+        "ifg", [helper.make_tensor_value_info("x", F, [2, 4]),
+                helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", F, [2, 4])])
+    src = save(g, os.path.join(tmp, "if.onnx"))
+    out = os.path.join(tmp, "if16.onnx")
+    np.save(os.path.join(tmp, "c.npy"), np.array(True))
+    np.save(os.path.join(tmp, "x.npy"), rng.normal(0, 1, (2, 4)).astype(np.float32))
+    r = run(f, "convert", src, "--precision", "fp16", "-o", out, "--input",
+            "c=" + os.path.join(tmp, "c.npy"), "--input", "x=" + os.path.join(tmp, "x.npy"))
+    check(r.returncode == 0 and "verified" in r.stdout, "if: converts and verifies",
+          (r.stdout, r.stderr))
+    m = valid(out, "if")
+    branch = next(n for n in m.graph.node if n.op_type == "If")
+    then_in = branch.attribute[[a.name for a in branch.attribute].index("then_branch")].g
+    check(then_in.node[0].input[0] == "h_fp32", "the branch reads a float32 copy",
+          list(then_in.node[0].input))
+
+    # Cast(to=FLOAT) feeding float16 nodes becomes Cast(to=FLOAT16); Resize keeps its
+    # float32 scales.
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    g = helper.make_graph(
+        [helper.make_node("Cast", ["xd"], ["xf"], name="to_float", to=F),
+         helper.make_node("Relu", ["xf"], ["r"], name="relu"),
+         helper.make_node("Resize", ["r", "", "scales"], ["y"], name="up", mode="nearest")],
+        "castg", [helper.make_tensor_value_info("xd", TensorProto.DOUBLE, [1, 1, 2, 2])],
+        [helper.make_tensor_value_info("y", F, [1, 1, 4, 4])], [scales])
+    src = save(g, os.path.join(tmp, "cast.onnx"))
+    out = os.path.join(tmp, "cast16.onnx")
+    r = run(f, "convert", src, "--precision", "fp16", "-o", out)
+    check(r.returncode == 0, "cast: converts", (r.stdout, r.stderr))
+    m = valid(out, "cast")
+    structure(m, "cast")
+    to = [a.i for n in m.graph.node if n.name == "to_float" for a in n.attribute if a.name == "to"]
+    check(to == [TensorProto.FLOAT16], "Cast to float now casts to float16", to)
+    check({i.name: i.data_type for i in m.graph.initializer}.get("scales") == TensorProto.FLOAT,
+          "Resize scales stay float32")
+
+    # bfloat16.
+    out = os.path.join(tmp, "shared_bf16.onnx")
+    r = run(f, "convert", os.path.join(tmp, "shared.onnx"), "--precision", "bf16", "-o", out)
+    check(r.returncode == 0, "bf16: converts", (r.stdout, r.stderr))
+    m = valid(out, "bf16")
+    check(TensorProto.BFLOAT16 in {i.data_type for i in m.graph.initializer}, "bf16 weights")
+
+
+def errors(f, ex, tmp):
+    model = os.path.join(ex, "superres", "model.onnx")
+    other = os.path.join(tmp, "other.plan.json")
+    with open(other, "w") as fh:
+        json.dump({"schema_version": 1, "precision": "float16", "fp32_nodes": ["/attn/Softmax"]},
+                  fh)
+    out = os.path.join(tmp, "never.onnx")
+    fails(f, "plan for another model", ["convert", model, "--plan", other, "-o", out],
+          "/attn/Softmax", "another model")
+    check(not os.path.exists(out), "no output on error")
+    bad = os.path.join(tmp, "bad.plan.json")
+    with open(bad, "w") as fh:
+        fh.write("{\"schema_version\": 1, \"fp32_nodes\": [")
+    fails(f, "malformed plan", ["convert", model, "--plan", bad, "-o", out], "bad.plan.json")
+    with open(bad, "w") as fh:
+        json.dump({"schema_version": 1, "precision": "float16", "fp32_nodes": "x"}, fh)
+    fails(f, "plan with a wrong field", ["convert", model, "--plan", bad, "-o", out], "fp32_nodes")
+    with open(bad, "w") as fh:
+        json.dump({"schema_version": 1, "precision": "float16", "fp32_nodes": []}, fh)
+    fails(f, "precision against the plan", ["convert", model, "--plan", bad, "--precision", "bf16",
+                                            "-o", out], "bfloat16")
+    copy = os.path.join(tmp, "copy.onnx")
+    shutil.copy(model, copy)
+    before = open(copy, "rb").read()
+    fails(f, "-o onto the input", ["convert", copy, "--precision", "fp16", "-o", copy], "-o")
+    check(open(copy, "rb").read() == before, "the input is untouched")
+    fails(f, "fp8 convert", ["convert", model, "--precision", "float8_e4m3fn", "-o", out],
+          "float8_e4m3fn")
+    fails(f, "no -o", ["convert", model, "--precision", "fp16"], "-o")
+    fails(f, "unknown keep", ["convert", model, "--precision", "fp16", "--keep-fp32", "/Pwo", "-o",
+                              out], "/Pwo")
+    check(not os.path.exists(out), "still no output")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fpguard", required=True)
+    ap.add_argument("--examples", required=True)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        test_examples(a.fpguard, a.examples, tmp)
+        crafted(a.fpguard, tmp)
+        errors(a.fpguard, a.examples, tmp)
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        sys.exit(1)
+    print("all convert tests passed")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+// `fpguard convert`: writes a mixed-precision ONNX model (rewrite::convert) from a plan
+// or a --keep-fp32 list, then verifies it: the converted model against the float32
+// original on the same inputs, with check's pass criterion.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
+#include "fpguard/analysis.hpp"
+#include "fpguard/error.hpp"
+#include "fpguard/exec.hpp"
+#include "fpguard/io.hpp"
+#include "fpguard/rewrite.hpp"
+#include "inputs.hpp"
+
+namespace fpguard::cli {
+
+namespace {
+
+struct ConvertArgs {
+  std::string model, precision, plan, output;
+  std::vector<std::string> keep, keep_ops;
+  InputArgs in;
+  double min_cosine = 0.999;
+  bool keep_io_types = false, no_verify = false;
+  int threads = 0;
+};
+
+// plan.json -> (precision, float32 nodes); every error names the file.
+std::pair<std::string, std::vector<std::string>> read_plan(const std::string& path) {
+  const std::string where = "--plan " + path;
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(where, "cannot open the file");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const std::exception&) {
+    throw Error(where, "not JSON (expected a plan.json written by fpguard plan)");
+  }
+  if (!j.is_object() || !j.contains("schema_version") || j["schema_version"] != 1)
+    throw Error(where, "not a plan.json of schema_version 1");
+  if (!j.contains("precision") || !j["precision"].is_string())
+    throw Error(where, "\"precision\" is missing or not a string");
+  if (!j.contains("fp32_nodes") || !j["fp32_nodes"].is_array())
+    throw Error(where, "\"fp32_nodes\" is missing or not an array");
+  std::vector<std::string> nodes;
+  for (const auto& n : j["fp32_nodes"]) {
+    if (!n.is_string()) throw Error(where, "\"fp32_nodes\" holds a non-string");
+    nodes.push_back(n.get<std::string>());
+  }
+  return {j["precision"].get<std::string>(), nodes};
+}
+
+void convert_command(const ConvertArgs& a) {
+  if (a.output.empty()) throw Error("-o", "give the output model path");
+  check_not_same_file(a.model, a.output, "-o");
+  rewrite::ConvertOptions o;
+  std::string precision = a.precision;
+  model::Model m = model::load(a.model);
+  analysis::name_nodes(m);
+  if (!a.plan.empty()) {
+    auto [plan_precision, nodes] = read_plan(a.plan);
+    if (!precision.empty() && parse_format(precision).name != parse_format(plan_precision).name)
+      throw Error("--plan " + a.plan,
+                  "the plan is for " + plan_precision + ", not " + parse_format(precision).name);
+    precision = plan_precision;
+    std::set<std::string> names;
+    for (const auto& n : m.graph.nodes) names.insert(n.name);
+    for (const auto& n : nodes) {
+      if (!names.count(n))
+        throw Error("--plan " + a.plan,
+                    "node '" + n + "' is not in " + a.model + " (a plan for another model?)");
+      o.keep_fp32.insert(n);
+    }
+  }
+  if (precision.empty()) throw Error("--precision", "give float16 or bfloat16 (or --plan)");
+  o.precision = parse_format(precision);
+  for (const auto& k : a.keep) o.keep_fp32.insert(k);
+  for (const auto& k : a.keep_ops) o.keep_fp32_ops.insert(k);
+  o.keep_io_types = a.keep_io_types;
+  rewrite::ConvertReport rep;
+  const model::Model out = rewrite::convert(m, o, &rep);
+  model::save(out, a.output);
+
+  std::cout << fmt::format(
+      "wrote {}: {} nodes in {}, {} in float32, {} Cast{} added, {} initializer{} stored in "
+      "{}\n",
+      a.output, rep.low_nodes, o.precision.name, rep.fp32_nodes, rep.casts,
+      rep.casts == 1 ? "" : "s", rep.initializers_converted,
+      rep.initializers_converted == 1 ? "" : "s", o.precision.name);
+  for (const auto& k : rep.kept_by_spec)
+    std::cout << "  float32: " << k << " has no " << o.precision.name
+              << " kernel in the ONNX schema at this opset\n";
+  for (const auto& w : rep.warnings) std::cout << "  warning: " << w << "\n";
+  if (a.no_verify) return;
+
+  // Verify: the converted model (real 16-bit storage) against the float32 original.
+  std::vector<std::string> generated;
+  const auto samples = gather_samples(a.in, m, 1, generated);
+  exec::RunOptions ro;
+  ro.threads = a.threads;
+  model::Model saved = model::load(a.output);
+  const auto want = exec::Executor(m, ro).run(samples[0]);
+  std::vector<NamedTensor> feed;
+  for (const auto& t : samples[0]) {
+    NamedTensor f = t;
+    for (const auto& vi : saved.graph.inputs)
+      if (vi.name == t.name && vi.elem_type != model::onnx_elem_type(t.tensor.dtype()))
+        if (auto d = model::dtype_of(vi.elem_type)) f.tensor = exec::convert(t.tensor, *d);
+    feed.push_back(std::move(f));
+  }
+  const auto got = exec::Executor(saved, ro).run(feed);
+  bool pass = true;
+  for (std::size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    if (!exec::is_float(want[i].tensor.dtype())) continue;
+    const Tensor r = exec::convert(want[i].tensor, DType::float32);
+    const Tensor v = exec::convert(got[i].tensor, DType::float32);
+    const auto c = analysis::compare(std::span<const float>(r.data<float>().data(), r.size()),
+                                     std::span<const float>(v.data<float>().data(), v.size()),
+                                     parse_format("float32"));
+    const bool ok = c.overflow + c.nan == 0 && c.cosine() >= a.min_cosine;
+    pass = pass && ok;
+    std::cout << fmt::format(
+        "  verified {}: {} vs the float32 model: cosine {:.6f}, max abs "
+        "error {:.4g}{}\n",
+        want[i].name, ok ? "ok  " : "FAIL", c.cosine(), c.max_abs,
+        c.overflow + c.nan ? fmt::format(", {} non-finite", c.overflow + c.nan) : "");
+  }
+  if (!generated.empty()) std::cout << "  note: " << generated_note(generated) << "\n";
+  exit_code = pass ? 0 : 1;
+}
+
+}  // namespace
+
+void add_convert(CLI::App& app) {
+  auto a = std::make_shared<ConvertArgs>();
+  auto* cmd = app.add_subcommand(
+      "convert", "Write a mixed-precision (float16/bfloat16) ONNX model from a plan");
+  cmd->add_option("model", a->model, "ONNX model")->required();
+  cmd->add_option("-o,--output", a->output, "The converted model (required)");
+  cmd->add_option("--precision", a->precision, "float16 or bfloat16 (default: the plan's)");
+  cmd->add_option("--plan", a->plan, "plan.json from fpguard plan");
+  cmd->add_option("--keep-fp32", a->keep, "Also keep these nodes in float32 (NODE,...)")
+      ->take_all()
+      ->delimiter(',');
+  cmd->add_option("--keep-fp32-ops", a->keep_ops, "Keep these op types in float32")
+      ->take_all()
+      ->delimiter(',');
+  cmd->add_flag("--keep-io-types", a->keep_io_types,
+                "Graph inputs and outputs keep float32 (Casts inside the model)");
+  add_input_options(*cmd, a->in);
+  cmd->add_option("--min-cosine", a->min_cosine,
+                  "Verification: outputs' cosine to the float32 model (default 0.999)");
+  cmd->add_flag("--no-verify", a->no_verify, "Skip the verification run");
+  cmd->add_option("--threads", a->threads, "Threads (default: all cores)");
+  cmd->callback([a] { convert_command(*a); });
+}
+
+}  // namespace fpguard::cli
