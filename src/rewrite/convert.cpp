@@ -1,6 +1,8 @@
 // Mixed-precision conversion (rewrite::convert). One pass over the main graph in
 // topological order decides each node's type class and rewires its inputs to values of
 // the type it needs, creating converted initializers and Cast nodes on first need.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -100,10 +102,11 @@ struct Converter {
             smallest = std::min(smallest, std::fabs(static_cast<double>(f32.data<float>()[i])));
           }
         if (flushed)
-          rep.warnings.push_back("'" + value + "': " + std::to_string(flushed) + " non-zero value" +
-                                 (flushed > 1 ? "s" : "") + " flush to zero in " +
-                                 o.precision.name + " (smallest " + std::to_string(smallest) +
-                                 "), as the emulation predicted");
+          rep.warnings.push_back(fmt::format(
+              "'{}': {} non-zero value{} flush{} to zero in {} (smallest {:.4g}), as the "
+              "emulation predicted",
+              value, flushed, flushed > 1 ? "s" : "", flushed > 1 ? "" : "es", o.precision.name,
+              smallest));
         new_initializers.push_back({name, std::move(lowt)});
         ++rep.initializers_converted;
       } else {
