@@ -17,3 +17,8 @@ add_test(NAME cli.convert
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/convert_test.py
                  --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)
 set_tests_properties(cli.convert PROPERTIES LABELS analysis)
+
+add_executable(rewrite_tests rewrite_test.cpp)
+target_link_libraries(rewrite_tests PRIVATE fpguard_lib GTest::gtest_main)
+gtest_discover_tests(rewrite_tests TEST_PREFIX "rewrite_" DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES
+  PROPERTIES LABELS analysis)

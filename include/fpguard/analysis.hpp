@@ -186,9 +186,23 @@ enum class Objective {
   fewest_casts,  // prune only where it does not add Cast nodes
 };
 
+// An exact power-of-two scale rewrite the plan applies: `value` multiplied by 2^-k (and
+// what that takes elsewhere, see rewrite::find_scale), for the overflow at `node`.
+struct Scaled {
+  std::string node, value;
+  int k = 0;
+};
+
 struct PlanOptions {
   CheckOptions check;  // format, tolerance, samples' options; keep_fp32 is forced into the plan
   Objective objective = Objective::fewest_fp32;
+  // Rewrites a model so that `value` is scaled by an exact power of two chosen from the
+  // reference maxima (value name -> absmax), or nullopt. `fpguard plan` passes the rewrite
+  // layer's find_scale/apply_scale (the analysis layer does not depend on it); empty: no
+  // scale rewrites.
+  std::function<std::optional<std::pair<model::Model, Scaled>>(
+      const model::Model&, const std::string& value, const std::map<std::string, double>&)>
+      scaler;
   std::size_t max_passes = 48;  // check() runs at most (each is three model runs)
   // Called before each pass: (pass number, what it tries).
   std::function<void(std::size_t, const std::string&)> progress;
@@ -201,6 +215,8 @@ struct Island {
 
 struct Plan {
   std::string model, precision;
+  std::vector<Scaled> scaled;  // applied in this order
+  model::Model rewritten;      // the model after the scale rewrites (fp32_nodes name its nodes)
   double min_cosine = 0.999;
   std::optional<double> atol, rtol;
   std::vector<std::string> fp32_nodes;         // topological order
@@ -215,9 +231,10 @@ struct Plan {
 };
 
 // Finds a small set of nodes to keep in float32 so that the emulated model meets the
-// tolerance on every sample: seeds from check's origins, adds the nodes with the largest
-// error contribution while it fails, then prunes (islands, then single nodes). When no
-// plan meets the tolerance, returns the best one found with meets = false.
+// tolerance on every sample: removes overflows by exact scaling where the scaler can
+// (verified: the float32 function unchanged, the overflow gone), seeds from check's
+// origins, adds the nodes with the largest error contribution while it fails, then
+// prunes. When no plan meets the tolerance, returns the best one found with meets = false.
 Plan plan(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
           const PlanOptions& o);
 

@@ -5,6 +5,8 @@
 // does not allow in the format stays float32. docs/convert.md has the rules.
 #pragma once
 
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -35,5 +37,36 @@ struct ConvertReport {
 // The converted model (the input is not modified). Errors (a format other than float16
 // or bfloat16, bfloat16 before opset 13, unknown node names) are fpguard::Error.
 model::Model convert(const model::Model& m, const ConvertOptions& o, ConvertReport* report);
+
+// ---- exact power-of-two scaling -----------------------------------------------------
+// Multiplying `value` by 2^-k, and what that takes to keep the model's function: the
+// nodes that then compute scaled values, the additive constants rescaled by 2^exponent,
+// the readers without a homogeneity degree that get the value multiplied back by
+// 2^exponent, and the graph outputs multiplied back. Every factor is a power of two, so
+// in float32 the rewritten model differs from the original only by where rounding falls.
+struct ScaleRewrite {
+  struct Point {
+    std::string node;
+    std::size_t input = 0;
+    int exponent = 0;
+  };
+  std::string value;
+  int k = 0;
+  std::vector<std::string> nodes;
+  std::vector<Point> rescale, undo;
+  std::vector<std::pair<std::string, int>> output_undo;
+};
+
+// The rewrite that scales `value` so that every value computed from it with a positive
+// degree stays within half of f's max (reference |value| maxima in `absmax`), with the
+// smallest such k; nullopt (and why in *why_not) when none exists. With `fixed_k`, that
+// k (replaying a plan), if the degrees allow it.
+std::optional<ScaleRewrite> find_scale(const model::Model& m, const std::string& value,
+                                       const std::map<std::string, double>& absmax, const Format& f,
+                                       std::string* why_not = nullptr,
+                                       std::optional<int> fixed_k = std::nullopt);
+// The rewritten model: a Mul by 2^-k where the subgraph reads `value`, Muls back at the
+// undo points, rescaled constants as new initializers.
+model::Model apply_scale(const model::Model& m, const ScaleRewrite& s);
 
 }  // namespace fpguard::rewrite

@@ -11,6 +11,7 @@
 
 #include "analysis.hpp"
 #include "fpguard/error.hpp"
+#include "fpguard/exec.hpp"
 
 namespace fpguard::analysis {
 
@@ -116,18 +117,25 @@ std::size_t count_casts(const model::Model& m, const Diagnosis& d) {
   return casts.size();
 }
 
-Plan plan(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
+Plan plan(const model::Model& original, const std::vector<std::vector<NamedTensor>>& samples,
           const PlanOptions& o) {
   Plan p;
-  p.model = m.path.string();
+  p.model = original.path.string();
   p.precision = o.check.precision.name;
   p.min_cosine = o.check.min_cosine;
   p.atol = o.check.atol;
   p.rtol = o.check.rtol;
-  const auto names = display_names(m);
-  const auto order = model::topological_order(m.graph, m.path.string());
+  p.rewritten = original;  // the model the plan applies to (scale rewrites accumulate)
+  model::Model& m = p.rewritten;
+  std::vector<std::string> names;
   std::map<std::string, std::size_t> position;
-  for (std::size_t pos = 0; pos < order.size(); ++pos) position[names[order[pos]]] = pos;
+  auto index_nodes = [&] {
+    names = display_names(m);
+    const auto order = model::topological_order(m.graph, m.path.string());
+    position.clear();
+    for (std::size_t pos = 0; pos < order.size(); ++pos) position[names[order[pos]]] = pos;
+  };
+  index_nodes();
 
   std::set<std::string> keep = o.check.keep_fp32;
   const std::set<std::string> forced = keep;
@@ -147,6 +155,69 @@ Plan plan(const model::Model& m, const std::vector<std::vector<NamedTensor>>& sa
     added.push_back(n);
     return true;
   };
+  // The float32 outputs of a model on the first input set (the rewrite's yardstick).
+  auto outputs32 = [&](const model::Model& mm) {
+    exec::RunOptions ro;
+    ro.threads = o.check.threads;
+    return exec::Executor(mm, ro).run(samples.front());
+  };
+  const auto truth = o.scaler ? outputs32(original) : std::vector<NamedTensor>{};
+  std::set<std::string> scale_tried;
+  // An exact scale rewrite for a node's overflow, verified: the float32 model keeps its
+  // function (outputs within float32 rounding, relative RMS <= 1e-5) and the node no
+  // longer overflows in the format. On success the plan continues on the rewritten model.
+  auto try_scale = [&](const Origin& org, const Diagnosis& d) {
+    if (!o.scaler || !scale_tried.insert(org.node).second) return false;
+    const auto it = std::find_if(d.nodes.begin(), d.nodes.end(),
+                                 [&](const NodeRecord& r) { return r.name == org.node; });
+    if (it == d.nodes.end()) return false;
+    const auto& node =
+        m.graph.nodes[std::find(names.begin(), names.end(), org.node) - names.begin()];
+    std::map<std::string, double> absmax;
+    for (const auto& r : d.nodes)
+      for (const auto& t : r.outputs)
+        if (t.floating) absmax[t.name] = t.ref_absmax;
+    // The input to scale: the floating non-constant input with the largest range.
+    std::string value;
+    double best = -1;
+    for (const auto& in : node.inputs) {
+      if (in.empty() || m.graph.find_initializer(in)) continue;
+      const double a = absmax.count(in) ? absmax[in] : 0;
+      if (a > best) best = a, value = in;
+    }
+    if (value.empty()) return false;
+    auto rewritten = o.scaler(m, value, absmax);
+    if (!rewritten) return false;
+    const auto got = outputs32(rewritten->first);
+    for (std::size_t i = 0; i < got.size() && i < truth.size(); ++i) {
+      if (!exec::is_float(truth[i].tensor.dtype())) continue;
+      const Tensor r = exec::convert(truth[i].tensor, DType::float32);
+      const Tensor v = exec::convert(got[i].tensor, DType::float32);
+      const Comparison c = compare(std::span<const float>(r.data<float>().data(), r.size()),
+                                   std::span<const float>(v.data<float>().data(), v.size()),
+                                   parse_format("float32"));
+      if (c.overflow + c.nan > 0 || !(c.nrmse() <= 1e-5)) return false;
+    }
+    model::Model saved = std::move(m);
+    m = std::move(rewritten->first);
+    index_nodes();
+    CheckOptions c = o.check;
+    c.keep_fp32 = keep;
+    ++p.passes;
+    if (o.progress) o.progress(p.passes, "scaling the input of " + org.node);
+    const Diagnosis t = check(m, samples, c);
+    const bool gone = std::none_of(t.origins.begin(), t.origins.end(), [&](const Origin& x) {
+      return x.node == org.node && (x.kind == OriginKind::overflow || x.kind == OriginKind::nan);
+    });
+    if (!gone) {
+      m = std::move(saved);
+      index_nodes();
+      return false;
+    }
+    p.scaled.push_back(rewritten->second);
+    p.scaled.back().node = org.node;
+    return true;
+  };
 
   Diagnosis d = run(keep, "the model as it is");
   std::set<std::string> best_keep = keep;
@@ -154,6 +225,19 @@ Plan plan(const model::Model& m, const std::vector<std::vector<NamedTensor>>& sa
   std::size_t batch = 1;
   while (!acceptable(d) && p.passes < o.max_passes) {
     bool grew = false;
+    // 0. Overflows an exact power-of-two scaling removes: preferred to float32 islands.
+    bool scaled = false;
+    for (const auto& org : d.origins)
+      if (org.kind == OriginKind::overflow && org.op_type != "initializer" &&
+          org.op_type != "Constant" && org.op_type != "input" && try_scale(org, d)) {
+        scaled = true;
+        break;
+      }
+    if (scaled) {  // a new model: earlier diagnoses no longer apply
+      d = run(keep, "after scaling");
+      best = d, best_keep = keep;
+      continue;
+    }
     // 1. Origins: their keep_fp32 sets (overflow/NaN/underflow first: they must be covered).
     for (const auto& org : d.origins) {
       if (org.kind == OriginKind::accuracy) continue;

@@ -256,48 +256,67 @@ def test_clean(f, ex, tmp):
 
 
 def test_plan(f, ex, tmp):
-    """fpguard plan: the plans of the examples, proven by check; plan.json fields; the
-    TensorRT / ORT settings; errors."""
+    """fpguard plan: the plans of the examples (exact scaling by default, float32 islands
+    with --scale none), proven by check; plan.json fields; the TensorRT / ORT settings;
+    errors."""
     out = os.path.join(tmp, "plan.json")
-    expect = {"superres": ["/Pow", "/ReduceMean"],
-              "transformer_block": ["/ln1/Pow", "/ln1/ReduceMean_1", "/ln2/Pow",
-                                    "/ln2/ReduceMean_1"],
+    islands = {"superres": ["/Pow", "/ReduceMean"],
+               "transformer_block": ["/ln1/Pow", "/ln1/ReduceMean_1", "/ln2/Pow",
+                                     "/ln2/ReduceMean_1"],
+               "clean_cnn": []}
+    scaled = {"superres": [("/Pow", "/relu/Relu_output_0", 2)],
+              "transformer_block": [("/ln1/Pow", "/ln1/Sub_output_0", 3),
+                                    ("/ln2/Pow", "/ln2/Sub_output_0", 3)],
               "clean_cnn": []}
-    for name, want in expect.items():
+    for name in islands:
         model = os.path.join(ex, name, "model.onnx")
         inputs = os.path.join(ex, name, "inputs")
-        if os.path.exists(out):
-            os.remove(out)
-        r = run(f, "plan", model, "--inputs", inputs, "--precision", "float16", "-o", out,
-                "--quiet")
-        check(r.returncode == 0 and r.stdout.startswith("PLAN"), f"plan {name}",
-              (r.returncode, r.stdout[:200], r.stderr))
-        if r.returncode != 0:
-            continue
-        with open(out) as fh:
-            p = json.load(fh)
-        for k in ("schema_version", "model", "precision", "tolerance", "fp32_nodes", "scaled",
-                  "casts", "passes", "final", "meets", "islands"):
-            check(k in p, f"plan.json has {k}")
-        check(p["fp32_nodes"] == want, f"plan {name}: float32 nodes", p["fp32_nodes"])
-        check(p["meets"] and p["passes"] >= 1, f"plan {name} meets", p)
-        for k in ("max_abs_error", "max_rel_error", "cosine"):
-            check(k in p["final"], f"final has {k}")
-        # Proof: check with the plan's float32 nodes passes.
-        argv = ["check", model, "--inputs", inputs, "--precision", "float16", "--quiet"]
-        if want:
-            argv += ["--keep-fp32", ",".join(p["fp32_nodes"])]
-        rc = run(f, *argv)
-        check(rc.returncode == 0 and rc.stdout.startswith("PASS"), f"check proves plan {name}",
-              rc.stdout[:200])
-        trt = run(f, "plan", model, "--inputs", inputs, "--precision", "float16", "--emit",
-                  "trtexec", "--quiet").stdout.strip()
-        want_trt = "--fp16" + ("" if not want else " --layerPrecisions=" +
-                               ",".join(n + ":fp32" for n in want) + " --precisionConstraints=obey")
-        check(trt == want_trt, f"trtexec flags for {name}", trt)
-        ort = json.loads(run(f, "plan", model, "--inputs", inputs, "--precision", "float16",
-                             "--emit", "ort", "--quiet").stdout)
-        check(ort["node_block_list"] == want, f"ort node_block_list for {name}", ort)
+        for mode in ("auto", "none"):
+            if os.path.exists(out):
+                os.remove(out)
+            r = run(f, "plan", model, "--inputs", inputs, "--precision", "float16", "-o", out,
+                    "--quiet", "--scale", mode)
+            check(r.returncode == 0 and r.stdout.startswith("PLAN"), f"plan {name} ({mode})",
+                  (r.returncode, r.stdout[:200], r.stderr))
+            if r.returncode != 0:
+                continue
+            with open(out) as fh:
+                p = json.load(fh)
+            for k in ("schema_version", "model", "precision", "tolerance", "fp32_nodes", "scaled",
+                      "casts", "passes", "final", "meets", "islands"):
+                check(k in p, f"plan.json has {k}")
+            for k in ("max_abs_error", "max_rel_error", "cosine"):
+                check(k in p["final"], f"final has {k}")
+            want_nodes = [] if mode == "auto" else islands[name]
+            want_scaled = scaled[name] if mode == "auto" else []
+            check(p["fp32_nodes"] == want_nodes, f"plan {name} ({mode}): float32 nodes",
+                  p["fp32_nodes"])
+            got_scaled = [(e["node"], e["value"], e["k"]) for e in p["scaled"]]
+            check(got_scaled == want_scaled, f"plan {name} ({mode}): scale rewrites", got_scaled)
+            check(all(e["scale"] == 2.0 ** -e["k"] for e in p["scaled"]), "scale is 2^-k")
+            check(p["meets"] and p["passes"] >= 1, f"plan {name} meets", p)
+            # Proof: check of the (rescaled) model with the plan's float32 nodes passes.
+            target = model
+            if p["scaled"]:
+                target = os.path.join(tmp, name + "_scaled.onnx")
+                rs = run(f, "convert", model, "--plan", out, "--scale-only", "-o", target)
+                check(rs.returncode == 0, f"{name}: --scale-only", rs.stderr)
+            argv = ["check", target, "--inputs", inputs, "--precision", "float16", "--quiet"]
+            if want_nodes:
+                argv += ["--keep-fp32", ",".join(p["fp32_nodes"])]
+            rc = run(f, *argv)
+            check(rc.returncode == 0 and rc.stdout.startswith("PASS"),
+                  f"check proves plan {name} ({mode})", rc.stdout[:200])
+            if mode == "none":
+                trt = run(f, "plan", model, "--inputs", inputs, "--precision", "float16",
+                          "--emit", "trtexec", "--quiet", "--scale", "none").stdout.strip()
+                want_trt = "--fp16" + ("" if not want_nodes else " --layerPrecisions=" + ",".join(
+                    n + ":fp32" for n in want_nodes) + " --precisionConstraints=obey")
+                check(trt == want_trt, f"trtexec flags for {name}", trt)
+                ort = json.loads(run(f, "plan", model, "--inputs", inputs, "--precision",
+                                     "float16", "--emit", "ort", "--quiet", "--scale",
+                                     "none").stdout)
+                check(ort["node_block_list"] == want_nodes, f"ort node_block_list for {name}", ort)
     sr = os.path.join(ex, "superres")
     model, inputs = os.path.join(sr, "model.onnx"), os.path.join(sr, "inputs")
     r = run(f, "plan", model, "--inputs", inputs, "--precision", "float16", "--max-passes", "1",
@@ -312,6 +331,7 @@ def test_plan(f, ex, tmp):
     fails(f, "plan for float32", ["plan", model, "--precision", "float32"], "float32")
     fails(f, "plan objective", ["plan", model, "--precision", "fp16", "--objective", "fast"],
           "--objective")
+    fails(f, "plan scale", ["plan", model, "--precision", "fp16", "--scale", "some"], "--scale")
     fails(f, "plan emit", ["plan", model, "--precision", "fp16", "--emit", "tvm"], "--emit")
     fails(f, "plan keep unknown", ["plan", model, "--precision", "fp16", "--keep-fp32", "/Pwo"],
           "/Pwo", "did you mean '/Pow'")

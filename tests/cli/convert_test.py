@@ -86,12 +86,15 @@ def elem_types(m):
 
 
 def test_examples(f, ex, tmp):
-    for name in ("superres", "transformer_block", "clean_cnn"):
+    for name, scale_mode in (("superres", "none"), ("superres", "auto"),
+                             ("transformer_block", "none"), ("transformer_block", "auto"),
+                             ("clean_cnn", "auto")):
         model = os.path.join(ex, name, "model.onnx")
         inputs = os.path.join(ex, name, "inputs")
         before = open(model, "rb").read()
         plan = os.path.join(tmp, name + ".plan.json")
-        r = run(f, "plan", model, "--inputs", inputs, "--precision", "fp16", "-o", plan, "--quiet")
+        r = run(f, "plan", model, "--inputs", inputs, "--precision", "fp16", "-o", plan, "--quiet",
+                "--scale", scale_mode)
         check(r.returncode == 0, f"{name}: plan", r.stderr)
         with open(plan) as fh:
             p = json.load(fh)
@@ -124,11 +127,16 @@ def test_examples(f, ex, tmp):
             if io:
                 check(n_casts == p["casts"], f"{name}: the plan's cast count",
                       (n_casts, p["casts"]))
-                # Real 16-bit storage equals the emulated prediction of the plan.
+                # Real 16-bit storage equals the emulated prediction of the plan (on the
+                # model with the plan's scale rewrites).
                 oc, oe = os.path.join(tmp, name + "_oc"), os.path.join(tmp, name + "_oe")
                 run(f, "run", out, "--inputs", inputs, "--outputs", oc)
-                argv = ["run", model, "--inputs", inputs, "--precision", "float16", "--outputs",
-                        oe]
+                emulated = model
+                if p["scaled"]:
+                    emulated = os.path.join(tmp, name + "_scaled.onnx")
+                    run(f, "convert", model, "--plan", plan, "--scale-only", "-o", emulated)
+                argv = ["run", emulated, "--inputs", inputs, "--precision", "float16",
+                        "--outputs", oe]
                 if p["fp32_nodes"]:
                     argv += ["--exclude"] + p["fp32_nodes"]
                 run(f, *argv)

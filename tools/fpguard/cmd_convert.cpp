@@ -24,12 +24,18 @@ struct ConvertArgs {
   std::vector<std::string> keep, keep_ops;
   InputArgs in;
   double min_cosine = 0.999;
-  bool keep_io_types = false, no_verify = false;
+  bool keep_io_types = false, no_verify = false, scale_only = false;
   int threads = 0;
 };
 
-// plan.json -> (precision, float32 nodes); every error names the file.
-std::pair<std::string, std::vector<std::string>> read_plan(const std::string& path) {
+struct PlanFile {
+  std::string precision;
+  std::vector<std::string> fp32_nodes;
+  std::vector<std::pair<std::string, int>> scaled;  // (value, k)
+};
+
+// plan.json; every error names the file.
+PlanFile read_plan(const std::string& path) {
   const std::string where = "--plan " + path;
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error(where, "cannot open the file");
@@ -45,12 +51,23 @@ std::pair<std::string, std::vector<std::string>> read_plan(const std::string& pa
     throw Error(where, "\"precision\" is missing or not a string");
   if (!j.contains("fp32_nodes") || !j["fp32_nodes"].is_array())
     throw Error(where, "\"fp32_nodes\" is missing or not an array");
-  std::vector<std::string> nodes;
+  PlanFile p;
+  p.precision = j["precision"].get<std::string>();
   for (const auto& n : j["fp32_nodes"]) {
     if (!n.is_string()) throw Error(where, "\"fp32_nodes\" holds a non-string");
-    nodes.push_back(n.get<std::string>());
+    p.fp32_nodes.push_back(n.get<std::string>());
   }
-  return {j["precision"].get<std::string>(), nodes};
+  if (j.contains("scaled")) {
+    if (!j["scaled"].is_array()) throw Error(where, "\"scaled\" is not an array");
+    for (const auto& e : j["scaled"]) {
+      if (!e.is_object() || !e.contains("value") || !e["value"].is_string() || !e.contains("k") ||
+          !e["k"].is_number_integer() || e["k"] < 1 || e["k"] > 64)
+        throw Error(where,
+                    "\"scaled\" entries need a \"value\" name and an integer \"k\" in 1..64");
+      p.scaled.push_back({e["value"].get<std::string>(), e["k"].get<int>()});
+    }
+  }
+  return p;
 }
 
 void convert_command(const ConvertArgs& a) {
@@ -60,20 +77,36 @@ void convert_command(const ConvertArgs& a) {
   std::string precision = a.precision;
   model::Model m = model::load(a.model);
   analysis::name_nodes(m);
+  const model::Model original = m;
   if (!a.plan.empty()) {
-    auto [plan_precision, nodes] = read_plan(a.plan);
-    if (!precision.empty() && parse_format(precision).name != parse_format(plan_precision).name)
+    const PlanFile plan = read_plan(a.plan);
+    if (!precision.empty() && parse_format(precision).name != parse_format(plan.precision).name)
       throw Error("--plan " + a.plan,
-                  "the plan is for " + plan_precision + ", not " + parse_format(precision).name);
-    precision = plan_precision;
+                  "the plan is for " + plan.precision + ", not " + parse_format(precision).name);
+    precision = plan.precision;
+    // The plan's exact scale rewrites first: its node names include what they add.
+    for (const auto& [value, k] : plan.scaled) {
+      std::string why;
+      const auto s = rewrite::find_scale(m, value, {}, parse_format(precision), &why, k);
+      if (!s)
+        throw Error("--plan " + a.plan, "cannot scale '" + value + "' by 2^-" + std::to_string(k) +
+                                            " in " + a.model + " (" + why + ")");
+      m = rewrite::apply_scale(m, *s);
+    }
     std::set<std::string> names;
     for (const auto& n : m.graph.nodes) names.insert(n.name);
-    for (const auto& n : nodes) {
+    for (const auto& n : plan.fp32_nodes) {
       if (!names.count(n))
         throw Error("--plan " + a.plan,
                     "node '" + n + "' is not in " + a.model + " (a plan for another model?)");
       o.keep_fp32.insert(n);
     }
+  }
+  if (a.scale_only) {  // the float32 model with the plan's scale rewrites, for other tools
+    if (a.plan.empty()) throw Error("--scale-only", "needs --plan");
+    model::save(m, a.output);
+    std::cout << "wrote " << a.output << ": the float32 model with the plan's scale rewrites\n";
+    return;
   }
   if (precision.empty()) throw Error("--precision", "give float16 or bfloat16 (or --plan)");
   o.precision = parse_format(precision);
@@ -98,11 +131,11 @@ void convert_command(const ConvertArgs& a) {
 
   // Verify: the converted model (real 16-bit storage) against the float32 original.
   std::vector<std::string> generated;
-  const auto samples = gather_samples(a.in, m, 1, generated);
+  const auto samples = gather_samples(a.in, original, 1, generated);
   exec::RunOptions ro;
   ro.threads = a.threads;
   model::Model saved = model::load(a.output);
-  const auto want = exec::Executor(m, ro).run(samples[0]);
+  const auto want = exec::Executor(original, ro).run(samples[0]);
   std::vector<NamedTensor> feed;
   for (const auto& t : samples[0]) {
     NamedTensor f = t;
@@ -154,6 +187,9 @@ void add_convert(CLI::App& app) {
   cmd->add_option("--min-cosine", a->min_cosine,
                   "Verification: outputs' cosine to the float32 model (default 0.999)");
   cmd->add_flag("--no-verify", a->no_verify, "Skip the verification run");
+  cmd->add_flag("--scale-only", a->scale_only,
+                "Write the float32 model with the plan's scale rewrites only (for TensorRT's "
+                "--layerPrecisions, or to emulate the plan with fpguard run)");
   cmd->add_option("--threads", a->threads, "Threads (default: all cores)");
   cmd->callback([a] { convert_command(*a); });
 }

@@ -12,6 +12,7 @@
 #include "fpguard/error.hpp"
 #include "fpguard/experiments.hpp"
 #include "fpguard/io.hpp"
+#include "fpguard/rewrite.hpp"
 #include "inputs.hpp"
 
 namespace fpguard::cli {
@@ -21,7 +22,7 @@ namespace {
 using json = nlohmann::ordered_json;
 
 struct PlanArgs {
-  std::string model, precision, target, output, emit, objective = "fewest-fp32";
+  std::string model, precision, target, output, emit, objective = "fewest-fp32", scale = "auto";
   InputArgs in;
   std::vector<std::string> keep, keep_ops;
   std::size_t samples = 1, max_passes = 48;
@@ -41,6 +42,10 @@ json plan_json(const analysis::Plan& p) {
     max_rel = std::max(max_rel, o.max_rel_error);
     cosine = std::isnan(o.cosine) || std::isnan(cosine) ? NAN : std::min(cosine, o.cosine);
   }
+  json scaled = json::array();
+  for (const auto& s : p.scaled)
+    scaled.push_back(
+        {{"node", s.node}, {"value", s.value}, {"k", s.k}, {"scale", std::ldexp(1.0, -s.k)}});
   json islands = json::array();
   for (const auto& i : p.islands) islands.push_back({{"nodes", i.nodes}, {"reason", i.reason}});
   return {{"schema_version", 1},
@@ -48,7 +53,7 @@ json plan_json(const analysis::Plan& p) {
           {"precision", p.precision},
           {"tolerance", tol},
           {"fp32_nodes", p.fp32_nodes},
-          {"scaled", json::array()},
+          {"scaled", scaled},
           {"casts", p.casts},
           {"passes", p.passes},
           {"meets", p.meets},
@@ -106,6 +111,18 @@ void plan_command(const PlanArgs& a) {
   po.check.rtol = a.rtol;
   po.check.threads = a.threads;
   po.max_passes = a.max_passes;
+  if (a.scale == "auto") {
+    const Format fmt = *f;
+    po.scaler = [fmt](const model::Model& mm, const std::string& value,
+                      const std::map<std::string, double>& absmax)
+        -> std::optional<std::pair<model::Model, analysis::Scaled>> {
+      const auto s = rewrite::find_scale(mm, value, absmax, fmt);
+      if (!s) return std::nullopt;
+      return std::make_pair(rewrite::apply_scale(mm, *s), analysis::Scaled{"", value, s->k});
+    };
+  } else if (a.scale != "none") {
+    throw Error("--scale " + a.scale, "expected auto or none");
+  }
   const bool bar = !a.quiet && isatty(2);
   po.progress = [bar](std::size_t pass, const std::string& what) {
     if (bar) std::cerr << "\r\033[Kplan: pass " << pass << ": " << what << std::flush;
@@ -140,17 +157,23 @@ void plan_command(const PlanArgs& a) {
       fin["max_abs_error"].is_null() ? "inf" : fmt::format("{:.4g}", double(fin["max_abs_error"])),
       fin["max_rel_error"].is_null() ? "inf" : fmt::format("{:.4g}", double(fin["max_rel_error"])));
   if (!generated.empty()) std::cout << "  note: " << generated_note(generated) << "\n";
+  for (const auto& s : p.scaled)
+    std::cout << fmt::format("  scaled: '{}' x 2^-{} (exact) for the overflow at {}\n", s.value,
+                             s.k, s.node);
   for (std::size_t i = 0; i < p.islands.size(); ++i) {
     std::string nodes;
     for (const auto& n : p.islands[i].nodes) nodes += (nodes.empty() ? "" : ", ") + n;
     std::cout << fmt::format("  island {}: {} — {}\n", i + 1, nodes, p.islands[i].reason);
   }
   std::cout << "  TensorRT 10: trtexec " << trtexec_flags(p) << "\n";
-  if (!p.fp32_nodes.empty()) {
+  if (!p.fp32_nodes.empty() || !p.scaled.empty()) {
     std::string list;
     for (const auto& n : p.fp32_nodes) list += (list.empty() ? "" : ",") + n;
     std::cout << "  fpguard: fpguard convert " << a.model << " --precision " << p.precision
-              << (a.output.empty() ? " --keep-fp32 " + list : " --plan " + a.output) << "\n";
+              << (!a.output.empty()  ? " --plan " + a.output
+                  : p.scaled.empty() ? " --keep-fp32 " + list
+                                     : " --plan PLAN.json (write it with -o)")
+              << "\n";
   }
 }
 
@@ -171,6 +194,9 @@ void add_plan(CLI::App& app) {
   cmd->add_option("--rtol", a->rtol, "See --atol");
   cmd->add_option("--min-cosine", a->min_cosine, "Tolerance: cosine >= this (default 0.999)");
   cmd->add_option("--objective", a->objective, "fewest-fp32 (default) or fewest-casts");
+  cmd->add_option("--scale", a->scale,
+                  "auto (default): remove overflows by exact power-of-two scaling where the "
+                  "subgraph allows it; none: float32 islands only");
   cmd->add_option("--keep-fp32", a->keep, "Nodes forced into float32 (NODE,...)")
       ->take_all()
       ->delimiter(',');
