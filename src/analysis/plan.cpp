@@ -93,6 +93,17 @@ std::size_t count_casts(const model::Model& m, const Diagnosis& d) {
         r.precision == "float32" && !r.emulated && exec::Registry::global().find(n.op_type) &&
         exec::Registry::global().find(n.op_type)->kind == exec::OpKind::data_movement;
     if (moves) {  // data movement takes its inputs' type: low if any is low
+      bool only_constants = true, any_input = false;
+      for (const auto& in : n.inputs)
+        if (!in.empty() && (constants.count(in) || value_class.count(in))) {
+          any_input = true;
+          if (!constants.count(in) && value_class[in] != none) only_constants = false;
+        }
+      if (any_input && only_constants) {  // moves constants: converted statically too
+        for (const auto& t : r.outputs)
+          if (t.floating) constants.insert(t.name);
+        continue;
+      }
       c = fp32;
       bool any = false;
       for (const auto& in : n.inputs)
@@ -303,11 +314,13 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
             [&](const auto& a, const auto& b) { return position[a] < position[b]; });
   for (auto it = p.reasons.begin(); it != p.reasons.end();)
     it = best_keep.count(it->first) ? std::next(it) : p.reasons.erase(it);
-  for (const auto& r : best.nodes)
+  for (const auto& r : best.nodes) {  // floating compute nodes (kept by name or op type too)
+    const auto* info = exec::Registry::global().find(r.op_type);
     if (std::any_of(r.outputs.begin(), r.outputs.end(),
                     [](const TensorRecord& t) { return t.floating; }) &&
-        (r.emulated || best_keep.count(r.name)))
+        info && info->kind == exec::OpKind::compute)
       ++p.float_nodes, p.low_nodes += r.emulated;
+  }
   p.casts = count_casts(m, best);
 
   // Islands: float32 nodes connected through values (looking through data movement).

@@ -176,6 +176,10 @@ model::Model Converter::run() {
         cur[v.name] = low;
       }
 
+  // Values that are constants or data movement of constants only.
+  std::set<std::string> constlike;
+  for (const auto& [name, t] : initializer) constlike.insert(name);
+  for (const auto& [name, t] : constant) constlike.insert(name);
   // Readers of each value, for Cast look-ahead.
   std::map<std::string, std::vector<std::size_t>> readers;
   for (std::size_t i = 0; i < g.nodes.size(); ++i)
@@ -215,13 +219,25 @@ model::Model Converter::run() {
     if (compute_class[idx]) {
       cls = compute_class[idx];
     } else if (moves && typing.known && !has_subgraph(n)) {
-      // Data movement follows its data: low when any main input already is.
-      bool any_low = false;
-      for (std::size_t i = 0; i < n.inputs.size(); ++i)
-        if (!n.inputs[i].empty() && typing.input_param(i) == main && cur.count(n.inputs[i]) &&
-            cur[n.inputs[i]] == low)
-          any_low = true;
-      cls = any_low && typing.allows(main, low) ? low : kFloat;
+      // Data movement follows its data: low when any main input already is; over constants
+      // only (an Identity of a weight), low when every reader computes in the format.
+      bool any_low = false, all_const = true, any_float = false;
+      for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+        const std::string& in = n.inputs[i];
+        if (in.empty() || typing.input_param(i) != main || !orig.count(in) || orig[in] != kFloat)
+          continue;
+        any_float = true;
+        if (cur.count(in) && cur[in] == low) any_low = true;
+        if (!constlike.count(in)) all_const = false;
+      }
+      bool readers_low = !n.outputs.empty() && !readers[n.outputs[0]].empty();
+      if (readers_low)
+        for (auto r : readers[n.outputs[0]]) readers_low = readers_low && compute_class[r] == low;
+      if (any_float && all_const)
+        for (const auto& x : n.outputs) constlike.insert(x);
+      cls = (any_low || (any_float && all_const && readers_low)) && typing.allows(main, low)
+                ? low
+                : kFloat;
     }
     if (n.op_type == "Cast" && n.attr_int("to", 0) == kFloat && !n.outputs.empty()) {
       // A Cast to float whose readers all compute in the format casts to it directly.
