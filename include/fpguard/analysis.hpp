@@ -201,7 +201,8 @@ struct PlanOptions {
   // layer's find_scale/apply_scale (the analysis layer does not depend on it); empty: no
   // scale rewrites.
   std::function<std::optional<std::pair<model::Model, Scaled>>(
-      const model::Model&, const std::string& value, const std::map<std::string, double>&)>
+      const model::Model&, const std::string& value, const std::map<std::string, double>&,
+      std::string* why_not)>
       scaler;
   std::size_t max_passes = 48;  // check() runs at most (each is three model runs)
   // Called before each pass: (pass number, what it tries).
@@ -228,6 +229,7 @@ struct Plan {
   std::size_t low_nodes = 0;                 // ... of them in the low-precision format
   bool meets = false;                        // the final plan meets the tolerance on every sample
   std::vector<OutputVerdict> final_outputs;  // of the final plan
+  std::vector<std::string> notes;            // scale rewrites tried and refused, and why
 };
 
 // Finds a small set of nodes to keep in float32 so that the emulated model meets the

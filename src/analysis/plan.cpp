@@ -197,8 +197,13 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
       if (a > best) best = a, value = in;
     }
     if (value.empty()) return false;
-    auto rewritten = o.scaler(m, value, absmax);
-    if (!rewritten) return false;
+    std::string why;
+    auto rewritten = o.scaler(m, value, absmax, &why);
+    if (!rewritten) {
+      p.notes.push_back("no exact scaling of '" + value + "' for the overflow at " + org.node +
+                        ": " + why);
+      return false;
+    }
     const auto got = outputs32(rewritten->first);
     for (std::size_t i = 0; i < got.size() && i < truth.size(); ++i) {
       if (!exec::is_float(truth[i].tensor.dtype())) continue;
@@ -207,7 +212,13 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
       const Comparison c = compare(std::span<const float>(r.data<float>().data(), r.size()),
                                    std::span<const float>(v.data<float>().data(), v.size()),
                                    parse_format("float32"));
-      if (c.overflow + c.nan > 0 || !(c.nrmse() <= 1e-5)) return false;
+      if (c.overflow + c.nan > 0 || !(c.nrmse() <= 1e-5)) {
+        p.notes.push_back(
+            fmt::format("scaling '{}' by 2^-{} changes the float32 outputs "
+                        "(relative RMS {:.3g}): not used",
+                        value, rewritten->second.k, c.nrmse()));
+        return false;
+      }
     }
     model::Model saved = std::move(m);
     m = std::move(rewritten->first);
@@ -221,6 +232,8 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
       return x.node == org.node && (x.kind == OriginKind::overflow || x.kind == OriginKind::nan);
     });
     if (!gone) {
+      p.notes.push_back(fmt::format("scaling '{}' by 2^-{} leaves {} overflowing: not used", value,
+                                    rewritten->second.k, org.node));
       m = std::move(saved);
       index_nodes();
       return false;

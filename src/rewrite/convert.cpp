@@ -249,6 +249,34 @@ model::Model Converter::run() {
         for (auto& a : n.attributes)
           if (a.name == "to") a.value = std::int64_t{low};
     }
+    // Ops whose float output type comes from an attribute (ConstantOfShape's value,
+    // Random*'s dtype) produce the format directly when every reader computes in it.
+    bool attr_typed_low = false;
+    if ((n.op_type == "ConstantOfShape" || n.op_type.rfind("Random", 0) == 0) &&
+        !n.outputs.empty() && orig.count(n.outputs[0]) && orig[n.outputs[0]] == kFloat) {
+      const auto& rs = readers[n.outputs[0]];
+      attr_typed_low = !rs.empty() && std::all_of(rs.begin(), rs.end(), [&](std::size_t r) {
+        return compute_class[r] == low;
+      });
+      if (attr_typed_low) {
+        bool set = false;
+        for (auto& a : n.attributes) {
+          if (a.name == "dtype") a.value = std::int64_t{low}, set = true;
+          if (auto* t = std::get_if<Tensor>(&a.value); t && a.name == "value") {
+            *t = exec::convert(exec::convert(*t, DType::float32),
+                               low == 10 ? DType::float16 : DType::bfloat16);
+            set = true;
+          }
+        }
+        if (!set && n.op_type.rfind("Random", 0) == 0)
+          n.attributes.push_back({"dtype", std::int64_t{low}, ""});
+        if (!set && n.op_type == "ConstantOfShape") {  // the default value is float 0
+          Tensor zero(low == 10 ? DType::float16 : DType::bfloat16, {1});
+          std::fill(zero.bytes(), zero.bytes() + zero.nbytes(), std::byte{0});
+          n.attributes.push_back({"value", std::move(zero), ""});
+        }
+      }
+    }
     for (std::size_t i = 0; i < n.inputs.size(); ++i) {
       std::string& in = n.inputs[i];
       if (in.empty() || !orig.count(in) || orig[in] != kFloat) continue;
@@ -279,6 +307,10 @@ model::Model Converter::run() {
       if (x.empty() || !orig.count(x)) continue;
       if (n.op_type == "Cast") {
         cur[x] = static_cast<int>(n.attr_int("to", orig[x]));
+        continue;
+      }
+      if (attr_typed_low && j == 0) {
+        cur[x] = low;
         continue;
       }
       if (orig[x] != kFloat) continue;

@@ -246,6 +246,24 @@ def crafted(f, tmp):
     check({i.name: i.data_type for i in m.graph.initializer}.get("scales") == TensorProto.FLOAT,
           "Resize scales stay float32")
 
+    # ConstantOfShape read only by float16 nodes makes float16 itself (no Cast after it).
+    shape = numpy_helper.from_array(np.array([2, 4], np.int64), "shape")
+    g = helper.make_graph(
+        [helper.make_node("ConstantOfShape", ["shape"], ["ones"], name="fill",
+                          value=numpy_helper.from_array(np.array([1.5], np.float32))),
+         helper.make_node("Add", ["x", "ones"], ["y"], name="add")],
+        "cos", [helper.make_tensor_value_info("x", F, [2, 4])],
+        [helper.make_tensor_value_info("y", F, [2, 4])], [shape])
+    src = save(g, os.path.join(tmp, "cos.onnx"))
+    out = os.path.join(tmp, "cos16.onnx")
+    r = run(f, "convert", src, "--precision", "fp16", "-o", out, "--input",
+            "x=" + os.path.join(tmp, "x.npy"))
+    check(r.returncode == 0 and "verified" in r.stdout, "ConstantOfShape: converts", r.stdout)
+    m = valid(out, "ConstantOfShape")
+    check(not any(n.op_type == "Cast" for n in m.graph.node), "no Cast after ConstantOfShape")
+    fill = next(n for n in m.graph.node if n.op_type == "ConstantOfShape")
+    check(fill.attribute[0].t.data_type == TensorProto.FLOAT16, "its value is float16")
+
     # bfloat16.
     out = os.path.join(tmp, "shared_bf16.onnx")
     r = run(f, "convert", os.path.join(tmp, "shared.onnx"), "--precision", "bf16", "-o", out)

@@ -60,6 +60,7 @@ json plan_json(const analysis::Plan& p) {
           {"float_nodes", p.float_nodes},
           {"low_nodes", p.low_nodes},
           {"islands", islands},
+          {"notes", p.notes},
           {"final",
            {{"max_abs_error", json_number(max_abs)},
             {"max_rel_error", json_number(max_rel)},
@@ -113,10 +114,11 @@ void plan_command(const PlanArgs& a) {
   po.max_passes = a.max_passes;
   if (a.scale == "auto") {
     const Format fmt = *f;
-    po.scaler = [fmt](const model::Model& mm, const std::string& value,
-                      const std::map<std::string, double>& absmax)
-        -> std::optional<std::pair<model::Model, analysis::Scaled>> {
-      const auto s = rewrite::find_scale(mm, value, absmax, fmt);
+    po.scaler = [fmt](
+                    const model::Model& mm, const std::string& value,
+                    const std::map<std::string, double>& absmax,
+                    std::string* why) -> std::optional<std::pair<model::Model, analysis::Scaled>> {
+      const auto s = rewrite::find_scale(mm, value, absmax, fmt, why);
       if (!s) return std::nullopt;
       return std::make_pair(rewrite::apply_scale(mm, *s), analysis::Scaled{"", value, s->k});
     };
@@ -160,12 +162,15 @@ void plan_command(const PlanArgs& a) {
   for (const auto& s : p.scaled)
     std::cout << fmt::format("  scaled: '{}' x 2^-{} (exact) for the overflow at {}\n", s.value,
                              s.k, s.node);
+  for (const auto& n : p.notes) std::cout << "  note: " << n << "\n";
   for (std::size_t i = 0; i < p.islands.size(); ++i) {
     std::string nodes;
     for (const auto& n : p.islands[i].nodes) nodes += (nodes.empty() ? "" : ", ") + n;
     std::cout << fmt::format("  island {}: {} — {}\n", i + 1, nodes, p.islands[i].reason);
   }
-  std::cout << "  TensorRT 10: trtexec " << trtexec_flags(p) << "\n";
+  std::cout << "  TensorRT 10"
+            << (p.scaled.empty() ? "" : " (on the rescaled model: convert --scale-only)")
+            << ": trtexec " << trtexec_flags(p) << "\n";
   if (!p.fp32_nodes.empty() || !p.scaled.empty()) {
     std::string list;
     for (const auto& n : p.fp32_nodes) list += (list.empty() ? "" : ",") + n;
