@@ -1,6 +1,7 @@
 // ONNX ModelProto -> model::Model. protobuf types stay in src/model and src/tensor.
 // libonnx's checker and shape inference are not used: they know opsets up to 17 only
 // and must never reject a newer model that we can run.
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
 #include <cerrno>
@@ -22,7 +23,24 @@ namespace {
 struct LoadContext {
   std::string file;  // for errors
   std::filesystem::path base_dir;
+  std::int64_t opset = 0;  // of the default domain
 };
+
+// An attribute whose type differs from the one the op's ONNX schema declares: refused at
+// load, naming the node (kernels would otherwise fail on first use, or misread it).
+void check_attribute_type(const onnx::NodeProto& n, const onnx::AttributeProto& a,
+                          std::int64_t opset, const std::string& where) {
+  if (!n.domain().empty() && n.domain() != "ai.onnx") return;
+  const auto* schema = onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset), "");
+  if (!schema || !a.ref_attr_name().empty()) return;
+  const auto it = schema->attributes().find(a.name());
+  if (it == schema->attributes().end()) return;
+  if (a.type() != onnx::AttributeProto::UNDEFINED && a.type() != it->second.type)
+    throw Error(where, "attribute '" + a.name() + "' is " +
+                           onnx::AttributeProto::AttributeType_Name(a.type()) + ", but " +
+                           n.op_type() + " declares it " +
+                           onnx::AttributeProto::AttributeType_Name(it->second.type));
+}
 
 // Reads the external data of `p` into a copy with raw_data, as the ONNX spec describes:
 // keys location (relative to the model's directory), offset, length.
@@ -208,7 +226,10 @@ GraphPtr load_graph(const onnx::GraphProto& g, const LoadContext& ctx) {
     node.inputs.assign(n.input().begin(), n.input().end());
     node.outputs.assign(n.output().begin(), n.output().end());
     const std::string where = ctx.file + ": " + node.describe();
-    for (const auto& a : n.attribute()) node.attributes.push_back(load_attribute(a, ctx, where));
+    for (const auto& a : n.attribute()) {
+      check_attribute_type(n, a, ctx.opset, where);
+      node.attributes.push_back(load_attribute(a, ctx, where));
+    }
     out->nodes.push_back(std::move(node));
   }
   return out;
@@ -273,6 +294,7 @@ Model load_from_bytes(const std::string& bytes, const std::string& where,
     throw Error(where, "unsupported opset " + std::to_string(opset) + " of the default domain (" +
                            "supported: " + std::to_string(kMinOpset) + " to " +
                            std::to_string(kMaxOpset) + ")");
+  ctx.opset = opset;
   m.graph = std::move(*load_graph(mp.graph(), ctx));
   validate_graph(m.graph, where, {});
   return m;

@@ -209,10 +209,85 @@ def dir_cases():
     }
 
 
+# ---- ONNX models -----------------------------------------------------------------------
+
+
+def model_bytes(nodes, inputs=None, outputs=None, inits=(), opset=13, value_info=()):
+    from onnx import helper
+    F = TensorProto.FLOAT
+    inputs = inputs if inputs is not None else [helper.make_tensor_value_info("x", F, [3])]
+    outputs = outputs if outputs is not None else [helper.make_tensor_value_info("y", F, [3])]
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits), value_info=list(value_info))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    m.producer_name = "make_badinput.py"
+    return m.SerializeToString()
+
+
+def model_cases():
+    from onnx import helper
+    F = TensorProto.FLOAT
+    relu = helper.make_node("Relu", ["x"], ["y"], name="act")
+    good = model_bytes([relu])
+
+    def ext(location, offset=0, length=12):
+        t = tensor(name="w", dims=(3,), raw=None)
+        t.data_location = TensorProto.EXTERNAL
+        for k, v in (("location", location), ("offset", str(offset)), ("length", str(length))):
+            e = t.external_data.add()
+            e.key, e.value = k, v
+        return model_bytes([helper.make_node("Add", ["x", "w"], ["y"], name="add")], inits=[t])
+
+    return {
+        "good.onnx": good,
+        "truncated.onnx": good[: len(good) // 2],
+        "not_protobuf.onnx": b"this is not an ONNX model\n",
+        "empty.onnx": b"",
+        "cycle.onnx": model_bytes([
+            helper.make_node("Add", ["x", "b"], ["a"], name="first"),
+            helper.make_node("Relu", ["a"], ["b"], name="second"),
+            helper.make_node("Identity", ["a"], ["y"], name="out")]),
+        "dangling.onnx": model_bytes([helper.make_node("Add", ["x", "ghost"], ["y"], name="add")]),
+        "duplicate_output.onnx": model_bytes([
+            helper.make_node("Relu", ["x"], ["y"], name="one"),
+            helper.make_node("Neg", ["x"], ["y"], name="two")]),
+        "short_initializer.onnx": model_bytes(
+            [helper.make_node("Add", ["x", "w"], ["y"], name="add")],
+            inits=[tensor(name="w", dims=(3,), raw=F32_3[:8])]),
+        "terabyte_initializer.onnx": model_bytes(
+            [helper.make_node("Add", ["x", "w"], ["y"], name="add")],
+            inits=[tensor(name="w", dims=(1 << 38,), raw=F32_3)]),
+        "negative_dim.onnx": model_bytes(
+            [helper.make_node("Add", ["x", "w"], ["y"], name="add")],
+            inits=[tensor(name="w", dims=(-3,), raw=F32_3)]),
+        "wrong_attribute_type.onnx": model_bytes([helper.make_node(
+            "LeakyRelu", ["x"], ["y"], name="leaky", alpha="steep")]),
+        "old_opset.onnx": model_bytes([relu], opset=5),
+        "unsupported_ops.onnx": model_bytes([
+            helper.make_node("Frobnicate", ["x"], ["a"], name="f", domain="ai.example"),
+            helper.make_node("Wibble", ["a"], ["y"], name="w", domain="ai.example")]),
+        "string_initializer.onnx": model_bytes(
+            [helper.make_node("Identity", ["x"], ["y"], name="id")],
+            inits=[helper.make_tensor("s", TensorProto.STRING, [1], [b"hi"])]),
+        "ext_traversal.onnx": ext("../../secret.bin"),
+        "ext_absolute.onnx": ext("/etc/passwd"),
+        "ext_past_eof.onnx": ext("weights.bin", offset=8, length=12),
+        "weights.bin": F32_3,
+        "no_inputs_shape.onnx": model_bytes(
+            [relu], inputs=[helper.make_tensor_value_info("x", F, None)]),
+        "wrong_shape_x.npy": npy(hdr(shape="(4,)"), F32_3 + F32_3[:4]),
+        "plan_other_model.json": b'{"schema_version": 1, "precision": "float16", '
+                                 b'"fp32_nodes": ["/attn/Softmax"]}\n',
+        "plan_malformed.json": b'{"schema_version": 1, "fp32_nodes": [\n',
+        "plan_bad_scaled.json": b'{"schema_version": 1, "precision": "float16", '
+                                b'"fp32_nodes": [], "scaled": [{"value": "x", "k": 0}]}\n',
+    }
+
+
 def files():
     out = {}
     for sub, cases in (("npy", npy_cases()), ("npz", npz_cases()), ("pb", pb_cases()),
-                       (".", dir_cases())):
+                       ("onnx", model_cases()), (".", dir_cases())):
         for name, data in cases.items():
             out[os.path.normpath(os.path.join(sub, name))] = data
     return out

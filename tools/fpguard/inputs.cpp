@@ -50,15 +50,16 @@ double parse_double(const std::string& s, const std::string& where) {
 
 // The shape an input gets: --shape, else its declared fixed dims.
 std::vector<std::int64_t> input_shape(
-    const model::ValueInfo& vi, const std::map<std::string, std::vector<std::int64_t>>& shapes) {
+    const model::ValueInfo& vi, const std::map<std::string, std::vector<std::int64_t>>& shapes,
+    const std::string& model) {
   if (auto it = shapes.find(vi.name); it != shapes.end()) return it->second;
   if (!vi.has_shape)
-    throw Error("input '" + vi.name + "'",
+    throw Error(model + ": input '" + vi.name + "'",
                 "the model declares no shape; give one with --shape " + vi.name + "=D0,D1,...");
   std::vector<std::int64_t> out;
   for (std::size_t d = 0; d < vi.shape.size(); ++d) {
     if (!vi.shape[d].fixed())
-      throw Error("input '" + vi.name + "'",
+      throw Error(model + ": input '" + vi.name + "'",
                   "dimension " + std::to_string(d) +
                       (vi.shape[d].param.empty() ? "" : " ('" + vi.shape[d].param + "')") +
                       " is dynamic; give the shape with --shape " + vi.name + "=D0,D1,...");
@@ -176,7 +177,8 @@ std::vector<NamedTensor> gather_inputs(const InputArgs& a, const model::Model& m
     if (spec != specs.end()) {
       const std::string& sp = spec->second;
       if (sp.rfind("uniform:", 0) == 0 || sp.rfind("normal:", 0) == 0)
-        out.push_back({vi.name, generate(sp, vi, input_shape(vi, shapes), a.seed + sample, i)});
+        out.push_back({vi.name, generate(sp, vi, input_shape(vi, shapes, m.path.string()),
+                                         a.seed + sample, i)});
       else {
         auto ts = read_tensors(sp);
         if (ts.size() != 1)
@@ -189,8 +191,9 @@ std::vector<NamedTensor> gather_inputs(const InputArgs& a, const model::Model& m
     } else {
       const auto dtype = vi.elem_type ? model::dtype_of(vi.elem_type) : DType::float32;
       const bool fl = dtype && exec::is_float(*dtype);
-      out.push_back({vi.name, generate(fl ? "uniform:-1:1" : "uniform:0:0", vi,
-                                       input_shape(vi, shapes), a.seed + sample, i)});
+      out.push_back(
+          {vi.name, generate(fl ? "uniform:-1:1" : "uniform:0:0", vi,
+                             input_shape(vi, shapes, m.path.string()), a.seed + sample, i)});
       if (generated) generated->push_back(vi.name);
     }
   }
