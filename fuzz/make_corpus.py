@@ -11,6 +11,7 @@ themselves (Debian's python3-numpy and python3-onnx: run with /usr/bin/python3).
         it finds there.
 """
 import io
+import json
 import os
 import struct
 import sys
@@ -153,6 +154,76 @@ def main():
                   name.encode() + b"\n" + bytes([opt]) + x)
     for i, v in enumerate(OPTION_VALUES):
         write(f"{out}/option_values/{i:02d}", v.encode())
+    # Models: small graphs of the kinds check and plan meet (norms, attention, control
+    # flow, external data, every initializer dtype), and the shipped examples.
+    F = TensorProto.FLOAT
+    x_in = helper.make_tensor_value_info("x", F, [2, 4])
+    y_out = helper.make_tensor_value_info("y", F, [2, 4])
+    w = numpy_helper.from_array(rng.normal(0, 1, (4, 4)).astype(np.float32), "w")
+    two = numpy_helper.from_array(np.array(2, np.float32), "two")
+    graphs = {
+        "mlp": ([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                 helper.make_node("Relu", ["h"], ["y"], name="act")], [w]),
+        "rmsnorm": ([helper.make_node("Pow", ["x", "two"], ["p"], name="sq"),
+                     helper.make_node("ReduceMean", ["p"], ["m"], name="mean", axes=[1]),
+                     helper.make_node("Sqrt", ["m"], ["r"], name="root"),
+                     helper.make_node("Div", ["x", "r"], ["y"], name="norm")], [two]),
+        "softmax": ([helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=-1)], []),
+        "cast": ([helper.make_node("Cast", ["x"], ["h"], name="c16", to=TensorProto.FLOAT16),
+                  helper.make_node("Cast", ["h"], ["y"], name="c32", to=F)], []),
+    }
+    for name, (nodes, inits) in graphs.items():
+        g = helper.make_graph(nodes, name, [x_in], [y_out], inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        write(f"{out}/model/{name}.onnx", m.SerializeToString())
+    then_g = helper.make_graph([helper.make_node("Neg", ["x"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", F, [2, 4])])
+    else_g = helper.make_graph([helper.make_node("Abs", ["x"], ["e"])], "else", [],
+                               [helper.make_tensor_value_info("e", F, [2, 4])])
+    g = helper.make_graph([helper.make_node("If", ["c"], ["y"], then_branch=then_g,
+                                            else_branch=else_g)], "if",
+                          [x_in, helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                          [y_out])
+    write(f"{out}/model/if.onnx",
+          helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    ext = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
+    ext.data_location = TensorProto.EXTERNAL
+    ext.ClearField("raw_data")
+    for k, v in (("location", "w.bin"), ("offset", "0"), ("length", "64")):
+        e = ext.external_data.add()
+        e.key, e.value = k, v
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "ext", [x_in], [y_out],
+                          [ext])
+    write(f"{out}/model/external.onnx",
+          helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    examples = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples")
+    for name in ("superres", "clean_cnn"):
+        with open(os.path.join(examples, name, "model.onnx"), "rb") as f:
+            write(f"{out}/model/example_{name}.onnx", f.read())
+
+    # plan.json files as fpguard plan writes them, and near misses.
+    plans = [
+        {"schema_version": 1, "model": "m.onnx", "precision": "float16",
+         "tolerance": {"min_cosine": 0.999, "atol": None, "rtol": None},
+         "fp32_nodes": ["/Pow", "/ReduceMean"], "scaled": [], "casts": 4, "passes": 4},
+        {"schema_version": 1, "precision": "bfloat16", "fp32_nodes": [],
+         "scaled": [{"node": "/Pow", "value": "/relu/Relu_output_0", "k": 2, "scale": 0.25}]},
+        {"schema_version": 2, "precision": "float16", "fp32_nodes": []},
+        {"schema_version": 1, "precision": "float16", "fp32_nodes": [1, 2]},
+    ]
+    for i, p in enumerate(plans):
+        write(f"{out}/plan_json/{i}.json", json.dumps(p).encode())
+
+    # Input options: one per line ("shape NAME=..." for --shape).
+    specs = ["x=uniform:-1:1\nn=uniform:0:9\nshape n=5",
+             "x=normal:0:1\nshape n=0\nseed 3",
+             "x=uniform:5:1",
+             "n=normal:0:2\nshape n=3,4",
+             "x=missing.npy",
+             "shape n=-1",
+             "x=uniform:1e308:inf"]
+    for i, spec in enumerate(specs):
+        write(f"{out}/input_spec/{i}", spec.encode())
     print(f"make_corpus.py: seeds written under {out}")
 
 

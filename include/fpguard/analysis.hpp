@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -239,6 +240,15 @@ struct Plan {
 // prunes. When no plan meets the tolerance, returns the best one found with meets = false.
 Plan plan(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
           const PlanOptions& o);
+
+// A plan.json read back (what convert needs of it). Every error names `where`.
+struct PlanFile {
+  std::string precision;
+  std::vector<std::string> fp32_nodes;
+  std::vector<std::pair<std::string, int>> scaled;  // (value, k), in order
+};
+PlanFile parse_plan(std::string_view text, const std::string& where);
+PlanFile read_plan(const std::string& where, const std::filesystem::path& path);
 
 // The Cast nodes converting `m` with `fp32` kept (a diagnosis of that configuration gives
 // each node's precision) implies: one per (value, target type) at each boundary between

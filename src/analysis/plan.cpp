@@ -5,13 +5,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <fstream>
 #include <functional>
+#include <iterator>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
 
 #include "analysis.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
+#include "fpguard/limits.hpp"
 
 namespace fpguard::analysis {
 
@@ -373,6 +377,47 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
     p.islands[it->second].nodes.push_back(n);
   }
   return p;
+}
+
+PlanFile parse_plan(std::string_view text, const std::string& where) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.begin(), text.end());
+  } catch (const std::exception&) {
+    throw Error(where, "not JSON (expected a plan.json written by fpguard plan)");
+  }
+  if (!j.is_object() || !j.contains("schema_version") || j["schema_version"] != 1)
+    throw Error(where, "not a plan.json of schema_version 1");
+  if (!j.contains("precision") || !j["precision"].is_string())
+    throw Error(where, "\"precision\" is missing or not a string");
+  if (!j.contains("fp32_nodes") || !j["fp32_nodes"].is_array())
+    throw Error(where, "\"fp32_nodes\" is missing or not an array");
+  PlanFile p;
+  p.precision = j["precision"].get<std::string>();
+  for (const auto& n : j["fp32_nodes"]) {
+    if (!n.is_string()) throw Error(where, "\"fp32_nodes\" holds a non-string");
+    p.fp32_nodes.push_back(n.get<std::string>());
+  }
+  if (j.contains("scaled")) {
+    if (!j["scaled"].is_array()) throw Error(where, "\"scaled\" is not an array");
+    for (const auto& e : j["scaled"]) {
+      if (!e.is_object() || !e.contains("value") || !e["value"].is_string() || !e.contains("k") ||
+          !e["k"].is_number_integer() || e["k"] < 1 || e["k"] > 64)
+        throw Error(where,
+                    "\"scaled\" entries need a \"value\" name and an integer \"k\" in 1..64");
+      p.scaled.push_back({e["value"].get<std::string>(), e["k"].get<int>()});
+    }
+  }
+  return p;
+}
+
+PlanFile read_plan(const std::string& where, const std::filesystem::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(where, "cannot open the file");
+  std::error_code ec;
+  if (const auto size = std::filesystem::file_size(path, ec); !ec) check_memory(size, where);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return parse_plan(text, where);
 }
 
 }  // namespace fpguard::analysis

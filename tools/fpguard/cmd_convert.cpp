@@ -3,7 +3,6 @@
 // original on the same inputs, with check's pass criterion.
 #include <fmt/format.h>
 
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -28,48 +27,6 @@ struct ConvertArgs {
   int threads = 0;
 };
 
-struct PlanFile {
-  std::string precision;
-  std::vector<std::string> fp32_nodes;
-  std::vector<std::pair<std::string, int>> scaled;  // (value, k)
-};
-
-// plan.json; every error names the file.
-PlanFile read_plan(const std::string& path) {
-  const std::string where = "--plan " + path;
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(where, "cannot open the file");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const std::exception&) {
-    throw Error(where, "not JSON (expected a plan.json written by fpguard plan)");
-  }
-  if (!j.is_object() || !j.contains("schema_version") || j["schema_version"] != 1)
-    throw Error(where, "not a plan.json of schema_version 1");
-  if (!j.contains("precision") || !j["precision"].is_string())
-    throw Error(where, "\"precision\" is missing or not a string");
-  if (!j.contains("fp32_nodes") || !j["fp32_nodes"].is_array())
-    throw Error(where, "\"fp32_nodes\" is missing or not an array");
-  PlanFile p;
-  p.precision = j["precision"].get<std::string>();
-  for (const auto& n : j["fp32_nodes"]) {
-    if (!n.is_string()) throw Error(where, "\"fp32_nodes\" holds a non-string");
-    p.fp32_nodes.push_back(n.get<std::string>());
-  }
-  if (j.contains("scaled")) {
-    if (!j["scaled"].is_array()) throw Error(where, "\"scaled\" is not an array");
-    for (const auto& e : j["scaled"]) {
-      if (!e.is_object() || !e.contains("value") || !e["value"].is_string() || !e.contains("k") ||
-          !e["k"].is_number_integer() || e["k"] < 1 || e["k"] > 64)
-        throw Error(where,
-                    "\"scaled\" entries need a \"value\" name and an integer \"k\" in 1..64");
-      p.scaled.push_back({e["value"].get<std::string>(), e["k"].get<int>()});
-    }
-  }
-  return p;
-}
-
 void convert_command(const ConvertArgs& a) {
   if (a.output.empty()) throw Error("-o", "give the output model path");
   check_not_same_file(a.model, a.output, "-o");
@@ -79,7 +36,7 @@ void convert_command(const ConvertArgs& a) {
   analysis::name_nodes(m);
   const model::Model original = m;
   if (!a.plan.empty()) {
-    const PlanFile plan = read_plan(a.plan);
+    const analysis::PlanFile plan = analysis::read_plan("--plan " + a.plan, a.plan);
     if (!precision.empty() && parse_format(precision).name != parse_format(plan.precision).name)
       throw Error("--plan " + a.plan,
                   "the plan is for " + plan.precision + ", not " + parse_format(precision).name);

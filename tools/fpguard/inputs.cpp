@@ -9,6 +9,7 @@
 
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
+#include "fpguard/limits.hpp"
 
 namespace fpguard::cli {
 
@@ -82,6 +83,8 @@ Tensor generate(const std::string& spec, const model::ValueInfo& vi,
   const auto dtype = vi.elem_type ? model::dtype_of(vi.elem_type) : DType::float32;
   if (!dtype) throw Error(where, "unsupported input type " + model::onnx_type_name(vi.elem_type));
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + index);
+  // The shape comes from the command line or the model: refuse what cannot be held.
+  check_memory(element_count(shape, where) * (sizeof(double) + itemsize(*dtype)), where);
   Tensor d(DType::float64, shape);
   auto v = d.data<double>();
   if (parts[0] == "uniform") {
