@@ -42,10 +42,11 @@ void check_attribute_type(const onnx::NodeProto& n, const onnx::AttributeProto& 
                            onnx::AttributeProto::AttributeType_Name(it->second.type));
 }
 
-// Reads the external data of `p` into a copy with raw_data, as the ONNX spec describes:
-// keys location (relative to the model's directory), offset, length.
-onnx::TensorProto resolve_external(const onnx::TensorProto& p, const LoadContext& ctx,
-                                   const std::string& where) {
+// Reads the external data of `p` straight into its tensor (one copy: file -> tensor), as
+// the ONNX spec describes it: keys location (relative to the model's directory), offset,
+// length. The location may not leave the model's directory; sizes are checked against
+// the file and the memory limit before anything is allocated.
+Tensor load_external(const onnx::TensorProto& p, const LoadContext& ctx, const std::string& where) {
   std::string location;
   std::uint64_t offset = 0;
   std::optional<std::uint64_t> length;
@@ -92,21 +93,44 @@ onnx::TensorProto resolve_external(const onnx::TensorProto& p, const LoadContext
     throw Error(where, "external data offset " + std::to_string(offset) + " + length " +
                            std::to_string(len) + " is past the end of '" + location + "' (" +
                            std::to_string(size) + " bytes)");
-  check_memory(len, where);  // before allocating what a hostile length asks for
-  std::string bytes(static_cast<std::size_t>(len), '\0');
+  // Its type and fields are validated as an inline tensor's would be, on an empty copy
+  // (dims [0], no data: nothing is copied), so the refusals read the same.
+  {
+    onnx::TensorProto probe = p;
+    probe.clear_external_data();
+    probe.set_data_location(onnx::TensorProto::DEFAULT);
+    probe.clear_dims();
+    probe.add_dims(0);
+    (void)detail::tensor_from_proto(probe, where);
+  }
+  const std::vector<std::int64_t> dims(p.dims().begin(), p.dims().end());
+  const DType dtype = *detail::find_pb_type(p.data_type())->dtype;
+  const std::uint64_t want = element_count(dims, where) * itemsize(dtype);
+  if (len != want)
+    throw Error(
+        where, "external data has " + std::to_string(len) + " bytes, but dims " +
+                   [&] {
+                     std::string t = "[";
+                     for (std::size_t i = 0; i < dims.size(); ++i)
+                       t += (i ? "," : "") + std::to_string(dims[i]);
+                     return t + "]";
+                   }() +
+                   " of " + detail::find_pb_type(p.data_type())->name + " need " +
+                   std::to_string(want));
+  check_memory(want, where);  // before allocating what a hostile length asks for
+  Tensor t(dtype, dims);
   in.seekg(static_cast<std::streamoff>(offset));
-  in.read(bytes.data(), static_cast<std::streamsize>(len));
+  in.read(reinterpret_cast<char*>(t.bytes()), static_cast<std::streamsize>(want));
   if (!in) throw Error(where, "external data file '" + location + "': read failed");
-  onnx::TensorProto copy = p;
-  copy.clear_external_data();
-  copy.set_data_location(onnx::TensorProto::DEFAULT);
-  copy.set_raw_data(std::move(bytes));
-  return copy;
+  if (dtype == DType::bool_)
+    for (std::uint8_t v : t.data<std::uint8_t>())
+      if (v > 1) throw Error(where, "external data holds a BOOL that is not 0 or 1");
+  return t;
 }
 
 Tensor load_tensor(const onnx::TensorProto& p, const LoadContext& ctx, const std::string& where) {
   if (p.data_location() == onnx::TensorProto::EXTERNAL || p.external_data_size() > 0)
-    return detail::tensor_from_proto(resolve_external(p, ctx, where), where);
+    return load_external(p, ctx, where);
   return detail::tensor_from_proto(p, where);
 }
 
