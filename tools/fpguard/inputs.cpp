@@ -87,14 +87,25 @@ Tensor generate(const std::string& spec, const model::ValueInfo& vi,
   check_memory(element_count(shape, where) * (sizeof(double) + itemsize(*dtype)), where);
   Tensor d(DType::float64, shape);
   auto v = d.data<double>();
+  if (!std::isfinite(a) || !std::isfinite(b))
+    throw Error(where, "'" + spec + "': the parameters must be finite numbers");
   if (parts[0] == "uniform") {
     if (!(a <= b)) throw Error(where, "uniform needs LO <= HI");
-    std::uniform_real_distribution<double> dist(a, b);
-    for (auto& x : v) x = dist(rng);
+    if (!std::isfinite(b - a)) throw Error(where, "uniform: HI - LO overflows a double");
+    if (a == b) {
+      std::fill(v.begin(), v.end(), a);
+    } else {
+      std::uniform_real_distribution<double> dist(a, b);
+      for (auto& x : v) x = dist(rng);
+    }
   } else {
     if (!(b >= 0)) throw Error(where, "normal needs STD >= 0");
-    std::normal_distribution<double> dist(a, b);
-    for (auto& x : v) x = dist(rng);
+    if (b == 0) {  // a constant (the distribution itself wants STD > 0)
+      std::fill(v.begin(), v.end(), a);
+    } else {
+      std::normal_distribution<double> dist(a, b);
+      for (auto& x : v) x = dist(rng);
+    }
   }
   if (!exec::is_float(*dtype))
     for (auto& x : v) x = std::round(x);
