@@ -70,6 +70,22 @@ void for_each_index(const std::vector<std::int64_t>& dims, F&& f) {
   }
 }
 
+// Conv and ConvTranspose: the optional bias B (input 2, one value per output channel)
+// added to every position of y (n images, m channels, osize positions each).
+void add_bias(const KernelContext& ctx, float* y, std::int64_t n, std::int64_t m,
+              std::int64_t osize) {
+  if (!ctx.has(2)) return;
+  const Tensor& bias = ctx.in(2);
+  require_float(ctx, bias, "B");
+  if (bias.size() != static_cast<std::size_t>(m))
+    ctx.fail("B must have " + std::to_string(m) + " values");
+  auto pb = bias.data<float>();
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t j = 0; j < m; ++j)
+      for (std::int64_t i = 0; i < osize; ++i)
+        y[(b * m + j) * osize + i] += pb[static_cast<std::size_t>(j)];
+}
+
 void conv(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   const Tensor& w = ctx.in(1);
@@ -127,17 +143,7 @@ void conv(KernelContext& ctx) {
         sgemm(ctx, false, false, mg, osize, kk, 1.0f, pw + g * mg * kk, kk, col.data(), osize, 0.0f,
               dst, osize);
     }
-  if (ctx.has(2)) {
-    const Tensor& bias = ctx.in(2);
-    require_float(ctx, bias, "B");
-    if (bias.size() != static_cast<std::size_t>(m))
-      ctx.fail("B must have " + std::to_string(m) + " values");
-    auto pb = bias.data<float>();
-    for (std::int64_t b = 0; b < n; ++b)
-      for (std::int64_t j = 0; j < m; ++j)
-        for (std::int64_t i = 0; i < osize; ++i)
-          po[(b * m + j) * osize + i] += pb[static_cast<std::size_t>(j)];
-  }
+  add_bias(ctx, po, n, m, osize);
 }
 
 template <bool is_max>
@@ -307,17 +313,7 @@ void conv_transpose(KernelContext& ctx) {
         });
       }
     }
-  if (ctx.has(2)) {
-    const Tensor& bias = ctx.in(2);
-    require_float(ctx, bias, "B");
-    if (bias.size() != static_cast<std::size_t>(m))
-      ctx.fail("B must have " + std::to_string(m) + " values");
-    auto pb = bias.data<float>();
-    for (std::int64_t b = 0; b < n; ++b)
-      for (std::int64_t j = 0; j < m; ++j)
-        for (std::int64_t i = 0; i < osize; ++i)
-          py[(b * m + j) * osize + i] += pb[static_cast<std::size_t>(j)];
-  }
+  add_bias(ctx, py, n, m, osize);
 }
 
 }  // namespace
