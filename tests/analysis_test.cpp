@@ -12,51 +12,14 @@
 #include "fpguard/analysis.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
+#include "graph_util.hpp"
 
 namespace fpguard::analysis {
 namespace {
 
-Tensor floats(std::vector<std::int64_t> shape, std::vector<float> v) {
-  Tensor t(DType::float32, std::move(shape));
-  FPG_CHECK(t.size() == v.size());
-  std::copy(v.begin(), v.end(), t.data<float>().begin());
-  return t;
-}
-
-Tensor scalar(float v) {
-  return floats({}, {v});
-}
-
-// A graph built in memory: one float32 input "x" of a fixed shape.
-struct Builder {
-  model::Model m;
-  explicit Builder(std::vector<std::int64_t> shape) {
-    m.ir_version = 8;
-    m.opsets[""] = 13;
-    m.path = "crafted.onnx";
-    model::ValueInfo x{"x", 1, true, {}};
-    for (auto d : shape) x.shape.push_back({d, ""});
-    m.graph.inputs.push_back(x);
-  }
-  Builder& node(const std::string& name, const std::string& op, std::vector<std::string> in,
-                std::string out) {
-    model::Node n;
-    n.name = name;
-    n.op_type = op;
-    n.inputs = std::move(in);
-    n.outputs = {std::move(out)};
-    m.graph.nodes.push_back(std::move(n));
-    return *this;
-  }
-  Builder& init(const std::string& name, Tensor t) {
-    m.graph.initializers.push_back({name, std::move(t)});
-    return *this;
-  }
-  Builder& output(const std::string& name) {
-    m.graph.outputs.push_back({name, 1, false, {}});
-    return *this;
-  }
-};
+using test::floats;
+using test::scalar;
+using Builder = test::GraphBuilder;
 
 CheckOptions fp16() {
   CheckOptions o;

@@ -9,17 +9,14 @@
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
 #include "fpguard/model.hpp"
+#include "graph_util.hpp"
 
 namespace fpguard::exec {
 namespace {
 
 const std::filesystem::path kData = FPGUARD_MODEL_DATA;
 
-Tensor floats(std::vector<std::int64_t> shape, std::vector<float> v) {
-  Tensor t(DType::float32, std::move(shape));
-  std::copy(v.begin(), v.end(), t.data<float>().begin());
-  return t;
-}
+using test::floats;
 
 std::string run_error(const model::Model& m, const std::vector<NamedTensor>& in,
                       RunOptions o = {}) {
@@ -175,17 +172,9 @@ TEST(Registry, KnowsTheCommonOps) {
 
 // A one-node model built in memory: x (float32, `xs`) op w (initializer) -> y.
 model::Model one_node(const std::string& op, std::vector<std::int64_t> xs, Tensor w) {
-  model::Model m;
-  m.ir_version = 8;
-  m.opsets[""] = 13;
-  m.path = "acc.onnx";
-  model::ValueInfo x{"x", 1, true, {}};
-  for (auto d : xs) x.shape.push_back({d, ""});
-  m.graph.inputs.push_back(x);
-  m.graph.initializers.push_back({"w", std::move(w)});
-  m.graph.nodes.push_back({"node", op, "", {"x", "w"}, {"y"}, {}, ""});
-  m.graph.outputs.push_back({"y", 1, false, {}});
-  return m;
+  test::GraphBuilder b(std::move(xs), "acc.onnx");
+  b.init("w", std::move(w)).node("node", op, {"x", "w"}, "y").output("y");
+  return b.m;
 }
 
 RunOptions accumulating(const std::string& order) {

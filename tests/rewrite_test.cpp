@@ -12,40 +12,16 @@
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
 #include "fpguard/rewrite.hpp"
+#include "graph_util.hpp"
 
 namespace fpguard::rewrite {
 namespace {
 
-Tensor floats(std::vector<std::int64_t> shape, std::vector<float> v) {
-  Tensor t(DType::float32, std::move(shape));
-  FPG_CHECK(t.size() == v.size());
-  std::copy(v.begin(), v.end(), t.data<float>().begin());
-  return t;
-}
+using test::floats;
 
-struct Builder {
-  model::Model m;
-  explicit Builder(std::vector<std::int64_t> shape) {
-    m.ir_version = 8;
-    m.opsets[""] = 13;
-    m.path = "scale.onnx";
-    model::ValueInfo x{"x", 1, true, {}};
-    for (auto d : shape) x.shape.push_back({d, ""});
-    m.graph.inputs.push_back(x);
-  }
-  Builder& node(const std::string& name, const std::string& op, std::vector<std::string> in,
-                std::string out, std::vector<model::Attribute> attrs = {}) {
-    m.graph.nodes.push_back({name, op, "", std::move(in), {std::move(out)}, std::move(attrs), ""});
-    return *this;
-  }
-  Builder& init(const std::string& name, Tensor t) {
-    m.graph.initializers.push_back({name, std::move(t)});
-    return *this;
-  }
-  Builder& output(const std::string& name) {
-    m.graph.outputs.push_back({name, 1, false, {}});
-    return *this;
-  }
+struct Builder : test::GraphBuilder {
+  explicit Builder(std::vector<std::int64_t> shape)
+      : GraphBuilder(std::move(shape), "scale.onnx") {}
 };
 
 std::vector<float> run32(const model::Model& m, const Tensor& x) {

@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -27,33 +26,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-failures = []
-
-
-def check(cond, what, detail=""):
-    if not cond:
-        failures.append(f"{what}: {detail}")
-        print(f"FAIL {what}: {detail}")
-
-
-def run(fpguard, *argv):
-    return subprocess.run([fpguard, *argv], capture_output=True, text=True, timeout=300)
-
-
-def fails(fpguard, case, argv, *needles):
-    r = run(fpguard, *argv)
-    check(r.returncode == 2, f"{case}: exit 2", (r.returncode, r.stdout[-300:]))
-    lines = r.stderr.splitlines()
-    check(len(lines) == 1 and lines[0].startswith("fpguard: error: "), f"{case}: one error line",
-          repr(r.stderr))
-    for n in needles:
-        check(n in r.stderr, f"{case}: names {n!r}", repr(r.stderr))
-
-
-def read_outputs(d):
-    with open(os.path.join(d, "outputs.json")) as fh:
-        j = json.load(fh)
-    return {t["name"]: np.load(os.path.join(d, t["file"])) for t in j["tensors"]}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from clitest import check, fails, failures, read_outputs, run  # noqa: E402
 
 
 def valid(path, what):

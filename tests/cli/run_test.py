@@ -9,7 +9,6 @@ tests/data/make_models.py: outputs against NumPy, outputs.json, --json fields,
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -18,27 +17,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
 import make_models  # noqa: E402
 
-failures = []
-
-
-def check(cond, what, detail=""):
-    if not cond:
-        failures.append(f"{what}: {detail}")
-        print(f"FAIL {what}: {detail}")
-
-
-def run(fpguard, *argv):
-    return subprocess.run([fpguard, *argv], capture_output=True, text=True, timeout=120)
-
-
-def fails(fpguard, case, argv, *needles):
-    r = run(fpguard, *argv)
-    check(r.returncode == 2, f"{case}: exit 2", r.returncode)
-    lines = r.stderr.splitlines()
-    check(len(lines) == 1 and lines[0].startswith("fpguard: error: "), f"{case}: one error line",
-          repr(r.stderr))
-    for n in needles:
-        check(n in r.stderr, f"{case}: names {n!r}", repr(r.stderr))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from clitest import check, fails, failures, run  # noqa: E402
 
 
 def main():
