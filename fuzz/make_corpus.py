@@ -13,7 +13,6 @@ themselves (Debian's python3-numpy and python3-onnx: run with /usr/bin/python3).
 import io
 import json
 import os
-import struct
 import sys
 import zipfile
 

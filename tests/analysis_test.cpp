@@ -197,9 +197,8 @@ TEST(Origins, NaNFromZeroOverZeroStartsAtTheDivision) {
 }
 
 // Relu(x) -> MatMul(K = 4096) with x ~ 1000 + N(0, 1) and weights +-1 that cancel: the
-// rounding of x to fp16 (ULP 0.5 at 1000) swamps the small differences. The MatMul is
-// the accuracy origin; the Relu (whose output is as accurate as fp16 allows) is not.
-TEST(Origins, AccuracyLossAtALargeKMatMul) {
+// rounding of x to fp16 (ULP 0.5 at 1000) swamps the small differences.
+std::pair<Builder, Tensor> cancelling_matmul() {
   const std::int64_t M = 4, K = 4096, N = 8;
   Builder b({M, K});
   std::vector<float> w(K * N);
@@ -211,7 +210,14 @@ TEST(Origins, AccuracyLossAtALargeKMatMul) {
   std::normal_distribution<float> noise(0, 1);
   std::vector<float> xv(M * K);
   for (auto& v : xv) v = 1000 + noise(rng);
-  const Diagnosis d = check(b.m, {{{"x", floats({M, K}, xv)}}}, fp16());
+  return {b, floats({M, K}, xv)};
+}
+
+// The MatMul is the accuracy origin; the Relu (whose output is as accurate as fp16
+// allows) is not.
+TEST(Origins, AccuracyLossAtALargeKMatMul) {
+  const auto [b, x] = cancelling_matmul();
+  const Diagnosis d = check(b.m, {{{"x", x}}}, fp16());
   EXPECT_FALSE(d.pass);
   EXPECT_EQ(d.outputs[0].nonfinite, 0u);
   EXPECT_LT(d.outputs[0].cosine, 0.999);
@@ -225,11 +231,10 @@ TEST(Origins, AccuracyLossAtALargeKMatMul) {
   // Turning the rule off by id removes it; an unknown id is an error.
   CheckOptions off = fp16();
   off.disabled_rules = {"large-k"};
-  for (const auto& r : check(b.m, {{{"x", floats({M, K}, xv)}}}, off).rules)
-    EXPECT_NE(r.id, "large-k");
+  for (const auto& r : check(b.m, {{{"x", x}}}, off).rules) EXPECT_NE(r.id, "large-k");
   off.disabled_rules = {"large_k"};
   try {
-    check(b.m, {{{"x", floats({M, K}, xv)}}}, off);
+    check(b.m, {{{"x", x}}}, off);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("did you mean 'large-k'"), std::string::npos) << e.what();
@@ -323,25 +328,15 @@ TEST(Plan, CoversAnOverflowWithItsRegion) {
 // does not help (its input still arrives rounded to fp16 by the Relu): the planner finds
 // that the Relu must stay float32 too, and nothing else.
 TEST(Plan, KeepsTheAccuracyOriginOnly) {
-  const std::int64_t M = 4, K = 4096, N = 8;
-  Builder b({M, K});
-  std::vector<float> w(K * N);
-  for (std::int64_t k = 0; k < K; ++k)
-    for (std::int64_t n = 0; n < N; ++n) w[k * N + n] = ((k + n) % 2) ? 1.0f : -1.0f;
-  b.init("W", floats({K, N}, w));
-  b.node("act", "Relu", {"x"}, "a").node("proj", "MatMul", {"a", "W"}, "y").output("y");
-  std::mt19937 rng(7);
-  std::normal_distribution<float> noise(0, 1);
-  std::vector<float> xv(M * K);
-  for (auto& v : xv) v = 1000 + noise(rng);
+  const auto [b, x] = cancelling_matmul();
   PlanOptions o;
   o.check = fp16();
-  const Plan p = plan(b.m, {{{"x", floats({M, K}, xv)}}}, o);
+  const Plan p = plan(b.m, {{{"x", x}}}, o);
   EXPECT_TRUE(p.meets);
   EXPECT_EQ(p.fp32_nodes, (std::vector<std::string>{"act", "proj"}));
   // With one pass allowed, no plan is found: the best one is returned, not meeting.
   o.max_passes = 1;
-  const Plan q = plan(b.m, {{{"x", floats({M, K}, xv)}}}, o);
+  const Plan q = plan(b.m, {{{"x", x}}}, o);
   EXPECT_FALSE(q.meets);
   EXPECT_EQ(q.passes, 1u);
 }
