@@ -53,7 +53,25 @@ double parse_double(const std::string& s, const std::string& where) {
 std::vector<std::int64_t> input_shape(
     const model::ValueInfo& vi, const std::map<std::string, std::vector<std::int64_t>>& shapes,
     const std::string& model) {
-  if (auto it = shapes.find(vi.name); it != shapes.end()) return it->second;
+  if (auto it = shapes.find(vi.name); it != shapes.end()) {
+    // --shape fills in dynamic dimensions; it may not contradict fixed ones.
+    const auto& s = it->second;
+    if (vi.has_shape) {
+      bool fits = s.size() == vi.shape.size();
+      for (std::size_t d = 0; fits && d < s.size(); ++d)
+        fits = !vi.shape[d].fixed() || vi.shape[d].value == s[d];
+      if (!fits) {
+        std::string declared;
+        for (std::size_t d = 0; d < vi.shape.size(); ++d)
+          declared += (d ? "," : "") + (vi.shape[d].fixed() ? std::to_string(vi.shape[d].value)
+                                        : vi.shape[d].param.empty() ? std::string("?")
+                                                                    : vi.shape[d].param);
+        throw Error("--shape " + vi.name, "the model declares " + vi.name + " as [" + declared +
+                                              "]; --shape may only fill in its dynamic dimensions");
+      }
+    }
+    return s;
+  }
   if (!vi.has_shape)
     throw Error(model + ": input '" + vi.name + "'",
                 "the model declares no shape; give one with --shape " + vi.name + "=D0,D1,...");
