@@ -341,10 +341,10 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   // A model that already stores values in 16 bits (one fpguard convert wrote, say) is
   // checked as it is: its float32 nodes stay float32, and the reference is its float32
   // twin (the same graph with every 16-bit value held in float32, no Cast rounding).
+  // (16-bit activations, that is: 16-bit weights cast to float32 are a float32 model.)
   bool mixed = false;
-  for (const auto& t : m.graph.initializers)
-    mixed = mixed || t.tensor.dtype() == DType::float16 || t.tensor.dtype() == DType::bfloat16;
-  for (const auto& v : m.graph.inputs) mixed = mixed || v.elem_type == 10 || v.elem_type == 16;
+  for (const auto* v : m.graph.runtime_inputs())
+    mixed = mixed || v->elem_type == 10 || v->elem_type == 16;
   for (const auto& n : m.graph.nodes)
     mixed =
         mixed || (n.op_type == "Cast" && (n.attr_int("to", 0) == 10 || n.attr_int("to", 0) == 16));

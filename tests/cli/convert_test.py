@@ -238,6 +238,21 @@ def crafted(f, tmp):
     fill = next(n for n in m.graph.node if n.op_type == "ConstantOfShape")
     check(fill.attribute[0].t.data_type == TensorProto.FLOAT16, "its value is float16")
 
+    # float16 weights cast to float32 make a float32 model: check emulates all of it.
+    w16 = numpy_helper.from_array(rng.normal(0, 1, (2, 4)).astype(np.float16), "w16")
+    g = helper.make_graph(
+        [helper.make_node("Cast", ["w16"], ["w"], name="widen", to=F),
+         helper.make_node("Mul", ["x", "w"], ["y"], name="scale")],
+        "w16", [helper.make_tensor_value_info("x", F, [2, 4])],
+        [helper.make_tensor_value_info("y", F, [2, 4])], [w16])
+    src = save(g, os.path.join(tmp, "w16.onnx"))
+    rc = run(f, "check", src, "--precision", "fp16", "--json", "-", "--quiet")
+    j = json.loads(rc.stdout) if rc.stdout.startswith("{") else {}
+    mul = [n for n in j.get("nodes", []) if n["name"] == "scale"]
+    check(mul and mul[0]["precision"] == "float16" and
+          not any("16 bits" in n for n in j.get("notes", [])),
+          "fp16 weights cast to float: the model is checked as float32", rc.stdout[:300])
+
     # bfloat16.
     out = os.path.join(tmp, "shared_bf16.onnx")
     r = run(f, "convert", os.path.join(tmp, "shared.onnx"), "--precision", "bf16", "-o", out)
