@@ -1,0 +1,72 @@
+#!/usr/bin/env node
+// fpguard run against ONNX Runtime (onnxruntime-node, CPU) on the same models and inputs:
+// the median time of one float32 run each, and their ratio. ONNX Runtime is a baseline
+// for this benchmark only; fpguard does not depend on it. Setup, once, outside the repo:
+//   mkdir /tmp/ort && cd /tmp/ort && ONNXRUNTIME_NODE_INSTALL_CUDA=skip npm install onnxruntime-node
+// then: NODE_PATH=/tmp/ort/node_modules bench/ort_compare.js BUILD_DIR [THREADS]
+// Models: the bench models (BUILD_DIR/bench/models) and examples/, each a folder with
+// model.onnx and inputs/<name>.npy (float32).
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const { execFileSync } = require('child_process');
+const ort = require('onnxruntime-node');
+
+function readNpy(file) {  // little-endian float32, C order (what the model folders hold)
+  const b = fs.readFileSync(file);
+  const hlen = b[6] === 1 ? b.readUInt16LE(8) : b.readUInt32LE(8);
+  const off = b[6] === 1 ? 10 : 12;
+  const header = b.toString('latin1', off, off + hlen);
+  if (!header.includes("'<f4'") || header.includes("'fortran_order': True"))
+    throw new Error(`${file}: expected a C-order float32 .npy`);
+  const shape = header.match(/\(([^)]*)\)/)[1].split(',').filter((s) => s.trim()).map(Number);
+  const data = new Float32Array(b.buffer.slice(b.byteOffset + off + hlen,
+                                               b.byteOffset + b.length));
+  return new ort.Tensor('float32', data, shape);
+}
+
+function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+async function main() {
+  const build = process.argv[2] || 'build';
+  const threads = Number(process.argv[3] || require('os').cpus().length);
+  const repeat = 20;
+  const roots = [path.join(build, 'bench', 'models'), path.join(__dirname, '..', 'examples')];
+  console.log(`${'model'.padEnd(20)} ${'ORT ms'.padStart(9)} ${'fpguard ms'.padStart(11)} ` +
+              `${'fpguard / ORT'.padStart(14)}  (threads ${threads}, median of ${repeat})`);
+  for (const root of roots) {
+    if (!fs.existsSync(root)) continue;
+    for (const name of fs.readdirSync(root).sort()) {
+      const dir = path.join(root, name);
+      const model = path.join(dir, 'model.onnx');
+      if (!fs.existsSync(model)) continue;
+      const feeds = {};
+      for (const f of fs.readdirSync(path.join(dir, 'inputs')))
+        feeds[path.basename(f, '.npy')] = readNpy(path.join(dir, 'inputs', f));
+      const session = await ort.InferenceSession.create(model, {
+        intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential'});
+      await session.run(feeds);  // warm-up
+      const times = [];
+      for (let i = 0; i < repeat; ++i) {
+        const t0 = process.hrtime.bigint();
+        await session.run(feeds);
+        times.push(Number(process.hrtime.bigint() - t0) / 1e6);
+      }
+      const ortMs = median(times);
+      const out = execFileSync(path.join(build, 'fpguard'),
+                               ['run', model, '--inputs', path.join(dir, 'inputs'), '--repeat',
+                                String(repeat), '--threads', String(threads), '--json']);
+      const fpgMs = JSON.parse(out).timing.median_run_ms;
+      console.log(`${name.padEnd(20)} ${ortMs.toFixed(2).padStart(9)} ` +
+                  `${fpgMs.toFixed(2).padStart(11)} ${(fpgMs / ortMs).toFixed(2).padStart(14)}`);
+    }
+  }
+}
+
+main().catch((e) => {
+  console.error(`ort_compare: ${e.message}`);
+  process.exit(2);
+});
