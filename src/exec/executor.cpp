@@ -47,6 +47,10 @@ struct Executor::Slot {
   std::string exact_in;
   bool weight = false;             // an initializer: rounded once per format, never freed
   const Tensor* source = nullptr;  // the initializer in the model (weights)
+  // The carrier: `t`, or for an initializer whose storage already is a carrier (float32,
+  // integers, bool) the model's own tensor, which is never copied.
+  const Tensor& value() const { return view ? *view : t; }
+  const Tensor* view = nullptr;
 };
 
 namespace {
@@ -262,7 +266,7 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
     for (const auto& o : sub.outputs) {
       Slot* s = inner.find(o.name);
       if (!s) ctx.fail("subgraph output '" + o.name + "' was not produced");
-      out.push_back(convert(s->t, s->storage));
+      out.push_back(convert(s->value(), s->storage));
     }
     return out;
   };
@@ -279,16 +283,17 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
     if (!found) throw Error(ctx.where, "input '" + name + "' is not available");
     const Slot& s = *found;
     ctx.input_dtypes.push_back(s.storage);
-    if (carried_format.empty() && s.t.dtype() == DType::float32) carried_format = s.exact_in;
-    if (fmt && s.t.dtype() == DType::float32 && s.exact_in != fmt->name) {
+    const Tensor& v = s.value();
+    if (carried_format.empty() && v.dtype() == DType::float32) carried_format = s.exact_in;
+    if (fmt && v.dtype() == DType::float32 && s.exact_in != fmt->name) {
       if (s.weight) {
-        ctx.inputs.push_back(&options_.weights->get(s.source, s.t, *fmt, policy.round_options));
+        ctx.inputs.push_back(&options_.weights->get(s.source, v, *fmt, policy.round_options));
       } else {
-        rounded.push_back(rounded_copy(s.t, *fmt, policy.round_options));
+        rounded.push_back(rounded_copy(v, *fmt, policy.round_options));
         ctx.inputs.push_back(&rounded.back());
       }
     } else {
-      ctx.inputs.push_back(&s.t);
+      ctx.inputs.push_back(&v);
     }
   }
   ctx.outputs.resize(node.outputs.size());
@@ -339,7 +344,12 @@ void Executor::add_initializers(const model::Graph& g, Scope& scope) const {
   for (const auto& t : g.initializers)
     if (!scope.values.count(t.name)) {
       Slot& s = scope.values[t.name];
-      s = make_slot(t.tensor, options_.float32_storage);
+      if (is_float(t.tensor.dtype()) && t.tensor.dtype() != DType::float32) {
+        s = make_slot(t.tensor, options_.float32_storage);  // widened once per run
+      } else {
+        s.storage = t.tensor.dtype();
+        s.view = &t.tensor;
+      }
       s.weight = true;
       s.source = &t.tensor;
     }
@@ -425,7 +435,7 @@ std::vector<NamedTensor> Session::evaluate_next(const std::optional<Format>& fmt
 
 const Tensor* Session::value(const std::string& name) const {
   const Executor::Slot* s = scope_->find(name);
-  return s ? &s->t : nullptr;
+  return s ? &s->value() : nullptr;
 }
 
 std::vector<NamedTensor> Session::outputs() const {
@@ -433,7 +443,7 @@ std::vector<NamedTensor> Session::outputs() const {
   for (const auto& o : ex_.model_.graph.outputs) {
     const Executor::Slot* s = scope_->find(o.name);
     if (!s) throw Error(ex_.where_, "graph output '" + o.name + "' was not produced");
-    out.push_back({o.name, convert(s->t, s->storage)});
+    out.push_back({o.name, convert(s->value(), s->storage)});
   }
   return out;
 }

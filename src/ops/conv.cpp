@@ -70,6 +70,31 @@ void for_each_index(const std::vector<std::int64_t>& dims, F&& f) {
   }
 }
 
+// im2col of one 2-D input plane: rows (kh, kw), columns output positions (oh, ow);
+// positions in the padding are 0. The same layout as the N-d loop of conv().
+void im2col_2d(const float* plane, const Window& win, float* col) {
+  const auto ih_n = win.in[0], iw_n = win.in[1], oh_n = win.out[0], ow_n = win.out[1];
+  const auto osize = oh_n * ow_n;
+  for (std::int64_t kh = 0; kh < win.kernel[0]; ++kh)
+    for (std::int64_t kw = 0; kw < win.kernel[1]; ++kw) {
+      float* row = col + (kh * win.kernel[1] + kw) * osize;
+      for (std::int64_t oh = 0; oh < oh_n; ++oh) {
+        float* r = row + oh * ow_n;
+        const auto ih = oh * win.stride[0] - win.pad_begin[0] + kh * win.dilation[0];
+        if (ih < 0 || ih >= ih_n) {
+          std::fill(r, r + ow_n, 0.0f);
+          continue;
+        }
+        const float* src = plane + ih * iw_n;
+        const auto base = kw * win.dilation[1] - win.pad_begin[1];
+        for (std::int64_t ow = 0; ow < ow_n; ++ow) {
+          const auto iw = ow * win.stride[1] + base;
+          r[ow] = iw >= 0 && iw < iw_n ? src[iw] : 0.0f;
+        }
+      }
+    }
+}
+
 // Conv and ConvTranspose: the optional bias B (input 2, one value per output channel)
 // added to every position of y (n images, m channels, osize positions each).
 void add_bias(const KernelContext& ctx, float* y, std::int64_t n, std::int64_t m,
@@ -120,6 +145,10 @@ void conv(KernelContext& ctx) {
       // im2col: row (ci, kernel offset), column output position.
       for (std::int64_t ci = 0; ci < cg; ++ci) {
         const float* plane = px + (b * c + g * cg + ci) * isize;
+        if (sd == 2) {  // the common case, without the generic index machinery
+          im2col_2d(plane, win, col.data() + ci * ksize * osize);
+          continue;
+        }
         for_each_index(kernel, [&](const std::vector<std::int64_t>& kidx, std::int64_t kr) {
           float* row = col.data() + (ci * ksize + kr) * osize;
           for_each_index(win.out, [&](const std::vector<std::int64_t>& oidx, std::int64_t oc) {
