@@ -134,8 +134,8 @@ TEST(Compare, FormatsWithoutInfOverflowToNaN) {
   EXPECT_TRUE(std::isnan(c.cosine()));
 }
 
-// x * 1000 (fits) -> * 100 (1e5 > 65504) -> + 1 -> Relu: the second Mul only.
-TEST(Origins, OverflowAtNodeKIsReportedAtKOnly) {
+// x * 1000 (fits) -> * 100 (1e5 > 65504 for |x| > 0.655) -> + 1 -> Relu.
+std::pair<Builder, Tensor> overflow_chain() {
   Builder b({8});
   b.init("c1000", scalar(1000)).init("c100", scalar(100)).init("one", scalar(1));
   b.node("scale", "Mul", {"x", "c1000"}, "a")
@@ -143,7 +143,12 @@ TEST(Origins, OverflowAtNodeKIsReportedAtKOnly) {
       .node("shift", "Add", {"b", "one"}, "c")
       .node("act", "Relu", {"c"}, "y")
       .output("y");
-  const auto x = floats({8}, {0.1f, -0.2f, 0.3f, 0.9f, -0.9f, 0.5f, 0.01f, 0.7f});
+  return {b, floats({8}, {0.1f, -0.2f, 0.3f, 0.9f, -0.9f, 0.5f, 0.01f, 0.7f})};
+}
+
+// The second Mul only is the origin.
+TEST(Origins, OverflowAtNodeKIsReportedAtKOnly) {
+  const auto [b, x] = overflow_chain();
   const Diagnosis d = check(b.m, {{{"x", x}}}, fp16());
   EXPECT_FALSE(d.pass);
   EXPECT_EQ(origin_nodes(d, OriginKind::overflow), std::vector<std::string>{"boom"});
@@ -299,14 +304,7 @@ TEST(Origins, PrecisionBoundaryFromAFloat32Node) {
 // The planner covers the overflow with the smallest float32 region that removes it (the
 // origin and every node reading its out-of-range values), and counts the casts.
 TEST(Plan, CoversAnOverflowWithItsRegion) {
-  Builder b({8});
-  b.init("c1000", scalar(1000)).init("c100", scalar(100)).init("one", scalar(1));
-  b.node("scale", "Mul", {"x", "c1000"}, "a")
-      .node("boom", "Mul", {"a", "c100"}, "b")
-      .node("shift", "Add", {"b", "one"}, "c")
-      .node("act", "Relu", {"c"}, "y")
-      .output("y");
-  const auto x = floats({8}, {0.1f, -0.2f, 0.3f, 0.9f, -0.9f, 0.5f, 0.01f, 0.7f});
+  const auto [b, x] = overflow_chain();
   PlanOptions o;
   o.check = fp16();
   const Plan p = plan(b.m, {{{"x", x}}}, o);
