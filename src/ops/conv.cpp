@@ -111,15 +111,22 @@ void add_bias(const KernelContext& ctx, float* y, std::int64_t n, std::int64_t m
         y[(b * m + j) * osize + i] += pb[static_cast<std::size_t>(j)];
 }
 
-void conv(KernelContext& ctx) {
+// Conv and ConvTranspose: X and W (float carriers, the same rank >= 3).
+std::pair<const Tensor&, const Tensor&> conv_operands(const KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   const Tensor& w = ctx.in(1);
   require_float(ctx, x, "X");
   require_float(ctx, w, "W");
+  if (w.shape().size() < 3 || x.shape().size() != w.shape().size())
+    ctx.fail("X " + shape_str(x.shape()) + " and W " + shape_str(w.shape()) +
+             " ranks do not match");
+  return {x, w};
+}
+
+void conv(KernelContext& ctx) {
+  const auto [x, w] = conv_operands(ctx);
   const auto& xs = x.shape();
   const auto& ws = w.shape();
-  if (ws.size() < 3 || xs.size() != ws.size())
-    ctx.fail("X " + shape_str(xs) + " and W " + shape_str(ws) + " ranks do not match");
   const std::vector<std::int64_t> kernel(ws.begin() + 2, ws.end());
   if (ctx.node.has_attr("kernel_shape") && ctx.node.attr_ints("kernel_shape") != kernel)
     ctx.fail("kernel_shape does not match W " + shape_str(ws));
@@ -270,14 +277,9 @@ void global_pool(KernelContext& ctx) {
 // ConvTranspose: W^T x (sgemm) scattered back by col2im. Output size from
 // output_shape, or stride*(in-1) + output_padding + dilated kernel - pads.
 void conv_transpose(KernelContext& ctx) {
-  const Tensor& x = ctx.in(0);
-  const Tensor& w = ctx.in(1);
-  require_float(ctx, x, "X");
-  require_float(ctx, w, "W");
+  const auto [x, w] = conv_operands(ctx);
   const auto& xs = x.shape();
   const auto& ws = w.shape();
-  if (ws.size() < 3 || xs.size() != ws.size())
-    ctx.fail("X " + shape_str(xs) + " and W " + shape_str(ws) + " ranks do not match");
   const std::size_t sd = ws.size() - 2;
   const std::vector<std::int64_t> kernel(ws.begin() + 2, ws.end());
   const auto group = ctx.node.attr_int("group", 1);
