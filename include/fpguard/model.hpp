@@ -106,8 +106,11 @@ struct Model {
   std::int64_t default_opset() const;
 };
 
-// The default opsets this build accepts (ONNX opsets 7 .. 21).
-inline constexpr std::int64_t kMinOpset = 7;
+// The default opsets this build accepts: ONNX opsets 7 .. 21 (kFullOpset on, every op of
+// the opset), and 1 .. 6 for models whose ops are all still defined as at opset 7 (an op
+// redefined since, such as Add-6 with its `broadcast` attribute, is refused by name).
+inline constexpr std::int64_t kMinOpset = 1;
+inline constexpr std::int64_t kFullOpset = 7;
 inline constexpr std::int64_t kMaxOpset = 21;
 
 // Loads an ONNX model. External data (location/offset/length) is read relative to the

@@ -42,6 +42,26 @@ void check_attribute_type(const onnx::NodeProto& n, const onnx::AttributeProto& 
                            onnx::AttributeProto::AttributeType_Name(it->second.type));
 }
 
+// Opsets 1 to 6: an op whose definition at the model's opset is still the one in force at
+// kFullOpset means what fpguard implements; an older definition (Add-6's `broadcast`,
+// BatchNormalization-6's `spatial`, Relu-1's `consumed_inputs`, ...) is refused by name.
+void check_legacy_op(const onnx::NodeProto& n, std::int64_t opset, const std::string& where) {
+  if (opset >= kFullOpset || (!n.domain().empty() && n.domain() != "ai.onnx")) return;
+  const auto* then = onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset), "");
+  const auto* full = onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(kFullOpset), "");
+  if (!full) return;  // introduced later, or unknown: the executor lists unsupported ops
+  const std::string op = n.op_type(), at = "opset " + std::to_string(opset);
+  if (!then)
+    throw Error(where, "unsupported at " + at + ": " + op + " does not exist before opset " +
+                           std::to_string(full->since_version()));
+  if (then->since_version() != full->since_version())
+    throw Error(where, "unsupported at " + at + ": it defines " + op + "-" +
+                           std::to_string(then->since_version()) + ", and fpguard implements " +
+                           op + " from version " + std::to_string(full->since_version()) +
+                           " (opsets 1 to 6 are read only for ops unchanged since; "
+                           "re-export with opset 7 or later)");
+}
+
 // Reads the external data of `p` straight into its tensor (one copy: file -> tensor), as
 // the ONNX spec describes it: keys location (relative to the model's directory), offset,
 // length. The location may not leave the model's directory; sizes are checked against
@@ -250,6 +270,7 @@ GraphPtr load_graph(const onnx::GraphProto& g, const LoadContext& ctx) {
     node.inputs.assign(n.input().begin(), n.input().end());
     node.outputs.assign(n.output().begin(), n.output().end());
     const std::string where = ctx.file + ": " + node.describe();
+    check_legacy_op(n, ctx.opset, where);
     for (const auto& a : n.attribute()) {
       check_attribute_type(n, a, ctx.opset, where);
       node.attributes.push_back(load_attribute(a, ctx, where));

@@ -20,7 +20,7 @@ from onnx import numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DATA = "/usr/share/libonnx-testdata/data/node"
-MIN_OPSET = 7
+MIN_OPSET = 1
 MAX_OPSET = 21
 TENSOR_TYPES_SUPPORTED = {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 16}
 

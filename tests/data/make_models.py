@@ -141,6 +141,11 @@ def main(out):
     m = model([helper.make_node("Relu", ["x"], ["y"], name="r")],
               [vi("x", [1])], [vi("y", [1])], opset=5)
     onnx.save(m, os.path.join(out, "opset5.onnx"))
+    # Opset 6: Relu-6 and Abs-6 are the definitions still in force at opset 7.
+    m = model([helper.make_node("Relu", ["x"], ["a"], name="r"),
+               helper.make_node("Abs", ["a"], ["y"], name="abs")],
+              [vi("x", [1])], [vi("y", [1])], opset=6)
+    onnx.save(m, os.path.join(out, "opset6.onnx"))
 
 
 if __name__ == "__main__":
