@@ -32,6 +32,10 @@ add_test(NAME cli.end_to_end
 set_tests_properties(reference.exact PROPERTIES LABELS "reference" TIMEOUT 300)
 set_tests_properties(cli.end_to_end PROPERTIES LABELS "cli" TIMEOUT 300)
 
+add_test(NAME reference.spectral
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${_fpg_ref}/spectral_test.py --fpguard $<TARGET_FILE:fpguard>)
+set_tests_properties(reference.spectral PROPERTIES LABELS "reference;model" TIMEOUT 300)
+
 add_test(NAME reference.finfo
          COMMAND "${FPGUARD_TEST_PYTHON}" ${_fpg_ref}/finfo_test.py --fpguard $<TARGET_FILE:fpguard>)
 set_tests_properties(reference.finfo PROPERTIES LABELS "reference" TIMEOUT 120)

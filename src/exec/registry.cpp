@@ -44,6 +44,7 @@ const Registry& Registry::global() {
     ops::register_quantize(reg);
     ops::register_misc(reg);
     ops::register_rnn(reg);
+    ops::register_spectral(reg);
     return reg;
   }();
   return r;

@@ -38,6 +38,7 @@ void register_loss(Registry& r);
 void register_quantize(Registry& r);
 void register_misc(Registry& r);
 void register_rnn(Registry& r);
+void register_spectral(Registry& r);
 
 std::string shape_str(const Shape& s);
 // numpy broadcasting of two shapes; ctx.fail on mismatch.
