@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "fpguard/error.hpp"
 #include "fpguard/model.hpp"
@@ -204,6 +206,84 @@ TEST(Save, SavedModelPassesTheOnnxChecker) {
     EXPECT_EQ(std::system(cmd.c_str()), 0) << f;
   }
   std::filesystem::remove_all(dir);
+}
+
+struct TempDir {
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("fpg_model_ext_" + std::to_string(::getpid()));
+  TempDir() { std::filesystem::create_directories(path); }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+std::string file_bytes(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Initializers in an external data file: read back by fpguard and by Python's onnx (an
+// independent reader), with the same values as the inline model.
+TEST(Save, ExternalDataIsReadBackByOnnxAndByFpguard) {
+  const TempDir dir;
+  const Model m = load(kData / "mlp.onnx");
+  SaveOptions o;
+  o.external = SaveOptions::External::always;
+  o.min_external_bytes = 0;
+  const auto out = dir.path / "mlp_ext.onnx";
+  const SaveResult r = save(m, out, o);
+  EXPECT_EQ(r.data_file, dir.path / "mlp_ext.onnx.data");
+  EXPECT_EQ(r.external_tensors, m.graph.initializers.size());
+  std::size_t bytes = 0;
+  for (const auto& t : m.graph.initializers) bytes += t.tensor.nbytes();
+  EXPECT_EQ(r.external_bytes, bytes);
+  EXPECT_GE(std::filesystem::file_size(r.data_file), bytes);
+  const Model back = load(out);
+  expect_same_graph(m.graph, back.graph);
+  EXPECT_EQ(back.external_files.size(), 1u);
+  const std::string cmd = std::string(FPGUARD_TEST_PYTHON) + " " + FPGUARD_SOURCE_DIR +
+                          "/tests/data/make_models.py --check " + out.string() + " --same-as " +
+                          (kData / "mlp.onnx").string() + " --all-external";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+}
+
+// automatic: external data only when the inline model would reach the limit (protobuf's
+// 2 GiB by default; a small limit here), and only for initializers of min_external_bytes.
+TEST(Save, ExternalDataWhenTheInlineModelWouldBeTooLarge) {
+  const TempDir dir;
+  const Model m = load(kData / "mlp.onnx");
+  SaveOptions o;
+  EXPECT_TRUE(save(m, dir.path / "inline.onnx", o).data_file.empty());
+  EXPECT_FALSE(std::filesystem::exists(dir.path / "inline.onnx.data"));
+  o.inline_limit = 64;
+  o.min_external_bytes = 64;
+  const SaveResult r = save(m, dir.path / "big.onnx", o);
+  EXPECT_EQ(r.data_file, dir.path / "big.onnx.data");
+  std::size_t large = 0;
+  for (const auto& t : m.graph.initializers) large += t.tensor.nbytes() >= 64;
+  EXPECT_EQ(r.external_tensors, large);
+  expect_same_graph(m.graph, load(dir.path / "big.onnx").graph);
+  o.external = SaveOptions::External::never;
+  EXPECT_TRUE(save(m, dir.path / "never.onnx", o).data_file.empty());
+}
+
+// A model read from a.onnx + a.onnx.data, saved again as a.onnx: its data file is an
+// input, so the save is refused and nothing is touched.
+TEST(Save, TheInputsExternalDataFileIsNeverOverwritten) {
+  const TempDir dir;
+  SaveOptions o;
+  o.external = SaveOptions::External::always;
+  o.min_external_bytes = 0;
+  const auto a = dir.path / "a.onnx";
+  save(load(kData / "mlp.onnx"), a, o);
+  const std::string model_before = file_bytes(a), data_before = file_bytes(a.string() + ".data");
+  const Model m = load(a);
+  try {
+    save(m, a, o);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("refusing to overwrite"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(file_bytes(a), model_before);
+  EXPECT_EQ(file_bytes(a.string() + ".data"), data_before);
 }
 
 TEST(Analysis, TopologicalOrderSortsAShuffledGraph) {

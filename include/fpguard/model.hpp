@@ -101,6 +101,9 @@ struct Model {
   std::vector<std::pair<std::string, std::string>> metadata;
   Graph graph;
   std::filesystem::path path;  // the file it was loaded from (for errors)
+  // The external data files its tensors were read from (canonical paths): inputs that a
+  // save never overwrites.
+  std::vector<std::filesystem::path> external_files;
 
   // Version of the default domain ("" or "ai.onnx"); 0 when none is imported.
   std::int64_t default_opset() const;
@@ -123,8 +126,26 @@ Model load(const std::filesystem::path& path);
 // relative to `base_dir`).
 Model load_from_bytes(const std::string& bytes, const std::string& where,
                       const std::filesystem::path& base_dir);
-// Writes a model back (atomically); every tensor is stored inline (raw_data).
-void save(const Model& m, const std::filesystem::path& path);
+// How save stores initializers: inline (raw_data), or in one data file beside the model
+// as ONNX external data (location/offset/length), which protobuf needs for models of
+// 2 GiB or more.
+struct SaveOptions {
+  enum class External { automatic, always, never };
+  // automatic: external when the initializers would make the model reach inline_limit.
+  External external = External::automatic;
+  std::size_t inline_limit = (std::size_t{1} << 31) - (std::size_t{64} << 20);
+  std::size_t min_external_bytes = 1024;  // smaller initializers stay inline
+};
+struct SaveResult {
+  std::filesystem::path data_file;  // empty when every tensor is inline
+  std::size_t external_tensors = 0, external_bytes = 0;
+};
+// Writes a model back atomically. External data goes to `<model file name>.data` beside
+// it (offsets aligned to 64 bytes), written before the model and removed again if the
+// model cannot be written; a data file that is the model's own input (m.path or one of
+// m.external_files) is refused, never overwritten.
+SaveResult save(const Model& m, const std::filesystem::path& path, const SaveOptions& o = {});
+// The model inline (every tensor in raw_data); Error when it would be 2 GiB or more.
 std::string save_to_bytes(const Model& m);
 
 // ---- graph analyses ------------------------------------------------------------------

@@ -23,7 +23,8 @@ namespace {
 struct LoadContext {
   std::string file;  // for errors
   std::filesystem::path base_dir;
-  std::int64_t opset = 0;  // of the default domain
+  std::int64_t opset = 0;                                  // of the default domain
+  mutable std::set<std::filesystem::path> external_files;  // read so far (canonical)
 };
 
 // An attribute whose type differs from the one the op's ONNX schema declares: refused at
@@ -103,6 +104,7 @@ Tensor load_external(const onnx::TensorProto& p, const LoadContext& ctx, const s
   if (!in)
     throw Error(where,
                 "external data file '" + full.string() + "': cannot open: " + std::strerror(errno));
+  ctx.external_files.insert(full);
   const auto size = std::filesystem::file_size(full, ec);
   if (ec) throw Error(where, "external data file '" + full.string() + "': cannot stat");
   if (offset > size)
@@ -318,7 +320,9 @@ Model load_from_bytes(const std::string& bytes, const std::string& where,
   if (bytes.size() >= static_cast<std::size_t>(INT_MAX) || !mp.ParseFromString(bytes))
     throw Error(where, "not an ONNX model (corrupt or not protobuf data)");
   if (!mp.has_graph()) throw Error(where, "the model has no graph");
-  LoadContext ctx{where, base_dir};
+  LoadContext ctx;
+  ctx.file = where;
+  ctx.base_dir = base_dir;
   Model m;
   m.ir_version = mp.ir_version();
   m.producer_name = mp.producer_name();
@@ -342,6 +346,7 @@ Model load_from_bytes(const std::string& bytes, const std::string& where,
   ctx.opset = opset;
   m.graph = std::move(*load_graph(mp.graph(), ctx));
   validate_graph(m.graph, where, {});
+  m.external_files.assign(ctx.external_files.begin(), ctx.external_files.end());
   return m;
 }
 

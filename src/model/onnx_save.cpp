@@ -1,4 +1,5 @@
-// model::Model -> ONNX ModelProto. Every tensor is written inline (raw_data).
+// model::Model -> ONNX ModelProto: tensors inline (raw_data), or the main graph's
+// initializers in an external data file beside the model.
 #include <onnx/onnx_pb.h>
 
 #include <climits>
@@ -91,7 +92,9 @@ void save_graph(const Graph& g, onnx::GraphProto& p) {
 
 }  // namespace
 
-std::string save_to_bytes(const Model& m) {
+namespace {
+
+onnx::ModelProto to_proto(const Model& m) {
   onnx::ModelProto mp;
   mp.set_ir_version(m.ir_version);
   if (!m.producer_name.empty()) mp.set_producer_name(m.producer_name);
@@ -108,25 +111,107 @@ std::string save_to_bytes(const Model& m) {
     op->set_domain(dom), op->set_version(ver);
   }
   save_graph(m.graph, *mp.mutable_graph());
+  return mp;
+}
+
+std::string serialize(const onnx::ModelProto& mp, const char* what) {
   if (mp.ByteSizeLong() >= static_cast<std::size_t>(INT_MAX))
-    throw Error("",
-                "the model is 2 GiB or more, which protobuf cannot write inline "
-                "(external data on save is not supported yet)");
+    throw Error(
+        "", std::string("the model is 2 GiB or more ") + what + ", which protobuf cannot write");
   std::string bytes;
   if (!mp.SerializeToString(&bytes)) throw Error("", "cannot serialize the model");
   return bytes;
 }
 
-void save(const Model& m, const std::filesystem::path& path) {
+constexpr std::size_t kAlign = 64;
+
+}  // namespace
+
+std::string save_to_bytes(const Model& m) {
+  return serialize(to_proto(m),
+                   "with every tensor inline (save it to a file: its "
+                   "initializers then go to external data)");
+}
+
+SaveResult save(const Model& m, const std::filesystem::path& path, const SaveOptions& o) {
+  namespace fs = std::filesystem;
+  std::size_t big = 0;
+  for (const auto& t : m.graph.initializers)
+    if (t.tensor.nbytes() >= o.min_external_bytes) big += t.tensor.nbytes();
+  const bool external =
+      big > 0 && (o.external == SaveOptions::External::always ||
+                  (o.external == SaveOptions::External::automatic && big >= o.inline_limit));
+  SaveResult result;
   std::string bytes;
-  try {
-    bytes = save_to_bytes(m);
-  } catch (const Error& e) {
-    throw Error(path.string(), e.problem());
+  if (!external) {
+    try {
+      bytes = save_to_bytes(m);
+    } catch (const Error& e) {
+      throw Error(path.string(), e.problem());
+    }
+    write_file_atomic(path, [&](std::ostream& out) {
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    });
+    return result;
   }
-  write_file_atomic(path, [&](std::ostream& out) {
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  });
+
+  const std::string location = path.filename().string() + ".data";
+  const fs::path data = path.parent_path() / location;
+  std::error_code ec;
+  const auto canonical = fs::weakly_canonical(data, ec);
+  std::vector<fs::path> inputs = m.external_files;
+  if (!m.path.empty()) inputs.push_back(fs::weakly_canonical(m.path, ec));
+  for (const auto& in : inputs)
+    if (canonical == in)
+      throw Error(path.string(), "its external data file '" + data.string() +
+                                     "' is an input of this model; refusing to overwrite it");
+  onnx::ModelProto mp = to_proto(m);
+  const bool data_existed = fs::exists(data, ec);
+  bool data_written = false;
+  try {
+    write_file_atomic(path, [&](std::ostream& model_out) {
+      write_file_atomic(data, [&](std::ostream& out) {
+        std::size_t offset = 0;
+        auto* g = mp.mutable_graph();
+        for (int i = 0; i < g->initializer_size(); ++i) {
+          onnx::TensorProto& p = *g->mutable_initializer(i);
+          if (m.graph.initializers[static_cast<std::size_t>(i)].tensor.nbytes() <
+              o.min_external_bytes)
+            continue;
+          const std::string raw = std::move(*p.mutable_raw_data());
+          p.clear_raw_data();
+          const std::size_t pad = (kAlign - offset % kAlign) % kAlign;
+          static const char zeros[kAlign] = {};
+          out.write(zeros, static_cast<std::streamsize>(pad));
+          offset += pad;
+          out.write(raw.data(), static_cast<std::streamsize>(raw.size()));
+          p.set_data_location(onnx::TensorProto::EXTERNAL);
+          auto add = [&](const char* key, const std::string& value) {
+            auto* kv = p.add_external_data();
+            kv->set_key(key), kv->set_value(value);
+          };
+          add("location", location);
+          add("offset", std::to_string(offset));
+          add("length", std::to_string(raw.size()));
+          offset += raw.size();
+          ++result.external_tensors;
+          result.external_bytes += raw.size();
+        }
+      });
+      data_written = true;
+      try {
+        bytes = serialize(mp, "even with its initializers in external data");
+      } catch (const Error& e) {
+        throw Error(path.string(), e.problem());
+      }
+      model_out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    });
+  } catch (...) {
+    if (data_written && !data_existed) fs::remove(data, ec);
+    throw;
+  }
+  result.data_file = data;
+  return result;
 }
 
 }  // namespace fpguard::model

@@ -261,6 +261,39 @@ def crafted(f, tmp):
     check(TensorProto.BFLOAT16 in {i.data_type for i in m.graph.initializer}, "bf16 weights")
 
 
+def external_data(f, ex, tmp):
+    """--external-data: the initializers in OUTPUT.data, read back by onnx (an independent
+    reader) with the values of the inline conversion; fpguard runs it the same."""
+    model = os.path.join(ex, "clean_cnn", "model.onnx")
+    inputs = os.path.join(ex, "clean_cnn", "inputs")
+    inline = os.path.join(tmp, "tb_inline.onnx")
+    ext = os.path.join(tmp, "tb_ext.onnx")
+    run(f, "convert", model, "--precision", "fp16", "-o", inline, "--no-verify")
+    r = run(f, "convert", model, "--precision", "fp16", "-o", ext, "--external-data",
+            "--inputs", inputs)
+    check(r.returncode == 0 and "as external data" in r.stdout and
+          os.path.exists(ext + ".data"), "--external-data: written and verified",
+          (r.returncode, r.stdout, r.stderr))
+    check(not os.path.exists(inline + ".data"), "no data file without --external-data")
+    raw = onnx.load(ext, load_external_data=False)
+    n_ext = sum(t.data_location == TensorProto.EXTERNAL for t in raw.graph.initializer)
+    big = sum(numpy_helper.to_array(t).nbytes >= 1024 for t in onnx.load(inline).graph.initializer)
+    check(n_ext == big and n_ext > 0, "initializers of 1 KiB or more are external", (n_ext, big))
+    got = {t.name: numpy_helper.to_array(t) for t in valid(ext, "external").graph.initializer}
+    want = {t.name: numpy_helper.to_array(t) for t in onnx.load(inline).graph.initializer}
+    check(got.keys() == want.keys() and all(
+        got[k].dtype == want[k].dtype and np.array_equal(got[k], want[k]) for k in want),
+        "external initializers equal the inline ones")
+    outs = []
+    for i, path in enumerate((inline, ext)):
+        od = os.path.join(tmp, f"tb_out{i}")
+        run(f, "run", path, "--inputs", inputs, "--outputs", od)
+        outs.append(read_outputs(od))
+    check(outs[0].keys() == outs[1].keys() and all(
+        np.array_equal(outs[0][k], outs[1][k]) for k in outs[0]),
+        "the external-data model runs as the inline one")
+
+
 def errors(f, ex, tmp):
     model = os.path.join(ex, "superres", "model.onnx")
     other = os.path.join(tmp, "other.plan.json")
@@ -303,6 +336,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_examples(a.fpguard, a.examples, tmp)
         crafted(a.fpguard, tmp)
+        external_data(a.fpguard, a.examples, tmp)
         errors(a.fpguard, a.examples, tmp)
     if failures:
         print(f"{len(failures)} failure(s)")

@@ -3,7 +3,8 @@
 tests/exec_test.cpp and the `fpguard run` CLI tests use, into OUT_DIR. Run with Debian's
 /usr/bin/python3 (numpy, onnx 1.12). The checker is not run on models meant to be bad.
 
-Usage: make_models.py OUT_DIR | make_models.py --check MODEL.onnx
+Usage: make_models.py OUT_DIR |
+       make_models.py --check MODEL.onnx [--same-as REF.onnx] [--all-external]
 """
 import os
 import sys
@@ -149,8 +150,24 @@ def main(out):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--check":
-        onnx.checker.check_model(onnx.load(sys.argv[2]))
+    if len(sys.argv) >= 3 and sys.argv[1] == "--check":
+        # onnx.load reads external data itself: an independent reader of fpguard's files.
+        m = onnx.load(sys.argv[2])
+        onnx.checker.check_model(m)
+        rest = sys.argv[3:]
+        if "--same-as" in rest:
+            ref = onnx.load(rest[rest.index("--same-as") + 1])
+            got = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+            want = {t.name: numpy_helper.to_array(t) for t in ref.graph.initializer}
+            if got.keys() != want.keys() or any(
+                    got[k].dtype != want[k].dtype or not np.array_equal(got[k], want[k])
+                    for k in want):
+                sys.exit("initializers differ from the reference")
+        if "--all-external" in rest:
+            raw = onnx.load(sys.argv[2], load_external_data=False)
+            if any(t.data_location != TensorProto.EXTERNAL or t.raw_data
+                   for t in raw.graph.initializer):
+                sys.exit("an initializer is stored inline")
         sys.exit(0)
     if len(sys.argv) != 2:
         sys.exit(__doc__)

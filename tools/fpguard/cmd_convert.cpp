@@ -23,9 +23,22 @@ struct ConvertArgs {
   std::vector<std::string> keep, keep_ops;
   InputArgs in;
   double min_cosine = 0.999;
-  bool keep_io_types = false, no_verify = false, scale_only = false;
+  bool keep_io_types = false, no_verify = false, scale_only = false, external_data = false;
   int threads = 0;
 };
+
+// Saves the output; initializers go to `<output>.data` with --external-data, or by
+// themselves when the model would reach protobuf's 2 GiB.
+void save_output(const model::Model& m, const ConvertArgs& a) {
+  model::SaveOptions o;
+  if (a.external_data) o.external = model::SaveOptions::External::always;
+  const auto r = model::save(m, a.output, o);
+  if (!r.data_file.empty())
+    std::cout << fmt::format("wrote {}: {} initializer{} ({:.1f} MiB) as external data\n",
+                             r.data_file.string(), r.external_tensors,
+                             r.external_tensors == 1 ? "" : "s",
+                             static_cast<double>(r.external_bytes) / (1 << 20));
+}
 
 void convert_command(const ConvertArgs& a) {
   if (a.output.empty()) throw Error("-o", "give the output model path");
@@ -61,7 +74,7 @@ void convert_command(const ConvertArgs& a) {
   }
   if (a.scale_only) {  // the float32 model with the plan's scale rewrites, for other tools
     if (a.plan.empty()) throw Error("--scale-only", "needs --plan");
-    model::save(m, a.output);
+    save_output(m, a);
     std::cout << "wrote " << a.output << ": the float32 model with the plan's scale rewrites\n";
     return;
   }
@@ -72,7 +85,7 @@ void convert_command(const ConvertArgs& a) {
   o.keep_io_types = a.keep_io_types;
   rewrite::ConvertReport rep;
   const model::Model out = rewrite::convert(m, o, &rep);
-  model::save(out, a.output);
+  save_output(out, a);
 
   std::cout << fmt::format(
       "wrote {}: {} nodes in {}, {} in float32, {} Cast{} added, {} initializer{} stored in "
@@ -144,6 +157,9 @@ void add_convert(CLI::App& app) {
   cmd->add_option("--min-cosine", a->min_cosine,
                   "Verification: outputs' cosine to the float32 model (default 0.999)");
   cmd->add_flag("--no-verify", a->no_verify, "Skip the verification run");
+  cmd->add_flag("--external-data", a->external_data,
+                "Initializers of 1 KiB or more in OUTPUT.data beside the model (automatic for "
+                "models of 2 GiB or more)");
   cmd->add_flag("--scale-only", a->scale_only,
                 "Write the float32 model with the plan's scale rewrites only (for TensorRT's "
                 "--layerPrecisions, or to emulate the plan with fpguard run)");
