@@ -16,22 +16,14 @@ HWY_BEFORE_NAMESPACE();
 namespace fpguard::detail::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Rounds the lanes of v; `in_range` tells whether every lane was a finite value in the
-// format's normal range, [smallest_normal, max] (then no lane overflowed, underflowed or
-// became subnormal).
-template <bool kNearestEven, class D, class V = hn::Vec<D>>
-HWY_INLINE V RoundVec(D df, V v, const FastParams& p, bool& in_range) {
-  const hn::RebindToUnsigned<D> du;
-  const hn::RebindToSigned<D> di;
-  const auto sign_bit = hn::Set(du, 0x80000000u);
-  const auto bits = hn::BitCast(du, v);
-  const auto sign = hn::And(bits, sign_bit);
-  const auto a = hn::AndNot(sign_bit, bits);
-  const auto af = hn::BitCast(df, a);
-  const auto ai = hn::BitCast(di, a);  // a < 2^31, so signed compares are exact
-
-  // Normal range: round the bit pattern at bit d.
-  hn::Vec<decltype(du)> rn = a;
+// The normal-range rounding of magnitudes (|x| as bits, a) at bit p.drop_bits, and
+// whether every lane is a normal number of the format's range, [smallest_normal, max];
+// only then is the result the rounded magnitude of every lane (one test per vector).
+// (NaN compares false, so it is never in range.)
+template <bool kNearestEven, class DU, class VU = hn::Vec<DU>>
+HWY_INLINE VU RoundNormalBits(DU du, VU a, const FastParams& p, bool& in_range) {
+  const hn::RebindToFloat<DU> df;
+  VU rn = a;
   if (p.drop_bits > 0) {
     const auto keep = hn::Set(du, ~((1u << p.drop_bits) - 1));
     if constexpr (kNearestEven) {
@@ -42,13 +34,23 @@ HWY_INLINE V RoundVec(D df, V v, const FastParams& p, bool& in_range) {
       rn = hn::And(a, keep);
     }
   }
-  // Common case, one test per vector: every lane is a normal number of the format's
-  // range, so the rounded bits need only the sign back.
-  // (NaN compares false, so it takes the full path.)
+  const auto af = hn::BitCast(df, a);
+  in_range = hn::AllTrue(
+      df, hn::And(hn::Ge(af, hn::Set(df, p.smallest_normal)), hn::Le(af, hn::Set(df, p.max))));
+  return rn;
+}
+
+// The rest of RoundVec for a vector not wholly in range: v, its magnitude bits a and
+// RoundNormalBits' rn; handles subnormals, overflow, infinities, NaN and the sign.
+template <bool kNearestEven, class D, class V = hn::Vec<D>,
+          class VU = hn::Vec<hn::RebindToUnsigned<D>>>
+HWY_INLINE V RoundOutOfRange(D df, V v, VU a, VU rn, const FastParams& p) {
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
+  const auto sign = hn::And(hn::BitCast(du, v), hn::Set(du, 0x80000000u));
+  const auto af = hn::BitCast(df, a);
+  const auto ai = hn::BitCast(di, a);  // a < 2^31, so signed compares are exact
   const auto min_normal = hn::Set(df, p.smallest_normal);
-  const auto lanes_in_range = hn::And(hn::Ge(af, min_normal), hn::Le(af, hn::Set(df, p.max)));
-  in_range = hn::AllTrue(df, lanes_in_range);
-  if (in_range) return hn::BitCast(df, hn::Or(rn, sign));
 
   // Subnormal range of the format: the FPU rounds to the quantum (ties-to-even).
   const auto magic = hn::Set(df, p.magic);
@@ -71,6 +73,21 @@ HWY_INLINE V RoundVec(D df, V v, const FastParams& p, bool& in_range) {
   if (p.no_negative_zero) unsigned_result = hn::Or(unsigned_result, hn::Eq(res, hn::Zero(df)));
   const auto s = hn::IfThenZeroElse(hn::RebindMask(du, unsigned_result), sign);
   return hn::BitCast(df, hn::Or(hn::BitCast(du, res), s));
+}
+
+// Rounds the lanes of v; `in_range` tells whether every lane was a finite value in the
+// format's normal range, [smallest_normal, max] (then no lane overflowed, underflowed or
+// became subnormal).
+template <bool kNearestEven, class D, class V = hn::Vec<D>>
+HWY_INLINE V RoundVec(D df, V v, const FastParams& p, bool& in_range) {
+  const hn::RebindToUnsigned<D> du;
+  const auto sign_bit = hn::Set(du, 0x80000000u);
+  const auto bits = hn::BitCast(du, v);
+  const auto a = hn::AndNot(sign_bit, bits);
+  const auto rn = RoundNormalBits<kNearestEven>(du, a, p, in_range);
+  // Common case: the rounded bits need only the sign back.
+  if (in_range) return hn::BitCast(df, hn::Or(rn, hn::And(bits, sign_bit)));
+  return RoundOutOfRange<kNearestEven>(df, v, a, rn, p);
 }
 
 template <bool kNearestEven, class D, class V = hn::Vec<D>>

@@ -21,6 +21,8 @@ namespace fpguard::detail {
 // Histogram bins cover floor(log2 |x|) for every finite non-zero double.
 inline constexpr int kHistOffset = -1074;
 inline constexpr std::size_t kHistBins = 1023 - kHistOffset + 1;
+// The longest chunk stats() hands the float32 kernels.
+inline constexpr std::size_t kMaxChunk = 4096;
 
 struct Moments {
   std::uint64_t n = 0;
@@ -159,14 +161,20 @@ void chunk_format(std::span<const T> x, std::span<const T> r, const FormatPlan& 
 
 Moments merge_moments(const Moments& a, const Moments& b);
 
-// Rounds float32 x with the fast path `rp` (nearest-even) and summarises the errors in one
-// pass (stats_simd.cpp).
-void chunk_format_fused(std::span<const float> x, const FastParams& rp, const FormatPlan& p,
-                        FormatAcc& a);
+// A format whose float32 rounding has a fast path, as chunk_all takes it.
+struct FusedFormat {
+  const FastParams* rp;
+  const FormatPlan* plan;
+  FormatAcc* acc;
+};
 
-// SIMD versions (stats_simd.cpp) for float; the scalar ones above for double.
-template <class T>
-Moments chunk_base_fast(std::span<const T> x, BaseAcc& a);
+// float32 chunks (stats_simd.cpp): the chunk's summary into `a` (returns its moments) and
+// the error summary of every format in `fmts`, each rounded to nearest-even with its fast
+// path; `inv` (at least x.size()) is scratch space for 1/|x|, shared by the formats.
+Moments chunk_all(std::span<const float> x, BaseAcc& a, std::span<const FusedFormat> fmts,
+                  std::span<float> inv);
+
+// The SIMD version (stats_simd.cpp) for float; the scalar one above for double.
 template <class T>
 void chunk_format_fast(std::span<const T> x, std::span<const T> r, const FormatPlan& p,
                        FormatAcc& a);

@@ -39,9 +39,9 @@ using detail::BaseAcc;
 using detail::FormatAcc;
 using detail::Moments;
 
-// 64 KiB of float32: in L2 with its rounded copies, and long enough that the per-chunk
-// reductions cost little.
-constexpr std::size_t kChunk = 16384;
+// 16 KiB of float32: in L1 with its 1/|x| while every format is measured, and long
+// enough that the per-chunk reductions cost little.
+constexpr std::size_t kChunk = detail::kMaxChunk;
 
 // Pairwise reduction keeps the rounding error of the merge O(log chunks).
 Moments merge_all(std::span<const Moments> m) {
@@ -106,17 +106,25 @@ Stats run(std::span<const T> x, const std::vector<Format>& formats, const StatsO
   auto work = [&](std::size_t t) {
     auto& a = acc[t];
     std::vector<T> rounded(kChunk);
+    // float32: formats with a fast rounding path are measured right after the chunk's
+    // summary, while the chunk is in L1.
+    std::vector<detail::FusedFormat> fused;
+    std::vector<std::size_t> others;
+    for (std::size_t f = 0; f < formats.size(); ++f) {
+      if (std::is_same_v<T, float> && plans[f].fast)
+        fused.push_back({&*plans[f].fast, &plans[f], &a.fmt[f]});
+      else
+        others.push_back(f);
+    }
+    std::vector<float> inv(std::is_same_v<T, float> ? kChunk : 0);
     for (std::size_t c = t * per; c < std::min(chunks, (t + 1) * per); ++c) {
       const std::size_t b = c * kChunk, len = std::min(kChunk, n - b);
       const std::span<const T> xs = x.subspan(b, len);
-      moments[c] = detail::chunk_base_fast(xs, a.base);
-      for (std::size_t f = 0; f < formats.size(); ++f) {
-        if constexpr (std::is_same_v<T, float>) {
-          if (plans[f].fast) {
-            detail::chunk_format_fused(xs, *plans[f].fast, plans[f], a.fmt[f]);
-            continue;
-          }
-        }
+      if constexpr (std::is_same_v<T, float>)
+        moments[c] = detail::chunk_all(xs, a.base, fused, inv);
+      else
+        moments[c] = detail::chunk_base(xs, a.base);
+      for (const std::size_t f : others) {
         const std::span<T> r(rounded.data(), len);
         RoundOptions ro;
         ro.threads = 1;

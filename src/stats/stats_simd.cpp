@@ -6,6 +6,9 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <array>
+#include <utility>
+
 #include "fpguard/error.hpp"
 #include "stats/kernels.hpp"
 // Per-target inline kernels: included once per target by foreach_target.
@@ -36,115 +39,12 @@ HWY_INLINE void AddWide(DF df, DD dd, hn::Vec<DF> v, hn::Vec<DD>& lo, hn::Vec<DD
 }
 #endif
 
-// Processes the first n - n % Lanes elements; returns how many it did. (The single-lane
-// HWY_SCALAR target does nothing: the scalar kernels take the whole chunk.)
-std::size_t ChunkBaseF32(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a, Moments& m) {
-#if HWY_TARGET == HWY_SCALAR
-  (void)x, (void)n, (void)a, (void)m;
-  return 0;
-#else
-  const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di;
-  const hn::Repartition<double, decltype(df)> dd;
-  const std::size_t N = hn::Lanes(df);
-  const std::size_t end = n - n % N;
-  if (end == 0) return 0;
-  const auto inf = hn::Set(df, std::numeric_limits<float>::infinity());
-  const auto fmax = hn::Set(df, std::numeric_limits<float>::max());
-  const auto zero = hn::Zero(df);
-  auto lo = inf, hi = hn::Neg(inf), minabs = inf;
-  auto c_fin = hn::Zero(di), c_nan = c_fin, c_pinf = c_fin, c_ninf = c_fin, c_zero = c_fin;
-  auto s_lo = hn::Zero(dd), s_hi = s_lo;
-  for (std::size_t i = 0; i < end; i += N) {
-    const auto v = hn::LoadU(df, x + i);
-    const auto av = hn::Abs(v);
-    const auto finite = hn::Le(av, fmax);
-    const auto is_zero = hn::Eq(v, zero);
-    c_zero = Count(di, c_zero, is_zero);
-    if (HWY_LIKELY(hn::AllTrue(df, finite))) {
-      minabs = hn::Min(minabs, hn::IfThenElse(is_zero, inf, av));
-      lo = hn::Min(lo, v);
-      hi = hn::Max(hi, v);
-      AddWide(df, dd, v, s_lo, s_hi);
-      continue;
-    }
-    // Rare: a vector with NaN or inf lanes.
-    c_fin = Count(di, c_fin, hn::Not(finite));
-    c_nan = Count(di, c_nan, hn::IsNaN(v));  // (Ne is an ordered compare: false for NaN)
-    c_pinf = Count(di, c_pinf, hn::Eq(v, inf));
-    c_ninf = Count(di, c_ninf, hn::Eq(v, hn::Neg(inf)));
-    // (x86 min/max return the second operand when one is NaN: keep NaN out of them.)
-    minabs = hn::Min(minabs, hn::IfThenElse(hn::AndNot(is_zero, finite), av, inf));
-    lo = hn::Min(lo, hn::IfThenElse(finite, v, inf));
-    hi = hn::Max(hi, hn::IfThenElse(finite, v, hn::Neg(inf)));
-    AddWide(df, dd, hn::IfThenElseZero(finite, v), s_lo, s_hi);
-  }
-  // c_fin counted the non-finite lanes.
-  c_fin = hn::Sub(hn::Set(di, static_cast<std::int32_t>(end / N)), c_fin);
-  const std::uint64_t finite = Total(di, c_fin);
-  a.finite += finite;
-  a.nan += Total(di, c_nan);
-  a.posinf += Total(di, c_pinf);
-  a.neginf += Total(di, c_ninf);
-  const std::uint64_t zeros = Total(di, c_zero);
-  a.zeros += zeros;
-  a.min = std::min(a.min, static_cast<double>(hn::GetLane(hn::MinOfLanes(df, lo))));
-  a.max = std::max(a.max, static_cast<double>(hn::GetLane(hn::MaxOfLanes(df, hi))));
-  a.min_abs_nonzero =
-      std::min(a.min_abs_nonzero, static_cast<double>(hn::GetLane(hn::MinOfLanes(df, minabs))));
-
-  // Exponent histogram from the exponent field; field 0 holds zeros and subnormals,
-  // which are rare, so they are sorted out only when present.
-  std::uint32_t h[4][256] = {};
-  std::size_t field0 = 0;
-  for (std::size_t i = 0; i + 4 <= end; i += 4) {
-    std::uint32_t b[4];
-    std::memcpy(b, x + i, sizeof b);
-    ++h[0][(b[0] >> 23) & 0xff];
-    ++h[1][(b[1] >> 23) & 0xff];
-    ++h[2][(b[2] >> 23) & 0xff];
-    ++h[3][(b[3] >> 23) & 0xff];
-  }
-  for (int e = 1; e < 255; ++e) {
-    const std::uint32_t c = h[0][e] + h[1][e] + h[2][e] + h[3][e];
-    if (c) a.hist[static_cast<std::size_t>(e - 127 - kHistOffset)] += c;
-  }
-  field0 = h[0][0] + h[1][0] + h[2][0] + h[3][0];
-  if (field0 > zeros) {
-    for (std::size_t i = 0; i < end; ++i) {
-      const float av = std::fabs(x[i]);
-      if (av != 0 && av < std::numeric_limits<float>::min())
-        ++a.hist[static_cast<std::size_t>(floor_log2(av) - kHistOffset)];
-    }
-  }
-
-  m.n = finite;
-  if (finite == 0) return end;
-  m.mean = (hn::GetLane(hn::SumOfLanes(dd, s_lo)) + hn::GetLane(hn::SumOfLanes(dd, s_hi))) /
-           static_cast<double>(finite);
-  const auto mean = hn::Set(dd, m.mean);
-  auto m2_lo = hn::Zero(dd), m2_hi = m2_lo;
-  for (std::size_t i = 0; i < end; i += N) {
-    const auto v = hn::LoadU(df, x + i);
-    const auto finite_mask = hn::Le(hn::Abs(v), fmax);
-    const auto vf = hn::IfThenElse(finite_mask, v, hn::Set(df, static_cast<float>(m.mean)));
-    // Non-finite lanes are replaced by (float)mean; their tiny deviation is removed below.
-    const auto d_lo = hn::Sub(hn::PromoteTo(dd, hn::LowerHalf(vf)), mean);
-    const auto d_hi = hn::Sub(hn::PromoteTo(dd, hn::UpperHalf(hn::Half<decltype(df)>(), vf)), mean);
-    m2_lo = hn::MulAdd(d_lo, d_lo, m2_lo);
-    m2_hi = hn::MulAdd(d_hi, d_hi, m2_hi);
-  }
-  const double fill = static_cast<double>(static_cast<float>(m.mean)) - m.mean;
-  m.m2 = hn::GetLane(hn::SumOfLanes(dd, m2_lo)) + hn::GetLane(hn::SumOfLanes(dd, m2_hi)) -
-         static_cast<double>(end - finite) * fill * fill;
-  return end;
-#endif
-}
-
+#if HWY_TARGET != HWY_SCALAR
 // The per-format error summary of a chunk, in vector registers; `Add` takes one vector
 // of inputs x and their rounded values r, `AddInRange` one whose lanes are all finite
 // normal values of the format within its range (no overflow, underflow or subnormal
-// can apply: the common case, with less to do).
+// can apply, and the relative error is at most 2^-(m+1), under the precision-loss
+// threshold 2^-(m+1)/2: the common case, with less to do).
 template <class DF>
 struct FormatVecs {
   using DI = hn::RebindToSigned<DF>;
@@ -153,21 +53,25 @@ struct FormatVecs {
   DF df;
   DI di;
   DD dd;
-  VF fmax, limit, inclusive, smallest_normal, loss, zero;
-  VF max_abs, max_rel;
+  VF fmax, limit, inclusive, smallest_normal, loss, zero, band;
+  VF max_abs, max_rel, thr, fsum;
   hn::Vec<DD> s_lo, s_hi;
   hn::Vec<DI> c_ovf, c_unf, c_sub, c_lost, c_rel;
   std::size_t in_range_vectors = 0;
 
-  explicit FormatVecs(const FormatPlan& p)
+  // a: the summary so far, whose maximum relative error (a float) starts the lanes' maxima.
+  FormatVecs(const FormatPlan& p, const FormatAcc& a)
       : fmax(hn::Set(df, std::numeric_limits<float>::max())),
         limit(hn::Set(df, static_cast<float>(p.overflow.value))),
         inclusive(hn::Set(df, p.overflow.inclusive ? 1.0f : 0.0f)),
         smallest_normal(hn::Set(df, static_cast<float>(p.smallest_normal))),
         loss(hn::Set(df, static_cast<float>(p.precision_loss_rel))),
         zero(hn::Zero(df)),
+        band(hn::Set(df, 1.0f - 0x1p-20f)),
         max_abs(zero),
-        max_rel(zero),
+        max_rel(hn::Set(df, static_cast<float>(a.max_rel_error))),
+        thr(hn::Mul(max_rel, band)),
+        fsum(zero),
         s_lo(hn::Zero(dd)),
         s_hi(hn::Zero(dd)),
         c_ovf(hn::Zero(di)),
@@ -176,13 +80,20 @@ struct FormatVecs {
         c_lost(c_ovf),
         c_rel(c_ovf) {}
 
-  HWY_INLINE void AddInRange(VF xv, VF rv) {
-    const auto err = hn::Abs(hn::Sub(rv, xv));
+  // inv: 1/|x| (rounded), shared by every format. The sum of relative errors takes
+  // err * inv (within 2 ulps of the quotient); the maximum must be the exact quotient
+  // err / |x| in float, so a vector is divided only when one of its lanes may beat its
+  // lane's maximum: err * inv >= q (1 - 1.5 2^-23) for the exact quotient q, so any q
+  // over the maximum M gives err * inv > M (1 - 2^-20). (|x| < 2^126 here, so inv is a
+  // normal float.)
+  HWY_INLINE void AddInRange(VF err, VF ax, VF inv) {
     max_abs = hn::Max(max_abs, err);
-    const auto rel = hn::Div(err, hn::Abs(xv));
-    max_rel = hn::Max(max_rel, rel);
-    AddWide(df, dd, rel, s_lo, s_hi);
-    c_lost = Count(di, c_lost, hn::Gt(rel, loss));
+    const auto rel = hn::Mul(err, inv);
+    fsum = hn::Add(fsum, rel);
+    if (HWY_UNLIKELY(!hn::AllFalse(df, hn::Gt(rel, thr)))) {
+      max_rel = hn::Max(max_rel, hn::Div(err, ax));
+      thr = hn::Mul(max_rel, band);
+    }
     ++in_range_vectors;
   }
 
@@ -199,7 +110,8 @@ struct FormatVecs {
     const auto nz = hn::And(valid, hn::Ne(ax, zero));
     const auto rel = hn::IfThenElseZero(nz, hn::Div(err, ax));
     max_rel = hn::Max(max_rel, rel);
-    AddWide(df, dd, rel, s_lo, s_hi);
+    thr = hn::Mul(max_rel, band);
+    fsum = hn::Add(fsum, rel);
     c_rel = Count(di, c_rel, nz);
     const auto r_zero = hn::Eq(ar, zero);
     c_unf = Count(di, c_unf, hn::And(nz, r_zero));
@@ -207,7 +119,14 @@ struct FormatVecs {
     c_lost = Count(di, c_lost, hn::Gt(rel, loss));
   }
 
-  void Finish(FormatAcc& a) const {
+  // Moves the float partial sums (at most kBlock terms a lane) into the double sums.
+  HWY_INLINE void Flush() {
+    AddWide(df, dd, fsum, s_lo, s_hi);
+    fsum = zero;
+  }
+
+  void Finish(FormatAcc& a) {
+    Flush();
     a.overflow += Total(di, c_ovf);
     a.underflow += Total(di, c_unf);
     a.subnormal += Total(di, c_sub);
@@ -222,6 +141,227 @@ struct FormatVecs {
   }
 };
 
+// Vectors whose relative errors are summed in float before the double sum: 8 terms of at
+// most 2^-(m+1) (in range) or 1 each keep the partial sums within 2^-21 relative.
+constexpr std::size_t kBlock = 8;
+
+// Chunks whose nonzero finite values span at most this many binades count them by
+// comparing the exponent bytes with each field (a vector of 64 bytes at a time): cheaper
+// than one scalar increment per value when few fields occur, as in most tensors.
+constexpr int kNarrowFields = 24;
+
+// The exponent histogram from the exponent fields `e` of x's values (all finite when
+// `fields` = [lo, hi], the range of the nonzero values' fields; otherwise {0, 0}); field
+// 0 holds zeros and float32 subnormals, which are rare, so they are sorted out only when
+// present.
+HWY_INLINE void Histogram(const float* HWY_RESTRICT x, const std::uint8_t* HWY_RESTRICT e,
+                          std::size_t end, std::uint64_t zeros, std::pair<int, int> fields,
+                          BaseAcc& a) {
+  std::uint32_t h[4][256] = {};
+  const auto [f_lo, f_hi] = fields;
+  if (f_hi > 0 && f_hi - f_lo < kNarrowFields) {
+    const hn::ScalableTag<std::uint8_t> d8;
+    const std::size_t n8 = hn::Lanes(d8), end8 = end - end % n8;
+    auto count = [&](int field) {
+      const auto key = hn::Set(d8, static_cast<std::uint8_t>(field));
+      std::uint32_t c = 0;
+      for (std::size_t i = 0; i < end8; i += n8)
+        c += static_cast<std::uint32_t>(hn::CountTrue(d8, hn::Eq(hn::LoadU(d8, e + i), key)));
+      for (std::size_t i = end8; i < end; ++i) c += e[i] == field;
+      h[0][field] = c;
+    };
+    count(0);
+    for (int f = f_lo; f <= f_hi; ++f) count(f);
+  } else {
+    std::size_t i = 0;
+    for (; i + 4 <= end; i += 4) {
+      ++h[0][e[i]];
+      ++h[1][e[i + 1]];
+      ++h[2][e[i + 2]];
+      ++h[3][e[i + 3]];
+    }
+    for (; i < end; ++i) ++h[0][e[i]];
+  }
+  for (int k = 1; k < 255; ++k) {
+    const std::uint32_t c = h[0][k] + h[1][k] + h[2][k] + h[3][k];
+    if (c) a.hist[static_cast<std::size_t>(k - 127 - kHistOffset)] += c;
+  }
+  const std::size_t field0 = h[0][0] + h[1][0] + h[2][0] + h[3][0];
+  if (field0 > zeros) {
+    for (std::size_t k = 0; k < end; ++k) {
+      const float av = std::fabs(x[k]);
+      if (av != 0 && av < std::numeric_limits<float>::min())
+        ++a.hist[static_cast<std::size_t>(floor_log2(av) - kHistOffset)];
+    }
+  }
+}
+#endif
+
+// The chunk's summary, and 1/|x| of every element into `inv` (shared by the per-format
+// passes). The moments are sums of d = x - K in double, K the chunk's first finite value
+// (shifted data: the sum of squares then loses nothing to a large mean); when the sum of
+// squares is more than 16 times the deviations' (K far out in the chunk's distribution),
+// the chunk takes a second pass about its mean instead.
+// Processes the first n - n % Lanes elements; returns how many it did. (The single-lane
+// HWY_SCALAR target does nothing: the scalar kernels take the whole chunk.)
+std::size_t ChunkBaseF32(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a, Moments& m,
+                         float* HWY_RESTRICT inv) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)x, (void)n, (void)a, (void)m, (void)inv;
+  return 0;
+#else
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Repartition<double, decltype(df)> dd;
+  const hn::Half<decltype(df)> dh;
+  const std::size_t N = hn::Lanes(df);
+  const std::size_t end = n - n % N;
+  if (end == 0) return 0;
+  float k_shift = 0;
+  for (std::size_t i = 0; i < end; ++i) {
+    if (std::fabs(x[i]) <= std::numeric_limits<float>::max()) {
+      k_shift = x[i];
+      break;
+    }
+  }
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::Rebind<std::uint8_t, decltype(df)> d8;
+  FPG_CHECK(end <= kMaxChunk);
+  std::uint8_t exps[kMaxChunk];  // the exponent fields, for the histogram
+  const auto inf = hn::Set(df, std::numeric_limits<float>::infinity());
+  const auto fmax = hn::Set(df, std::numeric_limits<float>::max());
+  const auto one = hn::Set(df, 1.0f);
+  const auto zero = hn::Zero(df);
+  const auto kf = hn::Set(df, k_shift);
+  const auto kd = hn::Set(dd, static_cast<double>(k_shift));
+  auto lo = inf, hi = hn::Neg(inf), minabs = inf;
+  auto c_fin = hn::Zero(di), c_nan = c_fin, c_pinf = c_fin, c_ninf = c_fin, c_zero = c_fin;
+  auto s1_lo = hn::Zero(dd), s1_hi = s1_lo, s2_lo = s1_lo, s2_hi = s1_lo;
+  for (std::size_t i = 0; i < end; i += N) {
+    // This pass brings the chunk in from memory: ask for it a little ahead.
+    __builtin_prefetch(x + i + 512);
+    const auto v = hn::LoadU(df, x + i);
+    const auto av = hn::Abs(v);
+    if (inv) hn::StoreU(hn::Div(one, av), df, inv + i);
+    hn::StoreU(hn::DemoteTo(d8, hn::ShiftRight<23>(hn::BitCast(di, av))), d8, exps + i);
+    const auto finite = hn::Le(av, fmax);
+    const auto is_zero = hn::Eq(v, zero);
+    c_zero = Count(di, c_zero, is_zero);
+    auto vf = v;
+    if (HWY_LIKELY(hn::AllTrue(df, finite))) {
+      minabs = hn::Min(minabs, hn::IfThenElse(is_zero, inf, av));
+      lo = hn::Min(lo, v);
+      hi = hn::Max(hi, v);
+    } else {
+      // Rare: a vector with NaN or inf lanes.
+      c_fin = Count(di, c_fin, hn::Not(finite));
+      c_nan = Count(di, c_nan, hn::IsNaN(v));  // (Ne is an ordered compare: false for NaN)
+      c_pinf = Count(di, c_pinf, hn::Eq(v, inf));
+      c_ninf = Count(di, c_ninf, hn::Eq(v, hn::Neg(inf)));
+      // (x86 min/max return the second operand when one is NaN: keep NaN out of them.)
+      minabs = hn::Min(minabs, hn::IfThenElse(hn::AndNot(is_zero, finite), av, inf));
+      lo = hn::Min(lo, hn::IfThenElse(finite, v, inf));
+      hi = hn::Max(hi, hn::IfThenElse(finite, v, hn::Neg(inf)));
+      vf = hn::IfThenElse(finite, v, kf);  // contributes d = 0
+    }
+    const auto d_lo = hn::Sub(hn::PromoteTo(dd, hn::LowerHalf(dh, vf)), kd);
+    const auto d_hi = hn::Sub(hn::PromoteTo(dd, hn::UpperHalf(dh, vf)), kd);
+    s1_lo = hn::Add(s1_lo, d_lo);
+    s1_hi = hn::Add(s1_hi, d_hi);
+    s2_lo = hn::MulAdd(d_lo, d_lo, s2_lo);
+    s2_hi = hn::MulAdd(d_hi, d_hi, s2_hi);
+  }
+  // c_fin counted the non-finite lanes.
+  c_fin = hn::Sub(hn::Set(di, static_cast<std::int32_t>(end / N)), c_fin);
+  const std::uint64_t finite = Total(di, c_fin);
+  const std::uint64_t zeros = Total(di, c_zero);
+  a.finite += finite;
+  a.nan += Total(di, c_nan);
+  a.posinf += Total(di, c_pinf);
+  a.neginf += Total(di, c_ninf);
+  a.zeros += zeros;
+  const float lo_s = hn::GetLane(hn::MinOfLanes(df, lo));
+  const float hi_s = hn::GetLane(hn::MaxOfLanes(df, hi));
+  const float minabs_s = hn::GetLane(hn::MinOfLanes(df, minabs));
+  a.min = std::min(a.min, static_cast<double>(lo_s));
+  a.max = std::max(a.max, static_cast<double>(hi_s));
+  a.min_abs_nonzero = std::min(a.min_abs_nonzero, static_cast<double>(minabs_s));
+  // The exponent fields of the nonzero values, when every value is finite.
+  std::pair<int, int> fields{0, 0};
+  if (finite == end && zeros < end) {
+    const auto field = [](float v) {
+      return static_cast<int>(std::bit_cast<std::uint32_t>(v) >> 23);
+    };
+    fields = {std::max(1, field(minabs_s)), field(std::max(-lo_s, hi_s))};
+  }
+  Histogram(x, exps, end, zeros, fields, a);
+
+  m.n = finite;
+  if (finite == 0) return end;
+  const double nf = static_cast<double>(finite);
+  const double s1 = hn::GetLane(hn::SumOfLanes(dd, s1_lo)) + hn::GetLane(hn::SumOfLanes(dd, s1_hi));
+  const double s2 = hn::GetLane(hn::SumOfLanes(dd, s2_lo)) + hn::GetLane(hn::SumOfLanes(dd, s2_hi));
+  m.mean = static_cast<double>(k_shift) + s1 / nf;
+  m.m2 = s2 - s1 * (s1 / nf);
+  if (m.m2 >= s2 * (1.0 / 16)) return end;
+  // Second pass about the mean.
+  const auto mean = hn::Set(dd, m.mean);
+  auto m2_lo = hn::Zero(dd), m2_hi = m2_lo;
+  for (std::size_t i = 0; i < end; i += N) {
+    const auto v = hn::LoadU(df, x + i);
+    const auto finite_mask = hn::Le(hn::Abs(v), fmax);
+    const auto vf = hn::IfThenElse(finite_mask, v, hn::Set(df, static_cast<float>(m.mean)));
+    // Non-finite lanes are replaced by (float)mean; their tiny deviation is removed below.
+    const auto e_lo = hn::Sub(hn::PromoteTo(dd, hn::LowerHalf(dh, vf)), mean);
+    const auto e_hi = hn::Sub(hn::PromoteTo(dd, hn::UpperHalf(dh, vf)), mean);
+    m2_lo = hn::MulAdd(e_lo, e_lo, m2_lo);
+    m2_hi = hn::MulAdd(e_hi, e_hi, m2_hi);
+  }
+  const double fill = static_cast<double>(static_cast<float>(m.mean)) - m.mean;
+  m.m2 = hn::GetLane(hn::SumOfLanes(dd, m2_lo)) + hn::GetLane(hn::SumOfLanes(dd, m2_hi)) -
+         static_cast<double>(end - finite) * fill * fill;
+  return end;
+#endif
+}
+
+// Rounds the chunk into the format (nearest-even, fast path) and summarises the errors
+// in the same pass, without storing the rounded values; inv: 1/|x| from ChunkBaseF32.
+std::size_t ChunkFusedF32(const float* HWY_RESTRICT x, const float* HWY_RESTRICT inv, std::size_t n,
+                          const FastParams& rp, const FormatPlan& p, FormatAcc& a) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)x, (void)inv, (void)n, (void)rp, (void)p, (void)a;
+  return 0;
+#else
+  const hn::ScalableTag<float> df;
+  const std::size_t N = hn::Lanes(df);
+  const std::size_t end = n - n % N;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const auto sign_bit = hn::Set(du, 0x80000000u);
+  // The in-range path also needs |x| <= 2^126, where 1/|x| is a normal float.
+  FastParams in_range_params = rp;
+  in_range_params.max = std::min(rp.max, 0x1p126f);
+  FormatVecs<decltype(df)> v(p, a);
+  for (std::size_t i = 0; i < end;) {
+    const std::size_t block_end = std::min(end, i + kBlock * N);
+    for (; i < block_end; i += N) {
+      const auto xv = hn::LoadU(df, x + i);
+      const auto ab = hn::AndNot(sign_bit, hn::BitCast(du, xv));
+      bool in_range;
+      const auto rn = RoundNormalBits<true>(du, ab, in_range_params, in_range);
+      if (HWY_LIKELY(in_range)) {
+        const auto ax = hn::BitCast(df, ab);
+        v.AddInRange(hn::Abs(hn::Sub(hn::BitCast(df, rn), ax)), ax, hn::LoadU(df, inv + i));
+      } else {
+        v.Add(xv, RoundOutOfRange<true>(df, xv, ab, rn, rp));
+      }
+    }
+    v.Flush();
+  }
+  v.Finish(a);
+  return end;
+#endif
+}
+
 // x: the chunk; r: x rounded into the format. For formats without a fast path.
 std::size_t ChunkFormatF32(const float* HWY_RESTRICT x, const float* HWY_RESTRICT r, std::size_t n,
                            const FormatPlan& p, FormatAcc& a) {
@@ -232,33 +372,11 @@ std::size_t ChunkFormatF32(const float* HWY_RESTRICT x, const float* HWY_RESTRIC
   const hn::ScalableTag<float> df;
   const std::size_t N = hn::Lanes(df);
   const std::size_t end = n - n % N;
-  FormatVecs<decltype(df)> v(p);
-  for (std::size_t i = 0; i < end; i += N) v.Add(hn::LoadU(df, x + i), hn::LoadU(df, r + i));
-  v.Finish(a);
-  return end;
-#endif
-}
-
-// Rounds the chunk into the format (nearest-even, fast path) and summarises the errors
-// in the same pass, without storing the rounded values.
-std::size_t ChunkFusedF32(const float* HWY_RESTRICT x, std::size_t n, const FastParams& rp,
-                          const FormatPlan& p, FormatAcc& a) {
-#if HWY_TARGET == HWY_SCALAR
-  (void)x, (void)n, (void)rp, (void)p, (void)a;
-  return 0;
-#else
-  const hn::ScalableTag<float> df;
-  const std::size_t N = hn::Lanes(df);
-  const std::size_t end = n - n % N;
-  FormatVecs<decltype(df)> v(p);
-  for (std::size_t i = 0; i < end; i += N) {
-    const auto xv = hn::LoadU(df, x + i);
-    bool in_range;
-    const auto rv = RoundVec<true>(df, xv, rp, in_range);
-    if (HWY_LIKELY(in_range))
-      v.AddInRange(xv, rv);
-    else
-      v.Add(xv, rv);
+  FormatVecs<decltype(df)> v(p, a);
+  for (std::size_t i = 0; i < end;) {
+    const std::size_t block_end = std::min(end, i + kBlock * N);
+    for (; i < block_end; i += N) v.Add(hn::LoadU(df, x + i), hn::LoadU(df, r + i));
+    v.Flush();
   }
   v.Finish(a);
   return end;
@@ -272,17 +390,25 @@ HWY_AFTER_NAMESPACE();
 namespace fpguard::detail {
 
 HWY_EXPORT(ChunkBaseF32);
-HWY_EXPORT(ChunkFormatF32);
 HWY_EXPORT(ChunkFusedF32);
+HWY_EXPORT(ChunkFormatF32);
 
-void chunk_format_fused(std::span<const float> x, const FastParams& rp, const FormatPlan& p,
-                        FormatAcc& a) {
-  const std::size_t done = HWY_DYNAMIC_DISPATCH(ChunkFusedF32)(x.data(), x.size(), rp, p, a);
+Moments chunk_all(std::span<const float> x, BaseAcc& a, std::span<const FusedFormat> fmts,
+                  std::span<float> inv) {
+  FPG_CHECK(inv.size() >= x.size());
+  Moments m;
+  const std::size_t done = HWY_DYNAMIC_DISPATCH(ChunkBaseF32)(x.data(), x.size(), a, m,
+                                                              fmts.empty() ? nullptr : inv.data());
   const std::span<const float> tail = x.subspan(done);
   float r[64];
   FPG_CHECK(tail.size() <= 64);
-  round_fast(tail.data(), r, tail.size(), rp);
-  chunk_format(tail, std::span<const float>(r, tail.size()), p, a);
+  for (const FusedFormat& f : fmts) {
+    HWY_DYNAMIC_DISPATCH(ChunkFusedF32)(x.data(), inv.data(), done, *f.rp, *f.plan, *f.acc);
+    if (tail.empty()) continue;
+    round_fast(tail.data(), r, tail.size(), *f.rp);
+    chunk_format(tail, std::span<const float>(r, tail.size()), *f.plan, *f.acc);
+  }
+  return tail.empty() ? m : merge_moments(m, chunk_base(tail, a));
 }
 
 Moments merge_moments(const Moments& a, const Moments& b) {
@@ -298,23 +424,12 @@ Moments merge_moments(const Moments& a, const Moments& b) {
 }
 
 template <>
-Moments chunk_base_fast<float>(std::span<const float> x, BaseAcc& a) {
-  Moments m;
-  const std::size_t done = HWY_DYNAMIC_DISPATCH(ChunkBaseF32)(x.data(), x.size(), a, m);
-  return merge_moments(m, chunk_base(x.subspan(done), a));
-}
-
-template <>
 void chunk_format_fast<float>(std::span<const float> x, std::span<const float> r,
                               const FormatPlan& p, FormatAcc& a) {
   const std::size_t done = HWY_DYNAMIC_DISPATCH(ChunkFormatF32)(x.data(), r.data(), x.size(), p, a);
   chunk_format(x.subspan(done), r.subspan(done), p, a);
 }
 
-template <>
-Moments chunk_base_fast<double>(std::span<const double> x, BaseAcc& a) {
-  return chunk_base(x, a);
-}
 template <>
 void chunk_format_fast<double>(std::span<const double> x, std::span<const double> r,
                                const FormatPlan& p, FormatAcc& a) {

@@ -182,6 +182,14 @@ def crafted():
     return np.array(vals, dtype=np.float32)
 
 
+def outliers(rng):
+    x = rng.standard_normal(50_000).astype(np.float32)
+    x[::4096] = 1e5
+    x[::4096 * 3] = -3e5
+    x[0] = np.nan
+    return x
+
+
 def main():
     args = fpgref.parse_args(__doc__)
     c = fpgref.Checker("stats_test")
@@ -204,6 +212,11 @@ def main():
         "empty": np.zeros(0, dtype=np.float32),
         "zeros": np.zeros(17, dtype=np.float32),
         "float64_input": rng.standard_normal(10_000) * 100.0,
+        # The moments: a mean far from zero, and an outlier opening every 4096 values (a
+        # shift far out in its chunk, where the one-pass sums would lose bits), after a
+        # leading NaN.
+        "offset": (3e4 + rng.standard_normal(100_000)).astype(np.float32),
+        "outliers": outliers(rng),
     }
     with tempfile.TemporaryDirectory() as tmp:
         for case, x in cases.items():
