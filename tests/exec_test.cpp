@@ -134,6 +134,87 @@ TEST(Executor, Float16ModelRunsInFloat16) {
   EXPECT_TRUE(std::isinf(v[2]));  // 303^2 overflows float16 storage
 }
 
+// The float64 truth run: 1 + 2^-24 is not a float32 value, so (x + 2^-24) - x is 2^-24 in
+// double and 0 in float32. Every carrier the observer sees is float64, and the output is
+// stored in the declared float32.
+TEST(Carrier, Float64RunComputesInDouble) {
+  test::GraphBuilder b({1});
+  b.init("e", floats({1}, {std::ldexp(1.0f, -24)}))
+      .node("add", "Add", {"x", "e"}, "a")
+      .node("sub", "Sub", {"a", "x"}, "d")
+      .node("mul", "Mul", {"d", "d"}, "y")
+      .output("d")
+      .output("y");
+  const auto x = floats({1}, {1.0f});
+  const auto f32 = Executor(b.m).run({{"x", x}});
+  EXPECT_EQ(f32[0].tensor.data<float>()[0], 0.0f);
+  Recorder rec;
+  RunOptions o;
+  o.carrier = DType::float64;
+  o.observer = &rec;
+  const auto f64 = Executor(b.m, o).run({{"x", x}});
+  ASSERT_EQ(f64[0].tensor.dtype(), DType::float32);
+  EXPECT_EQ(f64[0].tensor.data<float>()[0], 0x1p-24f);
+  // 2^-48 is a float32 value too: the output narrows exactly.
+  EXPECT_EQ(f64[1].tensor.data<float>()[0], 0x1p-48f);
+  ASSERT_EQ(rec.calls.size(), 3u);
+  for (const auto& c : rec.calls) {
+    for (const auto& t : c.inputs) EXPECT_EQ(t.dtype(), DType::float64) << c.node;
+    for (const auto& t : c.outputs) EXPECT_EQ(t.tensor.dtype(), DType::float64) << c.node;
+  }
+  EXPECT_EQ(rec.calls[1].outputs[0].tensor.data<double>()[0], 0x1p-24);
+}
+
+// A float32 local run on a float64 session (check --reference fp64) rounds each input
+// to the node's format once, from its double value: 1 + 2^-11 + 2^-40 is just above the
+// float16 midpoint between 1 and 1 + 2^-10 and rounds up; through float32 first it would
+// be the midpoint 1 + 2^-11, which rounds to even (1).
+TEST(Carrier, LocalRunOnFloat64ValuesRoundsOnce) {
+  test::GraphBuilder b({1});
+  b.init("e", floats({1}, {0x1p-40f}))
+      .init("one", floats({1}, {1.0f}))
+      .node("add", "Add", {"x", "e"}, "s")
+      .node("mul", "Mul", {"s", "one"}, "y")
+      .output("y");
+  RunOptions o64;
+  o64.carrier = DType::float64;
+  const Executor truth(b.m, o64), local(b.m);
+  Session s(truth, {{"x", floats({1}, {1.0f + 0x1p-11f})}});
+  s.step();
+  EXPECT_EQ(s.value("s")->data<double>()[0], 1 + 0x1p-11 + 0x1p-40);
+  const auto half = parse_format("float16");
+  Recorder rec;
+  const auto out = s.evaluate_next(half, &rec, &local);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].tensor.dtype(), DType::float32);
+  EXPECT_EQ(rec.calls[0].inputs[0].dtype(), DType::float32);
+  EXPECT_EQ(rec.calls[0].inputs[0].data<float>()[0], 1.0f + 0x1p-10f);
+  EXPECT_EQ(out[0].tensor.data<float>()[0], 1.0f + 0x1p-10f);
+  // The same node on the float64 carriers themselves: inputs and result stay double.
+  const auto same = s.evaluate_next(half);
+  EXPECT_EQ(same[0].tensor.dtype(), DType::float64);
+  EXPECT_EQ(same[0].tensor.data<double>()[0], 1 + 0x1p-10);
+}
+
+// A Cast to float16 in a float64 run rounds to float16 (from the double value); a Cast
+// to float32 does not round (float32 is what the truth run replaces).
+TEST(Carrier, CastsInAFloat64Run) {
+  test::GraphBuilder b({1});
+  b.init("e", floats({1}, {0x1p-40f}))
+      .node("add", "Add", {"x", "e"}, "s")
+      .node("to16", "Cast", {"s"}, "h", {{"to", std::int64_t{10}, ""}})
+      .node("to32", "Cast", {"s"}, "f", {{"to", std::int64_t{1}, ""}})
+      .node("back", "Cast", {"h"}, "hf", {{"to", std::int64_t{1}, ""}})
+      .node("d", "Sub", {"f", "x"}, "y")
+      .output("hf")
+      .output("y");
+  RunOptions o;
+  o.carrier = DType::float64;
+  const auto out = Executor(b.m, o).run({{"x", floats({1}, {1.0f + 0x1p-11f})}});
+  EXPECT_EQ(out[0].tensor.data<float>()[0], 1.0f + 0x1p-10f);
+  EXPECT_EQ(out[1].tensor.data<float>()[0], 0x1p-40f);
+}
+
 TEST(Executor, UnsupportedOpsAreListedAtOnce) {
   const auto m = model::load(kData / "unsupported.onnx");
   const auto msg = run_error(m, {{"x", floats({1}, {1})}});

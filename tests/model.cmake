@@ -25,8 +25,20 @@ add_test(NAME conformance.onnx_node
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/conformance/run_conformance.py
                  --fpguard $<TARGET_FILE:fpguard>)
 set_tests_properties(conformance.onnx_node PROPERTIES LABELS "model;conformance" TIMEOUT 900)
+# The same node tests on float64 carriers (`run --precision float64`): every kernel's
+# double instantiation, same tolerances and expected failures.
+add_test(NAME conformance.onnx_node_fp64
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/conformance/run_conformance.py
+                 --fpguard $<TARGET_FILE:fpguard> --precision float64)
+set_tests_properties(conformance.onnx_node_fp64 PROPERTIES LABELS "model;conformance" TIMEOUT 900)
 
 add_test(NAME cli.run
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/run_test.py
                  --fpguard $<TARGET_FILE:fpguard>)
 set_tests_properties(cli.run PROPERTIES LABELS model)
+
+# The float64 truth run against NumPy's float64.
+add_test(NAME cli.fp64
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/fp64_test.py
+                 --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)
+set_tests_properties(cli.fp64 PROPERTIES LABELS "model;analysis")

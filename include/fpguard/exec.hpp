@@ -1,10 +1,11 @@
 // The executor: runs a model::Graph on the CPU, node by node in topological order,
-// freeing each tensor after its last reader. Floating tensors reach kernels as float32
-// carriers (float16/bfloat16/float64 storage is widened on the way in and narrowed on
-// the way out); integer and bool tensors are passed as they are. A PrecisionPolicy gives
+// freeing each tensor after its last reader. Floating tensors reach kernels as carriers
+// of one type, float32 or (RunOptions::carrier) float64 for a high-precision truth run:
+// float16/bfloat16/float32/float64 storage is widened on the way in and narrowed on the
+// way out; integer and bool tensors are passed as they are. A PrecisionPolicy gives
 // each node a Format, and the emulation model of docs/executor.md applies: weights are
 // rounded to the node's format once, inputs are rounded at a precision boundary, the
-// kernel computes in float32, and floating outputs are rounded to the format with its
+// kernel computes in the carrier, and floating outputs are rounded to the format with its
 // overflow rule. Data-movement ops (Reshape, Transpose, ...) never round. An Observer
 // sees every node's inputs and outputs as they are produced.
 #pragma once
@@ -56,6 +57,9 @@ struct KernelContext {
   AccumulationOrder accumulation;
   // RunOptions::float32_storage: a Cast to float16/bfloat16 does not round.
   bool float32_storage = false;
+  // The carrier of floating values: float32, or float64 (the truth run). Every floating
+  // input arrives in it and every floating output is made in it.
+  DType carrier = DType::float32;
 
   std::size_t num_inputs() const { return inputs.size(); }
   bool has(std::size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
@@ -113,10 +117,11 @@ class Observer {
   virtual ~Observer() = default;
   // Called after each node ran (and its outputs were rounded), before any input is
   // freed. Inputs and outputs are carriers as the kernels see them: floating values in
-  // float32 (already rounded to the node's format and to their storage dtype), integer
-  // and bool tensors as stored. nullptr marks an omitted input. The tensors live only
-  // for the call (an observer copies what it keeps); an input address is stable within a
-  // run (a weight rounded once shows the same address to every node that reads it).
+  // the executor's carrier, float32 or float64 (already rounded to the node's format and
+  // to their storage dtype), integer and bool tensors as stored. nullptr marks an omitted
+  // input. The tensors live only for the call (an observer copies what it keeps); an
+  // input address is stable within a run (a weight rounded once shows the same address
+  // to every node that reads it).
   virtual void on_node(const model::Node& node, std::size_t position,
                        const std::vector<const Tensor*>& inputs,
                        const std::vector<NamedTensor>& outputs) = 0;
@@ -127,10 +132,10 @@ class Observer {
 // one (a lockstep analysis rounds each weight once for all its runs).
 class WeightCache {
  public:
-  // The rounded carrier of `weight` (a float32 carrier of `source`) in `f`; the address
-  // is stable for the cache's lifetime.
+  // The rounded carrier of `weight` (a float32 or float64 carrier of `source`) in `f`,
+  // held in `carrier`; the address is stable for the cache's lifetime.
   const Tensor& get(const Tensor* source, const Tensor& weight, const Format& f,
-                    const RoundOptions& o);
+                    const RoundOptions& o, DType carrier = DType::float32);
 
  private:
   std::map<std::pair<const Tensor*, std::string>, Tensor> rounded_;
@@ -146,6 +151,10 @@ struct RunOptions {
   // float32 without rounding: the float32 twin of a mixed-precision model (the reference
   // of `check` on a converted model).
   bool float32_storage = false;
+  // The carrier of every floating value: float32 (the default), or float64 for the
+  // high-precision truth run (weights and inputs widened to double, kernels computing in
+  // double; float16/bfloat16 storage and Casts to them still round to that format).
+  DType carrier = DType::float32;
 };
 
 class Session;
@@ -178,7 +187,8 @@ class Executor {
   void run_graph(const model::Graph& g, Scope& scope) const;
   // Runs `node` (at `pos` of its graph's order) on the values of `scope` in `fmt`
   // (nullopt: float32); `observer` sees its kernel inputs and outputs. The outputs are
-  // returned, not stored.
+  // returned, not stored. Floating values of the scope held in another carrier are
+  // converted to this executor's (rounded to `fmt` in their own carrier first).
   std::vector<std::pair<std::string, Slot>> run_node(const model::Node& node, std::size_t pos,
                                                      Scope& scope, const std::optional<Format>& fmt,
                                                      Observer* observer) const;
@@ -214,10 +224,14 @@ class Session {
   // Evaluates the next node in `fmt` (nullopt: float32) on this session's values
   // without keeping anything or advancing, and returns its outputs (carriers, the
   // node's non-empty outputs in order): the "local" run of a node fed with another
-  // run's inputs. `observer` (if any) sees the kernel inputs (rounded to `fmt`).
+  // run's inputs. `observer` (if any) sees the kernel inputs (rounded to `fmt`). With
+  // `as`, an executor of the same model, the node runs with its options (carrier,
+  // accumulation, storage) instead: a float32 local run on a float64 session's values,
+  // each rounded to `fmt` from its float64 value.
   std::vector<NamedTensor> evaluate_next(const std::optional<Format>& fmt,
-                                         Observer* observer = nullptr) const;
-  // A live value as a carrier (floating values in float32), or nullptr.
+                                         Observer* observer = nullptr,
+                                         const Executor* as = nullptr) const;
+  // A live value as a carrier (floating values in the executor's carrier), or nullptr.
   const Tensor* value(const std::string& name) const;
   // The graph outputs in their storage dtypes (after done()).
   std::vector<NamedTensor> outputs() const;
@@ -233,7 +247,7 @@ bool is_float(DType d);
 // Converts values to another dtype (float -> int truncates toward zero, saturating;
 // -> bool is != 0; -> float16/bfloat16 rounds to nearest-even).
 Tensor convert(const Tensor& t, DType to);
-// float16/bfloat16/float64 -> float32 (others unchanged).
-Tensor widen(const Tensor& t);
+// A floating tensor in the carrier dtype (float32 or float64; others unchanged).
+Tensor widen(const Tensor& t, DType carrier = DType::float32);
 
 }  // namespace fpguard::exec

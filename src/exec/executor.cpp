@@ -38,7 +38,7 @@ std::optional<Format> PrecisionPolicy::format_for(const model::Node& n) const {
   return default_format;
 }
 
-// A value as the executor holds it: a carrier tensor (floating values in float32), the
+// A value as the executor holds it: a carrier tensor (floating values in the carrier), the
 // dtype it is stored in, and the format its values are known to be exact in ("" when
 // none was applied), so rounding at a boundary happens only where it changes anything.
 struct Executor::Slot {
@@ -47,8 +47,8 @@ struct Executor::Slot {
   std::string exact_in;
   bool weight = false;             // an initializer: rounded once per format, never freed
   const Tensor* source = nullptr;  // the initializer in the model (weights)
-  // The carrier: `t`, or for an initializer whose storage already is a carrier (float32,
-  // integers, bool) the model's own tensor, which is never copied.
+  // The carrier: `t`, or for an initializer whose storage already is the carrier (float32
+  // or float64, integers, bool) the model's own tensor, which is never copied.
   const Tensor& value() const { return view ? *view : t; }
   const Tensor* view = nullptr;
 };
@@ -62,10 +62,10 @@ std::string storage_format(DType d) {
 }
 
 // float32_storage: 16-bit floating storage is held as float32 (RunOptions).
-Executor::Slot make_slot(const Tensor& t, bool float32_storage = false) {
+Executor::Slot make_slot(const Tensor& t, bool float32_storage, DType carrier) {
   Executor::Slot s;
   s.storage = t.dtype();
-  s.t = widen(t);
+  s.t = widen(t, carrier);
   s.exact_in = storage_format(t.dtype());
   if (float32_storage && !s.exact_in.empty()) {
     s.storage = DType::float32;
@@ -74,17 +74,32 @@ Executor::Slot make_slot(const Tensor& t, bool float32_storage = false) {
   return s;
 }
 
+template <class T>
 void round_in_place(Tensor& t, const Format& f, const RoundOptions& o) {
-  auto d = t.data<float>();
-  round(std::span<const float>(d.data(), d.size()), d, f, o);
+  auto d = t.data<T>();
+  round(std::span<const T>(d.data(), d.size()), d, f, o);
 }
 
-// A float32 carrier rounded into a new tensor (no copy first).
-Tensor rounded_copy(const Tensor& t, const Format& f, const RoundOptions& o) {
-  Tensor r(DType::float32, t.shape());
-  const auto in = t.data<float>();
-  round(std::span<const float>(in.data(), in.size()), r.data<float>(), f, o);
-  return r;
+void round_in_place(Tensor& t, const Format& f, const RoundOptions& o) {
+  if (t.dtype() == DType::float64)
+    round_in_place<double>(t, f, o);
+  else
+    round_in_place<float>(t, f, o);
+}
+
+// A float32 or float64 carrier rounded to `f` into a new tensor held in `carrier`. The
+// rounding happens in the source's carrier, so a float64 value is rounded once (never
+// through float32 first).
+Tensor rounded_copy(const Tensor& t, const Format& f, const RoundOptions& o, DType carrier) {
+  Tensor r(t.dtype(), t.shape());
+  if (t.dtype() == DType::float64) {
+    const auto in = t.data<double>();
+    round(std::span<const double>(in.data(), in.size()), r.data<double>(), f, o);
+  } else {
+    const auto in = t.data<float>();
+    round(std::span<const float>(in.data(), in.size()), r.data<float>(), f, o);
+  }
+  return r.dtype() == carrier ? r : convert(r, carrier);
 }
 
 std::string dims_text(const std::vector<std::int64_t>& s) {
@@ -130,21 +145,24 @@ void Executor::plan(const model::Graph& g, const std::vector<std::string>& outer
 }
 
 const Tensor& WeightCache::get(const Tensor* source, const Tensor& weight, const Format& f,
-                               const RoundOptions& o) {
+                               const RoundOptions& o, DType carrier) {
   const std::lock_guard<std::mutex> lock(mutex_);
-  // Same format, different rounding options: a different rounded tensor.
-  const auto key =
-      std::make_pair(source, f.name + "|" + std::to_string(static_cast<int>(o.rounding)) + "|" +
-                                 std::to_string(o.saturate) + std::to_string(o.flush_subnormals) +
-                                 "|" + std::to_string(o.seed));
+  // Same format, different rounding options or carrier: a different rounded tensor.
+  const auto key = std::make_pair(
+      source, f.name + "|" + std::to_string(static_cast<int>(o.rounding)) + "|" +
+                  std::to_string(o.saturate) + std::to_string(o.flush_subnormals) + "|" +
+                  std::to_string(o.seed) + "|" + std::string(to_string(carrier)));
   auto w = rounded_.find(key);
-  if (w == rounded_.end()) w = rounded_.emplace(key, rounded_copy(weight, f, o)).first;
+  if (w == rounded_.end()) w = rounded_.emplace(key, rounded_copy(weight, f, o, carrier)).first;
   return w->second;  // std::map nodes never move
 }
 
 Executor::Executor(const model::Model& m, RunOptions options)
     : model_(m), options_(std::move(options)), where_(m.path.string()) {
   if (!options_.weights) options_.weights = std::make_shared<WeightCache>();
+  if (options_.carrier != DType::float32 && options_.carrier != DType::float64)
+    throw Error(where_, "the carrier must be float32 or float64, not " +
+                            std::string(to_string(options_.carrier)));
   const auto missing = unsupported_ops(m.graph);
   if (!missing.empty()) {
     std::string list;
@@ -214,10 +232,10 @@ std::unique_ptr<Executor::Scope> Executor::feed(const std::vector<NamedTensor>& 
       // NumPy and ONNX's own test data carry bfloat16 as its uint16 bit patterns.
       Tensor bits(DType::bfloat16, in.tensor.shape());
       std::copy(in.tensor.bytes(), in.tensor.bytes() + in.tensor.nbytes(), bits.bytes());
-      values[in.name] = make_slot(bits, options_.float32_storage);
+      values[in.name] = make_slot(bits, options_.float32_storage, options_.carrier);
       continue;
     }
-    values[in.name] = make_slot(in.tensor, options_.float32_storage);
+    values[in.name] = make_slot(in.tensor, options_.float32_storage, options_.carrier);
   }
   for (const auto* v : g.runtime_inputs())
     if (!values.count(v->name)) throw Error(where_, "input '" + v->name + "' was not given");
@@ -237,6 +255,7 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
   const auto* info = Registry::global().find(node.op_type);
   const bool moves_data = info->kind == OpKind::data_movement;
   const auto& policy = options_.policy;
+  const DType carrier = options_.carrier;
 
   KernelContext ctx{node,
                     model_.default_opset(),
@@ -251,7 +270,8 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
                         ? &*policy.accumulate
                         : nullptr,
                     policy.accumulation,
-                    options_.float32_storage};
+                    options_.float32_storage,
+                    carrier};
   ctx.run_subgraph = [this, &scope, &ctx](const model::Graph& sub, std::vector<Tensor> in) {
     Scope inner;
     inner.parent = &scope;
@@ -259,7 +279,8 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
       ctx.fail("subgraph '" + sub.name + "' takes " + std::to_string(sub.inputs.size()) +
                " inputs, given " + std::to_string(in.size()));
     for (std::size_t i = 0; i < in.size(); ++i)
-      inner.values[sub.inputs[i].name] = make_slot(in[i], options_.float32_storage);
+      inner.values[sub.inputs[i].name] =
+          make_slot(in[i], options_.float32_storage, options_.carrier);
     add_initializers(sub, inner);
     run_graph(sub, inner);
     std::vector<Tensor> out;
@@ -284,14 +305,19 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
     const Slot& s = *found;
     ctx.input_dtypes.push_back(s.storage);
     const Tensor& v = s.value();
-    if (carried_format.empty() && v.dtype() == DType::float32) carried_format = s.exact_in;
-    if (fmt && v.dtype() == DType::float32 && s.exact_in != fmt->name) {
+    const bool floating = is_float(v.dtype());
+    if (carried_format.empty() && floating) carried_format = s.exact_in;
+    if (fmt && floating && s.exact_in != fmt->name) {
       if (s.weight) {
-        ctx.inputs.push_back(&options_.weights->get(s.source, v, *fmt, policy.round_options));
+        ctx.inputs.push_back(
+            &options_.weights->get(s.source, v, *fmt, policy.round_options, carrier));
       } else {
-        rounded.push_back(rounded_copy(v, *fmt, policy.round_options));
+        rounded.push_back(rounded_copy(v, *fmt, policy.round_options, carrier));
         ctx.inputs.push_back(&rounded.back());
       }
+    } else if (floating && v.dtype() != carrier) {  // another executor's session (local run)
+      rounded.push_back(convert(v, carrier));
+      ctx.inputs.push_back(&rounded.back());
     } else {
       ctx.inputs.push_back(&v);
     }
@@ -304,7 +330,7 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
   // input's storage dtype (a float16 model stays float16).
   DType float_storage = DType::float32;
   for (std::size_t i = 0; i < ctx.inputs.size(); ++i)
-    if (ctx.inputs[i] && ctx.inputs[i]->dtype() == DType::float32) {
+    if (ctx.inputs[i] && ctx.inputs[i]->dtype() == carrier) {
       float_storage = ctx.input_dtypes[i];
       break;
     }
@@ -313,11 +339,13 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
     if (node.outputs[i].empty()) continue;
     Slot s;
     Tensor t = std::move(ctx.outputs[i]);
-    s.storage =
-        ctx.output_dtypes[i].value_or(t.dtype() == DType::float32 ? float_storage : t.dtype());
+    s.storage = ctx.output_dtypes[i].value_or(t.dtype() == carrier ? float_storage : t.dtype());
     if (options_.float32_storage && !storage_format(s.storage).empty()) s.storage = DType::float32;
-    if (t.dtype() != DType::float32 && is_float(t.dtype())) t = widen(t);
-    if (t.dtype() == DType::float32) {
+    // A computed float32 result in a float64 run would be a kernel computing in float: a
+    // bug. (Data movement may pass stored float32 values on, e.g. a Constant: widened.)
+    FPG_CHECK(moves_data || !(carrier == DType::float64 && t.dtype() == DType::float32));
+    if (t.dtype() != carrier && is_float(t.dtype())) t = widen(t, carrier);
+    if (t.dtype() == carrier) {
       const std::string sf = storage_format(s.storage);
       if (moves_data) {
         // Kernels that change the storage type (Cast) round to it themselves.
@@ -344,8 +372,9 @@ void Executor::add_initializers(const model::Graph& g, Scope& scope) const {
   for (const auto& t : g.initializers)
     if (!scope.values.count(t.name)) {
       Slot& s = scope.values[t.name];
-      if (is_float(t.tensor.dtype()) && t.tensor.dtype() != DType::float32) {
-        s = make_slot(t.tensor, options_.float32_storage);  // widened once per run
+      if (is_float(t.tensor.dtype()) && t.tensor.dtype() != options_.carrier) {
+        // widened once per run
+        s = make_slot(t.tensor, options_.float32_storage, options_.carrier);
       } else {
         s.storage = t.tensor.dtype();
         s.view = &t.tensor;
@@ -423,12 +452,14 @@ void Session::step(Observer* observer) {
 }
 
 std::vector<NamedTensor> Session::evaluate_next(const std::optional<Format>& fmt,
-                                                Observer* observer) const {
+                                                Observer* observer, const Executor* as) const {
   const auto& node = next();
   const bool moves_data = Registry::global().find(node.op_type)->kind == OpKind::data_movement;
+  const Executor& ex = as ? *as : ex_;
+  FPG_CHECK(&ex.model_ == &ex_.model_);
   std::vector<NamedTensor> out;
   for (auto& [name, slot] :
-       ex_.run_node(node, pos_, *scope_, moves_data ? std::nullopt : fmt, observer))
+       ex.run_node(node, pos_, *scope_, moves_data ? std::nullopt : fmt, observer))
     out.push_back({name, std::move(slot.t)});
   return out;
 }

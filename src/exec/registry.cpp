@@ -114,9 +114,13 @@ Tensor convert(const Tensor& t, DType to) {
   if (t.dtype() == to) return t;
   Tensor out(to, t.shape());
   if (to == DType::float16 || to == DType::bfloat16) {
-    const Tensor f = t.dtype() == DType::float32 ? t : convert(t, DType::float32);
-    encode(f.data<float>(), out.data<std::uint16_t>(),
-           parse_format(to == DType::float16 ? "float16" : "bfloat16"));
+    const Format f = parse_format(to == DType::float16 ? "float16" : "bfloat16");
+    if (t.dtype() == DType::float64) {  // rounded once, not through float32
+      encode(t.data<double>(), out.data<std::uint16_t>(), f);
+      return out;
+    }
+    const Tensor x = t.dtype() == DType::float32 ? t : convert(t, DType::float32);
+    encode(x.data<float>(), out.data<std::uint16_t>(), f);
     return out;
   }
   if (t.dtype() == DType::int64 && to == DType::int32) {
@@ -171,9 +175,8 @@ Tensor convert(const Tensor& t, DType to) {
   return out;
 }
 
-Tensor widen(const Tensor& t) {
-  if (t.dtype() == DType::float16 || t.dtype() == DType::bfloat16 || t.dtype() == DType::float64)
-    return convert(t, DType::float32);
+Tensor widen(const Tensor& t, DType carrier) {
+  if (is_float(t.dtype()) && t.dtype() != carrier) return convert(t, carrier);
   return t;
 }
 

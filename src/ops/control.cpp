@@ -16,10 +16,13 @@ const model::Graph& graph_attr(const KernelContext& ctx, const std::string& name
   return *std::get<model::GraphPtr>(a->value);
 }
 
-// Inputs as their storage dtype (bodies expect float16 where the model stores float16).
+// Inputs as their storage dtype (bodies expect float16 where the model stores float16);
+// in a float64 run a float32 value stays in its float64 carrier (the truth run).
 Tensor stored(const KernelContext& ctx, std::size_t i) {
   const Tensor& t = ctx.in(i);
-  return t.dtype() == DType::float32 ? exec::convert(t, ctx.input_dtypes[i]) : t;
+  if (t.dtype() != ctx.carrier) return t;
+  if (ctx.carrier == DType::float64 && ctx.input_dtypes[i] == DType::float32) return t;
+  return exec::convert(t, ctx.input_dtypes[i]);
 }
 
 bool truth(const Tensor& t) {
@@ -30,7 +33,7 @@ bool truth(const Tensor& t) {
 
 // Stacks equal-shaped slices along a new `axis`.
 Tensor stack(const KernelContext& ctx, const std::vector<Tensor>& parts, std::int64_t axis) {
-  if (parts.empty()) return Tensor(DType::float32, {0});
+  if (parts.empty()) return Tensor(ctx.carrier, {0});
   const auto& s = parts[0].shape();
   axis = norm_axis(ctx, axis, static_cast<std::int64_t>(s.size()) + 1);
   Shape os(s);

@@ -1,4 +1,4 @@
-// Conv (im2col + ops::sgemm, any number of spatial dims, groups, dilations, auto_pad),
+// Conv (im2col + ops::gemm, any number of spatial dims, groups, dilations, auto_pad),
 // the pools (MaxPool, AveragePool, their Global forms) and the window geometry they share.
 
 #include <cmath>
@@ -72,20 +72,21 @@ void for_each_index(const std::vector<std::int64_t>& dims, F&& f) {
 
 // im2col of one 2-D input plane: rows (kh, kw), columns output positions (oh, ow);
 // positions in the padding are 0. The same layout as the N-d loop of conv().
-void im2col_2d(const float* plane, const Window& win, float* col) {
+template <class T>
+void im2col_2d(const T* plane, const Window& win, T* col) {
   const auto ih_n = win.in[0], iw_n = win.in[1], oh_n = win.out[0], ow_n = win.out[1];
   const auto osize = oh_n * ow_n;
   for (std::int64_t kh = 0; kh < win.kernel[0]; ++kh)
     for (std::int64_t kw = 0; kw < win.kernel[1]; ++kw) {
-      float* row = col + (kh * win.kernel[1] + kw) * osize;
+      T* row = col + (kh * win.kernel[1] + kw) * osize;
       for (std::int64_t oh = 0; oh < oh_n; ++oh) {
-        float* r = row + oh * ow_n;
+        T* r = row + oh * ow_n;
         const auto ih = oh * win.stride[0] - win.pad_begin[0] + kh * win.dilation[0];
         if (ih < 0 || ih >= ih_n) {
           std::fill(r, r + ow_n, 0.0f);
           continue;
         }
-        const float* src = plane + ih * iw_n;
+        const T* src = plane + ih * iw_n;
         const auto base = kw * win.dilation[1] - win.pad_begin[1];
         for (std::int64_t ow = 0; ow < ow_n; ++ow) {
           const auto iw = ow * win.stride[1] + base;
@@ -97,14 +98,14 @@ void im2col_2d(const float* plane, const Window& win, float* col) {
 
 // Conv and ConvTranspose: the optional bias B (input 2, one value per output channel)
 // added to every position of y (n images, m channels, osize positions each).
-void add_bias(const KernelContext& ctx, float* y, std::int64_t n, std::int64_t m,
-              std::int64_t osize) {
+template <class T>
+void add_bias(const KernelContext& ctx, T* y, std::int64_t n, std::int64_t m, std::int64_t osize) {
   if (!ctx.has(2)) return;
   const Tensor& bias = ctx.in(2);
   require_float(ctx, bias, "B");
   if (bias.size() != static_cast<std::size_t>(m))
     ctx.fail("B must have " + std::to_string(m) + " values");
-  auto pb = bias.data<float>();
+  auto pb = bias.data<T>();
   for (std::int64_t b = 0; b < n; ++b)
     for (std::int64_t j = 0; j < m; ++j)
       for (std::int64_t i = 0; i < osize; ++i)
@@ -123,6 +124,7 @@ std::pair<const Tensor&, const Tensor&> conv_operands(const KernelContext& ctx) 
   return {x, w};
 }
 
+template <class T>
 void conv(KernelContext& ctx) {
   const auto [x, w] = conv_operands(ctx);
   const auto& xs = x.shape();
@@ -141,23 +143,23 @@ void conv(KernelContext& ctx) {
   Shape os(win.out.size() + 2);
   os[0] = n, os[1] = m;
   std::copy(win.out.begin(), win.out.end(), os.begin() + 2);
-  Tensor& out = ctx.out(0, DType::float32, os);
-  const float* px = x.data<float>().data();
-  const float* pw = w.data<float>().data();
-  float* po = out.data<float>().data();
+  Tensor& out = ctx.out(0, carrier_dtype<T>(), os);
+  const T* px = x.data<T>().data();
+  const T* pw = w.data<T>().data();
+  T* po = out.data<T>().data();
   const std::size_t sd = kernel.size();
-  std::vector<float> col(static_cast<std::size_t>(cg * ksize * osize));
+  std::vector<T> col(static_cast<std::size_t>(cg * ksize * osize));
   for (std::int64_t b = 0; b < n; ++b)
     for (std::int64_t g = 0; g < group; ++g) {
       // im2col: row (ci, kernel offset), column output position.
       for (std::int64_t ci = 0; ci < cg; ++ci) {
-        const float* plane = px + (b * c + g * cg + ci) * isize;
+        const T* plane = px + (b * c + g * cg + ci) * isize;
         if (sd == 2) {  // the common case, without the generic index machinery
           im2col_2d(plane, win, col.data() + ci * ksize * osize);
           continue;
         }
         for_each_index(kernel, [&](const std::vector<std::int64_t>& kidx, std::int64_t kr) {
-          float* row = col.data() + (ci * ksize + kr) * osize;
+          T* row = col.data() + (ci * ksize + kr) * osize;
           for_each_index(win.out, [&](const std::vector<std::int64_t>& oidx, std::int64_t oc) {
             std::int64_t off = 0;
             for (std::size_t d = 0; d < sd; ++d) {
@@ -173,22 +175,22 @@ void conv(KernelContext& ctx) {
           });
         });
       }
-      float* dst = po + (b * m + g * mg) * osize;
+      T* dst = po + (b * m + g * mg) * osize;
       const auto kk = cg * ksize;
       if (mg && osize && kk)
-        sgemm(ctx, false, false, mg, osize, kk, 1.0f, pw + g * mg * kk, kk, col.data(), osize, 0.0f,
-              dst, osize);
+        gemm(ctx, false, false, mg, osize, kk, 1.0f, pw + g * mg * kk, kk, col.data(), osize, 0.0f,
+             dst, osize);
     }
   add_bias(ctx, po, n, m, osize);
 }
 
-template <bool is_max>
+template <class T, bool is_max>
 void pool(KernelContext& ctx) {
   const Tensor& x_in = ctx.in(0);
   // 8-bit integers (MaxPool) are exact in float32: pool there, convert back.
   const bool small_int = x_in.dtype() == DType::int8 || x_in.dtype() == DType::uint8;
   if (small_int && !is_max) ctx.fail("AveragePool of integers is not supported");
-  const Tensor x = small_int ? exec::convert(x_in, DType::float32) : x_in;
+  const Tensor x = small_int ? exec::convert(x_in, carrier_dtype<T>()) : x_in;
   require_float(ctx, x);
   const auto kernel = ctx.node.attr_ints("kernel_shape");
   if (kernel.empty()) ctx.fail("kernel_shape is required");
@@ -201,16 +203,16 @@ void pool(KernelContext& ctx) {
   Shape os(win.out.size() + 2);
   os[0] = x.shape()[0], os[1] = x.shape()[1];
   std::copy(win.out.begin(), win.out.end(), os.begin() + 2);
-  Tensor out(DType::float32, os);
+  Tensor out(carrier_dtype<T>(), os);
   Tensor indices(DType::int64, want_indices ? os : Shape{0});
-  const float* px = x.data<float>().data();
-  float* po = out.data<float>().data();
+  const T* px = x.data<T>().data();
+  T* po = out.data<T>().data();
   std::int64_t* pi = indices.data<std::int64_t>().data();
   const std::size_t sd = kernel.size();
   for (std::int64_t p = 0; p < nc; ++p) {
-    const float* plane = px + p * isize;
+    const T* plane = px + p * isize;
     for_each_index(win.out, [&](const std::vector<std::int64_t>& oidx, std::int64_t oc) {
-      float acc = is_max ? -std::numeric_limits<float>::infinity() : 0.0f;
+      T acc = is_max ? -std::numeric_limits<T>::infinity() : 0.0f;
       std::int64_t count = 0, best = -1;
       std::vector<std::int64_t> pos(sd);
       for_each_index(win.kernel, [&](const std::vector<std::int64_t>& kidx, std::int64_t) {
@@ -223,7 +225,7 @@ void pool(KernelContext& ctx) {
           off = off * win.in[d] + pos[d];
         }
         if (inside) {
-          const float v = plane[off];
+          const T v = plane[off];
           if constexpr (is_max) {
             if (v > acc || std::isnan(v) || best < 0) {
               acc = v;
@@ -241,7 +243,7 @@ void pool(KernelContext& ctx) {
           ++count;
         }
       });
-      if constexpr (!is_max) acc = count ? acc / static_cast<float>(count) : 0.0f;
+      if constexpr (!is_max) acc = count ? acc / static_cast<T>(count) : 0.0f;
       po[p * osize + oc] = acc;
       if (want_indices) pi[p * osize + oc] = p * isize + best;
     });
@@ -250,7 +252,7 @@ void pool(KernelContext& ctx) {
   if (want_indices) ctx.outputs[1] = std::move(indices);
 }
 
-template <bool is_max>
+template <class T, bool is_max>
 void global_pool(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   require_float(ctx, x);
@@ -259,23 +261,24 @@ void global_pool(KernelContext& ctx) {
   const auto nc = s[0] * s[1], len = product(s, 2);
   Shape os(s.size(), 1);
   os[0] = s[0], os[1] = s[1];
-  auto out = ctx.out(0, DType::float32, os).data<float>();
-  auto in = x.data<float>();
+  auto out = ctx.out(0, carrier_dtype<T>(), os).template data<T>();
+  auto in = x.data<T>();
   for (std::int64_t p = 0; p < nc; ++p) {
-    float acc = is_max ? -std::numeric_limits<float>::infinity() : 0.0f;
+    T acc = is_max ? -std::numeric_limits<T>::infinity() : 0.0f;
     for (std::int64_t i = 0; i < len; ++i) {
-      const float v = in[static_cast<std::size_t>(p * len + i)];
+      const T v = in[static_cast<std::size_t>(p * len + i)];
       if constexpr (is_max)
         acc = v > acc ? v : acc;
       else
         acc += v;
     }
-    out[static_cast<std::size_t>(p)] = is_max ? acc : acc / static_cast<float>(len);
+    out[static_cast<std::size_t>(p)] = is_max ? acc : acc / static_cast<T>(len);
   }
 }
 
-// ConvTranspose: W^T x (sgemm) scattered back by col2im. Output size from
+// ConvTranspose: W^T x (ops::gemm) scattered back by col2im. Output size from
 // output_shape, or stride*(in-1) + output_padding + dilated kernel - pads.
+template <class T>
 void conv_transpose(KernelContext& ctx) {
   const auto [x, w] = conv_operands(ctx);
   const auto& xs = x.shape();
@@ -316,22 +319,22 @@ void conv_transpose(KernelContext& ctx) {
   Shape os(sd + 2);
   os[0] = n, os[1] = m;
   std::copy(out.begin(), out.end(), os.begin() + 2);
-  Tensor& y = ctx.out(0, DType::float32, os);
+  Tensor& y = ctx.out(0, carrier_dtype<T>(), os);
   const auto ksize = product(kernel), isize = product(in), osize = product(out);
-  std::vector<float> col(static_cast<std::size_t>(mg * ksize * isize));
-  const float* px = x.data<float>().data();
-  const float* pw = w.data<float>().data();
-  float* py = y.data<float>().data();
+  std::vector<T> col(static_cast<std::size_t>(mg * ksize * isize));
+  const T* px = x.data<T>().data();
+  const T* pw = w.data<T>().data();
+  T* py = y.data<T>().data();
   for (std::int64_t b = 0; b < n; ++b)
     for (std::int64_t g = 0; g < group; ++g) {
       const auto rows = mg * ksize;
       if (rows && isize && cg)
-        sgemm(ctx, true, false, rows, isize, cg, 1.0f, pw + g * cg * rows, rows,
-              px + (b * c + g * cg) * isize, isize, 0.0f, col.data(), isize);
+        gemm(ctx, true, false, rows, isize, cg, 1.0f, pw + g * cg * rows, rows,
+             px + (b * c + g * cg) * isize, isize, 0.0f, col.data(), isize);
       for (std::int64_t mi = 0; mi < mg; ++mi) {
-        float* plane = py + (b * m + g * mg + mi) * osize;
+        T* plane = py + (b * m + g * mg + mi) * osize;
         for_each_index(kernel, [&](const std::vector<std::int64_t>& kidx, std::int64_t kr) {
-          const float* row = col.data() + (mi * ksize + kr) * isize;
+          const T* row = col.data() + (mi * ksize + kr) * isize;
           for_each_index(in, [&](const std::vector<std::int64_t>& iidx, std::int64_t ic) {
             std::int64_t off = 0;
             for (std::size_t d = 0; d < sd; ++d) {
@@ -350,12 +353,12 @@ void conv_transpose(KernelContext& ctx) {
 }  // namespace
 
 void register_conv(Registry& r) {
-  r.add("ConvTranspose", conv_transpose);
-  r.add("Conv", conv);
-  r.add("MaxPool", pool<true>);
-  r.add("AveragePool", pool<false>);
-  r.add("GlobalMaxPool", global_pool<true>);
-  r.add("GlobalAveragePool", global_pool<false>);
+  r.add("ConvTranspose", carried<conv_transpose<float>, conv_transpose<double>>);
+  r.add("Conv", carried<conv<float>, conv<double>>);
+  r.add("MaxPool", carried<pool<float, true>, pool<double, true>>);
+  r.add("AveragePool", carried<pool<float, false>, pool<double, false>>);
+  r.add("GlobalMaxPool", carried<global_pool<float, true>, global_pool<double, true>>);
+  r.add("GlobalAveragePool", carried<global_pool<float, false>, global_pool<double, false>>);
 }
 
 }  // namespace fpguard::ops

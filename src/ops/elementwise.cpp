@@ -1,5 +1,6 @@
 // Elementwise ops: unary math, binary arithmetic with numpy broadcasting, comparisons,
-// logic, Where, Cast. Floating inputs arrive as float32 carriers.
+// logic, Where, Cast. Floating inputs arrive as carriers (float32, or float64 in a truth
+// run); the math is written once over the carrier type.
 #include <cmath>
 
 #include "core/parallel.hpp"
@@ -37,104 +38,65 @@ void broadcast2(const Shape& out, const Shape& a, const Shape& b, Fn&& f, int th
   }
 }
 
-template <float (*F)(float)>
-void unary(KernelContext& ctx) {
+// Unary kernels with attributes: f is generic over the carrier type.
+template <class Fn>
+void unary_with(KernelContext& ctx, Fn&& f) {
   const Tensor& x = ctx.in(0);
   require_float(ctx, x);
-  auto in = x.data<float>();
-  auto out = ctx.out(0, DType::float32, x.shape()).data<float>();
-  detail::parallel_for(in.size(), ctx.threads > 1 ? 0 : 1, [&](std::size_t lo, std::size_t hi) {
-    for (std::size_t i = lo; i < hi; ++i) out[i] = F(in[i]);
+  with_carrier(ctx, [&](auto t) {
+    using T = decltype(t);
+    auto in = x.data<T>();
+    auto out = ctx.out(0, carrier_dtype<T>(), x.shape()).template data<T>();
+    detail::parallel_for(in.size(), ctx.threads > 1 ? 0 : 1, [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t i = lo; i < hi; ++i) out[i] = f(in[i]);
+    });
   });
 }
 
-float f_abs(float x) {
-  return std::fabs(x);
-}
-float f_neg(float x) {
-  return -x;
-}
-float f_sqrt(float x) {
-  return std::sqrt(x);
-}
-float f_exp(float x) {
-  return std::exp(x);
-}
-float f_log(float x) {
-  return std::log(x);
-}
-float f_relu(float x) {
-  return x > 0 ? x : (x == 0 ? 0.0f : (std::isnan(x) ? x : 0.0f));
-}
-float f_sigmoid(float x) {
-  return x >= 0 ? 1.0f / (1.0f + std::exp(-x)) : std::exp(x) / (1.0f + std::exp(x));
-}
-float f_tanh(float x) {
-  return std::tanh(x);
-}
-float f_erf(float x) {
-  return std::erf(x);
-}
-float f_reciprocal(float x) {
-  return 1.0f / x;
-}
-float f_floor(float x) {
-  return std::floor(x);
-}
-float f_ceil(float x) {
-  return std::ceil(x);
-}
-float f_round(float x) {
-  return std::nearbyint(x);
-}  // ties to even (default FE mode)
-float f_sin(float x) {
-  return std::sin(x);
-}
-float f_cos(float x) {
-  return std::cos(x);
-}
-float f_tan(float x) {
-  return std::tan(x);
-}
-float f_asin(float x) {
-  return std::asin(x);
-}
-float f_acos(float x) {
-  return std::acos(x);
-}
-float f_atan(float x) {
-  return std::atan(x);
-}
-float f_sinh(float x) {
-  return std::sinh(x);
-}
-float f_cosh(float x) {
-  return std::cosh(x);
-}
-float f_asinh(float x) {
-  return std::asinh(x);
-}
-float f_acosh(float x) {
-  return std::acosh(x);
-}
-float f_atanh(float x) {
-  return std::atanh(x);
-}
-float f_softplus(float x) {
-  return x > 20 ? x : std::log1p(std::exp(x));
-}
-float f_softsign(float x) {
-  return x / (1 + std::fabs(x));
-}
-float f_sign(float x) {
-  return x > 0 ? 1.0f : (x < 0 ? -1.0f : x);
+// A unary math function F (a generic lambda, instantiated for the carrier type).
+template <auto F>
+void unary(KernelContext& ctx) {
+  unary_with(ctx, F);
 }
 
+constexpr auto f_abs = [](auto x) { return std::fabs(x); };
+constexpr auto f_neg = [](auto x) { return -x; };
+constexpr auto f_sqrt = [](auto x) { return std::sqrt(x); };
+constexpr auto f_exp = [](auto x) { return std::exp(x); };
+constexpr auto f_log = [](auto x) { return std::log(x); };
+constexpr auto f_relu = [](auto x) {
+  return x > 0 ? x : (x == 0 ? 0.0f : (std::isnan(x) ? x : 0.0f));
+};
+constexpr auto f_sigmoid = [](auto x) {
+  return x >= 0 ? 1.0f / (1.0f + std::exp(-x)) : std::exp(x) / (1.0f + std::exp(x));
+};
+constexpr auto f_tanh = [](auto x) { return std::tanh(x); };
+constexpr auto f_erf = [](auto x) { return std::erf(x); };
+constexpr auto f_reciprocal = [](auto x) { return 1.0f / x; };
+constexpr auto f_floor = [](auto x) { return std::floor(x); };
+constexpr auto f_ceil = [](auto x) { return std::ceil(x); };
+// Ties to even (the default FE mode).
+constexpr auto f_round = [](auto x) { return std::nearbyint(x); };
+constexpr auto f_sin = [](auto x) { return std::sin(x); };
+constexpr auto f_cos = [](auto x) { return std::cos(x); };
+constexpr auto f_tan = [](auto x) { return std::tan(x); };
+constexpr auto f_asin = [](auto x) { return std::asin(x); };
+constexpr auto f_acos = [](auto x) { return std::acos(x); };
+constexpr auto f_atan = [](auto x) { return std::atan(x); };
+constexpr auto f_sinh = [](auto x) { return std::sinh(x); };
+constexpr auto f_cosh = [](auto x) { return std::cosh(x); };
+constexpr auto f_asinh = [](auto x) { return std::asinh(x); };
+constexpr auto f_acosh = [](auto x) { return std::acosh(x); };
+constexpr auto f_atanh = [](auto x) { return std::atanh(x); };
+constexpr auto f_softplus = [](auto x) { return x > 20 ? x : std::log1p(std::exp(x)); };
+constexpr auto f_softsign = [](auto x) { return x / (1 + std::fabs(x)); };
+constexpr auto f_sign = [](auto x) { return x > 0 ? 1.0f : (x < 0 ? -1.0f : x); };
+
 // Unary ops whose float kernel is above but that also take integer inputs.
-template <float (*F)(float), class IntFn>
+template <auto F, class IntFn>
 void unary_any(KernelContext& ctx, IntFn&& fi) {
   const Tensor& x = ctx.in(0);
-  if (x.dtype() == DType::float32) return unary<F>(ctx);
+  if (x.dtype() == ctx.carrier) return unary<F>(ctx);
   dispatch(ctx, x.dtype(), [&](auto t) {
     using T = decltype(t);
     if constexpr (std::is_floating_point_v<T>) {
@@ -164,59 +126,55 @@ void sign_k(KernelContext& c) {
                     [](auto v) { return static_cast<decltype(v)>(v > 0 ? 1 : (v < 0 ? -1 : 0)); });
 }
 
-// Unary kernels with attributes.
-template <class Fn>
-void unary_with(KernelContext& ctx, Fn&& f) {
-  const Tensor& x = ctx.in(0);
-  require_float(ctx, x);
-  auto in = x.data<float>();
-  auto out = ctx.out(0, DType::float32, x.shape()).data<float>();
-  detail::parallel_for(in.size(), ctx.threads > 1 ? 0 : 1, [&](std::size_t lo, std::size_t hi) {
-    for (std::size_t i = lo; i < hi; ++i) out[i] = f(in[i]);
-  });
-}
-
 void leaky_relu(KernelContext& c) {
   const float a = c.node.attr_float("alpha", 0.01f);
-  unary_with(c, [a](float x) { return x >= 0 ? x : a * x; });
+  unary_with(c, [a](auto x) { return x >= 0 ? x : a * x; });
 }
 void elu(KernelContext& c) {
   const float a = c.node.attr_float("alpha", 1.0f);
-  unary_with(c, [a](float x) { return x >= 0 ? x : a * (std::exp(x) - 1); });
+  unary_with(c, [a](auto x) { return x >= 0 ? x : a * (std::exp(x) - 1); });
 }
 void selu(KernelContext& c) {
   const float a = c.node.attr_float("alpha", 1.67326319217681884765625f);
   const float g = c.node.attr_float("gamma", 1.05070102214813232421875f);
-  unary_with(c, [a, g](float x) { return x > 0 ? g * x : g * (a * std::exp(x) - a); });
+  unary_with(c, [a, g](auto x) { return x > 0 ? g * x : g * (a * std::exp(x) - a); });
 }
 void celu(KernelContext& c) {
   const float a = c.node.attr_float("alpha", 1.0f);
-  unary_with(
-      c, [a](float x) { return std::max(0.0f, x) + std::min(0.0f, a * (std::exp(x / a) - 1)); });
+  unary_with(c, [a](auto x) {
+    using T = decltype(x);
+    return std::max(T{0}, x) + std::min(T{0}, a * (std::exp(x / a) - 1));
+  });
 }
 void hard_sigmoid(KernelContext& c) {
   const float a = c.node.attr_float("alpha", 0.2f), b = c.node.attr_float("beta", 0.5f);
-  unary_with(c, [a, b](float x) { return std::clamp(a * x + b, 0.0f, 1.0f); });
+  unary_with(c, [a, b](auto x) {
+    using T = decltype(x);
+    return std::clamp(a * x + b, T{0}, T{1});
+  });
 }
 void hard_swish(KernelContext& c) {
-  unary_with(c, [](float x) { return x * std::clamp(x / 6.0f + 0.5f, 0.0f, 1.0f); });
+  unary_with(c, [](auto x) {
+    using T = decltype(x);
+    return x * std::clamp(x / T{6} + T{0.5}, T{0}, T{1});
+  });
 }
 void thresholded_relu(KernelContext& c) {
   const float a = c.node.attr_float("alpha", 1.0f);
-  unary_with(c, [a](float x) { return x > a ? x : 0.0f; });
+  unary_with(c, [a](auto x) { return x > a ? x : decltype(x){0}; });
 }
 void gelu(KernelContext& c) {
   const std::string approx = c.node.attr_string("approximate", "none");
   if (approx == "tanh") {
-    unary_with(c, [](float x) {
+    unary_with(c, [](auto x) {
       const double v = x;
-      return static_cast<float>(0.5 * v *
-                                (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))));
+      return static_cast<decltype(x)>(
+          0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))));
     });
   } else if (approx == "none") {
-    unary_with(c, [](float x) {
-      return static_cast<float>(0.5 * x *
-                                (1 + std::erf(static_cast<double>(x) * 0.7071067811865476)));
+    unary_with(c, [](auto x) {
+      return static_cast<decltype(x)>(0.5 * x *
+                                      (1 + std::erf(static_cast<double>(x) * 0.7071067811865476)));
     });
   } else {
     c.fail("attribute approximate = '" + approx + "' (expected 'none' or 'tanh')");
@@ -226,8 +184,10 @@ void clip(KernelContext& c) {
   const Tensor& x = c.in(0);
   if (c.opset < 11) {
     const float lo = c.node.attr_float("min", -INFINITY), hi = c.node.attr_float("max", INFINITY);
-    return unary_with(
-        c, [lo, hi](float v) { return std::isnan(v) ? v : std::min(std::max(v, lo), hi); });
+    return unary_with(c, [lo, hi](auto v) {
+      using T = decltype(v);
+      return std::isnan(v) ? v : std::min(std::max(v, T{lo}), T{hi});
+    });
   }
   dispatch(c, x.dtype(), [&](auto t) {
     using T = decltype(t);
@@ -348,7 +308,10 @@ void variadic(KernelContext& ctx, bool mean = false) {
   }
   if (mean) {
     require_float(ctx, acc);
-    for (auto& v : acc.data<float>()) v /= static_cast<float>(ctx.num_inputs());
+    with_carrier(ctx, [&](auto t) {
+      using T = decltype(t);
+      for (auto& v : acc.data<T>()) v /= static_cast<T>(ctx.num_inputs());
+    });
   }
   ctx.outputs[0] = std::move(acc);
 }
@@ -429,9 +392,11 @@ void not_k(KernelContext& ctx) {
 void isnan_k(KernelContext& ctx) {
   const Tensor& a = ctx.in(0);
   require_float(ctx, a);
-  auto pa = a.data<float>();
   auto po = ctx.out(0, DType::bool_, a.shape()).data<std::uint8_t>();
-  for (std::size_t i = 0; i < pa.size(); ++i) po[i] = std::isnan(pa[i]) ? 1 : 0;
+  with_carrier(ctx, [&](auto t) {
+    auto pa = a.data<decltype(t)>();
+    for (std::size_t i = 0; i < pa.size(); ++i) po[i] = std::isnan(pa[i]) ? 1 : 0;
+  });
 }
 
 void isinf_k(KernelContext& ctx) {
@@ -439,10 +404,12 @@ void isinf_k(KernelContext& ctx) {
   require_float(ctx, a);
   const bool pos = ctx.node.attr_int("detect_positive", 1),
              neg = ctx.node.attr_int("detect_negative", 1);
-  auto pa = a.data<float>();
   auto po = ctx.out(0, DType::bool_, a.shape()).data<std::uint8_t>();
-  for (std::size_t i = 0; i < pa.size(); ++i)
-    po[i] = std::isinf(pa[i]) && ((pa[i] > 0 && pos) || (pa[i] < 0 && neg)) ? 1 : 0;
+  with_carrier(ctx, [&](auto t) {
+    auto pa = a.data<decltype(t)>();
+    for (std::size_t i = 0; i < pa.size(); ++i)
+      po[i] = std::isinf(pa[i]) && ((pa[i] > 0 && pos) || (pa[i] < 0 && neg)) ? 1 : 0;
+  });
 }
 
 void where_k(KernelContext& ctx) {
@@ -475,42 +442,41 @@ void where_k(KernelContext& ctx) {
   });
 }
 
-void cast_k(KernelContext& ctx) {
-  const Tensor& x = ctx.in(0);
-  const auto to = model::dtype_of(static_cast<int>(ctx.node.attr_int("to", 0)));
-  if (!to)
-    ctx.fail("Cast to " + model::onnx_type_name(static_cast<int>(ctx.node.attr_int("to", 0))) +
-             " is not supported");
-  if (exec::is_float(*to)) {
-    // Floating results are carried in float32; the executor stores them as `to`.
-    Tensor f = exec::convert(x, DType::float32);
-    if ((*to == DType::float16 || *to == DType::bfloat16) && !ctx.float32_storage) {
-      auto d = f.data<float>();
-      round(std::span<const float>(d.data(), d.size()), d,
-            parse_format(*to == DType::float16 ? "float16" : "bfloat16"));
-    }
-    ctx.outputs[0] = std::move(f);
-    ctx.output_dtypes[0] = *to;
-  } else {
-    ctx.outputs[0] = exec::convert(x, *to);
-  }
-}
-
-void cast_like_k(KernelContext& ctx) {
-  const DType to = ctx.input_dtypes[1] == DType::float32 ? ctx.in(1).dtype() : ctx.input_dtypes[1];
-  const Tensor& x = ctx.in(0);
+// Cast and CastLike: floating results are carriers (float32 or float64) holding values
+// of `to` (a Cast to float16 rounds to float16, in the carrier, so a float64 value is
+// rounded once); the executor stores them as `to`. A Cast to float32 in a float64 run
+// does not round: float32 is the precision the truth run replaces.
+void cast_to(KernelContext& ctx, const Tensor& x, DType to) {
   if (exec::is_float(to)) {
-    Tensor f = exec::convert(x, DType::float32);
+    Tensor f = exec::convert(x, ctx.carrier);
     if ((to == DType::float16 || to == DType::bfloat16) && !ctx.float32_storage) {
-      auto d = f.data<float>();
-      round(std::span<const float>(d.data(), d.size()), d,
-            parse_format(to == DType::float16 ? "float16" : "bfloat16"));
+      with_carrier(ctx, [&](auto t) {
+        using T = decltype(t);
+        auto d = f.data<T>();
+        round(std::span<const T>(d.data(), d.size()), d,
+              parse_format(to == DType::float16 ? "float16" : "bfloat16"));
+      });
     }
     ctx.outputs[0] = std::move(f);
     ctx.output_dtypes[0] = to;
   } else {
     ctx.outputs[0] = exec::convert(x, to);
   }
+}
+
+void cast_k(KernelContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const auto to = model::dtype_of(static_cast<int>(ctx.node.attr_int("to", 0)));
+  if (!to)
+    ctx.fail("Cast to " + model::onnx_type_name(static_cast<int>(ctx.node.attr_int("to", 0))) +
+             " is not supported");
+  cast_to(ctx, x, *to);
+}
+
+void cast_like_k(KernelContext& ctx) {
+  const DType to = ctx.input_dtypes[1];  // the storage dtype (not the carrier)
+  const Tensor& x = ctx.in(0);
+  cast_to(ctx, x, to);
 }
 
 void prelu(KernelContext& ctx) {
@@ -521,16 +487,20 @@ void prelu(KernelContext& ctx) {
   const Shape shape = broadcast_shapes(ctx, x.shape(), slope.shape());
   if (shape != x.shape())
     ctx.fail("slope " + shape_str(slope.shape()) + " does not broadcast to X");
-  auto px = x.data<float>(), ps = slope.data<float>();
-  auto po = ctx.out(0, DType::float32, shape).data<float>();
-  broadcast2(shape, x.shape(), slope.shape(), [&](std::int64_t o, std::int64_t i, std::int64_t j) {
-    po[o] = px[i] < 0 ? px[i] * ps[j] : px[i];
+  with_carrier(ctx, [&](auto t) {
+    using T = decltype(t);
+    auto px = x.data<T>(), ps = slope.data<T>();
+    auto po = ctx.out(0, carrier_dtype<T>(), shape).template data<T>();
+    broadcast2(shape, x.shape(), slope.shape(),
+               [&](std::int64_t o, std::int64_t i, std::int64_t j) {
+                 po[o] = px[i] < 0 ? px[i] * ps[j] : px[i];
+               });
   });
 }
 
 void shrink(KernelContext& c) {
   const float l = c.node.attr_float("lambd", 0.5f), b = c.node.attr_float("bias", 0.0f);
-  if (c.in(0).dtype() != DType::float32) {
+  if (c.in(0).dtype() != c.carrier) {
     // Integer inputs: compute through float (exact for the small types the tests use).
     const Tensor x = exec::convert(c.in(0), DType::float32);
     Tensor o(DType::float32, x.shape());
@@ -541,13 +511,13 @@ void shrink(KernelContext& c) {
     c.outputs[0] = exec::convert(o, c.in(0).dtype());
     return;
   }
-  unary_with(c, [l, b](float x) { return x < -l ? x + b : (x > l ? x - b : 0.0f); });
+  unary_with(c, [l, b](auto x) { return x < -l ? x + b : (x > l ? x - b : decltype(x){0}); });
 }
 
 void mish(KernelContext& c) {
-  unary_with(c, [](float x) {
+  unary_with(c, [](auto x) {
     const double v = x;
-    return static_cast<float>(v * std::tanh(std::log1p(std::exp(v))));
+    return static_cast<decltype(x)>(v * std::tanh(std::log1p(std::exp(v))));
   });
 }
 

@@ -255,7 +255,7 @@ void eye_like(KernelContext& ctx) {
     if (j >= 0 && j < x.shape()[1]) pd[static_cast<std::size_t>(i * x.shape()[1] + j)] = 1;
   }
   if (exec::is_float(dt)) {
-    ctx.outputs[0] = exec::convert(d, DType::float32);
+    ctx.outputs[0] = exec::convert(d, ctx.carrier);
     ctx.output_dtypes[0] = dt;
   } else {
     ctx.outputs[0] = exec::convert(d, dt);

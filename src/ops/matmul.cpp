@@ -1,7 +1,9 @@
-// MatMul and Gemm on oneDNN's sgemm (row-major, float32 accumulation), or on the exact
-// low-precision accumulation model when the node asks for it (KernelContext::accumulate).
+// MatMul and Gemm on oneDNN's sgemm (row-major, float32 accumulation) or, on float64
+// carriers, the experiments layer's float64 FMA GEMM; or on the exact low-precision
+// accumulation model when the node asks for it (KernelContext::accumulate).
 #include <oneapi/dnnl/dnnl.h>
 
+#include "experiments/kernels.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/experiments.hpp"
 #include "ops/ops.hpp"
@@ -15,50 +17,101 @@ void set_blas_threads(int threads) {
   if (threads > 0) omp_set_num_threads(threads);
 }
 
-void sgemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
-           std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,
-           std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  if (ctx.accumulate && k > 0) {
-    // Low-precision accumulation: the products of the (already rounded) inputs summed
-    // with every partial sum rounded into the format, in the given order (the GEMM
-    // emulation of the experiments layer); alpha and beta C applied afterwards, as an
-    // epilogue does.
-    const auto um = static_cast<std::size_t>(m), un = static_cast<std::size_t>(n),
-               uk = static_cast<std::size_t>(k);
-    std::vector<double> da(um * uk), db(uk * un), dc(um * un);
-    for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < k; ++j)
-        da[static_cast<std::size_t>(i * k + j)] = ta ? a[j * lda + i] : a[i * lda + j];
-    for (std::int64_t i = 0; i < k; ++i)
-      for (std::int64_t j = 0; j < n; ++j)
-        db[static_cast<std::size_t>(i * n + j)] = tb ? b[j * ldb + i] : b[i * ldb + j];
-    try {
-      gemm_accumulate(da, db, dc, m, k, n, *ctx.accumulate, ctx.accumulation, ctx.threads);
-    } catch (const Error& e) {
-      ctx.fail(e.what());
+namespace {
+
+// The low-precision accumulation model: the products of the (already rounded) inputs
+// summed with every partial sum rounded into the format, in the given order (the GEMM
+// emulation of the experiments layer); alpha and beta C applied afterwards, as an
+// epilogue does.
+template <class T>
+void gemm_emulated(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
+                   std::int64_t k, T alpha, const T* a, std::int64_t lda, const T* b,
+                   std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  const auto um = static_cast<std::size_t>(m), un = static_cast<std::size_t>(n),
+             uk = static_cast<std::size_t>(k);
+  std::vector<double> da(um * uk), db(uk * un), dc(um * un);
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < k; ++j)
+      da[static_cast<std::size_t>(i * k + j)] = ta ? a[j * lda + i] : a[i * lda + j];
+  for (std::int64_t i = 0; i < k; ++i)
+    for (std::int64_t j = 0; j < n; ++j)
+      db[static_cast<std::size_t>(i * n + j)] = tb ? b[j * ldb + i] : b[i * ldb + j];
+  try {
+    gemm_accumulate(da, db, dc, m, k, n, *ctx.accumulate, ctx.accumulation, ctx.threads);
+  } catch (const Error& e) {
+    ctx.fail(e.what());
+  }
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      T& out = c[i * ldc + j];
+      const T r = static_cast<T>(dc[static_cast<std::size_t>(i * n + j)]);
+      out = beta == 0 ? alpha * r : alpha * r + beta * out;
     }
-    for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < n; ++j) {
-        float& out = c[i * ldc + j];
-        const float r = static_cast<float>(dc[static_cast<std::size_t>(i * n + j)]);
-        out = beta == 0 ? alpha * r : alpha * r + beta * out;
-      }
-    return;
+}
+
+template <class T>
+bool gemm_special(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
+                  std::int64_t k, T alpha, const T* a, std::int64_t lda, const T* b,
+                  std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  if (m == 0 || n == 0) return true;
+  if (ctx.accumulate && k > 0) {
+    gemm_emulated(ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return true;
   }
   if (k == 0) {
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j)
-        c[i * ldc + j] = beta == 0 ? 0.0f : beta * c[i * ldc + j];
-    return;
+        c[i * ldc + j] = beta == 0 ? T{0} : beta * c[i * ldc + j];
+    return true;
   }
+  return false;
+}
+
+}  // namespace
+
+void gemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
+          std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,
+          std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  if (gemm_special(ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
   const auto st =
       dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   if (st != dnnl_success) ctx.fail("oneDNN sgemm failed (status " + std::to_string(st) + ")");
 }
 
+// The float64 truth: the experiments layer's FMA kernel (one fused chain per element, the
+// truth of gemm-error) on contiguous copies of op(A) and op(B), then the epilogue.
+void gemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
+          std::int64_t k, double alpha, const double* a, std::int64_t lda, const double* b,
+          std::int64_t ldb, double beta, double* c, std::int64_t ldc) {
+  if (gemm_special(ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+  const auto um = static_cast<std::size_t>(m), un = static_cast<std::size_t>(n),
+             uk = static_cast<std::size_t>(k);
+  std::vector<double> at, bt, prod(um * un);
+  if (ta) {
+    at.resize(um * uk);
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < k; ++j) at[static_cast<std::size_t>(i * k + j)] = a[j * lda + i];
+    a = at.data(), lda = k;
+  }
+  if (tb) {
+    bt.resize(uk * un);
+    for (std::int64_t i = 0; i < k; ++i)
+      for (std::int64_t j = 0; j < n; ++j) bt[static_cast<std::size_t>(i * n + j)] = b[j * ldb + i];
+    b = bt.data(), ldb = n;
+  }
+  detail::gemm_fma(a, static_cast<std::size_t>(lda), b, static_cast<std::size_t>(ldb), prod.data(),
+                   un, um, un, uk, false);
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      double& out = c[i * ldc + j];
+      const double r = prod[static_cast<std::size_t>(i * n + j)];
+      out = beta == 0 ? alpha * r : alpha * r + beta * out;
+    }
+}
+
 namespace {
 
+template <class T>
 void matmul(KernelContext& ctx) {
   const Tensor& a = ctx.in(0);
   const Tensor& b = ctx.in(1);
@@ -78,12 +131,12 @@ void matmul(KernelContext& ctx) {
   Shape out_shape = batch;
   if (!va) out_shape.push_back(m);
   if (!vb) out_shape.push_back(n);
-  Tensor& out = ctx.out(0, DType::float32, out_shape);
+  Tensor& out = ctx.out(0, carrier_dtype<T>(), out_shape);
   const auto nb = product(batch);
   const auto stra = broadcast_strides(ba, batch), strb = broadcast_strides(bb, batch);
-  const float* pa = a.data<float>().data();
-  const float* pb = b.data<float>().data();
-  float* po = out.data<float>().data();
+  const T* pa = a.template data<T>().data();
+  const T* pb = b.template data<T>().data();
+  T* po = out.template data<T>().data();
   for (std::int64_t i = 0; i < nb; ++i) {
     std::int64_t ia = 0, ib = 0, rem = i;
     for (std::size_t d = batch.size(); d-- > 0;) {
@@ -91,29 +144,30 @@ void matmul(KernelContext& ctx) {
       rem /= batch[d];
       ia += idx * stra[d], ib += idx * strb[d];
     }
-    sgemm(ctx, false, false, m, n, k, 1.0f, pa + ia * m * k, k, pb + ib * k * n, n, 0.0f,
-          po + i * m * n, n);
+    gemm(ctx, false, false, m, n, k, T{1}, pa + ia * m * k, k, pb + ib * k * n, n, T{0},
+         po + i * m * n, n);
   }
 }
 
-void gemm(KernelContext& ctx) {
+template <class T>
+void gemm_k(KernelContext& ctx) {
   const Tensor& a = ctx.in(0);
   const Tensor& b = ctx.in(1);
   require_float(ctx, a, "A");
   require_float(ctx, b, "B");
   if (a.shape().size() != 2 || b.shape().size() != 2) ctx.fail("Gemm inputs must be 2-D");
   const bool ta = ctx.node.attr_int("transA", 0) != 0, tb = ctx.node.attr_int("transB", 0) != 0;
-  const float alpha = ctx.node.attr_float("alpha", 1.0f), beta = ctx.node.attr_float("beta", 1.0f);
+  const T alpha = ctx.node.attr_float("alpha", 1.0f), beta = ctx.node.attr_float("beta", 1.0f);
   const auto m = ta ? a.shape()[1] : a.shape()[0], k = ta ? a.shape()[0] : a.shape()[1];
   const auto kb = tb ? b.shape()[1] : b.shape()[0], n = tb ? b.shape()[0] : b.shape()[1];
   if (k != kb)
     ctx.fail("shapes " + shape_str(a.shape()) + " and " + shape_str(b.shape()) +
              " cannot be multiplied (transA=" + std::to_string(ta) +
              ", transB=" + std::to_string(tb) + ")");
-  Tensor& out = ctx.out(0, DType::float32, {m, n});
-  float* po = out.data<float>().data();
-  float use_beta = 0.0f;
-  if (ctx.has(2) && beta != 0.0f) {
+  Tensor& out = ctx.out(0, carrier_dtype<T>(), {m, n});
+  T* po = out.template data<T>().data();
+  T use_beta = 0;
+  if (ctx.has(2) && beta != 0) {
     const Tensor& c = ctx.in(2);
     require_float(ctx, c, "C");
     const Shape bc = broadcast_shapes(ctx, c.shape(), {m, n});
@@ -121,20 +175,20 @@ void gemm(KernelContext& ctx) {
       ctx.fail("C of shape " + shape_str(c.shape()) + " does not broadcast to " +
                shape_str({m, n}));
     const auto st = broadcast_strides(c.shape(), {m, n});
-    auto pc = c.data<float>();
+    auto pc = c.template data<T>();
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j) po[i * n + j] = pc[i * st[0] + j * st[1]];
     use_beta = beta;
   }
-  sgemm(ctx, ta, tb, m, n, k, alpha, a.data<float>().data(), a.shape()[1], b.data<float>().data(),
-        b.shape()[1], use_beta, po, n);
+  gemm(ctx, ta, tb, m, n, k, alpha, a.template data<T>().data(), a.shape()[1],
+       b.template data<T>().data(), b.shape()[1], use_beta, po, n);
 }
 
 }  // namespace
 
 void register_matmul(Registry& r) {
-  r.add("MatMul", matmul);
-  r.add("Gemm", gemm);
+  r.add("MatMul", carried<matmul<float>, matmul<double>>);
+  r.add("Gemm", carried<gemm_k<float>, gemm_k<double>>);
 }
 
 }  // namespace fpguard::ops

@@ -11,6 +11,7 @@ namespace fpguard::ops {
 
 namespace {
 
+template <class T>
 void non_max_suppression(KernelContext& ctx) {
   const Tensor& boxes = ctx.in(0);
   const Tensor& scores = ctx.in(1);
@@ -31,10 +32,10 @@ void non_max_suppression(KernelContext& ctx) {
   }
   const bool center = ctx.node.attr_int("center_point_box", 0) != 0;
   const auto nb = bs[0], n = bs[1], nc = ss[1];
-  auto pb = boxes.data<float>();
-  auto ps = scores.data<float>();
+  auto pb = boxes.data<T>();
+  auto ps = scores.data<T>();
   auto corners = [&](std::int64_t b, std::int64_t i) {
-    const float* p = pb.data() + (b * n + i) * 4;
+    const T* p = pb.data() + (b * n + i) * 4;
     std::array<double, 4> r;  // y1 x1 y2 x2, ordered
     if (center) {
       r = {p[1] - p[3] / 2.0, p[0] - p[2] / 2.0, p[1] + p[3] / 2.0, p[0] + p[2] / 2.0};
@@ -144,6 +145,7 @@ void unique(KernelContext& ctx) {
   }
 }
 
+template <class T>
 void det(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   require_float(ctx, x);
@@ -151,8 +153,8 @@ void det(KernelContext& ctx) {
   if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2]) ctx.fail("input must be [..., M, M]");
   const auto m = s.back();
   const Shape os(s.begin(), s.end() - 2);
-  auto out = ctx.out(0, DType::float32, os).data<float>();
-  auto in = x.data<float>();
+  auto out = ctx.out(0, carrier_dtype<T>(), os).template data<T>();
+  auto in = x.data<T>();
   std::vector<double> a(static_cast<std::size_t>(m * m));
   for (std::size_t b = 0; b < out.size(); ++b) {
     std::copy(in.begin() + static_cast<std::ptrdiff_t>(b * a.size()),
@@ -181,7 +183,7 @@ void det(KernelContext& ctx) {
           a[static_cast<std::size_t>(r * m + k)] -= f * a[static_cast<std::size_t>(c * m + k)];
       }
     }
-    out[b] = static_cast<float>(d);
+    out[b] = static_cast<T>(d);
   }
 }
 
@@ -244,7 +246,7 @@ void window_k(KernelContext& ctx) {
     p[static_cast<std::size_t>(n)] = v;
   }
   if (exec::is_float(*dt)) {
-    ctx.outputs[0] = exec::convert(d, DType::float32);
+    ctx.outputs[0] = exec::convert(d, ctx.carrier);
     ctx.output_dtypes[0] = *dt;
   } else {
     ctx.outputs[0] = exec::convert(d, *dt);
@@ -312,6 +314,7 @@ double gs_reflect(double x, double lo, double hi) {
   return x;
 }
 
+template <class T>
 void grid_sample(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   const Tensor& grid = ctx.in(1);
@@ -327,8 +330,8 @@ void grid_sample(KernelContext& ctx) {
   const std::string pad = ctx.node.attr_string("padding_mode", "zeros");
   const bool align = ctx.node.attr_int("align_corners", 0) != 0;
   const auto n = xs[0], c = xs[1], h = xs[2], w = xs[3], ho = gs[1], wo = gs[2];
-  auto out = ctx.out(0, DType::float32, {n, c, ho, wo}).data<float>();
-  auto px = x.data<float>(), pg = grid.data<float>();
+  auto out = ctx.out(0, carrier_dtype<T>(), {n, c, ho, wo}).template data<T>();
+  auto px = x.data<T>(), pg = grid.data<T>();
   const double xlo = align ? 0 : -0.5,
                xhi = align ? static_cast<double>(w - 1) : static_cast<double>(w) - 0.5;
   const double ylo = align ? 0 : -0.5,
@@ -337,7 +340,7 @@ void grid_sample(KernelContext& ctx) {
     return align ? (v + 1) / 2 * static_cast<double>(len - 1)
                  : ((v + 1) * static_cast<double>(len) - 1) / 2;
   };
-  auto pixel = [&](const float* plane, std::int64_t r, std::int64_t col) -> double {
+  auto pixel = [&](const T* plane, std::int64_t r, std::int64_t col) -> double {
     if (pad == "zeros") {
       if (r < 0 || r >= h || col < 0 || col >= w) return 0;
     } else if (pad == "border") {
@@ -367,7 +370,7 @@ void grid_sample(KernelContext& ctx) {
   for (std::int64_t b = 0; b < n; ++b)
     for (std::int64_t i = 0; i < ho; ++i)
       for (std::int64_t j = 0; j < wo; ++j) {
-        const float* g = pg.data() + ((b * ho + i) * wo + j) * 2;
+        const T* g = pg.data() + ((b * ho + i) * wo + j) * 2;
         double fx = denorm(g[0], w), fy = denorm(g[1], h);
         if (pad == "border")
           fx = std::clamp(fx, 0.0, static_cast<double>(w - 1)),
@@ -375,7 +378,7 @@ void grid_sample(KernelContext& ctx) {
         else if (pad == "reflection")
           fx = gs_reflect(fx, xlo, xhi), fy = gs_reflect(fy, ylo, yhi);
         for (std::int64_t ch = 0; ch < c; ++ch) {
-          const float* plane = px.data() + (b * c + ch) * h * w;
+          const T* plane = px.data() + (b * c + ch) * h * w;
           double v;
           if (mode == "nearest") {
             v = pixel(plane, static_cast<std::int64_t>(std::nearbyint(fy)),
@@ -398,7 +401,7 @@ void grid_sample(KernelContext& ctx) {
               v += cy[static_cast<std::size_t>(p)] * row;
             }
           }
-          out[static_cast<std::size_t>(((b * c + ch) * ho + i) * wo + j)] = static_cast<float>(v);
+          out[static_cast<std::size_t>(((b * c + ch) * ho + i) * wo + j)] = static_cast<T>(v);
         }
       }
 }
@@ -406,14 +409,14 @@ void grid_sample(KernelContext& ctx) {
 }  // namespace
 
 void register_misc(Registry& r) {
-  r.add("GridSample", grid_sample, OpKind::compute, 16);
+  r.add("GridSample", carried<grid_sample<float>, grid_sample<double>>, OpKind::compute, 16);
   r.add("HannWindow", window_k<0>, OpKind::compute, 17);
   r.add("HammingWindow", window_k<1>, OpKind::compute, 17);
   r.add("BlackmanWindow", window_k<2>, OpKind::compute, 17);
   r.add("MatMulInteger", matmul_integer);
-  r.add("NonMaxSuppression", non_max_suppression);
+  r.add("NonMaxSuppression", carried<non_max_suppression<float>, non_max_suppression<double>>);
   r.add("Unique", unique, OpKind::data_movement);
-  r.add("Det", det);
+  r.add("Det", carried<det<float>, det<double>>);
   r.add("MaxUnpool", max_unpool, OpKind::data_movement);
 }
 

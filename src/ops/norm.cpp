@@ -1,4 +1,5 @@
-// Softmax, LogSoftmax and LayerNormalization (float32 carriers, float32 accumulation).
+// Softmax, LogSoftmax and LayerNormalization (written once over the carrier type, float32 or
+// float64).
 #include <cmath>
 #include <span>
 
@@ -10,7 +11,7 @@ namespace {
 
 // Softmax before opset 13 flattens to 2-D at `axis` (default 1); from 13 it works along
 // one axis (default -1).
-template <bool log>
+template <class T, bool log>
 void softmax(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   require_float(ctx, x);
@@ -28,21 +29,21 @@ void softmax(KernelContext& ctx) {
     len = s[static_cast<std::size_t>(axis)];
     inner = product(s, static_cast<std::size_t>(axis) + 1);
   }
-  auto in = x.data<float>();
-  auto out = ctx.out(0, DType::float32, s).data<float>();
+  auto in = x.data<T>();
+  auto out = ctx.out(0, carrier_dtype<T>(), s).template data<T>();
   for (std::int64_t o = 0; o < outer; ++o)
     for (std::int64_t i = 0; i < inner; ++i) {
       auto at = [&](std::int64_t k) { return static_cast<std::size_t>((o * len + k) * inner + i); };
-      float m = -INFINITY;
+      T m = -INFINITY;
       for (std::int64_t k = 0; k < len; ++k) m = std::max(m, in[at(k)]);
-      float sum = 0;
+      T sum = 0;
       for (std::int64_t k = 0; k < len; ++k) {
-        const float e = std::exp(in[at(k)] - m);
+        const T e = std::exp(in[at(k)] - m);
         if constexpr (!log) out[at(k)] = e;
         sum += e;
       }
       if constexpr (log) {
-        const float ls = std::log(sum);
+        const T ls = std::log(sum);
         for (std::int64_t k = 0; k < len; ++k) out[at(k)] = in[at(k)] - m - ls;
       } else {
         for (std::int64_t k = 0; k < len; ++k) out[at(k)] /= sum;
@@ -50,6 +51,7 @@ void softmax(KernelContext& ctx) {
     }
 }
 
+template <class T>
 void layer_norm(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   const Tensor& scale = ctx.in(1);
@@ -57,7 +59,7 @@ void layer_norm(KernelContext& ctx) {
   const auto& s = x.shape();
   const auto rank = static_cast<std::int64_t>(s.size());
   const auto axis = norm_axis(ctx, ctx.node.attr_int("axis", -1), rank);
-  const float eps = ctx.node.attr_float("epsilon", 1e-5f);
+  const T eps = ctx.node.attr_float("epsilon", 1e-5f);
   const auto outer = product(s, 0, static_cast<std::size_t>(axis));
   const auto len = product(s, static_cast<std::size_t>(axis));
   const Shape norm_shape(s.begin() + axis, s.end());
@@ -67,9 +69,9 @@ void layer_norm(KernelContext& ctx) {
     if (broadcast_shapes(ctx, t.shape(), norm_shape) != norm_shape)
       ctx.fail(std::string(name) + " of shape " + shape_str(t.shape()) + " does not broadcast to " +
                shape_str(norm_shape));
-    std::vector<float> v(static_cast<std::size_t>(len));
+    std::vector<T> v(static_cast<std::size_t>(len));
     const auto st = broadcast_strides(t.shape(), norm_shape);
-    auto d = t.data<float>();
+    auto d = t.data<T>();
     for (std::int64_t k = 0; k < len; ++k) {
       std::int64_t rem = k, off = 0;
       for (std::size_t j = norm_shape.size(); j-- > 0;)
@@ -80,23 +82,25 @@ void layer_norm(KernelContext& ctx) {
   };
   const auto g = expand(scale, "Scale");
   const auto b =
-      ctx.has(2) ? expand(ctx.in(2), "B") : std::vector<float>(static_cast<std::size_t>(len), 0.0f);
+      ctx.has(2) ? expand(ctx.in(2), "B") : std::vector<T>(static_cast<std::size_t>(len), 0.0f);
   Shape stat_shape(s.begin(), s.begin() + axis);
   for (std::int64_t d = axis; d < rank; ++d) stat_shape.push_back(1);
-  auto in = x.data<float>();
-  auto out = ctx.out(0, DType::float32, s).data<float>();
-  std::span<float> mean_out, inv_out;
-  if (ctx.outputs.size() > 1) mean_out = ctx.out(1, DType::float32, stat_shape).data<float>();
-  if (ctx.outputs.size() > 2) inv_out = ctx.out(2, DType::float32, stat_shape).data<float>();
+  auto in = x.data<T>();
+  auto out = ctx.out(0, carrier_dtype<T>(), s).template data<T>();
+  std::span<T> mean_out, inv_out;
+  if (ctx.outputs.size() > 1)
+    mean_out = ctx.out(1, carrier_dtype<T>(), stat_shape).template data<T>();
+  if (ctx.outputs.size() > 2)
+    inv_out = ctx.out(2, carrier_dtype<T>(), stat_shape).template data<T>();
   for (std::int64_t o = 0; o < outer; ++o) {
-    const float* row = in.data() + o * len;
-    float mean = 0;
+    const T* row = in.data() + o * len;
+    T mean = 0;
     for (std::int64_t k = 0; k < len; ++k) mean += row[k];
-    mean /= static_cast<float>(len);
-    float var = 0;
+    mean /= static_cast<T>(len);
+    T var = 0;
     for (std::int64_t k = 0; k < len; ++k) var += (row[k] - mean) * (row[k] - mean);
-    var /= static_cast<float>(len);
-    const float inv = 1.0f / std::sqrt(var + eps);
+    var /= static_cast<T>(len);
+    const T inv = 1.0f / std::sqrt(var + eps);
     for (std::int64_t k = 0; k < len; ++k)
       out[static_cast<std::size_t>(o * len + k)] =
           (row[k] - mean) * inv * g[static_cast<std::size_t>(k)] + b[static_cast<std::size_t>(k)];
@@ -107,6 +111,7 @@ void layer_norm(KernelContext& ctx) {
 
 // Per-channel (axis 1) affine normalisation with given statistics; in training mode
 // (opset 14+) with the batch's statistics, also returning the updated running ones.
+template <class T>
 void batch_norm(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   require_float(ctx, x);
@@ -115,18 +120,18 @@ void batch_norm(KernelContext& ctx) {
   const bool training = ctx.node.attr_int("training_mode", 0) != 0;
   if (!training && ctx.node.outputs.size() > 1 && !ctx.node.outputs[1].empty())
     ctx.fail("running statistics outputs need training_mode = 1");
-  const float eps = ctx.node.attr_float("epsilon", 1e-5f);
-  const float momentum = ctx.node.attr_float("momentum", 0.9f);
+  const T eps = ctx.node.attr_float("epsilon", 1e-5f);
+  const T momentum = ctx.node.attr_float("momentum", 0.9f);
   const auto c = s[1], inner = product(s, 2), n = s[0];
-  std::vector<std::span<const float>> p;
+  std::vector<std::span<const T>> p;
   for (std::size_t i = 1; i <= 4; ++i) {
     require_float(ctx, ctx.in(i));
     if (ctx.in(i).size() != static_cast<std::size_t>(c))
       ctx.fail("parameter " + std::to_string(i) + " must have C values");
-    p.push_back(ctx.in(i).data<float>());
+    p.push_back(ctx.in(i).template data<T>());
   }
-  auto in = x.data<float>();
-  std::vector<float> mean(p[2].begin(), p[2].end()), var(p[3].begin(), p[3].end());
+  auto in = x.data<T>();
+  std::vector<T> mean(p[2].begin(), p[2].end()), var(p[3].begin(), p[3].end());
   if (training) {
     const double count = static_cast<double>(n * inner);
     for (std::int64_t ch = 0; ch < c; ++ch) {
@@ -137,14 +142,14 @@ void batch_norm(KernelContext& ctx) {
           sum += v, sq += v * v;
         }
       const double m = sum / count;
-      mean[static_cast<std::size_t>(ch)] = static_cast<float>(m);
-      var[static_cast<std::size_t>(ch)] = static_cast<float>(std::max(0.0, sq / count - m * m));
+      mean[static_cast<std::size_t>(ch)] = static_cast<T>(m);
+      var[static_cast<std::size_t>(ch)] = static_cast<T>(std::max(0.0, sq / count - m * m));
     }
   }
-  auto out = ctx.out(0, DType::float32, s).data<float>();
+  auto out = ctx.out(0, carrier_dtype<T>(), s).template data<T>();
   for (std::int64_t ch = 0; ch < c; ++ch) {
     const auto k = static_cast<std::size_t>(ch);
-    const float inv = 1.0f / std::sqrt(var[k] + eps);
+    const T inv = 1.0f / std::sqrt(var[k] + eps);
     for (std::int64_t b = 0; b < n; ++b)
       for (std::int64_t i = 0; i < inner; ++i) {
         const auto at = static_cast<std::size_t>((b * c + ch) * inner + i);
@@ -153,7 +158,7 @@ void batch_norm(KernelContext& ctx) {
   }
   if (training)
     for (std::size_t o = 1; o < 3 && o < ctx.outputs.size(); ++o) {
-      auto r = ctx.out(o, DType::float32, {c}).data<float>();
+      auto r = ctx.out(o, carrier_dtype<T>(), {c}).template data<T>();
       const auto& cur = o == 1 ? mean : var;
       for (std::size_t k = 0; k < r.size(); ++k)
         r[k] = p[o + 1][k] * momentum + cur[k] * (1 - momentum);
@@ -162,12 +167,13 @@ void batch_norm(KernelContext& ctx) {
 
 // Mean and variance over each (n, c) plane (InstanceNormalization) or over groups of
 // channels (GroupNormalization), then scale and bias per channel.
+template <class T>
 void normalize_groups(KernelContext& ctx, std::int64_t groups, bool per_group_affine) {
   const Tensor& x = ctx.in(0);
   require_float(ctx, x);
   const auto& s = x.shape();
   if (s.size() < 2) ctx.fail("input must have rank >= 2");
-  const float eps = ctx.node.attr_float("epsilon", 1e-5f);
+  const T eps = ctx.node.attr_float("epsilon", 1e-5f);
   const auto n = s[0], c = s[1], inner = product(s, 2);
   if (groups <= 0 || c % groups) ctx.fail("channels are not a multiple of num_groups");
   const auto cg = c / groups, len = cg * inner;
@@ -175,9 +181,9 @@ void normalize_groups(KernelContext& ctx, std::int64_t groups, bool per_group_af
   const Tensor& bias = ctx.in(2);
   const auto np = static_cast<std::size_t>(per_group_affine ? groups : c);
   if (scale.size() != np || bias.size() != np) ctx.fail("scale and B have the wrong size");
-  auto g = scale.data<float>(), b = bias.data<float>();
-  auto in = x.data<float>();
-  auto out = ctx.out(0, DType::float32, s).data<float>();
+  auto g = scale.data<T>(), b = bias.data<T>();
+  auto in = x.data<T>();
+  auto out = ctx.out(0, carrier_dtype<T>(), s).template data<T>();
   for (std::int64_t bi = 0; bi < n; ++bi)
     for (std::int64_t gi = 0; gi < groups; ++gi) {
       const auto base = static_cast<std::size_t>((bi * groups + gi) * len);
@@ -189,25 +195,28 @@ void normalize_groups(KernelContext& ctx, std::int64_t groups, bool per_group_af
         var += d * d;
       }
       var /= static_cast<double>(len);
-      const float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
+      const T inv = static_cast<T>(1.0 / std::sqrt(var + eps));
       for (std::int64_t i = 0; i < len; ++i) {
         const auto ch = static_cast<std::size_t>(per_group_affine ? gi : gi * cg + i / inner);
         const auto at = base + static_cast<std::size_t>(i);
-        out[at] = (in[at] - static_cast<float>(mean)) * inv * g[ch] + b[ch];
+        out[at] = (in[at] - static_cast<T>(mean)) * inv * g[ch] + b[ch];
       }
     }
 }
 
+template <class T>
 void instance_norm(KernelContext& ctx) {
-  normalize_groups(ctx, ctx.in(0).shape().size() >= 2 ? ctx.in(0).shape()[1] : 1, false);
+  normalize_groups<T>(ctx, ctx.in(0).shape().size() >= 2 ? ctx.in(0).shape()[1] : 1, false);
 }
 
+template <class T>
 void group_norm(KernelContext& ctx) {
   const auto groups = ctx.node.attr_int("num_groups", 0);
   // Opset 18 has scale/bias per group; opset 21 per channel.
-  normalize_groups(ctx, groups, ctx.opset < 21);
+  normalize_groups<T>(ctx, groups, ctx.opset < 21);
 }
 
+template <class T>
 void mean_variance_norm(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   require_float(ctx, x);
@@ -222,7 +231,7 @@ void mean_variance_norm(KernelContext& ctx) {
   const auto st = broadcast_strides(kept, s);
   const auto nk = product(kept);
   std::vector<double> sum(static_cast<std::size_t>(nk)), sq(static_cast<std::size_t>(nk));
-  auto in = x.data<float>();
+  auto in = x.data<T>();
   auto slot = [&](std::size_t e) {
     std::int64_t rem = static_cast<std::int64_t>(e), off = 0;
     for (std::size_t d = s.size(); d-- > 0;) off += (rem % s[d]) * st[d], rem /= s[d];
@@ -232,39 +241,41 @@ void mean_variance_norm(KernelContext& ctx) {
     sum[slot(e)] += in[e], sq[slot(e)] += double(in[e]) * in[e];
   const double cnt =
       static_cast<double>(in.size()) / static_cast<double>(std::max<std::int64_t>(nk, 1));
-  auto out = ctx.out(0, DType::float32, s).data<float>();
+  auto out = ctx.out(0, carrier_dtype<T>(), s).template data<T>();
   for (std::size_t e = 0; e < in.size(); ++e) {
     const auto k = slot(e);
     const double mean = sum[k] / cnt, var = std::max(0.0, sq[k] / cnt - mean * mean);
-    out[e] = static_cast<float>((in[e] - mean) / (std::sqrt(var) + 1e-9));
+    out[e] = static_cast<T>((in[e] - mean) / (std::sqrt(var) + 1e-9));
   }
 }
 
+template <class T>
 void lrn(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   require_float(ctx, x);
   const auto& s = x.shape();
-  const float alpha = ctx.node.attr_float("alpha", 1e-4f),
-              beta = ctx.node.attr_float("beta", 0.75f), bias = ctx.node.attr_float("bias", 1.0f);
+  const T alpha = ctx.node.attr_float("alpha", 1e-4f), beta = ctx.node.attr_float("beta", 0.75f),
+          bias = ctx.node.attr_float("bias", 1.0f);
   const auto size = ctx.node.attr_int("size", 0);
   if (size <= 0) ctx.fail("size must be positive");
   const auto n = s[0], c = s[1], inner = product(s, 2);
   const auto lo = (size - 1) / 2, hi = size - 1 - lo;
-  auto in = x.data<float>();
-  auto out = ctx.out(0, DType::float32, s).data<float>();
+  auto in = x.data<T>();
+  auto out = ctx.out(0, carrier_dtype<T>(), s).template data<T>();
   for (std::int64_t b = 0; b < n; ++b)
     for (std::int64_t ch = 0; ch < c; ++ch)
       for (std::int64_t i = 0; i < inner; ++i) {
-        float sq = 0;
+        T sq = 0;
         for (auto k = std::max<std::int64_t>(0, ch - lo); k <= std::min(c - 1, ch + hi); ++k) {
-          const float v = in[static_cast<std::size_t>((b * c + k) * inner + i)];
+          const T v = in[static_cast<std::size_t>((b * c + k) * inner + i)];
           sq += v * v;
         }
         const auto at = static_cast<std::size_t>((b * c + ch) * inner + i);
-        out[at] = in[at] / std::pow(bias + alpha / static_cast<float>(size) * sq, beta);
+        out[at] = in[at] / std::pow(bias + alpha / static_cast<T>(size) * sq, beta);
       }
 }
 
+template <class T>
 void hardmax(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   require_float(ctx, x);
@@ -280,8 +291,8 @@ void hardmax(KernelContext& ctx) {
     outer = product(s, 0, static_cast<std::size_t>(axis)), len = s[static_cast<std::size_t>(axis)];
     inner = product(s, static_cast<std::size_t>(axis) + 1);
   }
-  auto in = x.data<float>();
-  auto out = ctx.out(0, DType::float32, s).data<float>();
+  auto in = x.data<T>();
+  auto out = ctx.out(0, carrier_dtype<T>(), s).template data<T>();
   for (std::int64_t o = 0; o < outer; ++o)
     for (std::int64_t i = 0; i < inner; ++i) {
       std::int64_t best = 0;
@@ -296,15 +307,16 @@ void hardmax(KernelContext& ctx) {
 }  // namespace
 
 void register_norm(Registry& r) {
-  r.add("BatchNormalization", batch_norm);
-  r.add("InstanceNormalization", instance_norm);
-  r.add("GroupNormalization", group_norm);
-  r.add("MeanVarianceNormalization", mean_variance_norm);
-  r.add("LRN", lrn);
-  r.add("Hardmax", hardmax);
-  r.add("Softmax", softmax<false>);
-  r.add("LogSoftmax", softmax<true>);
-  r.add("LayerNormalization", layer_norm);
+  r.add("BatchNormalization", carried<batch_norm<float>, batch_norm<double>>);
+  r.add("InstanceNormalization", carried<instance_norm<float>, instance_norm<double>>);
+  r.add("GroupNormalization", carried<group_norm<float>, group_norm<double>>);
+  r.add("MeanVarianceNormalization",
+        carried<mean_variance_norm<float>, mean_variance_norm<double>>);
+  r.add("LRN", carried<lrn<float>, lrn<double>>);
+  r.add("Hardmax", carried<hardmax<float>, hardmax<double>>);
+  r.add("Softmax", carried<softmax<float, false>, softmax<double, false>>);
+  r.add("LogSoftmax", carried<softmax<float, true>, softmax<double, true>>);
+  r.add("LayerNormalization", carried<layer_norm<float>, layer_norm<double>>);
 }
 
 }  // namespace fpguard::ops

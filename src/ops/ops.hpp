@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "fpguard/error.hpp"
@@ -20,12 +21,16 @@ using Shape = std::vector<std::int64_t>;
 void register_elementwise(Registry& r);
 // Threads of oneDNN's OpenMP pool (process-wide).
 void set_blas_threads(int threads);
-// C = alpha op(A) op(B) + beta C, row-major (op transposes when ta/tb): oneDNN's sgemm,
-// or, when ctx.accumulate is set, every partial sum rounded into that format in
+// C = alpha op(A) op(B) + beta C, row-major (op transposes when ta/tb): oneDNN's sgemm
+// for float, the experiments layer's float64 FMA kernel (the truth of gemm-error) for
+// double, or, when ctx.accumulate is set, every partial sum rounded into that format in
 // ctx.accumulation's order. MatMul, Gemm, Conv and ConvTranspose all go through it.
-void sgemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
-           std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,
-           std::int64_t ldb, float beta, float* c, std::int64_t ldc);
+void gemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
+          std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,
+          std::int64_t ldb, float beta, float* c, std::int64_t ldc);
+void gemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
+          std::int64_t k, double alpha, const double* a, std::int64_t lda, const double* b,
+          std::int64_t ldb, double beta, double* c, std::int64_t ldc);
 void register_matmul(Registry& r);
 void register_reduce(Registry& r);
 void register_norm(Registry& r);
@@ -83,9 +88,34 @@ void dispatch(const KernelContext& ctx, DType d, F&& f) {
   }
 }
 
-// Requires a float32 carrier (every floating dtype arrives as one).
+// The DType of a carrier type (float or double).
+template <class T>
+constexpr DType carrier_dtype() {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  return std::is_same_v<T, double> ? DType::float64 : DType::float32;
+}
+
+// A kernel written once over its carrier type T, instantiated for both: runs the one of
+// the executor's carrier (RunOptions::carrier). Registered as
+// r.add("Softmax", carried<softmax<float>, softmax<double>>).
+template <void (*F32)(KernelContext&), void (*F64)(KernelContext&)>
+void carried(KernelContext& ctx) {
+  if (ctx.carrier == DType::float64)
+    F64(ctx);
+  else
+    F32(ctx);
+}
+
+// Calls f(T{}) with the executor's carrier type T (float or double).
+template <class F>
+decltype(auto) with_carrier(const KernelContext& ctx, F&& f) {
+  if (ctx.carrier == DType::float64) return f(double{});
+  return f(float{});
+}
+
+// Requires a floating carrier (every floating dtype arrives as the executor's carrier).
 inline void require_float(const KernelContext& ctx, const Tensor& t, const char* what = "input") {
-  if (t.dtype() != DType::float32)
+  if (t.dtype() != ctx.carrier)
     ctx.fail(std::string(what) + " has dtype " + std::string(to_string(t.dtype())) +
              ", which this op does not support (floating types only)");
 }

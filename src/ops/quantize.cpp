@@ -50,6 +50,7 @@ Affine affine(const KernelContext& ctx, const Shape& x) {
   return a;
 }
 
+template <class T>
 void quantize(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   const Affine a = affine(ctx, x.shape());
@@ -61,38 +62,40 @@ void quantize(KernelContext& ctx) {
   }
   std::vector<double> v(x.size());
   to_double(x, v);
-  // The division is in the input's precision (float32 carriers), as ONNX specifies: a
+  // The division is in the input's precision (the carrier), as ONNX specifies: a
   // quotient that rounds to a tie in float32 must round as that tie.
   for (std::size_t e = 0; e < v.size(); ++e)
-    v[e] = std::nearbyint(static_cast<float>(v[e]) / static_cast<float>(a.s(e))) + a.z(e);
+    v[e] = std::nearbyint(static_cast<T>(v[e]) / static_cast<T>(a.s(e))) + a.z(e);
   Tensor d(DType::float64, x.shape());
   std::copy(v.begin(), v.end(), d.data<double>().begin());
   ctx.outputs[0] = exec::convert(d, to);  // saturates
 }
 
+template <class T>
 void dequantize(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   const Affine a = affine(ctx, x.shape());
   std::vector<double> v(x.size());
   to_double(x, v);
-  auto out = ctx.out(0, DType::float32, x.shape()).data<float>();
-  for (std::size_t e = 0; e < v.size(); ++e) out[e] = static_cast<float>((v[e] - a.z(e)) * a.s(e));
-  if (ctx.input_dtypes[1] != DType::float32) ctx.output_dtypes[0] = ctx.input_dtypes[1];
+  auto out = ctx.out(0, carrier_dtype<T>(), x.shape()).template data<T>();
+  for (std::size_t e = 0; e < v.size(); ++e) out[e] = static_cast<T>((v[e] - a.z(e)) * a.s(e));
+  if (ctx.input_dtypes[1] != carrier_dtype<T>()) ctx.output_dtypes[0] = ctx.input_dtypes[1];
 }
 
+template <class T>
 void dynamic_quantize(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   require_float(ctx, x);
-  auto in = x.data<float>();
-  float lo = 0, hi = 0;
-  for (float v : in) lo = std::min(lo, v), hi = std::max(hi, v);
-  const float scale = (hi - lo) / 255.0f;
-  const float zp = scale == 0 ? 0 : std::clamp(std::nearbyint(0 - lo / scale), 0.0f, 255.0f);
+  auto in = x.data<T>();
+  T lo = 0, hi = 0;
+  for (T v : in) lo = std::min(lo, v), hi = std::max(hi, v);
+  const T scale = (hi - lo) / 255.0f;
+  const T zp = scale == 0 ? 0 : std::clamp(std::nearbyint(0 - lo / scale), T{0}, T{255});
   auto y = ctx.out(0, DType::uint8, x.shape()).data<std::uint8_t>();
   for (std::size_t e = 0; e < in.size(); ++e)
     y[e] = static_cast<std::uint8_t>(
-        std::clamp(std::nearbyint(scale == 0 ? 0 : in[e] / scale) + zp, 0.0f, 255.0f));
-  ctx.out(1, DType::float32, {}).data<float>()[0] = scale;
+        std::clamp(std::nearbyint(scale == 0 ? 0 : in[e] / scale) + zp, T{0}, T{255}));
+  ctx.out(1, carrier_dtype<T>(), {}).template data<T>()[0] = scale;
   ctx.out(2, DType::uint8, {}).data<std::uint8_t>()[0] = static_cast<std::uint8_t>(zp);
 }
 
@@ -158,6 +161,7 @@ void reverse_sequence(KernelContext& ctx) {
 
 // Einsum by direct summation over every index (small tensors; a contraction planner onto
 // MatMul is a follow-up).
+template <class T>
 void einsum(KernelContext& ctx) {
   std::string eq;
   for (char ch : ctx.node.attr_string("equation", ""))
@@ -221,7 +225,7 @@ void einsum(KernelContext& ctx) {
     if (all.find(ch) == std::string::npos) all += ch;
   Shape os;
   for (char ch : out_l) os.push_back(size.at(ch));
-  auto out = ctx.out(0, DType::float32, os).data<float>();
+  auto out = ctx.out(0, carrier_dtype<T>(), os).template data<T>();
   std::vector<std::int64_t> dims;
   for (char ch : all) dims.push_back(size.at(ch));
   // Per operand: the stride of each label of `all` (0 where absent or broadcast).
@@ -241,11 +245,11 @@ void einsum(KernelContext& ctx) {
   const auto inner = n_out ? total / n_out : 0;
   std::vector<std::int64_t> idx(all.size(), 0);
   for (std::int64_t e = 0; e < total; ++e) {
-    float prod = 1;
+    T prod = 1;
     for (std::size_t i = 0; i < labels.size(); ++i) {
       std::int64_t off = 0;
       for (std::size_t d = 0; d < all.size(); ++d) off += idx[d] * strides[i][d];
-      prod *= ctx.in(i).data<float>()[static_cast<std::size_t>(off)];
+      prod *= ctx.in(i).template data<T>()[static_cast<std::size_t>(off)];
     }
     out[static_cast<std::size_t>(e / std::max<std::int64_t>(inner, 1))] += prod;
     for (std::size_t d = all.size(); d-- > 0;) {
@@ -258,12 +262,12 @@ void einsum(KernelContext& ctx) {
 }  // namespace
 
 void register_quantize(Registry& r) {
-  r.add("QuantizeLinear", quantize);
-  r.add("DequantizeLinear", dequantize);
-  r.add("DynamicQuantizeLinear", dynamic_quantize);
+  r.add("QuantizeLinear", carried<quantize<float>, quantize<double>>);
+  r.add("DequantizeLinear", carried<dequantize<float>, dequantize<double>>);
+  r.add("DynamicQuantizeLinear", carried<dynamic_quantize<float>, dynamic_quantize<double>>);
   r.add("Compress", compress, OpKind::data_movement);
   r.add("ReverseSequence", reverse_sequence, OpKind::data_movement);
-  r.add("Einsum", einsum);
+  r.add("Einsum", carried<einsum<float>, einsum<double>>);
 }
 
 }  // namespace fpguard::ops

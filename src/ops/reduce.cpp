@@ -1,6 +1,6 @@
 // Reductions over axes (attribute before opset 18 — 13 for ReduceSum — and input
-// after), ArgMax/ArgMin. Accumulation is in float32 carriers (double for the sums of
-// large counts is a follow-up of --accumulate).
+// after), ArgMax/ArgMin. Accumulation is in the carrier (float32, or float64 in a truth
+// run; double for the sums of large float32 counts is a follow-up of --accumulate).
 #include <cmath>
 #include <limits>
 
@@ -51,7 +51,7 @@ Plan plan_reduce(const KernelContext& ctx, std::int64_t axes_input_opset) {
 
 enum class Red { sum, mean, max, min, prod, sum_square, l1, l2, log_sum, log_sum_exp };
 
-template <Red op>
+template <class T, Red op>
 void reduce(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   const std::int64_t axes_input = op == Red::sum ? 13 : 18;
@@ -60,10 +60,10 @@ void reduce(KernelContext& ctx) {
     ctx.outputs[0] = x;
     return;
   }
-  const bool is_f = x.dtype() == DType::float32;
+  const bool is_f = x.dtype() == carrier_dtype<T>();
   if (!is_f && x.dtype() != DType::int64 && x.dtype() != DType::int32)
     ctx.fail("unsupported dtype " + std::string(to_string(x.dtype())));
-  // Accumulate in double for integers (exact) and float for float carriers.
+  // Accumulate in double for integers (exact) and in the carrier for floating values.
   const Shape& in_shape = x.shape();
   const auto n_out = product(p.kept);
   std::vector<double> acc(static_cast<std::size_t>(n_out));
@@ -72,18 +72,18 @@ void reduce(KernelContext& ctx) {
   if (op == Red::min) init = std::numeric_limits<double>::infinity();
   if (op == Red::prod) init = 1;
   std::fill(acc.begin(), acc.end(), init);
-  std::vector<float> facc(acc.size(), static_cast<float>(init));
+  std::vector<T> facc(acc.size(), static_cast<T>(init));
   const auto st = broadcast_strides(p.kept, in_shape);
   const auto n = product(in_shape);
   std::vector<std::int64_t> idx(in_shape.size(), 0);
   std::int64_t o = 0;
   std::vector<double> xin(is_f ? 0 : static_cast<std::size_t>(n));
   if (!is_f) to_double(x, xin);
-  auto fx = is_f ? x.data<float>() : std::span<const float>();
+  auto fx = is_f ? x.data<T>() : std::span<const T>();
   for (std::int64_t i = 0; i < n; ++i) {
     if (is_f) {
-      float v = fx[static_cast<std::size_t>(i)];
-      float& a = facc[static_cast<std::size_t>(o)];
+      T v = fx[static_cast<std::size_t>(i)];
+      T& a = facc[static_cast<std::size_t>(o)];
       if constexpr (op == Red::sum || op == Red::mean || op == Red::log_sum)
         a += v;
       else if constexpr (op == Red::max)
@@ -123,11 +123,11 @@ void reduce(KernelContext& ctx) {
   const double count =
       static_cast<double>(n) / static_cast<double>(std::max<std::int64_t>(n_out, 1));
   if (is_f) {
-    auto out = ctx.out(0, DType::float32, p.out_shape).data<float>();
+    auto out = ctx.out(0, carrier_dtype<T>(), p.out_shape).template data<T>();
     for (std::size_t i = 0; i < out.size(); ++i) {
-      float a = facc[i];
+      T a = facc[i];
       if constexpr (op == Red::mean)
-        a = a / static_cast<float>(count);
+        a = a / static_cast<T>(count);
       else if constexpr (op == Red::l2)
         a = std::sqrt(a);
       else if constexpr (op == Red::log_sum || op == Red::log_sum_exp)
@@ -182,16 +182,18 @@ void arg_reduce(KernelContext& ctx) {
 }  // namespace
 
 void register_reduce(Registry& r) {
-  r.add("ReduceSum", reduce<Red::sum>);
-  r.add("ReduceMean", reduce<Red::mean>);
-  r.add("ReduceMax", reduce<Red::max>);
-  r.add("ReduceMin", reduce<Red::min>);
-  r.add("ReduceProd", reduce<Red::prod>);
-  r.add("ReduceSumSquare", reduce<Red::sum_square>);
-  r.add("ReduceL1", reduce<Red::l1>);
-  r.add("ReduceL2", reduce<Red::l2>);
-  r.add("ReduceLogSum", reduce<Red::log_sum>);
-  r.add("ReduceLogSumExp", reduce<Red::log_sum_exp>);
+  r.add("ReduceSum", carried<reduce<float, Red::sum>, reduce<double, Red::sum>>);
+  r.add("ReduceMean", carried<reduce<float, Red::mean>, reduce<double, Red::mean>>);
+  r.add("ReduceMax", carried<reduce<float, Red::max>, reduce<double, Red::max>>);
+  r.add("ReduceMin", carried<reduce<float, Red::min>, reduce<double, Red::min>>);
+  r.add("ReduceProd", carried<reduce<float, Red::prod>, reduce<double, Red::prod>>);
+  r.add("ReduceSumSquare",
+        carried<reduce<float, Red::sum_square>, reduce<double, Red::sum_square>>);
+  r.add("ReduceL1", carried<reduce<float, Red::l1>, reduce<double, Red::l1>>);
+  r.add("ReduceL2", carried<reduce<float, Red::l2>, reduce<double, Red::l2>>);
+  r.add("ReduceLogSum", carried<reduce<float, Red::log_sum>, reduce<double, Red::log_sum>>);
+  r.add("ReduceLogSumExp",
+        carried<reduce<float, Red::log_sum_exp>, reduce<double, Red::log_sum_exp>>);
   r.add("ArgMax", arg_reduce<true>);
   r.add("ArgMin", arg_reduce<false>);
 }

@@ -287,7 +287,7 @@ void size_k(KernelContext& ctx) {
 void constant(KernelContext& ctx) {
   const auto& n = ctx.node;
   if (const Tensor* t = n.attr_tensor("value")) {
-    ctx.outputs[0] = exec::widen(*t);
+    ctx.outputs[0] = exec::widen(*t, ctx.carrier);
     ctx.output_dtypes[0] = t->dtype();
   } else if (n.has_attr("value_float")) {
     ctx.out(0, DType::float32, {}).data<float>()[0] = n.attr_float("value_float", 0);
@@ -314,7 +314,7 @@ void constant_of_shape(KernelContext& ctx) {
     value = *t;
   }
   const DType storage = value.dtype();
-  const Tensor v = exec::widen(value);
+  const Tensor v = exec::widen(value, ctx.carrier);
   Tensor& out = ctx.out(0, v.dtype(), shape);
   const std::size_t isz = itemsize(v.dtype());
   for (std::size_t i = 0; i < out.size(); ++i) std::memcpy(out.bytes() + i * isz, v.bytes(), isz);

@@ -35,7 +35,8 @@ std::int64_t scalar_int(const KernelContext& ctx, std::size_t i, const char* wha
   return v[0];
 }
 
-Tensor complex_tensor(const std::vector<cpx>& c, Shape shape) {
+// The result in the carrier (the transforms compute in double either way).
+Tensor complex_tensor(const KernelContext& ctx, const std::vector<cpx>& c, Shape shape) {
   shape.push_back(2);
   Tensor d(DType::float64, shape);
   auto p = d.data<double>();
@@ -43,7 +44,7 @@ Tensor complex_tensor(const std::vector<cpx>& c, Shape shape) {
     p[2 * i] = c[i].real();
     p[2 * i + 1] = c[i].imag();
   }
-  return exec::convert(d, DType::float32);
+  return exec::convert(d, ctx.carrier);
 }
 
 // y[k] = sum_n x[n] e^(-2 pi j k n / N) (inverse: e^(+...) / N) along `axis`, the signal
@@ -83,7 +84,7 @@ void dft(KernelContext& ctx) {
         y[static_cast<std::size_t>((o * bins + k) * inner + i)] =
             out[static_cast<std::size_t>(k)] * scale;
     }
-  ctx.outputs[0] = complex_tensor(y, out_shape);
+  ctx.outputs[0] = complex_tensor(ctx, y, out_shape);
 }
 
 // Frames of frame_length values every frame_step along the signal, each multiplied by the
@@ -137,7 +138,7 @@ void stft(KernelContext& ctx) {
       for (std::int64_t k = 0; k < bins; ++k)
         y[static_cast<std::size_t>((b * frames + f) * bins + k)] = out[static_cast<std::size_t>(k)];
     }
-  ctx.outputs[0] = complex_tensor(y, {batch, frames, bins});
+  ctx.outputs[0] = complex_tensor(ctx, y, {batch, frames, bins});
 }
 
 }  // namespace

@@ -3,8 +3,12 @@
 fpguard binary supports (`fpguard ops --json`), compares the outputs (rtol 1e-3,
 atol 1e-5 for floating outputs; exact for integer and bool), and fails on any failure
 not listed in expected_failures.txt. Prints `N passed, N failed, N skipped`.
+With `--precision float64` every test runs as fpguard's float64 truth run (every floating
+value carried in double: each kernel's double instantiation), with the same tolerances
+and expected failures.
 
-Usage: run_conformance.py --fpguard BUILD/fpguard [--data DIR] [--filter SUBSTR] [-v]
+Usage: run_conformance.py --fpguard BUILD/fpguard [--precision P] [--data DIR]
+                          [--filter SUBSTR] [-v]
 """
 import argparse
 import concurrent.futures
@@ -89,7 +93,7 @@ def compare(got, want):
     return None
 
 
-def run_test(fpguard, test_dir):
+def run_test(fpguard, test_dir, precision=None):
     model = os.path.join(test_dir, "model.onnx")
     m = onnx.load(model, load_external_data=False)
     outputs = [o.name for o in m.graph.output]
@@ -97,8 +101,10 @@ def run_test(fpguard, test_dir):
     for s in sets:
         sdir = os.path.join(test_dir, s)
         with tempfile.TemporaryDirectory() as tmp:
-            r = subprocess.run([fpguard, "run", model, "--inputs", sdir, "--outputs", tmp,
-                                "--threads", "1"], capture_output=True, text=True, timeout=120)
+            cmd = [fpguard, "run", model, "--inputs", sdir, "--outputs", tmp, "--threads", "1"]
+            if precision:
+                cmd += ["--precision", precision]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             if r.returncode != 0:
                 return f"{s}: fpguard exited {r.returncode}: {r.stderr.strip()}"
             with open(os.path.join(tmp, "outputs.json")) as f:
@@ -131,6 +137,8 @@ def main():
     ap.add_argument("--data", default=DEFAULT_DATA)
     ap.add_argument("--expected", default=os.path.join(HERE, "expected_failures.txt"))
     ap.add_argument("--filter", default="")
+    ap.add_argument("--precision", default=None,
+                    help="passed to `fpguard run` (float64: the double-carrier truth run)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
@@ -138,6 +146,8 @@ def main():
     ops = set(json.loads(subprocess.run([args.fpguard, "ops", "--json"], check=True,
                                         capture_output=True, text=True).stdout)["ops"])
     expected = load_expected(args.expected)
+    if args.precision in ("float64", "fp64"):
+        expected.update(load_expected(os.path.join(HERE, "expected_failures_fp64.txt")))
     tests, skipped = [], []
     for name in sorted(os.listdir(args.data)):
         if args.filter not in name:
@@ -156,7 +166,8 @@ def main():
 
     results = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futs = {pool.submit(run_test, args.fpguard, os.path.join(args.data, t)): t for t in tests}
+        futs = {pool.submit(run_test, args.fpguard, os.path.join(args.data, t), args.precision): t
+                for t in tests}
         for fut in concurrent.futures.as_completed(futs):
             t = futs[fut]
             try:

@@ -91,7 +91,16 @@ void run(const RunArgs& a) {
   exec::RunOptions opts;
   opts.threads = a.threads;
   const Format fmt = parse_format(a.precision);
-  if (fmt.name != "float32") opts.policy.default_format = fmt;
+  if (fmt.name == "float64") {
+    // The truth run: every floating value carried in double; nothing is emulated.
+    opts.carrier = DType::float64;
+    if (!a.accumulate.empty())
+      throw Error("--accumulate", "applies to emulated nodes; --precision float64 emulates none");
+    if (!a.exclude.empty())
+      throw Error("--exclude", "--precision float64 runs every node in float64");
+  } else if (fmt.name != "float32") {
+    opts.policy.default_format = fmt;
+  }
   if (!a.accumulate.empty()) opts.policy.accumulate = parse_format(a.accumulate);
   opts.policy.accumulation = parse_accumulation_order(a.accumulation).value_or(AccumulationOrder{});
   for (const auto& e : a.exclude) {
@@ -161,7 +170,9 @@ void add_run(CLI::App& app) {
       app.add_subcommand("run", "Run an ONNX model on the CPU (optionally emulating a precision)");
   cmd->add_option("model", a->model, "ONNX model")->required();
   add_input_options(*cmd, a->in);
-  cmd->add_option("--precision", a->precision, "Format of every floating node (default float32)");
+  cmd->add_option("--precision", a->precision,
+                  "Format of every floating node (default float32; float64: the truth run, "
+                  "every floating value carried in double)");
   cmd->add_option("--accumulate", a->accumulate,
                   "Format MatMul/Gemm/Conv of emulated nodes accumulate in (default float32)");
   cmd->add_option("--accumulation", a->accumulation,
