@@ -56,6 +56,9 @@ struct Comparison {
 // Compares `v` with the reference `r` (same size, float32 carriers) in format `f`
 // (tiny, max and the subnormal range come from it).
 Comparison compare(std::span<const float> r, std::span<const float> v, const Format& f);
+// The same against a float64 reference (the truth run): errors are measured against the
+// double values (a scalar loop).
+Comparison compare(std::span<const double> r, std::span<const float> v, const Format& f);
 
 struct TensorRecord {
   std::string name;
@@ -140,6 +143,10 @@ struct CheckOptions {
   // float32), in this order.
   std::optional<Format> accumulate;
   AccumulationOrder accumulation;
+  // The reference run's carrier: float32 (the model as the user runs it today) or
+  // float64 (every floating node computed in double: the truth). The emulated and local
+  // runs stay on float32 carriers either way.
+  DType reference = DType::float32;
   // Pass criterion: outputs finite wherever the reference is, cosine >= min_cosine,
   // and, when atol or rtol is given, |v - r| <= atol + rtol |r| everywhere.
   double min_cosine = 0.999;

@@ -51,6 +51,9 @@ struct Context {
   Source source_of(const std::string& value) const;
 };
 
+// The graph outputs of a finished reference session as compared: float64 carriers as
+// they are (the truth run), others as stored (floating ones converted to float32).
+std::vector<Tensor> reference_outputs(const exec::Session& ref);
 // Fills diag.origins (may run the model again: accuracy contributions, on `sample`).
 void find_origins(Context& ctx, const exec::Executor& ref_ex,
                   const std::vector<NamedTensor>& sample);

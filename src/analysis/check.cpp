@@ -60,6 +60,14 @@ Comparison compare(std::span<const float> r, std::span<const float> v, const For
   return c;
 }
 
+Comparison compare(std::span<const double> r, std::span<const float> v, const Format& f) {
+  FPG_CHECK(r.size() == v.size());
+  Comparison c;
+  const CompareParams p{f.max(), f.smallest_normal(), f.has_subnormals};
+  for (std::size_t i = 0; i < r.size(); ++i) compare_one(r[i], v[i], p, c);
+  return c;
+}
+
 std::string_view to_string(OriginKind k) {
   switch (k) {
     case OriginKind::overflow:
@@ -96,17 +104,37 @@ std::span<const float> floats(const Tensor& t) {
   return std::span<const float>(t.data<float>().data(), t.size());
 }
 
+std::span<const double> doubles(const Tensor& t) {
+  return std::span<const double>(t.data<double>().data(), t.size());
+}
+
+// Calls f(span) with the values of a float32 or float64 carrier (the reference run holds
+// float64 ones with --reference fp64).
+template <class F>
+auto with_values(const Tensor& t, F&& f) {
+  return t.dtype() == DType::float64 ? f(doubles(t)) : f(floats(t));
+}
+
 double absmax_of(const Tensor& t) {
-  double m = 0;
-  for (float x : floats(t))
-    if (std::isfinite(x)) m = std::max(m, static_cast<double>(std::fabs(x)));
-  return m;
+  return with_values(t, [](auto xs) {
+    double m = 0;
+    for (double x : xs)
+      if (std::isfinite(x)) m = std::max(m, std::fabs(x));
+    return m;
+  });
 }
 
 bool any_nonfinite(const Tensor& t) {
-  for (float x : floats(t))
-    if (!std::isfinite(x)) return true;
-  return false;
+  return with_values(t, [](auto xs) {
+    for (double x : xs)
+      if (!std::isfinite(x)) return true;
+    return false;
+  });
+}
+
+// A float32 run's carrier `v` against a reference carrier `r` (float32 or float64).
+Comparison compare_to(const Tensor& r, const Tensor& v, const Format& f) {
+  return with_values(r, [&](auto rs) { return compare(rs, floats(v), f); });
 }
 
 // Whether the local run's kernel inputs hold inf/NaN after rounding to the node's
@@ -165,6 +193,8 @@ struct Lockstep {
   Context& ctx;
   const exec::Executor& ref_ex;
   const exec::Executor& emu_ex;
+  // The local runs: the emulated run's carrier (float32) on the reference's values.
+  const exec::Executor& local_ex;
   std::vector<OutputVerdict>& verdicts;
   std::size_t steps_done = 0, steps_total = 0;
 
@@ -178,7 +208,7 @@ void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
   std::map<std::string, std::pair<float, bool>> range;  // absmax, any inf/NaN: this sample
   std::map<std::string, Measured> measured;             // this sample's numbers per value
   for (const auto* vi : g.runtime_inputs())
-    if (const Tensor* t = ref.value(vi->name); t && t->dtype() == DType::float32) {
+    if (const Tensor* t = ref.value(vi->name); t && exec::is_float(t->dtype())) {
       const double a = absmax_of(*t);
       ctx.absmax[vi->name] = std::max(ctx.absmax[vi->name], a);
       range[vi->name] = {static_cast<float>(a), any_nonfinite(*t)};
@@ -192,7 +222,7 @@ void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
 
     std::vector<NamedTensor> local;
     InputProbe probe(ctx, range, fmt ? *fmt : fp32);
-    if (fmt) local = ref.evaluate_next(fmt, &probe);
+    if (fmt) local = ref.evaluate_next(fmt, &probe, &local_ex);
     // Inputs: where they come from, how accurate and how large they are.
     bool inherited = false;
     std::vector<std::string> boundary;
@@ -200,7 +230,7 @@ void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
       const std::string& name = node.inputs[i];
       if (name.empty()) continue;
       const Tensor* r = ref.value(name);
-      if (!r || r->dtype() != DType::float32) continue;
+      if (!r || !exec::is_float(r->dtype())) continue;
       if (!ctx.absmax.count(name)) ctx.absmax[name] = absmax_of(*r);  // weights, constants
       rec.input_absmax = std::max(rec.input_absmax, ctx.absmax[name]);
       if (auto e = error.find(name); e != error.end())
@@ -238,7 +268,7 @@ void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
       TensorRecord& t = rec.outputs[i];
       const Tensor* r = ref.value(name);
       const Tensor* e = emu.value(name);
-      if (!r || !e || r->dtype() != DType::float32 || e->dtype() != DType::float32) continue;
+      if (!r || !e || !exec::is_float(r->dtype()) || e->dtype() != DType::float32) continue;
       t.floating = true;
       // Ops that only rearrange their input hold the same values: its numbers are theirs.
       const Measured* same = nullptr;
@@ -246,10 +276,12 @@ void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
         if (auto it = measured.find(node.inputs[0]); it != measured.end()) same = &it->second;
       StatsOptions so;
       so.threads = o.threads;
-      const Measured& mm = measured[name] =
-          same ? *same
-               : Measured{stats(floats(*r), {}, so),  // range and histogram only
-                          compare(floats(*r), floats(*e), fmt ? *fmt : fp32)};
+      // The reference's range and histogram (no formats), and the emulated run against it.
+      auto measure = [&] {
+        return Measured{with_values(*r, [&](auto rs) { return stats(rs, {}, so); }),
+                        compare_to(*r, *e, fmt ? *fmt : fp32)};
+      };
+      const Measured& mm = measured[name] = same ? *same : measure();
       const Stats& st = mm.stats;
       const bool first = ctx.seen.insert(name).second;
       if (st.tensor.count > st.tensor.nan + st.tensor.posinf + st.tensor.neginf) {
@@ -270,36 +302,53 @@ void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
       t.propagated.merge(p);
       error[name] = p.nrmse();
       if (local_out && local_out->dtype() == DType::float32 && !inherited)
-        t.local.merge(compare(floats(*r), floats(*local_out), *fmt));
+        t.local.merge(compare_to(*r, *local_out, *fmt));
     }
     ++steps_done;
     if (o.progress) o.progress(steps_done, steps_total);
   }
 
-  // The verdict inputs: the graph outputs, in their storage dtypes.
-  const auto ro = ref.outputs(), eo = emu.outputs();
+  // The verdict inputs: the emulated graph outputs in their storage dtypes, against the
+  // reference's (its float64 carriers with --reference fp64).
+  const auto ro = reference_outputs(ref);
+  const auto eo = emu.outputs();
   for (std::size_t i = 0; i < ro.size(); ++i) {
     OutputVerdict& v = verdicts[i];
-    if (!exec::is_float(ro[i].tensor.dtype())) continue;
-    const Tensor r = exec::convert(ro[i].tensor, DType::float32);
+    if (!exec::is_float(ro[i].dtype())) continue;
     const Tensor e = exec::convert(eo[i].tensor, DType::float32);
-    const Comparison c = compare(floats(r), floats(e), fp32);
+    const Comparison c = compare_to(ro[i], e, fp32);
     ctx.output_cmp[i].merge(c);
     v.nonfinite += c.overflow + c.nan;
     if (o.atol || o.rtol) {
       const double atol = o.atol.value_or(0), rtol = o.rtol.value_or(0);
-      const auto rs = floats(r), es = floats(e);
-      for (std::size_t k = 0; k < rs.size(); ++k) {
-        const double x = rs[k], y = es[k];
-        if (std::isnan(x) && std::isnan(y)) continue;
-        if (x == y) continue;  // also equal infinities
-        if (!(std::fabs(y - x) <= atol + rtol * std::fabs(x))) ++v.outside_tolerance;
-      }
+      const auto es = floats(e);
+      with_values(ro[i], [&](auto rs) {
+        for (std::size_t k = 0; k < rs.size(); ++k) {
+          const double x = rs[k], y = es[k];
+          if (std::isnan(x) && std::isnan(y)) continue;
+          if (x == y) continue;  // also equal infinities
+          if (!(std::fabs(y - x) <= atol + rtol * std::fabs(x))) ++v.outside_tolerance;
+        }
+      });
     }
   }
 }
 
 }  // namespace
+
+std::vector<Tensor> reference_outputs(const exec::Session& ref) {
+  std::vector<Tensor> out;
+  const auto stored = ref.outputs();
+  for (const auto& o : stored) {
+    const Tensor* carrier = ref.value(o.name);
+    if (carrier && carrier->dtype() == DType::float64)
+      out.push_back(*carrier);  // the truth, not narrowed to the declared dtype
+    else
+      out.push_back(exec::is_float(o.tensor.dtype()) ? exec::convert(o.tensor, DType::float32)
+                                                     : o.tensor);
+  }
+  return out;
+}
 
 Source Context::source_of(const std::string& name) const {
   std::string cur = name;
@@ -331,6 +380,9 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
                 const CheckOptions& o) {
   if (samples.empty()) throw Error(m.path.string(), "no input sets to check with");
   check_rule_ids(o.disabled_rules);
+  if (o.reference != DType::float32 && o.reference != DType::float64)
+    throw Error(m.path.string(), "the reference runs on float32 or float64, not " +
+                                     std::string(to_string(o.reference)));
   exec::RunOptions ref_opts;
   ref_opts.threads = o.threads;
   ref_opts.policy.round_options = o.round_options;  // the local runs round with them
@@ -359,14 +411,18 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
         as_stored.insert(n.name);
     }
   }
-  exec::RunOptions emu_opts = ref_opts;
+  // The local runs: the reference's options (storage, rounding, accumulation) on float32
+  // carriers, fed with the reference's values.
+  const exec::RunOptions local_opts = ref_opts;
+  ref_opts.carrier = o.reference;
+  exec::RunOptions emu_opts = local_opts;
   emu_opts.float32_storage = false;
   emu_opts.policy.default_format = o.precision;
   emu_opts.policy.exclude_names = o.keep_fp32;
   emu_opts.policy.exclude_names.insert(as_stored.begin(), as_stored.end());
   emu_opts.policy.exclude_op_types = o.keep_fp32_ops;
   emu_opts.policy.round_options = o.round_options;
-  const exec::Executor ref_ex(m, ref_opts), emu_ex(m, emu_opts);
+  const exec::Executor ref_ex(m, ref_opts), emu_ex(m, emu_opts), local_ex(m, local_opts);
 
   // --keep-fp32 names must exist (unnamed nodes: see name_nodes).
   const auto names = display_names(m);
@@ -383,6 +439,7 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   ctx.diag.model = m.path.string();
   ctx.diag.precision = o.precision.name;
   ctx.diag.accumulate = o.accumulate ? o.accumulate->name : "float32";
+  ctx.diag.reference = std::string(to_string(o.reference));
   ctx.diag.samples = samples.size();
   const auto& g = m.graph;
   bool any_float_node = false;
@@ -437,7 +494,7 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   std::vector<OutputVerdict> verdicts(g.outputs.size());
   ctx.output_cmp.resize(g.outputs.size());
   for (std::size_t i = 0; i < g.outputs.size(); ++i) verdicts[i].name = g.outputs[i].name;
-  Lockstep ls{m, o, ctx, ref_ex, emu_ex, verdicts};
+  Lockstep ls{m, o, ctx, ref_ex, emu_ex, local_ex, verdicts};
   ls.steps_total = ctx.order.size() * samples.size();
   for (const auto& s : samples) ls.run_sample(s);
 

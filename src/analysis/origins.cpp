@@ -417,16 +417,24 @@ void accuracy_origins(Context& ctx, const Graphs& g, const exec::Executor& ref_e
   if (candidates.size() > 8) candidates.resize(8);
   if (candidates.empty()) return;
 
-  const auto reference = ref_ex.run(sample);
+  std::vector<Tensor> reference;
+  {
+    exec::Session ref(ref_ex, sample);
+    while (!ref.done()) ref.step();
+    reference = reference_outputs(ref);
+  }
   auto output_error = [&](const std::vector<NamedTensor>& out) {
     double e = 0;
     for (std::size_t i = 0; i < out.size(); ++i) {
       if (!exec::is_float(out[i].tensor.dtype())) continue;
-      const Tensor r = exec::convert(reference[i].tensor, DType::float32);
       const Tensor v = exec::convert(out[i].tensor, DType::float32);
-      const Comparison c = compare(std::span<const float>(r.data<float>().data(), r.size()),
-                                   std::span<const float>(v.data<float>().data(), v.size()),
-                                   parse_format("float32"));
+      const std::span<const float> vs(v.data<float>().data(), v.size());
+      const Format fp32 = parse_format("float32");
+      const Tensor& r = reference[i];
+      const Comparison c =
+          r.dtype() == DType::float64
+              ? compare(std::span<const double>(r.data<double>().data(), r.size()), vs, fp32)
+              : compare(std::span<const float>(r.data<float>().data(), r.size()), vs, fp32);
       e = std::max(e, c.nrmse());
     }
     return e;

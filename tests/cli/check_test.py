@@ -340,8 +340,8 @@ def test_errors(f, ex, tmp):
                                       "/fc/Gem"], "/fc/Gem", "did you mean '/fc/Gemm'")
     fails(f, "unknown rule", ["check", model, "--precision", "fp16", "--disable-rule", "pows"],
           "pows")
-    fails(f, "fp64 reference", ["check", model, "--precision", "fp16", "--reference", "fp64"],
-          "--reference")
+    fails(f, "unknown reference", ["check", model, "--precision", "fp16", "--reference",
+                                   "fp128"], "--reference fp128")
     fails(f, "bad accumulation order", ["check", model, "--precision", "fp16", "--accumulate",
                                         "fp16", "--accumulation", "blocked:0"], "--accumulation")
     bad = os.path.join(tmp, "wrong_shape.npy")

@@ -9,7 +9,13 @@
   graph outputs are written in the declared float32, equal to the double values rounded.
 - A Cast to float16 in a float64 run still rounds to float16, and the product after it is
   exact in double (bit for bit against NumPy; the float32 run rounds it).
-- Bad input: --accumulate or --exclude with --precision float64.
+- `fpguard check --reference fp64`: on examples/clean_cnn the JSON says reference
+  "float64" and the output errors agree with the float32 reference's to 1%; superres
+  keeps its /Pow overflow origin. A crafted model whose float32 reference is itself wrong
+  ((x + 1e7) - 1e7 rounds x to an integer in float32) passes against the float32
+  reference and fails against the float64 one.
+- Bad input: --accumulate or --exclude with --precision float64 (check_test.py has
+  --reference fp128).
 
     fp64_test.py --fpguard PATH --examples DIR
 """
@@ -166,6 +172,77 @@ def test_cast(f, tmp):
     check(not np.array_equal(g32["y"].astype(np.float64), want), "float32 run: the product rounded")
 
 
+def check_json(f, tmp, model, *argv):
+    out = os.path.join(tmp, "check.json")
+    if os.path.exists(out):
+        os.remove(out)
+    r = run(f, "check", model, "--json", out, "--quiet", *argv)
+    check(r.returncode in (0, 1), f"check {model} {argv} runs", r.stderr)
+    if r.returncode not in (0, 1):
+        return None
+    with open(out) as fh:
+        return json.load(fh)
+
+
+def test_check_examples(f, ex, tmp):
+    cnn = os.path.join(ex, "clean_cnn")
+    args = ["--inputs", os.path.join(cnn, "inputs"), "--precision", "fp16"]
+    j32 = check_json(f, tmp, os.path.join(cnn, "model.onnx"), *args)
+    j64 = check_json(f, tmp, os.path.join(cnn, "model.onnx"), *args, "--reference", "fp64")
+    if not j32 or not j64:
+        return
+    check(j32["reference"] == "float32" and j64["reference"] == "float64", "reference field",
+          (j32["reference"], j64["reference"]))
+    check(j64["verdict"] == "pass", "clean_cnn passes against the float64 reference", j64["verdict"])
+    for a, b in zip(j32["outputs"], j64["outputs"]):
+        check(b["max_abs_error"] > 0 and
+              abs(a["max_abs_error"] - b["max_abs_error"]) <= 0.01 * a["max_abs_error"],
+              "clean_cnn: output max abs error agrees with the float32 reference's",
+              (a["max_abs_error"], b["max_abs_error"]))
+        check(abs(a["cosine"] - b["cosine"]) < 1e-6, "clean_cnn: cosine agrees",
+              (a["cosine"], b["cosine"]))
+    sr = os.path.join(ex, "superres")
+    j = check_json(f, tmp, os.path.join(sr, "model.onnx"), "--inputs",
+                   os.path.join(sr, "inputs"), "--precision", "fp16", "--reference", "fp64")
+    if j:
+        check(j["verdict"] == "fail" and [o["node"] for o in j["origins"]] == ["/Pow"],
+              "superres against float64: the /Pow origin", [o["node"] for o in j["origins"]])
+        pw = next(n for n in j["nodes"] if n["name"] == "/Pow")
+        check(pw["outputs"][0]["overflow"] == 59, "superres /Pow overflow count",
+              pw["outputs"][0]["overflow"])
+
+
+def test_check_inaccurate_reference(f, tmp):
+    # (x + 1e7) - 1e7 in float32 rounds x in [0, 1) to 0 or 1 (the spacing of float32 at
+    # 1e7 is 1); in float64 it is x. With Add and Sub kept in float32 the float16 run
+    # computes exactly what the float32 reference does (Mul by 1 is exact), so it
+    # "passes"; against the float64 truth it fails.
+    path = os.path.join(tmp, "cancel.onnx")
+    save(path, [helper.make_node("Add", ["x", "big"], ["a"], name="add"),
+                helper.make_node("Sub", ["a", "big"], ["b"], name="sub"),
+                helper.make_node("Mul", ["b", "one"], ["y"], name="mul")],
+         [vi("x", [1024])], [vi("y", [1024])],
+         {"big": np.array([1e7], np.float32), "one": np.array([1.0], np.float32)})
+    x = np.random.default_rng(5).uniform(0, 1, 1024).astype(np.float32)
+    xf = os.path.join(tmp, "xcancel.npy")
+    np.save(xf, x)
+    args = ["--input", "x=" + xf, "--precision", "fp16", "--keep-fp32", "add,sub"]
+    j32 = check_json(f, tmp, path, *args)
+    j64 = check_json(f, tmp, path, *args, "--reference", "fp64")
+    if not j32 or not j64:
+        return
+    o32, o64 = j32["outputs"][0], j64["outputs"][0]
+    check(j32["verdict"] == "pass" and o32["max_abs_error"] == 0,
+          "cancel: the float16 run equals the float32 reference", o32)
+    check(j64["verdict"] == "fail", "cancel: fails against the float64 reference", o64)
+    want = np.max(np.abs(np.round(x.astype(np.float64)) - x.astype(np.float64)))
+    check(abs(o64["max_abs_error"] - want) <= 1e-7, "cancel: max abs error = max |round(x) - x|",
+          (o64["max_abs_error"], want))
+    sub = next(n for n in j64["nodes"] if n["name"] == "sub")
+    check(sub["precision"] == "float32" and sub["outputs"][0]["propagated"]["max_abs_error"] > 0.4,
+          "cancel: the float32 node's error is visible against float64", sub)
+
+
 def test_errors(f, ex, tmp):
     model = os.path.join(ex, "clean_cnn", "model.onnx")
     fails(f, "float64 with --accumulate", ["run", model, "--precision", "float64",
@@ -182,6 +259,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_run(a.fpguard, tmp)
         test_cast(a.fpguard, tmp)
+        test_check_examples(a.fpguard, a.examples, tmp)
+        test_check_inaccurate_reference(a.fpguard, tmp)
         test_errors(a.fpguard, a.examples, tmp)
     if failures:
         print(f"{len(failures)} failure(s)")

@@ -254,12 +254,11 @@ class Progress {
 };
 
 void check(const CheckArgs& a) {
-  if (a.reference != "fp32" && a.reference != "float32")
-    throw Error("--reference " + a.reference,
-                a.reference == "fp64" || a.reference == "float64"
-                    ? "a float64 reference run is not supported yet (the executor's kernels "
-                      "compute in float32); use --reference fp32"
-                    : "expected fp32 or fp64");
+  DType reference = DType::float32;
+  if (a.reference == "fp64" || a.reference == "float64")
+    reference = DType::float64;
+  else if (a.reference != "fp32" && a.reference != "float32")
+    throw Error("--reference " + a.reference, "expected fp32 or fp64");
   std::optional<Format> accumulate;
   if (!a.accumulate.empty()) accumulate = parse_format(a.accumulate);
   const AccumulationOrder order =
@@ -293,6 +292,7 @@ void check(const CheckArgs& a) {
     o.round_options.saturate = a.saturate;
     o.accumulate = accumulate;
     o.accumulation = order;
+    o.reference = reference;
     o.min_cosine = a.min_cosine;
     o.atol = a.atol;
     o.rtol = a.rtol;
@@ -365,7 +365,8 @@ void add_check(CLI::App& app) {
   cmd->add_option("--rtol", a->rtol, "See --atol");
   cmd->add_option("--min-cosine", a->min_cosine,
                   "Pass only if each output's cosine similarity is >= this (default 0.999)");
-  cmd->add_option("--reference", a->reference, "Reference run: fp32 (default)");
+  cmd->add_option("--reference", a->reference,
+                  "Reference run: fp32 (default) or fp64 (every floating node in float64)");
   cmd->add_option("--accumulate", a->accumulate,
                   "Format MatMul/Gemm/Conv accumulate their products in (default float32)");
   cmd->add_option("--accumulation", a->accumulation,
