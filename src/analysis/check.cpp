@@ -9,6 +9,7 @@
 
 #include "analysis.hpp"
 #include "compare.hpp"
+#include "core/parallel.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/stats.hpp"
 
@@ -51,12 +52,27 @@ void Comparison::merge(const Comparison& o) {
   finite += o.finite;
 }
 
+// Blocks of 2^15 elements, compared on the threads and merged in order: the same sums
+// whatever the thread count.
 Comparison compare(std::span<const float> r, std::span<const float> v, const Format& f) {
   FPG_CHECK(r.size() == v.size());
-  Comparison c;
   const CompareParams p{f.max(), f.smallest_normal(), f.has_subnormals};
-  const std::size_t done = compare_simd(r.data(), v.data(), r.size(), p, c);
-  for (std::size_t i = done; i < r.size(); ++i) compare_one(r[i], v[i], p, c);
+  constexpr std::size_t kBlock = std::size_t{1} << 15;
+  const std::size_t n = r.size(), blocks = std::max<std::size_t>(1, (n + kBlock - 1) / kBlock);
+  std::vector<Comparison> part(blocks);
+  detail::parallel_for(
+      blocks, detail::resolve_threads(0, n),
+      [&](std::size_t b0, std::size_t b1) {
+        for (std::size_t b = b0; b < b1; ++b) {
+          const std::size_t lo = b * kBlock, len = std::min(kBlock, n - lo);
+          Comparison& c = part[b];
+          const std::size_t done = compare_simd(r.data() + lo, v.data() + lo, len, p, c);
+          for (std::size_t i = lo + done; i < lo + len; ++i) compare_one(r[i], v[i], p, c);
+        }
+      },
+      1);
+  Comparison c = part[0];
+  for (std::size_t b = 1; b < blocks; ++b) c.merge(part[b]);
   return c;
 }
 
@@ -115,20 +131,27 @@ auto with_values(const Tensor& t, F&& f) {
   return t.dtype() == DType::float64 ? f(doubles(t)) : f(floats(t));
 }
 
+// Both in the carrier's own type, without early exits: loops the compiler vectorises.
 double absmax_of(const Tensor& t) {
   return with_values(t, [](auto xs) {
-    double m = 0;
-    for (double x : xs)
-      if (std::isfinite(x)) m = std::max(m, std::fabs(x));
-    return m;
+    using T = typename decltype(xs)::value_type;
+    constexpr T big = std::numeric_limits<T>::max();
+    T m = 0;
+    for (const T x : xs) {
+      const T a = std::fabs(x);
+      m = std::max(m, a <= big ? a : T(0));  // inf and NaN count as 0
+    }
+    return static_cast<double>(m);
   });
 }
 
 bool any_nonfinite(const Tensor& t) {
   return with_values(t, [](auto xs) {
-    for (double x : xs)
-      if (!std::isfinite(x)) return true;
-    return false;
+    using T = typename decltype(xs)::value_type;
+    constexpr T big = std::numeric_limits<T>::max();
+    std::size_t bad = 0;
+    for (const T x : xs) bad += !(std::fabs(x) <= big);
+    return bad != 0;
   });
 }
 

@@ -1,15 +1,18 @@
-// A minimal parallel-for over index ranges, for array kernels. Internal header.
+// A minimal parallel-for over index ranges, for array kernels. Internal header: the
+// files that include it are compiled with -fopenmp.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <exception>
 #include <thread>
-#include <vector>
 
 namespace fpguard::detail {
 
-// Below this many elements a second thread costs more than it saves.
-inline constexpr std::size_t kParallelThreshold = std::size_t{1} << 18;
+// Below this many elements a second thread costs more than it saves (a parallel region
+// on OpenMP's warm pool costs a few microseconds).
+inline constexpr std::size_t kParallelThreshold = std::size_t{1} << 16;
 
 inline int resolve_threads(int requested, std::size_t n) {
   if (requested > 0) return requested;
@@ -19,7 +22,10 @@ inline int resolve_threads(int requested, std::size_t n) {
 }
 
 // Calls fn(begin, end) on contiguous chunks of [0, n); chunk boundaries are multiples of
-// `align` so SIMD kernels see aligned tails only at the very end.
+// `align` so SIMD kernels see aligned tails only at the very end. The chunks run on
+// OpenMP's thread pool, the one oneDNN's GEMMs use: its workers are already running (and
+// spin a while after each GEMM), so a parallel loop neither creates threads nor competes
+// with idle workers for the cores. The first exception thrown by fn is rethrown here.
 template <class Fn>
 void parallel_for(std::size_t n, int threads, Fn&& fn, std::size_t align = 64) {
   const int t = resolve_threads(threads, n);
@@ -29,11 +35,19 @@ void parallel_for(std::size_t n, int threads, Fn&& fn, std::size_t align = 64) {
   }
   std::size_t chunk = (n + static_cast<std::size_t>(t) - 1) / static_cast<std::size_t>(t);
   chunk = (chunk + align - 1) / align * align;
-  std::vector<std::thread> pool;
-  for (std::size_t b = chunk; b < n; b += chunk)
-    pool.emplace_back([&fn, b, e = std::min(n, b + chunk)] { fn(b, e); });
-  fn(std::size_t{0}, std::min(n, chunk));
-  for (auto& th : pool) th.join();
+  const auto pieces = static_cast<std::int64_t>((n + chunk - 1) / chunk);
+  std::exception_ptr error;
+#pragma omp parallel for num_threads(t) schedule(static, 1)
+  for (std::int64_t i = 0; i < pieces; ++i) {
+    const std::size_t b = static_cast<std::size_t>(i) * chunk;
+    try {
+      fn(b, std::min(n, b + chunk));
+    } catch (...) {
+#pragma omp critical(fpguard_parallel_for_error)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace fpguard::detail

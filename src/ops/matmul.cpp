@@ -3,6 +3,7 @@
 // accumulation model when the node asks for it (KernelContext::accumulate).
 #include <oneapi/dnnl/dnnl.h>
 
+#include "core/parallel.hpp"
 #include "experiments/kernels.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/experiments.hpp"
@@ -99,8 +100,17 @@ void gemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64
       for (std::int64_t j = 0; j < n; ++j) bt[static_cast<std::size_t>(i * n + j)] = b[j * ldb + i];
     b = bt.data(), ldb = n;
   }
-  detail::gemm_fma(a, static_cast<std::size_t>(lda), b, static_cast<std::size_t>(ldb), prod.data(),
-                   un, um, un, uk, false);
+  // Rows of C split across threads (each element is one FMA chain: the split changes no
+  // bit), when there is enough work.
+  const int threads = um * un * uk >= (std::size_t{1} << 20) ? std::max(1, ctx.threads) : 1;
+  detail::parallel_for(
+      um, threads,
+      [&](std::size_t r0, std::size_t r1) {
+        detail::gemm_fma(a + r0 * static_cast<std::size_t>(lda), static_cast<std::size_t>(lda), b,
+                         static_cast<std::size_t>(ldb), prod.data() + r0 * un, un, r1 - r0, un, uk,
+                         false);
+      },
+      1);
   for (std::int64_t i = 0; i < m; ++i)
     for (std::int64_t j = 0; j < n; ++j) {
       double& out = c[i * ldc + j];

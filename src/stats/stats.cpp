@@ -8,7 +8,6 @@
 #include <bit>
 #include <cmath>
 #include <limits>
-#include <thread>
 
 #include "core/parallel.hpp"
 #include "fpguard/error.hpp"
@@ -133,14 +132,13 @@ Stats run(std::span<const T> x, const std::vector<Format>& formats, const StatsO
       }
     }
   };
-  if (acc.size() == 1) {
-    work(0);
-  } else {
-    std::vector<std::thread> pool;
-    for (std::size_t t = 1; t < acc.size(); ++t) pool.emplace_back(work, t);
-    work(0);
-    for (auto& th : pool) th.join();
-  }
+  // One range of chunks per thread, on the process's OpenMP pool (see core/parallel.hpp).
+  detail::parallel_for(
+      acc.size(), static_cast<int>(acc.size()),
+      [&](std::size_t t0, std::size_t t1) {
+        for (std::size_t t = t0; t < t1; ++t) work(t);
+      },
+      1);
   for (std::size_t t = 1; t < acc.size(); ++t) {
     merge_into(acc[0].base, acc[t].base);
     for (std::size_t f = 0; f < formats.size(); ++f) merge_into(acc[0].fmt[f], acc[t].fmt[f]);
