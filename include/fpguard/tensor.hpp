@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <iosfwd>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace fpguard {
@@ -35,10 +37,35 @@ enum class DType {
 std::string_view to_string(DType d);  // NumPy spelling: "float32", "bool", ...
 std::size_t itemsize(DType d);
 
+namespace detail {
+// Leaves new elements uninitialised (std::vector would zero them), for storage that is
+// about to be overwritten in full.
+template <class T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  DefaultInitAllocator() = default;
+  template <class U>
+  DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+}  // namespace detail
+
 class Tensor {
  public:
   Tensor() = default;
   Tensor(DType dtype, std::vector<std::int64_t> shape);  // zero-filled
+  // Storage left uninitialised: for a result the caller writes in full (no zero-fill pass).
+  static Tensor uninitialized(DType dtype, std::vector<std::int64_t> shape);
 
   DType dtype() const { return dtype_; }
   const std::vector<std::int64_t>& shape() const { return shape_; }
@@ -57,7 +84,7 @@ class Tensor {
   DType dtype_ = DType::float32;
   std::vector<std::int64_t> shape_;
   std::size_t size_ = 0;
-  std::vector<std::byte> storage_;
+  std::vector<std::byte, detail::DefaultInitAllocator<std::byte>> storage_;
 };
 
 // Every element as a double (exact for every dtype but int64/uint64 beyond 2^53);

@@ -91,7 +91,7 @@ void round_in_place(Tensor& t, const Format& f, const RoundOptions& o) {
 // rounding happens in the source's carrier, so a float64 value is rounded once (never
 // through float32 first).
 Tensor rounded_copy(const Tensor& t, const Format& f, const RoundOptions& o, DType carrier) {
-  Tensor r(t.dtype(), t.shape());
+  Tensor r = Tensor::uninitialized(t.dtype(), t.shape());
   if (t.dtype() == DType::float64) {
     const auto in = t.data<double>();
     round(std::span<const double>(in.data(), in.size()), r.data<double>(), f, o);

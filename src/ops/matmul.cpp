@@ -1,7 +1,9 @@
-// MatMul and Gemm on oneDNN's sgemm (row-major, float32 accumulation) or, on float64
+// MatMul and Gemm on oneDNN's matmul primitive (row-major, float32 accumulation) or, on float64
 // carriers, the experiments layer's float64 FMA GEMM; or on the exact low-precision
 // accumulation model when the node asks for it (KernelContext::accumulate).
 #include <oneapi/dnnl/dnnl.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include "core/parallel.hpp"
 #include "experiments/kernels.hpp"
@@ -70,10 +72,50 @@ bool gemm_special(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, st
 
 }  // namespace
 
+namespace {
+
+// oneDNN's matmul primitive on the operands in place (strides express the transposes):
+// its brgemm kernels read a transposed B as fast as a plain one, where dnnl_sgemm's 'T'
+// path is 2-3x slower (every Gemm exported from a torch Linear has transB = 1). The
+// primitive is created per call, which oneDNN's primitive cache makes cheap after the
+// first. Returns false when oneDNN offers no implementation for these strides.
+bool matmul_primitive(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+                      const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                      float beta, float* c, std::int64_t ldc) {
+  using dnnl::memory;
+  static const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  thread_local dnnl::stream strm(eng);
+  const memory::desc ad({m, k}, memory::data_type::f32,
+                        ta ? memory::dims{1, lda} : memory::dims{lda, 1});
+  const memory::desc bd({k, n}, memory::data_type::f32,
+                        tb ? memory::dims{1, ldb} : memory::dims{ldb, 1});
+  const memory::desc cd({m, n}, memory::data_type::f32, memory::dims{ldc, 1});
+  dnnl::primitive_attr attr;
+  if (alpha != 1) attr.set_output_scales(0, {alpha});
+  if (beta != 0) {
+    dnnl::post_ops po;
+    po.append_sum(beta);
+    attr.set_post_ops(po);
+  }
+  try {
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), attr, eng);
+    const dnnl::matmul mm(pd);
+    memory am(ad, eng, const_cast<float*>(a)), bm(bd, eng, const_cast<float*>(b)), cm(cd, eng, c);
+    mm.execute(strm, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    strm.wait();
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void gemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
           std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,
           std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
   if (gemm_special(ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+  if (matmul_primitive(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
   const auto st =
       dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   if (st != dnnl_success) ctx.fail("oneDNN sgemm failed (status " + std::to_string(st) + ")");

@@ -62,7 +62,16 @@ std::size_t element_count(const std::vector<std::int64_t>& shape, const std::str
 
 Tensor::Tensor(DType dtype, std::vector<std::int64_t> shape)
     : dtype_(dtype), shape_(std::move(shape)), size_(element_count(shape_, "tensor")) {
-  storage_.resize(size_ * itemsize(dtype_));
+  storage_.resize(size_ * itemsize(dtype_), std::byte{0});
+}
+
+Tensor Tensor::uninitialized(DType dtype, std::vector<std::int64_t> shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.size_ = element_count(t.shape_, "tensor");
+  t.storage_.resize(t.size_ * itemsize(dtype));
+  return t;
 }
 
 template <class T>
