@@ -42,11 +42,11 @@ struct Context {
   // smallest non-zero |value|.
   std::map<std::string, double> absmax;
   std::map<std::string, double> min_abs_nonzero;
-  std::set<std::string> seen;                     // values recorded at least once
-  std::vector<Comparison> output_cmp;             // graph outputs: emulated vs reference
-  std::vector<ConstantScan> constants;            // floating constants, scanned once
-  std::set<std::string> initializers;             // their names
-  std::map<std::string, bool> weights_nonfinite;  // initializers: inf/NaN once rounded
+  std::set<std::string> seen;                      // values recorded at least once
+  std::vector<Comparison> output_cmp;              // graph outputs: emulated vs reference
+  std::vector<ConstantScan> constants;             // floating constants, scanned once
+  std::set<std::string> initializers;              // their names
+  std::map<std::string, bool> constant_nonfinite;  // scanned constants: inf/NaN present
 
   Source source_of(const std::string& value) const;
 };

@@ -163,8 +163,8 @@ Comparison compare_to(const Tensor& r, const Tensor& v, const Format& f) {
 // Whether the local run's kernel inputs hold inf/NaN after rounding to the node's
 // format. Rounding is monotonic, so a tensor breaks exactly when its reference holds
 // inf/NaN or its largest |value| rounds past the format: activations are decided from
-// the statistics recorded when they were produced (no extra scan); a rounded weight is
-// the same for every node and sample and is scanned once.
+// the statistics recorded when they were produced and constants from their scan before
+// the run (no extra pass over any tensor).
 struct InputProbe : exec::Observer {
   Context& ctx;
   // This sample's values: reference absmax and whether any is inf/NaN.
@@ -180,15 +180,18 @@ struct InputProbe : exec::Observer {
       const Tensor* t = inputs[i];
       if (!t || t->dtype() != DType::float32) continue;
       const std::string& name = i < node.inputs.size() ? node.inputs[i] : std::string();
-      if (ctx.initializers.count(name)) {
-        auto [it, fresh] = ctx.weights_nonfinite.try_emplace(name, false);
-        if (fresh) it->second = any_nonfinite(*t);
-        nonfinite[i] = it->second;
-      } else if (auto r = range.find(name); r != range.end()) {
+      const auto breaks = [&](float absmax, bool had_nonfinite) {
+        if (std::isnan(absmax)) return had_nonfinite;  // no finite value (or none at all)
         float rounded = 0;
-        round(std::span<const float>(&r->second.first, 1), std::span<float>(&rounded, 1), fmt,
+        round(std::span<const float>(&absmax, 1), std::span<float>(&rounded, 1), fmt,
               ctx.o.round_options);
-        nonfinite[i] = r->second.second || !std::isfinite(rounded);
+        return had_nonfinite || !std::isfinite(rounded);
+      };
+      if (auto w = ctx.constant_nonfinite.find(name); w != ctx.constant_nonfinite.end()) {
+        // A constant: decided from its scan before the run (absmax, inf/NaN present).
+        nonfinite[i] = breaks(static_cast<float>(ctx.absmax.at(name)), w->second);
+      } else if (auto r = range.find(name); r != range.end()) {
+        nonfinite[i] = breaks(r->second.first, r->second.second);
       } else {
         nonfinite[i] = any_nonfinite(*t);
       }
@@ -504,6 +507,7 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
                    st.tensor.max,
                    st.tensor.min_abs_nonzero};
     ctx.absmax[name] = st.tensor.absmax;
+    ctx.constant_nonfinite[name] = st.tensor.nan + st.tensor.posinf + st.tensor.neginf > 0;
     ctx.constants.push_back(std::move(c));
   };
   for (const auto& init : g.initializers) scan(init.name, init.name, "initializer", init.tensor);
