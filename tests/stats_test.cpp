@@ -92,6 +92,33 @@ TEST(Stats, Float32KernelsMatchFloat64Kernels) {
   }
 }
 
+// distribution = false: the same counts, extremes and format numbers, without the
+// histogram and moments.
+TEST(Stats, WithoutTheDistributionTheRestIsUnchanged) {
+  const auto x = wide_data(100'003, 4);
+  StatsOptions full, light;
+  light.distribution = false;
+  const Stats a = stats(std::span<const float>(x), kFormats, full);
+  const Stats b = stats(std::span<const float>(x), kFormats, light);
+  EXPECT_TRUE(b.tensor.exponent_histogram.empty());
+  EXPECT_TRUE(std::isnan(b.tensor.mean));
+  EXPECT_TRUE(std::isnan(b.tensor.std));
+  EXPECT_EQ(a.tensor.zeros, b.tensor.zeros);
+  EXPECT_EQ(a.tensor.nan, b.tensor.nan);
+  EXPECT_EQ(a.tensor.min, b.tensor.min);
+  EXPECT_EQ(a.tensor.max, b.tensor.max);
+  EXPECT_EQ(a.tensor.absmax, b.tensor.absmax);
+  EXPECT_EQ(a.tensor.min_abs_nonzero, b.tensor.min_abs_nonzero);
+  for (std::size_t i = 0; i < kFormats.size(); ++i) {
+    SCOPED_TRACE(kFormats[i].name);
+    EXPECT_EQ(a.formats[i].overflow, b.formats[i].overflow);
+    EXPECT_EQ(a.formats[i].underflow, b.formats[i].underflow);
+    EXPECT_EQ(a.formats[i].subnormal, b.formats[i].subnormal);
+    EXPECT_EQ(a.formats[i].max_rel_error, b.formats[i].max_rel_error);
+    EXPECT_EQ(a.formats[i].verdict, b.formats[i].verdict);
+  }
+}
+
 TEST(Stats, ThreadCountDoesNotChangeResults) {
   const auto x = wide_data(3'000'017, 2);
   StatsOptions one, two;

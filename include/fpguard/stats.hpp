@@ -53,6 +53,9 @@ struct FormatStats {
 struct StatsOptions {
   double margin = 0.5;  // fraction of the format's max the scaled absmax may reach
   int threads = 0;      // 0: automatic; 1: this thread only
+  // false: no exponent histogram, mean or std (left empty / NaN), for a faster scan of
+  // what remains (counts, extremes, the formats' numbers).
+  bool distribution = true;
 };
 
 struct Stats {

@@ -496,6 +496,7 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
     if (!exec::is_float(t.dtype())) return;
     StatsOptions so;
     so.threads = o.threads;
+    so.distribution = false;  // the rules need counts and extremes only
     const Stats st = stats(t, {o.precision}, so);
     ConstantScan c{name,
                    label,

@@ -171,8 +171,9 @@ struct FusedFormat {
 // float32 chunks (stats_simd.cpp): the chunk's summary into `a` (returns its moments) and
 // the error summary of every format in `fmts`, each rounded to nearest-even with its fast
 // path; `inv` (at least x.size()) is scratch space for 1/|x|, shared by the formats.
+// `distribution` = false leaves the exponent histogram and the moments out.
 Moments chunk_all(std::span<const float> x, BaseAcc& a, std::span<const FusedFormat> fmts,
-                  std::span<float> inv);
+                  std::span<float> inv, bool distribution = true);
 
 // The SIMD version (stats_simd.cpp) for float; the scalar one above for double.
 template <class T>

@@ -120,7 +120,7 @@ Stats run(std::span<const T> x, const std::vector<Format>& formats, const StatsO
       const std::size_t b = c * kChunk, len = std::min(kChunk, n - b);
       const std::span<const T> xs = x.subspan(b, len);
       if constexpr (std::is_same_v<T, float>)
-        moments[c] = detail::chunk_all(xs, a.base, fused, inv);
+        moments[c] = detail::chunk_all(xs, a.base, fused, inv, o.distribution);
       else
         moments[c] = detail::chunk_base(xs, a.base);
       for (const std::size_t f : others) {
@@ -159,9 +159,9 @@ Stats run(std::span<const T> x, const std::vector<Format>& formats, const StatsO
   ts.absmax = any_finite ? std::max(std::fabs(b.min), std::fabs(b.max)) : nan;
   ts.min_abs_nonzero = std::isfinite(b.min_abs_nonzero) ? b.min_abs_nonzero : nan;
   const Moments m = merge_all(moments);
-  ts.mean = m.n ? m.mean : nan;
-  ts.std = m.n ? std::sqrt(m.m2 / static_cast<double>(m.n)) : nan;
-  for (std::size_t i = 0; i < b.hist.size(); ++i)
+  ts.mean = m.n && o.distribution ? m.mean : nan;
+  ts.std = m.n && o.distribution ? std::sqrt(m.m2 / static_cast<double>(m.n)) : nan;
+  for (std::size_t i = 0; o.distribution && i < b.hist.size(); ++i)
     if (b.hist[i]) ts.exponent_histogram[static_cast<int>(i) + detail::kHistOffset] = b.hist[i];
 
   const std::uint64_t nonzero = b.finite - b.zeros;

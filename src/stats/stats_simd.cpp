@@ -202,14 +202,12 @@ HWY_INLINE void Histogram(const float* HWY_RESTRICT x, const std::uint8_t* HWY_R
 // (shifted data: the sum of squares then loses nothing to a large mean); when the sum of
 // squares is more than 16 times the deviations' (K far out in the chunk's distribution),
 // the chunk takes a second pass about its mean instead.
-// Processes the first n - n % Lanes elements; returns how many it did. (The single-lane
-// HWY_SCALAR target does nothing: the scalar kernels take the whole chunk.)
-std::size_t ChunkBaseF32(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a, Moments& m,
-                         float* HWY_RESTRICT inv) {
-#if HWY_TARGET == HWY_SCALAR
-  (void)x, (void)n, (void)a, (void)m, (void)inv;
-  return 0;
-#else
+// kDistribution = false leaves out the exponent histogram and the moments.
+// Processes the first n - n % Lanes elements; returns how many it did.
+#if HWY_TARGET != HWY_SCALAR
+template <bool kDistribution>
+std::size_t ChunkBase(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a, Moments& m,
+                      float* HWY_RESTRICT inv) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Repartition<double, decltype(df)> dd;
@@ -243,7 +241,8 @@ std::size_t ChunkBaseF32(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a,
     const auto v = hn::LoadU(df, x + i);
     const auto av = hn::Abs(v);
     if (inv) hn::StoreU(hn::Div(one, av), df, inv + i);
-    hn::StoreU(hn::DemoteTo(d8, hn::ShiftRight<23>(hn::BitCast(di, av))), d8, exps + i);
+    if constexpr (kDistribution)
+      hn::StoreU(hn::DemoteTo(d8, hn::ShiftRight<23>(hn::BitCast(di, av))), d8, exps + i);
     const auto finite = hn::Le(av, fmax);
     const auto is_zero = hn::Eq(v, zero);
     c_zero = Count(di, c_zero, is_zero);
@@ -264,12 +263,14 @@ std::size_t ChunkBaseF32(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a,
       hi = hn::Max(hi, hn::IfThenElse(finite, v, hn::Neg(inf)));
       vf = hn::IfThenElse(finite, v, kf);  // contributes d = 0
     }
-    const auto d_lo = hn::Sub(hn::PromoteTo(dd, hn::LowerHalf(dh, vf)), kd);
-    const auto d_hi = hn::Sub(hn::PromoteTo(dd, hn::UpperHalf(dh, vf)), kd);
-    s1_lo = hn::Add(s1_lo, d_lo);
-    s1_hi = hn::Add(s1_hi, d_hi);
-    s2_lo = hn::MulAdd(d_lo, d_lo, s2_lo);
-    s2_hi = hn::MulAdd(d_hi, d_hi, s2_hi);
+    if constexpr (kDistribution) {
+      const auto d_lo = hn::Sub(hn::PromoteTo(dd, hn::LowerHalf(dh, vf)), kd);
+      const auto d_hi = hn::Sub(hn::PromoteTo(dd, hn::UpperHalf(dh, vf)), kd);
+      s1_lo = hn::Add(s1_lo, d_lo);
+      s1_hi = hn::Add(s1_hi, d_hi);
+      s2_lo = hn::MulAdd(d_lo, d_lo, s2_lo);
+      s2_hi = hn::MulAdd(d_hi, d_hi, s2_hi);
+    }
   }
   // c_fin counted the non-finite lanes.
   c_fin = hn::Sub(hn::Set(di, static_cast<std::int32_t>(end / N)), c_fin);
@@ -294,6 +295,7 @@ std::size_t ChunkBaseF32(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a,
     };
     fields = {std::max(1, field(minabs_s)), field(std::max(-lo_s, hi_s))};
   }
+  if constexpr (!kDistribution) return end;
   Histogram(x, exps, end, zeros, fields, a);
 
   m.n = finite;
@@ -321,6 +323,16 @@ std::size_t ChunkBaseF32(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a,
   m.m2 = hn::GetLane(hn::SumOfLanes(dd, m2_lo)) + hn::GetLane(hn::SumOfLanes(dd, m2_hi)) -
          static_cast<double>(end - finite) * fill * fill;
   return end;
+}
+#endif
+
+std::size_t ChunkBaseF32(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a, Moments& m,
+                         float* HWY_RESTRICT inv, bool distribution) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)x, (void)n, (void)a, (void)m, (void)inv, (void)distribution;
+  return 0;
+#else
+  return distribution ? ChunkBase<true>(x, n, a, m, inv) : ChunkBase<false>(x, n, a, m, inv);
 #endif
 }
 
@@ -394,11 +406,11 @@ HWY_EXPORT(ChunkFusedF32);
 HWY_EXPORT(ChunkFormatF32);
 
 Moments chunk_all(std::span<const float> x, BaseAcc& a, std::span<const FusedFormat> fmts,
-                  std::span<float> inv) {
+                  std::span<float> inv, bool distribution) {
   FPG_CHECK(inv.size() >= x.size());
   Moments m;
-  const std::size_t done = HWY_DYNAMIC_DISPATCH(ChunkBaseF32)(x.data(), x.size(), a, m,
-                                                              fmts.empty() ? nullptr : inv.data());
+  const std::size_t done = HWY_DYNAMIC_DISPATCH(ChunkBaseF32)(
+      x.data(), x.size(), a, m, fmts.empty() ? nullptr : inv.data(), distribution);
   const std::span<const float> tail = x.subspan(done);
   float r[64];
   FPG_CHECK(tail.size() <= 64);
