@@ -56,12 +56,26 @@ async function main() {
         times.push(Number(process.hrtime.bigint() - t0) / 1e6);
       }
       const ortMs = median(times);
+      const outDir = fs.mkdtempSync(path.join(require('os').tmpdir(), 'ort_compare_'));
       const out = execFileSync(path.join(build, 'fpguard'),
                                ['run', model, '--inputs', path.join(dir, 'inputs'), '--repeat',
-                                String(repeat), '--threads', String(threads), '--json']);
+                                String(repeat), '--threads', String(threads), '--json',
+                                '--outputs', outDir]);
       const fpgMs = JSON.parse(out).timing.median_run_ms;
+      // The outputs must agree: |fpguard - ORT| <= 1e-4 |ORT| + 1e-5 (float32 GEMMs sum in
+      // different orders), else the timing compares different computations.
+      const ortOut = await session.run(feeds);
+      const files = JSON.parse(fs.readFileSync(path.join(outDir, 'outputs.json'))).tensors;
+      let worst = 0;
+      for (const t of files) {
+        const got = readNpy(path.join(outDir, t.file)).data, want = ortOut[t.name].data;
+        for (let i = 0; i < want.length; ++i)
+          worst = Math.max(worst, Math.abs(got[i] - want[i]) / (1e-4 * Math.abs(want[i]) + 1e-5));
+      }
+      fs.rmSync(outDir, {recursive: true});
       console.log(`${name.padEnd(20)} ${ortMs.toFixed(2).padStart(9)} ` +
-                  `${fpgMs.toFixed(2).padStart(11)} ${(fpgMs / ortMs).toFixed(2).padStart(14)}`);
+                  `${fpgMs.toFixed(2).padStart(11)} ${(fpgMs / ortMs).toFixed(2).padStart(14)}` +
+                  (worst <= 1 ? '' : `  outputs DIFFER (${worst.toFixed(1)}x the tolerance)`));
     }
   }
 }
