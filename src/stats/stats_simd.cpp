@@ -222,7 +222,6 @@ std::size_t ChunkBase(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a, Mo
       break;
     }
   }
-  const hn::RebindToUnsigned<decltype(df)> du;
   const hn::Rebind<std::uint8_t, decltype(df)> d8;
   FPG_CHECK(end <= kMaxChunk);
   std::uint8_t exps[kMaxChunk];  // the exponent fields, for the histogram
