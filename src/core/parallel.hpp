@@ -6,7 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
-#include <thread>
+
+#include <omp.h>
 
 namespace fpguard::detail {
 
@@ -17,8 +18,10 @@ inline constexpr std::size_t kParallelThreshold = std::size_t{1} << 16;
 inline int resolve_threads(int requested, std::size_t n) {
   if (requested > 0) return requested;
   if (n < kParallelThreshold) return 1;
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  return static_cast<int>(std::min<std::size_t>(hw, n / (kParallelThreshold / 2)));
+  // The pool's size: all cores, or what --threads set (omp_set_num_threads, through the
+  // executor), so "automatic" never exceeds the user's choice.
+  const auto pool = static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
+  return static_cast<int>(std::min<std::size_t>(pool, n / (kParallelThreshold / 2)));
 }
 
 // Calls fn(begin, end) on contiguous chunks of [0, n); chunk boundaries are multiples of
