@@ -1,11 +1,14 @@
 #!/usr/bin/python3
-"""The three bench models (seeded PyTorch modules exported to ONNX, opset 13), larger than
-the examples so that kernel time, not overhead, is what `make bench` measures:
+"""The bench models (seeded PyTorch modules exported to ONNX, opset 13), larger than the
+examples so that kernel time, not overhead, is what `make bench` measures. The first three
+are the ones issue 4 names:
 
-    resnet/       a ResNet-style CNN, [1,3,160,160] -> [1,1000]
-    transformer/  4 pre-norm encoder layers (d 256, 4 heads, seq 128; LayerNorm exported
-                  as primitive ops), [1,128,256] -> [1,128,256]
-    mlp/          4 Linear 1024x1024 + GELU, [64,1024] -> [64,1024]
+    resnet/       a ResNet-style CNN, [1,3,224,224] -> [1,1000]
+    transformer/  6 pre-norm encoder layers (d 256, 4 heads, seq 256; LayerNorm exported
+                  as primitive ops), [1,256,256] -> [1,256,256]
+    superres/     a conv super-resolution net (ESPCN-style, x3 by DepthToSpace),
+                  [1,1,256,256] -> [1,1,768,768]
+    mlp/          4 Linear 1024x1024 + GELU, [64,1024] -> [64,1024] (GEMM-bound)
 
 Each folder gets model.onnx and inputs/<input>.npy. Usage: make_bench_models.py OUT_DIR
 (needs Debian's /usr/bin/python3 with torch, onnx, numpy)."""
@@ -86,10 +89,22 @@ class Layer(nn.Module):
 class Transformer(nn.Module):
     def __init__(self):
         super().__init__()
-        self.layers = nn.Sequential(*[Layer(256, 4) for _ in range(4)])
+        self.layers = nn.Sequential(*[Layer(256, 4) for _ in range(6)])
 
     def forward(self, x):
         return self.layers(x)
+
+
+class SuperRes(nn.Module):
+    def __init__(self, r=3):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(1, 64, 5, 1, 2), nn.Tanh(), nn.Conv2d(64, 64, 3, 1, 1),
+                                  nn.Tanh(), nn.Conv2d(64, 32, 3, 1, 1), nn.Tanh(),
+                                  nn.Conv2d(32, r * r, 3, 1, 1))
+        self.shuffle = nn.PixelShuffle(r)
+
+    def forward(self, x):
+        return torch.sigmoid(self.shuffle(self.body(x)))
 
 
 class MLP(nn.Module):
@@ -109,10 +124,12 @@ def main(out):
         if isinstance(m, nn.BatchNorm2d):
             m.running_mean.uniform_(-0.1, 0.1)
             m.running_var.uniform_(0.5, 1.5)
-    export(r, rng.uniform(-1, 1, (1, 3, 160, 160)).astype(np.float32), "image", "logits",
+    export(r, rng.uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32), "image", "logits",
            os.path.join(out, "resnet"))
-    export(Transformer(), rng.normal(0, 1, (1, 128, 256)).astype(np.float32), "tokens", "hidden",
+    export(Transformer(), rng.normal(0, 1, (1, 256, 256)).astype(np.float32), "tokens", "hidden",
            os.path.join(out, "transformer"))
+    export(SuperRes(), rng.uniform(0, 1, (1, 1, 256, 256)).astype(np.float32), "image", "upscaled",
+           os.path.join(out, "superres"))
     export(MLP(), rng.normal(0, 1, (64, 1024)).astype(np.float32), "x", "y",
            os.path.join(out, "mlp"))
 

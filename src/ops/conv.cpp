@@ -147,6 +147,19 @@ void conv(KernelContext& ctx) {
   const T* px = x.data<T>().data();
   const T* pw = w.data<T>().data();
   T* po = out.data<T>().data();
+  if constexpr (std::is_same_v<T, float>) {
+    const float* pb = nullptr;
+    if (ctx.has(2)) {
+      const Tensor& bias = ctx.in(2);
+      require_float(ctx, bias, "B");
+      if (bias.size() != static_cast<std::size_t>(m))
+        ctx.fail("B must have " + std::to_string(m) + " values");
+      pb = bias.data<float>().data();
+    }
+    const ConvGeometry geo{n, c, m, group, win.in, win.kernel, win.stride, win.dilation,
+                           win.pad_begin, win.out};
+    if (n && m && osize && conv_primitive(ctx, geo, px, pw, pb, po)) return;
+  }
   const std::size_t sd = kernel.size();
   std::vector<T> col(static_cast<std::size_t>(cg * ksize * osize));
   for (std::int64_t b = 0; b < n; ++b)

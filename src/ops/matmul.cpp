@@ -4,6 +4,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
 
 #include "core/parallel.hpp"
 #include "experiments/kernels.hpp"
@@ -110,6 +111,66 @@ bool matmul_primitive(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int
 }
 
 }  // namespace
+
+bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float* x,
+                    const float* w, const float* bias, float* y) {
+  if (ctx.accumulate) return false;  // the accumulation model goes through gemm()
+  const std::size_t sd = g.kernel.size();
+  if (sd < 1 || sd > 3) return false;
+  using dnnl::memory;
+  using tag = memory::format_tag;
+  static const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  thread_local dnnl::stream strm(eng);
+  const auto f32 = memory::data_type::f32;
+  memory::dims xd{g.n, g.c}, yd{g.n, g.m}, wd, bd{g.m}, strides, dil, pl, pr;
+  if (g.group > 1) wd = {g.group, g.m / g.group, g.c / g.group};
+  else wd = {g.m, g.c};
+  for (std::size_t i = 0; i < sd; ++i) {
+    xd.push_back(g.in[i]);
+    yd.push_back(g.out[i]);
+    wd.push_back(g.kernel[i]);
+    strides.push_back(g.stride[i]);
+    dil.push_back(g.dilation[i] - 1);
+    pl.push_back(g.pad_begin[i]);
+    // oneDNN wants the end padding the output size implies (ONNX's may be larger).
+    pr.push_back((g.out[i] - 1) * g.stride[i] + (g.kernel[i] - 1) * g.dilation[i] + 1 -
+                 g.in[i] - g.pad_begin[i]);
+  }
+  static constexpr tag act[] = {tag::ncw, tag::nchw, tag::ncdhw};
+  static constexpr tag wts[] = {tag::oiw, tag::oihw, tag::oidhw};
+  static constexpr tag gwts[] = {tag::goiw, tag::goihw, tag::goidhw};
+  const memory::desc x_plain(xd, f32, act[sd - 1]), y_plain(yd, f32, act[sd - 1]),
+      w_plain(wd, f32, g.group > 1 ? gwts[sd - 1] : wts[sd - 1]), b_plain(bd, f32, tag::x);
+  try {
+    // Layouts of oneDNN's choosing (blocked, for its direct kernels); the operands are
+    // reordered in and the result out when they differ from the plain ONNX layouts.
+    const memory::desc x_any(xd, f32, tag::any), y_any(yd, f32, tag::any),
+        w_any(wd, f32, tag::any);
+    const dnnl::convolution_forward::desc d(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, x_any, w_any,
+        bias ? b_plain : memory::desc(), y_any, strides, dil, pl, pr);
+    const dnnl::convolution_forward::primitive_desc pd(d, eng);
+    memory xm(x_plain, eng, const_cast<float*>(x)), wm(w_plain, eng, const_cast<float*>(w)),
+        ym(y_plain, eng, y);
+    auto to = [&](memory& m, const memory::desc& want) {
+      if (m.get_desc() == want) return m;
+      memory r(want, eng);
+      dnnl::reorder(m, r).execute(strm, m, r);
+      return r;
+    };
+    memory xr = to(xm, pd.src_desc()), wr = to(wm, pd.weights_desc());
+    memory yr = pd.dst_desc() == y_plain ? ym : memory(pd.dst_desc(), eng);
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, xr}, {DNNL_ARG_WEIGHTS, wr}, {DNNL_ARG_DST, yr}};
+    if (bias) args.emplace(DNNL_ARG_BIAS, memory(b_plain, eng, const_cast<float*>(bias)));
+    dnnl::convolution_forward(pd).execute(strm, args);
+    if (yr != ym) dnnl::reorder(yr, ym).execute(strm, yr, ym);
+    strm.wait();
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  return true;
+}
 
 void gemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
           std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,

@@ -31,6 +31,17 @@ void gemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64
 void gemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
           std::int64_t k, double alpha, const double* a, std::int64_t lda, const double* b,
           std::int64_t ldb, double beta, double* c, std::int64_t ldc);
+// Conv geometry (batch n, channels c -> m, groups, per spatial dim: input, kernel,
+// stride, dilation, begin pad, output), as the Conv kernel resolved it.
+struct ConvGeometry {
+  std::int64_t n, c, m, group;
+  std::vector<std::int64_t> in, kernel, stride, dilation, pad_begin, out;
+};
+// Conv of float32 NC... tensors on oneDNN's convolution primitive (bias optional, may be
+// null); false when it does not apply (1-3 spatial dims, float32 accumulation) or oneDNN
+// offers no implementation: the caller then uses im2col + gemm.
+bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float* x,
+                    const float* w, const float* bias, float* y);
 void register_matmul(Registry& r);
 void register_reduce(Registry& r);
 void register_norm(Registry& r);
