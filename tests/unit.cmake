@@ -6,6 +6,7 @@ add_executable(unit_tests
   round_test.cpp
   round_simd_test.cpp
   tensor_test.cpp
+  vmath_test.cpp
 )
 target_link_libraries(unit_tests PRIVATE fpguard_lib GTest::gtest_main hwy::hwy)
 target_include_directories(unit_tests PRIVATE ${PROJECT_SOURCE_DIR}/src)
