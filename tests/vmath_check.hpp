@@ -96,10 +96,14 @@ struct TargetGuard {
   ~TargetGuard() { hwy::SetSupportedTargetsForTest(0); }
 };
 
-// Runs batches of inputs through apply(f) on every target, against one reference pass.
+// Runs batches of inputs through apply(f) on every target (or only on the one run-time
+// dispatch picks on this machine: the first, Highway listing the best target first),
+// against one reference pass.
 class Checker {
  public:
-  explicit Checker(Fn f) : f_(f), targets_(hwy::SupportedAndGeneratedTargets()) {
+  explicit Checker(Fn f, bool all_targets = true)
+      : f_(f), targets_(hwy::SupportedAndGeneratedTargets()) {
+    if (!all_targets) targets_.resize(1);
     worst_.resize(targets_.size());
   }
 

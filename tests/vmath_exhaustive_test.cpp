@@ -1,8 +1,10 @@
-// Every one of the 2^32 float32 bit patterns through each vmath function, on every Highway
-// target compiled in, against the double-precision C library rounded to float32: within
-// 4 ULP (4 * 2^-149 for subnormal results), NaN and infinities exact. One gtest (one ctest
+// Every one of the 2^32 float32 bit patterns through each vmath function, on the Highway
+// target run-time dispatch picks on this machine, against the double-precision C library
+// rounded to float32: within 4 ULP (4 * 2^-149 for subnormal results), NaN and infinities
+// exact. (Every other compiled target is checked on strided sweeps by vmath_test.cpp; all
+// five targets here took 14 minutes, too long for `make test`.) One gtest (one ctest
 // entry) per function, single-threaded, so that ctest -j runs them side by side; each
-// prints its worst input per target.
+// prints its worst input.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -18,9 +20,9 @@ namespace {
 
 class VmathExhaustive : public ::testing::TestWithParam<Fn> {};
 
-TEST_P(VmathExhaustive, WithinFourUlpOnEveryTarget) {
+TEST_P(VmathExhaustive, WithinFourUlpOnDispatchedTarget) {
   TargetGuard guard;
-  Checker checker(GetParam());
+  Checker checker(GetParam(), /*all_targets=*/false);
   constexpr std::uint64_t kChunk = std::uint64_t{1} << 20;
   std::vector<float> in(kChunk);
   for (std::uint64_t base = 0; base < (std::uint64_t{1} << 32); base += kChunk) {
