@@ -66,6 +66,8 @@ struct KernelContext {
   // Input i; an Error naming the node when it is missing.
   const Tensor& in(std::size_t i) const;
   Tensor& out(std::size_t i, DType dtype, std::vector<std::int64_t> shape);
+  // As out(), with the elements left uninitialised: for kernels that write every element.
+  Tensor& out_uninit(std::size_t i, DType dtype, std::vector<std::int64_t> shape);
   [[noreturn]] void fail(const std::string& what) const;
 };
 

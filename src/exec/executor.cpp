@@ -24,6 +24,13 @@ Tensor& KernelContext::out(std::size_t i, DType dtype, std::vector<std::int64_t>
   return outputs[i];
 }
 
+Tensor& KernelContext::out_uninit(std::size_t i, DType dtype, std::vector<std::int64_t> shape) {
+  FPG_CHECK(i < outputs.size());
+  check_memory(element_count(shape, where) * itemsize(dtype), where);
+  outputs[i] = Tensor::uninitialized(dtype, std::move(shape));
+  return outputs[i];
+}
+
 void KernelContext::fail(const std::string& what) const {
   throw Error(where, what);
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/parallel.hpp"
 #include "ops/ops.hpp"
 
 namespace fpguard::ops {
@@ -143,7 +144,7 @@ void conv(KernelContext& ctx) {
   Shape os(win.out.size() + 2);
   os[0] = n, os[1] = m;
   std::copy(win.out.begin(), win.out.end(), os.begin() + 2);
-  Tensor& out = ctx.out(0, carrier_dtype<T>(), os);
+  Tensor& out = ctx.out_uninit(0, carrier_dtype<T>(), os);
   const T* px = x.data<T>().data();
   const T* pw = w.data<T>().data();
   T* po = out.data<T>().data();
@@ -156,8 +157,8 @@ void conv(KernelContext& ctx) {
         ctx.fail("B must have " + std::to_string(m) + " values");
       pb = bias.data<float>().data();
     }
-    const ConvGeometry geo{n, c, m, group, win.in, win.kernel, win.stride, win.dilation,
-                           win.pad_begin, win.out};
+    const ConvGeometry geo{
+        n, c, m, group, win.in, win.kernel, win.stride, win.dilation, win.pad_begin, win.out};
     if (n && m && osize && conv_primitive(ctx, geo, px, pw, pb, po)) return;
   }
   const std::size_t sd = kernel.size();
@@ -190,7 +191,7 @@ void conv(KernelContext& ctx) {
       }
       T* dst = po + (b * m + g * mg) * osize;
       const auto kk = cg * ksize;
-      if (mg && osize && kk)
+      if (mg && osize)  // (kk == 0: gemm writes zeros)
         gemm(ctx, false, false, mg, osize, kk, 1.0f, pw + g * mg * kk, kk, col.data(), osize, 0.0f,
              dst, osize);
     }
@@ -222,6 +223,52 @@ void pool(KernelContext& ctx) {
   T* po = out.data<T>().data();
   std::int64_t* pi = indices.data<std::int64_t>().data();
   const std::size_t sd = kernel.size();
+  if (sd == 2) {  // the common case: plain loops, planes split across threads
+    const auto ih_n = win.in[0], iw_n = win.in[1], oh_n = win.out[0], ow_n = win.out[1];
+    const auto kh_n = win.kernel[0], kw_n = win.kernel[1];
+    detail::parallel_for(
+        static_cast<std::size_t>(nc),
+        detail::resolve_threads(ctx.threads > 1 ? 0 : 1, static_cast<std::size_t>(nc * osize)),
+        [&](std::size_t lo, std::size_t hi) {
+          for (auto p = static_cast<std::int64_t>(lo); p < static_cast<std::int64_t>(hi); ++p) {
+            const T* plane = px + p * isize;
+            for (std::int64_t oh = 0; oh < oh_n; ++oh)
+              for (std::int64_t ow = 0; ow < ow_n; ++ow) {
+                const auto h0 = oh * win.stride[0] - win.pad_begin[0];
+                const auto w0 = ow * win.stride[1] - win.pad_begin[1];
+                T acc = is_max ? -std::numeric_limits<T>::infinity() : 0.0f;
+                std::int64_t count = 0, best = -1;
+                for (std::int64_t kh = 0; kh < kh_n; ++kh) {
+                  const auto ih = h0 + kh * win.dilation[0];
+                  const bool row_in = ih >= 0 && ih < ih_n;
+                  const bool row_padded = ih < ih_n + win.pad_end[0];
+                  for (std::int64_t kw = 0; kw < kw_n; ++kw) {
+                    const auto iw = w0 + kw * win.dilation[1];
+                    if (row_in && iw >= 0 && iw < iw_n) {
+                      const T v = plane[ih * iw_n + iw];
+                      if constexpr (is_max) {
+                        if (v > acc || std::isnan(v) || best < 0)
+                          acc = v, best = column_major ? iw * ih_n + ih : ih * iw_n + iw;
+                      } else {
+                        acc += v;
+                      }
+                      ++count;
+                    } else if (include_pad && row_padded && iw < iw_n + win.pad_end[1]) {
+                      ++count;
+                    }
+                  }
+                }
+                if constexpr (!is_max) acc = count ? acc / static_cast<T>(count) : 0.0f;
+                po[p * osize + oh * ow_n + ow] = acc;
+                if (want_indices) pi[p * osize + oh * ow_n + ow] = p * isize + best;
+              }
+          }
+        },
+        1);
+    ctx.outputs[0] = small_int ? exec::convert(out, x_in.dtype()) : std::move(out);
+    if (want_indices) ctx.outputs[1] = std::move(indices);
+    return;
+  }
   for (std::int64_t p = 0; p < nc; ++p) {
     const T* plane = px + p * isize;
     for_each_index(win.out, [&](const std::vector<std::int64_t>& oidx, std::int64_t oc) {

@@ -6,36 +6,72 @@
 #include "core/parallel.hpp"
 #include "fpguard/round.hpp"
 #include "ops/ops.hpp"
+#include "ops/vmath.hpp"
 
 namespace fpguard::ops {
 
 namespace {
 
+// Calls run(o, ia, ib, len, inc_a, inc_b) over `out` in runs of `len` consecutive output
+// elements starting at output offset o, whose inputs start at offsets ia, ib and advance
+// by inc_a, inc_b (1, or 0 where the input is broadcast) per element. Dimensions of size 1
+// are dropped and neighbours whose strides continue each other merged first, so
+// [1,256,768] + [768] is 256 runs of 768 and equal shapes are one run. Large outputs are
+// split across threads (chunks of whole elements; a run may straddle two chunks).
+template <class Run>
+void broadcast_runs(const Shape& out, const Shape& a, const Shape& b, Run&& run, int threads) {
+  const auto n = product(out);
+  if (n == 0) return;
+  const auto sa0 = broadcast_strides(a, out), sb0 = broadcast_strides(b, out);
+  // Coalesced dims, innermost first.
+  std::vector<std::int64_t> dim, sa, sb;
+  for (std::size_t d = out.size(); d-- > 0;) {
+    if (out[d] == 1) continue;
+    if (!dim.empty() && sa0[d] == sa.back() * dim.back() && sb0[d] == sb.back() * dim.back()) {
+      dim.back() *= out[d];
+      continue;
+    }
+    dim.push_back(out[d]), sa.push_back(sa0[d]), sb.push_back(sb0[d]);
+  }
+  if (dim.empty()) dim = {1}, sa = {0}, sb = {0};
+  const std::size_t r = dim.size();
+  detail::parallel_for(static_cast<std::size_t>(n), threads > 1 ? 0 : 1,
+                       [&](std::size_t lo, std::size_t hi) {
+                         // The multi-index of lo (innermost first) and the input offsets it maps
+                         // to.
+                         std::vector<std::int64_t> idx(r);
+                         std::int64_t ia = 0, ib = 0, rest = static_cast<std::int64_t>(lo);
+                         for (std::size_t d = 0; d < r; ++d) {
+                           idx[d] = rest % dim[d], rest /= dim[d];
+                           ia += idx[d] * sa[d], ib += idx[d] * sb[d];
+                         }
+                         auto o = static_cast<std::int64_t>(lo);
+                         const auto end = static_cast<std::int64_t>(hi);
+                         while (o < end) {
+                           const auto len = std::min(dim[0] - idx[0], end - o);
+                           run(o, ia, ib, len, sa[0], sb[0]);
+                           o += len, ia += len * sa[0], ib += len * sb[0], idx[0] += len;
+                           if (idx[0] < dim[0]) break;  // only at the chunk's end
+                           ia -= sa[0] * dim[0], ib -= sb[0] * dim[0], idx[0] = 0;
+                           for (std::size_t d = 1; d < r; ++d) {
+                             ++idx[d], ia += sa[d], ib += sb[d];
+                             if (idx[d] < dim[d]) break;
+                             ia -= sa[d] * dim[d], ib -= sb[d] * dim[d], idx[d] = 0;
+                           }
+                         }
+                       });
+}
+
 // Calls f(o, ia, ib) for every output index o with the broadcast input offsets.
 template <class Fn>
 void broadcast2(const Shape& out, const Shape& a, const Shape& b, Fn&& f, int threads = 1) {
-  const auto n = product(out);
-  if (a == out && b == out) {
-    // Same shapes (the common case): split across threads for large tensors.
-    detail::parallel_for(
-        static_cast<std::size_t>(n), threads > 1 ? 0 : 1, [&](std::size_t lo, std::size_t hi) {
-          for (auto i = static_cast<std::int64_t>(lo); i < static_cast<std::int64_t>(hi); ++i)
-            f(i, i, i);
-        });
-    return;
-  }
-  const auto sa = broadcast_strides(a, out), sb = broadcast_strides(b, out);
-  const std::size_t r = out.size();
-  std::vector<std::int64_t> idx(r, 0);
-  std::int64_t ia = 0, ib = 0;
-  for (std::int64_t o = 0; o < n; ++o) {
-    f(o, ia, ib);
-    for (std::size_t d = r; d-- > 0;) {
-      ++idx[d], ia += sa[d], ib += sb[d];
-      if (idx[d] < out[d]) break;
-      ia -= sa[d] * idx[d], ib -= sb[d] * idx[d], idx[d] = 0;
-    }
-  }
+  broadcast_runs(
+      out, a, b,
+      [&](std::int64_t o, std::int64_t ia, std::int64_t ib, std::int64_t len, std::int64_t inc_a,
+          std::int64_t inc_b) {
+        for (std::int64_t k = 0; k < len; ++k) f(o + k, ia + k * inc_a, ib + k * inc_b);
+      },
+      threads);
 }
 
 // Unary kernels with attributes: f is generic over the carrier type.
@@ -46,7 +82,7 @@ void unary_with(KernelContext& ctx, Fn&& f) {
   with_carrier(ctx, [&](auto t) {
     using T = decltype(t);
     auto in = x.data<T>();
-    auto out = ctx.out(0, carrier_dtype<T>(), x.shape()).template data<T>();
+    auto out = ctx.out_uninit(0, carrier_dtype<T>(), x.shape()).template data<T>();
     detail::parallel_for(in.size(), ctx.threads > 1 ? 0 : 1, [&](std::size_t lo, std::size_t hi) {
       for (std::size_t i = lo; i < hi; ++i) out[i] = f(in[i]);
     });
@@ -57,6 +93,21 @@ void unary_with(KernelContext& ctx, Fn&& f) {
 template <auto F>
 void unary(KernelContext& ctx) {
   unary_with(ctx, F);
+}
+
+// A transcendental function: vmath's vector code on float32 carriers (within 4 ULP of the
+// correctly rounded result), F (std::) on float64 ones.
+template <vmath::Fn V, auto F>
+void unary_vec(KernelContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  require_float(ctx, x);
+  if (ctx.carrier != DType::float32) return unary<F>(ctx);
+  auto in = x.data<float>();
+  Tensor& y = ctx.out_uninit(0, DType::float32, x.shape());
+  float* out = y.data<float>().data();
+  detail::parallel_for(in.size(), ctx.threads > 1 ? 0 : 1, [&](std::size_t lo, std::size_t hi) {
+    vmath::apply(V, in.data() + lo, out + lo, hi - lo);
+  });
 }
 
 constexpr auto f_abs = [](auto x) { return std::fabs(x); };
@@ -264,9 +315,26 @@ void binary_into(KernelContext& ctx, const Tensor& a, const Tensor& b, Tensor& o
     auto pa = a.template data<T>();
     auto pb = b.template data<T>();
     auto po = out.template data<T>();
-    broadcast2(
+    // Each run in one of four loop shapes the compiler vectorises (no index arithmetic).
+    broadcast_runs(
         out.shape(), a.shape(), b.shape(),
-        [&](std::int64_t o, std::int64_t i, std::int64_t j) { po[o] = apply<op, T>(pa[i], pb[j]); },
+        [&](std::int64_t o, std::int64_t ia, std::int64_t ib, std::int64_t len, std::int64_t inc_a,
+            std::int64_t inc_b) {
+          T* y = po.data() + o;
+          const T* x1 = pa.data() + ia;
+          const T* x2 = pb.data() + ib;
+          if (inc_a && inc_b) {
+            for (std::int64_t k = 0; k < len; ++k) y[k] = apply<op, T>(x1[k], x2[k]);
+          } else if (inc_a) {
+            const T v = *x2;
+            for (std::int64_t k = 0; k < len; ++k) y[k] = apply<op, T>(x1[k], v);
+          } else if (inc_b) {
+            const T v = *x1;
+            for (std::int64_t k = 0; k < len; ++k) y[k] = apply<op, T>(v, x2[k]);
+          } else {
+            std::fill(y, y + len, apply<op, T>(*x1, *x2));
+          }
+        },
         ctx.threads);
   });
 }
@@ -288,7 +356,7 @@ void binary(KernelContext& ctx) {
   }
   if (op == Bin::mod && exec::is_float(a.dtype()) && ctx.node.attr_int("fmod", 0) == 0)
     ctx.fail("Mod of floating inputs requires fmod=1");
-  Tensor& out = ctx.out(0, a.dtype(), broadcast_shapes(ctx, a.shape(), b->shape()));
+  Tensor& out = ctx.out_uninit(0, a.dtype(), broadcast_shapes(ctx, a.shape(), b->shape()));
   if (op == Bin::mod && ctx.node.attr_int("fmod", 0) == 1)
     binary_into<Bin::fmod>(ctx, a, *b, out);
   else
@@ -554,12 +622,12 @@ void register_elementwise(Registry& r) {
   r.add("Neg", neg_k);
   r.add("Sign", sign_k);
   r.add("Sqrt", unary<f_sqrt>);
-  r.add("Exp", unary<f_exp>);
-  r.add("Log", unary<f_log>);
+  r.add("Exp", unary_vec<vmath::Fn::exp, f_exp>);
+  r.add("Log", unary_vec<vmath::Fn::log, f_log>);
   r.add("Relu", unary<f_relu>);
-  r.add("Sigmoid", unary<f_sigmoid>);
-  r.add("Tanh", unary<f_tanh>);
-  r.add("Erf", unary<f_erf>);
+  r.add("Sigmoid", unary_vec<vmath::Fn::sigmoid, f_sigmoid>);
+  r.add("Tanh", unary_vec<vmath::Fn::tanh, f_tanh>);
+  r.add("Erf", unary_vec<vmath::Fn::erf, f_erf>);
   r.add("Reciprocal", unary<f_reciprocal>);
   r.add("Floor", unary<f_floor>);
   r.add("Ceil", unary<f_ceil>);

@@ -112,8 +112,8 @@ bool matmul_primitive(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int
 
 }  // namespace
 
-bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float* x,
-                    const float* w, const float* bias, float* y) {
+bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float* x, const float* w,
+                    const float* bias, float* y) {
   if (ctx.accumulate) return false;  // the accumulation model goes through gemm()
   const std::size_t sd = g.kernel.size();
   if (sd < 1 || sd > 3) return false;
@@ -123,8 +123,10 @@ bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float
   thread_local dnnl::stream strm(eng);
   const auto f32 = memory::data_type::f32;
   memory::dims xd{g.n, g.c}, yd{g.n, g.m}, wd, bd{g.m}, strides, dil, pl, pr;
-  if (g.group > 1) wd = {g.group, g.m / g.group, g.c / g.group};
-  else wd = {g.m, g.c};
+  if (g.group > 1)
+    wd = {g.group, g.m / g.group, g.c / g.group};
+  else
+    wd = {g.m, g.c};
   for (std::size_t i = 0; i < sd; ++i) {
     xd.push_back(g.in[i]);
     yd.push_back(g.out[i]);
@@ -133,8 +135,8 @@ bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float
     dil.push_back(g.dilation[i] - 1);
     pl.push_back(g.pad_begin[i]);
     // oneDNN wants the end padding the output size implies (ONNX's may be larger).
-    pr.push_back((g.out[i] - 1) * g.stride[i] + (g.kernel[i] - 1) * g.dilation[i] + 1 -
-                 g.in[i] - g.pad_begin[i]);
+    pr.push_back((g.out[i] - 1) * g.stride[i] + (g.kernel[i] - 1) * g.dilation[i] + 1 - g.in[i] -
+                 g.pad_begin[i]);
   }
   static constexpr tag act[] = {tag::ncw, tag::nchw, tag::ncdhw};
   static constexpr tag wts[] = {tag::oiw, tag::oihw, tag::oidhw};
@@ -144,8 +146,7 @@ bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float
   try {
     // Layouts of oneDNN's choosing (blocked, for its direct kernels); the operands are
     // reordered in and the result out when they differ from the plain ONNX layouts.
-    const memory::desc x_any(xd, f32, tag::any), y_any(yd, f32, tag::any),
-        w_any(wd, f32, tag::any);
+    const memory::desc x_any(xd, f32, tag::any), y_any(yd, f32, tag::any), w_any(wd, f32, tag::any);
     const dnnl::convolution_forward::desc d(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, x_any, w_any,
         bias ? b_plain : memory::desc(), y_any, strides, dil, pl, pr);
@@ -244,7 +245,7 @@ void matmul(KernelContext& ctx) {
   Shape out_shape = batch;
   if (!va) out_shape.push_back(m);
   if (!vb) out_shape.push_back(n);
-  Tensor& out = ctx.out(0, carrier_dtype<T>(), out_shape);
+  Tensor& out = ctx.out_uninit(0, carrier_dtype<T>(), out_shape);
   const auto nb = product(batch);
   const auto stra = broadcast_strides(ba, batch), strb = broadcast_strides(bb, batch);
   const T* pa = a.template data<T>().data();
@@ -277,7 +278,7 @@ void gemm_k(KernelContext& ctx) {
     ctx.fail("shapes " + shape_str(a.shape()) + " and " + shape_str(b.shape()) +
              " cannot be multiplied (transA=" + std::to_string(ta) +
              ", transB=" + std::to_string(tb) + ")");
-  Tensor& out = ctx.out(0, carrier_dtype<T>(), {m, n});
+  Tensor& out = ctx.out_uninit(0, carrier_dtype<T>(), {m, n});
   T* po = out.template data<T>().data();
   T use_beta = 0;
   if (ctx.has(2) && beta != 0) {

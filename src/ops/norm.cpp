@@ -3,11 +3,31 @@
 #include <cmath>
 #include <span>
 
+#include "core/parallel.hpp"
 #include "ops/ops.hpp"
+#include "ops/vmath.hpp"
 
 namespace fpguard::ops {
 
 namespace {
+
+// e[k] = exp(v[k] - max) for one contiguous row of n values; returns the max (NaN when a
+// value is NaN) and sets sum to the sum of the e[k].
+template <class T>
+T row_softmax_exp(const T* v, T* e, std::size_t n, T& sum) {
+  if (n == 0) return sum = 0, T{0};
+  if constexpr (std::is_same_v<T, float>) {
+    const float m = vmath::max_of(v, n);
+    sum = vmath::exp_shifted_sum(v, m, e, n);
+    return m;
+  } else {
+    T m = -INFINITY;
+    for (std::size_t k = 0; k < n; ++k) m = std::isnan(v[k]) || v[k] > m ? v[k] : m;
+    sum = 0;
+    for (std::size_t k = 0; k < n; ++k) sum += e[k] = std::exp(v[k] - m);
+    return m;
+  }
+}
 
 // Softmax before opset 13 flattens to 2-D at `axis` (default 1); from 13 it works along
 // one axis (default -1).
@@ -30,25 +50,43 @@ void softmax(KernelContext& ctx) {
     inner = product(s, static_cast<std::size_t>(axis) + 1);
   }
   auto in = x.data<T>();
-  auto out = ctx.out(0, carrier_dtype<T>(), s).template data<T>();
-  for (std::int64_t o = 0; o < outer; ++o)
-    for (std::int64_t i = 0; i < inner; ++i) {
-      auto at = [&](std::int64_t k) { return static_cast<std::size_t>((o * len + k) * inner + i); };
-      T m = -INFINITY;
-      for (std::int64_t k = 0; k < len; ++k) m = std::max(m, in[at(k)]);
-      T sum = 0;
-      for (std::int64_t k = 0; k < len; ++k) {
-        const T e = std::exp(in[at(k)] - m);
-        if constexpr (!log) out[at(k)] = e;
-        sum += e;
-      }
-      if constexpr (log) {
-        const T ls = std::log(sum);
-        for (std::int64_t k = 0; k < len; ++k) out[at(k)] = in[at(k)] - m - ls;
-      } else {
-        for (std::int64_t k = 0; k < len; ++k) out[at(k)] /= sum;
-      }
+  auto out = ctx.out_uninit(0, carrier_dtype<T>(), s).template data<T>();
+  // One softmax of `len` values, `inner` apart, from in into out (row = first element).
+  auto one = [&](std::size_t row, std::vector<T>& buf) {
+    const T* src = in.data() + row;
+    T* dst = out.data() + row;
+    const auto n = static_cast<std::size_t>(len), stride = static_cast<std::size_t>(inner);
+    // Contiguous rows are used in place; strided ones are gathered into buf first.
+    const T* v = src;
+    T* e = dst;
+    if (stride != 1) {
+      buf.resize(2 * n);
+      for (std::size_t k = 0; k < n; ++k) buf[k] = src[k * stride];
+      v = buf.data(), e = buf.data() + n;
     }
+    T sum = 0;
+    const T m = row_softmax_exp(v, e, n, sum);
+    if constexpr (log) {
+      const T ls = std::log(sum);
+      for (std::size_t k = 0; k < n; ++k) e[k] = v[k] - m - ls;
+    } else {
+      for (std::size_t k = 0; k < n; ++k) e[k] /= sum;
+    }
+    if (stride != 1)
+      for (std::size_t k = 0; k < n; ++k) dst[k * stride] = e[k];
+  };
+  const auto rows = static_cast<std::size_t>(outer * inner);
+  detail::parallel_for(
+      rows, detail::resolve_threads(ctx.threads > 1 ? 0 : 1, in.size()),
+      [&](std::size_t lo, std::size_t hi) {
+        std::vector<T> buf;
+        for (std::size_t r = lo; r < hi; ++r) {
+          const std::size_t o = r / static_cast<std::size_t>(inner),
+                            i = r % static_cast<std::size_t>(inner);
+          one(o * static_cast<std::size_t>(len * inner) + i, buf);
+        }
+      },
+      1);
 }
 
 template <class T>

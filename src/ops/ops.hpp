@@ -40,8 +40,8 @@ struct ConvGeometry {
 // Conv of float32 NC... tensors on oneDNN's convolution primitive (bias optional, may be
 // null); false when it does not apply (1-3 spatial dims, float32 accumulation) or oneDNN
 // offers no implementation: the caller then uses im2col + gemm.
-bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float* x,
-                    const float* w, const float* bias, float* y);
+bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float* x, const float* w,
+                    const float* bias, float* y);
 void register_matmul(Registry& r);
 void register_reduce(Registry& r);
 void register_norm(Registry& r);

@@ -73,51 +73,90 @@ void reduce(KernelContext& ctx) {
   if (op == Red::prod) init = 1;
   std::fill(acc.begin(), acc.end(), init);
   std::vector<T> facc(acc.size(), static_cast<T>(init));
-  const auto st = broadcast_strides(p.kept, in_shape);
   const auto n = product(in_shape);
-  std::vector<std::int64_t> idx(in_shape.size(), 0);
-  std::int64_t o = 0;
   std::vector<double> xin(is_f ? 0 : static_cast<std::size_t>(n));
   if (!is_f) to_double(x, xin);
   auto fx = is_f ? x.data<T>() : std::span<const T>();
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (is_f) {
-      T v = fx[static_cast<std::size_t>(i)];
-      T& a = facc[static_cast<std::size_t>(o)];
-      if constexpr (op == Red::sum || op == Red::mean || op == Red::log_sum)
-        a += v;
-      else if constexpr (op == Red::max)
-        a = (std::isnan(v) || v > a) ? v : a;
-      else if constexpr (op == Red::min)
-        a = (std::isnan(v) || v < a) ? v : a;
-      else if constexpr (op == Red::prod)
-        a *= v;
-      else if constexpr (op == Red::sum_square || op == Red::l2)
-        a += v * v;
-      else if constexpr (op == Red::l1)
-        a += std::fabs(v);
-      else
-        a += std::exp(v);  // log_sum_exp (max-shift below is a follow-up)
-    } else {
-      double v = xin[static_cast<std::size_t>(i)];
-      double& a = acc[static_cast<std::size_t>(o)];
-      if constexpr (op == Red::max)
-        a = std::max(a, v);
-      else if constexpr (op == Red::min)
-        a = std::min(a, v);
-      else if constexpr (op == Red::prod)
-        a *= v;
-      else if constexpr (op == Red::sum_square || op == Red::l2)
-        a += v * v;
-      else if constexpr (op == Red::l1)
-        a += std::fabs(v);
-      else
-        a += v;
-    }
+  // One accumulation step: on the carrier (floating inputs)...
+  auto step = [](T& a, T v) {
+    if constexpr (op == Red::sum || op == Red::mean || op == Red::log_sum)
+      a += v;
+    else if constexpr (op == Red::max)
+      a = (std::isnan(v) || v > a) ? v : a;
+    else if constexpr (op == Red::min)
+      a = (std::isnan(v) || v < a) ? v : a;
+    else if constexpr (op == Red::prod)
+      a *= v;
+    else if constexpr (op == Red::sum_square || op == Red::l2)
+      a += v * v;
+    else if constexpr (op == Red::l1)
+      a += std::fabs(v);
+    else
+      a += std::exp(v);  // log_sum_exp (max-shift is a follow-up)
+  };
+  // ... and on double (integer inputs, exact).
+  auto step_int = [](double& a, double v) {
+    if constexpr (op == Red::max)
+      a = std::max(a, v);
+    else if constexpr (op == Red::min)
+      a = std::min(a, v);
+    else if constexpr (op == Red::prod)
+      a *= v;
+    else if constexpr (op == Red::sum_square || op == Red::l2)
+      a += v * v;
+    else if constexpr (op == Red::l1)
+      a += std::fabs(v);
+    else
+      a += v;
+  };
+  // The input in runs of its innermost dimensions (merged while they are all reduced or all
+  // kept): a reduced run folds into one accumulator, a kept run into `len` of them.
+  std::vector<std::int64_t> dim, ost;  // coalesced dims (innermost first), output strides
+  {
+    const auto kst = broadcast_strides(p.kept, in_shape);
     for (std::size_t d = in_shape.size(); d-- > 0;) {
-      ++idx[d], o += st[d];
-      if (idx[d] < in_shape[d]) break;
-      o -= st[d] * idx[d], idx[d] = 0;
+      if (in_shape[d] == 1) continue;
+      if (!dim.empty() && kst[d] == ost.back() * dim.back()) {
+        dim.back() *= in_shape[d];
+        continue;
+      }
+      dim.push_back(in_shape[d]), ost.push_back(kst[d]);
+    }
+    if (dim.empty()) dim = {1}, ost = {0};
+  }
+  const auto len = dim[0];
+  const bool reduced_run = ost[0] == 0;
+  std::vector<std::int64_t> idx(dim.size(), 0);
+  std::int64_t o = 0;
+  for (std::int64_t i = 0; i < n; i += len) {
+    if (is_f) {
+      const T* v = fx.data() + i;
+      if (!reduced_run) {
+        T* a = facc.data() + o;
+        for (std::int64_t k = 0; k < len; ++k) step(a[k], v[k]);
+      } else if constexpr (op == Red::sum || op == Red::mean || op == Red::log_sum ||
+                           op == Red::sum_square || op == Red::l2 || op == Red::l1) {
+        // Eight interleaved partial sums (vectorisable), then added in order.
+        T part[8] = {};
+        std::int64_t k = 0;
+        for (; k + 8 <= len; k += 8)
+          for (int j = 0; j < 8; ++j) step(part[j], v[k + j]);
+        for (; k < len; ++k) step(part[k % 8], v[k]);
+        T& a = facc[static_cast<std::size_t>(o)];
+        for (const T q : part) a += q;  // (l1, sum_square: parts are already |v|, v*v)
+      } else {
+        T& a = facc[static_cast<std::size_t>(o)];
+        for (std::int64_t k = 0; k < len; ++k) step(a, v[k]);
+      }
+    } else {
+      const double* v = xin.data() + i;
+      for (std::int64_t k = 0; k < len; ++k)
+        step_int(acc[static_cast<std::size_t>(reduced_run ? o : o + k)], v[k]);
+    }
+    for (std::size_t d = 1; d < dim.size(); ++d) {
+      ++idx[d], o += ost[d];
+      if (idx[d] < dim[d]) break;
+      o -= ost[d] * idx[d], idx[d] = 0;
     }
   }
   const double count =

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/parallel.hpp"
 #include "ops/ops.hpp"
 
 namespace fpguard::ops {
@@ -132,6 +133,108 @@ std::vector<std::int64_t> strides_of(const Shape& s) {
   return st;
 }
 
+// Transpose of x into out (shape already permuted) for elements of U's size. Size-1
+// dimensions are dropped and input dimensions that stay neighbours in the output merged;
+// then either the innermost input dimension stays innermost (rows copied whole) or the
+// innermost input and output dimensions are transposed in 16x16 tiles, so both sides
+// are read and written in cache lines. Outer indices are split across threads.
+template <class U>
+void permute(const Tensor& x, std::vector<std::int64_t> perm, Tensor& out, int threads) {
+  const U* src = reinterpret_cast<const U*>(x.bytes());
+  // ctx.threads > 1 allows the pool (large tensors only); 1 keeps it on this thread.
+  threads = threads > 1 ? 0 : 1;
+  U* dst = reinterpret_cast<U*>(out.bytes());
+  const auto n = product(x.shape());
+  if (n == 0) return;
+  // Input dims (sizes) after dropping 1s; perm over them; then merge neighbours.
+  Shape in;
+  std::vector<std::int64_t> remap(x.shape().size(), -1);
+  for (std::size_t d = 0; d < x.shape().size(); ++d)
+    if (x.shape()[d] != 1)
+      remap[d] = static_cast<std::int64_t>(in.size()), in.push_back(x.shape()[d]);
+  std::vector<std::int64_t> p;
+  for (auto d : perm)
+    if (remap[static_cast<std::size_t>(d)] >= 0) p.push_back(remap[static_cast<std::size_t>(d)]);
+  // Merge output-adjacent dims that are input-adjacent too: groups of input dims.
+  std::vector<std::vector<std::int64_t>> groups;  // in output order
+  for (auto d : p) {
+    if (!groups.empty() && groups.back().back() + 1 == d)
+      groups.back().push_back(d);
+    else
+      groups.push_back({d});
+  }
+  const std::size_t r = groups.size();
+  if (r <= 1) {
+    std::copy(src, src + n, dst);
+    return;
+  }
+  // Sizes of the merged input dims, in input order, and their input strides.
+  std::vector<std::size_t> order(r);  // input position -> group
+  for (std::size_t g = 0; g < r; ++g) order[g] = g;
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return groups[a][0] < groups[b][0]; });
+  std::vector<std::int64_t> size(r), istride(r);  // per group (output order)
+  for (std::size_t g = 0; g < r; ++g) {
+    size[g] = 1;
+    for (auto d : groups[g]) size[g] *= in[static_cast<std::size_t>(d)];
+  }
+  std::int64_t acc = 1;
+  for (std::size_t k = r; k-- > 0;) istride[order[k]] = acc, acc *= size[order[k]];
+  std::vector<std::int64_t> ostride(r);
+  acc = 1;
+  for (std::size_t g = r; g-- > 0;) ostride[g] = acc, acc *= size[g];
+  const std::size_t last = r - 1;      // innermost output group
+  const std::size_t q = order[r - 1];  // the group holding the innermost input dim
+  if (q == last) {
+    // Rows: the innermost group is contiguous on both sides.
+    const auto row = size[last];
+    const auto rows = n / row;
+    detail::parallel_for(
+        static_cast<std::size_t>(rows),
+        detail::resolve_threads(threads, static_cast<std::size_t>(n)),
+        [&](std::size_t lo, std::size_t hi) {
+          for (auto i = static_cast<std::int64_t>(lo); i < static_cast<std::int64_t>(hi); ++i) {
+            std::int64_t rest = i, off = 0;
+            for (std::size_t g = last; g-- > 0;)
+              off += (rest % size[g]) * istride[g], rest /= size[g];
+            std::copy(src + off, src + off + row, dst + i * row);
+          }
+        },
+        1);
+    return;
+  }
+  // Tiles over (group q: input-contiguous, group last: output-contiguous); the other groups
+  // form the outer index.
+  std::vector<std::size_t> outer;
+  for (std::size_t g = 0; g < r; ++g)
+    if (g != q && g != last) outer.push_back(g);
+  std::int64_t n_outer = 1;
+  for (auto g : outer) n_outer *= size[g];
+  const auto nq = size[q], nl = size[last], sl = istride[last], oq = ostride[q];
+  constexpr std::int64_t kTile = 16;
+  const auto tiles_q = (nq + kTile - 1) / kTile;
+  const auto jobs = n_outer * tiles_q;
+  detail::parallel_for(
+      static_cast<std::size_t>(jobs), detail::resolve_threads(threads, static_cast<std::size_t>(n)),
+      [&](std::size_t lo, std::size_t hi) {
+        for (auto job = static_cast<std::int64_t>(lo); job < static_cast<std::int64_t>(hi); ++job) {
+          std::int64_t rest = job / tiles_q, ioff = 0, ooff = 0;
+          for (std::size_t k = outer.size(); k-- > 0;) {
+            const auto g = outer[k];
+            const auto v = rest % size[g];
+            rest /= size[g], ioff += v * istride[g], ooff += v * ostride[g];
+          }
+          const auto q0 = (job % tiles_q) * kTile, q1 = std::min(nq, q0 + kTile);
+          for (std::int64_t l0 = 0; l0 < nl; l0 += kTile) {
+            const auto l1 = std::min(nl, l0 + kTile);
+            for (auto a = q0; a < q1; ++a)
+              for (auto b = l0; b < l1; ++b) dst[ooff + a * oq + b] = src[ioff + a + b * sl];
+          }
+        }
+      },
+      1);
+}
+
 void transpose(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
   const auto rank = x.shape().size();
@@ -148,16 +251,22 @@ void transpose(KernelContext& ctx) {
     seen[static_cast<std::size_t>(p)] = true;
   }
   Shape os(rank);
-  const auto st = strides_of(x.shape());
-  std::vector<std::int64_t> ost(rank);
-  for (std::size_t d = 0; d < rank; ++d)
-    os[d] = x.shape()[static_cast<std::size_t>(perm[d])],
-    ost[d] = st[static_cast<std::size_t>(perm[d])];
-  ctx.outputs[0] = gather_elems(x, os, [&](const std::vector<std::int64_t>& idx) {
-    std::int64_t off = 0;
-    for (std::size_t d = 0; d < rank; ++d) off += idx[d] * ost[d];
-    return off;
-  });
+  for (std::size_t d = 0; d < rank; ++d) os[d] = x.shape()[static_cast<std::size_t>(perm[d])];
+  Tensor out = Tensor::uninitialized(x.dtype(), os);
+  switch (itemsize(x.dtype())) {
+    case 1:
+      permute<std::uint8_t>(x, perm, out, ctx.threads);
+      break;
+    case 2:
+      permute<std::uint16_t>(x, perm, out, ctx.threads);
+      break;
+    case 4:
+      permute<std::uint32_t>(x, perm, out, ctx.threads);
+      break;
+    default:
+      permute<std::uint64_t>(x, perm, out, ctx.threads);
+  }
+  ctx.outputs[0] = std::move(out);
 }
 
 void concat(KernelContext& ctx) {
