@@ -30,22 +30,45 @@ function median(xs) {
   return s[Math.floor(s.length / 2)];
 }
 
+function feedsOf(dir) {
+  const feeds = {};
+  for (const f of fs.readdirSync(path.join(dir, 'inputs')))
+    feeds[path.basename(f, '.npy')] = readNpy(path.join(dir, 'inputs', f));
+  return feeds;
+}
+
+// Peak memory: each side in a fresh process; "start" is its resident memory before the
+// model is loaded (the runtime and its libraries), "peak" its maximum resident set.
+// ORT: this script re-run as `--memory DIR THREADS` (one session, warm-up + 20 runs).
+async function memoryChild(dir, threads) {
+  const start = process.memoryUsage().rss / 1048576;
+  const session = await ort.InferenceSession.create(path.join(dir, 'model.onnx'), {
+    intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential'});
+  const feeds = feedsOf(dir);
+  for (let i = 0; i < 21; ++i) await session.run(feeds);
+  // VmHWM, not resourceUsage().maxRSS: the latter keeps the parent's peak across exec.
+  const status = fs.readFileSync('/proc/self/status', 'latin1');
+  const peak = Number(status.match(/VmHWM:\s*(\d+)/)[1]) / 1024;
+  console.log(JSON.stringify({start, peak}));
+}
+
 async function main() {
+  if (process.argv[2] === '--memory') return memoryChild(process.argv[3], Number(process.argv[4]));
   const build = process.argv[2] || 'build';
   const threads = Number(process.argv[3] || require('os').cpus().length);
   const repeat = 20;
   const roots = [path.join(build, 'bench', 'models'), path.join(__dirname, '..', 'examples')];
   console.log(`${'model'.padEnd(20)} ${'ORT ms'.padStart(9)} ${'fpguard ms'.padStart(11)} ` +
-              `${'fpguard / ORT'.padStart(14)}  (threads ${threads}, median of ${repeat})`);
+              `${'fpguard / ORT'.padStart(14)}${'ORT MiB'.padStart(9)} ${'fpg MiB'.padStart(9)} ` +
+              `${'mem ratio'.padStart(9)} ${'fp16/fp32'.padStart(9)}  (threads ${threads}, median of ${repeat}; memory: ` +
+              `peak resident minus resident before loading the model)`);
   for (const root of roots) {
     if (!fs.existsSync(root)) continue;
     for (const name of fs.readdirSync(root).sort()) {
       const dir = path.join(root, name);
       const model = path.join(dir, 'model.onnx');
       if (!fs.existsSync(model)) continue;
-      const feeds = {};
-      for (const f of fs.readdirSync(path.join(dir, 'inputs')))
-        feeds[path.basename(f, '.npy')] = readNpy(path.join(dir, 'inputs', f));
+      const feeds = feedsOf(dir);
       const session = await ort.InferenceSession.create(model, {
         intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential'});
       await session.run(feeds);  // warm-up
@@ -61,7 +84,18 @@ async function main() {
                                ['run', model, '--inputs', path.join(dir, 'inputs'), '--repeat',
                                 String(repeat), '--threads', String(threads), '--json',
                                 '--outputs', outDir]);
-      const fpgMs = JSON.parse(out).timing.median_run_ms;
+      // The emulated run (every floating node in float16): target <= 1.3x the float32 run.
+      const fp16Ms = JSON.parse(execFileSync(path.join(build, 'fpguard'),
+                                             ['run', model, '--inputs', path.join(dir, 'inputs'),
+                                              '--repeat', String(repeat), '--threads',
+                                              String(threads), '--json', '--precision',
+                                              'float16'])).timing.median_run_ms;
+      const fpg = JSON.parse(out);
+      const fpgMs = fpg.timing.median_run_ms;
+      const fpgMem = fpg.memory.peak_rss_mib - fpg.memory.start_rss_mib;
+      const ortMemRaw = JSON.parse(execFileSync(process.execPath, [__filename, '--memory', dir,
+                                                                   String(threads)]));
+      const ortMem = ortMemRaw.peak - ortMemRaw.start;
       // The outputs must agree: |fpguard - ORT| <= 1e-4 |ORT| + 1e-5 (float32 GEMMs sum in
       // different orders), else the timing compares different computations.
       const ortOut = await session.run(feeds);
@@ -75,6 +109,8 @@ async function main() {
       fs.rmSync(outDir, {recursive: true});
       console.log(`${name.padEnd(20)} ${ortMs.toFixed(2).padStart(9)} ` +
                   `${fpgMs.toFixed(2).padStart(11)} ${(fpgMs / ortMs).toFixed(2).padStart(14)}` +
+                  `${ortMem.toFixed(0).padStart(9)} ${fpgMem.toFixed(0).padStart(9)} ` +
+                  `${(fpgMem / ortMem).toFixed(2).padStart(9)} ${(fp16Ms / fpgMs).toFixed(2).padStart(9)}` +
                   (worst <= 1 ? '' : `  outputs DIFFER (${worst.toFixed(1)}x the tolerance)`));
     }
   }

@@ -42,6 +42,8 @@ def main():
         want = np.load(os.path.join(d, "mlp_y.npy"))
         check(abs(o["absmax"] - np.abs(want).max()) < 1e-5, "absmax", o)
         check(j["timing"]["runs"] == 3 and j["timing"]["median_run_ms"] >= 0, "timing", j["timing"])
+        mem = j["memory"]  # this process's VmHWM and its VmRSS before the model was loaded
+        check(0 < mem["start_rss_mib"] <= mem["peak_rss_mib"] < 4096, "memory", mem)
         names = json.load(open(os.path.join(out, "outputs.json")))
         files = {t["name"]: t["file"] for t in names["tensors"]}
         got = np.load(os.path.join(out, files["y"]))

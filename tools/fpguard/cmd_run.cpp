@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -82,8 +84,26 @@ class DumpObserver : public exec::Observer {
   std::vector<DType> dtypes;
 };
 
+// This process's resident memory now and at its peak, in MiB: VmRSS and VmHWM of
+// /proc/self/status (getrusage's ru_maxrss would include a parent's peak, kept across exec).
+double status_mib(const char* field) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  const std::string key = std::string(field) + ":";
+  while (std::getline(f, line))
+    if (line.rfind(key, 0) == 0) return std::strtod(line.c_str() + key.size(), nullptr) / 1024.0;
+  return 0;
+}
+double rss_mib() {
+  return status_mib("VmRSS");
+}
+double peak_rss_mib() {
+  return status_mib("VmHWM");
+}
+
 void run(const RunArgs& a) {
   using clock = std::chrono::steady_clock;
+  const double base_mib = rss_mib();  // before the model: the program and its libraries
   const auto t0 = clock::now();
   const model::Model m = model::load(a.model);
   const double load_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
@@ -150,15 +170,17 @@ void run(const RunArgs& a) {
                         to_string(o.tensor.dtype()), shape.dump(), mn, mx, am);
   }
   if (a.json) {
-    json j = {
-        {"schema_version", 1},
-        {"outputs", outs},
-        {"timing", {{"load_ms", load_ms}, {"median_run_ms", median}, {"runs", times.size()}}}};
+    json j = {{"schema_version", 1},
+              {"outputs", outs},
+              {"timing", {{"load_ms", load_ms}, {"median_run_ms", median}, {"runs", times.size()}}},
+              {"memory", {{"peak_rss_mib", peak_rss_mib()}, {"start_rss_mib", base_mib}}}};
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << text
-              << fmt::format("load {:.2f} ms, run {:.2f} ms (median of {})\n", load_ms, median,
-                             times.size());
+              << fmt::format(
+                     "load {:.2f} ms, run {:.2f} ms (median of {}), peak memory {:.0f} MiB "
+                     "({:.0f} MiB at start)\n",
+                     load_ms, median, times.size(), peak_rss_mib(), base_mib);
   }
 }
 
