@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common.hpp"
+#include "fpguard/limits.hpp"
 
 namespace {
 
@@ -22,4 +23,13 @@ BENCHMARK(BM_memcpy)->Arg(fpguard::bench::kSmall)->Arg(fpguard::bench::kLarge)->
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// BENCHMARK_MAIN, with the allocator policy of the fpguard CLI (reuse_freed_memory), so
+// that model benchmarks time what `fpguard run` and `fpguard check` do.
+int main(int argc, char** argv) {
+  fpguard::reuse_freed_memory();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -6,7 +6,7 @@ are the ones issue 4 names:
     resnet/       a ResNet-style CNN, [1,3,224,224] -> [1,1000]
     transformer/  6 pre-norm encoder layers (d 256, 4 heads, seq 256; LayerNorm exported
                   as primitive ops), [1,256,256] -> [1,256,256]
-    superres/     a conv super-resolution net (ESPCN-style, x3 by DepthToSpace),
+    superres256/  a conv super-resolution net (ESPCN-style, x3 by DepthToSpace),
                   [1,1,256,256] -> [1,1,768,768]
     mlp/          4 Linear 1024x1024 + GELU, [64,1024] -> [64,1024] (GEMM-bound)
 
@@ -129,7 +129,7 @@ def main(out):
     export(Transformer(), rng.normal(0, 1, (1, 256, 256)).astype(np.float32), "tokens", "hidden",
            os.path.join(out, "transformer"))
     export(SuperRes(), rng.uniform(0, 1, (1, 1, 256, 256)).astype(np.float32), "image", "upscaled",
-           os.path.join(out, "superres"))
+           os.path.join(out, "superres256"))
     export(MLP(), rng.normal(0, 1, (64, 1024)).astype(np.float32), "x", "y",
            os.path.join(out, "mlp"))
 

@@ -1,5 +1,7 @@
 #include "fpguard/limits.hpp"
 
+#include <malloc.h>
+
 #include <atomic>
 #include <cctype>
 #include <fstream>
@@ -117,6 +119,13 @@ std::uint64_t parse_byte_size(std::string_view text, const std::string& where) {
   if (n == 0) throw Error(where, "must be more than 0 bytes");
   if (shift > 0 && n > (kUnknown >> shift)) throw Error(where, "'" + shown + "' is too large");
   return n << shift;
+}
+
+void reuse_freed_memory() {
+  // Blocks below 256 MiB come from the heap (not mmap), and the heap's top is trimmed only
+  // beyond 1 GiB of free space.
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
 }  // namespace fpguard

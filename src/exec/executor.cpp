@@ -58,6 +58,10 @@ struct Executor::Slot {
   // or float64, integers, bool) the model's own tensor, which is never copied.
   const Tensor& value() const { return view ? *view : t; }
   const Tensor* view = nullptr;
+  // Rounded copies of the value made for consumers in a format (key: round_key), kept
+  // while the value lives: a value read by several nodes of one format, or by check's
+  // local run node after node, is rounded once. std::map: entries never move.
+  std::map<std::string, Tensor> rounded;
 };
 
 namespace {
@@ -109,6 +113,14 @@ Tensor rounded_copy(const Tensor& t, const Format& f, const RoundOptions& o, DTy
   return r.dtype() == carrier ? r : convert(r, carrier);
 }
 
+// What makes two rounded copies of one value differ: the format, the rounding options
+// (not the thread count) and the carrier they are held in.
+std::string round_key(const Format& f, const RoundOptions& o, DType carrier) {
+  return f.name + "|" + std::to_string(static_cast<int>(o.rounding)) + "|" +
+         std::to_string(o.saturate) + std::to_string(o.flush_subnormals) + "|" +
+         std::to_string(o.seed) + "|" + std::string(to_string(carrier));
+}
+
 std::string dims_text(const std::vector<std::int64_t>& s) {
   std::string out = "[";
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -155,10 +167,7 @@ const Tensor& WeightCache::get(const Tensor* source, const Tensor& weight, const
                                const RoundOptions& o, DType carrier) {
   const std::lock_guard<std::mutex> lock(mutex_);
   // Same format, different rounding options or carrier: a different rounded tensor.
-  const auto key = std::make_pair(
-      source, f.name + "|" + std::to_string(static_cast<int>(o.rounding)) + "|" +
-                  std::to_string(o.saturate) + std::to_string(o.flush_subnormals) + "|" +
-                  std::to_string(o.seed) + "|" + std::string(to_string(carrier)));
+  const auto key = std::make_pair(source, round_key(f, o, carrier));
   auto w = rounded_.find(key);
   if (w == rounded_.end()) w = rounded_.emplace(key, rounded_copy(weight, f, o, carrier)).first;
   return w->second;  // std::map nodes never move
@@ -298,7 +307,7 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
     }
     return out;
   };
-  std::vector<Tensor> rounded;  // inputs rounded at a precision boundary
+  std::vector<Tensor> rounded;  // inputs converted from another carrier
   rounded.reserve(node.inputs.size());
   std::string carried_format;  // what data-movement ops pass on
   for (const auto& name : node.inputs) {
@@ -309,7 +318,7 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
     }
     Slot* found = scope.find(name);
     if (!found) throw Error(ctx.where, "input '" + name + "' is not available");
-    const Slot& s = *found;
+    Slot& s = *found;
     ctx.input_dtypes.push_back(s.storage);
     const Tensor& v = s.value();
     const bool floating = is_float(v.dtype());
@@ -319,8 +328,9 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
         ctx.inputs.push_back(
             &options_.weights->get(s.source, v, *fmt, policy.round_options, carrier));
       } else {
-        rounded.push_back(rounded_copy(v, *fmt, policy.round_options, carrier));
-        ctx.inputs.push_back(&rounded.back());
+        auto [it, fresh] = s.rounded.try_emplace(round_key(*fmt, policy.round_options, carrier));
+        if (fresh) it->second = rounded_copy(v, *fmt, policy.round_options, carrier);
+        ctx.inputs.push_back(&it->second);
       }
     } else if (floating && v.dtype() != carrier) {  // another executor's session (local run)
       rounded.push_back(convert(v, carrier));

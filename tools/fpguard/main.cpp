@@ -13,6 +13,7 @@
 #include "fpguard/version.hpp"
 
 int main(int argc, char** argv) {
+  fpguard::reuse_freed_memory();
   CLI::App app{"fpguard: make low-precision (FP16/BF16/FP8/FP6/FP4) deployment safe", "fpguard"};
   app.set_version_flag("--version", std::string("fpguard ") + fpguard::kVersion);
   app.require_subcommand(1);
