@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "analysis.hpp"
@@ -54,26 +55,48 @@ void Comparison::merge(const Comparison& o) {
 
 // Blocks of 2^15 elements, compared on the threads and merged in order: the same sums
 // whatever the thread count.
-Comparison compare(std::span<const float> r, std::span<const float> v, const Format& f) {
-  FPG_CHECK(r.size() == v.size());
-  const CompareParams p{f.max(), f.smallest_normal(), f.has_subnormals};
+namespace {
+
+// compare(r, vs[k], fs[k]) for every k in one pass over r: block by block, so a block of
+// r is read from memory once and from cache for the other comparisons.
+std::vector<Comparison> compare_blocks(std::span<const float> r,
+                                       const std::vector<std::span<const float>>& vs,
+                                       const std::vector<const Format*>& fs) {
+  std::vector<CompareParams> ps;
+  for (std::size_t k = 0; k < vs.size(); ++k) {
+    FPG_CHECK(r.size() == vs[k].size());
+    ps.push_back({fs[k]->max(), fs[k]->smallest_normal(), fs[k]->has_subnormals});
+  }
   constexpr std::size_t kBlock = std::size_t{1} << 15;
   const std::size_t n = r.size(), blocks = std::max<std::size_t>(1, (n + kBlock - 1) / kBlock);
-  std::vector<Comparison> part(blocks);
+  std::vector<std::vector<Comparison>> part(vs.size(), std::vector<Comparison>(blocks));
   detail::parallel_for(
-      blocks, detail::resolve_threads(0, n),
+      blocks, detail::resolve_threads(0, n * vs.size()),
       [&](std::size_t b0, std::size_t b1) {
         for (std::size_t b = b0; b < b1; ++b) {
           const std::size_t lo = b * kBlock, len = std::min(kBlock, n - lo);
-          Comparison& c = part[b];
-          const std::size_t done = compare_simd(r.data() + lo, v.data() + lo, len, p, c);
-          for (std::size_t i = lo + done; i < lo + len; ++i) compare_one(r[i], v[i], p, c);
+          for (std::size_t k = 0; k < vs.size(); ++k) {
+            Comparison& c = part[k][b];
+            const float* v = vs[k].data();
+            const std::size_t done = compare_simd(r.data() + lo, v + lo, len, ps[k], c);
+            for (std::size_t i = lo + done; i < lo + len; ++i) compare_one(r[i], v[i], ps[k], c);
+          }
         }
       },
       1);
-  Comparison c = part[0];
-  for (std::size_t b = 1; b < blocks; ++b) c.merge(part[b]);
-  return c;
+  std::vector<Comparison> out;
+  for (auto& p : part) {
+    Comparison c = p[0];
+    for (std::size_t b = 1; b < blocks; ++b) c.merge(p[b]);
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+Comparison compare(std::span<const float> r, std::span<const float> v, const Format& f) {
+  return compare_blocks(r, {v}, {&f})[0];
 }
 
 Comparison compare(std::span<const double> r, std::span<const float> v, const Format& f) {
@@ -158,6 +181,14 @@ bool any_nonfinite(const Tensor& t) {
 // A float32 run's carrier `v` against a reference carrier `r` (float32 or float64).
 Comparison compare_to(const Tensor& r, const Tensor& v, const Format& f) {
   return with_values(r, [&](auto rs) { return compare(rs, floats(v), f); });
+}
+
+// compare_to(r, a, fa) and compare_to(r, b, fb), in one pass over r where r is float32.
+std::pair<Comparison, Comparison> compare_two(const Tensor& r, const Tensor& a, const Format& fa,
+                                              const Tensor& b, const Format& fb) {
+  if (r.dtype() != DType::float32) return {compare_to(r, a, fa), compare_to(r, b, fb)};
+  const auto c = compare_blocks(floats(r), {floats(a), floats(b)}, {&fa, &fb});
+  return {c[0], c[1]};
 }
 
 // Whether the local run's kernel inputs hold inf/NaN after rounding to the node's
@@ -303,9 +334,16 @@ void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
       StatsOptions so;
       so.threads = o.threads;
       // The reference's range and histogram (no formats), and the emulated run against it.
+      // The local run against the reference too (where it ran and its inputs were sound),
+      // in the same pass over the reference as the emulated run's comparison.
+      const bool want_local = local_out && local_out->dtype() == DType::float32 && !inherited;
+      std::optional<Comparison> local_cmp;
       auto measure = [&] {
-        return Measured{with_values(*r, [&](auto rs) { return stats(rs, {}, so); }),
-                        compare_to(*r, *e, fmt ? *fmt : fp32)};
+        Stats st = with_values(*r, [&](auto rs) { return stats(rs, {}, so); });
+        if (!want_local) return Measured{std::move(st), compare_to(*r, *e, fmt ? *fmt : fp32)};
+        auto [pe, pl] = compare_two(*r, *e, *fmt, *local_out, *fmt);
+        local_cmp = pl;
+        return Measured{std::move(st), pe};
       };
       const Measured& mm = measured[name] = same ? *same : measure();
       const Stats& st = mm.stats;
@@ -327,8 +365,7 @@ void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
       const Comparison& p = mm.propagated;
       t.propagated.merge(p);
       error[name] = p.nrmse();
-      if (local_out && local_out->dtype() == DType::float32 && !inherited)
-        t.local.merge(compare_to(*r, *local_out, *fmt));
+      if (want_local) t.local.merge(local_cmp ? *local_cmp : compare_to(*r, *local_out, *fmt));
     }
     ++steps_done;
     if (o.progress) o.progress(steps_done, steps_total);
