@@ -291,5 +291,42 @@ TEST(Accumulation, Float16SumOfOnesStagnatesAt2048) {
   EXPECT_EQ(y(mm, kept, ones_x), 4096.0f);
 }
 
+// Sum-type reductions accumulate on the same model: ReduceSum of 4096 ones sequentially in
+// fp16 stagnates at 2048, pairwise reaches 4096; over a non-last axis each output sums its
+// own column (ones stop at 2048; twos at 4096: 4096 + 2 is a tie that rounds to even).
+TEST(Accumulation, ReductionsRoundEveryPartialSum) {
+  const std::int64_t K = 4096;
+  Tensor axes(DType::int64, {1});
+  axes.data<std::int64_t>()[0] = 1;
+  const auto sum_last = one_node("ReduceSum", {1, K}, axes);
+  const Tensor ones_x = floats({1, K}, std::vector<float>(K, 1.0f));
+  auto run = [](const model::Model& m, const RunOptions& o, const Tensor& x) {
+    return Executor(m, o).run({{"x", x}})[0].tensor;
+  };
+  EXPECT_EQ(run(sum_last, fp16(), ones_x).data<float>()[0], 4096.0f);
+  EXPECT_EQ(run(sum_last, accumulating("sequential"), ones_x).data<float>()[0], 2048.0f);
+  EXPECT_EQ(run(sum_last, accumulating("pairwise"), ones_x).data<float>()[0], 4096.0f);
+
+  axes.data<std::int64_t>()[0] = 0;
+  const auto sum_first = one_node("ReduceSum", {K, 2}, axes);
+  std::vector<float> cols(2 * K);
+  for (std::int64_t i = 0; i < K; ++i) cols[2 * i] = 1, cols[2 * i + 1] = 2;
+  const Tensor y = run(sum_first, accumulating("sequential"), floats({K, 2}, cols));
+  EXPECT_EQ(y.data<float>()[0], 2048.0f);
+  EXPECT_EQ(y.data<float>()[1], 4096.0f);
+
+  // ReduceMean (opset 13: axes attribute) and ReduceL2 (sqrt of the rounded sum of squares).
+  for (const char* op : {"ReduceMean", "ReduceL2"}) {
+    test::GraphBuilder b({1, K}, "acc.onnx");
+    b.node("node", op, {"x"}, "y", {{"axes", std::vector<std::int64_t>{1}, ""}}).output("y");
+    // sqrt(2048) = 45.2548... stored in float16 (spacing 1/32 there): 45.25.
+    const float want = std::string(op) == "ReduceMean" ? 0.5f : 45.25f;
+    EXPECT_EQ(run(b.m, accumulating("sequential"), ones_x).data<float>()[0], want) << op;
+    EXPECT_EQ(run(b.m, fp16(), ones_x).data<float>()[0],
+              std::string(op) == "ReduceMean" ? 1.0f : 64.0f)
+        << op;
+  }
+}
+
 }  // namespace
 }  // namespace fpguard::exec

@@ -1,9 +1,12 @@
 // Reductions over axes (attribute before opset 18 — 13 for ReduceSum — and input
 // after), ArgMax/ArgMin. Accumulation is in the carrier (float32, or float64 in a truth
-// run; double for the sums of large float32 counts is a follow-up of --accumulate).
+// run; double for the sums of large float32 counts is a follow-up). With --accumulate, the
+// sum-type reductions (Sum, Mean, SumSquare, L1, L2, LogSum, LogSumExp) round every partial
+// sum into the accumulation format, as MatMul/Gemm/Conv do; Max, Min and Prod do not sum.
 #include <cmath>
 #include <limits>
 
+#include "fpguard/experiments.hpp"
 #include "ops/ops.hpp"
 
 namespace fpguard::ops {
@@ -126,9 +129,20 @@ void reduce(KernelContext& ctx) {
   }
   const auto len = dim[0];
   const bool reduced_run = ost[0] == 0;
-  std::vector<std::int64_t> idx(dim.size(), 0);
-  std::int64_t o = 0;
-  for (std::int64_t i = 0; i < n; i += len) {
+  // Calls f(i, o) for each run: input offset i, output offset o of its first element.
+  auto walk = [&](auto&& f) {
+    std::vector<std::int64_t> idx(dim.size(), 0);
+    std::int64_t o = 0;
+    for (std::int64_t i = 0; i < n; i += len) {
+      f(i, o);
+      for (std::size_t d = 1; d < dim.size(); ++d) {
+        ++idx[d], o += ost[d];
+        if (idx[d] < dim[d]) break;
+        o -= ost[d] * idx[d], idx[d] = 0;
+      }
+    }
+  };
+  walk([&](std::int64_t i, std::int64_t o) {
     if (is_f) {
       const T* v = fx.data() + i;
       if (!reduced_run) {
@@ -153,10 +167,42 @@ void reduce(KernelContext& ctx) {
       for (std::int64_t k = 0; k < len; ++k)
         step_int(acc[static_cast<std::size_t>(reduced_run ? o : o + k)], v[k]);
     }
-    for (std::size_t d = 1; d < dim.size(); ++d) {
-      ++idx[d], o += ost[d];
-      if (idx[d] < dim[d]) break;
-      o -= ost[d] * idx[d], idx[d] = 0;
+  });
+  constexpr bool summing = op == Red::sum || op == Red::mean || op == Red::log_sum ||
+                           op == Red::sum_square || op == Red::l2 || op == Red::l1 ||
+                           op == Red::log_sum_exp;
+  if constexpr (summing) {
+    if (is_f && ctx.accumulate && n > 0 && n_out > 0) {
+      // --accumulate: the sums again on the accumulation model of MatMul/Gemm/Conv (every
+      // partial sum rounded into the format, in ctx.accumulation's order): output o is
+      // row o of A (its terms in input order) times a column of ones.
+      const auto terms = n / n_out;
+      const auto un = static_cast<std::size_t>(n), uterms = static_cast<std::size_t>(terms);
+      std::vector<double> a(un), ones(uterms, 1.0), c(static_cast<std::size_t>(n_out));
+      std::vector<std::size_t> filled(static_cast<std::size_t>(n_out), 0);
+      auto term = [](T v) -> double {
+        if constexpr (op == Red::sum_square || op == Red::l2)
+          return static_cast<double>(v) * static_cast<double>(v);  // exact, as GEMM products
+        else if constexpr (op == Red::l1)
+          return std::fabs(static_cast<double>(v));
+        else if constexpr (op == Red::log_sum_exp)
+          return static_cast<double>(std::exp(v));
+        else
+          return static_cast<double>(v);
+      };
+      walk([&](std::int64_t i, std::int64_t o) {
+        for (std::int64_t k = 0; k < len; ++k) {
+          const auto out = static_cast<std::size_t>(reduced_run ? o : o + k);
+          a[out * uterms + filled[out]++] = term(fx[static_cast<std::size_t>(i + k)]);
+        }
+      });
+      try {
+        gemm_accumulate(a, ones, c, n_out, terms, 1, *ctx.accumulate, ctx.accumulation,
+                        ctx.threads);
+      } catch (const Error& e) {
+        ctx.fail(e.what());
+      }
+      for (std::size_t k = 0; k < facc.size(); ++k) facc[k] = static_cast<T>(c[k]);
     }
   }
   const double count =

@@ -368,7 +368,7 @@ void add_check(CLI::App& app) {
   cmd->add_option("--reference", a->reference,
                   "Reference run: fp32 (default) or fp64 (every floating node in float64)");
   cmd->add_option("--accumulate", a->accumulate,
-                  "Format MatMul/Gemm/Conv accumulate their products in (default float32)");
+                  "Format MatMul/Gemm/Conv and sum reductions accumulate in (default float32)");
   cmd->add_option("--accumulation", a->accumulation,
                   "Order of that accumulation: sequential (default), pairwise, blocked:K");
   cmd->add_option("--top", a->top, "Rows of the worst-node table (default 10)");

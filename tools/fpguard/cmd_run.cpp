@@ -196,7 +196,8 @@ void add_run(CLI::App& app) {
                   "Format of every floating node (default float32; float64: the truth run, "
                   "every floating value carried in double)");
   cmd->add_option("--accumulate", a->accumulate,
-                  "Format MatMul/Gemm/Conv of emulated nodes accumulate in (default float32)");
+                  "Format MatMul/Gemm/Conv and sum reductions of emulated nodes accumulate in "
+                  "(default float32)");
   cmd->add_option("--accumulation", a->accumulation,
                   "Order of that accumulation: sequential (default), pairwise, blocked:K");
   cmd->add_option("--exclude", a->exclude, "Keep these nodes (by name or op type) in float32")
