@@ -425,25 +425,23 @@ void depth_space(KernelContext& ctx) {
     if (h % b || w % b) ctx.fail("height and width must be multiples of blocksize");
     os = {n, c * b * b, h / b, w / b};
   }
-  Tensor& out = ctx.out(0, x.dtype(), os);
-  // Express both as a gather over the (small-space) layout: for DepthToSpace, output
-  // (n, c', y*b+i, x*b+j) reads input channel (i*b+j)*C'+c' (DCR) or c'*b*b+i*b+j (CRD).
-  const auto co = to_space ? os[1] : c;  // channels of the spatially large tensor
-  const auto hs = to_space ? h : os[2], ws = to_space ? w : os[3];  // small spatial
-  for (std::int64_t ni = 0; ni < n; ++ni)
-    for (std::int64_t ci = 0; ci < co; ++ci)
-      for (std::int64_t y = 0; y < hs; ++y)
-        for (std::int64_t i = 0; i < b; ++i)
-          for (std::int64_t xx = 0; xx < ws; ++xx)
-            for (std::int64_t j = 0; j < b; ++j) {
-              const auto deep_c = crd ? ci * b * b + i * b + j : (i * b + j) * co + ci;
-              const auto deep = ((ni * co * b * b + deep_c) * hs + y) * ws + xx;
-              const auto wide = ((ni * co + ci) * hs * b + y * b + i) * ws * b + xx * b + j;
-              if (to_space)
-                copy_elem(out, wide, x, deep);
-              else
-                copy_elem(out, deep, x, wide);
-            }
+  // Both are a transpose of a 6-D view (c' = channels of the spatially large tensor, the
+  // small spatial size h x w): DepthToSpace reads [n, b, b, c', h, w] (DCR) or
+  // [n, c', b, b, h, w] (CRD) as [n, c', h, b, w, b]; SpaceToDepth the reverse.
+  Tensor& out = ctx.out_uninit(0, x.dtype(), os);
+  const auto co = to_space ? os[1] : c;
+  const auto hs = to_space ? h : os[2], ws = to_space ? w : os[3];
+  if (to_space) {
+    if (crd)
+      permute_into(x, {n, co, b, b, hs, ws}, {0, 1, 4, 2, 5, 3}, out, ctx.threads);
+    else
+      permute_into(x, {n, b, b, co, hs, ws}, {0, 3, 4, 1, 5, 2}, out, ctx.threads);
+  } else {
+    if (crd)
+      permute_into(x, {n, co, hs, b, ws, b}, {0, 1, 3, 5, 2, 4}, out, ctx.threads);
+    else
+      permute_into(x, {n, co, hs, b, ws, b}, {0, 3, 5, 1, 2, 4}, out, ctx.threads);
+  }
 }
 
 void dropout(KernelContext& ctx) {

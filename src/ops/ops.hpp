@@ -56,6 +56,11 @@ void register_misc(Registry& r);
 void register_rnn(Registry& r);
 void register_spectral(Registry& r);
 
+// out = x viewed with shape `view` (same element count), its axes permuted by `perm`
+// (Transpose's attribute); out is allocated by the caller with x's dtype and size.
+// Transpose, DepthToSpace and SpaceToDepth share it.
+void permute_into(const Tensor& x, const Shape& view, const std::vector<std::int64_t>& perm,
+                  Tensor& out, int threads);
 std::string shape_str(const Shape& s);
 // numpy broadcasting of two shapes; ctx.fail on mismatch.
 Shape broadcast_shapes(const KernelContext& ctx, const Shape& a, const Shape& b);

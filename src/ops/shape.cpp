@@ -133,25 +133,25 @@ std::vector<std::int64_t> strides_of(const Shape& s) {
   return st;
 }
 
-// Transpose of x into out (shape already permuted) for elements of U's size. Size-1
-// dimensions are dropped and input dimensions that stay neighbours in the output merged;
-// then either the innermost input dimension stays innermost (rows copied whole) or the
-// innermost input and output dimensions are transposed in 16x16 tiles, so both sides
-// are read and written in cache lines. Outer indices are split across threads.
+// The transpose of permute_into for elements of U's size. Size-1 dimensions are dropped
+// and input dimensions that stay neighbours in the output merged; then either the
+// innermost input dimension stays innermost (rows copied whole) or the innermost input
+// and output dimensions are transposed in 16x16 tiles, so both sides are read and written
+// in cache lines. Outer indices are split across threads.
 template <class U>
-void permute(const Tensor& x, std::vector<std::int64_t> perm, Tensor& out, int threads) {
-  const U* src = reinterpret_cast<const U*>(x.bytes());
+void permute(const std::byte* from, const Shape& shape, const std::vector<std::int64_t>& perm,
+             std::byte* to, int threads) {
+  const U* src = reinterpret_cast<const U*>(from);
   // ctx.threads > 1 allows the pool (large tensors only); 1 keeps it on this thread.
   threads = threads > 1 ? 0 : 1;
-  U* dst = reinterpret_cast<U*>(out.bytes());
-  const auto n = product(x.shape());
+  U* dst = reinterpret_cast<U*>(to);
+  const auto n = product(shape);
   if (n == 0) return;
   // Input dims (sizes) after dropping 1s; perm over them; then merge neighbours.
   Shape in;
-  std::vector<std::int64_t> remap(x.shape().size(), -1);
-  for (std::size_t d = 0; d < x.shape().size(); ++d)
-    if (x.shape()[d] != 1)
-      remap[d] = static_cast<std::int64_t>(in.size()), in.push_back(x.shape()[d]);
+  std::vector<std::int64_t> remap(shape.size(), -1);
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1) remap[d] = static_cast<std::int64_t>(in.size()), in.push_back(shape[d]);
   std::vector<std::int64_t> p;
   for (auto d : perm)
     if (remap[static_cast<std::size_t>(d)] >= 0) p.push_back(remap[static_cast<std::size_t>(d)]);
@@ -252,21 +252,8 @@ void transpose(KernelContext& ctx) {
   }
   Shape os(rank);
   for (std::size_t d = 0; d < rank; ++d) os[d] = x.shape()[static_cast<std::size_t>(perm[d])];
-  Tensor out = Tensor::uninitialized(x.dtype(), os);
-  switch (itemsize(x.dtype())) {
-    case 1:
-      permute<std::uint8_t>(x, perm, out, ctx.threads);
-      break;
-    case 2:
-      permute<std::uint16_t>(x, perm, out, ctx.threads);
-      break;
-    case 4:
-      permute<std::uint32_t>(x, perm, out, ctx.threads);
-      break;
-    default:
-      permute<std::uint64_t>(x, perm, out, ctx.threads);
-  }
-  ctx.outputs[0] = std::move(out);
+  ctx.outputs[0] = Tensor::uninitialized(x.dtype(), os);
+  permute_into(x, x.shape(), perm, ctx.outputs[0], ctx.threads);
 }
 
 void concat(KernelContext& ctx) {
@@ -473,6 +460,22 @@ void range_k(KernelContext& ctx) {
 }
 
 }  // namespace
+
+void permute_into(const Tensor& x, const Shape& view, const std::vector<std::int64_t>& perm,
+                  Tensor& out, int threads) {
+  FPG_CHECK(product(view) == static_cast<std::int64_t>(x.size()) && out.size() == x.size() &&
+            out.dtype() == x.dtype() && perm.size() == view.size());
+  switch (itemsize(x.dtype())) {
+    case 1:
+      return permute<std::uint8_t>(x.bytes(), view, perm, out.bytes(), threads);
+    case 2:
+      return permute<std::uint16_t>(x.bytes(), view, perm, out.bytes(), threads);
+    case 4:
+      return permute<std::uint32_t>(x.bytes(), view, perm, out.bytes(), threads);
+    default:
+      return permute<std::uint64_t>(x.bytes(), view, perm, out.bytes(), threads);
+  }
+}
 
 void register_shape(Registry& r) {
   r.add("Identity", identity, OpKind::data_movement);
