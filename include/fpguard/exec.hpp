@@ -183,7 +183,9 @@ class Executor {
   friend class Session;
   struct Plan {  // per graph (the main graph and every subgraph)
     std::vector<std::size_t> order;
-    std::map<std::string, std::size_t> last_use;
+    // Per position of `order`: the values nothing reads after that node (its reads whose
+    // last use it is, its outputs nobody reads later), freed once it has run.
+    std::vector<std::vector<std::string>> dead_after;
   };
   void plan(const model::Graph& g, const std::vector<std::string>& outer);
   void run_graph(const model::Graph& g, Scope& scope) const;

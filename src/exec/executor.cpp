@@ -147,7 +147,22 @@ struct Executor::Scope {
 void Executor::plan(const model::Graph& g, const std::vector<std::string>& outer) {
   Plan p;
   p.order = model::topological_order(g, where_, outer);
-  p.last_use = model::last_use(g, p.order);
+  const auto last_use = model::last_use(g, p.order);
+  p.dead_after.resize(p.order.size());
+  for (std::size_t pos = 0; pos < p.order.size(); ++pos) {
+    const auto& node = g.nodes[p.order[pos]];
+    auto dies_here = [&](const std::string& name) {
+      const auto lu = last_use.find(name);
+      return lu != last_use.end() && lu->second == pos;
+    };
+    for (const auto& name : model::node_reads(node))
+      if (dies_here(name)) p.dead_after[pos].push_back(name);
+    for (const auto& name : node.outputs)
+      if (!name.empty() && dies_here(name) &&
+          std::find(p.dead_after[pos].begin(), p.dead_after[pos].end(), name) ==
+              p.dead_after[pos].end())
+        p.dead_after[pos].push_back(name);
+  }
   // Values visible to subgraphs: everything of this scope and the enclosing ones.
   std::vector<std::string> visible = outer;
   for (const auto& v : g.inputs) visible.push_back(v.name);
@@ -403,19 +418,13 @@ void Executor::add_initializers(const model::Graph& g, Scope& scope) const {
 
 namespace {
 
-// Frees what nobody reads after position `pos` of `order` (including outputs nobody
-// reads at all); values of enclosing scopes and weights stay.
-template <class Values, class LastUse>
-void free_dead(const model::Node& node, std::size_t pos, const LastUse& last_use, Values& values) {
-  for (const auto& name : model::node_reads(node)) {
-    auto lu = last_use.find(name);
-    if (lu == last_use.end() || lu->second != pos) continue;
+// Frees what nobody reads after position `pos` of the plan's order (including outputs
+// nobody reads at all); values of enclosing scopes and weights stay.
+template <class Plan, class Values>
+void free_dead(const Plan& plan, std::size_t pos, Values& values) {
+  for (const auto& name : plan.dead_after[pos]) {
     auto it = values.find(name);
     if (it != values.end() && !it->second.weight) values.erase(it);
-  }
-  for (const auto& name : node.outputs) {
-    auto lu = last_use.find(name);
-    if (lu != last_use.end() && lu->second == pos) values.erase(name);
   }
 }
 
@@ -430,7 +439,7 @@ void Executor::run_graph(const model::Graph& g, Scope& scope) const {
         info->kind == OpKind::data_movement ? std::nullopt : options_.policy.format_for(node);
     for (auto& [name, slot] : run_node(node, pos, scope, fmt, options_.observer))
       scope.values[name] = std::move(slot);
-    free_dead(node, pos, plan.last_use, scope.values);
+    free_dead(plan, pos, scope.values);
   }
 }
 
@@ -459,9 +468,7 @@ std::optional<Format> node_format(const Executor& ex, const model::Node& node) {
 
 void Session::step(Observer* observer) {
   const auto& plan = ex_.plans_.at(&ex_.model_.graph);
-  if (pos_ > 0)
-    free_dead(ex_.model_.graph.nodes[plan.order[pos_ - 1]], pos_ - 1, plan.last_use,
-              scope_->values);
+  if (pos_ > 0) free_dead(plan, pos_ - 1, scope_->values);
   const auto& node = next();
   for (auto& [name, slot] : ex_.run_node(node, pos_, *scope_, node_format(ex_, node), observer))
     scope_->values[name] = std::move(slot);
