@@ -53,12 +53,12 @@ void Comparison::merge(const Comparison& o) {
   finite += o.finite;
 }
 
-// Blocks of 2^15 elements, compared on the threads and merged in order: the same sums
-// whatever the thread count.
 namespace {
 
 // compare(r, vs[k], fs[k]) for every k in one pass over r: block by block, so a block of
-// r is read from memory once and from cache for the other comparisons.
+// r is read from memory once and from cache for the other comparisons. Blocks of 2^15
+// elements, compared on the threads and merged in order: the same sums whatever the
+// thread count.
 std::vector<Comparison> compare_blocks(std::span<const float> r,
                                        const std::vector<std::span<const float>>& vs,
                                        const std::vector<const Format*>& fs) {

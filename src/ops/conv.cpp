@@ -97,20 +97,26 @@ void im2col_2d(const T* plane, const Window& win, T* col) {
     }
 }
 
-// Conv and ConvTranspose: the optional bias B (input 2, one value per output channel)
-// added to every position of y (n images, m channels, osize positions each).
+// Conv and ConvTranspose: the optional bias B (input 2, one value per output channel),
+// checked; null when absent.
 template <class T>
-void add_bias(const KernelContext& ctx, T* y, std::int64_t n, std::int64_t m, std::int64_t osize) {
-  if (!ctx.has(2)) return;
+const T* bias_of(const KernelContext& ctx, std::int64_t m) {
+  if (!ctx.has(2)) return nullptr;
   const Tensor& bias = ctx.in(2);
   require_float(ctx, bias, "B");
   if (bias.size() != static_cast<std::size_t>(m))
     ctx.fail("B must have " + std::to_string(m) + " values");
-  auto pb = bias.data<T>();
+  return bias.data<T>().data();
+}
+
+// The bias added to every position of y (n images, m channels, osize positions each).
+template <class T>
+void add_bias(const KernelContext& ctx, T* y, std::int64_t n, std::int64_t m, std::int64_t osize) {
+  const T* pb = bias_of<T>(ctx, m);
+  if (!pb) return;
   for (std::int64_t b = 0; b < n; ++b)
     for (std::int64_t j = 0; j < m; ++j)
-      for (std::int64_t i = 0; i < osize; ++i)
-        y[(b * m + j) * osize + i] += pb[static_cast<std::size_t>(j)];
+      for (std::int64_t i = 0; i < osize; ++i) y[(b * m + j) * osize + i] += pb[j];
 }
 
 // Conv and ConvTranspose: X and W (float carriers, the same rank >= 3).
@@ -149,14 +155,7 @@ void conv(KernelContext& ctx) {
   const T* pw = w.data<T>().data();
   T* po = out.data<T>().data();
   if constexpr (std::is_same_v<T, float>) {
-    const float* pb = nullptr;
-    if (ctx.has(2)) {
-      const Tensor& bias = ctx.in(2);
-      require_float(ctx, bias, "B");
-      if (bias.size() != static_cast<std::size_t>(m))
-        ctx.fail("B must have " + std::to_string(m) + " values");
-      pb = bias.data<float>().data();
-    }
+    const float* pb = bias_of<float>(ctx, m);
     const ConvGeometry geo{
         n, c, m, group, win.in, win.kernel, win.stride, win.dilation, win.pad_begin, win.out};
     if (n && m && osize && conv_primitive(ctx, geo, px, pw, pb, po)) return;
