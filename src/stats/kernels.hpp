@@ -14,6 +14,7 @@
 
 #include "fpguard/format.hpp"
 #include "fpguard/round.hpp"
+#include "fpguard/stats.hpp"
 #include "round/fast.hpp"
 
 namespace fpguard::detail {
@@ -160,6 +161,13 @@ void chunk_format(std::span<const T> x, std::span<const T> r, const FormatPlan& 
 }
 
 Moments merge_moments(const Moments& a, const Moments& b);
+
+// Adds b's counts, extremes and histogram to a (exact: the order does not matter).
+void merge_into(BaseAcc& a, const BaseAcc& b);
+// The statistics of n values summarised in `b` (the exponent histogram when asked), as
+// stats() reports them, without mean and std (NaN): for callers that summarise with the
+// chunk kernels themselves.
+TensorStats summarize(const BaseAcc& b, std::uint64_t n, bool histogram);
 
 // A format whose float32 rounding has a fast path, as chunk_all takes it.
 struct FusedFormat {

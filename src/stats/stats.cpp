@@ -36,6 +36,7 @@ namespace {
 
 using detail::BaseAcc;
 using detail::FormatAcc;
+using detail::merge_into;
 using detail::Moments;
 
 // 16 KiB of float32: in L1 with its 1/|x| while every format is measured, and long
@@ -48,18 +49,6 @@ Moments merge_all(std::span<const Moments> m) {
   if (m.size() == 1) return m[0];
   const std::size_t h = m.size() / 2;
   return detail::merge_moments(merge_all(m.first(h)), merge_all(m.subspan(h)));
-}
-
-void merge_into(BaseAcc& a, const BaseAcc& b) {
-  a.nan += b.nan;
-  a.posinf += b.posinf;
-  a.neginf += b.neginf;
-  a.zeros += b.zeros;
-  a.finite += b.finite;
-  a.min = std::min(a.min, b.min);
-  a.max = std::max(a.max, b.max);
-  a.min_abs_nonzero = std::min(a.min_abs_nonzero, b.min_abs_nonzero);
-  for (std::size_t i = 0; i < a.hist.size(); ++i) a.hist[i] += b.hist[i];
 }
 
 void merge_into(FormatAcc& a, const FormatAcc& b) {
@@ -146,23 +135,14 @@ Stats run(std::span<const T> x, const std::vector<Format>& formats, const StatsO
 
   Stats s;
   const BaseAcc& b = acc[0].base;
+  s.tensor = detail::summarize(b, n, o.distribution);
   TensorStats& ts = s.tensor;
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  ts.count = n;
-  ts.nan = b.nan;
-  ts.posinf = b.posinf;
-  ts.neginf = b.neginf;
-  ts.zeros = b.zeros;
   const bool any_finite = b.finite > 0;
-  ts.min = any_finite ? b.min : nan;
-  ts.max = any_finite ? b.max : nan;
-  ts.absmax = any_finite ? std::max(std::fabs(b.min), std::fabs(b.max)) : nan;
-  ts.min_abs_nonzero = std::isfinite(b.min_abs_nonzero) ? b.min_abs_nonzero : nan;
   const Moments m = merge_all(moments);
-  ts.mean = m.n && o.distribution ? m.mean : nan;
-  ts.std = m.n && o.distribution ? std::sqrt(m.m2 / static_cast<double>(m.n)) : nan;
-  for (std::size_t i = 0; o.distribution && i < b.hist.size(); ++i)
-    if (b.hist[i]) ts.exponent_histogram[static_cast<int>(i) + detail::kHistOffset] = b.hist[i];
+  if (m.n && o.distribution) {
+    ts.mean = m.mean;
+    ts.std = std::sqrt(m.m2 / static_cast<double>(m.n));
+  }
 
   const std::uint64_t nonzero = b.finite - b.zeros;
   for (std::size_t f = 0; f < formats.size(); ++f) {
@@ -204,6 +184,41 @@ Stats run(std::span<const T> x, const std::vector<Format>& formats, const StatsO
 }
 
 }  // namespace
+
+namespace detail {
+
+void merge_into(BaseAcc& a, const BaseAcc& b) {
+  a.nan += b.nan;
+  a.posinf += b.posinf;
+  a.neginf += b.neginf;
+  a.zeros += b.zeros;
+  a.finite += b.finite;
+  a.min = std::min(a.min, b.min);
+  a.max = std::max(a.max, b.max);
+  a.min_abs_nonzero = std::min(a.min_abs_nonzero, b.min_abs_nonzero);
+  for (std::size_t i = 0; i < a.hist.size(); ++i) a.hist[i] += b.hist[i];
+}
+
+TensorStats summarize(const BaseAcc& b, std::uint64_t n, bool histogram) {
+  TensorStats ts;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  ts.count = n;
+  ts.nan = b.nan;
+  ts.posinf = b.posinf;
+  ts.neginf = b.neginf;
+  ts.zeros = b.zeros;
+  const bool any_finite = b.finite > 0;
+  ts.min = any_finite ? b.min : nan;
+  ts.max = any_finite ? b.max : nan;
+  ts.absmax = any_finite ? std::max(std::fabs(b.min), std::fabs(b.max)) : nan;
+  ts.min_abs_nonzero = std::isfinite(b.min_abs_nonzero) ? b.min_abs_nonzero : nan;
+  ts.mean = ts.std = nan;
+  for (std::size_t i = 0; histogram && i < b.hist.size(); ++i)
+    if (b.hist[i]) ts.exponent_histogram[static_cast<int>(i) + kHistOffset] = b.hist[i];
+  return ts;
+}
+
+}  // namespace detail
 
 Stats stats(std::span<const float> x, const std::vector<Format>& formats, const StatsOptions& o) {
   return run(x, formats, o);

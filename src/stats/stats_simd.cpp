@@ -13,21 +13,11 @@
 #include "stats/kernels.hpp"
 // Per-target inline kernels: included once per target by foreach_target.
 #include "round/round_simd-inl.h"
+#include "stats/base_simd-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace fpguard::detail::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-// Counts a mask into an int32 vector (true lanes are -1 as integers).
-template <class DI, class M>
-HWY_INLINE hn::Vec<DI> Count(DI di, hn::Vec<DI> acc, M m) {
-  return hn::Sub(acc, hn::VecFromMask(di, hn::RebindMask(di, m)));
-}
-
-template <class DI>
-HWY_INLINE std::uint64_t Total(DI di, hn::Vec<DI> v) {
-  return static_cast<std::uint64_t>(hn::GetLane(hn::SumOfLanes(di, v)));
-}
 
 #if HWY_TARGET != HWY_SCALAR
 // Sums float lanes into two double accumulators.
@@ -141,61 +131,11 @@ struct FormatVecs {
   }
 };
 
+#endif
+
 // Vectors whose relative errors are summed in float before the double sum: 8 terms of at
 // most 2^-(m+1) (in range) or 1 each keep the partial sums within 2^-21 relative.
 constexpr std::size_t kBlock = 8;
-
-// Chunks whose nonzero finite values span at most this many binades count them by
-// comparing the exponent bytes with each field (a vector of 64 bytes at a time): cheaper
-// than one scalar increment per value when few fields occur, as in most tensors.
-constexpr int kNarrowFields = 24;
-
-// The exponent histogram from the exponent fields `e` of x's values (all finite when
-// `fields` = [lo, hi], the range of the nonzero values' fields; otherwise {0, 0}); field
-// 0 holds zeros and float32 subnormals, which are rare, so they are sorted out only when
-// present.
-HWY_INLINE void Histogram(const float* HWY_RESTRICT x, const std::uint8_t* HWY_RESTRICT e,
-                          std::size_t end, std::uint64_t zeros, std::pair<int, int> fields,
-                          BaseAcc& a) {
-  std::uint32_t h[4][256] = {};
-  const auto [f_lo, f_hi] = fields;
-  if (f_hi > 0 && f_hi - f_lo < kNarrowFields) {
-    const hn::ScalableTag<std::uint8_t> d8;
-    const std::size_t n8 = hn::Lanes(d8), end8 = end - end % n8;
-    auto count = [&](int field) {
-      const auto key = hn::Set(d8, static_cast<std::uint8_t>(field));
-      std::uint32_t c = 0;
-      for (std::size_t i = 0; i < end8; i += n8)
-        c += static_cast<std::uint32_t>(hn::CountTrue(d8, hn::Eq(hn::LoadU(d8, e + i), key)));
-      for (std::size_t i = end8; i < end; ++i) c += e[i] == field;
-      h[0][field] = c;
-    };
-    count(0);
-    for (int f = f_lo; f <= f_hi; ++f) count(f);
-  } else {
-    std::size_t i = 0;
-    for (; i + 4 <= end; i += 4) {
-      ++h[0][e[i]];
-      ++h[1][e[i + 1]];
-      ++h[2][e[i + 2]];
-      ++h[3][e[i + 3]];
-    }
-    for (; i < end; ++i) ++h[0][e[i]];
-  }
-  for (int k = 1; k < 255; ++k) {
-    const std::uint32_t c = h[0][k] + h[1][k] + h[2][k] + h[3][k];
-    if (c) a.hist[static_cast<std::size_t>(k - 127 - kHistOffset)] += c;
-  }
-  const std::size_t field0 = h[0][0] + h[1][0] + h[2][0] + h[3][0];
-  if (field0 > zeros) {
-    for (std::size_t k = 0; k < end; ++k) {
-      const float av = std::fabs(x[k]);
-      if (av != 0 && av < std::numeric_limits<float>::min())
-        ++a.hist[static_cast<std::size_t>(floor_log2(av) - kHistOffset)];
-    }
-  }
-}
-#endif
 
 // The chunk's summary, and 1/|x| of every element into `inv` (shared by the per-format
 // passes). The moments are sums of d = x - K in double, K the chunk's first finite value
@@ -222,17 +162,12 @@ std::size_t ChunkBase(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a, Mo
       break;
     }
   }
-  const hn::Rebind<std::uint8_t, decltype(df)> d8;
   FPG_CHECK(end <= kMaxChunk);
-  std::uint8_t exps[kMaxChunk];  // the exponent fields, for the histogram
-  const auto inf = hn::Set(df, std::numeric_limits<float>::infinity());
-  const auto fmax = hn::Set(df, std::numeric_limits<float>::max());
+  BaseVecs<decltype(df)> base;
   const auto one = hn::Set(df, 1.0f);
-  const auto zero = hn::Zero(df);
+  const auto fmax = base.fmax;
   const auto kf = hn::Set(df, k_shift);
   const auto kd = hn::Set(dd, static_cast<double>(k_shift));
-  auto lo = inf, hi = hn::Neg(inf), minabs = inf;
-  auto c_fin = hn::Zero(di), c_nan = c_fin, c_pinf = c_fin, c_ninf = c_fin, c_zero = c_fin;
   auto s1_lo = hn::Zero(dd), s1_hi = s1_lo, s2_lo = s1_lo, s2_hi = s1_lo;
   for (std::size_t i = 0; i < end; i += N) {
     // This pass brings the chunk in from memory: ask for it a little ahead.
@@ -240,29 +175,10 @@ std::size_t ChunkBase(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a, Mo
     const auto v = hn::LoadU(df, x + i);
     const auto av = hn::Abs(v);
     if (inv) hn::StoreU(hn::Div(one, av), df, inv + i);
-    if constexpr (kDistribution)
-      hn::StoreU(hn::DemoteTo(d8, hn::ShiftRight<23>(hn::BitCast(di, av))), d8, exps + i);
-    const auto finite = hn::Le(av, fmax);
-    const auto is_zero = hn::Eq(v, zero);
-    c_zero = Count(di, c_zero, is_zero);
-    auto vf = v;
-    if (HWY_LIKELY(hn::AllTrue(df, finite))) {
-      minabs = hn::Min(minabs, hn::IfThenElse(is_zero, inf, av));
-      lo = hn::Min(lo, v);
-      hi = hn::Max(hi, v);
-    } else {
-      // Rare: a vector with NaN or inf lanes.
-      c_fin = Count(di, c_fin, hn::Not(finite));
-      c_nan = Count(di, c_nan, hn::IsNaN(v));  // (Ne is an ordered compare: false for NaN)
-      c_pinf = Count(di, c_pinf, hn::Eq(v, inf));
-      c_ninf = Count(di, c_ninf, hn::Eq(v, hn::Neg(inf)));
-      // (x86 min/max return the second operand when one is NaN: keep NaN out of them.)
-      minabs = hn::Min(minabs, hn::IfThenElse(hn::AndNot(is_zero, finite), av, inf));
-      lo = hn::Min(lo, hn::IfThenElse(finite, v, inf));
-      hi = hn::Max(hi, hn::IfThenElse(finite, v, hn::Neg(inf)));
-      vf = hn::IfThenElse(finite, v, kf);  // contributes d = 0
-    }
+    [[maybe_unused]] const bool all_finite = base.template Add<kDistribution>(v, av, i);
     if constexpr (kDistribution) {
+      // Non-finite lanes contribute d = 0.
+      const auto vf = all_finite ? v : hn::IfThenElse(hn::Le(av, fmax), v, kf);
       const auto d_lo = hn::Sub(hn::PromoteTo(dd, hn::LowerHalf(dh, vf)), kd);
       const auto d_hi = hn::Sub(hn::PromoteTo(dd, hn::UpperHalf(dh, vf)), kd);
       s1_lo = hn::Add(s1_lo, d_lo);
@@ -271,31 +187,8 @@ std::size_t ChunkBase(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a, Mo
       s2_hi = hn::MulAdd(d_hi, d_hi, s2_hi);
     }
   }
-  // c_fin counted the non-finite lanes.
-  c_fin = hn::Sub(hn::Set(di, static_cast<std::int32_t>(end / N)), c_fin);
-  const std::uint64_t finite = Total(di, c_fin);
-  const std::uint64_t zeros = Total(di, c_zero);
-  a.finite += finite;
-  a.nan += Total(di, c_nan);
-  a.posinf += Total(di, c_pinf);
-  a.neginf += Total(di, c_ninf);
-  a.zeros += zeros;
-  const float lo_s = hn::GetLane(hn::MinOfLanes(df, lo));
-  const float hi_s = hn::GetLane(hn::MaxOfLanes(df, hi));
-  const float minabs_s = hn::GetLane(hn::MinOfLanes(df, minabs));
-  a.min = std::min(a.min, static_cast<double>(lo_s));
-  a.max = std::max(a.max, static_cast<double>(hi_s));
-  a.min_abs_nonzero = std::min(a.min_abs_nonzero, static_cast<double>(minabs_s));
-  // The exponent fields of the nonzero values, when every value is finite.
-  std::pair<int, int> fields{0, 0};
-  if (finite == end && zeros < end) {
-    const auto field = [](float v) {
-      return static_cast<int>(std::bit_cast<std::uint32_t>(v) >> 23);
-    };
-    fields = {std::max(1, field(minabs_s)), field(std::max(-lo_s, hi_s))};
-  }
+  const std::uint64_t finite = base.template Finish<kDistribution>(x, a);
   if constexpr (!kDistribution) return end;
-  Histogram(x, exps, end, zeros, fields, a);
 
   m.n = finite;
   if (finite == 0) return end;

@@ -1,0 +1,186 @@
+// The per-vector summary of a float32 tensor (counts, extremes, exponent fields) and its
+// exponent histogram, as a Highway "-inl" header: included once per SIMD target by the
+// .cpp files that use it (stats/stats_simd.cpp for stats(), analysis/compare_simd.cpp for
+// the check's reference tensors, summarised in the pass that compares them).
+#if defined(FPGUARD_STATS_BASE_SIMD_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef FPGUARD_STATS_BASE_SIMD_INL_H_
+#undef FPGUARD_STATS_BASE_SIMD_INL_H_
+#else
+#define FPGUARD_STATS_BASE_SIMD_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "stats/kernels.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace fpguard::detail::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Counts a mask into an int32 vector (true lanes are -1 as integers).
+template <class DI, class M>
+HWY_INLINE hn::Vec<DI> Count(DI di, hn::Vec<DI> acc, M m) {
+  return hn::Sub(acc, hn::VecFromMask(di, hn::RebindMask(di, m)));
+}
+
+template <class DI>
+HWY_INLINE std::uint64_t Total(DI di, hn::Vec<DI> v) {
+  return static_cast<std::uint64_t>(hn::GetLane(hn::SumOfLanes(di, v)));
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// Chunks whose nonzero finite values span at most this many binades count them by
+// comparing the exponent bytes with each field (a vector of 64 bytes at a time): cheaper
+// than one scalar increment per value when few fields occur, as in most tensors.
+constexpr int kNarrowFields = 24;
+
+// The exponent histogram from the exponent fields `e` of x's values (all finite when
+// `fields` = [lo, hi], the range of the nonzero values' fields; otherwise {0, 0}); field
+// 0 holds zeros and float32 subnormals, which are rare, so they are sorted out only when
+// present.
+HWY_INLINE void Histogram(const float* HWY_RESTRICT x, const std::uint8_t* HWY_RESTRICT e,
+                          std::size_t end, std::uint64_t zeros, std::pair<int, int> fields,
+                          BaseAcc& a) {
+  std::uint32_t h[4][256] = {};
+  const auto [f_lo, f_hi] = fields;
+  if (f_hi > 0 && f_hi - f_lo < kNarrowFields) {
+    const hn::ScalableTag<std::uint8_t> d8;
+    const std::size_t n8 = hn::Lanes(d8), end8 = end - end % n8;
+    auto count = [&](int field) {
+      const auto key = hn::Set(d8, static_cast<std::uint8_t>(field));
+      std::uint32_t c = 0;
+      for (std::size_t i = 0; i < end8; i += n8)
+        c += static_cast<std::uint32_t>(hn::CountTrue(d8, hn::Eq(hn::LoadU(d8, e + i), key)));
+      for (std::size_t i = end8; i < end; ++i) c += e[i] == field;
+      h[0][field] = c;
+    };
+    count(0);
+    for (int f = f_lo; f <= f_hi; ++f) count(f);
+  } else {
+    std::size_t i = 0;
+    for (; i + 4 <= end; i += 4) {
+      ++h[0][e[i]];
+      ++h[1][e[i + 1]];
+      ++h[2][e[i + 2]];
+      ++h[3][e[i + 3]];
+    }
+    for (; i < end; ++i) ++h[0][e[i]];
+  }
+  for (int k = 1; k < 255; ++k) {
+    const std::uint32_t c = h[0][k] + h[1][k] + h[2][k] + h[3][k];
+    if (c) a.hist[static_cast<std::size_t>(k - 127 - kHistOffset)] += c;
+  }
+  const std::size_t field0 = h[0][0] + h[1][0] + h[2][0] + h[3][0];
+  if (field0 > zeros) {
+    for (std::size_t k = 0; k < end; ++k) {
+      const float av = std::fabs(x[k]);
+      if (av != 0 && av < std::numeric_limits<float>::min())
+        ++a.hist[static_cast<std::size_t>(floor_log2(av) - kHistOffset)];
+    }
+  }
+}
+
+// The summary of one chunk (at most kMaxChunk values), a vector at a time: counts of
+// zeros, NaN and infinities, the extremes of the finite values, and (when asked) their
+// exponent fields for the histogram.
+template <class DF>
+struct BaseVecs {
+  using DI = hn::RebindToSigned<DF>;
+  using VF = hn::Vec<DF>;
+  DF df;
+  DI di;
+  VF inf, fmax, zero;
+  VF lo, hi, minabs;
+  hn::Vec<DI> c_nonfinite, c_nan, c_pinf, c_ninf, c_zero;
+  std::size_t vectors = 0;
+  std::uint8_t exps[kMaxChunk];  // the exponent fields, for the histogram
+
+  // (Written out: an implicit constructor would not be compiled for the SIMD target.)
+  BaseVecs()
+      : inf(hn::Set(df, std::numeric_limits<float>::infinity())),
+        fmax(hn::Set(df, std::numeric_limits<float>::max())),
+        zero(hn::Zero(df)),
+        lo(inf),
+        hi(hn::Neg(inf)),
+        minabs(inf),
+        c_nonfinite(hn::Zero(di)),
+        c_nan(c_nonfinite),
+        c_pinf(c_nonfinite),
+        c_ninf(c_nonfinite),
+        c_zero(c_nonfinite) {}
+
+  // v, |v| = av; `at` is v's offset in the chunk (for its exponent fields, with
+  // kFields). Returns whether every lane is finite.
+  template <bool kFields>
+  HWY_INLINE bool Add(VF v, VF av, std::size_t at) {
+    if constexpr (kFields) {
+      const hn::Rebind<std::uint8_t, DF> d8;
+      hn::StoreU(hn::DemoteTo(d8, hn::ShiftRight<23>(hn::BitCast(di, av))), d8, exps + at);
+    }
+    ++vectors;
+    const auto finite = hn::Le(av, fmax);
+    const auto is_zero = hn::Eq(v, zero);
+    c_zero = Count(di, c_zero, is_zero);
+    if (HWY_LIKELY(hn::AllTrue(df, finite))) {
+      minabs = hn::Min(minabs, hn::IfThenElse(is_zero, inf, av));
+      lo = hn::Min(lo, v);
+      hi = hn::Max(hi, v);
+      return true;
+    }
+    // Rare: a vector with NaN or inf lanes.
+    c_nonfinite = Count(di, c_nonfinite, hn::Not(finite));
+    c_nan = Count(di, c_nan, hn::IsNaN(v));  // (Ne is an ordered compare: false for NaN)
+    c_pinf = Count(di, c_pinf, hn::Eq(v, inf));
+    c_ninf = Count(di, c_ninf, hn::Eq(v, hn::Neg(inf)));
+    // (x86 min/max return the second operand when one is NaN: keep NaN out of them.)
+    minabs = hn::Min(minabs, hn::IfThenElse(hn::AndNot(is_zero, finite), av, inf));
+    lo = hn::Min(lo, hn::IfThenElse(finite, v, inf));
+    hi = hn::Max(hi, hn::IfThenElse(finite, v, hn::Neg(inf)));
+    return false;
+  }
+
+  // Adds the chunk x (its first `vectors` vectors, all added) to `a`, with its exponent
+  // histogram when kFields; returns the number of finite values.
+  template <bool kFields>
+  std::uint64_t Finish(const float* HWY_RESTRICT x, BaseAcc& a) {
+    const std::size_t end = vectors * hn::Lanes(df);
+    const std::uint64_t finite = end - Total(di, c_nonfinite);
+    const std::uint64_t zeros = Total(di, c_zero);
+    a.finite += finite;
+    a.nan += Total(di, c_nan);
+    a.posinf += Total(di, c_pinf);
+    a.neginf += Total(di, c_ninf);
+    a.zeros += zeros;
+    const float lo_s = hn::GetLane(hn::MinOfLanes(df, lo));
+    const float hi_s = hn::GetLane(hn::MaxOfLanes(df, hi));
+    const float minabs_s = hn::GetLane(hn::MinOfLanes(df, minabs));
+    a.min = std::min(a.min, static_cast<double>(lo_s));
+    a.max = std::max(a.max, static_cast<double>(hi_s));
+    a.min_abs_nonzero = std::min(a.min_abs_nonzero, static_cast<double>(minabs_s));
+    if constexpr (kFields) {
+      // The exponent fields of the nonzero values, when every value is finite.
+      std::pair<int, int> fields{0, 0};
+      if (finite == end && zeros < end) {
+        const auto field = [](float v) {
+          return static_cast<int>(std::bit_cast<std::uint32_t>(v) >> 23);
+        };
+        fields = {std::max(1, field(minabs_s)), field(std::max(-lo_s, hi_s))};
+      }
+      Histogram(x, exps, end, zeros, fields, a);
+    }
+    return finite;
+  }
+};
+#endif
+
+}  // namespace fpguard::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // FPGUARD_STATS_BASE_SIMD_INL_H_
