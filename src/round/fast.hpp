@@ -30,6 +30,9 @@ struct FastParams {
   float max = 0;                  // largest finite value
   float overflow_value = 0;       // result for finite |x| > max (before the sign)
   float inf_value = 0;            // result for |x| = inf (before the sign)
+  // IEEE binary16 with nearest-even rounding, overflow to inf and subnormals kept: what
+  // the x86 conversion instructions (F16C) do, which round_fast then uses.
+  bool ieee_half = false;
 };
 
 std::optional<FastParams> fast_params(const Format& f, const RoundOptions& o);

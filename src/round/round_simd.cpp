@@ -31,7 +31,33 @@ HWY_INLINE void RoundLoop(const float* HWY_RESTRICT in, float* out, size_t n, co
   }
 }
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && HWY_TARGET != HWY_SCALAR
+// float16 through the hardware conversions (F16C: vcvtps2ph with round-to-nearest-even,
+// then back), with NaN made the canonical +qNaN as RoundVec makes it.
+void RoundHalfF16C(const float* HWY_RESTRICT in, float* out, size_t n) {
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+  const size_t N = hn::Lanes(df);
+  const auto qnan = hn::BitCast(df, hn::Set(hn::RebindToUnsigned<decltype(df)>(), 0x7fc00000u));
+  auto round = [&](hn::Vec<decltype(df)> v) {
+    const auto r = hn::PromoteTo(df, hn::DemoteTo(dh, v));
+    return hn::IfThenElse(hn::IsNaN(v), qnan, r);
+  };
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(round(hn::LoadU(df, in + i)), df, out + i);
+  if (i < n) {
+    HWY_ALIGN float buf[hn::MaxLanes(df)] = {};
+    std::memcpy(buf, in + i, (n - i) * sizeof(float));
+    hn::Store(round(hn::Load(df, buf)), df, buf);
+    std::memcpy(out + i, buf, (n - i) * sizeof(float));
+  }
+}
+#endif
+
 void RoundFastImpl(const float* in, float* out, size_t n, const FastParams& p) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && HWY_TARGET != HWY_SCALAR
+  if (p.ieee_half) return RoundHalfF16C(in, out, n);
+#endif
   if (p.nearest_even)
     RoundLoop<true>(in, out, n, p);
   else
@@ -79,6 +105,9 @@ std::optional<FastParams> fast_params(const Format& f, const RoundOptions& o) {
   else
     p.overflow_value = f.has_inf() ? (o.saturate ? max : inf) : saturated_or_nan;
   p.inf_value = f.has_inf() ? inf : saturated_or_nan;
+  p.ieee_half = f.exponent_bits == 5 && f.mantissa_bits == 10 && f.bias == 15 && f.has_inf() &&
+                f.nan == NanEncoding::ieee && f.has_negative_zero() && p.nearest_even &&
+                !o.saturate && !o.flush_subnormals;
   return p;
 }
 
