@@ -8,9 +8,11 @@
 #include <map>
 #include <memory>
 
+#include "common.hpp"
 #include "fpguard/analysis.hpp"
 #include "fpguard/exec.hpp"
 #include "fpguard/model.hpp"
+#include "fpguard/round.hpp"
 #include "fpguard/tensor.hpp"
 
 namespace {
@@ -46,6 +48,25 @@ void check(benchmark::State& state, fs::path dir) {
   o.precision = fpguard::parse_format("float16");
   for (auto _ : state) benchmark::DoNotOptimize(fpguard::analysis::check(l.model, {l.inputs}, o));
 }
+
+// One tensor of the emulated run against its reference (analysis::compare, what the check
+// does for every tensor, twice): 1 MiB stays in cache like a transformer's activation,
+// 64 MiB does not. The emulated tensor is the reference rounded to float16.
+void BM_compare(benchmark::State& state) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  static std::map<std::size_t, std::pair<std::vector<float>, std::vector<float>>> data;
+  auto& [r, v] = data[bytes];
+  const auto f16 = fpguard::parse_format("float16");
+  if (r.empty()) {
+    const auto& big = fpguard::bench::input(fpguard::bench::kLarge);
+    r.assign(big.begin(), big.begin() + static_cast<std::ptrdiff_t>(bytes / sizeof(float)));
+    v.resize(r.size());
+    fpguard::round(r, v, f16);
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(fpguard::analysis::compare(r, v, f16));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
+}
+BENCHMARK(BM_compare)->Arg(1 << 20)->Arg(fpguard::bench::kLarge)->UseRealTime();
 
 [[maybe_unused]] const bool registered = [] {
   std::vector<fs::path> dirs;

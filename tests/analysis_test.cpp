@@ -12,6 +12,7 @@
 #include "fpguard/analysis.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
+#include "fpguard/stats.hpp"
 #include "graph_util.hpp"
 
 namespace fpguard::analysis {
@@ -65,64 +66,133 @@ TEST(Compare, CountsAndErrorsByHand) {
 TEST(Compare, SimdEqualsScalar) {
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0, 1);
-  std::uniform_int_distribution<int> pick(0, 40), ex(-30, 20);
-  for (const char* name : {"float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"}) {
-    const Format f = parse_format(name);
-    for (std::size_t n : {1u, 15u, 16u, 17u, 1000u, 100003u}) {
-      std::vector<float> r(n), v(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        r[i] = std::ldexp(nd(rng), ex(rng));
-        v[i] = r[i] * (1 + 1e-3f * nd(rng));
-        switch (pick(rng)) {
-          case 0:
-            v[i] = INFINITY;
-            break;
-          case 1:
-            v[i] = NAN;
-            break;
-          case 2:
-            v[i] = 0;
-            break;
-          case 3:
-            r[i] = NAN;
-            break;
-          case 4:
-            r[i] = -INFINITY;
-            break;
-          case 5:
-            r[i] = static_cast<float>(2 * f.max()), v[i] = static_cast<float>(f.max());
-            break;
-          case 6:
-            v[i] = static_cast<float>(f.smallest_normal() / 4);
-            break;
-          case 7:
-            r[i] = 0;
-            break;
-          default:
-            break;
+  std::uniform_int_distribution<int> ex(-30, 20);
+  // Special values in about 1 of 5 elements (most vectors take the scalar path), or in
+  // about 1 of 5000 (most take the SIMD arithmetic).
+  for (const int spread : {40, 20000})
+    for (const char* name : {"float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"}) {
+      std::uniform_int_distribution<int> pick(0, spread);
+      const Format f = parse_format(name);
+      for (std::size_t n : {1u, 15u, 16u, 17u, 1000u, 100003u}) {
+        std::vector<float> r(n), v(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          r[i] = std::ldexp(nd(rng), ex(rng));
+          v[i] = r[i] * (1 + 1e-3f * nd(rng));
+          switch (pick(rng)) {
+            case 0:
+              v[i] = INFINITY;
+              break;
+            case 1:
+              v[i] = NAN;
+              break;
+            case 2:
+              v[i] = 0;
+              break;
+            case 3:
+              r[i] = NAN;
+              break;
+            case 4:
+              r[i] = -INFINITY;
+              break;
+            case 5:
+              r[i] = static_cast<float>(2 * f.max()), v[i] = static_cast<float>(f.max());
+              break;
+            case 6:
+              v[i] = static_cast<float>(f.smallest_normal() / 4);
+              break;
+            case 7:
+              r[i] = 0;
+              break;
+            default:
+              break;
+          }
+        }
+        // A second run: the first one's values, some perturbed further.
+        std::vector<float> w = v;
+        for (std::size_t i = 0; i < n; ++i)
+          if (pick(rng) < spread / 2) w[i] = r[i] * (1 + 1e-2f * nd(rng));
+        const CompareParams p{f.max(), f.smallest_normal(), f.has_subnormals};
+        Comparison want, want_w;
+        for (std::size_t i = 0; i < n; ++i) compare_one(r[i], v[i], p, want);
+        for (std::size_t i = 0; i < n; ++i) compare_one(r[i], w[i], p, want_w);
+        const auto both = compare(r, {std::span<const float>(v), std::span<const float>(w)}, f);
+        ASSERT_EQ(both.size(), 2u);
+        for (const auto& [got, want] :
+             {std::pair{compare(r, v, f), want}, {both[0], want}, {both[1], want_w}}) {
+          SCOPED_TRACE(std::string(name) + " n=" + std::to_string(n));
+          EXPECT_EQ(got.count, want.count);
+          EXPECT_EQ(got.finite, want.finite);
+          EXPECT_EQ(got.overflow, want.overflow);
+          EXPECT_EQ(got.nan, want.nan);
+          EXPECT_EQ(got.underflow, want.underflow);
+          EXPECT_EQ(got.subnormal, want.subnormal);
+          EXPECT_EQ(got.max_abs, want.max_abs);
+          EXPECT_EQ(got.max_rel, want.max_rel);
+          for (auto [g, w] : {std::pair{got.sum_rel, want.sum_rel},
+                              {got.dot, want.dot},
+                              {got.vv, want.vv},
+                              {got.rr, want.rr},
+                              {got.dd, want.dd}})
+            EXPECT_NEAR(g, w, 1e-12 * std::fabs(w));
         }
       }
-      Comparison want;
-      const CompareParams p{f.max(), f.smallest_normal(), f.has_subnormals};
-      for (std::size_t i = 0; i < n; ++i) compare_one(r[i], v[i], p, want);
-      const Comparison got = compare(r, v, f);
-      SCOPED_TRACE(std::string(name) + " n=" + std::to_string(n));
-      EXPECT_EQ(got.count, want.count);
-      EXPECT_EQ(got.finite, want.finite);
-      EXPECT_EQ(got.overflow, want.overflow);
-      EXPECT_EQ(got.nan, want.nan);
-      EXPECT_EQ(got.underflow, want.underflow);
-      EXPECT_EQ(got.subnormal, want.subnormal);
-      EXPECT_EQ(got.max_abs, want.max_abs);
-      EXPECT_EQ(got.max_rel, want.max_rel);
-      for (auto [g, w] : {std::pair{got.sum_rel, want.sum_rel},
-                          {got.dot, want.dot},
-                          {got.vv, want.vv},
-                          {got.rr, want.rr},
-                          {got.dd, want.dd}})
-        EXPECT_NEAR(g, w, 1e-12 * std::fabs(w));
     }
-  }
+}
+
+// The reference's statistics from the comparison pass against stats() of the same
+// values, exactly (counts, extremes, exponent histogram), on arrays with zeros, float32
+// subnormals, infinities and NaN sprinkled in, narrow and wide exponent spreads, and
+// lengths that leave tails and span several blocks.
+TEST(Compare, ReferenceStatsEqualStats) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0, 1);
+  const Format f = parse_format("float16");
+  for (const int wide : {0, 1})
+    for (const int spread : {40, 20000})
+      for (std::size_t n : {1u, 17u, 4095u, 4097u, 70001u}) {
+        std::uniform_int_distribution<int> pick(0, spread), ex(wide ? -140 : -3, wide ? 60 : 3);
+        std::vector<float> r(n), v(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          r[i] = std::ldexp(nd(rng), ex(rng));
+          switch (pick(rng)) {
+            case 0:
+              r[i] = 0;
+              break;
+            case 1:
+              r[i] = NAN;
+              break;
+            case 2:
+              r[i] = -INFINITY;
+              break;
+            case 3:
+              r[i] = INFINITY;
+              break;
+            case 4:
+              r[i] = 0x1p-140f;  // a float32 subnormal
+              break;
+            default:
+              break;
+          }
+          v[i] = r[i] * 1.001f;
+        }
+        TensorStats got;
+        compare(r, {std::span<const float>(v), std::span<const float>(v)}, f, &got);
+        const TensorStats want = stats(std::span<const float>(r), {}).tensor;
+        SCOPED_TRACE("n=" + std::to_string(n) + " wide=" + std::to_string(wide) +
+                     " spread=" + std::to_string(spread));
+        EXPECT_EQ(got.count, want.count);
+        EXPECT_EQ(got.nan, want.nan);
+        EXPECT_EQ(got.posinf, want.posinf);
+        EXPECT_EQ(got.neginf, want.neginf);
+        EXPECT_EQ(got.zeros, want.zeros);
+        for (auto [g, w] : {std::pair{got.min, want.min},
+                            {got.max, want.max},
+                            {got.absmax, want.absmax},
+                            {got.min_abs_nonzero, want.min_abs_nonzero}})
+          EXPECT_TRUE(g == w || (std::isnan(g) && std::isnan(w))) << g << " vs " << w;
+        EXPECT_EQ(got.exponent_histogram, want.exponent_histogram);
+        EXPECT_TRUE(std::isnan(got.mean) && std::isnan(got.std));
+      }
 }
 
 TEST(Compare, FormatsWithoutInfOverflowToNaN) {

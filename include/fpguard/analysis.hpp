@@ -21,6 +21,7 @@
 #include "fpguard/exec.hpp"
 #include "fpguard/format.hpp"
 #include "fpguard/model.hpp"
+#include "fpguard/stats.hpp"
 #include "fpguard/tensor.hpp"
 
 namespace fpguard::analysis {
@@ -56,6 +57,12 @@ struct Comparison {
 // Compares `v` with the reference `r` (same size, float32 carriers) in format `f`
 // (tiny, max and the subnormal range come from it).
 Comparison compare(std::span<const float> r, std::span<const float> v, const Format& f);
+// Several runs against one reference in one pass (the check's emulated and local runs):
+// the same numbers as compare(r, vs[k], f) for each k; with `r_stats`, r's statistics too
+// (stats(r, {}) without mean and std, which are NaN), in the same pass.
+std::vector<Comparison> compare(std::span<const float> r,
+                                const std::vector<std::span<const float>>& vs, const Format& f,
+                                TensorStats* r_stats = nullptr);
 // The same against a float64 reference (the truth run): errors are measured against the
 // double values (a scalar loop).
 Comparison compare(std::span<const double> r, std::span<const float> v, const Format& f);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 
@@ -13,6 +15,7 @@
 #include "core/parallel.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/stats.hpp"
+#include "stats/kernels.hpp"
 
 namespace fpguard::analysis {
 
@@ -55,32 +58,52 @@ void Comparison::merge(const Comparison& o) {
 
 namespace {
 
-// compare(r, vs[k], fs[k]) for every k in one pass over r: block by block, so a block of
-// r is read from memory once and from cache for the other comparisons. Blocks of 2^15
+// compare(r, vs[k], f) for every k in one pass over r: block by block, two runs at a time
+// in one kernel pass (which does the reference's share of the work once), and with `ref`
+// r's own summary (stats() without the moments) added to *ref in the same pass. Blocks of 2^15
 // elements, compared on the threads and merged in order: the same sums whatever the
 // thread count.
 std::vector<Comparison> compare_blocks(std::span<const float> r,
                                        const std::vector<std::span<const float>>& vs,
-                                       const std::vector<const Format*>& fs) {
+                                       const Format& f, detail::BaseAcc* ref = nullptr) {
   std::vector<CompareParams> ps;
   for (std::size_t k = 0; k < vs.size(); ++k) {
     FPG_CHECK(r.size() == vs[k].size());
-    ps.push_back({fs[k]->max(), fs[k]->smallest_normal(), fs[k]->has_subnormals});
+    ps.push_back({f.max(), f.smallest_normal(), f.has_subnormals});
   }
   constexpr std::size_t kBlock = std::size_t{1} << 15;
   const std::size_t n = r.size(), blocks = std::max<std::size_t>(1, (n + kBlock - 1) / kBlock);
   std::vector<std::vector<Comparison>> part(vs.size(), std::vector<Comparison>(blocks));
+  std::mutex ref_mutex;
   detail::parallel_for(
       blocks, detail::resolve_threads(0, n * vs.size()),
       [&](std::size_t b0, std::size_t b1) {
+        std::vector<const float*> v(vs.size());
+        std::vector<Comparison> c(vs.size());
+        std::unique_ptr<detail::BaseAcc> mine;  // this range's summary of r
+        if (ref) mine = std::make_unique<detail::BaseAcc>();
         for (std::size_t b = b0; b < b1; ++b) {
           const std::size_t lo = b * kBlock, len = std::min(kBlock, n - lo);
-          for (std::size_t k = 0; k < vs.size(); ++k) {
-            Comparison& c = part[k][b];
-            const float* v = vs[k].data();
-            const std::size_t done = compare_simd(r.data() + lo, v + lo, len, ps[k], c);
-            for (std::size_t i = lo + done; i < lo + len; ++i) compare_one(r[i], v[i], ps[k], c);
+          for (std::size_t k = 0; k < vs.size(); ++k) v[k] = vs[k].data() + lo, c[k] = {};
+          // Two runs at once where the kernel takes them (one pass over the block); the
+          // first pass summarises r too.
+          std::size_t summarised = 0;
+          for (std::size_t k = 0, m = 0; k < vs.size(); k += m) {
+            m = std::min<std::size_t>(2, vs.size() - k);
+            detail::BaseAcc* sum = k == 0 ? mine.get() : nullptr;
+            std::size_t done = compare_simd(r.data() + lo, &v[k], m, len, &ps[k], &c[k], sum);
+            if (done == 0 && m == 2)
+              m = 1, done = compare_simd(r.data() + lo, &v[k], 1, len, &ps[k], &c[k], sum);
+            if (sum) summarised = done;
+            for (std::size_t j = k; j < k + m; ++j)
+              for (std::size_t i = done; i < len; ++i) compare_one(r[lo + i], v[j][i], ps[j], c[j]);
           }
+          if (mine) detail::chunk_base(r.subspan(lo + summarised, len - summarised), *mine);
+          for (std::size_t k = 0; k < vs.size(); ++k) part[k][b] = c[k];
+        }
+        if (mine) {
+          const std::lock_guard<std::mutex> lock(ref_mutex);
+          detail::merge_into(*ref, *mine);  // exact, in any order
         }
       },
       1);
@@ -96,7 +119,17 @@ std::vector<Comparison> compare_blocks(std::span<const float> r,
 }  // namespace
 
 Comparison compare(std::span<const float> r, std::span<const float> v, const Format& f) {
-  return compare_blocks(r, {v}, {&f})[0];
+  return compare_blocks(r, {v}, f)[0];
+}
+
+std::vector<Comparison> compare(std::span<const float> r,
+                                const std::vector<std::span<const float>>& vs, const Format& f,
+                                TensorStats* r_stats) {
+  if (!r_stats) return compare_blocks(r, vs, f);
+  auto acc = std::make_unique<detail::BaseAcc>();
+  auto out = compare_blocks(r, vs, f, acc.get());
+  *r_stats = detail::summarize(*acc, r.size(), true);
+  return out;
 }
 
 Comparison compare(std::span<const double> r, std::span<const float> v, const Format& f) {
@@ -183,12 +216,24 @@ Comparison compare_to(const Tensor& r, const Tensor& v, const Format& f) {
   return with_values(r, [&](auto rs) { return compare(rs, floats(v), f); });
 }
 
-// compare_to(r, a, fa) and compare_to(r, b, fb), in one pass over r where r is float32.
-std::pair<Comparison, Comparison> compare_two(const Tensor& r, const Tensor& a, const Format& fa,
-                                              const Tensor& b, const Format& fb) {
-  if (r.dtype() != DType::float32) return {compare_to(r, a, fa), compare_to(r, b, fb)};
-  const auto c = compare_blocks(floats(r), {floats(a), floats(b)}, {&fa, &fb});
-  return {c[0], c[1]};
+// The reference value r's statistics (no moments) and each run of `vs` against it: one
+// pass over r where it is float32 (the float64 truth run's are a stats() pass and a
+// scalar comparison each).
+std::pair<TensorStats, std::vector<Comparison>> measure_runs(const Tensor& r,
+                                                             const std::vector<const Tensor*>& vs,
+                                                             const Format& f) {
+  std::vector<Comparison> cmp;
+  if (r.dtype() != DType::float32) {
+    StatsOptions so;
+    so.threads = 0;
+    for (const Tensor* v : vs) cmp.push_back(compare_to(r, *v, f));
+    return {stats(doubles(r), {}, so).tensor, cmp};
+  }
+  std::vector<std::span<const float>> runs;
+  for (const Tensor* v : vs) runs.push_back(floats(*v));
+  TensorStats st;
+  cmp = compare(floats(r), runs, f, &st);
+  return {std::move(st), cmp};
 }
 
 // Whether the local run's kernel inputs hold inf/NaN after rounding to the node's
@@ -232,7 +277,7 @@ struct InputProbe : exec::Observer {
 
 // One value of one sample: its reference statistics and the emulated run against it.
 struct Measured {
-  Stats stats;
+  TensorStats stats;
   Comparison propagated;
 };
 
@@ -331,36 +376,34 @@ void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
       const Measured* same = nullptr;
       if (rearranges(node) && node.has_input(0))
         if (auto it = measured.find(node.inputs[0]); it != measured.end()) same = &it->second;
-      StatsOptions so;
-      so.threads = o.threads;
-      // The reference's range and histogram (no formats), and the emulated run against it.
-      // The local run against the reference too (where it ran and its inputs were sound),
-      // in the same pass over the reference as the emulated run's comparison.
+      // The reference's range and histogram, and the emulated run against it; the local
+      // run against the reference too (where it ran and its inputs were sound): all in one
+      // pass over the reference.
       const bool want_local = local_out && local_out->dtype() == DType::float32 && !inherited;
       std::optional<Comparison> local_cmp;
       auto measure = [&] {
-        Stats st = with_values(*r, [&](auto rs) { return stats(rs, {}, so); });
-        if (!want_local) return Measured{std::move(st), compare_to(*r, *e, fmt ? *fmt : fp32)};
-        auto [pe, pl] = compare_two(*r, *e, *fmt, *local_out, *fmt);
-        local_cmp = pl;
-        return Measured{std::move(st), pe};
+        std::vector<const Tensor*> runs{e};
+        if (want_local) runs.push_back(local_out);
+        auto [st, cmp] = measure_runs(*r, runs, fmt ? *fmt : fp32);
+        if (want_local) local_cmp = cmp[1];
+        return Measured{std::move(st), cmp[0]};
       };
       const Measured& mm = measured[name] = same ? *same : measure();
-      const Stats& st = mm.stats;
+      const TensorStats& st = mm.stats;
       const bool first = ctx.seen.insert(name).second;
-      if (st.tensor.count > st.tensor.nan + st.tensor.posinf + st.tensor.neginf) {
-        t.ref_min = first ? st.tensor.min : std::min(t.ref_min, st.tensor.min);
-        t.ref_max = first ? st.tensor.max : std::max(t.ref_max, st.tensor.max);
-        t.ref_absmax = std::max(t.ref_absmax, st.tensor.absmax);
+      if (st.count > st.nan + st.posinf + st.neginf) {
+        t.ref_min = first ? st.min : std::min(t.ref_min, st.min);
+        t.ref_max = first ? st.max : std::max(t.ref_max, st.max);
+        t.ref_absmax = std::max(t.ref_absmax, st.absmax);
       }
-      t.ref_nonfinite += st.tensor.nan + st.tensor.posinf + st.tensor.neginf;
-      range[name] = {std::isnan(st.tensor.absmax) ? 0.0f : static_cast<float>(st.tensor.absmax),
-                     st.tensor.nan + st.tensor.posinf + st.tensor.neginf > 0};
-      for (const auto& [k, n] : st.tensor.exponent_histogram) t.exponent_histogram[k] += n;
+      t.ref_nonfinite += st.nan + st.posinf + st.neginf;
+      range[name] = {std::isnan(st.absmax) ? 0.0f : static_cast<float>(st.absmax),
+                     st.nan + st.posinf + st.neginf > 0};
+      for (const auto& [k, n] : st.exponent_histogram) t.exponent_histogram[k] += n;
       ctx.absmax[name] = t.ref_absmax;
-      if (!std::isnan(st.tensor.min_abs_nonzero)) {
-        auto [it, fresh] = ctx.min_abs_nonzero.try_emplace(name, st.tensor.min_abs_nonzero);
-        if (!fresh) it->second = std::min(it->second, st.tensor.min_abs_nonzero);
+      if (!std::isnan(st.min_abs_nonzero)) {
+        auto [it, fresh] = ctx.min_abs_nonzero.try_emplace(name, st.min_abs_nonzero);
+        if (!fresh) it->second = std::min(it->second, st.min_abs_nonzero);
       }
       const Comparison& p = mm.propagated;
       t.propagated.merge(p);

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 
 #include "fpguard/analysis.hpp"
+#include "stats/kernels.hpp"
 
 namespace fpguard::analysis {
 
@@ -17,6 +19,17 @@ struct CompareParams {
   double tiny = 0;  // its smallest normal (the floor of relative errors)
   bool subnormals = true;
 };
+
+// 1 / max(|x|, tiny), the relative error's divisor, as a float division (a float32
+// reference's |x| and a format's tiny are floats): the SIMD kernel divides 16 lanes at a
+// time this way, once for every run it compares with x, and gets the same bits. A
+// relative error is then within 2^-24 of the quotient. (Float64 references beyond
+// float's range divide in double.)
+inline double reciprocal_floor(double ax, double tiny) {
+  const double f = std::max(ax, tiny);
+  if (f > std::numeric_limits<float>::max()) return 1.0 / f;
+  return static_cast<double>(1.0f / static_cast<float>(f));
+}
 
 inline void compare_one(double x, double y, const CompareParams& p, Comparison& c) {
   if (!std::isfinite(x)) return;
@@ -38,7 +51,7 @@ inline void compare_one(double x, double y, const CompareParams& p, Comparison& 
   else if (y != 0 && ay < p.tiny && p.subnormals)
     ++c.subnormal;
   const double d = y - x, ad = std::fabs(d);
-  const double rel = ad / std::max(ax, p.tiny);
+  const double rel = ad * reciprocal_floor(ax, p.tiny);
   c.max_abs = std::max(c.max_abs, ad);
   c.max_rel = std::max(c.max_rel, rel);
   c.sum_rel += rel;
@@ -49,8 +62,11 @@ inline void compare_one(double x, double y, const CompareParams& p, Comparison& 
   ++c.finite;
 }
 
-// Compares the first n - n % (lanes) elements; returns how many it did.
-std::size_t compare_simd(const float* r, const float* v, std::size_t n, const CompareParams& p,
-                         Comparison& c);
+// Compares r with vs[j] (j < k, k = 1 or 2; params ps[j] into cs[j]) over the first
+// n - n % (lanes) elements in one pass; returns how many it did (0: none, e.g. a format
+// whose limits are not floats, or runs with different relative-error floors). With
+// `ref`, those elements of r are summarised into it too (stats() without the moments).
+std::size_t compare_simd(const float* r, const float* const* vs, std::size_t k, std::size_t n,
+                         const CompareParams* ps, Comparison* cs, detail::BaseAcc* ref = nullptr);
 
 }  // namespace fpguard::analysis

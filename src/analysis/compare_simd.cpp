@@ -1,93 +1,164 @@
 // Highway kernel of analysis::compare() on float32 carriers: whole vectors of finite
 // values in SIMD (double accumulators for the sums), anything else lane by lane through
-// compare_one. Compiled once per SIMD target and chosen at run time.
+// compare_one; one or two runs against one reference in one pass. Compiled once per SIMD
+// target and chosen at run time.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "analysis/compare_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include "analysis/compare.hpp"
+// Per-target inline kernels: included once per target by foreach_target.
+#include "stats/base_simd-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace fpguard::analysis::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-std::size_t CompareF32(const float* HWY_RESTRICT r, const float* HWY_RESTRICT v, std::size_t n,
-                       const CompareParams& p, Comparison& c) {
+// Compares r with K runs' values vs[0..K) (K = 1 or 2) in one pass: the reference's part
+// (its double value, the relative-error floor's reciprocal, the sum of its squares) is
+// computed once for all of them. The runs share p.tiny (checked). With kRef, r's own
+// summary (counts, extremes, exponent histogram: what stats() reports) goes into *ref in
+// the same pass, chunk by chunk.
+template <std::size_t K, bool kRef>
+std::size_t CompareK(const float* HWY_RESTRICT r, const float* const* vs, std::size_t n,
+                     const CompareParams* ps, Comparison* cs, detail::BaseAcc* ref) {
 #if HWY_TARGET == HWY_SCALAR
-  (void)r, (void)v, (void)n, (void)p, (void)c;
+  (void)r, (void)vs, (void)n, (void)ps, (void)cs, (void)ref;
   return 0;
 #else
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Repartition<double, decltype(df)> dd;
   const hn::Half<decltype(df)> dh;
+  using VD = hn::Vec<decltype(dd)>;
+  using VI = hn::Vec<decltype(di)>;
   const std::size_t N = hn::Lanes(df);
   const std::size_t end = n - n % N;
+  if (end == 0) return 0;
   // The float compares below are exact only when max and tiny are floats (custom formats
   // whose limits are not take the scalar path).
-  const bool exact = static_cast<double>(static_cast<float>(p.max)) == p.max &&
-                     static_cast<double>(static_cast<float>(p.tiny)) == p.tiny;
-  if (end == 0 || !exact) return 0;
-  const auto fmax = hn::Set(df, static_cast<float>(p.max));
-  const auto ftiny = hn::Set(df, static_cast<float>(p.tiny));
-  const auto dtiny = hn::Set(dd, p.tiny);
+  for (std::size_t k = 0; k < K; ++k)
+    if (static_cast<double>(static_cast<float>(ps[k].max)) != ps[k].max ||
+        static_cast<double>(static_cast<float>(ps[k].tiny)) != ps[k].tiny ||
+        ps[k].tiny != ps[0].tiny)
+      return 0;
+  const auto fone = hn::Set(df, 1.0f);
   const auto zero = hn::Zero(df);
-  auto max_abs = hn::Zero(dd), max_rel = max_abs, sum_rel = max_abs;
-  auto dot = max_abs, vv = max_abs, rr = max_abs, d2 = max_abs;
-  auto c_sat = hn::Zero(di), c_under = c_sat, c_sub = c_sat;
+  // Per run: its limits, and its accumulators (double sums, int32 lane counts).
+  struct Acc {
+    hn::Vec<decltype(df)> fmax, ftiny;
+    VD max_abs, max_rel, sum_rel, dot, vv, d2;
+    VI sat, under, sub;
+  };
+  Acc a[K];
+  for (std::size_t k = 0; k < K; ++k) {
+    a[k].fmax = hn::Set(df, static_cast<float>(ps[k].max));
+    a[k].ftiny = hn::Set(df, static_cast<float>(ps[k].tiny));
+    a[k].max_abs = a[k].max_rel = a[k].sum_rel = a[k].dot = a[k].vv = a[k].d2 = hn::Zero(dd);
+    a[k].sat = a[k].under = a[k].sub = hn::Zero(di);
+  }
+  VD rr = hn::Zero(dd);
   std::size_t lanes_done = 0;
   // Counts a mask into int32 lanes (true lanes are -1).
-  auto count = [&](hn::Vec<decltype(di)>& acc, auto m) {
+  auto count = [&](VI& acc, auto m) {
     acc = hn::Sub(acc, hn::VecFromMask(di, hn::RebindMask(di, m)));
   };
   auto flush = [&] {
-    c.overflow += static_cast<std::uint64_t>(hn::GetLane(hn::SumOfLanes(di, c_sat)));
-    c.underflow += static_cast<std::uint64_t>(hn::GetLane(hn::SumOfLanes(di, c_under)));
-    c.subnormal += static_cast<std::uint64_t>(hn::GetLane(hn::SumOfLanes(di, c_sub)));
-    c_sat = c_under = c_sub = hn::Zero(di);
-  };
-  auto half = [&](hn::Vec<decltype(dd)> x, hn::Vec<decltype(dd)> y) {
-    const auto d = hn::Sub(y, x);
-    const auto ad = hn::Abs(d);
-    const auto rel = hn::Div(ad, hn::Max(hn::Abs(x), dtiny));
-    max_abs = hn::Max(max_abs, ad);
-    max_rel = hn::Max(max_rel, rel);
-    sum_rel = hn::Add(sum_rel, rel);
-    dot = hn::Add(dot, hn::Mul(x, y));
-    vv = hn::Add(vv, hn::Mul(y, y));
-    rr = hn::Add(rr, hn::Mul(x, x));
-    d2 = hn::Add(d2, hn::Mul(d, d));
-  };
-  for (std::size_t i = 0; i < end; i += N) {
-    const auto x = hn::LoadU(df, r + i);
-    const auto y = hn::LoadU(df, v + i);
-    if (!hn::AllTrue(df, hn::And(hn::IsFinite(x), hn::IsFinite(y)))) {
-      for (std::size_t k = 0; k < N; ++k) compare_one(r[i + k], v[i + k], p, c);
-      continue;
+    for (std::size_t k = 0; k < K; ++k) {
+      cs[k].overflow += static_cast<std::uint64_t>(hn::GetLane(hn::SumOfLanes(di, a[k].sat)));
+      cs[k].underflow += static_cast<std::uint64_t>(hn::GetLane(hn::SumOfLanes(di, a[k].under)));
+      cs[k].subnormal += static_cast<std::uint64_t>(hn::GetLane(hn::SumOfLanes(di, a[k].sub)));
+      a[k].sat = a[k].under = a[k].sub = hn::Zero(di);
     }
-    const auto ax = hn::Abs(x), ay = hn::Abs(y);
-    count(c_sat, hn::And(hn::Gt(ax, fmax), hn::Ge(ay, fmax)));  // saturated
-    const auto yzero = hn::Eq(y, zero);
-    count(c_under, hn::AndNot(hn::Eq(x, zero), yzero));
-    if (p.subnormals) count(c_sub, hn::AndNot(yzero, hn::Lt(ay, ftiny)));
-    half(hn::PromoteTo(dd, hn::LowerHalf(dh, x)), hn::PromoteTo(dd, hn::LowerHalf(dh, y)));
-    half(hn::PromoteTo(dd, hn::UpperHalf(dh, x)), hn::PromoteTo(dd, hn::UpperHalf(dh, y)));
-    lanes_done += N;
-    if ((i / N) % (1u << 20) == (1u << 20) - 1) flush();  // int32 lane counts stay small
+  };
+  // One half vector in double: x, its floor's reciprocal, and each run's y.
+  auto half = [&](VD x, VD inv, const VD* y) {
+    rr = hn::MulAdd(x, x, rr);
+    for (std::size_t k = 0; k < K; ++k) {
+      Acc& c = a[k];
+      const auto d = hn::Sub(y[k], x);
+      const auto ad = hn::Abs(d);
+      const auto rel = hn::Mul(ad, inv);
+      c.max_abs = hn::Max(c.max_abs, ad);
+      c.max_rel = hn::Max(c.max_rel, rel);
+      c.sum_rel = hn::Add(c.sum_rel, rel);
+      c.dot = hn::MulAdd(x, y[k], c.dot);
+      c.vv = hn::MulAdd(y[k], y[k], c.vv);
+      c.d2 = hn::MulAdd(d, d, c.d2);
+    }
+  };
+  for (std::size_t c0 = 0; c0 < end; c0 += detail::kMaxChunk) {
+    const std::size_t c1 = std::min(end, c0 + detail::kMaxChunk);
+    [[maybe_unused]] detail::HWY_NAMESPACE::BaseVecs<decltype(df)> base;
+    for (std::size_t i = c0; i < c1; i += N) {
+      const auto x = hn::LoadU(df, r + i);
+      if constexpr (kRef) base.template Add<true>(x, hn::Abs(x), i - c0);
+      hn::Vec<decltype(df)> y[K];
+      auto ok = hn::IsFinite(x);
+      for (std::size_t k = 0; k < K; ++k) {
+        y[k] = hn::LoadU(df, vs[k] + i);
+        ok = hn::And(ok, hn::IsFinite(y[k]));
+      }
+      if (!hn::AllTrue(df, ok)) {
+        for (std::size_t k = 0; k < K; ++k)
+          for (std::size_t j = 0; j < N; ++j) compare_one(r[i + j], vs[k][i + j], ps[k], cs[k]);
+        continue;
+      }
+      const auto ax = hn::Abs(x);
+      const auto xzero = hn::Eq(x, zero);
+      for (std::size_t k = 0; k < K; ++k) {
+        const auto ay = hn::Abs(y[k]);
+        count(a[k].sat, hn::And(hn::Gt(ax, a[k].fmax), hn::Ge(ay, a[k].fmax)));  // saturated
+        const auto yzero = hn::Eq(y[k], zero);
+        count(a[k].under, hn::AndNot(xzero, yzero));
+        if (ps[k].subnormals) count(a[k].sub, hn::AndNot(yzero, hn::Lt(ay, a[k].ftiny)));
+      }
+      const auto x_lo = hn::PromoteTo(dd, hn::LowerHalf(dh, x));
+      const auto x_hi = hn::PromoteTo(dd, hn::UpperHalf(dh, x));
+      VD y_lo[K], y_hi[K];
+      for (std::size_t k = 0; k < K; ++k) {
+        y_lo[k] = hn::PromoteTo(dd, hn::LowerHalf(dh, y[k]));
+        y_hi[k] = hn::PromoteTo(dd, hn::UpperHalf(dh, y[k]));
+      }
+      // 1 / max(|x|, tiny) in float, as reciprocal_floor: one division of all lanes.
+      const auto inv = hn::Div(fone, hn::Max(ax, a[0].ftiny));
+      half(x_lo, hn::PromoteTo(dd, hn::LowerHalf(dh, inv)), y_lo);
+      half(x_hi, hn::PromoteTo(dd, hn::UpperHalf(dh, inv)), y_hi);
+      lanes_done += N;
+      if ((i / N) % (1u << 20) == (1u << 20) - 1) flush();  // int32 lane counts stay small
+    }
+    if constexpr (kRef) base.template Finish<true>(r + c0, *ref);
   }
   flush();
-  c.count += lanes_done;
-  c.finite += lanes_done;
-  c.max_abs = std::max(c.max_abs, hn::GetLane(hn::MaxOfLanes(dd, max_abs)));
-  c.max_rel = std::max(c.max_rel, hn::GetLane(hn::MaxOfLanes(dd, max_rel)));
-  c.sum_rel += hn::GetLane(hn::SumOfLanes(dd, sum_rel));
-  c.dot += hn::GetLane(hn::SumOfLanes(dd, dot));
-  c.vv += hn::GetLane(hn::SumOfLanes(dd, vv));
-  c.rr += hn::GetLane(hn::SumOfLanes(dd, rr));
-  c.dd += hn::GetLane(hn::SumOfLanes(dd, d2));
+  const double rr_sum = hn::GetLane(hn::SumOfLanes(dd, rr));
+  for (std::size_t k = 0; k < K; ++k) {
+    Comparison& c = cs[k];
+    c.count += lanes_done;
+    c.finite += lanes_done;
+    c.max_abs = std::max(c.max_abs, hn::GetLane(hn::MaxOfLanes(dd, a[k].max_abs)));
+    c.max_rel = std::max(c.max_rel, hn::GetLane(hn::MaxOfLanes(dd, a[k].max_rel)));
+    c.sum_rel += hn::GetLane(hn::SumOfLanes(dd, a[k].sum_rel));
+    c.dot += hn::GetLane(hn::SumOfLanes(dd, a[k].dot));
+    c.vv += hn::GetLane(hn::SumOfLanes(dd, a[k].vv));
+    c.rr += rr_sum;
+    c.dd += hn::GetLane(hn::SumOfLanes(dd, a[k].d2));
+  }
   return end;
 #endif
+}
+
+std::size_t CompareF32(const float* HWY_RESTRICT r, const float* const* vs, std::size_t k,
+                       std::size_t n, const CompareParams* ps, Comparison* cs,
+                       detail::BaseAcc* ref) {
+  if (ref) {
+    if (k == 1) return CompareK<1, true>(r, vs, n, ps, cs, ref);
+    if (k == 2) return CompareK<2, true>(r, vs, n, ps, cs, ref);
+  } else {
+    if (k == 1) return CompareK<1, false>(r, vs, n, ps, cs, ref);
+    if (k == 2) return CompareK<2, false>(r, vs, n, ps, cs, ref);
+  }
+  return 0;
 }
 
 }  // namespace fpguard::analysis::HWY_NAMESPACE
@@ -98,9 +169,9 @@ namespace fpguard::analysis {
 
 HWY_EXPORT(CompareF32);
 
-std::size_t compare_simd(const float* r, const float* v, std::size_t n, const CompareParams& p,
-                         Comparison& c) {
-  return HWY_DYNAMIC_DISPATCH(CompareF32)(r, v, n, p, c);
+std::size_t compare_simd(const float* r, const float* const* vs, std::size_t k, std::size_t n,
+                         const CompareParams* ps, Comparison* cs, detail::BaseAcc* ref) {
+  return HWY_DYNAMIC_DISPATCH(CompareF32)(r, vs, k, n, ps, cs, ref);
 }
 
 }  // namespace fpguard::analysis
