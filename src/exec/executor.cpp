@@ -110,7 +110,8 @@ Tensor rounded_copy(const Tensor& t, const Format& f, const RoundOptions& o, DTy
     const auto in = t.data<float>();
     round(std::span<const float>(in.data(), in.size()), r.data<float>(), f, o);
   }
-  return r.dtype() == carrier ? r : convert(r, carrier);
+  if (r.dtype() == carrier) return r;  // moved (a conditional expression would copy it)
+  return convert(r, carrier);
 }
 
 // What makes two rounded copies of one value differ: the format, the rounding options
