@@ -32,7 +32,6 @@ std::size_t CompareK(const float* HWY_RESTRICT r, const float* const* vs, std::s
   const hn::Repartition<double, decltype(df)> dd;
   const hn::Half<decltype(df)> dh;
   using VD = hn::Vec<decltype(dd)>;
-  using VI = hn::Vec<decltype(di)>;
   const std::size_t N = hn::Lanes(df);
   const std::size_t end = n - n % N;
   if (end == 0) return 0;
@@ -49,29 +48,18 @@ std::size_t CompareK(const float* HWY_RESTRICT r, const float* const* vs, std::s
   struct Acc {
     hn::Vec<decltype(df)> fmax, ftiny;
     VD max_abs, max_rel, sum_rel, dot, vv, d2;
-    VI sat, under, sub;
+    std::uint64_t sat, under, sub;  // counted from the masks in scalar registers
   };
   Acc a[K];
   for (std::size_t k = 0; k < K; ++k) {
     a[k].fmax = hn::Set(df, static_cast<float>(ps[k].max));
     a[k].ftiny = hn::Set(df, static_cast<float>(ps[k].tiny));
     a[k].max_abs = a[k].max_rel = a[k].sum_rel = a[k].dot = a[k].vv = a[k].d2 = hn::Zero(dd);
-    a[k].sat = a[k].under = a[k].sub = hn::Zero(di);
+    a[k].sat = a[k].under = a[k].sub = 0;
   }
   VD rr = hn::Zero(dd);
   std::size_t lanes_done = 0;
-  // Counts a mask into int32 lanes (true lanes are -1).
-  auto count = [&](VI& acc, auto m) {
-    acc = hn::Sub(acc, hn::VecFromMask(di, hn::RebindMask(di, m)));
-  };
-  auto flush = [&] {
-    for (std::size_t k = 0; k < K; ++k) {
-      cs[k].overflow += static_cast<std::uint64_t>(hn::GetLane(hn::SumOfLanes(di, a[k].sat)));
-      cs[k].underflow += static_cast<std::uint64_t>(hn::GetLane(hn::SumOfLanes(di, a[k].under)));
-      cs[k].subnormal += static_cast<std::uint64_t>(hn::GetLane(hn::SumOfLanes(di, a[k].sub)));
-      a[k].sat = a[k].under = a[k].sub = hn::Zero(di);
-    }
-  };
+
   // One half vector in double: x, its floor's reciprocal, and each run's y.
   auto half = [&](VD x, VD inv, const VD* y) {
     rr = hn::MulAdd(x, x, rr);
@@ -109,10 +97,11 @@ std::size_t CompareK(const float* HWY_RESTRICT r, const float* const* vs, std::s
       const auto xzero = hn::Eq(x, zero);
       for (std::size_t k = 0; k < K; ++k) {
         const auto ay = hn::Abs(y[k]);
-        count(a[k].sat, hn::And(hn::Gt(ax, a[k].fmax), hn::Ge(ay, a[k].fmax)));  // saturated
+        a[k].sat += hn::CountTrue(df, hn::And(hn::Gt(ax, a[k].fmax), hn::Ge(ay, a[k].fmax)));
         const auto yzero = hn::Eq(y[k], zero);
-        count(a[k].under, hn::AndNot(xzero, yzero));
-        if (ps[k].subnormals) count(a[k].sub, hn::AndNot(yzero, hn::Lt(ay, a[k].ftiny)));
+        a[k].under += hn::CountTrue(df, hn::AndNot(xzero, yzero));
+        if (ps[k].subnormals)
+          a[k].sub += hn::CountTrue(df, hn::AndNot(yzero, hn::Lt(ay, a[k].ftiny)));
       }
       const auto x_lo = hn::PromoteTo(dd, hn::LowerHalf(dh, x));
       const auto x_hi = hn::PromoteTo(dd, hn::UpperHalf(dh, x));
@@ -126,11 +115,14 @@ std::size_t CompareK(const float* HWY_RESTRICT r, const float* const* vs, std::s
       half(x_lo, hn::PromoteTo(dd, hn::LowerHalf(dh, inv)), y_lo);
       half(x_hi, hn::PromoteTo(dd, hn::UpperHalf(dh, inv)), y_hi);
       lanes_done += N;
-      if ((i / N) % (1u << 20) == (1u << 20) - 1) flush();  // int32 lane counts stay small
     }
     if constexpr (kRef) base.template Finish<true>(r + c0, *ref);
   }
-  flush();
+  for (std::size_t k = 0; k < K; ++k) {
+    cs[k].overflow += a[k].sat;  // saturated
+    cs[k].underflow += a[k].under;
+    cs[k].subnormal += a[k].sub;
+  }
   const double rr_sum = hn::GetLane(hn::SumOfLanes(dd, rr));
   for (std::size_t k = 0; k < K; ++k) {
     Comparison& c = cs[k];
