@@ -28,7 +28,6 @@ std::size_t CompareK(const float* HWY_RESTRICT r, const float* const* vs, std::s
   return 0;
 #else
   const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di;
   const hn::Repartition<double, decltype(df)> dd;
   const hn::Half<decltype(df)> dh;
   using VD = hn::Vec<decltype(dd)>;
@@ -44,7 +43,7 @@ std::size_t CompareK(const float* HWY_RESTRICT r, const float* const* vs, std::s
       return 0;
   const auto fone = hn::Set(df, 1.0f);
   const auto zero = hn::Zero(df);
-  // Per run: its limits, and its accumulators (double sums, int32 lane counts).
+  // Per run: its limits and its accumulators.
   struct Acc {
     hn::Vec<decltype(df)> fmax, ftiny;
     VD max_abs, max_rel, sum_rel, dot, vv, d2;
