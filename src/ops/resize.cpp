@@ -1,7 +1,8 @@
 // Resize (opsets 10-19: nearest/linear/cubic, every coordinate transformation mode,
-// scales or sizes, axes, keep_aspect_ratio_policy) and the deprecated Upsample. Each axis
-// is resampled separably: per output coordinate a short list of (input index, weight)
-// taps; an element is the weighted sum over the product of its axes' taps (double).
+// scales or sizes, axes, keep_aspect_ratio_policy, antialias) and the deprecated Upsample.
+// Each axis is resampled separably: per output coordinate a short list of (input index,
+// weight) taps; an element is the weighted sum over the product of its axes' taps
+// (double).
 #include <cmath>
 
 #include "ops/ops.hpp"
@@ -24,7 +25,14 @@ struct Params {
   std::string mode = "nearest", transform = "half_pixel", nearest_mode = "round_prefer_floor";
   double cubic_a = -0.75;
   bool exclude_outside = false;
+  bool antialias = false;  // opset 18: linear and cubic filters stretched when downscaling
 };
+
+// The cubic convolution kernel (Keys, coefficient a) at distance d >= 0.
+double cubic_weight(double a, double d) {
+  if (d >= 2) return 0;
+  return d <= 1 ? ((a + 2) * d - (a + 3)) * d * d + 1 : ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+}
 
 // `out` is the resized length as ONNX's reference defines it: input length x scale, not
 // rounded (it matters for align_corners when downsampling by a non-integral scale).
@@ -48,7 +56,9 @@ double source_coordinate(const Params& p, std::int64_t x, double scale, std::int
                  : 0.5 * (roi_start + roi_end) * len;
 }
 
-Taps taps_for(const KernelContext& ctx, const Params& p, double xo, std::int64_t in) {
+// The taps of output coordinate xo (in input coordinates) on an axis of `in` elements
+// resized by `scale`.
+Taps taps_for(const KernelContext& ctx, const Params& p, double xo, std::int64_t in, double scale) {
   Taps t;
   auto clampi = [in](std::int64_t i) { return std::min(std::max<std::int64_t>(i, 0), in - 1); };
   if (p.transform == "tf_crop_and_resize" && (xo < 0 || xo > static_cast<double>(in - 1))) {
@@ -74,19 +84,36 @@ Taps taps_for(const KernelContext& ctx, const Params& p, double xo, std::int64_t
   }
   const auto base = static_cast<std::int64_t>(std::floor(xo));
   const double r = xo - static_cast<double>(base);
+  if (p.mode != "linear" && p.mode != "cubic") ctx.fail("mode '" + p.mode + "' is not supported");
+  if (p.antialias && scale < 1) {
+    // The filter stretched by 1/scale: weight f((j - r) * scale) for the taps j around
+    // xo where f is non-zero (support 1 for linear, 2 for cubic), normalised to sum 1;
+    // taps beyond the input take the edge value, or no weight with exclude_outside.
+    const double support = p.mode == "linear" ? 1.0 : 2.0;
+    const auto start = static_cast<std::int64_t>(std::floor(-support / scale)) + 1;
+    double sum = 0;
+    for (std::int64_t j = start; j < 2 - start; ++j) {
+      const double d = std::fabs((static_cast<double>(j) - r) * scale);
+      double w = p.mode == "linear" ? std::max(0.0, 1 - d) : cubic_weight(p.cubic_a, d);
+      const std::int64_t i = base + j;
+      if (p.exclude_outside && (i < 0 || i >= in)) w = 0;
+      t.index.push_back(clampi(i));
+      t.weight.push_back(w);
+      sum += w;
+    }
+    if (sum != 0)
+      for (auto& w : t.weight) w /= sum;
+    return t;
+  }
   if (p.mode == "linear") {
     t.index = {clampi(base), clampi(base + 1)};
     t.weight = {1 - r, r};
     return t;
   }
-  if (p.mode != "cubic") ctx.fail("mode '" + p.mode + "' is not supported");
-  const double a = p.cubic_a;
   const double s[4] = {r + 1, r, 1 - r, 2 - r};
   double sum = 0;
   for (int k = 0; k < 4; ++k) {
-    const double d = s[k];
-    double w =
-        d <= 1 ? ((a + 2) * d - (a + 3)) * d * d + 1 : ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+    double w = cubic_weight(p.cubic_a, s[k]);
     const auto i = base - 1 + k;
     if (p.exclude_outside && (i < 0 || i >= in)) w = 0;
     t.index.push_back(clampi(i));
@@ -115,7 +142,7 @@ void resample(KernelContext& ctx, const Params& p, const std::vector<double>& sc
       }
       const double xo =
           source_coordinate(p, o, scales[d], in[d], static_cast<double>(in[d]) * scales[d], rs, re);
-      plans[d].taps.push_back(taps_for(ctx, p, xo, in[d]));
+      plans[d].taps.push_back(taps_for(ctx, p, xo, in[d], scales[d]));
     }
   std::vector<double> xin(x.size());
   to_double(x, xin);
@@ -182,7 +209,7 @@ void resize(KernelContext& ctx) {
     p.cubic_a = ctx.node.attr_float("cubic_coeff_a", -0.75f);
     p.exclude_outside = ctx.node.attr_int("exclude_outside", 0) != 0;
   }
-  if (ctx.node.attr_int("antialias", 0) != 0) ctx.fail("antialias = 1 is not supported yet");
+  p.antialias = ctx.opset >= 18 && ctx.node.attr_int("antialias", 0) != 0;
   std::vector<std::int64_t> axes = ctx.node.attr_ints("axes");
   if (axes.empty())
     for (std::int64_t d = 0; d < r; ++d) axes.push_back(d);
