@@ -1,5 +1,5 @@
 // Quantization (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear: int8/uint8/
-// int16/uint16/int32 per-tensor and per-axis; FLOAT8 zero points need storage dtypes
+// int16/uint16/int32 per-tensor, per-axis and blocked; FLOAT8 zero points need storage dtypes
 // fpguard does not have yet) and Compress, ReverseSequence, Einsum.
 #include <cmath>
 #include <cstring>
@@ -11,23 +11,46 @@ namespace fpguard::ops {
 
 namespace {
 
-// Per-tensor (scalar scale) or per-axis (1-D scale along `axis`) parameters, expanded to
-// one value per element index.
+// Per-tensor (scalar scale), per-axis (1-D scale along `axis`) or blocked (opset 21: a
+// scale of x's rank, one value per `block_size` elements along `axis`) parameters, as one
+// value per element index.
 struct Affine {
   std::vector<double> scale, zero;
   std::int64_t axis = 0, inner = 1, len = 1;
-  double s(std::size_t e) const {
-    return scale.size() == 1
-               ? scale[0]
-               : scale[(e / static_cast<std::size_t>(inner)) % static_cast<std::size_t>(len)];
+  bool blocked = false;  // scale and zero hold one value per element of x
+  std::size_t at(std::size_t e, std::size_t n) const {
+    if (n == 1) return 0;
+    if (blocked) return e;
+    return (e / static_cast<std::size_t>(inner)) % static_cast<std::size_t>(len);
   }
-  double z(std::size_t e) const {
-    if (zero.empty()) return 0;
-    return zero.size() == 1
-               ? zero[0]
-               : zero[(e / static_cast<std::size_t>(inner)) % static_cast<std::size_t>(len)];
-  }
+  double s(std::size_t e) const { return scale[at(e, scale.size())]; }
+  double z(std::size_t e) const { return zero.empty() ? 0 : zero[at(e, zero.size())]; }
 };
+
+// The blocked parameter p (shape ps: x's, with ceil(x[axis] / block) along axis) expanded
+// to one value per element of x.
+std::vector<double> expand_blocks(const KernelContext& ctx, const std::vector<double>& p,
+                                  const Shape& ps, const Shape& x, std::size_t axis,
+                                  std::int64_t block, const char* what) {
+  if (ps.size() != x.size())
+    ctx.fail(std::string(what) + " must have the input's rank for blocked quantization");
+  for (std::size_t d = 0; d < x.size(); ++d) {
+    const std::int64_t want = d == axis ? (x[d] + block - 1) / block : x[d];
+    if (ps[d] != want)
+      ctx.fail(std::string(what) + " has shape " + shape_str(ps) + "; blocks of " +
+               std::to_string(block) + " along axis " + std::to_string(axis) + " need " +
+               std::to_string(want) + " in dimension " + std::to_string(d));
+  }
+  const auto outer = product(x, 0, axis), inner = product(x, axis + 1);
+  const std::int64_t len = x[axis], blocks = ps[axis];
+  std::vector<double> out(static_cast<std::size_t>(outer * len * inner));
+  std::size_t e = 0;
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < len; ++i)
+      for (std::int64_t k = 0; k < inner; ++k)
+        out[e++] = p[static_cast<std::size_t>((o * blocks + i / block) * inner + k)];
+  return out;
+}
 
 Affine affine(const KernelContext& ctx, const Shape& x) {
   Affine a;
@@ -38,15 +61,28 @@ Affine affine(const KernelContext& ctx, const Shape& x) {
     a.zero.resize(ctx.in(2).size());
     to_double(ctx.in(2), a.zero);
   }
+  const std::int64_t block = ctx.opset >= 21 ? ctx.node.attr_int("block_size", 0) : 0;
+  if (block < 0) ctx.fail("block_size must not be negative");
+  if (block > 0) {
+    a.axis = norm_axis(ctx, ctx.node.attr_int("axis", 1), static_cast<std::int64_t>(x.size()));
+    const auto axis = static_cast<std::size_t>(a.axis);
+    a.scale = expand_blocks(ctx, a.scale, sc.shape(), x, axis, block, "scale");
+    if (ctx.has(2)) {
+      if (ctx.in(2).shape() != sc.shape()) ctx.fail("zero point and scale differ in shape");
+      a.zero = expand_blocks(ctx, a.zero, ctx.in(2).shape(), x, axis, block, "zero point");
+    }
+    a.blocked = true;
+    return a;
+  }
   if (a.scale.size() > 1) {
-    if (ctx.node.attr_int("block_size", 0) != 0)
-      ctx.fail("blocked quantization is not supported yet");
     a.axis = norm_axis(ctx, ctx.node.attr_int("axis", 1), static_cast<std::int64_t>(x.size()));
     a.len = x[static_cast<std::size_t>(a.axis)];
     a.inner = product(x, static_cast<std::size_t>(a.axis) + 1);
     if (static_cast<std::int64_t>(a.scale.size()) != a.len)
       ctx.fail("scale does not match the axis length");
   }
+  if (!a.zero.empty() && a.zero.size() != a.scale.size())
+    ctx.fail("zero point and scale differ in size");
   return a;
 }
 
