@@ -179,7 +179,7 @@ TEST(Carrier, LocalRunOnFloat64ValuesRoundsOnce) {
   RunOptions o64;
   o64.carrier = DType::float64;
   const Executor truth(b.m, o64), local(b.m);
-  Session s(truth, {{"x", floats({1}, {1.0f + 0x1p-11f})}});
+  Session s(truth, std::vector<NamedTensor>{{"x", floats({1}, {1.0f + 0x1p-11f})}});
   s.step();
   EXPECT_EQ(s.value("s")->data<double>()[0], 1 + 0x1p-11 + 0x1p-40);
   const auto half = parse_format("float16");

@@ -7,7 +7,9 @@
 // rounded to the node's format once, inputs are rounded at a precision boundary, the
 // kernel computes in the carrier, and floating outputs are rounded to the format with its
 // overflow rule. Data-movement ops (Reshape, Transpose, ...) never round. An Observer
-// sees every node's inputs and outputs as they are produced.
+// sees every node's inputs and outputs as they are produced. Values that are not tensors
+// (sequences, empty optionals: fpguard::Value) pass only through the ops registered to
+// take them (kValues); they are never rounded.
 #pragma once
 
 #include <functional>
@@ -34,6 +36,10 @@ enum class OpKind {
   data_movement,  // Reshape, Transpose, Gather...: values pass through unchanged, never rounded
 };
 
+// What a kernel takes besides tensors of numeric dtypes (Registry::add): the executor
+// refuses any other op a sequence or an empty optional, with an Error naming the node.
+enum Accepts : unsigned { kTensors = 0, kValues = 1 };
+
 struct KernelContext {
   const model::Node& node;
   std::int64_t opset;                 // version of the default domain
@@ -47,10 +53,10 @@ struct KernelContext {
   std::vector<std::optional<DType>> output_dtypes;
   int threads = 1;
   std::string where;  // "file: node 'x' (Op)" for errors
-  // Runs a subgraph of this node (If/Loop/Scan bodies) with `inputs` bound to its graph
-  // inputs in order, reading other values from the enclosing scopes; returns its outputs
-  // in their storage dtypes.
-  std::function<std::vector<Tensor>(const model::Graph&, std::vector<Tensor>)> run_subgraph;
+  // Runs a subgraph of this node (If/Loop/Scan/SequenceMap bodies) with `inputs` bound to
+  // its graph inputs in order, reading other values from the enclosing scopes; returns its
+  // outputs, tensors in their storage dtypes.
+  std::function<std::vector<Value>(const model::Graph&, std::vector<Value>)> run_subgraph;
   // Low-precision accumulation of this node's products (MatMul, Gemm, Conv): nullptr
   // accumulates in float32.
   const Format* accumulate = nullptr;
@@ -60,6 +66,12 @@ struct KernelContext {
   // The carrier of floating values: float32, or float64 (the truth run). Every floating
   // input arrives in it and every floating output is made in it.
   DType carrier = DType::float32;
+  // Ops registered with kValues only: the value of input i when it is a sequence or an
+  // empty optional (inputs[i] is then nullptr); empty when every input is a tensor.
+  std::vector<const Value*> input_values;
+  // Ops registered with kValues only (else empty): a sequence or empty optional made for
+  // output i instead of a tensor (set_output).
+  std::vector<std::optional<Value>> output_values;
 
   std::size_t num_inputs() const { return inputs.size(); }
   bool has(std::size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
@@ -68,6 +80,15 @@ struct KernelContext {
   Tensor& out(std::size_t i, DType dtype, std::vector<std::int64_t> shape);
   // As out(), with the elements left uninitialised: for kernels that write every element.
   Tensor& out_uninit(std::size_t i, DType dtype, std::vector<std::int64_t> shape);
+  // Input i when it is a sequence or an empty optional, else nullptr (a tensor, omitted).
+  const Value* value_in(std::size_t i) const {
+    return i < input_values.size() ? input_values[i] : nullptr;
+  }
+  // Input i as a value (a tensor input in its storage dtype), or nullopt when omitted.
+  std::optional<Value> value_of(std::size_t i) const;
+  // Sets output i to `v`: a tensor (in its storage dtype, which output_dtypes[i] then
+  // records) goes to outputs[i], anything else to output_values[i].
+  void set_output(std::size_t i, Value v);
   [[noreturn]] void fail(const std::string& what) const;
 };
 
@@ -76,7 +97,8 @@ using Kernel = void (*)(KernelContext&);
 struct OpInfo {
   Kernel kernel = nullptr;
   OpKind kind = OpKind::compute;
-  std::int64_t min_opset = 1;  // earliest opset whose semantics the kernel implements
+  std::int64_t min_opset = 1;   // earliest opset whose semantics the kernel implements
+  unsigned accepts = kTensors;  // Accepts flags
 };
 
 // The registry of kernels of the default domain, by op type. Each ops/ family file has
@@ -84,7 +106,7 @@ struct OpInfo {
 class Registry {
  public:
   void add(const std::string& op, Kernel k, OpKind kind = OpKind::compute,
-           std::int64_t min_opset = 1);
+           std::int64_t min_opset = 1, unsigned accepts = kTensors);
   const OpInfo* find(const std::string& op) const;
   std::vector<std::string> names() const;
   static const Registry& global();
@@ -118,7 +140,8 @@ class Observer {
  public:
   virtual ~Observer() = default;
   // Called after each node ran (and its outputs were rounded), before any input is
-  // freed. Inputs and outputs are carriers as the kernels see them: floating values in
+  // freed. Sequences and empty optionals are not shown: such an input is nullptr, such an
+  // output is left out. Inputs and outputs are carriers as the kernels see them: floating values in
   // the executor's carrier, float32 or float64 (already rounded to the node's format and
   // to their storage dtype), integer and bool tensors as stored. nullptr marks an omitted
   // input. The tensors live only for the call (an observer copies what it keeps); an
@@ -171,6 +194,10 @@ class Executor {
   // dtype/rank mismatches with the declared type are Errors. Returns the graph outputs
   // in graph order.
   std::vector<NamedTensor> run(const std::vector<NamedTensor>& inputs) const;
+  // The same for models whose inputs or outputs may be sequences or optionals (an
+  // optional input is given as its tensor, its sequence, or Value::none()). run() refuses
+  // an output that is not a tensor.
+  std::vector<NamedValue> run_values(const std::vector<NamedValue>& inputs) const;
   const model::Model& model() const { return model_; }
   const RunOptions& options() const { return options_; }
   // The main graph's nodes in the order they run (indices into model().graph.nodes).
@@ -196,7 +223,11 @@ class Executor {
   std::vector<std::pair<std::string, Slot>> run_node(const model::Node& node, std::size_t pos,
                                                      Scope& scope, const std::optional<Format>& fmt,
                                                      Observer* observer) const;
-  std::unique_ptr<Scope> feed(const std::vector<NamedTensor>& inputs) const;
+  template <class Named>
+  std::unique_ptr<Scope> feed(const std::vector<Named>& inputs) const;
+  // One input: `tensor`, or else `other` (a sequence or an empty optional).
+  void feed_one(Scope& scope, const std::string& name, const Tensor* tensor,
+                const Value* other) const;
   void add_initializers(const model::Graph& g, Scope& scope) const;
 
   const model::Model& model_;
@@ -214,6 +245,7 @@ class Session {
  public:
   // Feeds and checks the inputs as Executor::run does.
   Session(const Executor& ex, const std::vector<NamedTensor>& inputs);
+  Session(const Executor& ex, const std::vector<NamedValue>& inputs);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -235,10 +267,13 @@ class Session {
   std::vector<NamedTensor> evaluate_next(const std::optional<Format>& fmt,
                                          Observer* observer = nullptr,
                                          const Executor* as = nullptr) const;
-  // A live value as a carrier (floating values in the executor's carrier), or nullptr.
+  // A live tensor as a carrier (floating values in the executor's carrier), or nullptr
+  // (also for a sequence or an empty optional).
   const Tensor* value(const std::string& name) const;
-  // The graph outputs in their storage dtypes (after done()).
+  // The graph outputs in their storage dtypes (after done()); an output that is not a
+  // tensor is an Error (outputs_values() returns it).
   std::vector<NamedTensor> outputs() const;
+  std::vector<NamedValue> output_values() const;
 
  private:
   const Executor& ex_;

@@ -30,22 +30,38 @@ struct Dim {
   bool operator==(const Dim&) const = default;
 };
 
+// What a declared type is: a tensor (also when no type is declared), a sequence
+// (seq(tensor)), an optional (of a tensor or a sequence), or another ONNX type (map,
+// sparse tensor).
+enum class TypeKind : std::uint8_t { tensor, sequence, optional, other };
+
 // A graph input, output or value_info entry: the declared type of a value. elem_type is
 // the ONNX TensorProto.DataType code (1 FLOAT, 10 FLOAT16, ...); 0 when not a tensor
-// or unknown. `has_shape` is false when no shape was declared at all.
+// or unknown. `has_shape` is false when no shape was declared at all. A type that is not
+// a tensor is kept as its serialized onnx.TypeProto (`type_proto`), which save writes back.
 struct ValueInfo {
+  ValueInfo() = default;
+  ValueInfo(std::string n, int elem, bool shaped = false, std::vector<Dim> dims = {})
+      : name(std::move(n)), elem_type(elem), has_shape(shaped), shape(std::move(dims)) {}
   std::string name;
   int elem_type = 0;
   bool has_shape = false;
   std::vector<Dim> shape;
+  TypeKind kind = TypeKind::tensor;
+  std::string type_proto;  // kind sequence, optional, other
   bool operator==(const ValueInfo&) const = default;
 };
 
 using GraphPtr = std::shared_ptr<Graph>;
+// A type attribute (TYPE_PROTO: Optional's `type`), kept as its serialized onnx.TypeProto.
+struct TypeAttr {
+  std::string proto;
+  bool operator==(const TypeAttr&) const = default;
+};
 using AttrValue =
     std::variant<float, std::int64_t, std::string, Tensor, GraphPtr, std::vector<float>,
                  std::vector<std::int64_t>, std::vector<std::string>, std::vector<Tensor>,
-                 std::vector<GraphPtr>>;
+                 std::vector<GraphPtr>, TypeAttr>;
 
 struct Attribute {
   std::string name;

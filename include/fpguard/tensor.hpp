@@ -101,6 +101,40 @@ struct NamedTensor {
   Tensor tensor;
 };
 
+// ---- values ---------------------------------------------------------------------------
+// A graph value that need not be a tensor: a tensor, a sequence of tensors (ONNX
+// seq(tensor)), or an empty optional (ONNX optional(T) holding nothing). An optional that
+// holds something is simply that tensor or sequence: no op tells the two apart
+// (OptionalHasElement is true for both, OptionalGetElement returns either).
+enum class ValueKind : std::uint8_t { tensor, sequence, none };
+std::string_view to_string(ValueKind k);  // "tensor", "sequence", "empty optional"
+
+struct Value {
+  ValueKind kind = ValueKind::tensor;
+  Tensor tensor;              // kind tensor
+  std::vector<Tensor> items;  // kind sequence, in order
+
+  Value() = default;
+  Value(Tensor t) : tensor(std::move(t)) {}  // NOLINT: a tensor is a value
+  static Value sequence(std::vector<Tensor> items) {
+    Value v;
+    v.kind = ValueKind::sequence;
+    v.items = std::move(items);
+    return v;
+  }
+  static Value none() {
+    Value v;
+    v.kind = ValueKind::none;
+    return v;
+  }
+  bool is_tensor() const { return kind == ValueKind::tensor; }
+};
+
+struct NamedValue {
+  std::string name;
+  Value value;
+};
+
 // ---- .npy ----------------------------------------------------------------------------
 // .npy files (format versions 1.0, 2.0, 3.0). Little- and big-endian data are read
 // (big-endian is converted on load); Fortran order, object and other dtypes are refused
@@ -156,6 +190,13 @@ NamedTensor read_tensor_pb(std::span<const std::byte> bytes, const std::string& 
                            const std::string& default_name);
 // Written atomically with raw_data, as onnx.numpy_helper.from_array does.
 void write_tensor_pb(const std::filesystem::path& path, const NamedTensor& t);
+
+// One serialized onnx.SequenceProto (of tensors) or onnx.OptionalProto (of a tensor or a
+// sequence of tensors), as in the test_data_set of a graph input of sequence or optional
+// type; the tensors are read as read_tensor_pb reads them. The name is the proto's, or
+// else the file stem. Sequences of maps or of sequences are refused.
+NamedValue read_sequence_pb(const std::filesystem::path& path);
+NamedValue read_optional_pb(const std::filesystem::path& path);
 
 // ---- sets of tensors -----------------------------------------------------------------
 // Every .npy and .pb file directly in `dir` (other files are ignored), in the natural

@@ -31,6 +31,24 @@ Tensor& KernelContext::out_uninit(std::size_t i, DType dtype, std::vector<std::i
   return outputs[i];
 }
 
+std::optional<Value> KernelContext::value_of(std::size_t i) const {
+  if (const Value* v = value_in(i)) return *v;
+  if (!has(i)) return std::nullopt;
+  const Tensor& t = *inputs[i];
+  return t.dtype() == carrier ? convert(t, input_dtypes[i]) : t;
+}
+
+void KernelContext::set_output(std::size_t i, Value v) {
+  FPG_CHECK(i < outputs.size());
+  if (v.is_tensor()) {
+    output_dtypes[i] = v.tensor.dtype();
+    outputs[i] = std::move(v.tensor);
+    return;
+  }
+  FPG_CHECK(i < output_values.size());  // the op is registered with kValues
+  output_values[i] = std::move(v);
+}
+
 void KernelContext::fail(const std::string& what) const {
   throw Error(where, what);
 }
@@ -62,6 +80,9 @@ struct Executor::Slot {
   // while the value lives: a value read by several nodes of one format, or by check's
   // local run node after node, is rounded once. std::map: entries never move.
   std::map<std::string, Tensor> rounded;
+  // A sequence or an empty optional (then `t` is unused); null for a tensor, so tensors
+  // pay nothing for it.
+  std::unique_ptr<Value> other;
 };
 
 namespace {
@@ -83,6 +104,23 @@ Executor::Slot make_slot(const Tensor& t, bool float32_storage, DType carrier) {
     s.exact_in.clear();
   }
   return s;
+}
+
+Executor::Slot make_slot(Value v) {
+  Executor::Slot s;
+  s.other = std::make_unique<Value>(std::move(v));
+  return s;
+}
+
+// "a tensor", "a sequence", "an empty optional": for errors.
+std::string a_kind(ValueKind k) {
+  return (k == ValueKind::none ? "an " : "a ") + std::string(to_string(k));
+}
+
+// A slot's value as a graph output or subgraph result: tensors in their storage dtype.
+Value slot_value(const Executor::Slot& s) {
+  if (s.other) return *s.other;
+  return convert(s.value(), s.storage);
 }
 
 template <class T>
@@ -220,65 +258,92 @@ const std::vector<std::size_t>& Executor::order() const {
   return plans_.at(&model_.graph).order;
 }
 
-std::unique_ptr<Executor::Scope> Executor::feed(const std::vector<NamedTensor>& inputs) const {
+template <class Named>
+std::unique_ptr<Executor::Scope> Executor::feed(const std::vector<Named>& inputs) const {
   const auto& g = model_.graph;
   auto scope = std::make_unique<Scope>();
-  auto& values = scope->values;
-  // Feed and check the runtime inputs.
-  std::map<std::string, const model::ValueInfo*> declared;
-  for (const auto& v : g.inputs) declared[v.name] = &v;
   for (const auto& in : inputs) {
-    auto it = declared.find(in.name);
-    if (it == declared.end()) {
-      std::vector<std::string> names;
-      for (const auto* v : g.runtime_inputs()) names.push_back(v->name);
-      std::string msg = "the model has no input named '" + in.name + "'";
-      if (auto hint = did_you_mean(in.name, names); !hint.empty())
-        msg += "; did you mean '" + hint + "'?";
-      throw Error(where_, msg);
-    }
-    const auto& vi = *it->second;
-    const std::string w = where_ + ": input '" + in.name + "'";
-    if (vi.elem_type != 0) {
-      const auto want = model::dtype_of(vi.elem_type);
-      if (!want)
-        throw Error(w,
-                    "declared type " + model::onnx_type_name(vi.elem_type) + " is not supported");
-      const bool bf16_bits = *want == DType::bfloat16 && in.tensor.dtype() == DType::uint16;
-      if (*want != in.tensor.dtype() && !bf16_bits)
-        throw Error(w, "has dtype " + std::string(to_string(in.tensor.dtype())) +
-                           " but the model declares " + std::string(to_string(*want)));
-    }
-    if (vi.has_shape) {
-      const auto& s = in.tensor.shape();
-      if (s.size() != vi.shape.size())
-        throw Error(w, "has shape " + dims_text(s) + " but the model declares rank " +
-                           std::to_string(vi.shape.size()));
-      for (std::size_t d = 0; d < s.size(); ++d)
-        if (vi.shape[d].fixed() && vi.shape[d].value != s[d])
-          throw Error(w, "dimension " + std::to_string(d) + " is " + std::to_string(s[d]) +
-                             " but the model declares " + std::to_string(vi.shape[d].value));
-    }
-    if (vi.elem_type == model::onnx_elem_type(DType::bfloat16) &&
-        in.tensor.dtype() == DType::uint16) {
-      // NumPy and ONNX's own test data carry bfloat16 as its uint16 bit patterns.
-      Tensor bits(DType::bfloat16, in.tensor.shape());
-      std::copy(in.tensor.bytes(), in.tensor.bytes() + in.tensor.nbytes(), bits.bytes());
-      values[in.name] = make_slot(bits, options_.float32_storage, options_.carrier);
-      continue;
-    }
-    values[in.name] = make_slot(in.tensor, options_.float32_storage, options_.carrier);
+    if constexpr (std::is_same_v<Named, NamedTensor>)
+      feed_one(*scope, in.name, &in.tensor, nullptr);
+    else
+      feed_one(*scope, in.name, in.value.is_tensor() ? &in.value.tensor : nullptr, &in.value);
   }
   for (const auto* v : g.runtime_inputs())
-    if (!values.count(v->name)) throw Error(where_, "input '" + v->name + "' was not given");
+    if (!scope->values.count(v->name)) throw Error(where_, "input '" + v->name + "' was not given");
   add_initializers(g, *scope);
   return scope;
+}
+
+void Executor::feed_one(Scope& scope, const std::string& name, const Tensor* tensor,
+                        const Value* other) const {
+  const auto& g = model_.graph;
+  auto& values = scope.values;
+  const model::ValueInfo* declared = nullptr;
+  for (const auto& v : g.inputs)
+    if (v.name == name) declared = &v;
+  if (!declared) {
+    std::vector<std::string> names;
+    for (const auto* v : g.runtime_inputs()) names.push_back(v->name);
+    std::string msg = "the model has no input named '" + name + "'";
+    if (auto hint = did_you_mean(name, names); !hint.empty())
+      msg += "; did you mean '" + hint + "'?";
+    throw Error(where_, msg);
+  }
+  const auto& vi = *declared;
+  const std::string w = where_ + ": input '" + name + "'";
+  const ValueKind kind = tensor ? ValueKind::tensor : other->kind;
+  const bool fits = vi.kind == model::TypeKind::optional ||
+                    (vi.kind == model::TypeKind::tensor && kind == ValueKind::tensor) ||
+                    (vi.kind == model::TypeKind::sequence && kind == ValueKind::sequence);
+  if (vi.kind == model::TypeKind::other)
+    throw Error(w, "its declared type (a map or sparse tensor) is not supported");
+  if (!fits)
+    throw Error(w, "is " + a_kind(kind) + " but the model declares " +
+                       (vi.kind == model::TypeKind::sequence ? "a sequence" : "a tensor"));
+  if (!tensor) {
+    values[name] = make_slot(*other);
+    return;
+  }
+  const Tensor& t = *tensor;
+  if (vi.elem_type != 0) {
+    const auto want = model::dtype_of(vi.elem_type);
+    if (!want)
+      throw Error(w, "declared type " + model::onnx_type_name(vi.elem_type) + " is not supported");
+    const bool bf16_bits = *want == DType::bfloat16 && t.dtype() == DType::uint16;
+    if (*want != t.dtype() && !bf16_bits)
+      throw Error(w, "has dtype " + std::string(to_string(t.dtype())) + " but the model declares " +
+                         std::string(to_string(*want)));
+  }
+  if (vi.has_shape) {
+    const auto& s = t.shape();
+    if (s.size() != vi.shape.size())
+      throw Error(w, "has shape " + dims_text(s) + " but the model declares rank " +
+                         std::to_string(vi.shape.size()));
+    for (std::size_t d = 0; d < s.size(); ++d)
+      if (vi.shape[d].fixed() && vi.shape[d].value != s[d])
+        throw Error(w, "dimension " + std::to_string(d) + " is " + std::to_string(s[d]) +
+                           " but the model declares " + std::to_string(vi.shape[d].value));
+  }
+  if (vi.elem_type == model::onnx_elem_type(DType::bfloat16) && t.dtype() == DType::uint16) {
+    // NumPy and ONNX's own test data carry bfloat16 as its uint16 bit patterns.
+    Tensor bits(DType::bfloat16, t.shape());
+    std::copy(t.bytes(), t.bytes() + t.nbytes(), bits.bytes());
+    values[name] = make_slot(bits, options_.float32_storage, options_.carrier);
+    return;
+  }
+  values[name] = make_slot(t, options_.float32_storage, options_.carrier);
 }
 
 std::vector<NamedTensor> Executor::run(const std::vector<NamedTensor>& inputs) const {
   Session s(*this, inputs);
   while (!s.done()) s.step(options_.observer);
   return s.outputs();
+}
+
+std::vector<NamedValue> Executor::run_values(const std::vector<NamedValue>& inputs) const {
+  Session s(*this, inputs);
+  while (!s.done()) s.step(options_.observer);
+  return s.output_values();
 }
 
 std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
@@ -303,8 +368,10 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
                         : nullptr,
                     policy.accumulation,
                     options_.float32_storage,
-                    carrier};
-  ctx.run_subgraph = [this, &scope, &ctx](const model::Graph& sub, std::vector<Tensor> in) {
+                    carrier,
+                    {},
+                    {}};
+  ctx.run_subgraph = [this, &scope, &ctx](const model::Graph& sub, std::vector<Value> in) {
     Scope inner;
     inner.parent = &scope;
     if (in.size() != sub.inputs.size())
@@ -312,14 +379,15 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
                " inputs, given " + std::to_string(in.size()));
     for (std::size_t i = 0; i < in.size(); ++i)
       inner.values[sub.inputs[i].name] =
-          make_slot(in[i], options_.float32_storage, options_.carrier);
+          in[i].is_tensor() ? make_slot(in[i].tensor, options_.float32_storage, options_.carrier)
+                            : make_slot(std::move(in[i]));
     add_initializers(sub, inner);
     run_graph(sub, inner);
-    std::vector<Tensor> out;
+    std::vector<Value> out;
     for (const auto& o : sub.outputs) {
       Slot* s = inner.find(o.name);
       if (!s) ctx.fail("subgraph output '" + o.name + "' was not produced");
-      out.push_back(convert(s->value(), s->storage));
+      out.push_back(slot_value(*s));
     }
     return out;
   };
@@ -335,6 +403,16 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
     Slot* found = scope.find(name);
     if (!found) throw Error(ctx.where, "input '" + name + "' is not available");
     Slot& s = *found;
+    if (s.other) {
+      if (!(info->accepts & kValues))
+        throw Error(ctx.where, "input '" + name + "' is " + a_kind(s.other->kind) + "; " +
+                                   node.op_type + " takes tensors");
+      ctx.input_values.resize(node.inputs.size());
+      ctx.input_values[ctx.inputs.size()] = s.other.get();
+      ctx.inputs.push_back(nullptr);
+      ctx.input_dtypes.push_back(DType::float32);
+      continue;
+    }
     ctx.input_dtypes.push_back(s.storage);
     const Tensor& v = s.value();
     const bool floating = is_float(v.dtype());
@@ -357,6 +435,7 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
   }
   ctx.outputs.resize(node.outputs.size());
   ctx.output_dtypes.resize(node.outputs.size());
+  if (info->accepts & kValues) ctx.output_values.resize(node.outputs.size());
   info->kernel(ctx);
 
   // The storage dtype of float outputs: what the kernel says, else the first floating
@@ -370,6 +449,10 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
   std::vector<std::pair<std::string, Slot>> out;
   for (std::size_t i = 0; i < node.outputs.size(); ++i) {
     if (node.outputs[i].empty()) continue;
+    if (i < ctx.output_values.size() && ctx.output_values[i]) {
+      out.emplace_back(node.outputs[i], make_slot(std::move(*ctx.output_values[i])));
+      continue;
+    }
     Slot s;
     Tensor t = std::move(ctx.outputs[i]);
     s.storage = ctx.output_dtypes[i].value_or(t.dtype() == carrier ? float_storage : t.dtype());
@@ -394,9 +477,12 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
   }
   if (observer) {  // lend the outputs to the observer without copying them
     std::vector<NamedTensor> produced;
-    for (auto& [name, slot] : out) produced.push_back({name, std::move(slot.t)});
+    for (auto& [name, slot] : out)
+      if (!slot.other) produced.push_back({name, std::move(slot.t)});
     observer->on_node(node, pos, ctx.inputs, produced);
-    for (std::size_t i = 0; i < out.size(); ++i) out[i].second.t = std::move(produced[i].tensor);
+    std::size_t k = 0;
+    for (auto& [name, slot] : out)
+      if (!slot.other) slot.t = std::move(produced[k++].tensor);
   }
   return out;
 }
@@ -449,6 +535,9 @@ void Executor::run_graph(const model::Graph& g, Scope& scope) const {
 Session::Session(const Executor& ex, const std::vector<NamedTensor>& inputs)
     : ex_(ex), scope_(ex.feed(inputs)) {}
 
+Session::Session(const Executor& ex, const std::vector<NamedValue>& inputs)
+    : ex_(ex), scope_(ex.feed(inputs)) {}
+
 Session::~Session() = default;
 
 bool Session::done() const {
@@ -485,13 +574,13 @@ std::vector<NamedTensor> Session::evaluate_next(const std::optional<Format>& fmt
   std::vector<NamedTensor> out;
   for (auto& [name, slot] :
        ex.run_node(node, pos_, *scope_, moves_data ? std::nullopt : fmt, observer))
-    out.push_back({name, std::move(slot.t)});
+    if (!slot.other) out.push_back({name, std::move(slot.t)});
   return out;
 }
 
 const Tensor* Session::value(const std::string& name) const {
   const Executor::Slot* s = scope_->find(name);
-  return s ? &s->value() : nullptr;
+  return s && !s->other ? &s->value() : nullptr;
 }
 
 std::vector<NamedTensor> Session::outputs() const {
@@ -499,7 +588,20 @@ std::vector<NamedTensor> Session::outputs() const {
   for (const auto& o : ex_.model_.graph.outputs) {
     const Executor::Slot* s = scope_->find(o.name);
     if (!s) throw Error(ex_.where_, "graph output '" + o.name + "' was not produced");
+    if (s->other)
+      throw Error(ex_.where_,
+                  "graph output '" + o.name + "' is " + a_kind(s->other->kind) + ", not a tensor");
     out.push_back({o.name, convert(s->value(), s->storage)});
+  }
+  return out;
+}
+
+std::vector<NamedValue> Session::output_values() const {
+  std::vector<NamedValue> out;
+  for (const auto& o : ex_.model_.graph.outputs) {
+    const Executor::Slot* s = scope_->find(o.name);
+    if (!s) throw Error(ex_.where_, "graph output '" + o.name + "' was not produced");
+    out.push_back({o.name, slot_value(*s)});
   }
   return out;
 }

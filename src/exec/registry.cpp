@@ -10,9 +10,10 @@
 
 namespace fpguard::exec {
 
-void Registry::add(const std::string& op, Kernel k, OpKind kind, std::int64_t min_opset) {
+void Registry::add(const std::string& op, Kernel k, OpKind kind, std::int64_t min_opset,
+                   unsigned accepts) {
   FPG_CHECK(!ops_.count(op));
-  ops_[op] = OpInfo{k, kind, min_opset};
+  ops_[op] = OpInfo{k, kind, min_opset, accepts};
 }
 
 const OpInfo* Registry::find(const std::string& op) const {
@@ -44,6 +45,7 @@ const Registry& Registry::global() {
     ops::register_quantize(reg);
     ops::register_misc(reg);
     ops::register_rnn(reg);
+    ops::register_sequence(reg);
     ops::register_spectral(reg);
     return reg;
   }();

@@ -159,6 +159,13 @@ Tensor load_tensor(const onnx::TensorProto& p, const LoadContext& ctx, const std
 ValueInfo load_value_info(const onnx::ValueInfoProto& v) {
   ValueInfo out;
   out.name = v.name();
+  if (v.has_type() && !v.type().has_tensor_type() &&
+      v.type().value_case() != onnx::TypeProto::VALUE_NOT_SET) {
+    out.kind = v.type().has_sequence_type()   ? TypeKind::sequence
+               : v.type().has_optional_type() ? TypeKind::optional
+                                              : TypeKind::other;
+    v.type().SerializeToString(&out.type_proto);
+  }
   if (v.has_type() && v.type().has_tensor_type()) {
     const auto& tt = v.type().tensor_type();
     out.elem_type = tt.elem_type();
@@ -206,6 +213,8 @@ Attribute load_attribute(const onnx::AttributeProto& a, const LoadContext& ctx,
       type = A::TENSORS;
     else if (a.graphs_size())
       type = A::GRAPHS;
+    else if (a.has_tp())
+      type = A::TYPE_PROTO;
   }
   switch (type) {
     case A::FLOAT:
@@ -244,9 +253,12 @@ Attribute load_attribute(const onnx::AttributeProto& a, const LoadContext& ctx,
       out.value = std::move(gs);
       break;
     }
+    case A::TYPE_PROTO:
+      out.value = TypeAttr{a.tp().SerializeAsString()};
+      break;
     default:
       throw Error(aw, "unsupported attribute type " + std::to_string(static_cast<int>(type)) +
-                          " (sparse tensors and type protos are not supported)");
+                          " (sparse tensors and lists of type protos are not supported)");
   }
   return out;
 }

@@ -15,6 +15,11 @@ namespace {
 
 void save_value_info(const ValueInfo& v, onnx::ValueInfoProto& p) {
   p.set_name(v.name);
+  if (!v.type_proto.empty()) {
+    if (!p.mutable_type()->ParseFromString(v.type_proto))
+      throw Error(v.name, "cannot serialize its type");
+    return;
+  }
   if (v.elem_type == 0 && !v.has_shape) return;
   auto* tt = p.mutable_type()->mutable_tensor_type();
   tt->set_elem_type(v.elem_type);
@@ -63,9 +68,13 @@ void save_attribute(const Attribute& a, onnx::AttributeProto& p) {
         } else if constexpr (std::is_same_v<T, std::vector<Tensor>>) {
           p.set_type(A::TENSORS);
           for (const auto& x : v) save_tensor(x, "", *p.add_tensors());
-        } else {
+        } else if constexpr (std::is_same_v<T, std::vector<GraphPtr>>) {
           p.set_type(A::GRAPHS);
           for (const auto& x : v) save_graph(*x, *p.add_graphs());
+        } else {
+          static_assert(std::is_same_v<T, TypeAttr>);
+          p.set_type(A::TYPE_PROTO);
+          if (!p.mutable_tp()->ParseFromString(v.proto)) throw Error(a.name, "corrupt type");
         }
       },
       a.value);

@@ -54,6 +54,7 @@ void register_loss(Registry& r);
 void register_quantize(Registry& r);
 void register_misc(Registry& r);
 void register_rnn(Registry& r);
+void register_sequence(Registry& r);
 void register_spectral(Registry& r);
 
 // out = x viewed with shape `view` (same element count), its axes permuted by `perm`

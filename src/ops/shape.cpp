@@ -17,7 +17,10 @@ Tensor with_shape(const Tensor& x, Shape shape) {
 }
 
 void identity(KernelContext& ctx) {
-  ctx.outputs[0] = ctx.in(0);
+  if (const auto* v = ctx.value_in(0))
+    ctx.set_output(0, *v);
+  else
+    ctx.outputs[0] = ctx.in(0);
 }
 
 void reshape(KernelContext& ctx) {
@@ -478,7 +481,7 @@ void permute_into(const Tensor& x, const Shape& view, const std::vector<std::int
 }
 
 void register_shape(Registry& r) {
-  r.add("Identity", identity, OpKind::data_movement);
+  r.add("Identity", identity, OpKind::data_movement, 1, exec::kValues);
   r.add("Reshape", reshape, OpKind::data_movement);
   r.add("Flatten", flatten, OpKind::data_movement);
   r.add("Squeeze", squeeze, OpKind::data_movement);

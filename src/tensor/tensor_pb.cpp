@@ -1,5 +1,6 @@
 // ONNX TensorProto .pb files. The protobuf types stay in this file: tensor.hpp shows only
 // fpguard types (DESIGN: the model layer is the only other place that sees them).
+#include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 
 #include <bit>
@@ -211,7 +212,12 @@ constexpr std::uint64_t kMaxMessageBytes = INT_MAX;
 
 }  // namespace
 
-NamedTensor read_tensor_pb(const std::filesystem::path& path) {
+namespace {
+
+// Parses one `Proto` from the file at `path`, refusing what cannot be held; `what` names
+// the message type in errors.
+template <class Proto>
+Proto parse_pb_file(const std::filesystem::path& path, const char* what) {
   const std::string where = path.string();
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw Error(where, "cannot open: is a directory");
@@ -219,19 +225,77 @@ NamedTensor read_tensor_pb(const std::filesystem::path& path) {
   if (!in) throw Error(where, std::string("cannot open: ") + std::strerror(errno));
   const auto size = std::filesystem::file_size(path, ec);
   if (!ec && size >= kMaxMessageBytes)
-    throw Error(where, "file of " + std::to_string(size) +
-                           " bytes is too large for a TensorProto (protobuf's limit is 2 GiB)");
+    throw Error(where, "file of " + std::to_string(size) + " bytes is too large for " + what +
+                           " (protobuf's limit is 2 GiB)");
   // The values are about the whole file (raw_data), held once by protobuf and once by
   // the Tensor: refuse before parsing what the second copy could not hold.
   if (!ec) check_memory(size, where);
   // Parsed from the stream: the file is not held a third time as a string.
-  onnx::TensorProto p;
+  Proto p;
   if (!p.ParseFromIstream(&in)) {
     if (in.bad()) throw Error(where, "read failed");
-    throw Error(where, "not an ONNX TensorProto (corrupt or not protobuf data)");
+    throw Error(where, std::string("not ") + what + " (corrupt or not protobuf data)");
   }
+  return p;
+}
+
+std::vector<Tensor> sequence_from_proto(const onnx::SequenceProto& p, const std::string& where) {
+  if (p.elem_type() != onnx::SequenceProto::TENSOR &&
+      !(p.elem_type() == onnx::SequenceProto::UNDEFINED && p.tensor_values_size() > 0))
+    throw Error(where, "a sequence of " +
+                           (p.elem_type() == onnx::SequenceProto::UNDEFINED
+                                ? std::string("unknown elements")
+                                : onnx::SequenceProto::DataType_Name(
+                                      static_cast<onnx::SequenceProto::DataType>(p.elem_type()))) +
+                           " (only sequences of tensors are supported)");
+  std::vector<Tensor> items;
+  for (int i = 0; i < p.tensor_values_size(); ++i)
+    items.push_back(
+        tensor_from_proto(p.tensor_values(i), where + ": element " + std::to_string(i)));
+  return items;
+}
+
+}  // namespace
+
+NamedTensor read_tensor_pb(const std::filesystem::path& path) {
+  const auto p = parse_pb_file<onnx::TensorProto>(path, "an ONNX TensorProto");
   std::string name = p.name().empty() ? path.stem().string() : p.name();
-  return {std::move(name), tensor_from_proto(p, where)};
+  return {std::move(name), tensor_from_proto(p, path.string())};
+}
+
+NamedValue read_sequence_pb(const std::filesystem::path& path) {
+  const auto p = parse_pb_file<onnx::SequenceProto>(path, "an ONNX SequenceProto");
+  std::string name = p.name().empty() ? path.stem().string() : p.name();
+  return {std::move(name), Value::sequence(sequence_from_proto(p, path.string()))};
+}
+
+NamedValue read_optional_pb(const std::filesystem::path& path) {
+  const auto p = parse_pb_file<onnx::OptionalProto>(path, "an ONNX OptionalProto");
+  const std::string where = path.string();
+  std::string name = p.name().empty() ? path.stem().string() : p.name();
+  if (p.has_tensor_value()) return {std::move(name), tensor_from_proto(p.tensor_value(), where)};
+  if (p.has_sequence_value())
+    return {std::move(name), Value::sequence(sequence_from_proto(p.sequence_value(), where))};
+  if (p.elem_type() != onnx::OptionalProto::UNDEFINED &&
+      p.elem_type() != onnx::OptionalProto::TENSOR &&
+      p.elem_type() != onnx::OptionalProto::SEQUENCE)
+    throw Error(where, "an optional of " +
+                           onnx::OptionalProto::DataType_Name(
+                               static_cast<onnx::OptionalProto::DataType>(p.elem_type())) +
+                           " (only optionals of tensors and sequences are supported)");
+  return {std::move(name), Value::none()};
+}
+
+std::string_view to_string(ValueKind k) {
+  switch (k) {
+    case ValueKind::tensor:
+      return "tensor";
+    case ValueKind::sequence:
+      return "sequence";
+    case ValueKind::none:
+      return "empty optional";
+  }
+  return "?";
 }
 
 NamedTensor read_tensor_pb(std::span<const std::byte> bytes, const std::string& where,

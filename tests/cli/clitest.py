@@ -32,7 +32,17 @@ def fails(fpguard, case, argv, *needles):
 
 
 def read_outputs(d):
-    """The tensors of a directory written by --outputs / --dump-all, by name."""
+    """The values of a directory written by --outputs / --dump-all, by name: an array, a
+    list of arrays (a sequence) or None (an empty optional)."""
     with open(os.path.join(d, "outputs.json")) as fh:
         j = json.load(fh)
-    return {t["name"]: np.load(os.path.join(d, t["file"])) for t in j["tensors"]}
+    out = {}
+    for t in j["tensors"]:
+        kind = t.get("kind", "tensor")
+        if kind == "sequence":
+            out[t["name"]] = [np.load(os.path.join(d, f)) for f in t["files"]]
+        elif kind == "none":
+            out[t["name"]] = None
+        else:
+            out[t["name"]] = np.load(os.path.join(d, t["file"]))
+    return out

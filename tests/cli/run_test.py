@@ -2,7 +2,7 @@
 """End-to-end tests of `fpguard run` and `fpguard ops` on the models of
 tests/data/make_models.py: outputs against NumPy, outputs.json, --json fields,
 --precision, generated inputs (--seed reproducible), --shape for dynamic dimensions,
---dump-all, and errors (one line, exit 2).
+--dump-all, sequence and optional inputs/outputs, and errors (one line, exit 2).
 
     run_test.py --fpguard PATH
 """
@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import make_models  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from clitest import check, fails, failures, run  # noqa: E402
+from clitest import check, fails, failures, read_outputs, run  # noqa: E402
 
 
 def main():
@@ -79,6 +79,39 @@ def main():
               "unsupported ops: AlsoNotAnOp, NotAnOp")
         fails(f, "unknown input", ["run", mlp, "--input", "X=uniform:0:1"], "did you mean 'x'")
         fails(f, "missing file", ["run", os.path.join(d, "nope.onnx")], "nope.onnx")
+
+        # Sequences and optionals: .pb inputs (SequenceProto, OptionalProto), outputs as
+        # one .npy per element and null for an empty optional.
+        vals = os.path.join(d, "values.onnx")
+        s_pb, x_npy = os.path.join(d, "values_s.pb"), os.path.join(d, "values_x.npy")
+        for opt, want_o in (("values_o_seq.pb", [np.array([5], np.float32)]),
+                            ("values_o_none.pb", None)):
+            vout = os.path.join(tmp, "vout_" + opt)
+            r = run(f, "run", vals, "--input", "s=" + s_pb, "--input", "x=" + x_npy, "--input",
+                    "o=" + os.path.join(d, opt), "--outputs", vout, "--json")
+            check(r.returncode == 0, f"values model runs ({opt})", r.stderr)
+            got = read_outputs(vout)
+            check([a.tolist() for a in got["s2"]] == [[1, 2], [3], [4, 5]], "sequence output", got)
+            check(got["y"].tolist() == [1, 2, 3, 4, 5], "ConcatFromSequence output", got)
+            check((got["o2"] is None and want_o is None) or
+                  (want_o is not None and [a.tolist() for a in got["o2"]] == [[5]]),
+                  f"optional output ({opt})", got)
+            entries = {e["name"]: e for e in json.load(open(os.path.join(vout, "outputs.json")))["tensors"]}
+            check(entries["s2"]["kind"] == "sequence" and entries["s2"]["dtypes"] == ["float32"] * 3
+                  and entries["y"]["kind"] == "tensor", "outputs.json kinds", entries)
+            printed = {o["name"]: o for o in json.loads(r.stdout)["outputs"]}
+            check(printed["s2"]["kind"] == "sequence" and len(printed["s2"]["items"]) == 3 and
+                  printed["y"]["shape"] == [5], "--json sequence summary", printed)
+        fails(f, "sequence input not given", ["run", vals, "--input", "x=" + x_npy], "input 's'",
+              "cannot be generated")
+        fails(f, "tensor file for a sequence", ["run", vals, "--input", "s=" + x_npy, "--input",
+                                                "x=" + x_npy, "--input",
+                                                "o=" + os.path.join(d, "values_o_none.pb")],
+              "input 's'", "is a tensor but the model declares a sequence")
+        fails(f, "check takes tensors", ["check", vals, "--precision", "fp16", "--input", "s=" + s_pb,
+                                         "--input", "x=" + x_npy, "--input",
+                                         "o=" + os.path.join(d, "values_o_none.pb")],
+              "input 's'", "tensor inputs only")
 
         ops = json.loads(run(f, "ops", "--json").stdout)["ops"]
         check("MatMul" in ops and "Softmax" in ops, "ops --json", ops)

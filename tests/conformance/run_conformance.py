@@ -3,6 +3,8 @@
 fpguard binary supports (`fpguard ops --json`), compares the outputs (rtol 1e-3,
 atol 1e-5 for floating outputs; exact for integer and bool), and fails on any failure
 not listed in expected_failures.txt. Prints `N passed, N failed, N skipped`.
+Sequence and optional inputs/outputs (SequenceProto/OptionalProto .pb files) are fed and
+compared too: a sequence element by element (same length), an empty optional exactly.
 With `--precision float64` every test runs as fpguard's float64 truth run (every floating
 value carried in double: each kernel's double instantiation), with the same tolerances
 and expected failures.
@@ -29,14 +31,30 @@ MAX_OPSET = 21
 TENSOR_TYPES_SUPPORTED = {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 16}
 
 
+def type_problem(t):
+    """Why fpguard cannot hold a value of TypeProto `t` (maps, FLOAT8...), or None.
+    Tensors, sequences of tensors and optionals of either are supported."""
+    kind = t.WhichOneof("value")
+    if kind == "tensor_type":
+        if t.tensor_type.elem_type not in TENSOR_TYPES_SUPPORTED:
+            return f"elem_type {t.tensor_type.elem_type}"
+        return None
+    if kind == "sequence_type":
+        inner = t.sequence_type.elem_type
+        if inner.WhichOneof("value") != "tensor_type":
+            return "a sequence of non-tensors"
+        return type_problem(inner)
+    if kind == "optional_type":
+        return type_problem(t.optional_type.elem_type)
+    return f"type {kind}"
+
+
 def unsupported_io(m):
-    """Why fpguard cannot take this model's inputs/outputs (strings, sequences, optionals,
-    FLOAT8...), or None."""
+    """Why fpguard cannot take this model's inputs/outputs, or None."""
     for v in list(m.graph.input) + list(m.graph.output):
-        if not v.type.HasField("tensor_type"):
-            return f"'{v.name}' is not a tensor ({v.type.WhichOneof('value')})"
-        if v.type.tensor_type.elem_type not in TENSOR_TYPES_SUPPORTED:
-            return f"'{v.name}' has elem_type {v.type.tensor_type.elem_type}"
+        why = type_problem(v.type)
+        if why:
+            return f"'{v.name}': {why}"
     for n in m.graph.node:
         for a in n.attribute:
             if n.op_type == "Cast" and a.name == "to" and a.i not in TENSOR_TYPES_SUPPORTED:
@@ -93,6 +111,54 @@ def compare(got, want):
     return None
 
 
+def read_expected(path, type_proto):
+    """output_N.pb as a NumPy array, a list of arrays (a sequence) or None (an empty
+    optional), by the graph output's declared type."""
+    kind = type_proto.WhichOneof("value")
+    if kind == "sequence_type":
+        p = onnx.SequenceProto()
+    elif kind == "optional_type":
+        p = onnx.OptionalProto()
+    else:
+        p = onnx.TensorProto()
+    with open(path, "rb") as f:
+        p.ParseFromString(f.read())
+    if kind == "sequence_type":
+        return numpy_helper.to_list(p)
+    if kind == "optional_type":
+        return numpy_helper.to_optional(p)
+    return numpy_helper.to_array(p)
+
+
+def read_got(tmp, entry):
+    """An outputs.json entry as read_expected returns it."""
+    kind = entry.get("kind", "tensor")
+    if kind == "sequence":
+        return [np.load(os.path.join(tmp, f)) for f in entry["files"]]
+    if kind == "none":
+        return None
+    return np.load(os.path.join(tmp, entry["file"]))
+
+
+def compare_value(got, want):
+    """compare() extended to sequences (lists) and empty optionals (None)."""
+    if want is None or got is None:
+        return None if want is None and got is None else (
+            f"{'an empty optional' if got is None else 'a value'} where "
+            f"{'an empty optional' if want is None else 'a value'} is expected")
+    if isinstance(want, list) or isinstance(got, list):
+        if not (isinstance(want, list) and isinstance(got, list)):
+            return "a sequence and a tensor"
+        if len(got) != len(want):
+            return f"a sequence of {len(got)} tensors, expected {len(want)}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            msg = compare(g, w)
+            if msg:
+                return f"element {i}: {msg}"
+        return None
+    return compare(got, want)
+
+
 def run_test(fpguard, test_dir, precision=None):
     model = os.path.join(test_dir, "model.onnx")
     m = onnx.load(model, load_external_data=False)
@@ -111,10 +177,7 @@ def run_test(fpguard, test_dir, precision=None):
                 files = {t["name"]: t for t in json.load(f)["tensors"]}
             k = 0
             while os.path.exists(os.path.join(sdir, f"output_{k}.pb")):
-                t = onnx.TensorProto()
-                with open(os.path.join(sdir, f"output_{k}.pb"), "rb") as f:
-                    t.ParseFromString(f.read())
-                want = numpy_helper.to_array(t)
+                want = read_expected(os.path.join(sdir, f"output_{k}.pb"), m.graph.output[k].type)
                 name = outputs[k]
                 if m.graph.output[k].type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16:
                     # ONNX's test data carries bfloat16 as uint16 bit patterns; fpguard
@@ -123,8 +186,8 @@ def run_test(fpguard, test_dir, precision=None):
                         want = (want.astype(np.uint32) << 16).view(np.float32)
                 if name not in files:
                     return f"{s}: output '{name}' missing"
-                got = np.load(os.path.join(tmp, files[name]["file"]))
-                msg = compare(got, want)
+                got = read_got(tmp, files[name])
+                msg = compare_value(got, want)
                 if msg:
                     return f"{s}: output '{name}': {msg}"
                 k += 1

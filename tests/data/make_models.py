@@ -148,6 +148,28 @@ def main(out):
               [vi("x", [1])], [vi("y", [1])], opset=6)
     onnx.save(m, os.path.join(out, "opset6.onnx"))
 
+    # values: a sequence input and an optional input; outputs a sequence (x appended to s),
+    # its concatenation, and the optional passed through (the CLI's value I/O).
+    seq_f = helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)
+    opt_f = helper.make_value_info(
+        "o", helper.make_optional_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, None)))
+    m = model([helper.make_node("SequenceInsert", ["s", "x"], ["s2"], name="append"),
+               helper.make_node("ConcatFromSequence", ["s2"], ["y"], name="concat", axis=0),
+               helper.make_node("Identity", ["o"], ["o2"], name="same")],
+              [seq_f, vi("x", [2]), opt_f],
+              [helper.make_tensor_sequence_value_info("s2", TensorProto.FLOAT, None), vi("y", [None]),
+               helper.make_value_info("o2", opt_f.type)])
+    onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(out, "values.onnx"))
+    seq = onnx.numpy_helper.from_list([np.array([1, 2], np.float32), np.array([3], np.float32)], "s")
+    with open(os.path.join(out, "values_s.pb"), "wb") as f:
+        f.write(seq.SerializeToString())
+    with open(os.path.join(out, "values_o_none.pb"), "wb") as f:
+        f.write(onnx.numpy_helper.from_optional(None, "o").SerializeToString())
+    with open(os.path.join(out, "values_o_seq.pb"), "wb") as f:
+        f.write(onnx.numpy_helper.from_optional([np.array([5], np.float32)], "o").SerializeToString())
+    np.save(os.path.join(out, "values_x.npy"), np.array([4, 5], np.float32))
+
 
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "--check":

@@ -49,40 +49,83 @@ std::string file_name_for(const std::string& name, std::set<std::string>& used) 
   return candidate + ".npy";
 }
 
-// NumPy has no bfloat16: such tensors are written as float32 (exact); outputs.json says so.
-void write_tensors(const std::filesystem::path& dir, const std::vector<NamedTensor>& tensors,
-                   const std::vector<DType>& dtypes) {
+// One tensor as a .npy file for `name` in `dir`; returns the file name. NumPy has no
+// bfloat16: such tensors are written as float32 (exact); outputs.json says so.
+std::string write_one(const std::filesystem::path& dir, const std::string& name, const Tensor& t,
+                      std::set<std::string>& used) {
+  const std::string file = file_name_for(name, used);
+  write_npy(dir / file, t.dtype() == DType::bfloat16 ? exec::convert(t, DType::float32) : t);
+  return file;
+}
+
+// Values as .npy files + outputs.json (docs/executor.md): a tensor is one file, a sequence
+// one file per element (name_0, name_1, ...), an empty optional none.
+void write_values(const std::filesystem::path& dir, const std::vector<NamedValue>& values) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error(dir.string(), "cannot create the directory: " + ec.message());
   std::set<std::string> used;
-  json files = json::array();
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const auto& t = tensors[i];
-    const std::string file = file_name_for(t.name, used);
-    const Tensor& w =
-        t.tensor.dtype() == DType::bfloat16 ? exec::convert(t.tensor, DType::float32) : t.tensor;
-    write_npy(dir / file, w);
-    files.push_back(
-        {{"name", t.name}, {"file", file}, {"dtype", std::string(to_string(dtypes[i]))}});
+  json entries = json::array();
+  for (const auto& [name, v] : values) {
+    json e = {{"name", name}};
+    switch (v.kind) {
+      case ValueKind::tensor:
+        e["kind"] = "tensor";
+        e["file"] = write_one(dir, name, v.tensor, used);
+        e["dtype"] = std::string(to_string(v.tensor.dtype()));
+        break;
+      case ValueKind::sequence: {
+        e["kind"] = "sequence";
+        json files = json::array(), dtypes = json::array();
+        for (std::size_t i = 0; i < v.items.size(); ++i) {
+          files.push_back(write_one(dir, name + "_" + std::to_string(i), v.items[i], used));
+          dtypes.push_back(std::string(to_string(v.items[i].dtype())));
+        }
+        e["files"] = files;
+        e["dtypes"] = dtypes;
+        break;
+      }
+      case ValueKind::none:
+        e["kind"] = "none";
+        e["file"] = nullptr;
+        break;
+    }
+    entries.push_back(e);
   }
-  json j = {{"schema_version", 1}, {"tensors", files}};
+  json j = {{"schema_version", 1}, {"tensors", entries}};
   write_file_atomic(dir / "outputs.json", [&](std::ostream& out) { out << j.dump(2) << "\n"; });
 }
 
-// --dump-all: every node output, in execution order.
+// --dump-all: every node output that is a tensor, in execution order.
 class DumpObserver : public exec::Observer {
  public:
   void on_node(const model::Node&, std::size_t, const std::vector<const Tensor*>&,
                const std::vector<NamedTensor>& outputs) override {
-    for (const auto& o : outputs) {
-      tensors.push_back(o);
-      dtypes.push_back(o.tensor.dtype());
-    }
+    for (const auto& o : outputs) values.push_back({o.name, o.tensor});
   }
-  std::vector<NamedTensor> tensors;
-  std::vector<DType> dtypes;
+  std::vector<NamedValue> values;
 };
+
+// A tensor's summary for the printed result: shape, dtype, min, max, absmax (NaN ignored).
+struct Summary {
+  json j;
+  std::string text;
+};
+Summary summarize(const Tensor& t) {
+  std::vector<double> v(t.size());
+  to_double(t, v);
+  double mn = INFINITY, mx = -INFINITY, am = 0;
+  for (double x : v)
+    if (!std::isnan(x)) mn = std::min(mn, x), mx = std::max(mx, x), am = std::max(am, std::fabs(x));
+  json shape = t.shape();
+  return {{{"shape", shape},
+           {"dtype", std::string(to_string(t.dtype()))},
+           {"min", v.empty() ? json(nullptr) : json_number(mn)},
+           {"max", v.empty() ? json(nullptr) : json_number(mx)},
+           {"absmax", v.empty() ? json(nullptr) : json_number(am)}},
+          fmt::format("{} {}  min {:.6g}  max {:.6g}  absmax {:.6g}", to_string(t.dtype()),
+                      shape.dump(), mn, mx, am)};
+}
 
 // This process's resident memory now and at its peak, in MiB: VmRSS and VmHWM of
 // /proc/self/status (getrusage's ru_maxrss would include a parent's peak, kept across exec).
@@ -135,39 +178,43 @@ void run(const RunArgs& a) {
   const auto inputs = gather_inputs(a.in, m);
 
   std::vector<double> times;
-  std::vector<NamedTensor> outputs;
+  std::vector<NamedValue> outputs;
   for (int r = 0; r < std::max(1, a.repeat); ++r) {
     const auto s = clock::now();
-    outputs = ex.run(inputs);
+    outputs = ex.run_values(inputs);
     times.push_back(std::chrono::duration<double, std::milli>(clock::now() - s).count());
     if (r == 0 && opts.observer) opts.observer = nullptr;  // dump the first run only
   }
   std::sort(times.begin(), times.end());
   const double median = times[times.size() / 2];
 
-  std::vector<DType> dtypes;
-  for (const auto& o : outputs) dtypes.push_back(o.tensor.dtype());
-  if (!a.outputs_dir.empty()) write_tensors(a.outputs_dir, outputs, dtypes);
-  if (!a.dump_dir.empty()) write_tensors(a.dump_dir, dump.tensors, dump.dtypes);
+  if (!a.outputs_dir.empty()) write_values(a.outputs_dir, outputs);
+  if (!a.dump_dir.empty()) write_values(a.dump_dir, dump.values);
 
+  // A tensor output: {name, shape, dtype, min, max, absmax}; a sequence: {name, kind,
+  // items: [{shape, dtype, ...}]}; an empty optional: {name, kind: "none"}.
   json outs = json::array();
   std::string text;
-  for (const auto& o : outputs) {
-    std::vector<double> v(o.tensor.size());
-    to_double(o.tensor, v);
-    double mn = INFINITY, mx = -INFINITY, am = 0;
-    for (double x : v)
-      if (!std::isnan(x))
-        mn = std::min(mn, x), mx = std::max(mx, x), am = std::max(am, std::fabs(x));
-    json shape = o.tensor.shape();
-    outs.push_back({{"name", o.name},
-                    {"shape", shape},
-                    {"dtype", std::string(to_string(o.tensor.dtype()))},
-                    {"min", v.empty() ? json(nullptr) : json_number(mn)},
-                    {"max", v.empty() ? json(nullptr) : json_number(mx)},
-                    {"absmax", v.empty() ? json(nullptr) : json_number(am)}});
-    text += fmt::format("{}  {} {}  min {:.6g}  max {:.6g}  absmax {:.6g}\n", o.name,
-                        to_string(o.tensor.dtype()), shape.dump(), mn, mx, am);
+  for (const auto& [name, v] : outputs) {
+    if (v.is_tensor()) {
+      auto s = summarize(v.tensor);
+      json o = {{"name", name}};
+      o.update(s.j);
+      outs.push_back(o);
+      text += name + "  " + s.text + "\n";
+    } else if (v.kind == ValueKind::sequence) {
+      json items = json::array();
+      text += fmt::format("{}  sequence of {} tensors\n", name, v.items.size());
+      for (std::size_t i = 0; i < v.items.size(); ++i) {
+        auto s = summarize(v.items[i]);
+        items.push_back(s.j);
+        text += fmt::format("  [{}]  {}\n", i, s.text);
+      }
+      outs.push_back({{"name", name}, {"kind", "sequence"}, {"items", items}});
+    } else {
+      outs.push_back({{"name", name}, {"kind", "none"}});
+      text += name + "  empty optional\n";
+    }
   }
   if (a.json) {
     json j = {{"schema_version", 1},

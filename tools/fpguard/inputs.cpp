@@ -130,9 +130,20 @@ Tensor generate(const std::string& spec, const model::ValueInfo& vi,
   return exec::convert(d, *dtype);
 }
 
+// A .pb file for an input of declared type `vi`: a TensorProto, or a SequenceProto /
+// OptionalProto for an input of sequence / optional type.
+NamedValue read_value_pb(const std::filesystem::path& path, const model::ValueInfo* vi) {
+  if (vi && vi->kind == model::TypeKind::sequence) return read_sequence_pb(path);
+  if (vi && vi->kind == model::TypeKind::optional) return read_optional_pb(path);
+  auto t = read_tensor_pb(path);
+  return {std::move(t.name), std::move(t.tensor)};
+}
+
 // An ONNX test_data_set holds input_N.pb and output_N.pb: only the inputs are read, in
-// the order of N. Any other directory is read whole (NAME.npy files).
-std::vector<NamedTensor> read_input_dir(const std::filesystem::path& dir) {
+// the order of N (input_N is of the type of runtime input N). Any other directory is
+// read whole (NAME.npy files).
+std::vector<NamedValue> read_input_dir(const std::filesystem::path& dir,
+                                       const std::vector<const model::ValueInfo*>& runtime) {
   std::vector<std::pair<long, std::filesystem::path>> files;
   std::error_code ec;
   bool test_data_set = false;
@@ -149,17 +160,24 @@ std::vector<NamedTensor> read_input_dir(const std::filesystem::path& dir) {
         }
       }
     }
-  if (!test_data_set) return read_tensors(dir);
+  std::vector<NamedValue> out;
+  if (!test_data_set) {
+    for (auto& t : read_tensors(dir)) out.push_back({std::move(t.name), std::move(t.tensor)});
+    return out;
+  }
   std::sort(files.begin(), files.end());
-  std::vector<NamedTensor> out;
-  for (const auto& [n, path] : files) out.push_back(read_tensor_pb(path));
+  for (const auto& [n, path] : files)
+    out.push_back(read_value_pb(
+        path, n >= 0 && static_cast<std::size_t>(n) < runtime.size() ? runtime[n] : nullptr));
   return out;
 }
 
 // Floating data for an input declared in another floating type (float32 arrays for a
 // float16 model) is converted to it (rounded to nearest even); anything else is passed
 // as it is, for the executor to accept or refuse.
-Tensor as_declared(Tensor t, const model::ValueInfo& vi) {
+Value as_declared(Value v, const model::ValueInfo& vi) {
+  if (!v.is_tensor()) return v;
+  Tensor t = std::move(v.tensor);
   const auto want = vi.elem_type ? model::dtype_of(vi.elem_type) : std::nullopt;
   if (want && *want != t.dtype() && exec::is_float(*want) && exec::is_float(t.dtype()))
     return exec::convert(t, *want);
@@ -168,8 +186,8 @@ Tensor as_declared(Tensor t, const model::ValueInfo& vi) {
 
 }  // namespace
 
-std::vector<NamedTensor> gather_inputs(const InputArgs& a, const model::Model& m,
-                                       std::uint64_t sample, std::vector<std::string>* generated) {
+std::vector<NamedValue> gather_inputs(const InputArgs& a, const model::Model& m,
+                                      std::uint64_t sample, std::vector<std::string>* generated) {
   const auto runtime = m.graph.runtime_inputs();
   std::map<std::string, const model::ValueInfo*> by_name;
   for (const auto* v : runtime) by_name[v->name] = v;
@@ -178,16 +196,16 @@ std::vector<NamedTensor> gather_inputs(const InputArgs& a, const model::Model& m
     auto [name, dims] = split_eq(s, "--shape");
     shapes[name] = parse_dims(dims, "--shape " + s);
   }
-  std::map<std::string, Tensor> given;
+  std::map<std::string, Value> given;
   if (!a.inputs_dir.empty()) {
-    auto tensors = read_input_dir(a.inputs_dir);
+    auto tensors = read_input_dir(a.inputs_dir, runtime);
     const bool by_names = std::all_of(tensors.begin(), tensors.end(),
-                                      [&](const NamedTensor& t) { return by_name.count(t.name); });
+                                      [&](const NamedValue& t) { return by_name.count(t.name); });
     if (!by_names && tensors.size() > runtime.size())
       throw Error("--inputs " + a.inputs_dir, std::to_string(tensors.size()) + " tensors for " +
                                                   std::to_string(runtime.size()) + " model inputs");
     for (std::size_t i = 0; i < tensors.size(); ++i)
-      given[by_names ? tensors[i].name : runtime[i]->name] = std::move(tensors[i].tensor);
+      given[by_names ? tensors[i].name : runtime[i]->name] = std::move(tensors[i].value);
   }
   std::map<std::string, std::string> specs;
   for (const auto& s : a.inputs) {
@@ -202,21 +220,32 @@ std::vector<NamedTensor> gather_inputs(const InputArgs& a, const model::Model& m
     }
     specs[name] = spec;
   }
-  std::vector<NamedTensor> out;
+  std::vector<NamedValue> out;
   for (std::size_t i = 0; i < runtime.size(); ++i) {
     const auto& vi = *runtime[i];
+    const bool tensor = vi.kind == model::TypeKind::tensor;
     auto spec = specs.find(vi.name);
+    const bool generate_it = spec == specs.end() ? !given.count(vi.name)
+                                                 : spec->second.rfind("uniform:", 0) == 0 ||
+                                                       spec->second.rfind("normal:", 0) == 0;
+    if (!tensor && generate_it)
+      throw Error(m.path.string() + ": input '" + vi.name + "'",
+                  "is not a tensor (a sequence or an optional) and cannot be generated; give it "
+                  "as a SequenceProto/OptionalProto .pb file with --input " +
+                      vi.name + "=FILE.pb");
     if (spec != specs.end()) {
       const std::string& sp = spec->second;
       if (sp.rfind("uniform:", 0) == 0 || sp.rfind("normal:", 0) == 0)
         out.push_back({vi.name, generate(sp, vi, input_shape(vi, shapes, m.path.string()),
                                          a.seed + sample, i)});
+      else if (!tensor && std::filesystem::path(sp).extension() == ".pb")
+        out.push_back({vi.name, read_value_pb(sp, &vi).value});
       else {
         auto ts = read_tensors(sp);
         if (ts.size() != 1)
           throw Error("--input " + vi.name,
                       "'" + sp + "' holds " + std::to_string(ts.size()) + " tensors (expected 1)");
-        out.push_back({vi.name, as_declared(std::move(ts[0].tensor), vi)});
+        out.push_back({vi.name, as_declared(Value(std::move(ts[0].tensor)), vi)});
       }
     } else if (auto g = given.find(vi.name); g != given.end()) {
       out.push_back({vi.name, as_declared(std::move(g->second), vi)});
@@ -249,6 +278,21 @@ std::vector<std::string> input_set_dirs(const std::string& dir) {
   return out;
 }
 
+namespace {
+// The analyses (check, plan, convert) take tensors: an input that is not one is refused.
+std::vector<NamedTensor> tensors_of(std::vector<NamedValue> values, const model::Model& m) {
+  std::vector<NamedTensor> out;
+  for (auto& v : values) {
+    if (!v.value.is_tensor())
+      throw Error(m.path.string() + ": input '" + v.name + "'",
+                  "is not a tensor (" + std::string(to_string(v.value.kind)) +
+                      "); the analyses (check, plan, convert) take tensor inputs only");
+    out.push_back({std::move(v.name), std::move(v.value.tensor)});
+  }
+  return out;
+}
+}  // namespace
+
 std::vector<std::vector<NamedTensor>> gather_samples(const InputArgs& a, const model::Model& m,
                                                      std::size_t samples,
                                                      std::vector<std::string>& generated) {
@@ -260,11 +304,11 @@ std::vector<std::vector<NamedTensor>> gather_samples(const InputArgs& a, const m
     for (const auto& dir : set_dirs) {
       InputArgs one = a;
       one.inputs_dir = dir;
-      out.push_back(gather_inputs(one, m, 0, &generated));
+      out.push_back(tensors_of(gather_inputs(one, m, 0, &generated), m));
     }
   } else {
     for (std::size_t s = 0; s < samples; ++s)
-      out.push_back(gather_inputs(a, m, s, s == 0 ? &generated : nullptr));
+      out.push_back(tensors_of(gather_inputs(a, m, s, s == 0 ? &generated : nullptr), m));
   }
   std::sort(generated.begin(), generated.end());
   generated.erase(std::unique(generated.begin(), generated.end()), generated.end());

@@ -26,9 +26,11 @@ void add_input_options(CLI::App& cmd, InputArgs& a);
 // One input set for the model's runtime inputs, in their order. Inputs given neither by
 // file nor by spec are generated (floating: uniform:-1:1, integers: 0); `generated`
 // receives their names. `sample` offsets the generator's seed (one set per sample).
-std::vector<NamedTensor> gather_inputs(const InputArgs& a, const model::Model& m,
-                                       std::uint64_t sample = 0,
-                                       std::vector<std::string>* generated = nullptr);
+// Inputs of sequence or optional type are read from .pb files (SequenceProto,
+// OptionalProto): given by --input NAME=FILE.pb or in a test_data_set; never generated.
+std::vector<NamedValue> gather_inputs(const InputArgs& a, const model::Model& m,
+                                      std::uint64_t sample = 0,
+                                      std::vector<std::string>* generated = nullptr);
 
 // The subdirectories of `dir` that hold input sets (test_data_set_*, or any directory of
 // .npy/.pb files), sorted; empty when `dir` itself is one set.
