@@ -326,5 +326,20 @@ TEST(Strings, ConcatGatherAndSequencesCarryThem) {
             (std::vector<std::string>{"a", "b", "a", "b", "c", "d", "c", "d"}));
 }
 
+// A Loop's scan output of strings is stacked as strings.
+TEST(Strings, LoopStacksStringScanOutputs) {
+  auto body = std::make_shared<model::Graph>();
+  body->name = "body";
+  body->inputs = {declared("i", kTensor, 7), declared("c", kTensor, 9)};
+  body->nodes = {node("keep", "Identity", {"c"}, {"c_out"}),
+                 node("text", "Cast", {"i"}, {"t"}, {attr("to", 8)})};
+  body->outputs = {declared("c_out", kTensor, 9), declared("t", kTensor, 8)};
+  auto m = make({}, {node("loop", "Loop", {"n", ""}, {"all"}, {{"body", body, ""}})},
+                {declared("all", kTensor, 8)});
+  m.graph.initializers = {{"n", ints({}, {3})}};
+  const auto out = Executor(m).run({});
+  EXPECT_EQ(texts_of(out[0].tensor), (std::vector<std::string>{"0", "1", "2"}));
+}
+
 }  // namespace
 }  // namespace fpguard::exec
