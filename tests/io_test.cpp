@@ -559,6 +559,31 @@ TEST_F(Io, PbTypedFieldsOfEveryDType) {
   EXPECT_EQ(up.tensor.data<std::int8_t>()[1], 6);
 }
 
+// Strings: UTF-8 text in string_data, and NumPy's '<U<n>' (UTF-32) in .npy, read back
+// from both, the .npy by NumPy too.
+TEST_F(Io, StringsRoundTripThroughPbAndNpy) {
+  Tensor t(DType::string, {2, 2});
+  const std::vector<std::string> text = {"0.5", "", "h\xc3\xa9llo", "\xe6\x97\xa5\xf0\x9f\x99\x82"};
+  std::copy(text.begin(), text.end(), t.data<std::string>().begin());
+  write_tensor_pb(path("s.pb"), {"s", t});
+  const auto pb = read_tensor_pb(path("s.pb"));
+  ASSERT_EQ(pb.tensor.dtype(), DType::string);
+  EXPECT_EQ(pb.tensor.shape(), t.shape());
+  EXPECT_EQ(std::vector<std::string>(pb.tensor.data<std::string>().begin(),
+                                     pb.tensor.data<std::string>().end()),
+            text);
+  write_npy(path("s.npy"), t);
+  const std::string file = slurp(path("s.npy"));
+  EXPECT_NE(file.find("'descr': '<U5'"), std::string::npos);  // "héllo": 5 code points
+  const Tensor back = read_npy(path("s.npy"));
+  ASSERT_EQ(back.dtype(), DType::string);
+  EXPECT_EQ(back.shape(), t.shape());
+  EXPECT_EQ(
+      std::vector<std::string>(back.data<std::string>().begin(), back.data<std::string>().end()),
+      text);
+  expect_error([&] { npy_header(t, "x"); }, "x", "write_npy only");
+}
+
 TEST_F(Io, PbErrorsNameTheFile) {
   struct Case {
     std::string file;
@@ -568,8 +593,10 @@ TEST_F(Io, PbErrorsNameTheFile) {
   const Pb f2 = Pb().varint(kDims, 2).varint(kDataType, 1);  // FLOAT [2]
   const std::string eight(8, '\0');
   const std::vector<Case> cases = {
-      {"string.pb", Pb().varint(kDims, 1).varint(kDataType, 8).bytes(kStringData, "a").str(),
-       "unsupported data_type STRING (8)"},
+      {"string.pb", Pb().varint(kDims, 2).varint(kDataType, 8).bytes(kStringData, "a").str(),
+       "string_data has 1 values, but dims [2] need 2"},
+      {"string_raw.pb", Pb().varint(kDims, 1).varint(kDataType, 8).bytes(kRawData, "a").str(),
+       "STRING tensor has raw_data (expected string_data)"},
       {"fp8.pb", Pb().varint(kDims, 1).varint(kDataType, 17).bytes(kRawData, "\x01").str(),
        "unsupported data_type FLOAT8E4M3FN (17)"},
       {"complex.pb", Pb().varint(kDims, 1).varint(kDataType, 14).str(),

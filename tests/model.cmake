@@ -9,7 +9,7 @@ add_custom_command(
   COMMENT "Generating the test models (tests/data/make_models.py)")
 add_custom_target(model_test_data DEPENDS ${_fpg_model_data}/mlp.onnx)
 
-foreach(_t model exec sequence)
+foreach(_t model exec values)
   add_executable(${_t}_tests ${_t}_test.cpp)
   add_dependencies(${_t}_tests model_test_data)
   target_link_libraries(${_t}_tests PRIVATE fpguard_lib GTest::gtest_main)

@@ -37,8 +37,9 @@ enum class OpKind {
 };
 
 // What a kernel takes besides tensors of numeric dtypes (Registry::add): the executor
-// refuses any other op a sequence or an empty optional, with an Error naming the node.
-enum Accepts : unsigned { kTensors = 0, kValues = 1 };
+// refuses any other op a sequence or an empty optional (kValues), or a string tensor
+// (kStrings), with an Error naming the node.
+enum Accepts : unsigned { kTensors = 0, kValues = 1, kStrings = 2 };
 
 struct KernelContext {
   const model::Node& node;

@@ -33,8 +33,12 @@ enum class DType {
   uint32,
   uint64,
   bool_,
+  // Text (ONNX STRING): each element a std::string of UTF-8, held apart from the byte
+  // storage (itemsize 0, data<std::string>()). Only ops registered to take strings see
+  // them (exec::kStrings); NumPy writes them as its unicode dtype '<U<n>'.
+  string,
 };
-std::string_view to_string(DType d);  // NumPy spelling: "float32", "bool", ...
+std::string_view to_string(DType d);  // NumPy spelling: "float32", "bool", ...; "string"
 std::size_t itemsize(DType d);
 
 namespace detail {
@@ -74,7 +78,8 @@ class Tensor {
   std::byte* bytes() { return storage_.data(); }
   const std::byte* bytes() const { return storage_.data(); }
 
-  // Typed views; T must match the dtype's storage type (FPG_CHECK).
+  // Typed views; T must match the dtype's storage type (FPG_CHECK): std::string for
+  // DType::string.
   template <class T>
   std::span<T> data();
   template <class T>
@@ -85,10 +90,11 @@ class Tensor {
   std::vector<std::int64_t> shape_;
   std::size_t size_ = 0;
   std::vector<std::byte, detail::DefaultInitAllocator<std::byte>> storage_;
+  std::vector<std::string> strings_;  // DType::string only
 };
 
 // Every element as a double (exact for every dtype but int64/uint64 beyond 2^53);
-// `out` must have t.size() elements.
+// `out` must have t.size() elements. Not for strings (FPG_CHECK).
 void to_double(const Tensor& t, std::span<double> out);
 
 // Number of elements of `shape`; throws Error(where, ...) for negative dims or a product
@@ -149,10 +155,11 @@ Tensor read_npy(std::span<const std::byte> bytes, const std::string& where);
 // itself there (a zip entry's CRC) gets to.
 Tensor read_npy(std::istream& in, std::uint64_t size, const std::string& where);
 // Written atomically (temporary file + rename). bfloat16 is refused: NumPy has no such
-// dtype (write its bits as uint16).
+// dtype (write its bits as uint16). Strings are written as NumPy's '<U<n>' (UTF-32, n the
+// longest element's code points) and read back from '<U<n>' (or '>U<n>') as UTF-8.
 void write_npy(const std::filesystem::path& path, const Tensor& t);
 // The .npy header for `t` (magic, version, dict, padding): a .npy file is this followed
-// by t.bytes(). Throws Error(where, ...) for bfloat16.
+// by t.bytes(). Throws Error(where, ...) for bfloat16 and strings (write_npy only).
 std::string npy_header(const Tensor& t, const std::string& where);
 
 // ---- .npz ----------------------------------------------------------------------------

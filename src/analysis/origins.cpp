@@ -141,7 +141,7 @@ struct Graphs {
       const auto& n = node(p->second);
       if (n.op_type == "Constant") t = n.attr_tensor("value");
     }
-    if (!t || t->size() != 1) return std::nullopt;
+    if (!t || t->size() != 1 || t->dtype() == DType::string) return std::nullopt;
     std::vector<double> v(1);
     to_double(*t, v);
     return v[0];

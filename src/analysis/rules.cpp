@@ -121,7 +121,7 @@ std::optional<double> exponent_of(const RuleContext& rc, std::size_t pos) {
   if (const auto* init = rc.ctx.m.graph.find_initializer(n.inputs[1])) t = &init->tensor;
   if (auto p = rc.ctx.producer.find(n.inputs[1]); !t && p != rc.ctx.producer.end())
     if (rc.node(p->second).op_type == "Constant") t = rc.node(p->second).attr_tensor("value");
-  if (!t || t->size() != 1) return std::nullopt;
+  if (!t || t->size() != 1 || t->dtype() == DType::string) return std::nullopt;
   std::vector<double> v(1);
   to_double(*t, v);
   return v[0];

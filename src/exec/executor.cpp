@@ -415,6 +415,9 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
     }
     ctx.input_dtypes.push_back(s.storage);
     const Tensor& v = s.value();
+    if (v.dtype() == DType::string && !(info->accepts & kStrings))
+      throw Error(ctx.where, "input '" + name + "' is a string tensor; " + node.op_type +
+                                 " takes numeric tensors");
     const bool floating = is_float(v.dtype());
     if (carried_format.empty() && floating) carried_format = s.exact_in;
     if (fmt && floating && s.exact_in != fmt->name) {

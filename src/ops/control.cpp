@@ -2,8 +2,6 @@
 // KernelContext::run_subgraph, which reads outer values from the enclosing scopes. If
 // returns, and Loop carries, sequences and optionals as well as tensors; scan inputs and
 // outputs are tensors.
-#include <cstring>
-
 #include "ops/ops.hpp"
 
 namespace fpguard::ops {
@@ -52,7 +50,6 @@ Tensor stack(const KernelContext& ctx, const std::vector<Tensor>& parts, std::in
   Shape os(s);
   os.insert(os.begin() + axis, static_cast<std::int64_t>(parts.size()));
   Tensor out(parts[0].dtype(), os);
-  const auto isz = itemsize(out.dtype());
   const auto outer = product(s, 0, static_cast<std::size_t>(axis)),
              inner = product(s, static_cast<std::size_t>(axis));
   const auto n = static_cast<std::int64_t>(parts.size());
@@ -61,10 +58,8 @@ Tensor stack(const KernelContext& ctx, const std::vector<Tensor>& parts, std::in
     if (p.shape() != s || p.dtype() != out.dtype())
       ctx.fail("scan outputs of different shapes or dtypes");
     for (std::int64_t o = 0; o < outer; ++o)
-      if (inner)
-        std::memcpy(out.bytes() + static_cast<std::size_t>((o * n + k) * inner) * isz,
-                    p.bytes() + static_cast<std::size_t>(o * inner) * isz,
-                    static_cast<std::size_t>(inner) * isz);
+      copy_elements(p, static_cast<std::size_t>(o * inner), out,
+                    static_cast<std::size_t>((o * n + k) * inner), static_cast<std::size_t>(inner));
   }
   return out;
 }
@@ -75,15 +70,12 @@ Tensor slice_at(const Tensor& t, std::int64_t axis, std::int64_t k) {
   Shape os(s);
   os.erase(os.begin() + axis);
   Tensor out(t.dtype(), os);
-  const auto isz = itemsize(t.dtype());
   const auto outer = product(s, 0, static_cast<std::size_t>(axis)),
              len = s[static_cast<std::size_t>(axis)],
              inner = product(s, static_cast<std::size_t>(axis) + 1);
   for (std::int64_t o = 0; o < outer; ++o)
-    if (inner)
-      std::memcpy(out.bytes() + static_cast<std::size_t>(o * inner) * isz,
-                  t.bytes() + static_cast<std::size_t>((o * len + k) * inner) * isz,
-                  static_cast<std::size_t>(inner) * isz);
+    copy_elements(t, static_cast<std::size_t>((o * len + k) * inner), out,
+                  static_cast<std::size_t>(o * inner), static_cast<std::size_t>(inner));
   return out;
 }
 
@@ -278,10 +270,10 @@ void sequence_map_k(KernelContext& ctx) {
 }  // namespace
 
 void register_control(Registry& r) {
-  r.add("If", if_k, OpKind::data_movement, 1, exec::kValues);
-  r.add("Loop", loop_k, OpKind::data_movement, 1, exec::kValues);
+  r.add("If", if_k, OpKind::data_movement, 1, exec::kValues | exec::kStrings);
+  r.add("Loop", loop_k, OpKind::data_movement, 1, exec::kValues | exec::kStrings);
   r.add("Scan", scan_k, OpKind::data_movement, 8);
-  r.add("SequenceMap", sequence_map_k, OpKind::data_movement, 17, exec::kValues);
+  r.add("SequenceMap", sequence_map_k, OpKind::data_movement, 17, exec::kValues | exec::kStrings);
 }
 
 }  // namespace fpguard::ops

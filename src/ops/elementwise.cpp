@@ -1,7 +1,10 @@
 // Elementwise ops: unary math, binary arithmetic with numpy broadcasting, comparisons,
 // logic, Where, Cast. Floating inputs arrive as carriers (float32, or float64 in a truth
 // run); the math is written once over the carrier type.
+#include <cctype>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 
 #include "core/parallel.hpp"
 #include "fpguard/round.hpp"
@@ -510,11 +513,78 @@ void where_k(KernelContext& ctx) {
   });
 }
 
+// Cast to STRING: each value as the shortest decimal that reads back to it in its storage
+// type (a float32 0.97676110267 is "0.9767611", as NumPy prints it), "NaN", "INF" and
+// "-INF" for the special values (the spellings ONNX reads back); integers in decimal,
+// bool as 1 and 0.
+Tensor to_text(const KernelContext& ctx, const Tensor& x, DType storage) {
+  Tensor out(DType::string, x.shape());
+  auto o = out.data<std::string>();
+  if (x.dtype() == DType::string) {
+    std::copy(x.data<std::string>().begin(), x.data<std::string>().end(), o.begin());
+    return out;
+  }
+  auto put = [&](std::size_t i, auto v) {
+    using T = decltype(v);
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(v)) return void(o[i] = "NaN");
+      if (std::isinf(v)) return void(o[i] = v > 0 ? "INF" : "-INF");
+    }
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    o[i].assign(buf, r.ptr);
+  };
+  if (storage == DType::float64) {
+    const Tensor d = exec::convert(x, DType::float64);
+    const auto v = d.data<double>();
+    for (std::size_t i = 0; i < v.size(); ++i) put(i, v[i]);
+    return out;
+  }
+  if (exec::is_float(storage)) {  // float16/bfloat16 values are float32 values: printed so
+    const Tensor f = exec::convert(x, DType::float32);
+    const auto v = f.data<float>();
+    for (std::size_t i = 0; i < v.size(); ++i) put(i, v[i]);
+    return out;
+  }
+  dispatch(ctx, x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    using Wide = std::conditional_t<std::is_same_v<T, std::uint64_t>, T, std::int64_t>;
+    const auto d = x.data<T>();
+    for (std::size_t i = 0; i < d.size(); ++i) put(i, static_cast<Wide>(d[i]));
+  });
+  return out;
+}
+
+// Cast from STRING: decimal and scientific notation, and "NaN", "INF", "+INF", "-INF" in
+// any case; read as a float32 for a float32 target (rounded once), else as a double,
+// then converted as a double would be (integers truncated toward zero, saturating).
+// Anything else fails naming the node and the string.
+Tensor from_text(const KernelContext& ctx, const Tensor& x, DType to) {
+  const auto in = x.data<std::string>();
+  Tensor out(DType::float64, x.shape());
+  auto o = out.data<double>();
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const std::string& s = in[i];
+    char* end = nullptr;
+    o[i] = to == DType::float32 ? static_cast<double>(std::strtof(s.c_str(), &end))
+                                : std::strtod(s.c_str(), &end);
+    while (*end && std::isspace(static_cast<unsigned char>(*end))) ++end;
+    if (s.empty() || end == s.c_str() || *end != '\0')
+      ctx.fail("'" + s + "' is not a number (element " + std::to_string(i) + ")");
+  }
+  return out;
+}
+
 // Cast and CastLike: floating results are carriers (float32 or float64) holding values
 // of `to` (a Cast to float16 rounds to float16, in the carrier, so a float64 value is
 // rounded once); the executor stores them as `to`. A Cast to float32 in a float64 run
 // does not round: float32 is the precision the truth run replaces.
 void cast_to(KernelContext& ctx, const Tensor& x, DType to) {
+  if (to == DType::string) {
+    ctx.outputs[0] = to_text(ctx, x, ctx.input_dtypes[0]);
+    return;
+  }
+  if (x.dtype() == DType::string) return cast_to(ctx, from_text(ctx, x, to), to);
   if (exec::is_float(to)) {
     Tensor f = exec::convert(x, ctx.carrier);
     if ((to == DType::float16 || to == DType::bfloat16) && !ctx.float32_storage) {
@@ -678,8 +748,8 @@ void register_elementwise(Registry& r) {
   r.add("Where", where_k, OpKind::data_movement);
   // A Cast is a precision boundary: its result is the target type's value, never rounded
   // to the node's format (a Cast to float32 in a float16 graph yields float32 values).
-  r.add("Cast", cast_k, OpKind::data_movement);
-  r.add("CastLike", cast_like_k, OpKind::data_movement);
+  r.add("Cast", cast_k, OpKind::data_movement, 1, exec::kStrings);
+  r.add("CastLike", cast_like_k, OpKind::data_movement, 1, exec::kStrings);
 }
 
 }  // namespace fpguard::ops

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -63,6 +64,21 @@ void register_spectral(Registry& r);
 void permute_into(const Tensor& x, const Shape& view, const std::vector<std::int64_t>& perm,
                   Tensor& out, int threads);
 std::string shape_str(const Shape& s);
+// Copies `n` elements of `src` from element `from` to element `to` of `dst` (same dtype):
+// their bytes, or the std::strings of a string tensor. The data-movement kernels that
+// carry strings (Concat, Gather, SplitToSequence, ConcatFromSequence) copy through it.
+inline void copy_elements(const Tensor& src, std::size_t from, Tensor& dst, std::size_t to,
+                          std::size_t n) {
+  if (n == 0) return;
+  if (src.dtype() == DType::string) {
+    const auto s = src.data<std::string>().subspan(from, n);
+    std::copy(s.begin(), s.end(),
+              dst.data<std::string>().begin() + static_cast<std::ptrdiff_t>(to));
+    return;
+  }
+  const std::size_t isz = itemsize(src.dtype());
+  std::memcpy(dst.bytes() + to * isz, src.bytes() + from * isz, n * isz);
+}
 // numpy broadcasting of two shapes; ctx.fail on mismatch.
 Shape broadcast_shapes(const KernelContext& ctx, const Shape& a, const Shape& b);
 // C-order strides of `in` seen through `out`'s shape (0 on broadcast dims).

@@ -2,8 +2,6 @@
 // SplitToSequence, ConcatFromSequence, Optional, OptionalHasElement, OptionalGetElement
 // (SequenceMap runs a body: control.cpp). A sequence holds its tensors in their storage
 // dtypes; nothing here rounds.
-#include <cstring>
-
 #include "ops/ops.hpp"
 
 namespace fpguard::ops {
@@ -86,12 +84,11 @@ Tensor slice_axis(const Tensor& t, std::size_t axis, std::int64_t begin, std::in
   const std::int64_t dim = os[axis];
   os[axis] = len;
   Tensor out(t.dtype(), os);
-  const auto isz = itemsize(t.dtype());
   const auto outer = product(t.shape(), 0, axis), inner = product(t.shape(), axis + 1);
-  const auto row = static_cast<std::size_t>(len * inner) * isz;
-  for (std::int64_t o = 0; o < outer && row; ++o)
-    std::memcpy(out.bytes() + static_cast<std::size_t>(o) * row,
-                t.bytes() + static_cast<std::size_t>((o * dim + begin) * inner) * isz, row);
+  const auto row = static_cast<std::size_t>(len * inner);
+  for (std::int64_t o = 0; o < outer; ++o)
+    copy_elements(t, static_cast<std::size_t>((o * dim + begin) * inner), out,
+                  static_cast<std::size_t>(o) * row, row);
   return out;
 }
 
@@ -132,7 +129,7 @@ void split_to_sequence(KernelContext& ctx) {
       Shape s = piece.shape();
       s.erase(s.begin() + static_cast<std::ptrdiff_t>(axis));
       Tensor sq(piece.dtype(), s);
-      std::memcpy(sq.bytes(), piece.bytes(), piece.nbytes());
+      copy_elements(piece, 0, sq, 0, piece.size());
       piece = std::move(sq);
     }
     items.push_back(std::move(piece));
@@ -167,15 +164,14 @@ void concat_from_sequence(KernelContext& ctx) {
     os[axis] += s[axis];
   }
   Tensor out(items[0].dtype(), os);
-  const auto isz = itemsize(out.dtype());
   const auto outer = product(os, 0, axis);
-  std::size_t at = 0;  // bytes into an output row
-  const auto out_row = static_cast<std::size_t>(product(os, axis)) * isz;
+  std::size_t at = 0;  // elements into an output row
+  const auto out_row = static_cast<std::size_t>(product(os, axis));
   for (const auto& t : items) {
-    const auto row = static_cast<std::size_t>(product(view(t), axis)) * isz;
-    for (std::int64_t o = 0; o < outer && row; ++o)
-      std::memcpy(out.bytes() + static_cast<std::size_t>(o) * out_row + at,
-                  t.bytes() + static_cast<std::size_t>(o) * row, row);
+    const auto row = static_cast<std::size_t>(product(view(t), axis));
+    for (std::int64_t o = 0; o < outer; ++o)
+      copy_elements(t, static_cast<std::size_t>(o) * row, out,
+                    static_cast<std::size_t>(o) * out_row + at, row);
     at += row;
   }
   ctx.set_output(0, std::move(out));
@@ -202,19 +198,20 @@ void optional_get_element(KernelContext& ctx) {
 }  // namespace
 
 void register_sequence(Registry& r) {
-  using exec::kValues;
+  // Tensors move in and out of sequences whole or through copy_elements: strings too.
+  const unsigned whole = exec::kValues | exec::kStrings;
   const auto moves = OpKind::data_movement;
-  r.add("SequenceConstruct", sequence_construct, moves, 11, kValues);
-  r.add("SequenceEmpty", sequence_empty, moves, 11, kValues);
-  r.add("SequenceInsert", sequence_insert, moves, 11, kValues);
-  r.add("SequenceAt", sequence_at, moves, 11, kValues);
-  r.add("SequenceErase", sequence_erase, moves, 11, kValues);
-  r.add("SequenceLength", sequence_length, moves, 11, kValues);
-  r.add("SplitToSequence", split_to_sequence, moves, 11, kValues);
-  r.add("ConcatFromSequence", concat_from_sequence, moves, 11, kValues);
-  r.add("Optional", optional_k, moves, 15, kValues);
-  r.add("OptionalHasElement", optional_has_element, moves, 15, kValues);
-  r.add("OptionalGetElement", optional_get_element, moves, 15, kValues);
+  r.add("SequenceConstruct", sequence_construct, moves, 11, whole);
+  r.add("SequenceEmpty", sequence_empty, moves, 11, whole);
+  r.add("SequenceInsert", sequence_insert, moves, 11, whole);
+  r.add("SequenceAt", sequence_at, moves, 11, whole);
+  r.add("SequenceErase", sequence_erase, moves, 11, whole);
+  r.add("SequenceLength", sequence_length, moves, 11, whole);
+  r.add("SplitToSequence", split_to_sequence, moves, 11, whole);
+  r.add("ConcatFromSequence", concat_from_sequence, moves, 11, whole);
+  r.add("Optional", optional_k, moves, 15, whole);
+  r.add("OptionalHasElement", optional_has_element, moves, 15, whole);
+  r.add("OptionalGetElement", optional_get_element, moves, 15, whole);
 }
 
 }  // namespace fpguard::ops

@@ -11,8 +11,12 @@ namespace {
 
 Tensor with_shape(const Tensor& x, Shape shape) {
   Tensor t(x.dtype(), std::move(shape));
-  FPG_CHECK(t.nbytes() == x.nbytes());
-  if (x.nbytes()) std::memcpy(t.bytes(), x.bytes(), x.nbytes());
+  FPG_CHECK(t.nbytes() == x.nbytes() && t.size() == x.size());
+  if (x.dtype() == DType::string)
+    std::copy(x.data<std::string>().begin(), x.data<std::string>().end(),
+              t.data<std::string>().begin());
+  else if (x.nbytes())
+    std::memcpy(t.bytes(), x.bytes(), x.nbytes());
   return t;
 }
 
@@ -276,17 +280,15 @@ void concat(KernelContext& ctx) {
     os[axis] += t.shape()[axis];
   }
   Tensor& out = ctx.out(0, first.dtype(), os);
-  const std::size_t isz = itemsize(first.dtype());
   const auto outer = product(os, 0, axis), inner = product(os, axis + 1);
   std::int64_t at = 0;
   for (std::size_t i = 0; i < ctx.num_inputs(); ++i) {
     const Tensor& t = ctx.in(i);
     const auto len = t.shape()[axis] * inner;
     for (std::int64_t o = 0; o < outer; ++o)
-      if (len)
-        std::memcpy(out.bytes() + (o * os[axis] * inner + at) * static_cast<std::int64_t>(isz),
-                    t.bytes() + o * len * static_cast<std::int64_t>(isz),
-                    static_cast<std::size_t>(len) * isz);
+      copy_elements(t, static_cast<std::size_t>(o * len), out,
+                    static_cast<std::size_t>(o * os[axis] * inner + at),
+                    static_cast<std::size_t>(len));
     at += len;
   }
 }
@@ -350,7 +352,6 @@ void gather(KernelContext& ctx) {
   const auto outer = product(x.shape(), 0, axis), inner = product(x.shape(), axis + 1);
   const auto n = static_cast<std::int64_t>(indices.size());
   Tensor& out = ctx.out(0, x.dtype(), os);
-  const auto isz = static_cast<std::int64_t>(itemsize(x.dtype()));
   for (std::int64_t k = 0; k < n; ++k) {
     auto i = indices[static_cast<std::size_t>(k)];
     if (i < -dim || i >= dim)
@@ -358,10 +359,8 @@ void gather(KernelContext& ctx) {
                std::to_string(dim));
     if (i < 0) i += dim;
     for (std::int64_t o = 0; o < outer; ++o)
-      if (inner)
-        std::memcpy(out.bytes() + ((o * n + k) * inner) * isz,
-                    x.bytes() + ((o * dim + i) * inner) * isz,
-                    static_cast<std::size_t>(inner * isz));
+      copy_elements(x, static_cast<std::size_t>((o * dim + i) * inner), out,
+                    static_cast<std::size_t>((o * n + k) * inner), static_cast<std::size_t>(inner));
   }
 }
 
@@ -481,19 +480,20 @@ void permute_into(const Tensor& x, const Shape& view, const std::vector<std::int
 }
 
 void register_shape(Registry& r) {
-  r.add("Identity", identity, OpKind::data_movement, 1, exec::kValues);
-  r.add("Reshape", reshape, OpKind::data_movement);
-  r.add("Flatten", flatten, OpKind::data_movement);
-  r.add("Squeeze", squeeze, OpKind::data_movement);
-  r.add("Unsqueeze", unsqueeze, OpKind::data_movement);
+  r.add("Identity", identity, OpKind::data_movement, 1, exec::kValues | exec::kStrings);
+  // Shape-only ops move whole tensors: strings pass too.
+  r.add("Reshape", reshape, OpKind::data_movement, 1, exec::kStrings);
+  r.add("Flatten", flatten, OpKind::data_movement, 1, exec::kStrings);
+  r.add("Squeeze", squeeze, OpKind::data_movement, 1, exec::kStrings);
+  r.add("Unsqueeze", unsqueeze, OpKind::data_movement, 1, exec::kStrings);
   r.add("Transpose", transpose, OpKind::data_movement);
-  r.add("Concat", concat, OpKind::data_movement);
+  r.add("Concat", concat, OpKind::data_movement, 1, exec::kStrings);
   r.add("Slice", slice, OpKind::data_movement);
-  r.add("Gather", gather, OpKind::data_movement);
+  r.add("Gather", gather, OpKind::data_movement, 1, exec::kStrings);
   r.add("Expand", expand, OpKind::data_movement);
   r.add("Tile", tile, OpKind::data_movement);
-  r.add("Shape", shape_k, OpKind::data_movement);
-  r.add("Size", size_k, OpKind::data_movement);
+  r.add("Shape", shape_k, OpKind::data_movement, 1, exec::kStrings);
+  r.add("Size", size_k, OpKind::data_movement, 1, exec::kStrings);
   r.add("Constant", constant, OpKind::data_movement);
   r.add("ConstantOfShape", constant_of_shape, OpKind::data_movement);
   r.add("Range", range_k);

@@ -30,7 +30,7 @@ constexpr DTypeInfo kDTypes[] = {
     {DType::int32, "int32", 'i', 4},     {DType::int64, "int64", 'i', 8},
     {DType::uint8, "uint8", 'u', 1},     {DType::uint16, "uint16", 'u', 2},
     {DType::uint32, "uint32", 'u', 4},   {DType::uint64, "uint64", 'u', 8},
-    {DType::bool_, "bool", 'b', 1},
+    {DType::bool_, "bool", 'b', 1},      {DType::string, "string", 'U', 0},
 };
 
 const DTypeInfo& info(DType d) {
@@ -63,6 +63,7 @@ std::size_t element_count(const std::vector<std::int64_t>& shape, const std::str
 Tensor::Tensor(DType dtype, std::vector<std::int64_t> shape)
     : dtype_(dtype), shape_(std::move(shape)), size_(element_count(shape_, "tensor")) {
   storage_.resize(size_ * itemsize(dtype_), std::byte{0});
+  if (dtype_ == DType::string) strings_.resize(size_);
 }
 
 Tensor Tensor::uninitialized(DType dtype, std::vector<std::int64_t> shape) {
@@ -71,6 +72,7 @@ Tensor Tensor::uninitialized(DType dtype, std::vector<std::int64_t> shape) {
   t.shape_ = std::move(shape);
   t.size_ = element_count(t.shape_, "tensor");
   t.storage_.resize(t.size_ * itemsize(dtype));
+  if (dtype == DType::string) t.strings_.resize(t.size_);
   return t;
 }
 
@@ -100,6 +102,8 @@ static bool storage_matches(DType d) {
       return std::is_same_v<T, std::uint32_t>;
     case DType::uint64:
       return std::is_same_v<T, std::uint64_t>;
+    case DType::string:
+      return std::is_same_v<T, std::string>;
   }
   return false;
 }
@@ -107,12 +111,18 @@ static bool storage_matches(DType d) {
 template <class T>
 std::span<T> Tensor::data() {
   FPG_CHECK(storage_matches<std::remove_const_t<T>>(dtype_));
-  return {reinterpret_cast<T*>(storage_.data()), size_};
+  if constexpr (std::is_same_v<std::remove_const_t<T>, std::string>)
+    return {strings_.data(), size_};
+  else
+    return {reinterpret_cast<T*>(storage_.data()), size_};
 }
 template <class T>
 std::span<const T> Tensor::data() const {
   FPG_CHECK(storage_matches<T>(dtype_));
-  return {reinterpret_cast<const T*>(storage_.data()), size_};
+  if constexpr (std::is_same_v<T, std::string>)
+    return {strings_.data(), size_};
+  else
+    return {reinterpret_cast<const T*>(storage_.data()), size_};
 }
 
 #define FPG_INSTANTIATE(T)                 \
@@ -128,6 +138,7 @@ FPG_INSTANTIATE(std::uint8_t)
 FPG_INSTANTIATE(std::uint16_t)
 FPG_INSTANTIATE(std::uint32_t)
 FPG_INSTANTIATE(std::uint64_t)
+FPG_INSTANTIATE(std::string)
 #undef FPG_INSTANTIATE
 
 void to_double(const Tensor& t, std::span<double> out) {
@@ -172,6 +183,8 @@ void to_double(const Tensor& t, std::span<double> out) {
     case DType::uint64:
       copy(t.data<std::uint64_t>());
       break;
+    case DType::string:
+      FPG_CHECK(false);  // text has no numeric value
   }
 }
 
@@ -236,6 +249,50 @@ bool read_exact(std::istream& in, void* dst, std::size_t n) {
          static_cast<bool>(in.read(static_cast<char*>(dst), static_cast<std::streamsize>(n)));
 }
 
+// UTF-8 <-> the code points of NumPy's unicode dtype. Malformed UTF-8 becomes U+FFFD (as
+// Python's "replace" error handler does); code points beyond U+10FFFF read from a file
+// too.
+std::vector<char32_t> utf32(const std::string& s) {
+  std::vector<char32_t> out;
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    char32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+    bool ok = len > 0 && i + static_cast<std::size_t>(len) <= s.size();
+    for (int k = 1; ok && k < len; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + static_cast<std::size_t>(k)]);
+      ok = (b >> 6) == 2;
+      cp = cp << 6 | (b & 0x3f);
+    }
+    out.push_back(ok ? cp : 0xfffd);
+    i += ok ? static_cast<std::size_t>(len) : 1;
+  }
+  return out;
+}
+
+std::string utf8(std::span<const char32_t> cps) {
+  std::string out;
+  for (char32_t cp : cps) {
+    if (cp == 0) break;  // NumPy pads with NULs
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xc0 | cp >> 6);
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xe0 | cp >> 12);
+      out += static_cast<char>(0x80 | (cp >> 6 & 0x3f));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    } else {
+      out += static_cast<char>(0xf0 | (cp >> 18 & 0x07));
+      out += static_cast<char>(0x80 | (cp >> 12 & 0x3f));
+      out += static_cast<char>(0x80 | (cp >> 6 & 0x3f));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    }
+  }
+  return out;
+}
+
 // A read-only stream over a byte buffer, without copying it.
 class SpanBuf : public std::streambuf {
  public:
@@ -289,7 +346,7 @@ Tensor read_npy(std::istream& in, std::uint64_t size, const std::string& where) 
   // One message for every dtype we cannot read (object arrays are pickles: never).
   const auto unsupported = [&] {
     return Error(where, "unsupported dtype '" + descr +
-                            "' (supported: float64/32/16, int8-64, uint8-64, bool)");
+                            "' (supported: float64/32/16, int8-64, uint8-64, bool, unicode)");
   };
   if (descr.size() < 3) throw unsupported();
   const char order = descr[0];
@@ -304,6 +361,12 @@ Tensor read_npy(std::istream& in, std::uint64_t size, const std::string& where) 
   for (const auto& i : kDTypes)
     if (i.kind == kind && i.size == size_of && std::to_string(size_of) == descr.substr(2))
       found = &i;
+  const bool text = kind == 'U' && std::to_string(size_of) == descr.substr(2) && size_of > 0;
+  if (text) {  // size_of code points of 4 bytes each
+    if (size_of > (std::size_t{1} << 20)) throw unsupported();
+    found = &info(DType::string);
+    size_of *= 4;
+  }
   if (!found || (order != '<' && order != '>' && order != '|' && order != '=')) throw unsupported();
   const bool big_endian = order == '>' && size_of > 1;
 
@@ -320,7 +383,10 @@ Tensor read_npy(std::istream& in, std::uint64_t size, const std::string& where) 
                            std::to_string(available) + " remain");
   check_memory(data_bytes, where);  // a pipe, or a file larger than memory
   Tensor t(found->dtype, shape);
-  if (!read_exact(in, t.bytes(), t.nbytes()))
+  std::vector<char32_t> chars;
+  if (text) chars.resize(n * size_of / 4);
+  if (!read_exact(in, text ? static_cast<void*>(chars.data()) : t.bytes(),
+                  text ? chars.size() * 4 : t.nbytes()))
     throw Error(where, "truncated .npy data: shape " + shape_text + " needs " +
                            std::to_string(t.nbytes()) + " bytes");
   // Reading on to the end lets a checking source (a zip entry's CRC) check, and finds
@@ -330,6 +396,15 @@ Tensor read_npy(std::istream& in, std::uint64_t size, const std::string& where) 
                            " unexpected bytes after the array data (corrupt, or not one array)");
   if (in.peek() != std::char_traits<char>::eof())
     throw Error(where, "unexpected bytes after the array data (corrupt, or not one array)");
+  if (text) {
+    if (big_endian)
+      for (auto& c : chars) c = __builtin_bswap32(static_cast<std::uint32_t>(c));
+    const std::size_t width = size_of / 4;
+    auto out = t.data<std::string>();
+    for (std::size_t i = 0; i < n; ++i)
+      out[i] = utf8(std::span<const char32_t>(chars.data() + i * width, width));
+    return t;
+  }
   if (big_endian) {  // convert to native (little-endian) order
     std::byte* p = t.bytes();
     for (std::size_t i = 0; i < n; ++i) std::reverse(p + i * size_of, p + (i + 1) * size_of);
@@ -355,6 +430,27 @@ Tensor read_npy(const std::filesystem::path& path) {
   return read_npy(in, size, where);
 }
 
+namespace {
+
+std::string header_with(const Tensor& t, const std::string& descr);
+
+// A string tensor's .npy data: every element as `width` UTF-32LE code points (NUL-padded),
+// width the longest element's length (at least 1, as NumPy's '<U1' for empty strings).
+std::vector<char32_t> npy_text(const Tensor& t, std::size_t& width) {
+  std::vector<std::vector<char32_t>> cps;
+  width = 1;
+  for (const auto& s : t.data<std::string>()) {
+    cps.push_back(utf32(s));
+    width = std::max(width, cps.back().size());
+  }
+  std::vector<char32_t> out(cps.size() * width, 0);
+  for (std::size_t i = 0; i < cps.size(); ++i)
+    std::copy(cps[i].begin(), cps[i].end(), out.begin() + static_cast<std::ptrdiff_t>(i * width));
+  return out;
+}
+
+}  // namespace
+
 std::string npy_header(const Tensor& t, const std::string& where) {
   std::string descr;
   switch (t.dtype()) {
@@ -369,9 +465,17 @@ std::string npy_header(const Tensor& t, const std::string& where) {
       break;
     case DType::bfloat16:
       throw Error(where, "NumPy has no bfloat16 dtype; write its bits as uint16");
+    case DType::string:
+      throw Error(where, "string tensors are written by write_npy only");
     default:
       descr = std::string("<") + info(t.dtype()).kind + std::to_string(itemsize(t.dtype()));
   }
+  return header_with(t, descr);
+}
+
+namespace {
+
+std::string header_with(const Tensor& t, const std::string& descr) {
   std::string shape = "(";
   for (auto d : t.shape()) shape += std::to_string(d) + ", ";
   if (t.shape().size() > 1)
@@ -395,7 +499,20 @@ std::string npy_header(const Tensor& t, const std::string& where) {
   return out + header;
 }
 
+}  // namespace
+
 void write_npy(const std::filesystem::path& path, const Tensor& t) {
+  if (t.dtype() == DType::string) {
+    std::size_t width = 1;
+    const auto chars = npy_text(t, width);
+    const std::string header = header_with(t, "<U" + std::to_string(width));
+    write_file_atomic(path, [&](std::ostream& out) {
+      out.write(header.data(), static_cast<std::streamsize>(header.size()));
+      out.write(reinterpret_cast<const char*>(chars.data()),
+                static_cast<std::streamsize>(chars.size() * 4));
+    });
+    return;
+  }
   const std::string header = npy_header(t, path.string());
   write_file_atomic(path, [&](std::ostream& out) {
     out.write(header.data(), static_cast<std::streamsize>(header.size()));

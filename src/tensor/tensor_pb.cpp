@@ -117,11 +117,20 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where) {
     const std::string name = type ? type->name : "unknown";
     throw Error(where, "unsupported data_type " + name + " (" + std::to_string(p.data_type()) +
                            "); supported: FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT8-64, "
-                           "UINT8-64, BOOL");
+                           "UINT8-64, BOOL, STRING");
   }
   const DType dtype = *type->dtype;
   const std::vector<std::int64_t> dims(p.dims().begin(), p.dims().end());
   const std::size_t n = element_count(dims, where);  // refuses negative dims
+  if (dtype == DType::string) {  // string_data only: raw_data cannot hold strings
+    if (p.has_raw_data()) throw Error(where, "STRING tensor has raw_data (expected string_data)");
+    if (static_cast<std::size_t>(p.string_data_size()) != n)
+      throw Error(where, "string_data has " + std::to_string(p.string_data_size()) +
+                             " values, but dims " + dims_text(dims) + " need " + std::to_string(n));
+    Tensor t(DType::string, dims);
+    std::copy(p.string_data().begin(), p.string_data().end(), t.data<std::string>().begin());
+    return t;
+  }
   const Field field = typed_field(dtype);
 
   // Exactly one place may hold the values: raw_data or the dtype's own typed field.
@@ -203,6 +212,8 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where) {
     case DType::bool_:
       narrow_into(p.int32_data(), t.data<std::uint8_t>(), 0, 1, fname, type->name, where);
       break;
+    case DType::string:
+      FPG_CHECK(false);  // read from string_data above
   }
   return t;
 }
@@ -318,9 +329,7 @@ void write_tensor_pb(const std::filesystem::path& path, const NamedTensor& t) {
                            " bytes is too large for a TensorProto (protobuf's limit is 2 GiB)");
   onnx::TensorProto p;
   p.set_name(t.name);
-  for (auto d : t.tensor.shape()) p.add_dims(d);
-  p.set_data_type(pb_type(t.tensor.dtype()).code);
-  p.set_raw_data(reinterpret_cast<const char*>(t.tensor.bytes()), t.tensor.nbytes());
+  detail::tensor_to_proto(t.tensor, p);
   std::string bytes;
   if (!p.SerializeToString(&bytes)) throw Error(where, "cannot serialize the TensorProto");
   write_file_atomic(path, [&](std::ostream& out) {
@@ -338,6 +347,11 @@ void tensor_to_proto(const Tensor& t, onnx::TensorProto& p) {
   p.clear_dims();
   for (auto d : t.shape()) p.add_dims(d);
   p.set_data_type(pb_type(t.dtype()).code);
+  if (t.dtype() == DType::string) {
+    p.clear_string_data();
+    for (const auto& s : t.data<std::string>()) p.add_string_data(s);
+    return;
+  }
   p.set_raw_data(reinterpret_cast<const char*>(t.bytes()), t.nbytes());
 }
 
@@ -352,7 +366,7 @@ constexpr PbType kPbTypes[] = {
     {2, "UINT8", DType::uint8},           {3, "INT8", DType::int8},
     {4, "UINT16", DType::uint16},         {5, "INT16", DType::int16},
     {6, "INT32", DType::int32},           {7, "INT64", DType::int64},
-    {8, "STRING", std::nullopt},          {9, "BOOL", DType::bool_},
+    {8, "STRING", DType::string},         {9, "BOOL", DType::bool_},
     {10, "FLOAT16", DType::float16},      {11, "DOUBLE", DType::float64},
     {12, "UINT32", DType::uint32},        {13, "UINT64", DType::uint64},
     {14, "COMPLEX64", std::nullopt},      {15, "COMPLEX128", std::nullopt},

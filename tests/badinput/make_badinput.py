@@ -267,7 +267,7 @@ def model_cases():
             helper.make_node("Frobnicate", ["x"], ["a"], name="f", domain="ai.example"),
             helper.make_node("Wibble", ["a"], ["y"], name="w", domain="ai.example")]),
         "string_initializer.onnx": model_bytes(
-            [helper.make_node("Identity", ["x"], ["y"], name="id")],
+            [helper.make_node("Add", ["x", "s"], ["y"], name="add")],
             inits=[helper.make_tensor("s", TensorProto.STRING, [1], [b"hi"])]),
         "ext_traversal.onnx": ext("../../secret.bin"),
         "ext_absolute.onnx": ext("/etc/passwd"),

@@ -113,6 +113,15 @@ def main():
                                          "o=" + os.path.join(d, "values_o_none.pb")],
               "input 's'", "tensor inputs only")
 
+        # Strings: written as NumPy unicode arrays.
+        x3 = os.path.join(tmp, "x3.npy")
+        np.save(x3, np.array([0.1, -2.5, np.inf], np.float32))
+        sout = os.path.join(tmp, "sout")
+        r = run(f, "run", os.path.join(d, "to_text.onnx"), "--input", "x=" + x3, "--outputs", sout)
+        got = read_outputs(sout)["y"]
+        check(r.returncode == 0 and got.dtype.kind == "U" and got.tolist() == ["0.1", "-2.5", "INF"],
+              "string output", (r.stderr, got))
+
         ops = json.loads(run(f, "ops", "--json").stdout)["ops"]
         check("MatMul" in ops and "Softmax" in ops, "ops --json", ops)
     print(f"{len(failures)} failures")

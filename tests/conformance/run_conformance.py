@@ -4,7 +4,8 @@ fpguard binary supports (`fpguard ops --json`), compares the outputs (rtol 1e-3,
 atol 1e-5 for floating outputs; exact for integer and bool), and fails on any failure
 not listed in expected_failures.txt. Prints `N passed, N failed, N skipped`.
 Sequence and optional inputs/outputs (SequenceProto/OptionalProto .pb files) are fed and
-compared too: a sequence element by element (same length), an empty optional exactly.
+compared too: a sequence element by element (same length), an empty optional exactly;
+string tensors (written by fpguard as NumPy '<U' arrays) are compared exactly.
 With `--precision float64` every test runs as fpguard's float64 truth run (every floating
 value carried in double: each kernel's double instantiation), with the same tolerances
 and expected failures.
@@ -28,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DATA = "/usr/share/libonnx-testdata/data/node"
 MIN_OPSET = 1
 MAX_OPSET = 21
-TENSOR_TYPES_SUPPORTED = {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 16}
+TENSOR_TYPES_SUPPORTED = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 16}
 
 
 def type_problem(t):
@@ -91,6 +92,16 @@ def compare(got, want):
     """None when equal within tolerance, else a message."""
     if tuple(got.shape) != tuple(want.shape):
         return f"shape {got.shape} != expected {want.shape}"
+    if want.dtype.kind in "OUS" or got.dtype.kind in "OUS":  # strings: exactly, as text
+        def text(a):
+            return [x.decode() if isinstance(x, bytes) else x for x in a.ravel().tolist()]
+        if got.dtype.kind not in "OUS" or want.dtype.kind not in "OUS":
+            return f"dtype {got.dtype} != expected {want.dtype}"
+        g, w = text(got), text(want)
+        if g != w:
+            i = next(k for k in range(len(g)) if g[k] != w[k])
+            return f"strings differ; first at flat index {i}: {g[i]!r} vs expected {w[i]!r}"
+        return None
     if want.dtype.kind in "fc" or got.dtype.kind in "fc":
         g = got.astype(np.float64)
         w = want.astype(np.float64)

@@ -170,6 +170,12 @@ def main(out):
         f.write(onnx.numpy_helper.from_optional([np.array([5], np.float32)], "o").SerializeToString())
     np.save(os.path.join(out, "values_x.npy"), np.array([4, 5], np.float32))
 
+    # to_text: float32 -> STRING (outputs as NumPy unicode arrays).
+    m = model([helper.make_node("Cast", ["x"], ["y"], name="text", to=TensorProto.STRING)],
+              [vi("x", [3])], [vi("y", [3], TensorProto.STRING)])
+    onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(out, "to_text.onnx"))
+
 
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "--check":

@@ -130,6 +130,8 @@ void run(const InspectArgs& a) {
   bool all_ok = true;
   for (const auto& file : a.files) {
     for (const auto& nt : read_tensors(file)) {
+      if (nt.tensor.dtype() == DType::string)
+        throw Error(file + ": " + nt.name, "a string tensor has no numeric values to inspect");
       const Stats s = stats(nt.tensor, formats, o);
       for (const auto& f : s.formats) all_ok = all_ok && f.verdict == Verdict::ok;
       if (a.json)

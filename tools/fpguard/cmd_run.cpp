@@ -112,12 +112,14 @@ struct Summary {
   std::string text;
 };
 Summary summarize(const Tensor& t) {
+  json shape = t.shape();
+  if (t.dtype() == DType::string)  // no numeric range
+    return {{{"shape", shape}, {"dtype", "string"}}, "string " + shape.dump()};
   std::vector<double> v(t.size());
   to_double(t, v);
   double mn = INFINITY, mx = -INFINITY, am = 0;
   for (double x : v)
     if (!std::isnan(x)) mn = std::min(mn, x), mx = std::max(mx, x), am = std::max(am, std::fabs(x));
-  json shape = t.shape();
   return {{{"shape", shape},
            {"dtype", std::string(to_string(t.dtype()))},
            {"min", v.empty() ? json(nullptr) : json_number(mn)},

@@ -1,8 +1,11 @@
-// Values that are not tensors (src/ops/sequence.cpp, the executor's Value slots): the
-// sequence ops on models built in memory against hand-computed results, optionals, a
-// sequence carried through Loop, Scan-8's batch axis and sequence_lens, and the errors
-// of a sequence where a tensor belongs (and the reverse), each naming the node or input.
+// Values that are not numeric tensors (src/ops/sequence.cpp, the executor's Value slots,
+// string tensors): the sequence ops on models built in memory against hand-computed
+// results, optionals, a sequence carried through Loop, Scan-8's batch axis and
+// sequence_lens, Cast to and from strings, and the errors of a sequence or a string where
+// a numeric tensor belongs (and the reverse), each naming the node or input.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
@@ -234,6 +237,108 @@ TEST(Scan8, BatchAxisAndSequenceLengths) {
     else
       EXPECT_EQ(values(out[1].tensor), (std::vector<float>{3, 5, 6, 104, 0, 0}));
   }
+}
+
+Tensor texts(std::vector<std::int64_t> shape, std::vector<std::string> v) {
+  Tensor t(DType::string, std::move(shape));
+  std::copy(v.begin(), v.end(), t.data<std::string>().begin());
+  return t;
+}
+
+std::vector<std::string> texts_of(const Tensor& t) {
+  auto d = t.data<std::string>();
+  return {d.begin(), d.end()};
+}
+
+// Cast to STRING prints the shortest text that reads back to the stored value (float16's
+// 0.1 is 0.099975586), special values as NaN/INF/-INF; Cast from STRING reads them back
+// (any case, "+INF" too); Reshape carries strings; a numeric op refuses them.
+TEST(Strings, CastBothWaysAndReshape) {
+  auto m =
+      make({declared("x", kTensor, 1), declared("h", kTensor, 10)},
+           {node("to_text", "Cast", {"x"}, {"s"}, {attr("to", 8)}),
+            node("flat", "Reshape", {"s", "shape"}, {"s1"}),
+            node("back", "Cast", {"s1"}, {"y"}, {attr("to", 1)}),
+            node("half_text", "Cast", {"h"}, {"hs"}, {attr("to", 8)})},
+           {declared("s1", kTensor, 8), declared("y", kTensor, 1), declared("hs", kTensor, 8)});
+  m.graph.initializers = {{"shape", ints({1}, {-1})}};
+  Tensor h(DType::float16, {1});
+  h.data<std::uint16_t>()[0] = 0x2e66;  // float16's nearest to 0.1
+  const Tensor x = floats({2, 3}, {0.97676110267f, -2.5f, 1e20f, NAN, INFINITY, -INFINITY});
+  for (auto carrier : {DType::float32, DType::float64}) {
+    RunOptions o;
+    o.carrier = carrier;
+    const auto out = Executor(m, o).run({{"x", x}, {"h", h}});
+    EXPECT_EQ(texts_of(out[0].tensor),
+              (std::vector<std::string>{"0.9767611", "-2.5", "1e+20", "NaN", "INF", "-INF"}));
+    EXPECT_EQ(out[0].tensor.shape(), (std::vector<std::int64_t>{6}));
+    const auto y = values(out[1].tensor);
+    for (std::size_t i = 0; i < 6; ++i)
+      if (std::isnan(x.data<float>()[i]))
+        EXPECT_TRUE(std::isnan(y[i]));
+      else
+        EXPECT_EQ(y[i], x.data<float>()[i]) << i;
+    EXPECT_EQ(texts_of(out[2].tensor), (std::vector<std::string>{"0.099975586"}));
+  }
+  const auto parse =
+      make({declared("s", kTensor, 8)}, {node("num", "Cast", {"s"}, {"y"}, {attr("to", 7)})},
+           {declared("y", kTensor, 7)});
+  const auto got = Executor(parse).run({{"s", texts({3}, {"42", "-7.9", "1e3"})}});
+  EXPECT_EQ(got[0].tensor.data<std::int64_t>()[1], -7);
+  EXPECT_EQ(got[0].tensor.data<std::int64_t>()[2], 1000);
+  const auto f =
+      make({declared("s", kTensor, 8)}, {node("num", "Cast", {"s"}, {"y"}, {attr("to", 1)})},
+           {declared("y", kTensor, 1)});
+  const auto inf = Executor(f).run({{"s", texts({2}, {"+inf", "nan"})}});
+  EXPECT_TRUE(std::isinf(inf[0].tensor.data<float>()[0]));
+  EXPECT_TRUE(std::isnan(inf[0].tensor.data<float>()[1]));
+  EXPECT_EQ(error_of([&] {
+              Executor(f).run({{"s", texts({2}, {"1", "one"})}});
+            }),
+            "seq.onnx: node 'num' (Cast): 'one' is not a number (element 1)");
+  const auto add = make({declared("s", kTensor, 8)}, {node("add", "Add", {"s", "s"}, {"y"})},
+                        {declared("y", kTensor, 8)});
+  EXPECT_EQ(error_of([&] {
+              Executor(add).run({{"s", texts({1}, {"a"})}});
+            }),
+            "seq.onnx: node 'add' (Add): input 's' is a string tensor; Add takes numeric tensors");
+  // A float32 tensor fed where the model declares strings.
+  EXPECT_EQ(error_of([&] {
+              Executor(f).run({{"s", floats({1}, {1})}});
+            }),
+            "seq.onnx: input 's': has dtype float32 but the model declares string");
+}
+
+// Concat, Gather and the sequence ops move strings as they move numbers.
+TEST(Strings, ConcatGatherAndSequencesCarryThem) {
+  auto m = make({declared("s", kTensor, 8)},
+                {node("twice", "Concat", {"s", "s"}, {"c"}, {attr("axis", 1)}),
+                 node("pick", "Gather", {"c", "idx"}, {"g"}, {attr("axis", 1)}),
+                 node("split", "SplitToSequence", {"c"}, {"seq"}, {attr("axis", 0)}),
+                 node("join", "ConcatFromSequence", {"seq"}, {"j"}, {attr("axis", 1)})},
+                {declared("g", kTensor, 8), declared("j", kTensor, 8)});
+  m.graph.initializers = {{"idx", ints({2}, {3, 0})}};
+  const auto out = Executor(m).run({{"s", texts({2, 2}, {"a", "b", "c", "d"})}});
+  EXPECT_EQ(out[0].tensor.shape(), (std::vector<std::int64_t>{2, 2}));
+  EXPECT_EQ(texts_of(out[0].tensor), (std::vector<std::string>{"b", "a", "d", "c"}));
+  EXPECT_EQ(out[1].tensor.shape(), (std::vector<std::int64_t>{1, 8}));
+  EXPECT_EQ(texts_of(out[1].tensor),
+            (std::vector<std::string>{"a", "b", "a", "b", "c", "d", "c", "d"}));
+}
+
+// A Loop's scan output of strings is stacked as strings.
+TEST(Strings, LoopStacksStringScanOutputs) {
+  auto body = std::make_shared<model::Graph>();
+  body->name = "body";
+  body->inputs = {declared("i", kTensor, 7), declared("c", kTensor, 9)};
+  body->nodes = {node("keep", "Identity", {"c"}, {"c_out"}),
+                 node("text", "Cast", {"i"}, {"t"}, {attr("to", 8)})};
+  body->outputs = {declared("c_out", kTensor, 9), declared("t", kTensor, 8)};
+  auto m = make({}, {node("loop", "Loop", {"n", ""}, {"all"}, {{"body", body, ""}})},
+                {declared("all", kTensor, 8)});
+  m.graph.initializers = {{"n", ints({}, {3})}};
+  const auto out = Executor(m).run({});
+  EXPECT_EQ(texts_of(out[0].tensor), (std::vector<std::string>{"0", "1", "2"}));
 }
 
 }  // namespace
