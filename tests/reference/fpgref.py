@@ -75,6 +75,24 @@ def run(binary, *argv, check=False, cwd=None):
     return r
 
 
+def run_model(binary, tmp, model, x):
+    """Saves `model` (an onnx.ModelProto with one input "x" and one output "y") and `x` in
+    the directory `tmp` and runs `fpguard run` on them. Returns (y as read back, or None
+    when fpguard failed; the CompletedProcess)."""
+    import numpy as np
+    import onnx
+
+    path = os.path.join(tmp, "m.onnx")
+    onnx.save(model, path)
+    xp = os.path.join(tmp, "x.npy")
+    np.save(xp, x)
+    out = os.path.join(tmp, "out")
+    r = run(binary, "run", path, "--input", "x=" + xp, "--outputs", out)
+    if r.returncode != 0:
+        return None, r
+    return np.load(os.path.join(out, "y.npy")), r
+
+
 # ---- values -------------------------------------------------------------------------
 
 

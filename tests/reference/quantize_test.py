@@ -6,11 +6,9 @@ integer type; dequantization (q - zero point) * scale. Also the errors: a scale 
 shape does not fit the blocks is one line naming the node, exit 2.
 """
 
-import os
 import tempfile
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import fpgref
@@ -53,18 +51,6 @@ def model(op, x, scale, zero, attrs, x_type):
     return m
 
 
-def run(args, tmp, m, x):
-    path = os.path.join(tmp, "m.onnx")
-    onnx.save(m, path)
-    xp = os.path.join(tmp, "x.npy")
-    np.save(xp, x)
-    out = os.path.join(tmp, "out")
-    r = fpgref.run(args.fpguard, "run", path, "--input", "x=" + xp, "--outputs", out)
-    if r.returncode != 0:
-        return None, r
-    return np.load(os.path.join(out, "y.npy")), r
-
-
 def main():
     args = fpgref.parse_args(__doc__)
     c = fpgref.Checker("quantize_test")
@@ -89,7 +75,7 @@ def main():
                 case = f"{shape} axis {axis} block {block} {out_type.__name__}" + \
                        ("" if zero is not None else " (no zero point)")
                 attrs = {"axis": axis, "block_size": block}
-                got, r = run(args, tmp, model("QuantizeLinear", x, scale, zero, attrs,
+                got, r = fpgref.run_model(args.fpguard, tmp, model("QuantizeLinear", x, scale, zero, attrs,
                                               TensorProto.FLOAT), x)
                 want = quantize_ref(x, scale, zero, ax, block, out_type)
                 if c.check(got is not None, f"quantize {case}: exit code", r.stderr):
@@ -97,7 +83,7 @@ def main():
                             f"quantize {case}: values",
                             f"{np.count_nonzero(got != want)} differ ({got.dtype})")
                 # Dequantize the expected integers back.
-                got, r = run(args, tmp, model("DequantizeLinear", want, scale, zero, attrs,
+                got, r = fpgref.run_model(args.fpguard, tmp, model("DequantizeLinear", want, scale, zero, attrs,
                                               ONNX_TYPE[out_type]), want)
                 want_f = dequantize_ref(want, scale, zero, ax, block)
                 if c.check(got is not None, f"dequantize {case}: exit code", r.stderr):
@@ -106,7 +92,7 @@ def main():
         # output_dtype without a zero point (int8), blocked.
         x = (rng.standard_normal((4, 9)) * 100).astype(np.float32)
         scale = rng.uniform(0.1, 1, (4, 3)).astype(np.float32)
-        got, r = run(args, tmp, model("QuantizeLinear", x, scale, None,
+        got, r = fpgref.run_model(args.fpguard, tmp, model("QuantizeLinear", x, scale, None,
                                       {"axis": 1, "block_size": 3,
                                        "output_dtype": TensorProto.INT8}, TensorProto.FLOAT), x)
         want = quantize_ref(x, scale, None, 1, 3, np.int8)
@@ -116,7 +102,7 @@ def main():
         for s_shape, why in (((4, 2), "too few blocks"), ((4, 4), "too many blocks"),
                              ((3,), "wrong rank")):
             scale = np.ones(s_shape, np.float32)
-            _, r = run(args, tmp, model("QuantizeLinear", x, scale, None,
+            _, r = fpgref.run_model(args.fpguard, tmp, model("QuantizeLinear", x, scale, None,
                                         {"axis": 1, "block_size": 3}, TensorProto.FLOAT), x)
             lines = r.stderr.strip().splitlines()
             c.check(r.returncode == 2 and len(lines) == 1 and "'q'" in lines[0] and

@@ -12,11 +12,9 @@ against two independent references:
 """
 
 import math
-import os
 import tempfile
 
 import numpy as np
-import onnx
 import torch
 import torch.nn.functional as F
 from onnx import TensorProto, helper, numpy_helper
@@ -111,15 +109,8 @@ def model(x_shape, sizes, attrs, axes=None):
 
 
 def run_fpguard(args, tmp, m, x):
-    path = os.path.join(tmp, "m.onnx")
-    onnx.save(m, path)
-    xp = os.path.join(tmp, "x.npy")
-    np.save(xp, x)
-    out = os.path.join(tmp, "out")
-    r = fpgref.run(args.fpguard, "run", path, "--input", "x=" + xp, "--outputs", out)
-    if r.returncode != 0:
-        return None, r.stderr
-    return np.load(os.path.join(out, "y.npy")).astype(np.float64), ""
+    y, r = fpgref.run_model(args.fpguard, tmp, m, x)
+    return (None if y is None else y.astype(np.float64)), r.stderr
 
 
 def compare(c, case, got, err, want):
