@@ -190,6 +190,9 @@ class Session;
 class Executor {
  public:
   Executor(const model::Model& m, RunOptions options = {});
+  // Another executor of `like`'s model with other options: it shares `like`'s checks of
+  // the model and its plans (a lockstep analysis builds three executors of one model).
+  Executor(const Executor& like, RunOptions options);
   // Runs once. Inputs are matched by name to the graph's runtime inputs (an initializer
   // that is also a graph input may be overridden); missing inputs, unknown names and
   // dtype/rank mismatches with the declared type are Errors. Returns the graph outputs
@@ -215,7 +218,10 @@ class Executor {
     // last use it is, its outputs nobody reads later), freed once it has run.
     std::vector<std::vector<std::string>> dead_after;
   };
-  void plan(const model::Graph& g, const std::vector<std::string>& outer);
+  using Plans = std::map<const model::Graph*, Plan>;
+  static void plan(Plans& plans, const model::Graph& g, const std::vector<std::string>& outer,
+                   const std::string& where);
+  void init_options();  // the weight cache, the carrier's check, the threads
   void run_graph(const model::Graph& g, Scope& scope) const;
   // Runs `node` (at `pos` of its graph's order) on the values of `scope` in `fmt`
   // (nullopt: float32); `observer` sees its kernel inputs and outputs. The outputs are
@@ -233,7 +239,7 @@ class Executor {
 
   const model::Model& model_;
   RunOptions options_;
-  std::map<const model::Graph*, Plan> plans_;
+  std::shared_ptr<const Plans> plans_;  // shared by the executors of one model
   std::string where_;
 };
 

@@ -75,13 +75,16 @@ std::vector<Comparison> compare_blocks(std::span<const float> r,
   const std::size_t n = r.size(), blocks = std::max<std::size_t>(1, (n + kBlock - 1) / kBlock);
   std::vector<std::vector<Comparison>> part(vs.size(), std::vector<Comparison>(blocks));
   std::mutex ref_mutex;
+  const int threads = detail::resolve_threads(0, n * vs.size());
   detail::parallel_for(
-      blocks, detail::resolve_threads(0, n * vs.size()),
+      blocks, threads,
       [&](std::size_t b0, std::size_t b1) {
         std::vector<const float*> v(vs.size());
         std::vector<Comparison> c(vs.size());
-        std::unique_ptr<detail::BaseAcc> mine;  // this range's summary of r
-        if (ref) mine = std::make_unique<detail::BaseAcc>();
+        // This range's summary of r: on one thread, straight into *ref.
+        std::unique_ptr<detail::BaseAcc> mine;
+        if (ref && threads > 1) mine = std::make_unique<detail::BaseAcc>();
+        detail::BaseAcc* const into = mine ? mine.get() : ref;
         for (std::size_t b = b0; b < b1; ++b) {
           const std::size_t lo = b * kBlock, len = std::min(kBlock, n - lo);
           for (std::size_t k = 0; k < vs.size(); ++k) v[k] = vs[k].data() + lo, c[k] = {};
@@ -90,7 +93,7 @@ std::vector<Comparison> compare_blocks(std::span<const float> r,
           std::size_t summarised = 0;
           for (std::size_t k = 0, m = 0; k < vs.size(); k += m) {
             m = std::min<std::size_t>(2, vs.size() - k);
-            detail::BaseAcc* sum = k == 0 ? mine.get() : nullptr;
+            detail::BaseAcc* sum = k == 0 ? into : nullptr;
             std::size_t done = compare_simd(r.data() + lo, &v[k], m, len, &ps[k], &c[k], sum);
             if (done == 0 && m == 2)
               m = 1, done = compare_simd(r.data() + lo, &v[k], 1, len, &ps[k], &c[k], sum);
@@ -98,7 +101,7 @@ std::vector<Comparison> compare_blocks(std::span<const float> r,
             for (std::size_t j = k; j < k + m; ++j)
               for (std::size_t i = done; i < len; ++i) compare_one(r[lo + i], v[j][i], ps[j], c[j]);
           }
-          if (mine) detail::chunk_base(r.subspan(lo + summarised, len - summarised), *mine);
+          if (into) detail::chunk_base(r.subspan(lo + summarised, len - summarised), *into);
           for (std::size_t k = 0; k < vs.size(); ++k) part[k][b] = c[k];
         }
         if (mine) {
@@ -159,15 +162,24 @@ void name_nodes(model::Model& m) {
   for (std::size_t i = 0; i < names.size(); ++i) m.graph.nodes[i].name = names[i];
 }
 
-std::vector<std::string> display_names(const model::Model& m) {
+namespace {
+
+// display_names() for a given topological order (an executor's).
+std::vector<std::string> names_in_order(const model::Model& m,
+                                        const std::vector<std::size_t>& order) {
   const auto& g = m.graph;
-  const auto order = model::topological_order(g, m.path.string());
   std::vector<std::string> names(g.nodes.size());
   for (std::size_t pos = 0; pos < order.size(); ++pos) {
     const auto& n = g.nodes[order[pos]];
     names[order[pos]] = n.name.empty() ? n.op_type + "_" + std::to_string(pos) : n.name;
   }
   return names;
+}
+
+}  // namespace
+
+std::vector<std::string> display_names(const model::Model& m) {
+  return names_in_order(m, model::topological_order(m.graph, m.path.string()));
 }
 
 namespace {
@@ -528,10 +540,10 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   emu_opts.policy.exclude_names.insert(as_stored.begin(), as_stored.end());
   emu_opts.policy.exclude_op_types = o.keep_fp32_ops;
   emu_opts.policy.round_options = o.round_options;
-  const exec::Executor ref_ex(m, ref_opts), emu_ex(m, emu_opts), local_ex(m, local_opts);
+  const exec::Executor ref_ex(m, ref_opts), emu_ex(ref_ex, emu_opts), local_ex(ref_ex, local_opts);
 
   // --keep-fp32 names must exist (unnamed nodes: see name_nodes).
-  const auto names = display_names(m);
+  const auto names = names_in_order(m, ref_ex.order());
   for (const auto& k : o.keep_fp32)
     if (std::find(names.begin(), names.end(), k) == names.end()) {
       std::string msg = "the model has no node named '" + k + "'";

@@ -447,7 +447,7 @@ void accuracy_origins(Context& ctx, const Graphs& g, const exec::Executor& ref_e
   all.policy.round_options = ctx.o.round_options;
   all.policy.accumulate = ctx.o.accumulate;
   all.policy.accumulation = ctx.o.accumulation;
-  const double total = output_error(exec::Executor(ctx.m, all).run(sample));
+  const double total = output_error(exec::Executor(ref_ex, all).run(sample));
   std::vector<Origin> found;
   for (const auto& [err, pos] : candidates) {
     const NodeRecord& rec = ctx.diag.nodes[pos];
@@ -458,7 +458,7 @@ void accuracy_origins(Context& ctx, const Graphs& g, const exec::Executor& ref_e
     one.policy.round_options = ctx.o.round_options;
     one.policy.accumulate = ctx.o.accumulate;
     one.policy.accumulation = ctx.o.accumulation;
-    const double contribution = output_error(exec::Executor(ctx.m, one).run(sample));
+    const double contribution = output_error(exec::Executor(ref_ex, one).run(sample));
     if (!(contribution >= 0.1 * total) || contribution == 0) continue;
     Origin o;
     o.node = rec.name;

@@ -183,9 +183,10 @@ struct Executor::Scope {
   }
 };
 
-void Executor::plan(const model::Graph& g, const std::vector<std::string>& outer) {
+void Executor::plan(Plans& plans, const model::Graph& g, const std::vector<std::string>& outer,
+                    const std::string& where) {
   Plan p;
-  p.order = model::topological_order(g, where_, outer);
+  p.order = model::topological_order(g, where, outer);
   const auto last_use = model::last_use(g, p.order);
   p.dead_after.resize(p.order.size());
   for (std::size_t pos = 0; pos < p.order.size(); ++pos) {
@@ -210,11 +211,12 @@ void Executor::plan(const model::Graph& g, const std::vector<std::string>& outer
     for (const auto& o : n.outputs) visible.push_back(o);
   for (const auto& n : g.nodes)
     for (const auto& a : n.attributes) {
-      if (const auto* sg = std::get_if<model::GraphPtr>(&a.value)) plan(**sg, visible);
+      if (const auto* sg = std::get_if<model::GraphPtr>(&a.value))
+        plan(plans, **sg, visible, where);
       if (const auto* sgs = std::get_if<std::vector<model::GraphPtr>>(&a.value))
-        for (const auto& sg : *sgs) plan(*sg, visible);
+        for (const auto& sg : *sgs) plan(plans, *sg, visible, where);
     }
-  plans_[&g] = std::move(p);
+  plans[&g] = std::move(p);
 }
 
 const Tensor& WeightCache::get(const Tensor* source, const Tensor& weight, const Format& f,
@@ -229,10 +231,7 @@ const Tensor& WeightCache::get(const Tensor* source, const Tensor& weight, const
 
 Executor::Executor(const model::Model& m, RunOptions options)
     : model_(m), options_(std::move(options)), where_(m.path.string()) {
-  if (!options_.weights) options_.weights = std::make_shared<WeightCache>();
-  if (options_.carrier != DType::float32 && options_.carrier != DType::float64)
-    throw Error(where_, "the carrier must be float32 or float64, not " +
-                            std::string(to_string(options_.carrier)));
+  init_options();
   const auto missing = unsupported_ops(m.graph);
   if (!missing.empty()) {
     std::string list;
@@ -248,14 +247,29 @@ Executor::Executor(const model::Model& m, RunOptions options)
                                                     " is older than this kernel supports (" +
                                                     std::to_string(info->min_opset) + ")");
   }
-  plan(m.graph, {});
-  if (options_.threads <= 0)
-    options_.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto plans = std::make_shared<Plans>();
+  plan(*plans, m.graph, {}, where_);
+  plans_ = std::move(plans);
+}
+
+Executor::Executor(const Executor& like, RunOptions options)
+    : model_(like.model_), options_(std::move(options)), plans_(like.plans_), where_(like.where_) {
+  init_options();
+}
+
+void Executor::init_options() {
+  if (!options_.weights) options_.weights = std::make_shared<WeightCache>();
+  if (options_.carrier != DType::float32 && options_.carrier != DType::float64)
+    throw Error(where_, "the carrier must be float32 or float64, not " +
+                            std::string(to_string(options_.carrier)));
+  // (hardware_concurrency reads sysfs: once per process.)
+  static const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (options_.threads <= 0) options_.threads = cores;
   ops::set_blas_threads(options_.threads);
 }
 
 const std::vector<std::size_t>& Executor::order() const {
-  return plans_.at(&model_.graph).order;
+  return plans_->at(&model_.graph).order;
 }
 
 template <class Named>
@@ -521,7 +535,7 @@ void free_dead(const Plan& plan, std::size_t pos, Values& values) {
 }  // namespace
 
 void Executor::run_graph(const model::Graph& g, Scope& scope) const {
-  const Plan& plan = plans_.at(&g);
+  const Plan& plan = plans_->at(&g);
   for (std::size_t pos = 0; pos < plan.order.size(); ++pos) {
     const auto& node = g.nodes[plan.order[pos]];
     const auto* info = Registry::global().find(node.op_type);
@@ -560,7 +574,7 @@ std::optional<Format> node_format(const Executor& ex, const model::Node& node) {
 }  // namespace
 
 void Session::step(Observer* observer) {
-  const auto& plan = ex_.plans_.at(&ex_.model_.graph);
+  const auto& plan = ex_.plans_->at(&ex_.model_.graph);
   if (pos_ > 0) free_dead(plan, pos_ - 1, scope_->values);
   const auto& node = next();
   for (auto& [name, slot] : ex_.run_node(node, pos_, *scope_, node_format(ex_, node), observer))

@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "core/parallel.hpp"
 #include "fpguard/error.hpp"
@@ -187,6 +188,19 @@ Stats run(std::span<const T> x, const std::vector<Format>& formats, const StatsO
 
 namespace detail {
 
+namespace {
+
+// The histogram bins [lo, hi) an accumulator can have counted in: those of its finite
+// nonzero values, from its smallest |value| to its largest (its other bins are 0).
+std::pair<std::size_t, std::size_t> hist_bins(const BaseAcc& a) {
+  if (!std::isfinite(a.min_abs_nonzero)) return {0, 0};
+  const double absmax = std::max(std::fabs(a.min), std::fabs(a.max));
+  return {static_cast<std::size_t>(floor_log2(a.min_abs_nonzero) - kHistOffset),
+          static_cast<std::size_t>(floor_log2(absmax) - kHistOffset) + 1};
+}
+
+}  // namespace
+
 void merge_into(BaseAcc& a, const BaseAcc& b) {
   a.nan += b.nan;
   a.posinf += b.posinf;
@@ -196,7 +210,8 @@ void merge_into(BaseAcc& a, const BaseAcc& b) {
   a.min = std::min(a.min, b.min);
   a.max = std::max(a.max, b.max);
   a.min_abs_nonzero = std::min(a.min_abs_nonzero, b.min_abs_nonzero);
-  for (std::size_t i = 0; i < a.hist.size(); ++i) a.hist[i] += b.hist[i];
+  const auto [lo, hi] = hist_bins(b);
+  for (std::size_t i = lo; i < hi; ++i) a.hist[i] += b.hist[i];
 }
 
 TensorStats summarize(const BaseAcc& b, std::uint64_t n, bool histogram) {
@@ -213,7 +228,8 @@ TensorStats summarize(const BaseAcc& b, std::uint64_t n, bool histogram) {
   ts.absmax = any_finite ? std::max(std::fabs(b.min), std::fabs(b.max)) : nan;
   ts.min_abs_nonzero = std::isfinite(b.min_abs_nonzero) ? b.min_abs_nonzero : nan;
   ts.mean = ts.std = nan;
-  for (std::size_t i = 0; histogram && i < b.hist.size(); ++i)
+  const auto [lo, hi] = histogram ? hist_bins(b) : std::pair<std::size_t, std::size_t>{0, 0};
+  for (std::size_t i = lo; i < hi; ++i)
     if (b.hist[i]) ts.exponent_histogram[static_cast<int>(i) + kHistOffset] = b.hist[i];
   return ts;
 }
