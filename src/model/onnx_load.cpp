@@ -368,8 +368,17 @@ Model load(const std::filesystem::path& path) {
   if (std::filesystem::is_directory(path, ec)) throw Error(where, "cannot open: is a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(where, std::string("cannot open: ") + std::strerror(errno));
-  if (const auto size = std::filesystem::file_size(path, ec); !ec) check_memory(size, where);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes;
+  if (const auto size = std::filesystem::file_size(path, ec); !ec) {
+    // A regular file: one read of its known size.
+    check_memory(size, where);
+    bytes.resize(static_cast<std::size_t>(size));
+    in.read(bytes.data(), static_cast<std::streamsize>(size));
+    if (in.gcount() != static_cast<std::streamsize>(size)) throw Error(where, "read failed");
+  } else {
+    // Not sized (a pipe, say): read to its end.
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
   if (in.bad()) throw Error(where, "read failed");
   auto dir = path.parent_path();
   if (dir.empty()) dir = ".";

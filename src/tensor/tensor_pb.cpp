@@ -153,7 +153,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where) {
                              " bytes, but dims " + shape + " of " + type->name + " need " +
                              std::to_string(want));
     check_memory(want, where);
-    Tensor t(dtype, dims);
+    Tensor t = Tensor::uninitialized(dtype, dims);  // written in full below
     if (want > 0) std::memcpy(t.bytes(), p.raw_data().data(), want);
     if (dtype == DType::bool_) {
       const auto v = t.data<std::uint8_t>();
