@@ -3,6 +3,7 @@
 // format), float16 models, observers, unsupported ops listed at once, input checks.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <filesystem>
 
@@ -95,6 +96,28 @@ TEST(Emulation, WeightsAreRoundedOnceAndDataMovementDoesNotRound) {
   EXPECT_EQ(rec.calls[0].inputs[0].data<float>()[0], 1.0f);
   EXPECT_EQ(out[1].name, "r");
   EXPECT_EQ(out[1].tensor.data<float>()[0], 1.0001f);
+}
+
+// An executor made from another (what check does for its three runs) shares the plan but
+// takes its own options: its results are a fresh executor's, bit for bit, and the first
+// executor's are unchanged.
+TEST(Executor, SharingAPlanKeepsEachExecutorsOptions) {
+  const auto m = model::load(kData / "pow_mean_sqrt.onnx");
+  const Tensor x = floats({1, 4}, {300, 1.0001f, 2, 3});
+  const Executor ref(m);
+  const Executor emu(ref, fp16());
+  EXPECT_EQ(emu.order(), ref.order());
+  const auto a = emu.run({{"x", x}})[0].tensor;
+  const auto b = Executor(m, fp16()).run({{"x", x}})[0].tensor;
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(a.data<float>()[i]),
+              std::bit_cast<std::uint32_t>(b.data<float>()[i]));
+  EXPECT_TRUE(std::isinf(a.data<float>()[0]));  // 300^2 overflows float16
+  EXPECT_FALSE(std::isinf(ref.run({{"x", x}})[0].tensor.data<float>()[0]));
+  RunOptions bad;
+  bad.carrier = DType::int32;
+  EXPECT_THROW(Executor(ref, bad), Error);
 }
 
 TEST(Emulation, OutputsAreValuesOfTheFormat) {

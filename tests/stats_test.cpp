@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
 
 #include "fpguard/round.hpp"
@@ -126,6 +127,36 @@ TEST(Stats, ThreadCountDoesNotChangeResults) {
   two.threads = 2;
   expect_same_counts(stats(std::span<const float>(x), kFormats, one),
                      stats(std::span<const float>(x), kFormats, two));
+}
+
+// The exponent histogram against a count made here with std::ilogb, on values over the
+// whole float range (subnormals, zeros, inf and NaN among them), on one and two threads:
+// the accumulators are merged and summarised only between the bins of their smallest and
+// largest |value|, so bins at both ends must survive.
+TEST(Stats, ExponentHistogramAgainstIlogb) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  std::uniform_int_distribution<int> ex(-149, 127), pick(0, 50);
+  for (const std::size_t n : {std::size_t{1}, std::size_t{4097}, std::size_t{300'001}}) {
+    std::vector<float> x(n);
+    std::map<int, std::uint64_t> want;
+    for (std::size_t i = 0; i < n; ++i) {
+      const int p = pick(rng);
+      x[i] = p == 0   ? 0.0f
+             : p == 1 ? std::numeric_limits<float>::quiet_NaN()
+             : p == 2 ? -std::numeric_limits<float>::infinity()
+                      : (p % 2 ? -1.0f : 1.0f) * std::ldexp(mant(rng), ex(rng));
+      if (std::isfinite(x[i]) && x[i] != 0) ++want[std::ilogb(x[i])];
+    }
+    for (const int threads : {1, 2}) {
+      SCOPED_TRACE("n=" + std::to_string(n) + " threads=" + std::to_string(threads));
+      StatsOptions o;
+      o.threads = threads;
+      EXPECT_EQ(stats(std::span<const float>(x), {}, o).tensor.exponent_histogram, want);
+      const std::vector<double> xd(x.begin(), x.end());
+      EXPECT_EQ(stats(std::span<const double>(xd), {}, o).tensor.exponent_histogram, want);
+    }
+  }
 }
 
 // Every length up to a few SIMD vectors past a chunk, so every tail path runs.
