@@ -1,8 +1,11 @@
 // ONNX ModelProto -> model::Model. protobuf types stay in src/model and src/tensor.
 // libonnx's checker and shape inference are not used: they know opsets up to 17 only
 // and must never reject a newer model that we can run.
+#include <fcntl.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <climits>
@@ -326,11 +329,11 @@ void validate_graph(const Graph& g, const std::string& file, std::set<std::strin
 
 }  // namespace
 
-Model load_from_bytes(const std::string& bytes, const std::string& where,
-                      const std::filesystem::path& base_dir) {
-  onnx::ModelProto mp;
-  if (bytes.size() >= static_cast<std::size_t>(INT_MAX) || !mp.ParseFromString(bytes))
-    throw Error(where, "not an ONNX model (corrupt or not protobuf data)");
+namespace {
+
+// The parsed protobuf -> Model.
+Model from_proto(const onnx::ModelProto& mp, const std::string& where,
+                 const std::filesystem::path& base_dir) {
   if (!mp.has_graph()) throw Error(where, "the model has no graph");
   LoadContext ctx;
   ctx.file = where;
@@ -362,27 +365,54 @@ Model load_from_bytes(const std::string& bytes, const std::string& where,
   return m;
 }
 
+const char* const kNotOnnx = "not an ONNX model (corrupt or not protobuf data)";
+
+}  // namespace
+
+Model load_from_bytes(const std::string& bytes, const std::string& where,
+                      const std::filesystem::path& base_dir) {
+  onnx::ModelProto mp;
+  if (bytes.size() >= static_cast<std::size_t>(INT_MAX) || !mp.ParseFromString(bytes))
+    throw Error(where, kNotOnnx);
+  return from_proto(mp, where, base_dir);
+}
+
 Model load(const std::filesystem::path& path) {
   const std::string where = path.string();
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw Error(where, "cannot open: is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(where, std::string("cannot open: ") + std::strerror(errno));
-  std::string bytes;
-  if (const auto size = std::filesystem::file_size(path, ec); !ec) {
-    // A regular file: one read of its known size.
-    check_memory(size, where);
-    bytes.resize(static_cast<std::size_t>(size));
-    in.read(bytes.data(), static_cast<std::streamsize>(size));
-    if (in.gcount() != static_cast<std::streamsize>(size)) throw Error(where, "read failed");
-  } else {
-    // Not sized (a pipe, say): read to its end.
-    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  if (in.bad()) throw Error(where, "read failed");
   auto dir = path.parent_path();
   if (dir.empty()) dir = ".";
-  Model m = load_from_bytes(bytes, where, dir);
+  const auto size = std::filesystem::file_size(path, ec);
+  Model m;
+  if (!ec) {
+    // A regular file: parsed straight from the file, so that its bytes are not held in
+    // memory beside the parsed copy (a model's peak while loading: its size twice, not
+    // three times).
+    check_memory(size, where);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error(where, std::string("cannot open: ") + std::strerror(errno));
+    const struct Closer {
+      int fd;
+      ~Closer() { ::close(fd); }
+    } closer{fd};
+    // (protobuf refuses messages of 2 GiB or more, with a log line of its own: refused here.)
+    if (size >= static_cast<std::uintmax_t>(INT_MAX)) throw Error(where, kNotOnnx);
+    onnx::ModelProto mp;
+    google::protobuf::io::FileInputStream in(fd, 1 << 20);
+    const bool parsed = mp.ParseFromZeroCopyStream(&in);
+    if (in.GetErrno() != 0)
+      throw Error(where, std::string("read failed: ") + std::strerror(in.GetErrno()));
+    if (!parsed) throw Error(where, kNotOnnx);
+    m = from_proto(mp, where, dir);
+  } else {
+    // Not a regular file (a pipe, say): read to its end.
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(where, std::string("cannot open: ") + std::strerror(errno));
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) throw Error(where, "read failed");
+    m = load_from_bytes(bytes, where, dir);
+  }
   m.path = path;
   return m;
 }
