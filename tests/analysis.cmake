@@ -8,6 +8,13 @@ target_include_directories(analysis_tests PRIVATE ${PROJECT_SOURCE_DIR}/src)
 gtest_discover_tests(analysis_tests TEST_PREFIX "analysis_" DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES
   PROPERTIES LABELS analysis)
 
+# The report layer: numbers, tables, wording, JSON written and read back (report_test.cpp).
+add_executable(report_tests report_test.cpp)
+target_link_libraries(report_tests PRIVATE fpguard_lib GTest::gtest_main)
+target_include_directories(report_tests PRIVATE ${PROJECT_SOURCE_DIR}/src)
+gtest_discover_tests(report_tests TEST_PREFIX "report_" DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES
+  PROPERTIES LABELS analysis)
+
 add_test(NAME cli.check
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_test.py
                  --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)

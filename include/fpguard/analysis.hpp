@@ -104,20 +104,79 @@ struct NodeRecord {
 enum class OriginKind { overflow, nan, underflow, accuracy };
 std::string_view to_string(OriginKind k);
 
+// What an origin is, beyond its kind: which of the known mechanisms the numbers show.
+enum class Cause {
+  constant,      // an initializer or Constant beyond the format's range
+  input,         // a graph input beyond the format's range
+  boundary,      // reads float32 values that overflow when rounded to its format
+  square,        // Pow(x, 2) of values beyond sqrt(max)
+  exponential,   // Exp of values beyond ln(max)
+  computes,      // its exact result is beyond the format's max
+  rounding,      // its result rounds past the max (reference within range)
+  zero_divisor,  // NaN: the divisor has values that round to 0 (0/0)
+  invalid,       // NaN: inf - inf, 0 * inf, 0/0, a root or log of a negative value
+  flush,         // underflow: results flush to zero
+  local_error,   // accuracy: large error of its own with accurate inputs
+};
+std::string_view to_string(Cause c);
+
+// A fix that removes an origin's trouble, as data: the report layer words it (and names
+// the CLI flags), a planner or a notebook can apply it.
+enum class FixKind {
+  scale,          // multiply `value` (an input of nodes[0]) by 2^exponent
+  keep_fp32,      // keep `nodes` in float32
+  format,         // run in `format` instead
+  replace_value,  // use `replacement` instead of the constant's worst value `value_seen`
+  guard,          // make the divisor/argument safe: an epsilon of at least `replacement`
+};
+std::string_view to_string(FixKind k);
+
+struct Fix {
+  FixKind kind = FixKind::keep_fp32;
+  std::vector<std::string> nodes;  // keep_fp32: the nodes; scale: the node scaled into
+  std::string value;               // scale/replace_value: the value (tensor) to change
+  std::string format;              // format: the format to run in; else the origin's
+  int exponent = 0;                // scale: multiply by 2^exponent (exact)
+  // scale: the largest result after scaling; replace_value/guard: the value to use.
+  double replacement = 0;
+  double value_seen = 0;  // replace_value: the constant's worst value
+  // scale: the homogeneity degree of the node's output in `value`; its outputs change by
+  // 2^(exponent * degree) unless a normalisation downstream absorbs it.
+  int degree = 1;
+  bool undo = true;           // scale: outputs must be multiplied back by 2^(-exponent * degree)
+  bool before_model = false;  // scale of a graph input: done before the model runs
+};
+
 struct Origin {
   std::string node;     // node name; for an initializer, the initializer's name
-  std::string op_type;  // "initializer" for an initializer
+  std::string op_type;  // "initializer", "Constant" or "input" for values
   OriginKind kind = OriginKind::overflow;
+  Cause cause = Cause::computes;
   std::vector<std::string> outputs;  // the tensors it produces
-  std::string message;
-  std::vector<std::string> suggestions;  // cheapest first
+  std::string format;                // the format the node (or value) is in
+  // The local run (reference inputs rounded to the node's format): values affected
+  // (overflowed, NaN, flushed) of those compared. For constants: of the constant's size.
+  std::uint64_t affected = 0, total = 0;
+  double absmax = 0;        // largest reference |output| (constants: worst signed value)
+  double input_absmax = 0;  // largest reference |input|
+  // The value it concerns besides its outputs: the boundary input (boundary), the divisor
+  // (zero_divisor).
+  std::string related;
+  // underflow: smallest non-zero reference |output|; zero_divisor: of the divisor.
+  double min_nonzero = 0;
+  double local_error = 0, input_error = 0;  // relative RMS (underflow, accuracy)
+  // Constants and inputs: the graph outputs stay finite (its consumers absorb it).
+  bool absorbed = false;
+  bool saturates = false;  // the check saturates at the format's max instead of overflowing
+  std::vector<std::pair<std::string, std::string>> consumers;  // first (op, node) downstream
+  std::vector<Fix> fixes;                                      // cheapest first
   // The nodes that keeping in float32 removes this trouble with (what the planner
   // seeds from): for overflows, the origin and every node reading its out-of-range
   // values; for constants and inputs, the emulated nodes reading them.
   std::vector<std::string> keep_fp32;
   // Accuracy origins: relative RMS error of the graph outputs when only this node runs
-  // in the emulated format (everything else float32); 0 for others.
-  double contribution = 0;
+  // in the emulated format (everything else float32), and of the whole emulated run.
+  double contribution = 0, total_error = 0;
 };
 
 // A static risk rule: data, so users can turn rules off by id.
@@ -127,10 +186,31 @@ struct Rule {
 };
 const std::vector<Rule>& rules();
 
+// What a rule saw; the report layer words it by id.
 struct RuleFinding {
   std::string id;
-  std::string node;  // node (or initializer) name
-  std::string message;
+  std::string node;     // node (or initializer) name
+  std::string op_type;  // the node's op ("initializer"/"Constant" for constant rules)
+  std::string tensor;   // large-range: the tensor
+  std::string format;
+  double observed = 0;   // what the reference run reached (|x|, smallest |x|, count, K)
+  double limit = 0;      // where the trouble starts
+  double parameter = 0;  // pow: the exponent; constant-*: worst/smallest value; large-range: ULP
+  std::uint64_t count = 0, total = 0;  // constant-*: values affected of the constant's size
+  bool centred = false;                // norm-as-primitives: a LayerNorm (else RMSNorm)
+};
+
+// A remark on the whole diagnosis.
+enum class NoteKind {
+  mixed_storage,  // the model stores 16-bit values: `count` float32 nodes stay float32
+  no_float_node,  // nothing runs in the format
+  generated,      // the inputs were generated: `text` holds the generator's description
+};
+std::string_view to_string(NoteKind k);
+struct Note {
+  NoteKind kind = NoteKind::generated;
+  std::size_t count = 0;
+  std::string text{};
 };
 
 struct OutputVerdict {
@@ -170,12 +250,14 @@ struct Diagnosis {
   std::string reference = "float32";
   std::string accumulate = "float32";  // of MatMul/Gemm/Conv products
   std::size_t samples = 0;
+  double min_cosine = 0.999;  // the pass criterion it was judged by
+  std::optional<double> atol, rtol;
   bool pass = true;
   std::vector<OutputVerdict> outputs;
   std::vector<Origin> origins;
   std::vector<NodeRecord> nodes;  // in topological order
   std::vector<RuleFinding> rules;
-  std::vector<std::string> notes;
+  std::vector<Note> notes;
 };
 
 // The node names this analysis reports ("<OpType>_<index>" for unnamed nodes), indexed
@@ -224,9 +306,40 @@ struct PlanOptions {
   std::function<void(std::size_t, const std::string&)> progress;
 };
 
+// Why the plan keeps a node in float32.
+enum class KeepReason {
+  forced,         // the caller asked for it (CheckOptions::keep_fp32)
+  origin,         // an overflow/NaN/underflow origin
+  reads_origin,   // reads an origin's out-of-range values
+  accuracy,       // an accuracy origin: `error` is its contribution to the outputs
+  largest_error,  // the largest local error left: `error` is its relative RMS
+};
+std::string_view to_string(KeepReason r);
+struct Reason {
+  KeepReason kind = KeepReason::forced;
+  std::string origin{};  // origin, reads_origin: the origin node
+  OriginKind origin_kind = OriginKind::overflow;
+  double error = 0;
+};
+
 struct Island {
   std::vector<std::string> nodes;  // connected float32 nodes, topological order
-  std::string reason;              // why its first node is there
+  Reason reason;                   // why its first node is there
+};
+
+// A scale rewrite the planner tried and did not use.
+enum class RefusalKind {
+  no_rewrite,        // the rewrite layer found none: `why` says what stopped it
+  changes_function,  // the float32 outputs changed by `error` (relative RMS)
+  still_overflows,   // the node still overflows after it
+};
+std::string_view to_string(RefusalKind k);
+struct ScaleRefusal {
+  RefusalKind kind = RefusalKind::no_rewrite;
+  std::string value{}, node{};  // the value scaled, for the overflow at node
+  int k = 0;
+  double error = 0;
+  std::string why{};
 };
 
 struct Plan {
@@ -235,8 +348,8 @@ struct Plan {
   model::Model rewritten;      // the model after the scale rewrites (fp32_nodes name its nodes)
   double min_cosine = 0.999;
   std::optional<double> atol, rtol;
-  std::vector<std::string> fp32_nodes;         // topological order
-  std::map<std::string, std::string> reasons;  // fp32 node -> why
+  std::vector<std::string> fp32_nodes;    // topological order
+  std::map<std::string, Reason> reasons;  // fp32 node -> why
   std::vector<Island> islands;
   std::size_t casts = 0;                     // Cast nodes the conversion adds (inputs/outputs kept)
   std::size_t passes = 0;                    // check() runs used
@@ -244,7 +357,7 @@ struct Plan {
   std::size_t low_nodes = 0;                 // ... of them in the low-precision format
   bool meets = false;                        // the final plan meets the tolerance on every sample
   std::vector<OutputVerdict> final_outputs;  // of the final plan
-  std::vector<std::string> notes;            // scale rewrites tried and refused, and why
+  std::vector<ScaleRefusal> refused;         // scale rewrites tried and not used
 };
 
 // Finds a small set of nodes to keep in float32 so that the emulated model meets the
@@ -255,14 +368,12 @@ struct Plan {
 Plan plan(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
           const PlanOptions& o);
 
-// A plan.json read back (what convert needs of it). Every error names `where`.
+// A plan.json read back (what convert needs of it; report::read_plan reads it).
 struct PlanFile {
   std::string precision;
   std::vector<std::string> fp32_nodes;
   std::vector<std::pair<std::string, int>> scaled;  // (value, k), in order
 };
-PlanFile parse_plan(std::string_view text, const std::string& where);
-PlanFile read_plan(const std::string& where, const std::filesystem::path& path);
 
 // The Cast nodes converting `m` with `fp32` kept (a diagnosis of that configuration gives
 // each node's precision) implies: one per (value, target type) at each boundary between

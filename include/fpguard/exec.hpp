@@ -95,20 +95,57 @@ struct KernelContext {
 
 using Kernel = void (*)(KernelContext&);
 
-struct OpInfo {
-  Kernel kernel = nullptr;
+// How an op's output scales when its inputs are scaled by powers of two, x -> 2^k x (its
+// homogeneity degree), as exact scaling (rewrite::find_scale) and the origins' scaling
+// fixes propagate it. Inputs not named below must stay unscaled (shapes, indices, axes).
+enum class Degree : std::uint8_t {
+  none,      // does not commute with scaling (Exp, Sigmoid, Softmax, ...)
+  same,      // input 0's degree (data movement, Relu, pooling, most reductions, Resize)
+  additive,  // the inputs share one degree; constant inputs are rescaled to it (Add, Max)
+  product,   // inputs 0 and 1 add their degrees; a constant input 2 (a bias) is rescaled
+  quotient,  // input 0's minus input 1's (Div)
+  half,      // half input 0's (Sqrt)
+  negated,   // minus input 0's (Reciprocal)
+  power,     // input 0's times the constant exponent, input 1 (Pow)
+  doubled,   // twice input 0's (ReduceSumSquare)
+  clipped,   // input 0's; the bounds, inputs 1 and 2, are rescaled (Clip)
+  selected,  // inputs 1 and 2 share one degree; input 0, a condition, is unscaled (Where)
+};
+
+// What the registry knows of an op besides its kernel: how it relates to the emulation
+// model and what it means numerically. Declared on the op's registration line (designated
+// initialisers, e.g. {.kind = OpKind::data_movement, .degree = Degree::same}) and queried
+// by analysis and rewrite, which keep no op lists of their own.
+struct OpTraits {
   OpKind kind = OpKind::compute;
   std::int64_t min_opset = 1;   // earliest opset whose semantics the kernel implements
   unsigned accepts = kTensors;  // Accepts flags
+  Degree degree = Degree::none;
+  // Data movement that keeps every value of input 0, only rearranged (no subset, no
+  // repeats): Reshape, Transpose, ...
+  bool rearranges = false;
+  // Produces inf/NaN for some finite arguments (a zero divisor, a negative root, log 0)
+  // that an epsilon or a clamp avoids.
+  bool guarded = false;
 };
+
+struct OpInfo : OpTraits {
+  Kernel kernel = nullptr;
+};
+
+// The output degree when input 0 has degree 1 and every other input degree 0 (what a
+// scaling of the input 0 does to the output); `exponent` is Pow's constant exponent.
+// 0 when scaling does not commute with the op.
+double degree_in_first_input(const OpTraits& t, std::optional<double> exponent = std::nullopt);
 
 // The registry of kernels of the default domain, by op type. Each ops/ family file has
 // one register_*() function with one line per op.
 class Registry {
  public:
-  void add(const std::string& op, Kernel k, OpKind kind = OpKind::compute,
-           std::int64_t min_opset = 1, unsigned accepts = kTensors);
+  void add(const std::string& op, Kernel k, OpTraits traits = {});
   const OpInfo* find(const std::string& op) const;
+  // The traits of a default-domain op, or nullptr (unknown op, other domain).
+  static const OpTraits* traits(const model::Node& n);
   std::vector<std::string> names() const;
   static const Registry& global();
 

@@ -157,6 +157,90 @@ std::string_view to_string(OriginKind k) {
   return "?";
 }
 
+std::string_view to_string(Cause c) {
+  switch (c) {
+    case Cause::constant:
+      return "constant";
+    case Cause::input:
+      return "input";
+    case Cause::boundary:
+      return "boundary";
+    case Cause::square:
+      return "square";
+    case Cause::exponential:
+      return "exponential";
+    case Cause::computes:
+      return "computes";
+    case Cause::rounding:
+      return "rounding";
+    case Cause::zero_divisor:
+      return "zero_divisor";
+    case Cause::invalid:
+      return "invalid";
+    case Cause::flush:
+      return "flush";
+    case Cause::local_error:
+      return "local_error";
+  }
+  return "?";
+}
+
+std::string_view to_string(FixKind k) {
+  switch (k) {
+    case FixKind::scale:
+      return "scale";
+    case FixKind::keep_fp32:
+      return "keep_fp32";
+    case FixKind::format:
+      return "format";
+    case FixKind::replace_value:
+      return "replace_value";
+    case FixKind::guard:
+      return "guard";
+  }
+  return "?";
+}
+
+std::string_view to_string(KeepReason r) {
+  switch (r) {
+    case KeepReason::forced:
+      return "forced";
+    case KeepReason::origin:
+      return "origin";
+    case KeepReason::reads_origin:
+      return "reads_origin";
+    case KeepReason::accuracy:
+      return "accuracy";
+    case KeepReason::largest_error:
+      return "largest_error";
+  }
+  return "?";
+}
+
+std::string_view to_string(NoteKind k) {
+  switch (k) {
+    case NoteKind::mixed_storage:
+      return "mixed_storage";
+    case NoteKind::no_float_node:
+      return "no_float_node";
+    case NoteKind::generated:
+      return "generated";
+  }
+  return "?";
+}
+
+std::string_view to_string(RefusalKind k) {
+  switch (k) {
+    case RefusalKind::no_rewrite:
+      return "no_rewrite";
+    case RefusalKind::changes_function:
+      return "changes_function";
+    case RefusalKind::still_overflows:
+      return "still_overflows";
+  }
+  return "?";
+}
+
 void name_nodes(model::Model& m) {
   const auto names = display_names(m);
   for (std::size_t i = 0; i < names.size(); ++i) m.graph.nodes[i].name = names[i];
@@ -295,9 +379,8 @@ struct Measured {
 
 // Data movement that keeps every value, only rearranged (no subset, no repeats).
 bool rearranges(const model::Node& n) {
-  static const std::set<std::string> ops = {"Identity", "Reshape",   "Flatten",
-                                            "Squeeze",  "Unsqueeze", "Transpose"};
-  return n.domain.empty() && ops.count(n.op_type);
+  const exec::OpTraits* t = exec::Registry::traits(n);
+  return t && t->rearranges;
 }
 
 // What checking shares between samples.
@@ -559,6 +642,9 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   ctx.diag.accumulate = o.accumulate ? o.accumulate->name : "float32";
   ctx.diag.reference = std::string(to_string(o.reference));
   ctx.diag.samples = samples.size();
+  ctx.diag.min_cosine = o.min_cosine;
+  ctx.diag.atol = o.atol;
+  ctx.diag.rtol = o.rtol;
   const auto& g = m.graph;
   bool any_float_node = false;
   for (std::size_t pos = 0; pos < ctx.order.size(); ++pos) {
@@ -644,15 +730,8 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
       t.headroom_bits = t.ref_absmax > 0 ? std::log2(o.precision.max() / t.ref_absmax)
                                          : std::numeric_limits<double>::infinity();
   }
-  if (mixed)
-    ctx.diag.notes.push_back(
-        "the model already stores values in 16 bits: its " + std::to_string(as_stored.size()) +
-        " float32 compute node" + (as_stored.size() == 1 ? " stays" : "s stay") +
-        " float32, and the reference is its float32 twin (every 16-bit value held in "
-        "float32)");
-  if (!any_float_node)
-    ctx.diag.notes.push_back("the model has no floating-point compute node to run in " +
-                             o.precision.name + ": nothing to check");
+  if (mixed) ctx.diag.notes.push_back({.kind = NoteKind::mixed_storage, .count = as_stored.size()});
+  if (!any_float_node) ctx.diag.notes.push_back({.kind = NoteKind::no_float_node});
 
   find_origins(ctx, ref_ex, samples.front());
   apply_rules(ctx);

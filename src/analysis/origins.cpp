@@ -5,8 +5,6 @@
 // or graph input is an origin in its own right. Accuracy origins are nodes whose local
 // error is large while their inputs were accurate, ranked by what they alone do to the
 // graph outputs.
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -18,31 +16,6 @@
 namespace fpguard::analysis {
 
 namespace {
-
-std::string num(double v) {
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  if (std::fabs(v) >= 1e6 || (v != 0 && std::fabs(v) < 1e-3)) return fmt::format("{:.4g}", v);
-  std::string s = fmt::format("{:.4f}", v);
-  while (s.find('.') != std::string::npos && (s.back() == '0' || s.back() == '.')) {
-    const bool dot = s.back() == '.';
-    s.pop_back();
-    if (dot) break;
-  }
-  return s;
-}
-
-std::string count(std::uint64_t n) {  // 659831 -> 659,831
-  std::string s = std::to_string(n), out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (i && (s.size() - i) % 3 == 0) out += ',';
-    out += s[i];
-  }
-  return out;
-}
-
-std::string quoted(const std::string& name) {
-  return "`" + name + "`";
-}
 
 struct Graphs {
   const Context& ctx;
@@ -92,15 +65,15 @@ struct Graphs {
     out.erase(std::unique(out.begin(), out.end()), out.end());
     return out;
   }
-  // "ReduceMean `/ReduceMean` -> Add `/Add` -> Sqrt `/Sqrt`": the first consumers.
-  std::string chain(std::size_t pos, int hops = 3) const {
-    std::string out;
+  // The first consumers downstream, (op, node) each: ReduceMean -> Add -> Sqrt.
+  std::vector<std::pair<std::string, std::string>> chain(std::size_t pos, int hops = 3) const {
+    std::vector<std::pair<std::string, std::string>> out;
     std::size_t cur = pos;
     for (int h = 0; h < hops; ++h) {
       const auto c = consumers(cur);
       if (c.empty()) break;
       cur = c.front();
-      out += (out.empty() ? "" : " -> ") + rec(cur).op_type + " " + quoted(rec(cur).name);
+      out.emplace_back(rec(cur).op_type, rec(cur).name);
     }
     return out;
   }
@@ -165,62 +138,62 @@ struct Graphs {
   }
 };
 
-// How many powers of two the output's largest value must drop to fit half the format's
-// max, and the degree of the op in its first input (0: scaling does not commute).
+// The output's homogeneity degree in the node's first input when it is a positive
+// integer (scaling that input by 2^-a scales the output by 2^-(a deg)); 0 otherwise.
 int degree(const Graphs& g, std::size_t pos) {
   const auto& n = g.node(pos);
-  const auto& op = n.op_type;
-  if (op == "Pow" && n.has_input(1))
-    if (auto e = g.constant_scalar(n.inputs[1]); e && *e > 0 && *e == std::floor(*e))
-      return static_cast<int>(*e);
-  if (op == "ReduceSumSquare") return 2;
-  static const std::set<std::string> linear = {
-      "Mul",       "MatMul",     "Gemm",        "Conv",      "ConvTranspose", "Div",
-      "ReduceSum", "ReduceMean", "Add",         "Sub",       "Sum",           "Relu",
-      "LeakyRelu", "MaxPool",    "AveragePool", "ReduceMax", "ReduceMin",     "GlobalAveragePool",
-      "ReduceL2",  "ReduceL1",   "Neg",         "Abs"};
-  return linear.count(op) ? 1 : 0;
+  const exec::OpTraits* t = exec::Registry::traits(n);
+  if (!t) return 0;
+  std::optional<double> exponent;
+  if (t->degree == exec::Degree::power && n.has_input(1)) exponent = g.constant_scalar(n.inputs[1]);
+  const double d = exec::degree_in_first_input(*t, exponent);
+  return d >= 1 && d == std::floor(d) && d <= 64 ? static_cast<int>(d) : 0;
 }
 
-std::string scaling_suggestion(const Graphs& g, std::size_t pos, double out_absmax,
-                               const Format& f) {
+bool guarded(const model::Node& n) {
+  const exec::OpTraits* t = exec::Registry::traits(n);
+  return t && t->guarded;
+}
+
+// Multiplying the node's first input by 2^-a brings its largest result to at most half
+// the format's max (nullopt when the op does not commute with scaling).
+std::optional<Fix> scale_fix(const Graphs& g, std::size_t pos, double out_absmax, const Format& f) {
   const int deg = degree(g, pos);
-  if (deg == 0 || !(out_absmax > 0) || !std::isfinite(out_absmax)) return "";
+  if (deg == 0 || !(out_absmax > 0) || !std::isfinite(out_absmax)) return std::nullopt;
   const int k = static_cast<int>(std::ceil(std::log2(out_absmax / (0.5 * f.max()))));
-  if (k <= 0) return "";
+  if (k <= 0) return std::nullopt;
   const int a = (k + deg - 1) / deg;
   const auto& n = g.node(pos);
-  std::string s = fmt::format(
-      "scale the input {} of {} by 2^-{} = {} (exact in any binary format): its largest "
-      "result drops to {}, at most half of {} max",
-      n.inputs.empty() ? std::string("?") : quoted(n.inputs[0]), quoted(g.rec(pos).name), a,
-      num(std::ldexp(1.0, -a)), num(std::ldexp(out_absmax, -a * deg)), f.name);
-  if (g.feeds_norm(pos))
-    s += fmt::format(
-        "; the normalisation it feeds (x * rsqrt(mean(x^2) + eps)) is unchanged by scaling x, "
-        "so nothing needs undoing (eps becomes eps * 2^-{})",
-        2 * a);
-  else
-    s += fmt::format("; multiply by 2^{} where the values are back in float32", a * deg);
-  return s;
+  Fix fix;
+  fix.kind = FixKind::scale;
+  fix.nodes = {g.rec(pos).name};
+  fix.value = n.inputs.empty() ? std::string() : n.inputs[0];
+  fix.format = f.name;
+  fix.exponent = -a;
+  fix.degree = deg;
+  fix.replacement = std::ldexp(out_absmax, -a * deg);
+  fix.undo = !g.feeds_norm(pos);
+  return fix;
 }
 
-std::string keep_suggestion(const std::vector<std::string>& names) {
-  std::string list;
-  for (const auto& n : names) list += (list.empty() ? "" : ",") + n;
-  return fmt::format(
-      "keep {} in float32 (--keep-fp32 {})",
-      names.size() == 1 ? "this node" : "these " + std::to_string(names.size()) + " nodes", list);
+Fix keep_fix(const std::vector<std::string>& names) {
+  Fix fix;
+  fix.kind = FixKind::keep_fp32;
+  fix.nodes = names;
+  return fix;
 }
 
-std::string bf16_suggestion(const Format& f, double absmax) {
+std::optional<Fix> bf16_fix(const Format& f, double absmax) {
   const Format bf = parse_format("bfloat16");
-  if (f.name == "bfloat16" || !(absmax < bf.max())) return "";
-  return fmt::format("run it in bfloat16 instead (max {}, 8 significant bits)", num(bf.max()));
+  if (f.name == "bfloat16" || !(absmax < bf.max())) return std::nullopt;
+  Fix fix;
+  fix.kind = FixKind::format;
+  fix.format = bf.name;
+  return fix;
 }
 
-void push(std::vector<std::string>& v, const std::string& s) {
-  if (!s.empty()) v.push_back(s);
+void push(std::vector<Fix>& v, std::optional<Fix> fix) {
+  if (fix) v.push_back(std::move(*fix));
 }
 
 std::vector<std::string> output_names(const model::Node& n) {
@@ -238,28 +211,27 @@ void value_origins(Context& ctx, const Graphs& g) {
   for (const auto& c : ctx.constants) {
     if (!c.overflow || !g.read_by_emulated(c.name)) continue;
     const double worst = std::fabs(c.min) > std::fabs(c.max) ? c.min : c.max;
-    const std::string becomes =
-        f.has_inf() && !ctx.o.round_options.saturate
-            ? (worst < 0 ? "-inf" : "inf")
-            : (f.has_nan() && !ctx.o.round_options.saturate ? "NaN"
-                                                            : "+-" + num(f.max()) + " (saturated)");
     Origin o;
     o.node = c.label;
     o.op_type = c.kind;
     o.kind = OriginKind::overflow;
+    o.cause = Cause::constant;
     o.outputs = {c.name};
-    o.message = fmt::format(
-        "{} {} holds {} value{} beyond {} max {} (worst {}), which become{} {}; {}", c.kind,
-        quoted(c.label), count(c.overflow), c.overflow > 1 ? "s" : "", f.name, num(f.max()),
-        num(worst), c.overflow > 1 ? "" : "s", becomes,
-        outputs_finite ? "the outputs stay finite: its consumers absorb it (harmless here)"
-                       : "the outputs are not finite where the reference is");
+    o.format = f.name;
+    o.affected = c.overflow;
+    o.total = c.size;
+    o.absmax = worst;
+    o.absorbed = outputs_finite;
+    o.saturates = ctx.o.round_options.saturate;
     o.keep_fp32 = g.emulated_readers(c.name);
-    push(o.suggestions,
-         fmt::format("use a value inside the range, e.g. {} instead of {} (a mask needs only "
-                     "to be very negative)",
-                     num(std::copysign(std::ldexp(1.0, f.emax() - 1), worst)), num(worst)));
-    push(o.suggestions, bf16_suggestion(f, std::fabs(worst)));
+    Fix replace;
+    replace.kind = FixKind::replace_value;
+    replace.value = c.label;
+    replace.format = f.name;
+    replace.value_seen = worst;
+    replace.replacement = std::copysign(std::ldexp(1.0, f.emax() - 1), worst);
+    o.fixes.push_back(replace);
+    push(o.fixes, bf16_fix(f, std::fabs(worst)));
     ctx.diag.origins.push_back(std::move(o));
   }
   for (const auto* vi : ctx.m.graph.runtime_inputs()) {
@@ -269,30 +241,47 @@ void value_origins(Context& ctx, const Graphs& g) {
     o.node = vi->name;
     o.op_type = "input";
     o.kind = OriginKind::overflow;
+    o.cause = Cause::input;
     o.outputs = {vi->name};
-    o.message = fmt::format("graph input {} has values up to {}, beyond {} max {}",
-                            quoted(vi->name), num(a->second), f.name, num(f.max()));
+    o.format = f.name;
+    o.absmax = a->second;
     const int k = static_cast<int>(std::ceil(std::log2(a->second / (0.5 * f.max()))));
     o.keep_fp32 = g.emulated_readers(vi->name);
-    push(o.suggestions, fmt::format("scale the input by 2^-{} = {} (exact) before the model", k,
-                                    num(std::ldexp(1.0, -k))));
-    push(o.suggestions, bf16_suggestion(f, a->second));
+    Fix scale;
+    scale.kind = FixKind::scale;
+    scale.value = vi->name;
+    scale.format = f.name;
+    scale.exponent = -k;
+    scale.replacement = std::ldexp(a->second, -k);
+    scale.before_model = true;
+    o.fixes.push_back(scale);
+    push(o.fixes, bf16_fix(f, a->second));
     ctx.diag.origins.push_back(std::move(o));
   }
 }
 
-std::string nan_cause(const Context& ctx, const Graphs& g, std::size_t pos) {
+// NaN: a divisor that rounds to zero (0/0), or one of the other invalid operations.
+void nan_cause(const Context& ctx, const Graphs& g, std::size_t pos, Origin& o) {
   const auto& n = g.node(pos);
   const Format& f = *ctx.formats[pos];
-  auto rounds_to_zero = [&](const std::string& v) {
-    auto it = ctx.min_abs_nonzero.find(v);
-    return it != ctx.min_abs_nonzero.end() && it->second < f.smallest_subnormal() / 2;
-  };
-  if ((n.op_type == "Div" || n.op_type == "Reciprocal") && n.has_input(n.op_type == "Div"))
-    if (const auto& d = n.inputs[n.op_type == "Div"]; rounds_to_zero(d))
-      return fmt::format("its divisor {} has values down to {}, which round to 0 in {}: 0/0",
-                         quoted(d), num(ctx.min_abs_nonzero.at(d)), f.name);
-  return fmt::format("inf - inf, 0 * inf, 0/0 or a root/log of a negative value in {}", f.name);
+  o.cause = Cause::invalid;
+  if ((n.op_type == "Div" || n.op_type == "Reciprocal") && n.has_input(n.op_type == "Div")) {
+    const auto& d = n.inputs[n.op_type == "Div"];
+    auto it = ctx.min_abs_nonzero.find(d);
+    if (it != ctx.min_abs_nonzero.end() && it->second < f.smallest_subnormal() / 2) {
+      o.cause = Cause::zero_divisor;
+      o.related = d;
+      o.min_nonzero = it->second;
+    }
+  }
+}
+
+Cause overflow_cause(const Graphs& g, std::size_t pos, double out_absmax, const Format& f) {
+  const NodeRecord& rec = g.rec(pos);
+  if (!rec.boundary_inputs.empty()) return Cause::boundary;
+  if (rec.op_type == "Pow" && degree(g, pos) == 2) return Cause::square;
+  if (rec.op_type == "Exp") return Cause::exponential;
+  return out_absmax > f.max() ? Cause::computes : Cause::rounding;
 }
 
 void node_origins(Context& ctx, const Graphs& g) {
@@ -315,76 +304,61 @@ void node_origins(Context& ctx, const Graphs& g) {
     o.node = rec.name;
     o.op_type = rec.op_type;
     o.outputs = output_names(g.node(pos));
-    const std::string consumers = g.chain(pos);
-    const std::string feeds =
-        consumers.empty() ? "" : fmt::format("; its consumers: {}", consumers);
+    o.format = f.name;
+    o.total = local.count;
+    o.absmax = out_absmax;
+    o.input_absmax = rec.input_absmax;
+    o.consumers = g.chain(pos);
     if (local.overflow > 0) {
       o.kind = OriginKind::overflow;
-      std::string what;
-      const int deg = degree(g, pos);
-      if (!rec.boundary_inputs.empty())
-        what = fmt::format(
-            "reads {} from float32 nodes with values up to {}: rounding them to {} "
-            "overflows",
-            quoted(rec.boundary_inputs.front()), num(rec.input_absmax), f.name);
-      else if (rec.op_type == "Pow" && deg == 2)
-        what = fmt::format("squares values up to {}: {} > {} max {}", num(rec.input_absmax),
-                           num(out_absmax), f.name, num(f.max()));
-      else if (rec.op_type == "Exp")
-        what = fmt::format("exponentiates values up to {}: {} > {} max {}", num(rec.input_absmax),
-                           num(out_absmax), f.name, num(f.max()));
-      else if (out_absmax > f.max())
-        what = fmt::format("computes values up to {} from inputs up to {}: {} > {} max {}",
-                           num(out_absmax), num(rec.input_absmax), num(out_absmax), f.name,
-                           num(f.max()));
-      else
-        what = fmt::format("rounds its results past {} max {} (reference values up to {})", f.name,
-                           num(f.max()), num(out_absmax));
-      o.message = fmt::format("{} ({}) {} (overflow in {} of {} values){}", quoted(rec.name),
-                              rec.op_type, what, count(local.overflow), count(local.count), feeds);
-      push(o.suggestions, scaling_suggestion(g, pos, out_absmax, f));
+      o.cause = overflow_cause(g, pos, out_absmax, f);
+      o.affected = local.overflow;
+      if (o.cause == Cause::boundary) o.related = rec.boundary_inputs.front();
+      push(o.fixes, scale_fix(g, pos, out_absmax, f));
       o.keep_fp32 = g.out_of_range_region(pos, f.max());
-      push(o.suggestions, keep_suggestion(o.keep_fp32));
-      push(o.suggestions, bf16_suggestion(f, out_absmax));
+      o.fixes.push_back(keep_fix(o.keep_fp32));
+      push(o.fixes, bf16_fix(f, out_absmax));
     } else if (local.nan > 0) {
       o.kind = OriginKind::nan;
-      o.message = fmt::format(
-          "{} ({}) produces NaN in {} of {} values where the reference is "
-          "finite: {}{}",
-          quoted(rec.name), rec.op_type, count(local.nan), count(local.count),
-          nan_cause(ctx, g, pos), feeds);
-      static const std::set<std::string> guarded = {"Div", "Reciprocal", "Sqrt", "Log", "Pow"};
-      if (guarded.count(rec.op_type))
-        push(o.suggestions,
-             fmt::format("make the divisor/argument safe in {}: an epsilon of at least {} (its "
-                         "smallest normal), or clamp",
-                         f.name, num(f.smallest_normal())));
+      o.affected = local.nan;
+      nan_cause(ctx, g, pos, o);
+      if (guarded(g.node(pos))) {
+        Fix guard;
+        guard.kind = FixKind::guard;
+        guard.nodes = {rec.name};
+        guard.format = f.name;
+        guard.replacement = f.smallest_normal();
+        o.fixes.push_back(guard);
+      }
       o.keep_fp32 = {rec.name};
-      push(o.suggestions, keep_suggestion(o.keep_fp32));
-      push(o.suggestions, bf16_suggestion(f, out_absmax));
+      o.fixes.push_back(keep_fix(o.keep_fp32));
+      push(o.fixes, bf16_fix(f, out_absmax));
     } else if (local.count && local.underflow >= kVerdictFraction * local.count &&
                local.nrmse() > 4 * u && !rec.inputs_nonfinite) {
       o.kind = OriginKind::underflow;
+      o.cause = Cause::flush;
+      o.affected = local.underflow;
+      o.local_error = local.nrmse();
       double min_nz = std::numeric_limits<double>::infinity();
       for (const auto& name : o.outputs)
         if (auto it = ctx.min_abs_nonzero.find(name); it != ctx.min_abs_nonzero.end())
           min_nz = std::min(min_nz, it->second);
-      o.message = fmt::format(
-          "{} ({}) flushes {} of {} non-zero values to zero in {} (reference values down to {}, "
-          "{} smallest subnormal {}): relative RMS error {}{}",
-          quoted(rec.name), rec.op_type, count(local.underflow), count(local.count), f.name,
-          num(min_nz), f.name, num(f.smallest_subnormal()), num(local.nrmse()), feeds);
+      o.min_nonzero = min_nz;
       if (std::isfinite(min_nz) && min_nz > 0) {
         const int k = static_cast<int>(std::ceil(std::log2(f.smallest_normal() / min_nz)));
-        if (k > 0 && std::ldexp(out_absmax, k) < 0.5 * f.max())
-          push(o.suggestions,
-               fmt::format("scale up by 2^{} = {} (exact) before this node: the "
-                           "largest value becomes {}",
-                           k, num(std::ldexp(1.0, k)), num(std::ldexp(out_absmax, k))));
+        if (k > 0 && std::ldexp(out_absmax, k) < 0.5 * f.max()) {
+          Fix scale;
+          scale.kind = FixKind::scale;
+          scale.nodes = {rec.name};
+          scale.format = f.name;
+          scale.exponent = k;
+          scale.replacement = std::ldexp(out_absmax, k);
+          o.fixes.push_back(scale);
+        }
       }
       o.keep_fp32 = {rec.name};
-      push(o.suggestions, keep_suggestion(o.keep_fp32));
-      push(o.suggestions, bf16_suggestion(f, out_absmax));
+      o.fixes.push_back(keep_fix(o.keep_fp32));
+      push(o.fixes, bf16_fix(f, out_absmax));
     } else {
       continue;
     }
@@ -464,19 +438,21 @@ void accuracy_origins(Context& ctx, const Graphs& g, const exec::Executor& ref_e
     o.node = rec.name;
     o.op_type = rec.op_type;
     o.kind = OriginKind::accuracy;
+    o.cause = Cause::local_error;
     o.outputs = output_names(g.node(pos));
+    o.format = ctx.formats[pos]->name;
+    o.local_error = err;
+    o.input_error = rec.input_error;
     o.contribution = contribution;
-    o.message = fmt::format(
-        "{} ({}) adds a relative RMS error of {} on its own (its inputs carry {}; {} unit "
-        "roundoff {}); alone in {}, it gives the outputs a relative RMS error of {} ({}% of "
-        "the whole {} run's {})",
-        quoted(rec.name), rec.op_type, num(err), num(rec.input_error), ctx.o.precision.name, num(u),
-        ctx.o.precision.name, num(contribution), num(std::round(100 * contribution / total)),
-        ctx.o.precision.name, num(total));
+    o.total_error = total;
     o.keep_fp32 = {rec.name};
-    push(o.suggestions, keep_suggestion(o.keep_fp32));
-    if (ctx.o.precision.precision_bits() < 11)
-      push(o.suggestions, "run it in float16 (11 significant bits) instead");
+    o.fixes.push_back(keep_fix(o.keep_fp32));
+    if (ctx.o.precision.precision_bits() < 11) {
+      Fix f16;
+      f16.kind = FixKind::format;
+      f16.format = "float16";
+      o.fixes.push_back(f16);
+    }
     found.push_back(std::move(o));
   }
   std::stable_sort(found.begin(), found.end(), [](const Origin& a, const Origin& b) {

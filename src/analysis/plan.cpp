@@ -154,7 +154,7 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
 
   std::set<std::string> keep = o.check.keep_fp32;
   const std::set<std::string> forced = keep;
-  for (const auto& k : forced) p.reasons[k] = "kept by --keep-fp32";
+  for (const auto& k : forced) p.reasons[k] = Reason{.kind = KeepReason::forced};
   std::vector<std::string> added;  // in the order the search added them
 
   auto run = [&](const std::set<std::string>& s, const std::string& what) {
@@ -164,7 +164,7 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
     ++p.passes;
     return check(m, samples, c);
   };
-  auto add = [&](const std::string& n, const std::string& why) {
+  auto add = [&](const std::string& n, const Reason& why) {
     if (!position.count(n) || !keep.insert(n).second) return false;
     p.reasons[n] = why;
     added.push_back(n);
@@ -204,8 +204,8 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
     std::string why;
     auto rewritten = o.scaler(m, value, absmax, &why);
     if (!rewritten) {
-      p.notes.push_back("no exact scaling of '" + value + "' for the overflow at " + org.node +
-                        ": " + why);
+      p.refused.push_back(
+          {.kind = RefusalKind::no_rewrite, .value = value, .node = org.node, .why = why});
       return false;
     }
     const auto got = outputs32(rewritten->first);
@@ -217,10 +217,11 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
                                    std::span<const float>(v.data<float>().data(), v.size()),
                                    parse_format("float32"));
       if (c.overflow + c.nan > 0 || !(c.nrmse() <= 1e-5)) {
-        p.notes.push_back(
-            fmt::format("scaling '{}' by 2^-{} changes the float32 outputs "
-                        "(relative RMS {:.3g}): not used",
-                        value, rewritten->second.k, c.nrmse()));
+        p.refused.push_back({.kind = RefusalKind::changes_function,
+                             .value = value,
+                             .node = org.node,
+                             .k = rewritten->second.k,
+                             .error = c.nrmse()});
         return false;
       }
     }
@@ -236,8 +237,10 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
       return x.node == org.node && (x.kind == OriginKind::overflow || x.kind == OriginKind::nan);
     });
     if (!gone) {
-      p.notes.push_back(fmt::format("scaling '{}' by 2^-{} leaves {} overflowing: not used", value,
-                                    rewritten->second.k, org.node));
+      p.refused.push_back({.kind = RefusalKind::still_overflows,
+                           .value = value,
+                           .node = org.node,
+                           .k = rewritten->second.k});
       m = std::move(saved);
       index_nodes();
       return false;
@@ -270,8 +273,9 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
     for (const auto& org : d.origins) {
       if (org.kind == OriginKind::accuracy) continue;
       for (const auto& n : org.keep_fp32)
-        grew |= add(n, fmt::format("{} origin {}", to_string(org.kind), org.node) +
-                           (n == org.node ? "" : " (reads its out-of-range values)"));
+        grew |= add(n, {.kind = n == org.node ? KeepReason::origin : KeepReason::reads_origin,
+                        .origin = org.node,
+                        .origin_kind = org.kind});
     }
     // 2. Accuracy: the origins ranked by contribution, else the largest local errors.
     if (!grew) {
@@ -279,9 +283,10 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
       for (const auto& org : d.origins)
         if (org.kind == OriginKind::accuracy && n_added < batch)
           for (const auto& n : org.keep_fp32)
-            if (add(n, fmt::format("accuracy: alone in {} it gives the outputs a relative "
-                                   "error of {:.3g}",
-                                   p.precision, org.contribution)))
+            if (add(n, {.kind = KeepReason::accuracy,
+                        .origin = org.node,
+                        .origin_kind = org.kind,
+                        .error = org.contribution}))
               ++n_added;
       if (n_added == 0) {
         std::vector<std::pair<double, std::string>> ranked;
@@ -295,7 +300,7 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
         std::sort(ranked.rbegin(), ranked.rend());
         for (const auto& [e, n] : ranked) {
           if (n_added >= batch) break;
-          if (add(n, fmt::format("largest local error ({:.3g} relative RMS)", e))) ++n_added;
+          if (add(n, {.kind = KeepReason::largest_error, .error = e})) ++n_added;
         }
       }
       grew = n_added > 0;
@@ -373,51 +378,10 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
   for (const auto& n : p.fp32_nodes) {
     const std::string r = root(n);
     auto [it, fresh] = island_of.try_emplace(r, p.islands.size());
-    if (fresh) p.islands.push_back({{}, p.reasons.count(n) ? p.reasons[n] : ""});
+    if (fresh) p.islands.push_back({{}, p.reasons.count(n) ? p.reasons[n] : Reason{}});
     p.islands[it->second].nodes.push_back(n);
   }
   return p;
-}
-
-PlanFile parse_plan(std::string_view text, const std::string& where) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text.begin(), text.end());
-  } catch (const std::exception&) {
-    throw Error(where, "not JSON (expected a plan.json written by fpguard plan)");
-  }
-  if (!j.is_object() || !j.contains("schema_version") || j["schema_version"] != 1)
-    throw Error(where, "not a plan.json of schema_version 1");
-  if (!j.contains("precision") || !j["precision"].is_string())
-    throw Error(where, "\"precision\" is missing or not a string");
-  if (!j.contains("fp32_nodes") || !j["fp32_nodes"].is_array())
-    throw Error(where, "\"fp32_nodes\" is missing or not an array");
-  PlanFile p;
-  p.precision = j["precision"].get<std::string>();
-  for (const auto& n : j["fp32_nodes"]) {
-    if (!n.is_string()) throw Error(where, "\"fp32_nodes\" holds a non-string");
-    p.fp32_nodes.push_back(n.get<std::string>());
-  }
-  if (j.contains("scaled")) {
-    if (!j["scaled"].is_array()) throw Error(where, "\"scaled\" is not an array");
-    for (const auto& e : j["scaled"]) {
-      if (!e.is_object() || !e.contains("value") || !e["value"].is_string() || !e.contains("k") ||
-          !e["k"].is_number_integer() || e["k"] < 1 || e["k"] > 64)
-        throw Error(where,
-                    "\"scaled\" entries need a \"value\" name and an integer \"k\" in 1..64");
-      p.scaled.push_back({e["value"].get<std::string>(), e["k"].get<int>()});
-    }
-  }
-  return p;
-}
-
-PlanFile read_plan(const std::string& where, const std::filesystem::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(where, "cannot open the file");
-  std::error_code ec;
-  if (const auto size = std::filesystem::file_size(path, ec); !ec) check_memory(size, where);
-  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  return parse_plan(text, where);
 }
 
 }  // namespace fpguard::analysis

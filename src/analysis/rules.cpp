@@ -1,8 +1,6 @@
 // Static risk rules: patterns known to break in low precision, each a row of one table
 // (id, rationale, check), so users can turn any of them off by id. They read the graph,
 // the constants, and the shapes and reference ranges of the first run.
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cmath>
 
@@ -65,30 +63,34 @@ struct RuleContext {
 
 using Check = void (*)(const RuleContext&, std::vector<RuleFinding>&);
 
-void add(std::vector<RuleFinding>& out, const std::string& id, const std::string& node,
-         const std::string& message) {
-  out.push_back({id, node, message});
-}
-
-std::string num(double v) {
-  return fmt::format("{:.4g}", v);
+// A finding of rule `id` at the node at `pos` (op, format filled in).
+RuleFinding& add(const RuleContext& rc, std::vector<RuleFinding>& out, const std::string& id,
+                 std::size_t pos) {
+  RuleFinding r;
+  r.id = id;
+  r.node = rc.rec(pos).name;
+  r.op_type = rc.node(pos).op_type;
+  r.format = rc.f.name;
+  out.push_back(std::move(r));
+  return out.back();
 }
 
 // Initializers and Constant values: overflow and flush to zero in the format (from the
 // scan check() made before running).
 void constants(const RuleContext& rc, std::vector<RuleFinding>& out, bool overflow) {
   for (const auto& c : rc.ctx.constants) {
-    if (overflow && c.overflow)
-      add(out, "constant-overflow", c.label,
-          fmt::format("{} of {} values overflow {} (worst {}, max {})", c.overflow, c.size,
-                      rc.f.name, num(std::fabs(c.min) > std::fabs(c.max) ? c.min : c.max),
-                      num(rc.f.max())));
-    if (!overflow && c.underflow)
-      add(out, "constant-underflow", c.label,
-          fmt::format("{} of {} non-zero values flush to zero in {} (smallest {}, {} smallest "
-                      "subnormal {})",
-                      c.underflow, c.size, rc.f.name, num(c.min_abs_nonzero), rc.f.name,
-                      num(rc.f.smallest_subnormal())));
+    if (overflow ? !c.overflow : !c.underflow) continue;
+    RuleFinding r;
+    r.id = overflow ? "constant-overflow" : "constant-underflow";
+    r.node = c.label;
+    r.op_type = c.kind;
+    r.format = rc.f.name;
+    r.count = overflow ? c.overflow : c.underflow;
+    r.total = c.size;
+    r.parameter =
+        overflow ? (std::fabs(c.min) > std::fabs(c.max) ? c.min : c.max) : c.min_abs_nonzero;
+    r.limit = overflow ? rc.f.max() : rc.f.smallest_subnormal();
+    out.push_back(std::move(r));
   }
 }
 
@@ -133,9 +135,8 @@ void pow_rule(const RuleContext& rc, std::vector<RuleFinding>& out) {
     if (!(y > 1)) return;
     const double limit = std::pow(rc.f.max(), 1 / y), seen = rc.in_absmax(pos, 0);
     if (!(seen > 0) || std::log2(limit / seen) >= kMarginBits) return;
-    add(out, "pow", rc.rec(pos).name,
-        fmt::format("Pow(x, {}) overflows {} once |x| > {}; x reaches {} here", num(y), rc.f.name,
-                    num(limit), num(seen)));
+    auto& r = add(rc, out, "pow", pos);
+    r.parameter = y, r.limit = limit, r.observed = seen;
   });
 }
 
@@ -150,9 +151,8 @@ void exp_rule(const RuleContext& rc, std::vector<RuleFinding>& out) {
   each(rc, {"Exp"}, [&](std::size_t pos) {
     const double limit = std::log(rc.f.max()), seen = rc.in_absmax(pos, 0);
     if (max_subtracted(rc, pos) || !(seen > limit / 2)) return;
-    add(out, "exp", rc.rec(pos).name,
-        fmt::format("Exp overflows {} for x > {}; |x| reaches {} here", rc.f.name, num(limit),
-                    num(seen)));
+    auto& r = add(rc, out, "exp", pos);
+    r.limit = limit, r.observed = seen;
   });
 }
 
@@ -161,10 +161,8 @@ void log_rule(const RuleContext& rc, std::vector<RuleFinding>& out) {
     const auto& n = rc.node(pos);
     const double seen = n.has_input(0) ? rc.min_nonzero(n.inputs[0]) : INFINITY;
     if (!(std::log2(seen / rc.f.smallest_normal()) < kMarginBits)) return;
-    add(out, "log", rc.rec(pos).name,
-        fmt::format("Log of values below {} (which flush to zero in {}) is -inf; its input goes "
-                    "down to {} here",
-                    num(rc.f.smallest_subnormal() / 2), rc.f.name, num(seen)));
+    auto& r = add(rc, out, "log", pos);
+    r.limit = rc.f.smallest_subnormal() / 2, r.observed = seen;
   });
 }
 
@@ -184,11 +182,8 @@ void root_after_reduction(const RuleContext& rc, std::vector<RuleFinding>& out) 
       if (is_reduction(op)) {
         const double seen = rc.min_nonzero(v);
         if (!(std::log2(seen / rc.f.smallest_normal()) < kMarginBits)) return;
-        add(out, "root-after-reduction", rc.rec(pos).name,
-            fmt::format("{} by (the root of) a reduction, a variance or mean square: a result "
-                        "below {} flushes to zero in {} and the quotient becomes inf; it goes "
-                        "down to {} here",
-                        n.op_type, num(rc.f.smallest_subnormal() / 2), rc.f.name, num(seen)));
+        auto& r = add(rc, out, "root-after-reduction", pos);
+        r.limit = rc.f.smallest_subnormal() / 2, r.observed = seen;
         return;
       }
       if (op != "Add" && op != "Sqrt") return;
@@ -203,9 +198,8 @@ void sum_of_squares(const RuleContext& rc, std::vector<RuleFinding>& out) {
   each(rc, {"ReduceSumSquare", "ReduceL2"}, [&](std::size_t pos) {
     const double limit = std::sqrt(rc.f.max()), seen = rc.in_absmax(pos, 0);
     if (!(seen > 0) || std::log2(limit / seen) >= kMarginBits) return;
-    add(out, "sum-of-squares", rc.rec(pos).name,
-        fmt::format("{} squares before summing: values above {} overflow {}; they reach {} here",
-                    rc.node(pos).op_type, num(limit), rc.f.name, num(seen)));
+    auto& r = add(rc, out, "sum-of-squares", pos);
+    r.limit = limit, r.observed = seen;
   });
 }
 
@@ -215,10 +209,8 @@ void long_reduction(const RuleContext& rc, std::vector<RuleFinding>& out) {
        [&](std::size_t pos) {
          const auto n = rc.reduced_count(pos);
          if (n < limit) return;
-         add(out, "long-reduction", rc.rec(pos).name,
-             fmt::format("{} combines {} values: a sum can exceed {} max even when every term "
-                         "fits, and accumulated in {} it stops growing past 2^{} terms",
-                         rc.node(pos).op_type, n, rc.f.name, rc.f.name, rc.f.precision_bits()));
+         auto& r = add(rc, out, "long-reduction", pos);
+         r.observed = static_cast<double>(n), r.limit = static_cast<double>(limit);
        });
 }
 
@@ -230,10 +222,7 @@ void softmax_without_max(const RuleContext& rc, std::vector<RuleFinding>& out) {
     for (auto r : rc.readers_of(n.outputs[0]))
       if (rc.node(r).op_type == "ReduceSum") summed = true;
     if (!summed || max_subtracted(rc, pos)) return;
-    add(out, "softmax-without-max", rc.rec(pos).name,
-        "a softmax written as Exp / ReduceSum without subtracting the maximum first: Exp "
-        "overflows for logits above " +
-            num(std::log(rc.f.max())));
+    add(rc, out, "softmax-without-max", pos).limit = std::log(rc.f.max());
   });
 }
 
@@ -248,11 +237,8 @@ void norm_as_primitives(const RuleContext& rc, std::vector<RuleFinding>& out) {
     const bool centred = n.has_input(0) && rc.producer_op(n.inputs[0]) == "Sub";
     const double limit = std::sqrt(rc.f.max()), seen = rc.in_absmax(pos, 0);
     if (!(seen > 0) || std::log2(limit / seen) >= kMarginBits) return;
-    add(out, "norm-as-primitives", rc.rec(pos).name,
-        fmt::format("a {} written as primitive ops squares the activations in {}: it overflows "
-                    "once they exceed {} (they reach {} here); a fused LayerNormalization or "
-                    "keeping the statistics in float32 avoids it",
-                    centred ? "LayerNorm" : "RMSNorm", rc.f.name, num(limit), num(seen)));
+    auto& r = add(rc, out, "norm-as-primitives", pos);
+    r.centred = centred, r.limit = limit, r.observed = seen;
   });
 }
 
@@ -273,10 +259,8 @@ void large_k(const RuleContext& rc, std::vector<RuleFinding>& out) {
       }
     }
     if (k < limit) return;
-    add(out, "large-k", rc.rec(pos).name,
-        fmt::format("{} sums {} products per output: a kernel accumulating in {} (2^{} "
-                    "significant bits) loses whole terms; make sure it accumulates in float32",
-                    n.op_type, k, rc.f.name, rc.f.precision_bits()));
+    auto& r = add(rc, out, "large-k", pos);
+    r.observed = static_cast<double>(k), r.limit = static_cast<double>(limit);
   });
 }
 
@@ -287,11 +271,9 @@ void large_range(const RuleContext& rc, std::vector<RuleFinding>& out) {
     for (const auto& t : rc.rec(pos).outputs)
       if (t.floating && t.ref_absmax >= limit && t.ref_absmax <= rc.f.max()) {
         const int e = static_cast<int>(std::floor(std::log2(t.ref_absmax)));
-        add(out, "large-range", rc.rec(pos).name,
-            fmt::format("{} reaches {}: {} spaces values there {} apart (ULP), so small "
-                        "differences between large values are lost",
-                        t.name, num(t.ref_absmax), rc.f.name,
-                        num(std::ldexp(1.0, e - rc.f.mantissa_bits))));
+        auto& r = add(rc, out, "large-range", pos);
+        r.tensor = t.name, r.observed = t.ref_absmax, r.limit = limit;
+        r.parameter = std::ldexp(1.0, e - rc.f.mantissa_bits);
         break;
       }
   }

@@ -10,10 +10,40 @@
 
 namespace fpguard::exec {
 
-void Registry::add(const std::string& op, Kernel k, OpKind kind, std::int64_t min_opset,
-                   unsigned accepts) {
+void Registry::add(const std::string& op, Kernel k, OpTraits traits) {
   FPG_CHECK(!ops_.count(op));
-  ops_[op] = OpInfo{k, kind, min_opset, accepts};
+  OpInfo info;
+  static_cast<OpTraits&>(info) = traits;
+  info.kernel = k;
+  ops_[op] = info;
+}
+
+const OpTraits* Registry::traits(const model::Node& n) {
+  if (!n.domain.empty() && n.domain != "ai.onnx") return nullptr;
+  return global().find(n.op_type);
+}
+
+double degree_in_first_input(const OpTraits& t, std::optional<double> exponent) {
+  switch (t.degree) {
+    case Degree::same:
+    case Degree::additive:
+    case Degree::product:
+    case Degree::quotient:
+    case Degree::clipped:
+      return 1;
+    case Degree::half:
+      return 0.5;
+    case Degree::negated:
+      return -1;
+    case Degree::power:
+      return exponent.value_or(0);
+    case Degree::doubled:
+      return 2;
+    case Degree::none:
+    case Degree::selected:
+      return 0;
+  }
+  return 0;
 }
 
 const OpInfo* Registry::find(const std::string& op) const {

@@ -270,10 +270,12 @@ void sequence_map_k(KernelContext& ctx) {
 }  // namespace
 
 void register_control(Registry& r) {
-  r.add("If", if_k, OpKind::data_movement, 1, exec::kValues | exec::kStrings);
-  r.add("Loop", loop_k, OpKind::data_movement, 1, exec::kValues | exec::kStrings);
-  r.add("Scan", scan_k, OpKind::data_movement, 8);
-  r.add("SequenceMap", sequence_map_k, OpKind::data_movement, 17, exec::kValues | exec::kStrings);
+  r.add("If", if_k, {.kind = OpKind::data_movement, .accepts = exec::kValues | exec::kStrings});
+  r.add("Loop", loop_k, {.kind = OpKind::data_movement, .accepts = exec::kValues | exec::kStrings});
+  r.add("Scan", scan_k, {.kind = OpKind::data_movement, .min_opset = 8});
+  r.add(
+      "SequenceMap", sequence_map_k,
+      {.kind = OpKind::data_movement, .min_opset = 17, .accepts = exec::kValues | exec::kStrings});
 }
 
 }  // namespace fpguard::ops

@@ -412,12 +412,15 @@ void conv_transpose(KernelContext& ctx) {
 }  // namespace
 
 void register_conv(Registry& r) {
-  r.add("ConvTranspose", carried<conv_transpose<float>, conv_transpose<double>>);
-  r.add("Conv", carried<conv<float>, conv<double>>);
-  r.add("MaxPool", carried<pool<float, true>, pool<double, true>>);
-  r.add("AveragePool", carried<pool<float, false>, pool<double, false>>);
-  r.add("GlobalMaxPool", carried<global_pool<float, true>, global_pool<double, true>>);
-  r.add("GlobalAveragePool", carried<global_pool<float, false>, global_pool<double, false>>);
+  r.add("ConvTranspose", carried<conv_transpose<float>, conv_transpose<double>>,
+        {.degree = Degree::product});
+  r.add("Conv", carried<conv<float>, conv<double>>, {.degree = Degree::product});
+  r.add("MaxPool", carried<pool<float, true>, pool<double, true>>, {.degree = Degree::same});
+  r.add("AveragePool", carried<pool<float, false>, pool<double, false>>, {.degree = Degree::same});
+  r.add("GlobalMaxPool", carried<global_pool<float, true>, global_pool<double, true>>,
+        {.degree = Degree::same});
+  r.add("GlobalAveragePool", carried<global_pool<float, false>, global_pool<double, false>>,
+        {.degree = Degree::same});
 }
 
 }  // namespace fpguard::ops

@@ -688,17 +688,17 @@ void register_elementwise(Registry& r) {
   r.add("Shrink", shrink);
   r.add("Mish", mish);
   r.add("BitShift", bit_shift);
-  r.add("Abs", abs_k);
-  r.add("Neg", neg_k);
+  r.add("Abs", abs_k, {.degree = Degree::same});
+  r.add("Neg", neg_k, {.degree = Degree::same});
   r.add("Sign", sign_k);
-  r.add("Sqrt", unary<f_sqrt>);
+  r.add("Sqrt", unary<f_sqrt>, {.degree = Degree::half, .guarded = true});
   r.add("Exp", unary_vec<vmath::Fn::exp, f_exp>);
-  r.add("Log", unary_vec<vmath::Fn::log, f_log>);
-  r.add("Relu", unary<f_relu>);
+  r.add("Log", unary_vec<vmath::Fn::log, f_log>, {.guarded = true});
+  r.add("Relu", unary<f_relu>, {.degree = Degree::same});
   r.add("Sigmoid", unary_vec<vmath::Fn::sigmoid, f_sigmoid>);
   r.add("Tanh", unary_vec<vmath::Fn::tanh, f_tanh>);
   r.add("Erf", unary_vec<vmath::Fn::erf, f_erf>);
-  r.add("Reciprocal", unary<f_reciprocal>);
+  r.add("Reciprocal", unary<f_reciprocal>, {.degree = Degree::negated, .guarded = true});
   r.add("Floor", unary<f_floor>);
   r.add("Ceil", unary<f_ceil>);
   r.add("Round", unary<f_round>);
@@ -715,7 +715,7 @@ void register_elementwise(Registry& r) {
   r.add("Atanh", unary<f_atanh>);
   r.add("Softplus", unary<f_softplus>);
   r.add("Softsign", unary<f_softsign>);
-  r.add("LeakyRelu", leaky_relu);
+  r.add("LeakyRelu", leaky_relu, {.degree = Degree::same});
   r.add("Elu", elu);
   r.add("Selu", selu);
   r.add("Celu", celu);
@@ -723,16 +723,16 @@ void register_elementwise(Registry& r) {
   r.add("HardSwish", hard_swish);
   r.add("ThresholdedRelu", thresholded_relu);
   r.add("Gelu", gelu);
-  r.add("Clip", clip);
-  r.add("Add", binary<Bin::add>);
-  r.add("Sub", binary<Bin::sub>);
-  r.add("Mul", binary<Bin::mul>);
-  r.add("Div", binary<Bin::div>);
-  r.add("Pow", binary<Bin::pow>);
+  r.add("Clip", clip, {.degree = Degree::clipped});
+  r.add("Add", binary<Bin::add>, {.degree = Degree::additive});
+  r.add("Sub", binary<Bin::sub>, {.degree = Degree::additive});
+  r.add("Mul", binary<Bin::mul>, {.degree = Degree::product});
+  r.add("Div", binary<Bin::div>, {.degree = Degree::quotient, .guarded = true});
+  r.add("Pow", binary<Bin::pow>, {.degree = Degree::power, .guarded = true});
   r.add("Mod", binary<Bin::mod>);
-  r.add("Max", max_k);
-  r.add("Min", min_k);
-  r.add("Sum", sum_k);
+  r.add("Max", max_k, {.degree = Degree::additive});
+  r.add("Min", min_k, {.degree = Degree::additive});
+  r.add("Sum", sum_k, {.degree = Degree::additive});
   r.add("Mean", mean_k);
   r.add("Equal", compare<Cmp::eq>);
   r.add("Less", compare<Cmp::lt>);
@@ -745,11 +745,11 @@ void register_elementwise(Registry& r) {
   r.add("Not", not_k);
   r.add("IsNaN", isnan_k);
   r.add("IsInf", isinf_k);
-  r.add("Where", where_k, OpKind::data_movement);
+  r.add("Where", where_k, {.kind = OpKind::data_movement, .degree = Degree::selected});
   // A Cast is a precision boundary: its result is the target type's value, never rounded
   // to the node's format (a Cast to float32 in a float16 graph yields float32 values).
-  r.add("Cast", cast_k, OpKind::data_movement, 1, exec::kStrings);
-  r.add("CastLike", cast_like_k, OpKind::data_movement, 1, exec::kStrings);
+  r.add("Cast", cast_k, {.kind = OpKind::data_movement, .accepts = exec::kStrings});
+  r.add("CastLike", cast_like_k, {.kind = OpKind::data_movement, .accepts = exec::kStrings});
 }
 
 }  // namespace fpguard::ops

@@ -463,22 +463,23 @@ void dropout(KernelContext& ctx) {
 }  // namespace
 
 void register_index(Registry& r) {
-  r.add("GatherElements", gather_elements, OpKind::data_movement);
-  r.add("GatherND", gather_nd, OpKind::data_movement);
+  r.add("GatherElements", gather_elements, {.kind = OpKind::data_movement});
+  r.add("GatherND", gather_nd, {.kind = OpKind::data_movement});
   r.add("ScatterElements", scatter_elements);
   r.add("Scatter", scatter_elements);
   r.add("ScatterND", scatter_nd);
-  r.add("OneHot", one_hot, OpKind::data_movement);
+  r.add("OneHot", one_hot, {.kind = OpKind::data_movement});
   r.add("NonZero", non_zero);
-  r.add("TopK", top_k, OpKind::data_movement);
-  r.add("Trilu", trilu, OpKind::data_movement);
-  r.add("EyeLike", eye_like, OpKind::data_movement);
+  r.add("TopK", top_k, {.kind = OpKind::data_movement});
+  r.add("Trilu", trilu, {.kind = OpKind::data_movement});
+  r.add("EyeLike", eye_like, {.kind = OpKind::data_movement});
   r.add("CumSum", cum_sum);
-  r.add("Split", split, OpKind::data_movement);
-  r.add("Pad", pad, OpKind::data_movement);
-  r.add("DepthToSpace", depth_space<true>, OpKind::data_movement);
-  r.add("SpaceToDepth", depth_space<false>, OpKind::data_movement);
-  r.add("Dropout", dropout, OpKind::data_movement);
+  r.add("Split", split, {.kind = OpKind::data_movement, .degree = Degree::same});
+  r.add("Pad", pad, {.kind = OpKind::data_movement});
+  r.add("DepthToSpace", depth_space<true>, {.kind = OpKind::data_movement, .degree = Degree::same});
+  r.add("SpaceToDepth", depth_space<false>,
+        {.kind = OpKind::data_movement, .degree = Degree::same});
+  r.add("Dropout", dropout, {.kind = OpKind::data_movement, .degree = Degree::same});
 }
 
 }  // namespace fpguard::ops

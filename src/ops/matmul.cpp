@@ -301,8 +301,8 @@ void gemm_k(KernelContext& ctx) {
 }  // namespace
 
 void register_matmul(Registry& r) {
-  r.add("MatMul", carried<matmul<float>, matmul<double>>);
-  r.add("Gemm", carried<gemm_k<float>, gemm_k<double>>);
+  r.add("MatMul", carried<matmul<float>, matmul<double>>, {.degree = Degree::product});
+  r.add("Gemm", carried<gemm_k<float>, gemm_k<double>>, {.degree = Degree::product});
 }
 
 }  // namespace fpguard::ops

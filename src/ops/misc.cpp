@@ -409,15 +409,15 @@ void grid_sample(KernelContext& ctx) {
 }  // namespace
 
 void register_misc(Registry& r) {
-  r.add("GridSample", carried<grid_sample<float>, grid_sample<double>>, OpKind::compute, 16);
-  r.add("HannWindow", window_k<0>, OpKind::compute, 17);
-  r.add("HammingWindow", window_k<1>, OpKind::compute, 17);
-  r.add("BlackmanWindow", window_k<2>, OpKind::compute, 17);
+  r.add("GridSample", carried<grid_sample<float>, grid_sample<double>>, {.min_opset = 16});
+  r.add("HannWindow", window_k<0>, {.min_opset = 17});
+  r.add("HammingWindow", window_k<1>, {.min_opset = 17});
+  r.add("BlackmanWindow", window_k<2>, {.min_opset = 17});
   r.add("MatMulInteger", matmul_integer);
   r.add("NonMaxSuppression", carried<non_max_suppression<float>, non_max_suppression<double>>);
-  r.add("Unique", unique, OpKind::data_movement);
+  r.add("Unique", unique, {.kind = OpKind::data_movement});
   r.add("Det", carried<det<float>, det<double>>);
-  r.add("MaxUnpool", max_unpool, OpKind::data_movement);
+  r.add("MaxUnpool", max_unpool, {.kind = OpKind::data_movement});
 }
 
 }  // namespace fpguard::ops

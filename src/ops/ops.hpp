@@ -14,6 +14,7 @@
 
 namespace fpguard::ops {
 
+using exec::Degree;
 using exec::KernelContext;
 using exec::OpKind;
 using exec::Registry;

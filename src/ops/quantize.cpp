@@ -301,8 +301,8 @@ void register_quantize(Registry& r) {
   r.add("QuantizeLinear", carried<quantize<float>, quantize<double>>);
   r.add("DequantizeLinear", carried<dequantize<float>, dequantize<double>>);
   r.add("DynamicQuantizeLinear", carried<dynamic_quantize<float>, dynamic_quantize<double>>);
-  r.add("Compress", compress, OpKind::data_movement);
-  r.add("ReverseSequence", reverse_sequence, OpKind::data_movement);
+  r.add("Compress", compress, {.kind = OpKind::data_movement});
+  r.add("ReverseSequence", reverse_sequence, {.kind = OpKind::data_movement});
   r.add("Einsum", carried<einsum<float>, einsum<double>>);
 }
 

@@ -267,15 +267,21 @@ void arg_reduce(KernelContext& ctx) {
 }  // namespace
 
 void register_reduce(Registry& r) {
-  r.add("ReduceSum", carried<reduce<float, Red::sum>, reduce<double, Red::sum>>);
-  r.add("ReduceMean", carried<reduce<float, Red::mean>, reduce<double, Red::mean>>);
-  r.add("ReduceMax", carried<reduce<float, Red::max>, reduce<double, Red::max>>);
-  r.add("ReduceMin", carried<reduce<float, Red::min>, reduce<double, Red::min>>);
+  r.add("ReduceSum", carried<reduce<float, Red::sum>, reduce<double, Red::sum>>,
+        {.degree = Degree::same});
+  r.add("ReduceMean", carried<reduce<float, Red::mean>, reduce<double, Red::mean>>,
+        {.degree = Degree::same});
+  r.add("ReduceMax", carried<reduce<float, Red::max>, reduce<double, Red::max>>,
+        {.degree = Degree::same});
+  r.add("ReduceMin", carried<reduce<float, Red::min>, reduce<double, Red::min>>,
+        {.degree = Degree::same});
   r.add("ReduceProd", carried<reduce<float, Red::prod>, reduce<double, Red::prod>>);
-  r.add("ReduceSumSquare",
-        carried<reduce<float, Red::sum_square>, reduce<double, Red::sum_square>>);
-  r.add("ReduceL1", carried<reduce<float, Red::l1>, reduce<double, Red::l1>>);
-  r.add("ReduceL2", carried<reduce<float, Red::l2>, reduce<double, Red::l2>>);
+  r.add("ReduceSumSquare", carried<reduce<float, Red::sum_square>, reduce<double, Red::sum_square>>,
+        {.degree = Degree::doubled});
+  r.add("ReduceL1", carried<reduce<float, Red::l1>, reduce<double, Red::l1>>,
+        {.degree = Degree::same});
+  r.add("ReduceL2", carried<reduce<float, Red::l2>, reduce<double, Red::l2>>,
+        {.degree = Degree::same});
   r.add("ReduceLogSum", carried<reduce<float, Red::log_sum>, reduce<double, Red::log_sum>>);
   r.add("ReduceLogSumExp",
         carried<reduce<float, Red::log_sum_exp>, reduce<double, Red::log_sum_exp>>);

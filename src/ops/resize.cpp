@@ -288,7 +288,7 @@ void upsample(KernelContext& ctx) {
 }  // namespace
 
 void register_resize(Registry& r) {
-  r.add("Resize", resize, OpKind::compute, 10);
+  r.add("Resize", resize, {.min_opset = 10, .degree = Degree::same});
   r.add("Upsample", upsample);
 }
 

@@ -201,17 +201,21 @@ void register_sequence(Registry& r) {
   // Tensors move in and out of sequences whole or through copy_elements: strings too.
   const unsigned whole = exec::kValues | exec::kStrings;
   const auto moves = OpKind::data_movement;
-  r.add("SequenceConstruct", sequence_construct, moves, 11, whole);
-  r.add("SequenceEmpty", sequence_empty, moves, 11, whole);
-  r.add("SequenceInsert", sequence_insert, moves, 11, whole);
-  r.add("SequenceAt", sequence_at, moves, 11, whole);
-  r.add("SequenceErase", sequence_erase, moves, 11, whole);
-  r.add("SequenceLength", sequence_length, moves, 11, whole);
-  r.add("SplitToSequence", split_to_sequence, moves, 11, whole);
-  r.add("ConcatFromSequence", concat_from_sequence, moves, 11, whole);
-  r.add("Optional", optional_k, moves, 15, whole);
-  r.add("OptionalHasElement", optional_has_element, moves, 15, whole);
-  r.add("OptionalGetElement", optional_get_element, moves, 15, whole);
+  r.add("SequenceConstruct", sequence_construct,
+        {.kind = moves, .min_opset = 11, .accepts = whole});
+  r.add("SequenceEmpty", sequence_empty, {.kind = moves, .min_opset = 11, .accepts = whole});
+  r.add("SequenceInsert", sequence_insert, {.kind = moves, .min_opset = 11, .accepts = whole});
+  r.add("SequenceAt", sequence_at, {.kind = moves, .min_opset = 11, .accepts = whole});
+  r.add("SequenceErase", sequence_erase, {.kind = moves, .min_opset = 11, .accepts = whole});
+  r.add("SequenceLength", sequence_length, {.kind = moves, .min_opset = 11, .accepts = whole});
+  r.add("SplitToSequence", split_to_sequence, {.kind = moves, .min_opset = 11, .accepts = whole});
+  r.add("ConcatFromSequence", concat_from_sequence,
+        {.kind = moves, .min_opset = 11, .accepts = whole});
+  r.add("Optional", optional_k, {.kind = moves, .min_opset = 15, .accepts = whole});
+  r.add("OptionalHasElement", optional_has_element,
+        {.kind = moves, .min_opset = 15, .accepts = whole});
+  r.add("OptionalGetElement", optional_get_element,
+        {.kind = moves, .min_opset = 15, .accepts = whole});
 }
 
 }  // namespace fpguard::ops

@@ -480,22 +480,45 @@ void permute_into(const Tensor& x, const Shape& view, const std::vector<std::int
 }
 
 void register_shape(Registry& r) {
-  r.add("Identity", identity, OpKind::data_movement, 1, exec::kValues | exec::kStrings);
+  r.add("Identity", identity,
+        {.kind = OpKind::data_movement,
+         .accepts = exec::kValues | exec::kStrings,
+         .degree = Degree::same,
+         .rearranges = true});
   // Shape-only ops move whole tensors: strings pass too.
-  r.add("Reshape", reshape, OpKind::data_movement, 1, exec::kStrings);
-  r.add("Flatten", flatten, OpKind::data_movement, 1, exec::kStrings);
-  r.add("Squeeze", squeeze, OpKind::data_movement, 1, exec::kStrings);
-  r.add("Unsqueeze", unsqueeze, OpKind::data_movement, 1, exec::kStrings);
-  r.add("Transpose", transpose, OpKind::data_movement);
-  r.add("Concat", concat, OpKind::data_movement, 1, exec::kStrings);
-  r.add("Slice", slice, OpKind::data_movement);
-  r.add("Gather", gather, OpKind::data_movement, 1, exec::kStrings);
-  r.add("Expand", expand, OpKind::data_movement);
-  r.add("Tile", tile, OpKind::data_movement);
-  r.add("Shape", shape_k, OpKind::data_movement, 1, exec::kStrings);
-  r.add("Size", size_k, OpKind::data_movement, 1, exec::kStrings);
-  r.add("Constant", constant, OpKind::data_movement);
-  r.add("ConstantOfShape", constant_of_shape, OpKind::data_movement);
+  r.add("Reshape", reshape,
+        {.kind = OpKind::data_movement,
+         .accepts = exec::kStrings,
+         .degree = Degree::same,
+         .rearranges = true});
+  r.add("Flatten", flatten,
+        {.kind = OpKind::data_movement,
+         .accepts = exec::kStrings,
+         .degree = Degree::same,
+         .rearranges = true});
+  r.add("Squeeze", squeeze,
+        {.kind = OpKind::data_movement,
+         .accepts = exec::kStrings,
+         .degree = Degree::same,
+         .rearranges = true});
+  r.add("Unsqueeze", unsqueeze,
+        {.kind = OpKind::data_movement,
+         .accepts = exec::kStrings,
+         .degree = Degree::same,
+         .rearranges = true});
+  r.add("Transpose", transpose,
+        {.kind = OpKind::data_movement, .degree = Degree::same, .rearranges = true});
+  r.add("Concat", concat,
+        {.kind = OpKind::data_movement, .accepts = exec::kStrings, .degree = Degree::additive});
+  r.add("Slice", slice, {.kind = OpKind::data_movement, .degree = Degree::same});
+  r.add("Gather", gather,
+        {.kind = OpKind::data_movement, .accepts = exec::kStrings, .degree = Degree::same});
+  r.add("Expand", expand, {.kind = OpKind::data_movement, .degree = Degree::same});
+  r.add("Tile", tile, {.kind = OpKind::data_movement, .degree = Degree::same});
+  r.add("Shape", shape_k, {.kind = OpKind::data_movement, .accepts = exec::kStrings});
+  r.add("Size", size_k, {.kind = OpKind::data_movement, .accepts = exec::kStrings});
+  r.add("Constant", constant, {.kind = OpKind::data_movement});
+  r.add("ConstantOfShape", constant_of_shape, {.kind = OpKind::data_movement});
   r.add("Range", range_k);
 }
 

@@ -144,8 +144,8 @@ void stft(KernelContext& ctx) {
 }  // namespace
 
 void register_spectral(Registry& r) {
-  r.add("DFT", dft, OpKind::compute, 17);
-  r.add("STFT", stft, OpKind::compute, 17);
+  r.add("DFT", dft, {.min_opset = 17});
+  r.add("STFT", stft, {.min_opset = 17});
 }
 
 }  // namespace fpguard::ops

@@ -16,25 +16,12 @@
 #include <set>
 
 #include "fpguard/error.hpp"
+#include "fpguard/exec.hpp"
 #include "fpguard/rewrite.hpp"
 
 namespace fpguard::rewrite {
 
 namespace {
-
-const std::set<std::string>& keeps_degree() {  // out = in (data input 0; others independent)
-  static const std::set<std::string> ops = {
-      "Identity",          "Relu",          "LeakyRelu",  "Neg",       "Abs",       "Reshape",
-      "Flatten",           "Squeeze",       "Unsqueeze",  "Transpose", "MaxPool",   "AveragePool",
-      "GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
-      "ReduceL1",          "ReduceL2",      "Slice",      "Gather",    "Split",     "DepthToSpace",
-      "SpaceToDepth",      "Expand",        "Tile",       "Resize",    "Dropout"};
-  return ops;
-}
-const std::set<std::string>& additive() {  // every input of the same degree, or a constant
-  static const std::set<std::string> ops = {"Add", "Sub", "Sum", "Max", "Min", "Concat", "Where"};
-  return ops;
-}
 
 struct Analysis {
   const model::Model& m;
@@ -78,53 +65,62 @@ struct Analysis {
       return it == deg.end() ? 0.0 : it->second;
     };
     auto scaled = [&](std::size_t k) { return n.has_input(k) && deg.count(n.inputs[k]); };
-    const std::string& op = n.op_type;
-    if (!n.domain.empty() && n.domain != "ai.onnx") return std::nullopt;
-    if (keeps_degree().count(op)) {
-      for (std::size_t k = 1; k < n.inputs.size(); ++k)
-        if (scaled(k)) return std::nullopt;  // shapes/indices derived from x
-      return d(0);
-    }
-    if (op == "Mul") return *d(0) + *d(1);
-    if (op == "Div") return *d(0) - *d(1);
-    if (op == "Sqrt") return *d(0) / 2;
-    if (op == "Reciprocal") return -*d(0);
-    if (op == "ReduceSumSquare") return 2 * *d(0);
-    if (op == "Pow") {
-      if (scaled(1)) return std::nullopt;
-      const auto e = n.has_input(1) ? constant_scalar(n.inputs[1]) : std::nullopt;
-      if (!e) return std::nullopt;
-      return *e * *d(0);
-    }
-    if (op == "MatMul" || op == "Conv" || op == "ConvTranspose" || op == "Gemm") {
-      const double out = *d(0) + *d(1);
-      if (n.has_input(2) && out != 0) {  // the bias is added: a constant to rescale
-        if (scaled(2) || !constants.count(n.inputs[2])) return std::nullopt;
-        rescale.emplace_back(i, 2, out);
-      }
-      return out;
-    }
-    if (additive().count(op)) {
-      const std::size_t first = op == "Where" ? 1 : 0;
+    const exec::OpTraits* traits = exec::Registry::traits(n);
+    if (!traits) return std::nullopt;
+    // The inputs from `first` on share one degree; constant ones are rescaled to it.
+    auto shared = [&](std::size_t first, bool rescale_constants) -> std::optional<double> {
       std::optional<double> common;
       for (std::size_t k = first; k < n.inputs.size(); ++k)
         if (scaled(k)) {
           if (common && *common != *d(k)) return std::nullopt;
           common = d(k);
         }
-      if (op == "Where" && scaled(0)) return std::nullopt;
       for (std::size_t k = first; k < n.inputs.size(); ++k)
         if (n.has_input(k) && !scaled(k)) {
           if (!constants.count(n.inputs[k])) return std::nullopt;  // another activation
-          if (op != "Concat") rescale.emplace_back(i, k, *common);
+          if (rescale_constants) rescale.emplace_back(i, k, *common);
         }
       return common;
-    }
-    if (op == "Clip") {
-      if (scaled(1) || scaled(2)) return std::nullopt;
-      for (std::size_t k = 1; k < 3; ++k)
-        if (n.has_input(k)) rescale.emplace_back(i, k, *d(0));
-      return d(0);
+    };
+    switch (traits->degree) {
+      case exec::Degree::none:
+        return std::nullopt;
+      case exec::Degree::same:
+        for (std::size_t k = 1; k < n.inputs.size(); ++k)
+          if (scaled(k)) return std::nullopt;  // shapes/indices derived from x
+        return d(0);
+      case exec::Degree::additive:
+        return shared(0, true);
+      case exec::Degree::selected:
+        if (scaled(0)) return std::nullopt;
+        return shared(1, true);
+      case exec::Degree::product: {
+        const double out = *d(0) + *d(1);
+        if (n.has_input(2) && out != 0) {  // the bias is added: a constant to rescale
+          if (scaled(2) || !constants.count(n.inputs[2])) return std::nullopt;
+          rescale.emplace_back(i, 2, out);
+        }
+        return out;
+      }
+      case exec::Degree::quotient:
+        return *d(0) - *d(1);
+      case exec::Degree::half:
+        return *d(0) / 2;
+      case exec::Degree::negated:
+        return -*d(0);
+      case exec::Degree::doubled:
+        return 2 * *d(0);
+      case exec::Degree::power: {
+        if (scaled(1)) return std::nullopt;
+        const auto e = n.has_input(1) ? constant_scalar(n.inputs[1]) : std::nullopt;
+        if (!e) return std::nullopt;
+        return *e * *d(0);
+      }
+      case exec::Degree::clipped:
+        if (scaled(1) || scaled(2)) return std::nullopt;
+        for (std::size_t k = 1; k < 3; ++k)
+          if (n.has_input(k)) rescale.emplace_back(i, k, *d(0));
+        return d(0);
     }
     return std::nullopt;
   }

@@ -69,13 +69,20 @@ def test_schema(j):
     for k in ("schema_version", "model", "precision", "reference", "verdict", "outputs", "origins",
               "nodes", "rules"):
         check(k in j, f"JSON has {k}")
-    check(j["schema_version"] == 1, "schema_version 1")
+    check(j["schema_version"] == 2, "schema_version 2")
+    for k in ("min_cosine", "atol", "rtol"):
+        check(k in j["tolerance"], f"tolerance has {k}")
     for o in j["outputs"]:
         for k in ("name", "max_abs_error", "max_rel_error", "cosine", "pass"):
             check(k in o, f"outputs[] has {k}")
     for o in j["origins"]:
-        for k in ("node", "op_type", "kind", "message", "suggestions", "outputs"):
+        for k in ("node", "op_type", "kind", "cause", "format", "affected", "total", "message",
+                  "fixes", "suggestions", "keep_fp32", "outputs"):
             check(k in o, f"origins[] has {k}")
+        check(len(o["fixes"]) == len(o["suggestions"]), "one sentence per structured fix", o)
+        for fx in o["fixes"]:
+            check(fx["kind"] in ("scale", "keep_fp32", "format", "replace_value", "guard"),
+                  "fix kind", fx)
         check(o["kind"] in ("overflow", "nan", "underflow", "accuracy"), "origin kind", o["kind"])
     for n in j["nodes"]:
         for k in ("name", "op_type", "precision", "outputs"):
@@ -88,7 +95,10 @@ def test_schema(j):
                 for k in ("max_abs_error", "max_rel_error", "mean_rel_error", "cosine", "snr_db"):
                     check(k in t[side], f"{side} has {k}")
     for r in j["rules"]:
-        check(set(r) == {"id", "node", "message"}, "rules[] fields", r)
+        check(set(r) == {"id", "node", "op_type", "tensor", "format", "observed", "limit",
+                         "parameter", "count", "total", "centred", "message"}, "rules[] fields", r)
+    for n in j["notes"]:
+        check(set(n) == {"kind", "count", "text", "message"}, "notes[] fields", n)
 
 
 def test_superres(f, ex, tmp):
@@ -103,8 +113,12 @@ def test_superres(f, ex, tmp):
     check(j["verdict"] == "fail", "superres fp16 verdict fail")
     check(origins(j) == ["/Pow"], "superres fp16: /Pow is the only origin", origins(j))
     check(j["origins"][0]["kind"] == "overflow", "…an overflow", j["origins"][0]["kind"])
+    check(j["origins"][0]["cause"] == "square", "…a squaring", j["origins"][0]["cause"])
     check("squares values up to" in j["origins"][0]["message"], "…explained as a squaring",
           j["origins"][0]["message"])
+    keep = [fx for fx in j["origins"][0]["fixes"] if fx["kind"] == "keep_fp32"]
+    check(keep and keep[0]["nodes"] == j["origins"][0]["keep_fp32"],
+          "…its float32 fix names the nodes keep_fp32 lists", keep)
     check(j["origins"][0]["outputs"] == ["/Pow_output_0"], "…with its output tensor",
           j["origins"][0]["outputs"])
     # NumPy: the float32 ReLU output rounded to float16, squared, rounded to float16.

@@ -11,6 +11,7 @@
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
 #include "fpguard/io.hpp"
+#include "fpguard/report.hpp"
 #include "fpguard/rewrite.hpp"
 #include "inputs.hpp"
 
@@ -49,7 +50,7 @@ void convert_command(const ConvertArgs& a) {
   analysis::name_nodes(m);
   const model::Model original = m;
   if (!a.plan.empty()) {
-    const analysis::PlanFile plan = analysis::read_plan("--plan " + a.plan, a.plan);
+    const analysis::PlanFile plan = report::read_plan("--plan " + a.plan, a.plan);
     if (!precision.empty() && parse_format(precision).name != parse_format(plan.precision).name)
       throw Error("--plan " + a.plan,
                   "the plan is for " + plan.precision + ", not " + parse_format(precision).name);

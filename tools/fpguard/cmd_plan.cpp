@@ -1,8 +1,6 @@
 // `fpguard plan`: which nodes must stay in float32 for the model to meet a tolerance in a
 // low precision (analysis::plan); writes plan.json and prints the TensorRT / ONNX Runtime
 // settings that apply it.
-#include <fmt/format.h>
-#include <unistd.h>
 
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -12,14 +10,13 @@
 #include "fpguard/error.hpp"
 #include "fpguard/experiments.hpp"
 #include "fpguard/io.hpp"
+#include "fpguard/report.hpp"
 #include "fpguard/rewrite.hpp"
 #include "inputs.hpp"
 
 namespace fpguard::cli {
 
 namespace {
-
-using json = nlohmann::ordered_json;
 
 struct PlanArgs {
   std::string model, precision, target, output, emit, objective = "fewest-fp32", scale = "auto";
@@ -28,54 +25,10 @@ struct PlanArgs {
   std::size_t samples = 1, max_passes = 48;
   std::optional<double> atol, rtol;
   double min_cosine = 0.999;
+  std::string color = "auto";
   bool saturate = false, quiet = false;
   int threads = 0;
 };
-
-json plan_json(const analysis::Plan& p) {
-  json tol = {{"min_cosine", p.min_cosine},
-              {"atol", p.atol ? json(*p.atol) : json(nullptr)},
-              {"rtol", p.rtol ? json(*p.rtol) : json(nullptr)}};
-  double max_abs = 0, max_rel = 0, cosine = 1;
-  for (const auto& o : p.final_outputs) {
-    max_abs = std::max(max_abs, o.max_abs_error);
-    max_rel = std::max(max_rel, o.max_rel_error);
-    cosine = std::isnan(o.cosine) || std::isnan(cosine) ? NAN : std::min(cosine, o.cosine);
-  }
-  json scaled = json::array();
-  for (const auto& s : p.scaled)
-    scaled.push_back(
-        {{"node", s.node}, {"value", s.value}, {"k", s.k}, {"scale", std::ldexp(1.0, -s.k)}});
-  json islands = json::array();
-  for (const auto& i : p.islands) islands.push_back({{"nodes", i.nodes}, {"reason", i.reason}});
-  return {{"schema_version", 1},
-          {"model", p.model},
-          {"precision", p.precision},
-          {"tolerance", tol},
-          {"fp32_nodes", p.fp32_nodes},
-          {"scaled", scaled},
-          {"casts", p.casts},
-          {"passes", p.passes},
-          {"meets", p.meets},
-          {"float_nodes", p.float_nodes},
-          {"low_nodes", p.low_nodes},
-          {"islands", islands},
-          {"notes", p.notes},
-          {"final",
-           {{"max_abs_error", json_number(max_abs)},
-            {"max_rel_error", json_number(max_rel)},
-            {"cosine", json_number(cosine)}}}};
-}
-
-std::string trtexec_flags(const analysis::Plan& p) {
-  std::string flag = p.precision == "bfloat16"  ? "--bf16"
-                     : p.precision == "float16" ? "--fp16"
-                                                : "--fp8";
-  if (p.fp32_nodes.empty()) return flag;
-  std::string layers;
-  for (const auto& n : p.fp32_nodes) layers += (layers.empty() ? "" : ",") + n + ":fp32";
-  return flag + " --layerPrecisions=" + layers + " --precisionConstraints=obey";
-}
 
 void plan_command(const PlanArgs& a) {
   if (a.emit != "" && a.emit != "trtexec" && a.emit != "ort")
@@ -98,6 +51,8 @@ void plan_command(const PlanArgs& a) {
   if (f->name == "float32") throw Error("--precision float32", "nothing to plan: it is float32");
   if (!a.output.empty()) check_not_same_file(a.model, a.output, "-o");
 
+  const report::Terminal term =
+      report::Terminal::detect(report::parse_color(a.color, "--color " + a.color), a.quiet);
   model::Model m = model::load(a.model);
   analysis::name_nodes(m);
   std::vector<std::string> generated;
@@ -125,61 +80,30 @@ void plan_command(const PlanArgs& a) {
   } else if (a.scale != "none") {
     throw Error("--scale " + a.scale, "expected auto or none");
   }
-  const bool bar = !a.quiet && isatty(2);
-  po.progress = [bar](std::size_t pass, const std::string& what) {
-    if (bar) std::cerr << "\r\033[Kplan: pass " << pass << ": " << what << std::flush;
-  };
-  const analysis::Plan p = analysis::plan(m, samples, po);
-  if (bar) std::cerr << "\r\033[K" << std::flush;
+  analysis::Plan p;
+  {
+    report::Progress progress(term, "plan");
+    po.progress = [&progress](std::size_t pass, const std::string& what) {
+      progress.step("pass " + std::to_string(pass) + ": " + what);
+    };
+    p = analysis::plan(m, samples, po);
+  }
   exit_code = p.meets ? 0 : 1;
 
-  const json j = plan_json(p);
+  const report::Json j = report::to_json(p);
   if (!a.output.empty())
     write_file_atomic(a.output, [&](std::ostream& out) { out << j.dump(2) << "\n"; });
   if (a.emit == "trtexec") {
-    std::cout << trtexec_flags(p) << "\n";
+    std::cout << report::trtexec_flags(p) << "\n";
     return;
   }
   if (a.emit == "ort") {
-    std::cout << json({{"node_block_list", p.fp32_nodes}, {"op_block_list", json::array()}}).dump(2)
-              << "\n";
+    std::cout << report::ort_block_lists(p).dump(2) << "\n";
     return;
   }
-  const auto& fin = j["final"];
-  std::cout << fmt::format(
-      "{}  {} in {}: {} of {} floating nodes in {}, {} in float32 ({} island{}), {} cast{}, "
-      "{} pass{}\n",
-      p.meets ? "PLAN" : "NO PLAN MEETS THE TOLERANCE (best found)", p.model, p.precision,
-      p.low_nodes, p.float_nodes, p.precision, p.fp32_nodes.size(), p.islands.size(),
-      p.islands.size() == 1 ? "" : "s", p.casts, p.casts == 1 ? "" : "s", p.passes,
-      p.passes == 1 ? "" : "es");
-  std::cout << fmt::format(
-      "  final: worst cosine {}, max abs error {}, max rel error {}\n",
-      fin["cosine"].is_null() ? "nan" : fmt::format("{:.6f}", double(fin["cosine"])),
-      fin["max_abs_error"].is_null() ? "inf" : fmt::format("{:.4g}", double(fin["max_abs_error"])),
-      fin["max_rel_error"].is_null() ? "inf" : fmt::format("{:.4g}", double(fin["max_rel_error"])));
-  if (!generated.empty()) std::cout << "  note: " << generated_note(generated) << "\n";
-  for (const auto& s : p.scaled)
-    std::cout << fmt::format("  scaled: '{}' x 2^-{} (exact) for the overflow at {}\n", s.value,
-                             s.k, s.node);
-  for (const auto& n : p.notes) std::cout << "  note: " << n << "\n";
-  for (std::size_t i = 0; i < p.islands.size(); ++i) {
-    std::string nodes;
-    for (const auto& n : p.islands[i].nodes) nodes += (nodes.empty() ? "" : ", ") + n;
-    std::cout << fmt::format("  island {}: {} — {}\n", i + 1, nodes, p.islands[i].reason);
-  }
-  std::cout << "  TensorRT 10"
-            << (p.scaled.empty() ? "" : " (on the rescaled model: convert --scale-only)")
-            << ": trtexec " << trtexec_flags(p) << "\n";
-  if (!p.fp32_nodes.empty() || !p.scaled.empty()) {
-    std::string list;
-    for (const auto& n : p.fp32_nodes) list += (list.empty() ? "" : ",") + n;
-    std::cout << "  fpguard: fpguard convert " << a.model << " --precision " << p.precision
-              << (!a.output.empty()  ? " --plan " + a.output
-                  : p.scaled.empty() ? " --keep-fp32 " + list
-                                     : " --plan PLAN.json (write it with -o)")
-              << "\n";
-  }
+  report::PlanText text{.model_arg = a.model, .plan_file = a.output};
+  if (!generated.empty()) text.notes.push_back(generated_note(generated));
+  report::render(std::cout, p, text, term);
 }
 
 }  // namespace
@@ -216,6 +140,8 @@ void add_plan(CLI::App& app) {
   cmd->add_flag("--saturate", a->saturate, "Overflow saturates to +-max");
   cmd->add_option("--threads", a->threads, "Threads (default: all cores)");
   cmd->add_flag("--quiet", a->quiet, "No progress line");
+  cmd->add_option("--color", a->color,
+                  "Colour the verdict: auto (default; off with NO_COLOR), always, never");
   cmd->callback([a] { plan_command(*a); });
 }
 

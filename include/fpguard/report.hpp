@@ -1,0 +1,145 @@
+// The report layer: everything a person or a program reads. The analysis layers return
+// data (kinds, numbers, structured fixes); this layer words it, in one number format, as
+// text tables fitted to the terminal, and writes and reads back the JSON of every result
+// (each with a schema_version, documented field by field in docs/). The CLI parses flags,
+// calls the library and renders through here; a Python API or a web page can do the same.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fpguard/analysis.hpp"
+
+namespace fpguard::report {
+
+using Json = nlohmann::ordered_json;
+
+// ---- numbers: one policy everywhere -----------------------------------------------------
+// Up to 4 significant digits, plain decimals between 1e-3 and 1e6 with trailing zeros
+// dropped (0.5, 12.25, 65504), scientific notation outside (1e+20, 2.98e-08); "inf",
+// "-inf", "nan".
+std::string num(double v);
+// Thousands separated by commas: 659831 -> "659,831".
+std::string count(std::uint64_t n);
+// `digits` decimals ("0.999123"); "nan"/"inf" for those.
+std::string fixed(double v, int digits);
+// Headroom in bits, one decimal ("12.3b"), "-" for +inf (an all-zero tensor).
+std::string bits(double v);
+// A JSON number; null for inf and NaN (JSON has neither; each schema documents it).
+Json number(double v);
+
+// ---- text tables -------------------------------------------------------------------------
+enum class Align { left, right };
+
+// Columns sized from their content; when a width is given, the widest left-aligned
+// column (node names) is shortened in the middle until the rows fit.
+class Table {
+ public:
+  struct Column {
+    std::string header;
+    Align align = Align::left;
+  };
+  explicit Table(std::vector<Column> columns) : columns_(std::move(columns)) {}
+  void add(std::vector<std::string> cells);
+  std::size_t rows() const { return rows_.size(); }
+  // Each line starts with `indent`; width 0: no limit.
+  void render(std::ostream& out, std::size_t width = 0, std::string_view indent = "  ") const;
+
+ private:
+  std::vector<Column> columns_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// `s` in at most `width` characters (UTF-8 aware): the middle replaced by "…".
+std::string shorten_middle(std::string_view s, std::size_t width);
+
+// ---- the terminal ------------------------------------------------------------------------
+enum class ColorMode { automatic, always, never };
+// "auto", "always" or "never"; an Error naming `where` otherwise.
+ColorMode parse_color(const std::string& value, const std::string& where);
+
+// What the process may do on its terminal: colour on stdout (a TTY, NO_COLOR unset, or
+// --color always), a progress line on stderr (a TTY and not --quiet), the width of stdout.
+struct Terminal {
+  bool color = false;
+  bool progress = false;
+  std::size_t width = 0;  // 0: not a terminal (no fitting)
+  static Terminal detect(ColorMode mode, bool quiet);
+
+  std::string bold(std::string_view s) const;
+  std::string good(std::string_view s) const;  // green
+  std::string bad(std::string_view s) const;   // red
+  std::string dim(std::string_view s) const;
+};
+
+// One line on stderr, redrawn in place: "label [#####.....] 42% ETA 3s", or a free-text
+// step; erased when done. Silent unless terminal.progress.
+class Progress {
+ public:
+  Progress(const Terminal& t, std::string label);
+  ~Progress();
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+  void update(std::size_t done, std::size_t total);
+  void step(std::string_view what);
+
+ private:
+  bool on_;
+  std::string label_;
+  int last_ = -1;
+  bool drawn_ = false;
+  double start_;
+};
+
+// ---- wording of the analysis' findings ---------------------------------------------------
+std::string describe(const analysis::Origin& o);
+std::string describe(const analysis::Fix& f);  // names the CLI flags that apply it
+std::string describe(const analysis::RuleFinding& r);
+std::string describe(const analysis::Note& n, const analysis::Diagnosis& d);
+std::string describe(const analysis::Reason& r, const std::string& precision);
+std::string describe(const analysis::ScaleRefusal& r);
+
+// ---- check -------------------------------------------------------------------------------
+inline constexpr int kCheckSchema = 2;
+Json to_json(const analysis::Diagnosis& d);
+// Several precisions of one model: {"schema_version", "model", "verdict", "checks": [...]}.
+Json to_json(const std::vector<analysis::Diagnosis>& ds, const std::string& model);
+// A diagnosis read back from to_json(d) (numbers exact; the sentences are re-derived).
+// Every error names `where`.
+analysis::Diagnosis diagnosis_from_json(const Json& j, const std::string& where);
+
+struct CheckText {
+  std::size_t top = 10;  // rows of the worst-node table and rule findings shown
+};
+void render(std::ostream& out, const analysis::Diagnosis& d, const CheckText& o, const Terminal& t);
+// The verdicts of several precisions, one row each.
+void render_side_by_side(std::ostream& out, const std::vector<analysis::Diagnosis>& ds,
+                         const Terminal& t);
+// `fpguard rules`.
+Json rules_json();
+void render_rules(std::ostream& out);
+
+// ---- plan --------------------------------------------------------------------------------
+inline constexpr int kPlanSchema = 2;
+Json to_json(const analysis::Plan& p);
+// plan.json (schema 1 or 2) read back as convert needs it; every error names `where`.
+analysis::PlanFile parse_plan(std::string_view text, const std::string& where);
+analysis::PlanFile read_plan(const std::string& where, const std::filesystem::path& path);
+
+struct PlanText {
+  std::string model_arg{};           // the model as the user named it (for the commands shown)
+  std::string plan_file{};           // where plan.json was written ("" when not)
+  std::vector<std::string> notes{};  // the caller's (generated inputs, ...)
+};
+void render(std::ostream& out, const analysis::Plan& p, const PlanText& o, const Terminal& t);
+// TensorRT 10 trtexec flags that apply the plan.
+std::string trtexec_flags(const analysis::Plan& p);
+// ONNX Runtime / onnxconverter-common block lists.
+Json ort_block_lists(const analysis::Plan& p);
+
+}  // namespace fpguard::report

@@ -1,0 +1,453 @@
+// The check diagnosis as JSON (docs/check.md documents every field) and read back. The
+// numbers kept per tensor are written whole (the sums behind cosine and SNR included), so
+// a diagnosis read back gives the same derived numbers and the same sentences.
+#include <cmath>
+#include <limits>
+
+#include "fpguard/error.hpp"
+#include "fpguard/report.hpp"
+
+namespace fpguard::report {
+
+namespace {
+
+using analysis::Comparison;
+
+Json comparison_json(const Comparison& c) {
+  return {{"count", c.count},
+          {"max_abs_error", number(c.max_abs)},
+          {"max_rel_error", number(c.max_rel)},
+          {"mean_rel_error", number(c.mean_rel())},
+          {"cosine", number(c.cosine())},
+          {"snr_db", number(c.snr_db())},
+          {"rel_rms_error", number(c.nrmse())},
+          {"overflow", c.overflow},
+          {"nan", c.nan},
+          {"underflow", c.underflow},
+          {"subnormal", c.subnormal},
+          {"finite", c.finite},
+          {"sums", {{"rel", c.sum_rel}, {"dot", c.dot}, {"vv", c.vv}, {"rr", c.rr}, {"dd", c.dd}}}};
+}
+
+Json fix_json(const analysis::Fix& f) {
+  Json j = {{"kind", std::string(analysis::to_string(f.kind))}, {"nodes", f.nodes}};
+  if (!f.value.empty()) j["value"] = f.value;
+  if (!f.format.empty()) j["format"] = f.format;
+  if (f.kind == analysis::FixKind::scale) {
+    j["exponent"] = f.exponent;
+    j["degree"] = f.degree;
+    j["undo"] = f.undo;
+    j["before_model"] = f.before_model;
+  }
+  if (f.kind != analysis::FixKind::keep_fp32 && f.kind != analysis::FixKind::format)
+    j["replacement"] = number(f.replacement);
+  if (f.kind == analysis::FixKind::replace_value) j["value_seen"] = number(f.value_seen);
+  return j;
+}
+
+Json origin_json(const analysis::Origin& o) {
+  std::vector<std::string> suggestions;
+  Json fixes = Json::array();
+  for (const auto& f : o.fixes) {
+    suggestions.push_back(describe(f));
+    fixes.push_back(fix_json(f));
+  }
+  Json consumers = Json::array();
+  for (const auto& [op, node] : o.consumers) consumers.push_back({{"op_type", op}, {"node", node}});
+  Json j = {{"node", o.node},
+            {"op_type", o.op_type},
+            {"kind", std::string(analysis::to_string(o.kind))},
+            {"cause", std::string(analysis::to_string(o.cause))},
+            {"outputs", o.outputs},
+            {"format", o.format},
+            {"affected", o.affected},
+            {"total", o.total},
+            {"absmax", number(o.absmax)},
+            {"input_absmax", number(o.input_absmax)},
+            {"related", o.related},
+            {"min_nonzero", number(o.min_nonzero)},
+            {"local_error", number(o.local_error)},
+            {"input_error", number(o.input_error)},
+            {"absorbed", o.absorbed},
+            {"saturates", o.saturates},
+            {"consumers", consumers},
+            {"message", describe(o)},
+            {"fixes", fixes},
+            {"suggestions", suggestions},
+            {"keep_fp32", o.keep_fp32}};
+  if (o.kind == analysis::OriginKind::accuracy) {
+    j["contribution"] = number(o.contribution);
+    j["total_error"] = number(o.total_error);
+  }
+  return j;
+}
+
+Json tensor_json(const analysis::TensorRecord& t) {
+  Json hist = Json::object();
+  for (const auto& [e, c] : t.exponent_histogram) hist[std::to_string(e)] = c;
+  return {{"name", t.name},
+          {"ref_min", number(t.ref_min)},
+          {"ref_max", number(t.ref_max)},
+          {"ref_absmax", number(t.ref_absmax)},
+          {"ref_nonfinite", t.ref_nonfinite},
+          {"headroom_bits", number(t.headroom_bits)},
+          {"overflow", t.propagated.overflow},
+          {"nan", t.propagated.nan},
+          {"underflow", t.propagated.underflow},
+          {"subnormal", t.propagated.subnormal},
+          {"local", comparison_json(t.local)},
+          {"propagated", comparison_json(t.propagated)},
+          {"exponent_histogram", hist}};
+}
+
+Json node_json(const analysis::NodeRecord& n) {
+  Json outs = Json::array();
+  for (const auto& t : n.outputs)
+    if (t.floating) outs.push_back(tensor_json(t));
+  return {{"name", n.name},
+          {"op_type", n.op_type},
+          {"index", n.index},
+          {"precision", n.precision},
+          {"emulated", n.emulated},
+          {"inputs_nonfinite", n.inputs_nonfinite},
+          {"input_error", number(n.input_error)},
+          {"input_absmax", number(n.input_absmax)},
+          {"boundary_inputs", n.boundary_inputs},
+          {"input_shapes", n.input_shapes},
+          {"outputs", outs}};
+}
+
+Json rule_json(const analysis::RuleFinding& r) {
+  return {{"id", r.id},
+          {"node", r.node},
+          {"op_type", r.op_type},
+          {"tensor", r.tensor},
+          {"format", r.format},
+          {"observed", number(r.observed)},
+          {"limit", number(r.limit)},
+          {"parameter", number(r.parameter)},
+          {"count", r.count},
+          {"total", r.total},
+          {"centred", r.centred},
+          {"message", describe(r)}};
+}
+
+// ---- reading ---------------------------------------------------------------------------
+
+// Field access that names what is wrong: "<where>: \"nodes\"[3].\"name\" is missing".
+struct Reader {
+  const std::string& where;
+
+  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
+    throw Error(where, path + " " + what);
+  }
+  const Json& at(const Json& j, const char* key, const std::string& path) const {
+    if (!j.is_object()) fail(path, "is not an object");
+    auto it = j.find(key);
+    if (it == j.end()) fail(path + ".\"" + key + "\"", "is missing");
+    return *it;
+  }
+  std::string str(const Json& j, const char* key, const std::string& path) const {
+    const Json& v = at(j, key, path);
+    if (!v.is_string()) fail(path + ".\"" + key + "\"", "is not a string");
+    return v.get<std::string>();
+  }
+  // A number; null reads as `null_is` (what the writer wrote null for).
+  double real(const Json& j, const char* key, const std::string& path,
+              double null_is = std::numeric_limits<double>::quiet_NaN()) const {
+    const Json& v = at(j, key, path);
+    if (v.is_null()) return null_is;
+    if (!v.is_number()) fail(path + ".\"" + key + "\"", "is not a number");
+    return v.get<double>();
+  }
+  std::uint64_t u64(const Json& j, const char* key, const std::string& path) const {
+    const Json& v = at(j, key, path);
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0))
+      fail(path + ".\"" + key + "\"", "is not a count");
+    return v.get<std::uint64_t>();
+  }
+  bool boolean(const Json& j, const char* key, const std::string& path) const {
+    const Json& v = at(j, key, path);
+    if (!v.is_boolean()) fail(path + ".\"" + key + "\"", "is not true or false");
+    return v.get<bool>();
+  }
+  std::vector<std::string> strings(const Json& j, const char* key, const std::string& path) const {
+    const Json& v = at(j, key, path);
+    if (!v.is_array()) fail(path + ".\"" + key + "\"", "is not an array");
+    std::vector<std::string> out;
+    for (const auto& s : v) {
+      if (!s.is_string()) fail(path + ".\"" + key + "\"", "holds a non-string");
+      out.push_back(s.get<std::string>());
+    }
+    return out;
+  }
+  const Json& array(const Json& j, const char* key, const std::string& path) const {
+    const Json& v = at(j, key, path);
+    if (!v.is_array()) fail(path + ".\"" + key + "\"", "is not an array");
+    return v;
+  }
+  // An enum written by to_string: the value whose name it is.
+  template <class E>
+  E kind(const Json& j, const char* key, const std::string& path, E last) const {
+    const std::string s = str(j, key, path);
+    for (int i = 0; i <= static_cast<int>(last); ++i)
+      if (analysis::to_string(static_cast<E>(i)) == s) return static_cast<E>(i);
+    fail(path + ".\"" + key + "\"", "is not a known kind ('" + s + "')");
+  }
+
+  Comparison comparison(const Json& j, const std::string& path) const {
+    Comparison c;
+    c.count = u64(j, "count", path);
+    c.max_abs = real(j, "max_abs_error", path);
+    c.max_rel = real(j, "max_rel_error", path);
+    c.overflow = u64(j, "overflow", path);
+    c.nan = u64(j, "nan", path);
+    c.underflow = u64(j, "underflow", path);
+    c.subnormal = u64(j, "subnormal", path);
+    c.finite = u64(j, "finite", path);
+    const Json& s = at(j, "sums", path);
+    const std::string sp = path + ".\"sums\"";
+    c.sum_rel = real(s, "rel", sp);
+    c.dot = real(s, "dot", sp);
+    c.vv = real(s, "vv", sp);
+    c.rr = real(s, "rr", sp);
+    c.dd = real(s, "dd", sp);
+    return c;
+  }
+
+  analysis::Fix fix(const Json& j, const std::string& path) const {
+    analysis::Fix f;
+    f.kind = kind(j, "kind", path, analysis::FixKind::guard);
+    f.nodes = strings(j, "nodes", path);
+    if (j.contains("value")) f.value = str(j, "value", path);
+    if (j.contains("format")) f.format = str(j, "format", path);
+    if (f.kind == analysis::FixKind::scale) {
+      f.exponent = static_cast<int>(real(j, "exponent", path));
+      f.degree = static_cast<int>(real(j, "degree", path));
+      f.undo = boolean(j, "undo", path);
+      f.before_model = boolean(j, "before_model", path);
+    }
+    if (j.contains("replacement")) f.replacement = real(j, "replacement", path);
+    if (j.contains("value_seen")) f.value_seen = real(j, "value_seen", path);
+    return f;
+  }
+
+  analysis::Origin origin(const Json& j, const std::string& path) const {
+    analysis::Origin o;
+    o.node = str(j, "node", path);
+    o.op_type = str(j, "op_type", path);
+    o.kind = kind(j, "kind", path, analysis::OriginKind::accuracy);
+    o.cause = kind(j, "cause", path, analysis::Cause::local_error);
+    o.outputs = strings(j, "outputs", path);
+    o.format = str(j, "format", path);
+    o.affected = u64(j, "affected", path);
+    o.total = u64(j, "total", path);
+    o.absmax = real(j, "absmax", path);
+    o.input_absmax = real(j, "input_absmax", path);
+    o.related = str(j, "related", path);
+    o.min_nonzero = real(j, "min_nonzero", path, INFINITY);
+    o.local_error = real(j, "local_error", path);
+    o.input_error = real(j, "input_error", path);
+    o.absorbed = boolean(j, "absorbed", path);
+    o.saturates = boolean(j, "saturates", path);
+    const Json& cs = array(j, "consumers", path);
+    for (std::size_t i = 0; i < cs.size(); ++i) {
+      const std::string p = path + ".\"consumers\"[" + std::to_string(i) + "]";
+      o.consumers.emplace_back(str(cs[i], "op_type", p), str(cs[i], "node", p));
+    }
+    const Json& fs = array(j, "fixes", path);
+    for (std::size_t i = 0; i < fs.size(); ++i)
+      o.fixes.push_back(fix(fs[i], path + ".\"fixes\"[" + std::to_string(i) + "]"));
+    o.keep_fp32 = strings(j, "keep_fp32", path);
+    if (o.kind == analysis::OriginKind::accuracy) {
+      o.contribution = real(j, "contribution", path);
+      o.total_error = real(j, "total_error", path);
+    }
+    return o;
+  }
+
+  analysis::TensorRecord tensor(const Json& j, const std::string& path) const {
+    analysis::TensorRecord t;
+    t.name = str(j, "name", path);
+    t.floating = true;  // only floating tensors are written
+    t.ref_min = real(j, "ref_min", path);
+    t.ref_max = real(j, "ref_max", path);
+    t.ref_absmax = real(j, "ref_absmax", path);
+    t.ref_nonfinite = u64(j, "ref_nonfinite", path);
+    t.headroom_bits = real(j, "headroom_bits", path, INFINITY);
+    t.local = comparison(at(j, "local", path), path + ".\"local\"");
+    t.propagated = comparison(at(j, "propagated", path), path + ".\"propagated\"");
+    const Json& h = at(j, "exponent_histogram", path);
+    if (!h.is_object()) fail(path + ".\"exponent_histogram\"", "is not an object");
+    for (auto it = h.begin(); it != h.end(); ++it) {
+      int e = 0;
+      try {
+        std::size_t used = 0;
+        e = std::stoi(it.key(), &used);
+        if (used != it.key().size()) throw std::invalid_argument("trailing");
+      } catch (const std::exception&) {
+        fail(path + ".\"exponent_histogram\"", "has a key that is not an integer");
+      }
+      if (!it.value().is_number_unsigned())
+        fail(path + ".\"exponent_histogram\"", "has a count that is not a count");
+      t.exponent_histogram[e] = it.value().get<std::uint64_t>();
+    }
+    return t;
+  }
+
+  analysis::NodeRecord node(const Json& j, const std::string& path) const {
+    analysis::NodeRecord n;
+    n.name = str(j, "name", path);
+    n.op_type = str(j, "op_type", path);
+    n.index = u64(j, "index", path);
+    n.precision = str(j, "precision", path);
+    n.emulated = boolean(j, "emulated", path);
+    n.inputs_nonfinite = boolean(j, "inputs_nonfinite", path);
+    n.input_error = real(j, "input_error", path);
+    n.input_absmax = real(j, "input_absmax", path);
+    n.boundary_inputs = strings(j, "boundary_inputs", path);
+    const Json& shapes = array(j, "input_shapes", path);
+    for (const auto& s : shapes) {
+      if (!s.is_array()) fail(path + ".\"input_shapes\"", "holds a non-array");
+      std::vector<std::int64_t> shape;
+      for (const auto& d : s) {
+        if (!d.is_number_integer()) fail(path + ".\"input_shapes\"", "holds a non-integer");
+        shape.push_back(d.get<std::int64_t>());
+      }
+      n.input_shapes.push_back(std::move(shape));
+    }
+    const Json& outs = array(j, "outputs", path);
+    for (std::size_t i = 0; i < outs.size(); ++i)
+      n.outputs.push_back(tensor(outs[i], path + ".\"outputs\"[" + std::to_string(i) + "]"));
+    return n;
+  }
+
+  analysis::RuleFinding rule(const Json& j, const std::string& path) const {
+    analysis::RuleFinding r;
+    r.id = str(j, "id", path);
+    r.node = str(j, "node", path);
+    r.op_type = str(j, "op_type", path);
+    r.tensor = str(j, "tensor", path);
+    r.format = str(j, "format", path);
+    r.observed = real(j, "observed", path);
+    r.limit = real(j, "limit", path);
+    r.parameter = real(j, "parameter", path);
+    r.count = u64(j, "count", path);
+    r.total = u64(j, "total", path);
+    r.centred = boolean(j, "centred", path);
+    return r;
+  }
+};
+
+std::string item(const char* key, std::size_t i) {
+  return std::string("\"") + key + "\"[" + std::to_string(i) + "]";
+}
+
+}  // namespace
+
+Json to_json(const analysis::Diagnosis& d) {
+  Json outputs = Json::array();
+  for (const auto& o : d.outputs)
+    outputs.push_back({{"name", o.name},
+                       {"max_abs_error", number(o.max_abs_error)},
+                       {"max_rel_error", number(o.max_rel_error)},
+                       {"cosine", number(o.cosine)},
+                       {"nonfinite", o.nonfinite},
+                       {"outside_tolerance", o.outside_tolerance},
+                       {"pass", o.pass}});
+  Json origins = Json::array();
+  for (const auto& o : d.origins) origins.push_back(origin_json(o));
+  Json nodes = Json::array();
+  for (const auto& n : d.nodes) nodes.push_back(node_json(n));
+  Json rules = Json::array();
+  for (const auto& r : d.rules) rules.push_back(rule_json(r));
+  Json notes = Json::array();
+  for (const auto& n : d.notes)
+    notes.push_back({{"kind", std::string(analysis::to_string(n.kind))},
+                     {"count", n.count},
+                     {"text", n.text},
+                     {"message", describe(n, d)}});
+  return {{"schema_version", kCheckSchema},
+          {"model", d.model},
+          {"precision", d.precision},
+          {"reference", d.reference},
+          {"accumulate", d.accumulate},
+          {"samples", d.samples},
+          {"tolerance",
+           {{"min_cosine", d.min_cosine},
+            {"atol", d.atol ? Json(*d.atol) : Json(nullptr)},
+            {"rtol", d.rtol ? Json(*d.rtol) : Json(nullptr)}}},
+          {"verdict", d.pass ? "pass" : "fail"},
+          {"outputs", outputs},
+          {"origins", origins},
+          {"nodes", nodes},
+          {"rules", rules},
+          {"notes", notes}};
+}
+
+Json to_json(const std::vector<analysis::Diagnosis>& ds, const std::string& model) {
+  if (ds.size() == 1) return to_json(ds.front());
+  bool pass = true;
+  Json checks = Json::array();
+  for (const auto& d : ds) {
+    pass = pass && d.pass;
+    checks.push_back(to_json(d));
+  }
+  return {{"schema_version", kCheckSchema},
+          {"model", model},
+          {"verdict", pass ? "pass" : "fail"},
+          {"checks", checks}};
+}
+
+analysis::Diagnosis diagnosis_from_json(const Json& j, const std::string& where) {
+  const Reader r{where};
+  if (!j.is_object() || !j.contains("schema_version") || j["schema_version"] != kCheckSchema)
+    throw Error(where, "not a check diagnosis of schema_version " + std::to_string(kCheckSchema));
+  analysis::Diagnosis d;
+  d.model = r.str(j, "model", "");
+  d.precision = r.str(j, "precision", "");
+  d.reference = r.str(j, "reference", "");
+  d.accumulate = r.str(j, "accumulate", "");
+  d.samples = r.u64(j, "samples", "");
+  const Json& tol = r.at(j, "tolerance", "");
+  d.min_cosine = r.real(tol, "min_cosine", "\"tolerance\"");
+  if (!r.at(tol, "atol", "\"tolerance\"").is_null()) d.atol = r.real(tol, "atol", "\"tolerance\"");
+  if (!r.at(tol, "rtol", "\"tolerance\"").is_null()) d.rtol = r.real(tol, "rtol", "\"tolerance\"");
+  const std::string verdict = r.str(j, "verdict", "");
+  if (verdict != "pass" && verdict != "fail") r.fail("\"verdict\"", "is not pass or fail");
+  d.pass = verdict == "pass";
+  const Json& outputs = r.array(j, "outputs", "");
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const std::string p = item("outputs", i);
+    analysis::OutputVerdict v;
+    v.name = r.str(outputs[i], "name", p);
+    v.max_abs_error = r.real(outputs[i], "max_abs_error", p);
+    v.max_rel_error = r.real(outputs[i], "max_rel_error", p);
+    v.cosine = r.real(outputs[i], "cosine", p);
+    v.nonfinite = r.u64(outputs[i], "nonfinite", p);
+    v.outside_tolerance = r.u64(outputs[i], "outside_tolerance", p);
+    v.pass = r.boolean(outputs[i], "pass", p);
+    d.outputs.push_back(std::move(v));
+  }
+  const Json& origins = r.array(j, "origins", "");
+  for (std::size_t i = 0; i < origins.size(); ++i)
+    d.origins.push_back(r.origin(origins[i], item("origins", i)));
+  const Json& nodes = r.array(j, "nodes", "");
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    d.nodes.push_back(r.node(nodes[i], item("nodes", i)));
+  const Json& rules = r.array(j, "rules", "");
+  for (std::size_t i = 0; i < rules.size(); ++i)
+    d.rules.push_back(r.rule(rules[i], item("rules", i)));
+  const Json& notes = r.array(j, "notes", "");
+  for (std::size_t i = 0; i < notes.size(); ++i) {
+    const std::string p = item("notes", i);
+    analysis::Note n;
+    n.kind = r.kind(notes[i], "kind", p, analysis::NoteKind::generated);
+    n.count = r.u64(notes[i], "count", p);
+    n.text = r.str(notes[i], "text", p);
+    d.notes.push_back(std::move(n));
+  }
+  return d;
+}
+
+}  // namespace fpguard::report

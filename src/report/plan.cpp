@@ -1,0 +1,182 @@
+// `fpguard plan` as JSON (plan.json, docs/plan.md) and as text, plan.json read back for
+// convert, and the settings that apply a plan in TensorRT and ONNX Runtime.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <ostream>
+
+#include "fpguard/error.hpp"
+#include "fpguard/limits.hpp"
+#include "fpguard/report.hpp"
+
+namespace fpguard::report {
+
+namespace {
+
+struct Final {
+  double max_abs = 0, max_rel = 0, cosine = 1;
+};
+
+Final final_numbers(const analysis::Plan& p) {
+  Final f;
+  for (const auto& o : p.final_outputs) {
+    f.max_abs = std::max(f.max_abs, o.max_abs_error);
+    f.max_rel = std::max(f.max_rel, o.max_rel_error);
+    f.cosine = std::isnan(o.cosine) || std::isnan(f.cosine) ? NAN : std::min(f.cosine, o.cosine);
+  }
+  return f;
+}
+
+Json reason_json(const analysis::Reason& r, const std::string& precision) {
+  return {{"kind", std::string(analysis::to_string(r.kind))},
+          {"origin", r.origin},
+          {"origin_kind", std::string(analysis::to_string(r.origin_kind))},
+          {"error", number(r.error)},
+          {"message", describe(r, precision)}};
+}
+
+}  // namespace
+
+Json to_json(const analysis::Plan& p) {
+  const Json tol = {{"min_cosine", p.min_cosine},
+                    {"atol", p.atol ? Json(*p.atol) : Json(nullptr)},
+                    {"rtol", p.rtol ? Json(*p.rtol) : Json(nullptr)}};
+  const Final fin = final_numbers(p);
+  Json scaled = Json::array();
+  for (const auto& s : p.scaled)
+    scaled.push_back(
+        {{"node", s.node}, {"value", s.value}, {"k", s.k}, {"scale", std::ldexp(1.0, -s.k)}});
+  Json islands = Json::array();
+  for (const auto& i : p.islands)
+    islands.push_back({{"nodes", i.nodes},
+                       {"reason", describe(i.reason, p.precision)},
+                       {"why", reason_json(i.reason, p.precision)}});
+  Json reasons = Json::object();
+  for (const auto& [node, r] : p.reasons) reasons[node] = reason_json(r, p.precision);
+  Json refused = Json::array();
+  std::vector<std::string> notes;
+  for (const auto& r : p.refused) {
+    refused.push_back({{"kind", std::string(analysis::to_string(r.kind))},
+                       {"value", r.value},
+                       {"node", r.node},
+                       {"k", r.k},
+                       {"error", number(r.error)},
+                       {"why", r.why}});
+    notes.push_back(describe(r));
+  }
+  return {{"schema_version", kPlanSchema},
+          {"model", p.model},
+          {"precision", p.precision},
+          {"tolerance", tol},
+          {"fp32_nodes", p.fp32_nodes},
+          {"scaled", scaled},
+          {"casts", p.casts},
+          {"passes", p.passes},
+          {"meets", p.meets},
+          {"float_nodes", p.float_nodes},
+          {"low_nodes", p.low_nodes},
+          {"islands", islands},
+          {"reasons", reasons},
+          {"refused", refused},
+          {"notes", notes},
+          {"final",
+           {{"max_abs_error", number(fin.max_abs)},
+            {"max_rel_error", number(fin.max_rel)},
+            {"cosine", number(fin.cosine)}}}};
+}
+
+analysis::PlanFile parse_plan(std::string_view text, const std::string& where) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.begin(), text.end());
+  } catch (const std::exception&) {
+    throw Error(where, "not JSON (expected a plan.json written by fpguard plan)");
+  }
+  if (!j.is_object() || !j.contains("schema_version") ||
+      (j["schema_version"] != 1 && j["schema_version"] != kPlanSchema))
+    throw Error(where, "not a plan.json of schema_version 1 or 2");
+  if (!j.contains("precision") || !j["precision"].is_string())
+    throw Error(where, "\"precision\" is missing or not a string");
+  if (!j.contains("fp32_nodes") || !j["fp32_nodes"].is_array())
+    throw Error(where, "\"fp32_nodes\" is missing or not an array");
+  analysis::PlanFile p;
+  p.precision = j["precision"].get<std::string>();
+  for (const auto& n : j["fp32_nodes"]) {
+    if (!n.is_string()) throw Error(where, "\"fp32_nodes\" holds a non-string");
+    p.fp32_nodes.push_back(n.get<std::string>());
+  }
+  if (j.contains("scaled")) {
+    if (!j["scaled"].is_array()) throw Error(where, "\"scaled\" is not an array");
+    for (const auto& e : j["scaled"]) {
+      if (!e.is_object() || !e.contains("value") || !e["value"].is_string() || !e.contains("k") ||
+          !e["k"].is_number_integer() || e["k"] < 1 || e["k"] > 64)
+        throw Error(where,
+                    "\"scaled\" entries need a \"value\" name and an integer \"k\" in 1..64");
+      p.scaled.push_back({e["value"].get<std::string>(), e["k"].get<int>()});
+    }
+  }
+  return p;
+}
+
+analysis::PlanFile read_plan(const std::string& where, const std::filesystem::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(where, "cannot open the file");
+  std::error_code ec;
+  if (const auto size = std::filesystem::file_size(path, ec); !ec) check_memory(size, where);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return parse_plan(text, where);
+}
+
+std::string trtexec_flags(const analysis::Plan& p) {
+  std::string flag = p.precision == "bfloat16"  ? "--bf16"
+                     : p.precision == "float16" ? "--fp16"
+                                                : "--fp8";
+  if (p.fp32_nodes.empty()) return flag;
+  std::string layers;
+  for (const auto& n : p.fp32_nodes) layers += (layers.empty() ? "" : ",") + n + ":fp32";
+  return flag + " --layerPrecisions=" + layers + " --precisionConstraints=obey";
+}
+
+Json ort_block_lists(const analysis::Plan& p) {
+  return {{"node_block_list", p.fp32_nodes}, {"op_block_list", Json::array()}};
+}
+
+void render(std::ostream& out, const analysis::Plan& p, const PlanText& o, const Terminal& t) {
+  out << fmt::format(
+      "{}  {} in {}: {} of {} floating nodes in {}, {} in float32 ({} island{}), {} cast{}, "
+      "{} pass{}\n",
+      p.meets ? t.good("PLAN") : t.bad("NO PLAN MEETS THE TOLERANCE (best found)"), p.model,
+      p.precision, p.low_nodes, p.float_nodes, p.precision, p.fp32_nodes.size(), p.islands.size(),
+      p.islands.size() == 1 ? "" : "s", p.casts, p.casts == 1 ? "" : "s", p.passes,
+      p.passes == 1 ? "" : "es");
+  const Final fin = final_numbers(p);
+  out << fmt::format("  final: worst cosine {}, max abs error {}, max rel error {}\n",
+                     fixed(fin.cosine, 6), num(fin.max_abs), num(fin.max_rel));
+  for (const auto& n : o.notes) out << "  note: " << n << "\n";
+  for (const auto& s : p.scaled)
+    out << fmt::format("  scaled: '{}' x 2^-{} (exact) for the overflow at {}\n", s.value, s.k,
+                       s.node);
+  for (const auto& r : p.refused) out << "  note: " << describe(r) << "\n";
+  for (std::size_t i = 0; i < p.islands.size(); ++i) {
+    std::string nodes;
+    for (const auto& n : p.islands[i].nodes) nodes += (nodes.empty() ? "" : ", ") + n;
+    out << fmt::format("  island {}: {} — {}\n", i + 1, nodes,
+                       describe(p.islands[i].reason, p.precision));
+  }
+  out << "  TensorRT 10"
+      << (p.scaled.empty() ? "" : " (on the rescaled model: convert --scale-only)") << ": trtexec "
+      << trtexec_flags(p) << "\n";
+  if (!p.fp32_nodes.empty() || !p.scaled.empty()) {
+    std::string list;
+    for (const auto& n : p.fp32_nodes) list += (list.empty() ? "" : ",") + n;
+    out << "  fpguard: fpguard convert " << o.model_arg << " --precision " << p.precision
+        << (!o.plan_file.empty() ? " --plan " + o.plan_file
+            : p.scaled.empty()   ? " --keep-fp32 " + list
+                                 : " --plan PLAN.json (write it with -o)")
+        << "\n";
+  }
+}
+
+}  // namespace fpguard::report

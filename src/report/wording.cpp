@@ -1,0 +1,270 @@
+// The sentences: every finding of the analysis layers worded from its data, in one place,
+// so the terminal, the JSON "message" fields and the HTML say the same thing.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "fpguard/format.hpp"
+#include "fpguard/report.hpp"
+
+namespace fpguard::report {
+
+namespace {
+
+using analysis::Cause;
+using analysis::FixKind;
+
+std::string quoted(const std::string& name) {
+  return "`" + name + "`";
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep = ",") {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+// The format of a finding, or float16 when the name is not one (a hand-edited JSON).
+Format format_of(const std::string& name) {
+  return find_format(name).value_or(parse_format("float16"));
+}
+
+std::string overflow_what(const analysis::Origin& o, const Format& f) {
+  switch (o.cause) {
+    case Cause::boundary:
+      return fmt::format(
+          "reads {} from float32 nodes with values up to {}: rounding them to {} overflows",
+          quoted(o.related), num(o.input_absmax), f.name);
+    case Cause::square:
+      return fmt::format("squares values up to {}: {} > {} max {}", num(o.input_absmax),
+                         num(o.absmax), f.name, num(f.max()));
+    case Cause::exponential:
+      return fmt::format("exponentiates values up to {}: {} > {} max {}", num(o.input_absmax),
+                         num(o.absmax), f.name, num(f.max()));
+    case Cause::computes:
+      return fmt::format("computes values up to {} from inputs up to {}: {} > {} max {}",
+                         num(o.absmax), num(o.input_absmax), num(o.absmax), f.name, num(f.max()));
+    default:
+      return fmt::format("rounds its results past {} max {} (reference values up to {})", f.name,
+                         num(f.max()), num(o.absmax));
+  }
+}
+
+std::string feeds(const analysis::Origin& o) {
+  std::string chain;
+  for (const auto& [op, node] : o.consumers)
+    chain += (chain.empty() ? "" : " -> ") + op + " " + quoted(node);
+  return chain.empty() ? "" : "; its consumers: " + chain;
+}
+
+std::string value_origin(const analysis::Origin& o, const Format& f) {
+  if (o.cause == Cause::input)
+    return fmt::format("graph input {} has values up to {}, beyond {} max {}", quoted(o.node),
+                       num(o.absmax), f.name, num(f.max()));
+  // What the worst value becomes when the weights are converted.
+  const double worst = o.absmax;
+  const std::string becomes = f.has_inf() && !o.saturates   ? (worst < 0 ? "-inf" : "inf")
+                              : f.has_nan() && !o.saturates ? "NaN"
+                                                            : "+-" + num(f.max()) + " (saturated)";
+  return fmt::format("{} {} holds {} value{} beyond {} max {} (worst {}), which become{} {}; {}",
+                     o.op_type, quoted(o.node), count(o.affected), o.affected > 1 ? "s" : "",
+                     f.name, num(f.max()), num(worst), o.affected > 1 ? "" : "s", becomes,
+                     o.absorbed ? "the outputs stay finite: its consumers absorb it (harmless here)"
+                                : "the outputs are not finite where the reference is");
+}
+
+}  // namespace
+
+std::string describe(const analysis::Origin& o) {
+  const Format f = format_of(o.format);
+  const std::string who = fmt::format("{} ({})", quoted(o.node), o.op_type);
+  switch (o.kind) {
+    case analysis::OriginKind::overflow:
+      if (o.cause == Cause::constant || o.cause == Cause::input) return value_origin(o, f);
+      return fmt::format("{} {} (overflow in {} of {} values){}", who, overflow_what(o, f),
+                         count(o.affected), count(o.total), feeds(o));
+    case analysis::OriginKind::nan: {
+      const std::string cause =
+          o.cause == Cause::zero_divisor
+              ? fmt::format("its divisor {} has values down to {}, which round to 0 in {}: 0/0",
+                            quoted(o.related), num(o.min_nonzero), f.name)
+              : fmt::format("inf - inf, 0 * inf, 0/0 or a root/log of a negative value in {}",
+                            f.name);
+      return fmt::format("{} produces NaN in {} of {} values where the reference is finite: {}{}",
+                         who, count(o.affected), count(o.total), cause, feeds(o));
+    }
+    case analysis::OriginKind::underflow:
+      return fmt::format(
+          "{} flushes {} of {} non-zero values to zero in {} (reference values down to {}, {} "
+          "smallest subnormal {}): relative RMS error {}{}",
+          who, count(o.affected), count(o.total), f.name, num(o.min_nonzero), f.name,
+          num(f.smallest_subnormal()), num(o.local_error), feeds(o));
+    case analysis::OriginKind::accuracy: {
+      const double u = std::ldexp(1.0, -f.precision_bits());
+      return fmt::format(
+          "{} adds a relative RMS error of {} on its own (its inputs carry {}; {} unit roundoff "
+          "{}); alone in {}, it gives the outputs a relative RMS error of {} ({}% of the whole {} "
+          "run's {})",
+          who, num(o.local_error), num(o.input_error), f.name, num(u), f.name, num(o.contribution),
+          num(std::round(100 * o.contribution / o.total_error)), f.name, num(o.total_error));
+    }
+  }
+  return "";
+}
+
+std::string describe(const analysis::Fix& x) {
+  switch (x.kind) {
+    case FixKind::keep_fp32:
+      return fmt::format(
+          "keep {} in float32 (--keep-fp32 {})",
+          x.nodes.size() == 1 ? "this node" : "these " + std::to_string(x.nodes.size()) + " nodes",
+          join(x.nodes));
+    case FixKind::format: {
+      if (x.format == "bfloat16")
+        return fmt::format("run it in bfloat16 instead (max {}, 8 significant bits)",
+                           num(parse_format("bfloat16").max()));
+      const Format f = format_of(x.format);
+      return fmt::format("run it in {} ({} significant bits) instead", f.name, f.precision_bits());
+    }
+    case FixKind::replace_value:
+      return fmt::format(
+          "use a value inside the range, e.g. {} instead of {} (a mask needs only to be very "
+          "negative)",
+          num(x.replacement), num(x.value_seen));
+    case FixKind::guard:
+      return fmt::format(
+          "make the divisor/argument safe in {}: an epsilon of at least {} (its smallest normal), "
+          "or clamp",
+          x.format, num(x.replacement));
+    case FixKind::scale:
+      break;
+  }
+  const int a = x.exponent;
+  const std::string factor = fmt::format("2^{} = {}", a, num(std::ldexp(1.0, a)));
+  if (x.before_model) return fmt::format("scale the input by {} (exact) before the model", factor);
+  if (a > 0)  // an underflow: scale up
+    return fmt::format("scale up by {} (exact) before this node: the largest value becomes {}",
+                       factor, num(x.replacement));
+  const std::string node = x.nodes.empty() ? "?" : x.nodes.front();
+  std::string s = fmt::format(
+      "scale the input {} of {} by {} (exact in any binary format): its largest result drops "
+      "to {}, at most half of {} max",
+      quoted(x.value.empty() ? "?" : x.value), quoted(node), factor, num(x.replacement), x.format);
+  if (!x.undo)
+    s += fmt::format(
+        "; the normalisation it feeds (x * rsqrt(mean(x^2) + eps)) is unchanged by scaling x, so "
+        "nothing needs undoing (eps becomes eps * 2^{})",
+        2 * a);
+  else
+    s += fmt::format("; multiply by 2^{} where the values are back in float32", -a * x.degree);
+  return s;
+}
+
+std::string describe(const analysis::RuleFinding& r) {
+  const Format f = format_of(r.format);
+  const std::string& id = r.id;
+  if (id == "constant-overflow")
+    return fmt::format("{} of {} values overflow {} (worst {}, max {})", count(r.count),
+                       count(r.total), f.name, num(r.parameter), num(r.limit));
+  if (id == "constant-underflow")
+    return fmt::format(
+        "{} of {} non-zero values flush to zero in {} (smallest {}, {} smallest subnormal {})",
+        count(r.count), count(r.total), f.name, num(r.parameter), f.name, num(r.limit));
+  if (id == "pow")
+    return fmt::format("Pow(x, {}) overflows {} once |x| > {}; x reaches {} here", num(r.parameter),
+                       f.name, num(r.limit), num(r.observed));
+  if (id == "exp")
+    return fmt::format("Exp overflows {} for x > {}; |x| reaches {} here", f.name, num(r.limit),
+                       num(r.observed));
+  if (id == "log")
+    return fmt::format(
+        "Log of values below {} (which flush to zero in {}) is -inf; its input goes down to {} "
+        "here",
+        num(r.limit), f.name, num(r.observed));
+  if (id == "root-after-reduction")
+    return fmt::format(
+        "{} by (the root of) a reduction, a variance or mean square: a result below {} flushes "
+        "to zero in {} and the quotient becomes inf; it goes down to {} here",
+        r.op_type, num(r.limit), f.name, num(r.observed));
+  if (id == "sum-of-squares")
+    return fmt::format("{} squares before summing: values above {} overflow {}; they reach {} here",
+                       r.op_type, num(r.limit), f.name, num(r.observed));
+  if (id == "long-reduction")
+    return fmt::format(
+        "{} combines {} values: a sum can exceed {} max even when every term fits, and "
+        "accumulated in {} it stops growing past 2^{} terms",
+        r.op_type, count(static_cast<std::uint64_t>(r.observed)), f.name, f.name,
+        f.precision_bits());
+  if (id == "softmax-without-max")
+    return "a softmax written as Exp / ReduceSum without subtracting the maximum first: Exp "
+           "overflows for logits above " +
+           num(r.limit);
+  if (id == "norm-as-primitives")
+    return fmt::format(
+        "a {} written as primitive ops squares the activations in {}: it overflows once they "
+        "exceed {} (they reach {} here); a fused LayerNormalization or keeping the statistics in "
+        "float32 avoids it",
+        r.centred ? "LayerNorm" : "RMSNorm", f.name, num(r.limit), num(r.observed));
+  if (id == "large-k")
+    return fmt::format(
+        "{} sums {} products per output: a kernel accumulating in {} (2^{} significant bits) "
+        "loses whole terms; make sure it accumulates in float32",
+        r.op_type, count(static_cast<std::uint64_t>(r.observed)), f.name, f.precision_bits());
+  if (id == "large-range")
+    return fmt::format(
+        "{} reaches {}: {} spaces values there {} apart (ULP), so small differences between "
+        "large values are lost",
+        r.tensor, num(r.observed), f.name, num(r.parameter));
+  return fmt::format("{} (observed {}, limit {})", id, num(r.observed), num(r.limit));
+}
+
+std::string describe(const analysis::Note& n, const analysis::Diagnosis& d) {
+  switch (n.kind) {
+    case analysis::NoteKind::mixed_storage:
+      return fmt::format(
+          "the model already stores values in 16 bits: its {} float32 compute node{} float32, "
+          "and the reference is its float32 twin (every 16-bit value held in float32)",
+          n.count, n.count == 1 ? " stays" : "s stay");
+    case analysis::NoteKind::no_float_node:
+      return "the model has no floating-point compute node to run in " + d.precision +
+             ": nothing to check";
+    case analysis::NoteKind::generated:
+      return n.text;
+  }
+  return n.text;
+}
+
+std::string describe(const analysis::Reason& r, const std::string& precision) {
+  switch (r.kind) {
+    case analysis::KeepReason::forced:
+      return "kept by --keep-fp32";
+    case analysis::KeepReason::origin:
+      return fmt::format("{} origin {}", analysis::to_string(r.origin_kind), r.origin);
+    case analysis::KeepReason::reads_origin:
+      return fmt::format("{} origin {} (reads its out-of-range values)",
+                         analysis::to_string(r.origin_kind), r.origin);
+    case analysis::KeepReason::accuracy:
+      return fmt::format("accuracy: alone in {} it gives the outputs a relative error of {}",
+                         precision, num(r.error));
+    case analysis::KeepReason::largest_error:
+      return fmt::format("largest local error ({} relative RMS)", num(r.error));
+  }
+  return "";
+}
+
+std::string describe(const analysis::ScaleRefusal& r) {
+  switch (r.kind) {
+    case analysis::RefusalKind::no_rewrite:
+      return "no exact scaling of '" + r.value + "' for the overflow at " + r.node + ": " + r.why;
+    case analysis::RefusalKind::changes_function:
+      return fmt::format(
+          "scaling '{}' by 2^-{} changes the float32 outputs (relative RMS {}): not used", r.value,
+          r.k, num(r.error));
+    case analysis::RefusalKind::still_overflows:
+      return fmt::format("scaling '{}' by 2^-{} leaves {} overflowing: not used", r.value, r.k,
+                         r.node);
+  }
+  return "";
+}
+
+}  // namespace fpguard::report

@@ -1,0 +1,206 @@
+// The report layer: the one number policy, tables sized from content and fitted to a
+// width, the wording of structured findings, and JSON written and read back (a diagnosis
+// and a plan made by real checks of crafted graphs survive the round trip exactly).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "fpguard/analysis.hpp"
+#include "fpguard/error.hpp"
+#include "fpguard/report.hpp"
+#include "graph_util.hpp"
+
+namespace fpguard::report {
+namespace {
+
+using analysis::CheckOptions;
+using analysis::Diagnosis;
+using test::floats;
+using test::scalar;
+using Builder = test::GraphBuilder;
+
+TEST(Numbers, OnePolicy) {
+  EXPECT_EQ(num(65504), "65504");
+  EXPECT_EQ(num(448), "448");
+  EXPECT_EQ(num(0.5), "0.5");
+  EXPECT_EQ(num(12.3456), "12.35");      // 4 significant digits
+  EXPECT_EQ(num(1234.5678), "1235");     // ... never a decimal point alone
+  EXPECT_EQ(num(0.001234), "0.001234");  // down to 1e-3 as plain decimals
+  EXPECT_EQ(num(0.0009765625), "0.0009766");
+  EXPECT_EQ(num(5.960464477539063e-08), "5.96e-08");
+  EXPECT_EQ(num(1e20), "1e+20");
+  EXPECT_EQ(num(-1e9), "-1e+09");
+  EXPECT_EQ(num(0), "0");
+  EXPECT_EQ(num(-0.0), "0");
+  EXPECT_EQ(num(INFINITY), "inf");
+  EXPECT_EQ(num(-INFINITY), "-inf");
+  EXPECT_EQ(num(NAN), "nan");
+  EXPECT_EQ(count(0), "0");
+  EXPECT_EQ(count(999), "999");
+  EXPECT_EQ(count(659831), "659,831");
+  EXPECT_EQ(count(1234567), "1,234,567");
+  EXPECT_EQ(fixed(0.99912345, 6), "0.999123");
+  EXPECT_EQ(fixed(NAN, 6), "nan");
+  EXPECT_EQ(bits(12.34), "12.3b");
+  EXPECT_EQ(bits(INFINITY), "-");
+  EXPECT_TRUE(number(NAN).is_null());
+  EXPECT_TRUE(number(INFINITY).is_null());
+  EXPECT_EQ(number(0.25).get<double>(), 0.25);
+}
+
+TEST(Table, WidthsFromContentAndFitted) {
+  Table t({{"node"}, {"op"}, {"count", Align::right}});
+  t.add({"/encoder/layer.0/attention/self/Softmax", "Softmax", "7"});
+  t.add({"/a", "Add", "12345"});
+  std::ostringstream wide;
+  t.render(wide, 0);
+  EXPECT_EQ(wide.str(),
+            "  node                                     op       count\n"
+            "  /encoder/layer.0/attention/self/Softmax  Softmax      7\n"
+            "  /a                                       Add      12345\n");
+  std::ostringstream narrow;
+  t.render(narrow, 40);
+  std::istringstream lines(narrow.str());
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::size_t cols = 0;
+    for (const char c : line) cols += (c & 0xC0) != 0x80;
+    EXPECT_LE(cols, 40u) << line;
+  }
+  EXPECT_NE(narrow.str().find("/encoder/la…lf/Softmax"), std::string::npos) << narrow.str();
+  EXPECT_NE(narrow.str().find("12345"), std::string::npos);  // numbers are never cut
+}
+
+TEST(Table, ShortensInTheMiddle) {
+  EXPECT_EQ(shorten_middle("abcdefghij", 10), "abcdefghij");
+  EXPECT_EQ(shorten_middle("abcdefghij", 5), "ab…ij");
+  EXPECT_EQ(shorten_middle("abcdefghij", 6), "abc…ij");
+  EXPECT_EQ(shorten_middle("αβγδεζ", 4), "αβ…ζ");  // characters, not bytes
+}
+
+TEST(Terminal, ColorModes) {
+  EXPECT_EQ(parse_color("auto", "--color"), ColorMode::automatic);
+  EXPECT_EQ(parse_color("never", "--color"), ColorMode::never);
+  EXPECT_THROW(parse_color("sometimes", "--color sometimes"), Error);
+  Terminal t;
+  EXPECT_EQ(t.bad("FAIL"), "FAIL");  // no colour: the text unchanged
+  t.color = true;
+  EXPECT_EQ(t.bad("FAIL"), "\033[1;31mFAIL\033[0m");
+}
+
+CheckOptions fp16() {
+  CheckOptions o;
+  o.precision = parse_format("float16");
+  o.threads = 1;
+  return o;
+}
+
+// x -> Mul(x, 400) -> Pow(., 2) -> ReduceMean -> y: the Pow overflows float16 (its fixes:
+// a scaling, a float32 island, bfloat16); a -1e9 mask constant is an origin of its own.
+Diagnosis overflowing_check() {
+  Builder b({2, 4});
+  b.init("big", scalar(400.0f)).init("two", scalar(2.0f));
+  b.init("mask", floats({2, 4}, {0, 0, -1e9f, 0, 0, 0, 0, -1e9f}));
+  b.node("scale", "Mul", {"x", "big"}, "s")
+      .node("square", "Pow", {"s", "two"}, "q")
+      .node("masked", "Add", {"q", "mask"}, "m")
+      .node("mean", "ReduceMean", {"m"}, "y")
+      .output("y");
+  return analysis::check(b.m, {{{"x", floats({2, 4}, {1, -2, 3, 0.5f, 0.25f, 1, -1, 2})}}}, fp16());
+}
+
+TEST(Wording, OriginsAndFixesFromTheirData) {
+  const Diagnosis d = overflowing_check();
+  const analysis::Origin* square = nullptr;
+  for (const auto& o : d.origins)
+    if (o.node == "square") square = &o;
+  ASSERT_NE(square, nullptr);
+  EXPECT_EQ(square->cause, analysis::Cause::square);
+  // (3 * 400)^2 = 1,440,000 > 65504: the sentence carries the numbers.
+  EXPECT_EQ(describe(*square).rfind("`square` (Pow) squares values up to 1200: 1.44e+06 > "
+                                    "float16 max 65504 (overflow in ",
+                                    0),
+            0u)
+      << describe(*square);
+  ASSERT_FALSE(square->fixes.empty());
+  const analysis::Fix& scale = square->fixes.front();
+  EXPECT_EQ(scale.kind, analysis::FixKind::scale);
+  // 1.44e6 / 2^a^2 <= 32752 -> a = 3 (2^-6 * 1.44e6 = 22500).
+  EXPECT_EQ(scale.exponent, -3);
+  EXPECT_EQ(scale.degree, 2);
+  EXPECT_EQ(scale.value, "s");
+  EXPECT_NE(describe(scale).find("2^-3 = 0.125"), std::string::npos) << describe(scale);
+  bool keep = false;
+  for (const auto& f : square->fixes)
+    if (f.kind == analysis::FixKind::keep_fp32)
+      keep = describe(f).find("--keep-fp32 square") != std::string::npos;
+  EXPECT_TRUE(keep);
+}
+
+TEST(Json, DiagnosisRoundTripsExactly) {
+  const Diagnosis d = overflowing_check();
+  ASSERT_FALSE(d.origins.empty());
+  ASSERT_FALSE(d.rules.empty());
+  const Json j = to_json(d);
+  EXPECT_EQ(j["schema_version"], kCheckSchema);
+  const Diagnosis back = diagnosis_from_json(j, "check.json");
+  EXPECT_EQ(to_json(back).dump(), j.dump());
+  // Through text too (as a file would hold it).
+  EXPECT_EQ(to_json(diagnosis_from_json(Json::parse(j.dump(2)), "check.json")).dump(), j.dump());
+  ASSERT_EQ(back.nodes.size(), d.nodes.size());
+  for (std::size_t i = 0; i < d.nodes.size(); ++i)
+    for (std::size_t k = 0; k < back.nodes[i].outputs.size(); ++k) {
+      const auto& a = d.nodes[i].outputs[k].propagated;
+      const auto& b = back.nodes[i].outputs[k].propagated;
+      EXPECT_EQ(a.dd, b.dd);
+      if (!std::isnan(a.cosine())) {
+        EXPECT_EQ(a.cosine(), b.cosine());
+      }
+    }
+  // The text renders the same from either.
+  std::ostringstream x, y;
+  render(x, d, {}, Terminal{});
+  render(y, back, {}, Terminal{});
+  EXPECT_EQ(x.str(), y.str());
+}
+
+TEST(Json, BadDiagnosisNamesTheField) {
+  Json j = to_json(overflowing_check());
+  j["nodes"][1].erase("precision");
+  try {
+    diagnosis_from_json(j, "check.json");
+    FAIL() << "accepted a node without a precision";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where(), "check.json");
+    EXPECT_EQ(e.problem(), "\"nodes\"[1].\"precision\" is missing");
+  }
+  Json k = to_json(overflowing_check());
+  k["origins"][0]["kind"] = "explosion";
+  EXPECT_THROW(diagnosis_from_json(k, "check.json"), Error);
+  Json v = to_json(overflowing_check());
+  v["schema_version"] = 1;
+  EXPECT_THROW(diagnosis_from_json(v, "check.json"), Error);
+}
+
+TEST(Json, PlanWrittenAndReadBack) {
+  Builder b({4});
+  b.init("big", scalar(3e4f));  // in range: 4 * 3e4 overflows at the Mul
+  b.node("boom", "Mul", {"x", "big"}, "a").node("shift", "Add", {"a", "x"}, "s");
+  b.node("act", "Relu", {"s"}, "y").output("y");
+  analysis::PlanOptions o;
+  o.check = fp16();
+  const analysis::Plan p = analysis::plan(b.m, {{{"x", floats({4}, {1, 2, -3, 4})}}}, o);
+  const Json j = to_json(p);
+  EXPECT_EQ(j["schema_version"], kPlanSchema);
+  EXPECT_EQ(j["islands"][0]["why"]["kind"], "origin");
+  EXPECT_EQ(j["islands"][0]["reason"], "overflow origin boom");
+  const analysis::PlanFile back = parse_plan(j.dump(), "plan.json");
+  EXPECT_EQ(back.precision, "float16");
+  EXPECT_EQ(back.fp32_nodes, p.fp32_nodes);
+  EXPECT_THROW(parse_plan("{\"schema_version\": 3}", "plan.json"), Error);
+  EXPECT_THROW(parse_plan("[]", "plan.json"), Error);
+}
+
+}  // namespace
+}  // namespace fpguard::report
