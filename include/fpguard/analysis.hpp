@@ -357,6 +357,7 @@ struct Plan {
   std::size_t low_nodes = 0;                 // ... of them in the low-precision format
   bool meets = false;                        // the final plan meets the tolerance on every sample
   std::vector<OutputVerdict> final_outputs;  // of the final plan
+  Diagnosis final_check;                     // the final plan's check (its per-node records)
   std::vector<ScaleRefusal> refused;         // scale rewrites tried and not used
 };
 

@@ -124,6 +124,19 @@ void render_side_by_side(std::ostream& out, const std::vector<analysis::Diagnosi
 Json rules_json();
 void render_rules(std::ostream& out);
 
+// ---- HTML ------------------------------------------------------------------------------
+// One self-contained page (inline CSS and SVG, no script, nothing fetched): the verdict,
+// the outputs, the origins with their fixes and each origin tensor's exponent histogram
+// against the format's bands, the reference range of every floating node against the
+// format (headroom) and the local/propagated error along the topological order, the
+// worst nodes and the rules. Several precisions are shown side by side, then in turn.
+struct HtmlText {
+  std::size_t top = 25;  // rows of the worst-node table
+};
+void write_html(std::ostream& out, const std::vector<analysis::Diagnosis>& ds, const HtmlText& o);
+// A plan: the islands and scale rewrites on the node list, then its final check.
+void write_html(std::ostream& out, const analysis::Plan& p, const HtmlText& o);
+
 // ---- plan --------------------------------------------------------------------------------
 inline constexpr int kPlanSchema = 2;
 Json to_json(const analysis::Plan& p);

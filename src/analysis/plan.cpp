@@ -331,6 +331,7 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
   }
   p.meets = acceptable(best);
   p.final_outputs = best.outputs;
+  p.final_check = best;
   p.fp32_nodes.assign(best_keep.begin(), best_keep.end());
   std::sort(p.fp32_nodes.begin(), p.fp32_nodes.end(),
             [&](const auto& a, const auto& b) { return position[a] < position[b]; });

@@ -32,7 +32,7 @@ struct CheckArgs {
   std::size_t samples = 1, top = 10;
   std::optional<double> atol, rtol;
   double min_cosine = 0.999;
-  std::string color = "auto";
+  std::string color = "auto", html_file;
   bool saturate = false, quiet = false;
   int threads = 0;
 };
@@ -75,6 +75,7 @@ void check(const CheckArgs& a) {
 
   const report::Terminal term =
       report::Terminal::detect(report::parse_color(a.color, "--color " + a.color), a.quiet);
+  if (!a.html_file.empty()) check_not_same_file(a.model, a.html_file, "--html");
   model::Model m = model::load(a.model);
   analysis::name_nodes(m);
   std::vector<std::string> generated;
@@ -108,6 +109,9 @@ void check(const CheckArgs& a) {
   for (const auto& d : results) all_pass = all_pass && d.pass;
   exit_code = all_pass ? 0 : 1;
 
+  if (!a.html_file.empty())
+    write_file_atomic(a.html_file,
+                      [&](std::ostream& out) { report::write_html(out, results, {}); });
   if (!a.json_file.empty()) {
     const report::Json j = report::to_json(results, a.model);
     if (a.json_file == "-") {
@@ -152,6 +156,8 @@ void add_check(CLI::App& app) {
                   "Order of that accumulation: sequential (default), pairwise, blocked:K");
   cmd->add_option("--top", a->top, "Rows of the worst-node table (default 10)");
   cmd->add_option("--json", a->json_file, "Write the diagnosis as JSON to FILE (- for stdout)");
+  cmd->add_option("--html", a->html_file,
+                  "Write the diagnosis as one self-contained HTML page (charts, no network)");
   cmd->add_option("--keep-fp32", a->keep, "Keep these nodes in float32 (NODE,...)")->take_all();
   cmd->add_option("--keep-fp32-ops", a->keep_ops, "Keep these op types in float32 (Pow,...)")
       ->take_all();

@@ -25,7 +25,7 @@ struct PlanArgs {
   std::size_t samples = 1, max_passes = 48;
   std::optional<double> atol, rtol;
   double min_cosine = 0.999;
-  std::string color = "auto";
+  std::string color = "auto", html_file;
   bool saturate = false, quiet = false;
   int threads = 0;
 };
@@ -50,6 +50,7 @@ void plan_command(const PlanArgs& a) {
   if (!f) throw Error("--precision", "give the format to plan for (or --target)");
   if (f->name == "float32") throw Error("--precision float32", "nothing to plan: it is float32");
   if (!a.output.empty()) check_not_same_file(a.model, a.output, "-o");
+  if (!a.html_file.empty()) check_not_same_file(a.model, a.html_file, "--html");
 
   const report::Terminal term =
       report::Terminal::detect(report::parse_color(a.color, "--color " + a.color), a.quiet);
@@ -93,6 +94,8 @@ void plan_command(const PlanArgs& a) {
   const report::Json j = report::to_json(p);
   if (!a.output.empty())
     write_file_atomic(a.output, [&](std::ostream& out) { out << j.dump(2) << "\n"; });
+  if (!a.html_file.empty())
+    write_file_atomic(a.html_file, [&](std::ostream& out) { report::write_html(out, p, {}); });
   if (a.emit == "trtexec") {
     std::cout << report::trtexec_flags(p) << "\n";
     return;
@@ -134,6 +137,8 @@ void add_plan(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--max-passes", a->max_passes, "check() runs at most (default 48)");
   cmd->add_option("-o,--output", a->output, "Write plan.json here");
+  cmd->add_option("--html", a->html_file,
+                  "Write the plan as one self-contained HTML page (islands on the node list)");
   cmd->add_option("--emit", a->emit,
                   "Print only the settings: trtexec (TensorRT 10 flags) or ort "
                   "(onnxconverter-common node_block_list)");
