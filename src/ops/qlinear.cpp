@@ -2,8 +2,10 @@
 // and QLinearConv (requantized to int8/uint8). Integer arithmetic is exact: every
 // operand is an 8-bit value minus its zero point (|v| <= 255) and the products are summed
 // in int32, which no reduction of up to kMaxTerms terms can overflow (checked before the
-// loops). Only the requantization of QLinear* is floating: acc * (x_scale * w_scale /
-// y_scale) in the carrier, rounded half to even and saturated, as ONNX Runtime does.
+// loops). Only the requantization of QLinear* is floating: ONNX's y = saturate(round(
+// acc * x_scale * w_scale / y_scale) + y_zero_point) with the scales folded into one
+// multiplier, as float requantizing kernels do, computed in the carrier (float32, or
+// double in the float64 run), rounded half to even.
 #include <cmath>
 #include <limits>
 
