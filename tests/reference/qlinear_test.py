@@ -191,6 +191,22 @@ def matmul_cases(c, fpguard, tmp, rng):
                 exact(c, f"QLinearMatMul {case} ({precision or 'float32'})", got, want, r)
 
 
+def tie_cases(c, fpguard, tmp, rng):
+    """a_scale 0.5, b_scale 1, y_scale 1: y = acc / 2 exactly, every odd acc a tie, which
+    rounds to even (not away from zero)."""
+    a = rand_q(rng, np.int8, (6, 5)) // 32  # in [-4, 3]: |acc| <= 80, no saturation
+    b = rand_q(rng, np.int8, (5, 7)) // 32
+    acc = matmul_ref(a, b, 0, 0)
+    for precision in (None, "float64"):
+        inputs = [("as", np.float32(0.5)), ("az", np.int8(0)), ("b", b), ("bs", np.float32(1)),
+                  ("bz", np.int8(0)), ("ys", np.float32(1)), ("zy", np.int8(3))]
+        got, r = run(fpguard, tmp, model("QLinearMatMul", inputs, a, {}), a, precision)
+        want = (np.rint(acc / 2) + 3).astype(np.int8)
+        c.check(np.count_nonzero(acc % 2) > 5, "ties: the case has odd sums")
+        exact(c, f"QLinearMatMul: ties round half to even ({precision or 'float32'})", got, want,
+              r)
+
+
 def error_cases(c, fpguard, tmp):
     # 33026 terms of up to 255 * 255 may overflow int32: refused before the loop.
     a, b = np.zeros((1, 33026), np.uint8), np.zeros((33026, 1), np.uint8)
@@ -220,6 +236,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         conv_cases(c, args.fpguard, tmp, rng)
         matmul_cases(c, args.fpguard, tmp, rng)
+        tie_cases(c, args.fpguard, tmp, rng)
         error_cases(c, args.fpguard, tmp)
     return c.finish()
 
