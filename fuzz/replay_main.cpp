@@ -31,6 +31,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // A regression entry that replays nothing passes while checking nothing: refuse it.
+  if (files.empty()) {
+    std::fprintf(stderr, "no input to replay (regression folders hold at least one)\n");
+    return 2;
+  }
   std::sort(files.begin(), files.end());
   for (const auto& f : files) {
     std::ifstream in(f, std::ios::binary);

@@ -31,6 +31,12 @@ add_test(NAME conformance.onnx_node_fp64
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/conformance/run_conformance.py
                  --fpguard $<TARGET_FILE:fpguard> --precision float64)
 set_tests_properties(conformance.onnx_node_fp64 PROPERTIES LABELS "model;conformance" TIMEOUT 900)
+# The guards of the conformance run (a removed op, an expected failure that passes, a
+# stale skip reason each make it fail), on the node tests of one op.
+add_test(NAME conformance.guard
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/conformance/guard_test.py
+                 --fpguard $<TARGET_FILE:fpguard>)
+set_tests_properties(conformance.guard PROPERTIES LABELS "model;conformance" TIMEOUT 600)
 
 add_test(NAME cli.run
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/run_test.py

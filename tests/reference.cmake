@@ -48,6 +48,10 @@ add_test(NAME reference.quantize
          COMMAND "${FPGUARD_TEST_PYTHON}" ${_fpg_ref}/quantize_test.py --fpguard $<TARGET_FILE:fpguard>)
 set_tests_properties(reference.quantize PROPERTIES LABELS "reference;model" TIMEOUT 300)
 
+add_test(NAME reference.qlinear
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${_fpg_ref}/qlinear_test.py --fpguard $<TARGET_FILE:fpguard>)
+set_tests_properties(reference.qlinear PROPERTIES LABELS "reference;model" TIMEOUT 300)
+
 add_test(NAME reference.finfo
          COMMAND "${FPGUARD_TEST_PYTHON}" ${_fpg_ref}/finfo_test.py --fpguard $<TARGET_FILE:fpguard>)
 set_tests_properties(reference.finfo PROPERTIES LABELS "reference" TIMEOUT 120)

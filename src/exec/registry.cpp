@@ -73,6 +73,7 @@ const Registry& Registry::global() {
     ops::register_control(reg);
     ops::register_loss(reg);
     ops::register_quantize(reg);
+    ops::register_qlinear(reg);
     ops::register_misc(reg);
     ops::register_rnn(reg);
     ops::register_sequence(reg);

@@ -72,9 +72,9 @@ void for_each_index(const std::vector<std::int64_t>& dims, F&& f) {
 }
 
 // im2col of one 2-D input plane: rows (kh, kw), columns output positions (oh, ow);
-// positions in the padding are 0. The same layout as the N-d loop of conv().
+// positions in the padding are 0. The same layout as the N-d loop of im2col().
 template <class T>
-void im2col_2d(const T* plane, const Window& win, T* col) {
+void im2col_2d(const T* plane, const ConvGeometry& win, T* col) {
   const auto ih_n = win.in[0], iw_n = win.in[1], oh_n = win.out[0], ow_n = win.out[1];
   const auto osize = oh_n * ow_n;
   for (std::int64_t kh = 0; kh < win.kernel[0]; ++kh)
@@ -84,18 +84,61 @@ void im2col_2d(const T* plane, const Window& win, T* col) {
         T* r = row + oh * ow_n;
         const auto ih = oh * win.stride[0] - win.pad_begin[0] + kh * win.dilation[0];
         if (ih < 0 || ih >= ih_n) {
-          std::fill(r, r + ow_n, 0.0f);
+          std::fill(r, r + ow_n, T{0});
           continue;
         }
         const T* src = plane + ih * iw_n;
         const auto base = kw * win.dilation[1] - win.pad_begin[1];
         for (std::int64_t ow = 0; ow < ow_n; ++ow) {
           const auto iw = ow * win.stride[1] + base;
-          r[ow] = iw >= 0 && iw < iw_n ? src[iw] : 0.0f;
+          r[ow] = iw >= 0 && iw < iw_n ? src[iw] : T{0};
         }
       }
     }
 }
+
+}  // namespace
+
+ConvGeometry conv_geometry(const KernelContext& ctx, const Shape& xs, const Shape& ws) {
+  if (ws.size() < 3) ctx.fail("W " + shape_str(ws) + " must have rank >= 3");
+  const std::vector<std::int64_t> kernel(ws.begin() + 2, ws.end());
+  if (ctx.node.has_attr("kernel_shape") && ctx.node.attr_ints("kernel_shape") != kernel)
+    ctx.fail("kernel_shape does not match W " + shape_str(ws));
+  const Window win = window(ctx, xs, kernel, false);
+  const auto group = ctx.node.attr_int("group", 1);
+  const auto c = xs[1], m = ws[0];
+  if (group <= 0 || c % group || m % group || ws[1] != c / group)
+    ctx.fail("channels: X has " + std::to_string(c) + ", W " + shape_str(ws) + ", group " +
+             std::to_string(group));
+  return {xs[0], c, m, group, win.in, win.kernel, win.stride, win.dilation, win.pad_begin, win.out};
+}
+
+template <class T>
+void im2col(const ConvGeometry& geo, const T* plane, T* col) {
+  const std::size_t sd = geo.kernel.size();
+  if (sd == 2) return im2col_2d(plane, geo, col);  // without the generic index machinery
+  const auto osize = product(geo.out);
+  for_each_index(geo.kernel, [&](const std::vector<std::int64_t>& kidx, std::int64_t kr) {
+    T* row = col + kr * osize;
+    for_each_index(geo.out, [&](const std::vector<std::int64_t>& oidx, std::int64_t oc) {
+      std::int64_t off = 0;
+      for (std::size_t d = 0; d < sd; ++d) {
+        const auto pos = oidx[d] * geo.stride[d] - geo.pad_begin[d] + kidx[d] * geo.dilation[d];
+        if (pos < 0 || pos >= geo.in[d]) {
+          row[oc] = 0;
+          return;
+        }
+        off = off * geo.in[d] + pos;
+      }
+      row[oc] = plane[off];
+    });
+  });
+}
+template void im2col(const ConvGeometry&, const float*, float*);
+template void im2col(const ConvGeometry&, const double*, double*);
+template void im2col(const ConvGeometry&, const std::int32_t*, std::int32_t*);
+
+namespace {
 
 // Conv and ConvTranspose: the optional bias B (input 2, one value per output channel),
 // checked; null when absent.
@@ -134,60 +177,26 @@ std::pair<const Tensor&, const Tensor&> conv_operands(const KernelContext& ctx) 
 template <class T>
 void conv(KernelContext& ctx) {
   const auto [x, w] = conv_operands(ctx);
-  const auto& xs = x.shape();
-  const auto& ws = w.shape();
-  const std::vector<std::int64_t> kernel(ws.begin() + 2, ws.end());
-  if (ctx.node.has_attr("kernel_shape") && ctx.node.attr_ints("kernel_shape") != kernel)
-    ctx.fail("kernel_shape does not match W " + shape_str(ws));
-  const Window win = window(ctx, xs, kernel, false);
-  const auto group = ctx.node.attr_int("group", 1);
-  const auto n = xs[0], c = xs[1], m = ws[0];
-  if (group <= 0 || c % group || m % group || ws[1] != c / group)
-    ctx.fail("channels: X has " + std::to_string(c) + ", W " + shape_str(ws) + ", group " +
-             std::to_string(group));
+  const ConvGeometry geo = conv_geometry(ctx, x.shape(), w.shape());
+  const auto n = geo.n, c = geo.c, m = geo.m, group = geo.group;
   const auto cg = c / group, mg = m / group;
-  const auto ksize = product(kernel), osize = product(win.out), isize = product(win.in);
-  Shape os(win.out.size() + 2);
-  os[0] = n, os[1] = m;
-  std::copy(win.out.begin(), win.out.end(), os.begin() + 2);
+  const auto ksize = product(geo.kernel), osize = product(geo.out), isize = product(geo.in);
+  Shape os{n, m};
+  os.insert(os.end(), geo.out.begin(), geo.out.end());
   Tensor& out = ctx.out_uninit(0, carrier_dtype<T>(), os);
   const T* px = x.data<T>().data();
   const T* pw = w.data<T>().data();
   T* po = out.data<T>().data();
   if constexpr (std::is_same_v<T, float>) {
     const float* pb = bias_of<float>(ctx, m);
-    const ConvGeometry geo{
-        n, c, m, group, win.in, win.kernel, win.stride, win.dilation, win.pad_begin, win.out};
     if (n && m && osize && conv_primitive(ctx, geo, px, pw, pb, po)) return;
   }
-  const std::size_t sd = kernel.size();
   std::vector<T> col(static_cast<std::size_t>(cg * ksize * osize));
   for (std::int64_t b = 0; b < n; ++b)
     for (std::int64_t g = 0; g < group; ++g) {
       // im2col: row (ci, kernel offset), column output position.
-      for (std::int64_t ci = 0; ci < cg; ++ci) {
-        const T* plane = px + (b * c + g * cg + ci) * isize;
-        if (sd == 2) {  // the common case, without the generic index machinery
-          im2col_2d(plane, win, col.data() + ci * ksize * osize);
-          continue;
-        }
-        for_each_index(kernel, [&](const std::vector<std::int64_t>& kidx, std::int64_t kr) {
-          T* row = col.data() + (ci * ksize + kr) * osize;
-          for_each_index(win.out, [&](const std::vector<std::int64_t>& oidx, std::int64_t oc) {
-            std::int64_t off = 0;
-            for (std::size_t d = 0; d < sd; ++d) {
-              const auto pos =
-                  oidx[d] * win.stride[d] - win.pad_begin[d] + kidx[d] * win.dilation[d];
-              if (pos < 0 || pos >= win.in[d]) {
-                row[oc] = 0;
-                return;
-              }
-              off = off * win.in[d] + pos;
-            }
-            row[oc] = plane[off];
-          });
-        });
-      }
+      for (std::int64_t ci = 0; ci < cg; ++ci)
+        im2col(geo, px + (b * c + g * cg + ci) * isize, col.data() + ci * ksize * osize);
       T* dst = po + (b * m + g * mg) * osize;
       const auto kk = cg * ksize;
       if (mg && osize)  // (kk == 0: gemm writes zeros)

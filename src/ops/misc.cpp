@@ -253,47 +253,6 @@ void window_k(KernelContext& ctx) {
   }
 }
 
-// MatMulInteger: (A - a_zero_point) x (B - b_zero_point) in int32 (zero points per tensor,
-// per row of A or per column of B), batched with numpy broadcasting.
-void matmul_integer(KernelContext& ctx) {
-  const Tensor& a = ctx.in(0);
-  const Tensor& b = ctx.in(1);
-  std::vector<double> va(a.size()), vb(b.size()), za{0}, zb{0};
-  to_double(a, va);
-  to_double(b, vb);
-  if (ctx.has(2)) za.resize(ctx.in(2).size()), to_double(ctx.in(2), za);
-  if (ctx.has(3)) zb.resize(ctx.in(3).size()), to_double(ctx.in(3), zb);
-  Shape sa = a.shape(), sb = b.shape();
-  if (sa.size() < 2 || sb.size() < 2) ctx.fail("inputs must have rank >= 2");
-  const auto m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
-  if (sb[sb.size() - 2] != k) ctx.fail("shapes do not multiply");
-  const Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
-  const Shape batch = broadcast_shapes(ctx, ba, bb);
-  Shape os = batch;
-  os.push_back(m), os.push_back(n);
-  auto out = ctx.out(0, DType::int32, os).data<std::int32_t>();
-  const auto sta = broadcast_strides(ba, batch), stb = broadcast_strides(bb, batch);
-  const auto nb = product(batch);
-  for (std::int64_t i = 0; i < nb; ++i) {
-    std::int64_t ia = 0, ib = 0, rem = i;
-    for (std::size_t d = batch.size(); d-- > 0;) {
-      const auto q = rem % batch[d];
-      rem /= batch[d];
-      ia += q * sta[d], ib += q * stb[d];
-    }
-    for (std::int64_t r = 0; r < m; ++r)
-      for (std::int64_t c = 0; c < n; ++c) {
-        const double zr = za.size() == 1 ? za[0] : za[static_cast<std::size_t>(r)];
-        const double zc = zb.size() == 1 ? zb[0] : zb[static_cast<std::size_t>(c)];
-        double acc = 0;
-        for (std::int64_t q = 0; q < k; ++q)
-          acc += (va[static_cast<std::size_t>((ia * m + r) * k + q)] - zr) *
-                 (vb[static_cast<std::size_t>((ib * k + q) * n + c)] - zc);
-        out[static_cast<std::size_t>((i * m + r) * n + c)] = static_cast<std::int32_t>(acc);
-      }
-  }
-}
-
 // GridSample on 4-D inputs (opset 16 names bilinear/bicubic, opset 20 linear/cubic):
 // padding zeros/border/reflection, align_corners.
 double gs_reflect(double x, double lo, double hi) {
@@ -413,7 +372,6 @@ void register_misc(Registry& r) {
   r.add("HannWindow", window_k<0>, {.min_opset = 17});
   r.add("HammingWindow", window_k<1>, {.min_opset = 17});
   r.add("BlackmanWindow", window_k<2>, {.min_opset = 17});
-  r.add("MatMulInteger", matmul_integer);
   r.add("NonMaxSuppression", carried<non_max_suppression<float>, non_max_suppression<double>>);
   r.add("Unique", unique, {.kind = OpKind::data_movement});
   r.add("Det", carried<det<float>, det<double>>);

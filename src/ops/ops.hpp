@@ -39,6 +39,14 @@ struct ConvGeometry {
   std::int64_t n, c, m, group;
   std::vector<std::int64_t> in, kernel, stride, dilation, pad_begin, out;
 };
+// Conv's geometry from X's and W's shapes and the node's attributes (kernel_shape, pads,
+// auto_pad, strides, dilations, group), validated; ConvInteger and QLinearConv share it.
+ConvGeometry conv_geometry(const KernelContext& ctx, const Shape& x, const Shape& w);
+// im2col of one input plane: row r = kernel offset, column = output position; positions
+// in the padding are 0 (float, double and int32: the quantized convs pad with 0 after
+// subtracting the zero point).
+template <class T>
+void im2col(const ConvGeometry& g, const T* plane, T* col);
 // Conv of float32 NC... tensors on oneDNN's convolution primitive (bias optional, may be
 // null); false when it does not apply (1-3 spatial dims, float32 accumulation) or oneDNN
 // offers no implementation: the caller then uses im2col + gemm.
@@ -54,6 +62,7 @@ void register_resize(Registry& r);
 void register_control(Registry& r);
 void register_loss(Registry& r);
 void register_quantize(Registry& r);
+void register_qlinear(Registry& r);
 void register_misc(Registry& r);
 void register_rnn(Registry& r);
 void register_sequence(Registry& r);

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Writes the malformed inputs of the bad-input suite (tests/badinput/cases.txt) into
-tests/badinput/files/. Run once with Debian's /usr/bin/python3 (numpy, onnx) and commit
+tests/badinput/files/, and a selection of them (plus option strings) as the seeds of the
+fuzz regression folders tests/regressions/<harness>/. Run once with Debian's /usr/bin/python3 (numpy, onnx) and commit
 the output; running it again rewrites the same bytes (no timestamps, no randomness, .npy
 headers and zip archives written field by field), which `--check` verifies.
 
@@ -293,13 +294,54 @@ def files():
     return out
 
 
+# Seeds of the fuzz regression folders (tests/regressions/<harness>/, replayed through each
+# harness by ctest regression.<harness> and by `make fuzz`): inputs of this suite that
+# reach the parser's accepting path and its guards (sizes, bombs, cycles, traversal).
+REGRESSIONS = os.path.join(HERE, "..", "regressions")
+REGRESSION_SEEDS = {
+    "npy": ["good.npy", "big_endian.npy", "fortran.npy", "header_past_eof.npy",
+            "huge_header_len.npy", "terabytes.npy", "overflowing_dims.npy", "truncated_data.npy"],
+    "npz": ["good.npz", "corrupt_crc.npz", "duplicate_entry.npz", "bomb_zip64.npz",
+            "bomb_lying_size.npz", "bomb_ratio.npz", "truncated.npz"],
+    "pb": ["good.pb", "string.pb", "external.pb", "segment.pb", "raw_short.pb", "terabytes.pb",
+           "overflowing_dims.pb", "uint8_out_of_range.pb"],
+    "onnx": ["good.onnx", "cycle.onnx", "dangling.onnx", "truncated.onnx",
+             "terabyte_initializer.onnx", "ext_traversal.onnx", "wrong_attribute_type.onnx",
+             "unsupported_ops.onnx", "plan_other_model.json", "plan_malformed.json",
+             "plan_bad_scaled.json"],
+}
+HARNESS = {"npy": "npy", "npz": "npz", "pb": "tensor_pb", "onnx": "model"}
+# The option strings the command line parses (option_values harness).
+OPTION_VALUE_SEEDS = {
+    "rounding-nearest-even": b"nearest-even", "rounding-misspelled": b"nearest_even",
+    "iinfo-int4": b"int4", "byte-size-64M": b"64M", "byte-size-zero": b"0",
+    "byte-size-exabytes": b"16E", "byte-size-overflows": b"17179869184G",
+    "byte-size-max-uint64": b"18446744073709551615",
+}
+
+
+def regression_files():
+    """{path under tests/regressions: bytes}: the seeds above, named badinput-<file>."""
+    all_files = files()
+    out = {}
+    for sub, names in REGRESSION_SEEDS.items():
+        for name in names:
+            harness = "plan_json" if name.endswith(".json") else HARNESS[sub]
+            out[f"{harness}/badinput-{name}"] = all_files[f"{sub}/{name}"]
+    for name, data in OPTION_VALUE_SEEDS.items():
+        out[f"option_values/{name}"] = data
+    return out
+
+
 def main():
     check = sys.argv[1:] == ["--check"]
     if sys.argv[1:] not in ([], ["--check"]):
         sys.exit(__doc__)
     bad = []
-    for rel, data in sorted(files().items()):
-        path = os.path.join(OUT, rel)
+    outputs = [(OUT, rel, data) for rel, data in files().items()]
+    outputs += [(REGRESSIONS, rel, data) for rel, data in regression_files().items()]
+    for root, rel, data in sorted(outputs):
+        path = os.path.join(root, rel)
         if check:
             try:
                 with open(path, "rb") as f:
@@ -322,7 +364,7 @@ def main():
         os.symlink("good.npy", link)
     if bad:
         sys.exit("make_badinput.py --check: differs from the generator: " + ", ".join(bad))
-    print(f"make_badinput.py: {len(files()) + 1} files {'match' if check else 'written'}")
+    print(f"make_badinput.py: {len(outputs) + 1} files {'match' if check else 'written'}")
 
 
 if __name__ == "__main__":

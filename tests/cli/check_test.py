@@ -27,6 +27,9 @@ from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from clitest import check, fails, failures, read_outputs, run  # noqa: E402
+import plan_derive  # noqa: E402
+
+FLOAT16_MAX = 65504.0
 
 
 def check_json(fpguard, tmp, model, inputs, *extra):
@@ -248,14 +251,22 @@ def test_plan(f, ex, tmp):
     with --scale none), proven by check; plan.json fields; the TensorRT / ORT settings;
     errors."""
     out = os.path.join(tmp, "plan.json")
-    islands = {"superres": ["/Pow", "/ReduceMean"],
-               "transformer_block": ["/ln1/Pow", "/ln1/ReduceMean_1", "/ln2/Pow",
-                                     "/ln2/ReduceMean_1"],
-               "clean_cnn": []}
-    scaled = {"superres": [("/Pow", "/relu/Relu_output_0", 2)],
-              "transformer_block": [("/ln1/Pow", "/ln1/Sub_output_0", 3),
-                                    ("/ln2/Pow", "/ln2/Sub_output_0", 3)],
-              "clean_cnn": []}
+    # The expected float32 islands and scale rewrites, derived from check's value ranges
+    # by the rules of docs/plan.md (plan_derive.py), not copied from a plan's output.
+    islands, scaled = {}, {}
+    for name in ("superres", "transformer_block", "clean_cnn"):
+        model = os.path.join(ex, name, "model.onnx")
+        inputs = os.path.join(ex, name, "inputs")
+        _, j = check_json(f, tmp, model, inputs, "--precision", "float16")
+        if j is None:
+            continue
+        islands[name], scaled[name] = plan_derive.derive(j, onnx.load(model), inputs,
+                                                         FLOAT16_MAX)
+        check(all(k is not None for _, _, k in scaled[name]), f"{name}: a k exists",
+              scaled[name])
+        # The two examples built to overflow do (examples/README.md); clean_cnn does not.
+        check(bool(scaled[name]) == (name != "clean_cnn"), f"{name}: derived origins",
+              scaled[name])
     for name in islands:
         model = os.path.join(ex, name, "model.onnx")
         inputs = os.path.join(ex, name, "inputs")

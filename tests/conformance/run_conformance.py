@@ -1,17 +1,27 @@
 #!/usr/bin/python3
 """ONNX node conformance: runs every test of Debian's libonnx-testdata whose ops the
 fpguard binary supports (`fpguard ops --json`), compares the outputs (rtol 1e-3,
-atol 1e-5 for floating outputs; exact for integer and bool), and fails on any failure
-not listed in expected_failures.txt. Prints `N passed, N failed, N skipped`.
+atol 1e-5 for floating outputs; exact for integer and bool), and prints three counts:
+passed, expected failures (expected_failures.txt) and skipped. It fails (exit 1) when
+  - a test fails that is not an expected failure;
+  - an expected failure passes (remove it from the list);
+  - a test is skipped for a reason (an op fpguard does not register, an opset or a type it
+    cannot hold) that has no entry in skipped_ops.txt, or an entry there skips nothing;
+  - fewer tests pass than the floor in floor.txt for this precision (raise the floor
+    whenever the count rises). The floor is checked on full runs only (not --filter),
+    unless --floor gives one.
 Sequence and optional inputs/outputs (SequenceProto/OptionalProto .pb files) are fed and
 compared too: a sequence element by element (same length), an empty optional exactly;
 string tensors (written by fpguard as NumPy '<U' arrays) are compared exactly.
 With `--precision float64` every test runs as fpguard's float64 truth run (every floating
 value carried in double: each kernel's double instantiation), with the same tolerances
-and expected failures.
+and expected failures, plus expected_failures_fp64.txt.
+`--pretend-missing-op OP` runs as if fpguard did not register OP (the guard test,
+tests/conformance/guard_test.py, shows that this makes the run fail).
 
 Usage: run_conformance.py --fpguard BUILD/fpguard [--precision P] [--data DIR]
-                          [--filter SUBSTR] [-v]
+                          [--filter SUBSTR] [--expected FILE] [--skips FILE]
+                          [--floor N] [--pretend-missing-op OP] [-v]
 """
 import argparse
 import concurrent.futures
@@ -74,6 +84,25 @@ def graph_ops(graph, out):
                 for g in a.graphs:
                     graph_ops(g, out)
     return out
+
+
+def skip_keys(m, ops):
+    """Why a test of model `m` cannot run, as keys of skipped_ops.txt: each op fpguard does
+    not register ('Bernoulli', 'ai.onnx.preview.training.Adam'), 'opset:N' outside
+    MIN_OPSET..MAX_OPSET, 'type:<problem>' ('type:elem_type_17') for inputs/outputs it
+    cannot hold. Empty when the test runs."""
+    keys = []
+    # (a model of other domains only, such as the training ops', imports no default opset)
+    opsets = [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")]
+    if opsets and not MIN_OPSET <= max(opsets) <= MAX_OPSET:
+        keys.append(f"opset:{max(opsets)}")
+    why = unsupported_io(m)
+    if why:
+        keys.append("type:" + why.split(": ", 1)[-1].replace(" ", "_"))
+    for dom, op in sorted(graph_ops(m.graph, set())):
+        if dom or op not in ops:
+            keys.append(f"{dom}.{op}" if dom else op)
+    return keys
 
 
 def load_expected(path):
@@ -205,39 +234,33 @@ def run_test(fpguard, test_dir, precision=None):
     return None
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--fpguard", required=True)
-    ap.add_argument("--data", default=DEFAULT_DATA)
-    ap.add_argument("--expected", default=os.path.join(HERE, "expected_failures.txt"))
-    ap.add_argument("--filter", default="")
-    ap.add_argument("--precision", default=None,
-                    help="passed to `fpguard run` (float64: the double-carrier truth run)")
-    ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("-v", "--verbose", action="store_true")
-    args = ap.parse_args()
+def load_floor(path, precision):
+    """The committed floor of passed tests for this precision ('float32' or 'float64')."""
+    want = "float64" if precision in ("float64", "fp64") else "float32"
+    for key, reason in load_expected(path).items():
+        if key == want:
+            return int(reason.split()[0])
+    sys.exit(f"run_conformance.py: {path}: no floor for {want}")
 
-    ops = set(json.loads(subprocess.run([args.fpguard, "ops", "--json"], check=True,
-                                        capture_output=True, text=True).stdout)["ops"])
-    expected = load_expected(args.expected)
-    if args.precision in ("float64", "fp64"):
-        expected.update(load_expected(os.path.join(HERE, "expected_failures_fp64.txt")))
-    tests, skipped = [], []
+
+def select(args, ops):
+    """(tests to run, {skipped test: [skip keys]}) under args.data, filtered."""
+    tests, skipped = [], {}
     for name in sorted(os.listdir(args.data)):
         if args.filter not in name:
             continue
         d = os.path.join(args.data, name)
         if not os.path.exists(os.path.join(d, "model.onnx")):
             continue
-        m = onnx.load(os.path.join(d, "model.onnx"), load_external_data=False)
-        opset = max([o.version for o in m.opset_import if o.domain in ("", "ai.onnx")] or [0])
-        used = graph_ops(m.graph, set())
-        if (opset > MAX_OPSET or opset < MIN_OPSET or unsupported_io(m)
-                or any(dom or op not in ops for dom, op in used)):
-            skipped.append(name)
+        keys = skip_keys(onnx.load(os.path.join(d, "model.onnx"), load_external_data=False), ops)
+        if keys:
+            skipped[name] = keys
         else:
             tests.append(name)
+    return tests, skipped
 
+
+def run_all(args, tests):
     results = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futs = {pool.submit(run_test, args.fpguard, os.path.join(args.data, t), args.precision): t
@@ -248,23 +271,88 @@ def main():
                 results[t] = fut.result()
             except Exception as e:  # a crash of the runner itself is a failure too
                 results[t] = f"runner error: {e!r}"
+    return results
+
+
+def check_skips(skipped, reasons, full_run, verbose):
+    """Prints the skipped tests by key; returns the problems: keys without a reason in
+    skipped_ops.txt, and (on a full run) entries there that skip nothing."""
+    problems = []
+    by_key = {}
+    for t, keys in sorted(skipped.items()):
+        for k in keys:
+            by_key.setdefault(k, []).append(t)
+    for k, ts in sorted(by_key.items()):
+        print(f"skipped: {k} ({len(ts)}): {reasons.get(k, 'NO REASON')}")
+        if verbose:
+            print("  " + " ".join(ts))
+        if k not in reasons:
+            problems.append(f"{len(ts)} test(s) skipped for '{k}', which has no reason in "
+                            f"skipped_ops.txt: implement it or add '{k}  <reason>' there "
+                            f"({', '.join(ts[:3])}{'...' if len(ts) > 3 else ''})")
+    if full_run:
+        for k in sorted(set(reasons) - set(by_key)):
+            problems.append(f"skipped_ops.txt lists '{k}', which skips no test: remove it")
+    return problems
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fpguard", required=True)
+    ap.add_argument("--data", default=DEFAULT_DATA)
+    ap.add_argument("--expected", default=os.path.join(HERE, "expected_failures.txt"))
+    ap.add_argument("--skips", default=os.path.join(HERE, "skipped_ops.txt"))
+    ap.add_argument("--floor-file", default=os.path.join(HERE, "floor.txt"))
+    ap.add_argument("--floor", type=int, default=None,
+                    help="the minimum passed count (default: floor.txt, full runs only)")
+    ap.add_argument("--pretend-missing-op", action="append", default=[], metavar="OP",
+                    help="run as if fpguard did not register OP (to test the guards)")
+    ap.add_argument("--filter", default="")
+    ap.add_argument("--precision", default=None,
+                    help="passed to `fpguard run` (float64: the double-carrier truth run)")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args()
+
+    ops = set(json.loads(subprocess.run([args.fpguard, "ops", "--json"], check=True,
+                                        capture_output=True, text=True).stdout)["ops"])
+    ops -= set(args.pretend_missing_op)
+    expected = load_expected(args.expected)
+    if args.precision in ("float64", "fp64"):
+        expected.update(load_expected(os.path.join(HERE, "expected_failures_fp64.txt")))
+    full_run = not args.filter
+    floor = args.floor
+    if floor is None and full_run:
+        floor = load_floor(args.floor_file, args.precision)
+    tests, skipped = select(args, ops)
+    results = run_all(args, tests)
 
     passed = [t for t in tests if results[t] is None]
     failed = [t for t in tests if results[t] is not None]
     unexpected = [t for t in failed if t not in expected]
     fixed = [t for t in passed if t in expected]
+    problems = []
     for t in sorted(failed):
         tag = "expected failure" if t in expected else "FAIL"
         if t not in expected or args.verbose:
             print(f"{tag}: {t}: {results[t]}")
-    for t in fixed:
-        print(f"note: {t} passes but is listed in expected_failures.txt (remove it)")
-    if args.verbose:
-        for t in skipped:
-            print(f"skipped: {t}")
-    print(f"{len(passed)} passed, {len(failed)} failed ({len(failed) - len(unexpected)} expected), "
-          f"{len(skipped)} skipped")
-    return 1 if unexpected else 0
+    problems += [f"{t} passes but is listed as an expected failure: remove it from the list"
+                 for t in fixed]
+    if full_run:
+        problems += [f"{t} is listed as an expected failure but is not run: remove it"
+                     for t in sorted(set(expected) - set(failed) - set(passed))]
+    problems += check_skips(skipped, load_expected(args.skips), full_run, args.verbose)
+    if floor is not None and len(passed) < floor:
+        problems.append(f"{len(passed)} passed, below the floor of {floor} "
+                        f"({os.path.relpath(args.floor_file)})")
+    print(f"{len(passed)} passed, {len(failed) - len(unexpected)} expected failures, "
+          f"{len(skipped)} skipped, {len(unexpected)} unexpected failures "
+          f"(of {len(tests) + len(skipped)} node tests; floor {floor if floor is not None else '-'})")
+    for p in problems:
+        print(f"error: {p}")
+    if floor is not None and len(passed) > floor and not problems and not unexpected:
+        print(f"note: {len(passed)} passed is above the floor of {floor}: raise it")
+    return 1 if unexpected or problems else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,4 @@
+Btj
+location../../etc/passwdj
+offset0j
+length12p
