@@ -9,11 +9,13 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <sstream>
 
 #include "common.hpp"
 #include "fpguard/analysis.hpp"
 #include "fpguard/exec.hpp"
 #include "fpguard/model.hpp"
+#include "fpguard/report.hpp"
 #include "fpguard/round.hpp"
 #include "fpguard/tensor.hpp"
 
@@ -76,6 +78,29 @@ void ratio(benchmark::State& state, fs::path dir) {
   if (!ratios.empty()) state.counters["check_over_run"] = ratios[ratios.size() / 2];
 }
 
+// Rendering what a check found as its HTML page against the check itself: each
+// iteration times a check, then the page of that diagnosis; the counter
+// render_over_check is the median of the per-iteration ratios (target: < 10%).
+void render(benchmark::State& state, fs::path dir) {
+  auto& l = load(dir);
+  fpguard::analysis::CheckOptions o;
+  o.precision = fpguard::parse_format("float16");
+  std::vector<double> ratios;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto d = fpguard::analysis::check(l.model, {l.inputs}, o);
+    const auto t1 = std::chrono::steady_clock::now();
+    std::ostringstream html;
+    fpguard::report::write_html(html, {d}, {});
+    const auto t2 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(html.str().size());
+    ratios.push_back(std::chrono::duration<double>(t2 - t1).count() /
+                     std::chrono::duration<double>(t1 - t0).count());
+  }
+  std::sort(ratios.begin(), ratios.end());
+  if (!ratios.empty()) state.counters["render_over_check"] = ratios[ratios.size() / 2];
+}
+
 // One tensor of the emulated run against its reference (analysis::compare, what the check
 // does for every tensor, twice): 1 MiB stays in cache like a transformer's activation,
 // 64 MiB does not. The emulated tensor is the reference rounded to float16.
@@ -117,6 +142,9 @@ BENCHMARK(BM_compare)->Arg(1 << 20)->Arg(fpguard::bench::kLarge)->UseRealTime();
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->MinTime(2.0);
+    benchmark::RegisterBenchmark(("BM_model_render/" + name).c_str(), render, d)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   }
   return true;
 }();

@@ -20,6 +20,14 @@ add_test(NAME cli.check
                  --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)
 set_tests_properties(cli.check PROPERTIES LABELS analysis)
 
+# Pages rendered in headless Chromium (Debian's chromium, installed by scripts/setup);
+# their screenshots go to the build tree (docs/images/ holds the committed ones).
+add_test(NAME cli.html
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/html_test.py
+                 --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples
+                 --screenshots ${CMAKE_BINARY_DIR}/screenshots)
+set_tests_properties(cli.html PROPERTIES LABELS analysis TIMEOUT 600)
+
 add_test(NAME cli.convert
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/convert_test.py
                  --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)

@@ -25,5 +25,9 @@ void install_interrupt_cleanup();
 // never overwritten).
 void check_not_same_file(const std::filesystem::path& input, const std::filesystem::path& output,
                          const std::string& flag);
+// Before any work: `output` (given by `flag`) can be written: not the input, not a
+// directory, in a directory that exists and is writable. Errors name "<flag> <output>".
+void check_output_path(const std::filesystem::path& input, const std::filesystem::path& output,
+                       const std::string& flag);
 
 }  // namespace fpguard

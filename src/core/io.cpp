@@ -117,6 +117,18 @@ void write_file_atomic(const fs::path& path, const std::function<void(std::ostre
   }
 }
 
+void check_output_path(const fs::path& input, const fs::path& output, const std::string& flag) {
+  const std::string where = flag + " " + output.string();
+  check_not_same_file(input, output, where);
+  const fs::path dir = output.has_parent_path() ? output.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw Error(where, "cannot write: directory '" + dir.string() + "' does not exist");
+  if (fs::is_directory(output, ec)) throw Error(where, "cannot write: it is a directory");
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw Error(where, "cannot write into '" + dir.string() + "': " + std::strerror(errno));
+}
+
 void check_not_same_file(const fs::path& input, const fs::path& output, const std::string& flag) {
   std::error_code ec;
   const bool same = fs::exists(output, ec)

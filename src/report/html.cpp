@@ -242,11 +242,15 @@ void error_chart(std::ostream& out, const analysis::Diagnosis& d, const Format& 
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const double cx = x.at(static_cast<double>(i));
     out << fmt::format(
-        "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{} ({}): local {}, "
-        "propagated {}{}</title></circle>\n",
-        cx, ypos(rows[i].local), rows[i].broken ? "#c62828" : "#2456a6", esc(rows[i].n->name),
-        esc(rows[i].n->op_type), num(rows[i].local), num(rows[i].propagated),
-        rows[i].broken ? ", inf/NaN in the emulated run" : "");
+        "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"#2456a6\"><title>{} ({}): local {}, "
+        "propagated {}</title></circle>\n",
+        cx, ypos(rows[i].local), esc(rows[i].n->name), esc(rows[i].n->op_type), num(rows[i].local),
+        num(rows[i].propagated));
+    if (rows[i].broken)  // errors are over the finite values: mark the inf/NaN on top
+      out << fmt::format(
+          "<path d=\"M{0:.1f},{1:.1f} l-5,-8 h10 z\" fill=\"#c62828\"><title>{2}: inf/NaN in "
+          "the emulated run</title></path>\n",
+          cx, kTop + 10, esc(rows[i].n->name));
   }
   x_caption(out, rows.size());
   out << "</svg>\n<div class=\"legend\"><span><i class=\"sw\" style=\"background:#2456a6\"></i>"
@@ -489,8 +493,12 @@ void write_html(std::ostream& out, const analysis::Plan& p, const HtmlText& o) {
     if (n.precision == "none") continue;
     const bool kept = fp32.count(n.name) > 0;
     auto why = p.reasons.find(n.name);
+    // Nodes neither emulated nor kept move data (or are constants): no precision of their own.
+    const std::string runs = kept || n.emulated        ? n.precision
+                             : n.op_type == "Constant" ? "constant"
+                                                       : "moves data";
     out << "<tr><td>" << n.index << "</td><td>" << esc(n.name) << "</td><td>" << esc(n.op_type)
-        << "</td><td class=\"" << (kept ? "bad" : "") << "\">" << esc(n.precision) << "</td><td>"
+        << "</td><td class=\"" << (kept ? "bad" : "") << "\">" << esc(runs) << "</td><td>"
         << (why != p.reasons.end() ? esc(describe(why->second, p.precision)) : "")
         << "</td></tr>\n";
   }

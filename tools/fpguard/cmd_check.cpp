@@ -75,7 +75,7 @@ void check(const CheckArgs& a) {
 
   const report::Terminal term =
       report::Terminal::detect(report::parse_color(a.color, "--color " + a.color), a.quiet);
-  if (!a.html_file.empty()) check_not_same_file(a.model, a.html_file, "--html");
+  if (!a.html_file.empty()) check_output_path(a.model, a.html_file, "--html");
   model::Model m = model::load(a.model);
   analysis::name_nodes(m);
   std::vector<std::string> generated;

@@ -50,7 +50,7 @@ void plan_command(const PlanArgs& a) {
   if (!f) throw Error("--precision", "give the format to plan for (or --target)");
   if (f->name == "float32") throw Error("--precision float32", "nothing to plan: it is float32");
   if (!a.output.empty()) check_not_same_file(a.model, a.output, "-o");
-  if (!a.html_file.empty()) check_not_same_file(a.model, a.html_file, "--html");
+  if (!a.html_file.empty()) check_output_path(a.model, a.html_file, "--html");
 
   const report::Terminal term =
       report::Terminal::detect(report::parse_color(a.color, "--color " + a.color), a.quiet);
