@@ -67,13 +67,13 @@ TEST(Parse, AccumulationOrders) {
   EXPECT_EQ(b->kind, Kind::blocked);
   EXPECT_EQ(b->block, 32);
   EXPECT_EQ(to_string(*b), "blocked:32");
-  expect_error([] { parse_accumulation_order("blocked:0"); }, "--accumulation", "K must be");
-  expect_error([] { parse_accumulation_order("blocked:-3"); }, "--accumulation", "K must be");
-  expect_error([] { parse_accumulation_order("blocked:x"); }, "--accumulation", "K must be");
-  expect_error([] { parse_accumulation_order("blocked"); }, "--accumulation", "blocked:K");
-  expect_error([] { parse_accumulation_order("sequental"); }, "--accumulation",
+  expect_error([] { parse_accumulation_order("blocked:0"); }, "accumulation", "K must be");
+  expect_error([] { parse_accumulation_order("blocked:-3"); }, "accumulation", "K must be");
+  expect_error([] { parse_accumulation_order("blocked:x"); }, "accumulation", "K must be");
+  expect_error([] { parse_accumulation_order("blocked"); }, "accumulation", "blocked:K");
+  expect_error([] { parse_accumulation_order("sequental"); }, "accumulation",
                "did you mean 'sequential'");
-  expect_error([] { parse_accumulation_order("blokced:4"); }, "--accumulation",
+  expect_error([] { parse_accumulation_order("blokced:4"); }, "accumulation",
                "did you mean 'blocked:K'");
 }
 
@@ -83,22 +83,22 @@ TEST(Parse, Distributions) {
   EXPECT_EQ(u.kind, Distribution::Kind::uniform);
   EXPECT_EQ(u.lo, -2);
   EXPECT_EQ(u.hi, 0.5);
-  expect_error([] { parse_distribution("uniform:1:1"); }, "--distribution", "LO must be below HI");
-  expect_error([] { parse_distribution("uniform:a:1"); }, "--distribution", "uniform:LO:HI");
-  expect_error([] { parse_distribution("uniform:0:inf"); }, "--distribution", "finite");
-  expect_error([] { parse_distribution("normall"); }, "--distribution", "did you mean 'normal'");
+  expect_error([] { parse_distribution("uniform:1:1"); }, "distribution", "LO must be below HI");
+  expect_error([] { parse_distribution("uniform:a:1"); }, "distribution", "uniform:LO:HI");
+  expect_error([] { parse_distribution("uniform:0:inf"); }, "distribution", "finite");
+  expect_error([] { parse_distribution("normall"); }, "distribution", "did you mean 'normal'");
 }
 
 TEST(Parse, Sizes) {
   EXPECT_EQ(parse_sizes("128,256,1"), (std::vector<std::int64_t>{128, 256, 1}));
-  expect_error([] { parse_sizes("12x"); }, "--sizes", "'12x' is not a positive integer");
-  expect_error([] { parse_sizes("0"); }, "--sizes", "not a positive integer");
-  expect_error([] { parse_sizes("-4"); }, "--sizes", "not a positive integer");
-  expect_error([] { parse_sizes("128,"); }, "--sizes", "not a positive integer");
-  expect_error([] { parse_sizes(""); }, "--sizes", "not a positive integer");
+  expect_error([] { parse_sizes("12x"); }, "sizes", "'12x' is not a positive integer");
+  expect_error([] { parse_sizes("0"); }, "sizes", "not a positive integer");
+  expect_error([] { parse_sizes("-4"); }, "sizes", "not a positive integer");
+  expect_error([] { parse_sizes("128,"); }, "sizes", "not a positive integer");
+  expect_error([] { parse_sizes(""); }, "sizes", "not a positive integer");
   // 10^7 x 10^7 doubles: far more memory than any machine has.
-  expect_error([] { parse_sizes("10000000"); }, "--sizes", "of memory");
-  expect_error([] { parse_sizes("99999999999999999999"); }, "--sizes", "not a positive integer");
+  expect_error([] { parse_sizes("10000000"); }, "sizes", "of memory");
+  expect_error([] { parse_sizes("99999999999999999999"); }, "sizes", "not a positive integer");
 }
 
 TEST(Setup, Defaults) {
@@ -120,13 +120,13 @@ TEST(Setup, Defaults) {
 TEST(Setup, Refusals) {
   const AccumulationOrder lib{Kind::library, 0};
   expect_error([&] { make_gemm_setup(F("fp16"), F("fp16"), std::nullopt, lib); },
-               "--accumulation library", "accumulates in float32");
+               "accumulation library", "accumulates in float32");
   expect_error([&] { make_gemm_setup(F("fp64"), std::nullopt, std::nullopt, lib); },
-               "--accumulation library", "accumulates in float32");
+               "accumulation library", "accumulates in float32");
   expect_error([] { make_gemm_setup(F("e8m0"), F("fp32"), std::nullopt, std::nullopt); },
                "float8_e8m0fnu", "no sign");
   expect_error([] { make_gemm_setup(F("fp16"), F("e11m51"), std::nullopt, std::nullopt); },
-               "--accumulate e11m51", "not modelled");
+               "accumulate e11m51", "not modelled");
 }
 
 // ---- the GEMM paths -------------------------------------------------------------------
@@ -592,12 +592,12 @@ TEST(Accum, Refusals) {
   expect_error([] { accum_limits(F("e8m0")); }, "float8_e8m0fnu", "no sign");
   AccumOptions o;
   o.value = 1e-10;
-  expect_error([&] { accum_limits(F("fp16"), o); }, "--value", "zero in float16");
+  expect_error([&] { accum_limits(F("fp16"), o); }, "value", "zero in float16");
   o.value = 1e6;
-  expect_error([&] { accum_limits(F("fp16"), o); }, "--value", "not a finite value");
+  expect_error([&] { accum_limits(F("fp16"), o); }, "value", "not a finite value");
   AccumOptions n;
   n.n = 2'000'000'000;
-  expect_error([&] { accum_limits(F("fp16"), n); }, "--n", "at most");
+  expect_error([&] { accum_limits(F("fp16"), n); }, "n", "at most");
   for (const auto& f : accum_formats()) EXPECT_TRUE(f.is_signed) << f.name;
   EXPECT_EQ(accum_formats().size(), named_formats().size() - 1);
 }
@@ -663,7 +663,7 @@ TEST(Targets, LookupAndRefusal) {
   expect_error([] { find_target("sm_8"); }, "target 'sm_8'", "did you mean");
   expect_error([] { find_target("quantum-tpu-9000"); }, "target 'quantum-tpu-9000'",
                "fpguard targets");
-  expect_error([] { require_native(find_target("sm_75"), F("bf16")); }, "--target sm_75",
+  expect_error([] { require_native(find_target("sm_75"), F("bf16")); }, "target sm_75",
                "does not compute in bfloat16");
   EXPECT_NO_THROW(require_native(find_target("sm_86"), F("bf16")));
   EXPECT_EQ(recommended_format(find_target("sm_75")).name, "float16");

@@ -16,12 +16,24 @@ class Error : public std::runtime_error {
       : std::runtime_error(where.empty() ? what : where + ": " + what),
         where_(std::move(where)),
         what_(std::move(what)) {}
+  // An error in an option of a library call, named as the API names it ("keep_fp32",
+  // "accumulation"), with the value given (may be empty). The library never spells a CLI
+  // flag: the CLI words option() as its own flag when it prints the error.
+  static Error in_option(std::string option, std::string value, std::string what) {
+    Error e(value.empty() ? option : option + " " + value, std::move(what));
+    e.option_ = std::move(option);
+    e.value_ = std::move(value);
+    return e;
+  }
   const std::string& where() const { return where_; }
   const std::string& problem() const { return what_; }
+  const std::string& option() const { return option_; }  // "" unless in_option
+  const std::string& value() const { return value_; }
 
  private:
   std::string where_;
   std::string what_;
+  std::string option_, value_;
 };
 
 [[noreturn]] void check_failed(const char* expr, const char* file, int line);

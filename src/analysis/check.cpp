@@ -632,7 +632,7 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
       std::string msg = "the model has no node named '" + k + "'";
       if (auto hint = did_you_mean(k, names); !hint.empty())
         msg += "; did you mean '" + hint + "'?";
-      throw Error("--keep-fp32 " + k, msg);
+      throw Error::in_option("keep_fp32", k, msg);
     }
 
   Context ctx{m, o, {}, ref_ex.order(), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};

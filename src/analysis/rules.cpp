@@ -346,7 +346,7 @@ void check_rule_ids(const std::set<std::string>& ids_given) {
       for (const auto& r : table()) ids.emplace_back(r.rule.id);
       std::string msg = "there is no rule '" + id + "'";
       if (auto hint = did_you_mean(id, ids); !hint.empty()) msg += "; did you mean '" + hint + "'?";
-      throw Error("--disable-rule " + id, msg);
+      throw Error::in_option("disabled_rules", id, msg);
     }
 }
 

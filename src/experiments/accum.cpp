@@ -150,13 +150,14 @@ AccumRow limits(const Format& f, const AccumOptions& o, bool fast) {
   check_format(f);
   double v = round(o.value, f);
   if (!std::isfinite(o.value) || !std::isfinite(v) || v == 0)
-    throw Error("--value",
-                show(o.value) + " is " + (v == 0 ? "zero in " : "not a finite value of ") + f.name);
+    throw Error::in_option(
+        "value", "",
+        show(o.value) + " is " + (v == 0 ? "zero in " : "not a finite value of ") + f.name);
   double start = round(o.start, f);
   if (!std::isfinite(o.start) || !std::isfinite(start))
-    throw Error("--start", show(o.start) + " is not a finite value of " + f.name);
+    throw Error::in_option("start", "", show(o.start) + " is not a finite value of " + f.name);
   if (o.n > 1'000'000'000)
-    throw Error("--n", "at most 10^9 terms (the Kahan sum takes one step per term)");
+    throw Error::in_option("n", "", "at most 10^9 terms (the Kahan sum takes one step per term)");
   AccumRow r;
   r.format = f.name;
   r.value = v;

@@ -130,12 +130,14 @@ struct RowAdder {
 void check_emulable(const Format& acc, std::span<const double> a, std::span<const double> b) {
   if (detail::is_float64(acc)) return;
   if (!detail::odd_rounding_suffices(acc))
-    throw Error("--accumulate " + acc.name,
-                "accumulating in a format of more than 51 bits other than float64 is not modelled");
+    throw Error::in_option(
+        "accumulate", acc.name,
+        "accumulating in a format of more than 51 bits other than float64 is not modelled");
   if (!detail::all_narrow(a) || !detail::all_narrow(b))
-    throw Error("--accumulate " + acc.name,
-                "inputs of more than 26 significant bits have no exact product; accumulate them "
-                "in float64");
+    throw Error::in_option(
+        "accumulate", acc.name,
+        "inputs of more than 26 significant bits have no exact product; accumulate them "
+        "in float64");
 }
 
 // Whether the emulation may run in float carriers and give the double emulation's
@@ -363,10 +365,10 @@ void accumulate_any(std::span<const double> a, std::span<const double> b, std::s
   using Kind = AccumulationOrder::Kind;
   if (order.kind == Kind::library) {
     if (!detail::is_float32(accumulate))
-      throw Error("--accumulation library",
-                  "oneDNN's sgemm accumulates in float32, not " + accumulate.name);
+      throw Error::in_option("accumulation", "library",
+                             "oneDNN's sgemm accumulates in float32, not " + accumulate.name);
     if (!detail::all_float(a) || !detail::all_float(b))
-      throw Error("--accumulation library", "the inputs are not all float32 values");
+      throw Error::in_option("accumulation", "library", "the inputs are not all float32 values");
     std::vector<float> fa(a.begin(), a.end()), fb(b.begin(), b.end()), fc(d.m * d.n);
     detail::sgemm(fa.data(), fb.data(), fc.data(), static_cast<std::int64_t>(d.m),
                   static_cast<std::int64_t>(d.k), static_cast<std::int64_t>(d.n));

@@ -130,7 +130,7 @@ std::string to_string(const AccumulationOrder& o) {
 
 std::optional<AccumulationOrder> parse_accumulation_order(std::string_view s) {
   using Kind = AccumulationOrder::Kind;
-  const std::string where = "--accumulation";
+  const std::string option = "accumulation";
   if (s == "auto") return std::nullopt;
   if (s == "library") return AccumulationOrder{Kind::library, 0};
   if (s == "sequential") return AccumulationOrder{Kind::sequential, 0};
@@ -140,9 +140,10 @@ std::optional<AccumulationOrder> parse_accumulation_order(std::string_view s) {
   if (head == "blocked") {
     std::int64_t k = 0;
     if (colon == std::string_view::npos)
-      throw Error(where, "'blocked' needs a chunk size: blocked:K, e.g. blocked:32");
+      throw Error::in_option(option, "",
+                             "'blocked' needs a chunk size: blocked:K, e.g. blocked:32");
     if (!parse_int(s.substr(colon + 1), k) || k < 1)
-      throw Error(where, "'" + std::string(s) + "': K must be an integer >= 1");
+      throw Error::in_option(option, "", "'" + std::string(s) + "': K must be an integer >= 1");
     return AccumulationOrder{Kind::blocked, k};
   }
   std::string msg = "unknown accumulation order '" + std::string(s) + "'";
@@ -151,7 +152,7 @@ std::optional<AccumulationOrder> parse_accumulation_order(std::string_view s) {
     msg += "; did you mean '" + (hint == "blocked" ? std::string("blocked:K") : hint) + "'?";
   else
     msg += " (known: auto, library, sequential, pairwise, blocked:K)";
-  throw Error(where, msg);
+  throw Error::in_option(option, "", msg);
 }
 
 std::string to_string(const Distribution& d) {
@@ -162,7 +163,7 @@ std::string to_string(const Distribution& d) {
 }
 
 Distribution parse_distribution(std::string_view s) {
-  const std::string where = "--distribution";
+  const std::string option = "distribution";
   if (s == "normal") return {};
   const auto c1 = s.find(':');
   const std::string head(s.substr(0, c1));
@@ -172,8 +173,10 @@ Distribution parse_distribution(std::string_view s) {
     d.kind = Distribution::Kind::uniform;
     if (c2 == std::string_view::npos || !parse_double(s.substr(c1 + 1, c2 - c1 - 1), d.lo) ||
         !parse_double(s.substr(c2 + 1), d.hi))
-      throw Error(where, "'" + std::string(s) + "': write uniform:LO:HI with finite numbers");
-    if (!(d.lo < d.hi)) throw Error(where, "'" + std::string(s) + "': LO must be below HI");
+      throw Error::in_option(option, "",
+                             "'" + std::string(s) + "': write uniform:LO:HI with finite numbers");
+    if (!(d.lo < d.hi))
+      throw Error::in_option(option, "", "'" + std::string(s) + "': LO must be below HI");
     return d;
   }
   std::string msg = "unknown distribution '" + std::string(s) + "'";
@@ -181,7 +184,7 @@ Distribution parse_distribution(std::string_view s) {
     msg += "; did you mean '" + (hint == "uniform" ? std::string("uniform:LO:HI") : hint) + "'?";
   else
     msg += " (known: normal, uniform:LO:HI)";
-  throw Error(where, msg);
+  throw Error::in_option(option, "", msg);
 }
 
 std::optional<Format> parse_format_or_same(std::string_view s) {
@@ -197,7 +200,7 @@ std::uint64_t gemm_error_bytes(std::int64_t n) {
 }
 
 std::vector<std::int64_t> parse_sizes(std::string_view s) {
-  const std::string where = "--sizes";
+  const std::string option = "sizes";
   std::vector<std::int64_t> out;
   std::size_t pos = 0;
   while (pos <= s.size()) {
@@ -205,15 +208,17 @@ std::vector<std::int64_t> parse_sizes(std::string_view s) {
     const std::string_view item = s.substr(pos, comma - pos);
     std::int64_t n = 0;
     if (!parse_int(item, n) || n < 1)
-      throw Error(where, "'" + std::string(item) + "' is not a positive integer");
+      throw Error::in_option(option, "", "'" + std::string(item) + "' is not a positive integer");
     // 2^24: beyond it even one n x n matrix would not fit in any machine's memory.
     const std::uint64_t need = n <= (std::int64_t{1} << 24) ? gemm_error_bytes(n) : ~0ull;
     const std::uint64_t have = physical_memory();
     if (need > have)
-      throw Error(where, "n = " + std::to_string(n) + " needs " +
-                             (need == ~0ull ? std::string("more than 2^64 bytes")
-                                            : std::to_string(need >> 20) + " MiB") +
-                             " of memory; this machine has " + std::to_string(have >> 20) + " MiB");
+      throw Error::in_option(option, "",
+                             "n = " + std::to_string(n) + " needs " +
+                                 (need == ~0ull ? std::string("more than 2^64 bytes")
+                                                : std::to_string(need >> 20) + " MiB") +
+                                 " of memory; this machine has " + std::to_string(have >> 20) +
+                                 " MiB");
     out.push_back(n);
     pos = comma + 1;
   }
@@ -235,12 +240,14 @@ GemmSetup make_gemm_setup(const Format& input, const std::optional<Format>& accu
   s.output = output.value_or(input);
   if (input.precision_bits() > 26) s.accumulate = parse_format("float64");
   if (!s.accumulate.is_signed)
-    throw Error("--accumulate " + s.accumulate.name, "an accumulator needs a sign and a zero");
+    throw Error::in_option("accumulate", s.accumulate.name,
+                           "an accumulator needs a sign and a zero");
   if (!s.output.is_signed)
-    throw Error("--output " + s.output.name, "the output needs a sign and a zero");
+    throw Error::in_option("output", s.output.name, "the output needs a sign and a zero");
   if (!detail::is_float64(s.accumulate) && !detail::odd_rounding_suffices(s.accumulate))
-    throw Error("--accumulate " + s.accumulate.name,
-                "accumulating in a format of more than 51 bits other than float64 is not modelled");
+    throw Error::in_option(
+        "accumulate", s.accumulate.name,
+        "accumulating in a format of more than 51 bits other than float64 is not modelled");
   // float32 holds every value of the input format: library accumulation applies.
   const bool float_inputs = input.precision_bits() <= 24 && input.emax() <= 127 &&
                             input.emin() - input.mantissa_bits >= -149;
@@ -248,12 +255,13 @@ GemmSetup make_gemm_setup(const Format& input, const std::optional<Format>& accu
     s.order = *order;
     if (s.order.kind == Kind::library) {
       if (!detail::is_float32(s.accumulate))
-        throw Error("--accumulation library", "oneDNN's sgemm accumulates in float32, not " +
-                                                  s.accumulate.name +
-                                                  "; use sequential, pairwise or blocked:K");
+        throw Error::in_option("accumulation", "library",
+                               "oneDNN's sgemm accumulates in float32, not " + s.accumulate.name +
+                                   "; use sequential, pairwise or blocked:K");
       if (!float_inputs)
-        throw Error("--accumulation library",
-                    "float32 cannot hold every value of " + input.name + "; use sequential");
+        throw Error::in_option(
+            "accumulation", "library",
+            "float32 cannot hold every value of " + input.name + "; use sequential");
     }
   } else {
     s.order.kind =
@@ -398,8 +406,8 @@ GemmErrorRow gemm_error_row(const GemmMatrices& m, const GemmSetup& s) {
 }
 
 std::vector<GemmErrorRow> gemm_error(const GemmErrorOptions& o) {
-  if (o.samples < 1) throw Error("--samples", "must be at least 1");
-  if (o.sizes.empty()) throw Error("--sizes", "no size given");
+  if (o.samples < 1) throw Error::in_option("samples", "", "must be at least 1");
+  if (o.sizes.empty()) throw Error::in_option("sizes", "", "no size given");
   std::vector<Format> formats = o.formats;
   if (formats.empty())
     for (const char* f : {"float16", "bfloat16", "tf32", "float8_e4m3fn", "float8_e5m2", "float32"})
@@ -408,7 +416,8 @@ std::vector<GemmErrorRow> gemm_error(const GemmErrorOptions& o) {
   for (const auto& f : formats)
     setups.push_back(make_gemm_setup(f, o.accumulate, o.output, o.order));
   for (auto n : o.sizes)
-    if (n < 1) throw Error("--sizes", "'" + std::to_string(n) + "' is not a positive integer");
+    if (n < 1)
+      throw Error::in_option("sizes", "", "'" + std::to_string(n) + "' is not a positive integer");
 
   std::vector<GemmErrorRow> rows;
   for (const auto n : o.sizes) {

@@ -308,9 +308,10 @@ Format recommended_format(const Target& t) {
 
 void require_native(const Target& t, const Format& f) {
   if (runs_natively(t, f)) return;
-  throw Error("--target " + t.name, t.name + " (" + t.products + ") does not compute in " + f.name +
-                                        " natively; its matrix units run " +
-                                        join(t.matrix_formats) + "; recommended: " + t.recommended);
+  throw Error::in_option("target", t.name,
+                         t.name + " (" + t.products + ") does not compute in " + f.name +
+                             " natively; its matrix units run " + join(t.matrix_formats) +
+                             "; recommended: " + t.recommended);
 }
 
 }  // namespace fpguard

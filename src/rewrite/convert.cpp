@@ -136,9 +136,10 @@ struct Converter {
 
 model::Model Converter::run() {
   if (o.precision.name != "float16" && o.precision.name != "bfloat16")
-    throw Error("--precision " + o.precision.name,
-                "convert writes float16 or bfloat16 models (ONNX has no arithmetic in other "
-                "formats)");
+    throw Error::in_option(
+        "precision", o.precision.name,
+        "convert writes float16 or bfloat16 models (ONNX has no arithmetic in other "
+        "formats)");
   low = o.precision.name == "float16" ? 10 : 16;
   suffix = low == 10 ? "fp16" : "bf16";
   opset = src.default_opset();

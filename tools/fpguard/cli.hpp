@@ -6,6 +6,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "fpguard/error.hpp"
+
 namespace fpguard::cli {
 
 // 0 success, 1 completed with findings, 2 error (set by main on fpguard::Error).
@@ -16,6 +18,12 @@ inline int exit_code = 0;
 inline nlohmann::ordered_json json_number(double v) {
   return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
 }
+
+// The flag that sets a library option named `option` (fpguard::Error::in_option):
+// "keep_fp32" -> "--keep-fp32", "disabled_rules" -> "--disable-rule".
+std::string flag_of(const std::string& option);
+// Where an Error is, as the CLI words it (an option as its flag).
+std::string where_of(const Error& e);
 
 void add_finfo(CLI::App& app);
 void add_iinfo(CLI::App& app);

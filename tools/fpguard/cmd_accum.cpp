@@ -64,7 +64,7 @@ void run(const AccumArgs& a) {
       done.push_back({f, accum_limits(f, o), ""});
     } catch (const Error& e) {
       if (!a.all) throw;  // one format: a bad value is an error; --all: a skipped row
-      done.push_back({f, std::nullopt, e.where() + ": " + e.problem()});
+      done.push_back({f, std::nullopt, where_of(e) + ": " + e.problem()});
     }
   }
   auto rows = Json::array();

@@ -12,6 +12,22 @@
 #include "fpguard/limits.hpp"
 #include "fpguard/version.hpp"
 
+namespace fpguard::cli {
+
+std::string flag_of(const std::string& option) {
+  if (option == "disabled_rules") return "--disable-rule";
+  std::string flag = "--" + option;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+std::string where_of(const Error& e) {
+  if (e.option().empty()) return e.where();
+  return flag_of(e.option()) + (e.value().empty() ? "" : " " + e.value());
+}
+
+}  // namespace fpguard::cli
+
 int main(int argc, char** argv) {
   fpguard::reuse_freed_memory();
   CLI::App app{"fpguard: make low-precision (FP16/BF16/FP8/FP6/FP4) deployment safe", "fpguard"};
@@ -90,7 +106,7 @@ int main(int argc, char** argv) {
     for (const auto* sub : app.get_subcommands()) where += " " + sub->get_name();
     return fail(where, e.what());
   } catch (const fpguard::Error& e) {
-    return fail(e.where(), e.problem());
+    return fail(fpguard::cli::where_of(e), e.problem());
   } catch (const std::bad_alloc&) {
     return fail("", "out of memory");
   } catch (const std::exception& e) {
