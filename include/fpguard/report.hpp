@@ -9,11 +9,14 @@
 #include <filesystem>
 #include <iosfwd>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "fpguard/analysis.hpp"
+#include "fpguard/stats.hpp"
+#include "fpguard/tensor.hpp"
 
 namespace fpguard::report {
 
@@ -141,5 +144,30 @@ void render(std::ostream& out, const analysis::Plan& p, const PlanText& o, const
 std::string trtexec_flags(const analysis::Plan& p);
 // ONNX Runtime / onnxconverter-common block lists.
 Json ort_block_lists(const analysis::Plan& p);
+
+// ---- inspect (docs/inspect.md) -----------------------------------------------------------
+inline constexpr int kInspectSchema = 1;
+// One tensor of `fpguard inspect`: as the file names it, and its statistics.
+struct InspectedTensor {
+  std::string name;
+  DType dtype = DType::float32;
+  std::vector<std::int64_t> shape;
+  Stats stats;
+};
+Json to_json(const InspectedTensor& t);  // one entry of "tensors"
+// {"schema_version", "tensors": [...]}.
+Json to_json(const std::vector<InspectedTensor>& ts);
+// One entry of "tensors" read back: its statistics (numbers exact, formats by name) ...
+Stats stats_from_json(const Json& tensor, const std::string& where);
+// ... with its name, dtype and shape; and the whole document. Every error names `where`.
+InspectedTensor inspected_from_json(const Json& tensor, const std::string& where);
+std::vector<InspectedTensor> inspect_from_json(const Json& j, const std::string& where);
+
+struct InspectText {
+  bool histogram = false;  // the exponent histogram as a bar chart
+};
+// The statistics, then one row per format (the verdict coloured).
+void render(std::ostream& out, const InspectedTensor& t, const InspectText& o,
+            const Terminal& term);
 
 }  // namespace fpguard::report
