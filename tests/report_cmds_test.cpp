@@ -1,12 +1,14 @@
-// The report layer for `inspect`: its JSON is written, read back into the library's structs
-// and written again to the same bytes; a bad field is named in the error; the text tables
-// hold their numbers in the one policy, aligned with or without colour.
+// The report layer for `inspect`, `gemm-error`, `accum` and `targets`: each JSON is written,
+// read back into the library's structs and written again to the same bytes; a bad field is
+// named in the error; the text tables hold their numbers in the one policy, aligned with
+// or without colour.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <sstream>
 
 #include "fpguard/error.hpp"
+#include "fpguard/experiments.hpp"
 #include "fpguard/report.hpp"
 #include "fpguard/stats.hpp"
 #include "graph_util.hpp"
@@ -134,6 +136,156 @@ TEST(InspectText, NumbersInOnePolicyVerdictsColouredAndAligned) {
     stripped.erase(at, stripped.find('m', at) - at + 1);
   EXPECT_NE(c.str(), s);
   EXPECT_EQ(stripped, s);
+}
+
+GemmErrorTable small_gemm() {
+  GemmErrorOptions o;
+  o.sizes = {8, 16};
+  o.formats = formats({"float16", "bfloat16"});
+  o.samples = 2;
+  o.seed = 3;
+  o.threads = 1;
+  o.distribution = parse_distribution("uniform:-2:3");
+  GemmErrorTable t{o.distribution, o.seed, gemm_error(o)};
+  // e5m2 accumulating in itself: n u >= 1, no bound (null) and no violation count.
+  o.sizes = {16};
+  o.formats = formats({"float8_e5m2"});
+  o.accumulate = std::nullopt;
+  for (auto& r : gemm_error(o)) t.rows.push_back(r);
+  return t;
+}
+
+TEST(GemmErrorJson, RoundTripsExactly) {
+  const GemmErrorTable t = small_gemm();
+  const Json j = to_json(t);
+  EXPECT_EQ(j["schema_version"], kExperimentsSchema);
+  ASSERT_EQ(j["rows"].size(), 5u);
+  EXPECT_TRUE(j["rows"][4]["bound_deterministic"].is_null());
+  EXPECT_TRUE(j["rows"][4]["bound_violations"].is_null());
+  EXPECT_EQ(j["rows"][0]["bound_violations"], 0);
+  const GemmErrorTable back = gemm_error_from_json(Json::parse(j.dump(2)), "in.json");
+  EXPECT_EQ(to_json(back).dump(), j.dump());
+  EXPECT_EQ(back.rows[4].bound_deterministic, INFINITY);
+  EXPECT_EQ(back.rows[1].normwise_error, t.rows[1].normwise_error);
+  std::ostringstream a, b;
+  render(a, t, Terminal{});
+  render(b, back, Terminal{});
+  EXPECT_EQ(a.str(), b.str());
+  EXPECT_NE(a.str().find("entries uniform:-2:3, 2 samples, seed 3."), std::string::npos) << a.str();
+  EXPECT_NE(a.str().find("bound_det  bound_prob\n"), std::string::npos) << a.str();
+  EXPECT_NE(a.str().find("\n16  float8_e5m2  float8_e5m2  sequential"), std::string::npos)
+      << a.str();
+}
+
+TEST(GemmErrorJson, BadFieldIsNamed) {
+  const Json good = to_json(small_gemm());
+  Json j = good;
+  j["rows"][1]["samples"] = "two";
+  EXPECT_EQ(problem([&] { gemm_error_from_json(j, "in.json"); }),
+            "\"rows\"[1].\"samples\" is not a count");
+  j = good;
+  j["rows"][0].erase("normwise_error");
+  EXPECT_EQ(problem([&] { gemm_error_from_json(j, "in.json"); }),
+            "\"rows\"[0].\"normwise_error\" is missing");
+  j = good;
+  j["rows"][2]["bound_violations"] = 0.5;
+  EXPECT_EQ(problem([&] { gemm_error_from_json(j, "in.json"); }),
+            "\"rows\"[2].\"bound_violations\" is not a count");
+  j = good;
+  j["distribution"] = "gauss";
+  EXPECT_NE(problem([&] { gemm_error_from_json(j, "in.json"); }).find("\"distribution\""),
+            std::string::npos);
+}
+
+std::vector<AccumEntry> accum_entries() {
+  AccumOptions o;
+  o.value = 0.1;
+  o.n = 1000;
+  std::vector<AccumEntry> out;
+  for (const char* f : {"float16", "bfloat16", "float32"})
+    out.push_back({f, accum_limits(parse_format(f), o), ""});
+  out.push_back({"float4_e2m1fn", accum_limits(parse_format("float4_e2m1fn"), {.value = 0.5}), ""});
+  o.value = 1e9;  // float16 cannot hold the increment: `accum --all` skips the row
+  try {
+    accum_limits(parse_format("float16"), o);
+  } catch (const Error& e) {
+    out.push_back({"float16", std::nullopt, e.where() + ": " + e.problem()});
+  }
+  // float8_e4m3fn (max 448): 400 + 100 overflows (NaN) before the sum stagnates.
+  out.push_back({"float8_e4m3fn", accum_limits(parse_format("float8_e4m3fn"), {.value = 100}), ""});
+  return out;
+}
+
+TEST(AccumJson, RoundTripsExactly) {
+  const auto es = accum_entries();
+  ASSERT_EQ(es.size(), 6u);
+  ASSERT_FALSE(es[4].row);  // the skipped row
+  const Json j = to_json(es);
+  EXPECT_EQ(j["schema_version"], kExperimentsSchema);
+  EXPECT_EQ(j["rows"][4]["skipped"], es[4].skipped);
+  EXPECT_TRUE(j["rows"][5]["stagnation_count"].is_null()) << j["rows"][5];
+  const auto back = accum_from_json(Json::parse(j.dump(2)), "in.json");
+  EXPECT_EQ(to_json(back).dump(), j.dump());
+  EXPECT_EQ(back[0].row->stagnation_count, es[0].row->stagnation_count);
+  EXPECT_EQ(back[5].row->overflow_count, es[5].row->overflow_count);
+  std::ostringstream a, b;
+  render(a, es, Terminal{});
+  render(b, back, Terminal{});
+  EXPECT_EQ(a.str(), b.str());
+  EXPECT_NE(a.str().find("float32"), std::string::npos);
+  EXPECT_NE(a.str().find("float16 skipped: --value"), std::string::npos) << a.str();
+  EXPECT_NE(a.str().find("ovf@"), std::string::npos) << a.str();
+}
+
+TEST(AccumJson, BadFieldIsNamed) {
+  const Json good = to_json(accum_entries());
+  Json j = good;
+  j["rows"][2]["exact_count"] = "many";
+  EXPECT_EQ(problem([&] { accum_from_json(j, "in.json"); }),
+            "\"rows\"[2].\"exact_count\" is not a count");
+  j = good;
+  j["rows"][0].erase("format");
+  EXPECT_EQ(problem([&] { accum_from_json(j, "in.json"); }), "\"rows\"[0].\"format\" is missing");
+  j = good;
+  j["rows"] = Json::object();
+  EXPECT_EQ(problem([&] { accum_from_json(j, "in.json"); }), "\"rows\" is not an array");
+}
+
+TEST(TargetsJson, RoundTripsExactly) {
+  for (const char* f : {"", "float8_e4m3fnuz", "bf16"}) {
+    TargetTable t{targets(), std::nullopt};
+    if (*f) t.format = parse_format(f);
+    const Json j = to_json(t);
+    EXPECT_EQ(j["schema_version"], kExperimentsSchema);
+    const TargetTable back = targets_from_json(Json::parse(j.dump(2)), "in.json");
+    EXPECT_EQ(to_json(back).dump(), j.dump()) << f;
+    ASSERT_EQ(back.targets.size(), targets().size());
+    EXPECT_EQ(back.targets[3].matrix_formats, targets()[3].matrix_formats);
+    std::ostringstream a, b;
+    render(a, t, Terminal{});
+    render(b, back, Terminal{});
+    EXPECT_EQ(a.str(), b.str());
+  }
+  std::ostringstream fnuz;
+  render(fnuz, {targets(), parse_format("float8_e4m3fnuz")}, Terminal{});
+  EXPECT_EQ(fnuz.str().rfind("target           runs    float8_e4m3fnuz\n", 0), 0u) << fnuz.str();
+  EXPECT_NE(fnuz.str().find("\ncdna3            matrix  "), std::string::npos) << fnuz.str();
+}
+
+TEST(TargetsJson, BadFieldIsNamed) {
+  const Json good = to_json(TargetTable{targets(), parse_format("float8_e4m3fn")});
+  Json j = good;
+  j["targets"][2]["aliases"] = {"a", 1};
+  EXPECT_EQ(problem([&] { targets_from_json(j, "in.json"); }),
+            "\"targets\"[2].\"aliases\" holds a non-string");
+  j = good;
+  j["targets"][0]["runs"] = "matrix";  // sm_70 has no fp8
+  EXPECT_EQ(problem([&] { targets_from_json(j, "in.json"); }),
+            "\"targets\"[0].\"runs\" is not \"no\", where the target runs float8_e4m3fn");
+  j = good;
+  j["targets"][1].erase("format");
+  EXPECT_EQ(problem([&] { targets_from_json(j, "in.json"); }),
+            "\"targets\"[1].\"format\" is missing");
 }
 
 }  // namespace

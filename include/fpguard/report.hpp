@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "fpguard/analysis.hpp"
+#include "fpguard/experiments.hpp"
 #include "fpguard/stats.hpp"
 #include "fpguard/tensor.hpp"
 
@@ -169,5 +170,42 @@ struct InspectText {
 // The statistics, then one row per format (the verdict coloured).
 void render(std::ostream& out, const InspectedTensor& t, const InspectText& o,
             const Terminal& term);
+
+// ---- gemm-error, accum, targets (docs/experiments.md) ------------------------------------
+inline constexpr int kExperimentsSchema = 1;
+
+// `fpguard gemm-error`: the rows and the data they were measured on.
+struct GemmErrorTable {
+  Distribution distribution;
+  std::uint64_t seed = 0;
+  std::vector<GemmErrorRow> rows;
+};
+Json to_json(const GemmErrorTable& t);
+GemmErrorTable gemm_error_from_json(const Json& j, const std::string& where);
+void render(std::ostream& out, const GemmErrorTable& t, const Terminal& term);
+
+// `fpguard accum`: one row per format, or why the format was skipped (--all).
+struct AccumEntry {
+  std::string format;
+  std::optional<AccumRow> row;
+  std::string skipped;  // when !row: "<where>: <what>" of the Error
+};
+Json to_json(const std::vector<AccumEntry>& entries);
+std::vector<AccumEntry> accum_from_json(const Json& j, const std::string& where);
+void render(std::ostream& out, const std::vector<AccumEntry>& entries, const Terminal& term);
+
+// `fpguard targets`: the targets listed, and the format asked about (--format), if any.
+struct TargetTable {
+  std::vector<Target> targets;
+  std::optional<Format> format;
+};
+Json to_json(const TargetTable& t);
+TargetTable targets_from_json(const Json& j, const std::string& where);
+// "matrix", "vector" or "no": where t computes in f natively.
+std::string_view runs_where(const Target& t, const Format& f);
+// One row per target; with a format, whether each runs it.
+void render(std::ostream& out, const TargetTable& t, const Terminal& term);
+// One target in full (aliases, formats, notes, sources).
+void render_detail(std::ostream& out, const Target& t);
 
 }  // namespace fpguard::report
