@@ -9,6 +9,7 @@
 
 #include "fpguard/error.hpp"
 #include "fpguard/experiments.hpp"
+#include "fpguard/format.hpp"
 #include "fpguard/report.hpp"
 #include "fpguard/stats.hpp"
 #include "graph_util.hpp"
@@ -286,6 +287,34 @@ TEST(TargetsJson, BadFieldIsNamed) {
   j["targets"][1].erase("format");
   EXPECT_EQ(problem([&] { targets_from_json(j, "in.json"); }),
             "\"targets\"[1].\"format\" is missing");
+}
+
+TEST(FormatsJson, FinfoAndIinfoRoundTripExactly) {
+  std::vector<FInfo> fs;
+  for (const auto& f : named_formats()) fs.push_back(finfo(f));
+  fs.push_back(finfo(parse_format("e5m7")));
+  for (const auto& i : fs) {
+    const Json j = to_json(i);
+    EXPECT_EQ(to_json(finfo_from_json(Json::parse(j.dump()), "in.json")).dump(), j.dump());
+  }
+  for (const auto& i : integer_types()) {
+    const Json j = to_json(i);
+    EXPECT_EQ(to_json(iinfo_from_json(Json::parse(j.dump()), "in.json")).dump(), j.dump());
+  }
+  Json bad = to_json(fs[0]);
+  bad["nan"] = "sometimes";
+  EXPECT_EQ(problem([&] { finfo_from_json(bad, "in.json"); }),
+            "\"nan\" is not a known kind ('sometimes')");
+  bad = to_json(integer_types()[0]);
+  bad.erase("max");
+  EXPECT_EQ(problem([&] { iinfo_from_json(bad, "in.json"); }), "\"max\" is missing");
+  std::ostringstream t;
+  render(t, fs, Terminal{});
+  EXPECT_NE(t.str().find("\nfloat16 "), std::string::npos) << t.str();
+  EXPECT_NE(t.str().find(" 65504 "), std::string::npos) << t.str();
+  std::ostringstream it;
+  render(it, integer_types(), Terminal{});
+  EXPECT_NE(it.str().find(" 18446744073709551615\n"), std::string::npos) << it.str();  // uint64
 }
 
 }  // namespace

@@ -208,4 +208,14 @@ void render(std::ostream& out, const TargetTable& t, const Terminal& term);
 // One target in full (aliases, formats, notes, sources).
 void render_detail(std::ostream& out, const Target& t);
 
+// ---- finfo, iinfo (docs/formats.md) ------------------------------------------------------
+// `--json` prints an array of these objects (no schema_version: the fields are torch's).
+Json to_json(const FInfo& i);
+FInfo finfo_from_json(const Json& j, const std::string& where);
+Json to_json(const IInfo& i);
+IInfo iinfo_from_json(const Json& j, const std::string& where);
+// Several formats (types) side by side, one row each.
+void render(std::ostream& out, const std::vector<FInfo>& infos, const Terminal& term);
+void render(std::ostream& out, const std::vector<IInfo>& infos, const Terminal& term);
+
 }  // namespace fpguard::report
