@@ -317,5 +317,69 @@ TEST(FormatsJson, FinfoAndIinfoRoundTripExactly) {
   EXPECT_NE(it.str().find(" 18446744073709551615\n"), std::string::npos) << it.str();  // uint64
 }
 
+// A tensor with an inf (max inf: null) and a NaN (ignored), an empty one, a string one, a
+// sequence and an empty optional.
+RunSummary run_summary() {
+  RunSummary r;
+  r.outputs.push_back({"y", ValueKind::tensor, {summarize(floats({3}, {1, INFINITY, NAN}))}});
+  r.outputs.push_back({"e", ValueKind::tensor, {summarize(floats({0, 2}, {}))}});
+  Tensor words(DType::string, {2});
+  r.outputs.push_back({"w", ValueKind::tensor, {summarize(words)}});
+  r.outputs.push_back({"s",
+                       ValueKind::sequence,
+                       {summarize(floats({2}, {-3, 0.5f})), summarize(floats({1}, {7}))}});
+  r.outputs.push_back({"o", ValueKind::none, {}});
+  r.load_ms = 1.25;
+  r.median_run_ms = 0.5;
+  r.runs = 3;
+  r.peak_rss_mib = 58.2;
+  r.start_rss_mib = 12;
+  return r;
+}
+
+TEST(RunJson, RoundTripsExactly) {
+  const RunSummary r = run_summary();
+  const Json j = to_json(r);
+  EXPECT_EQ(j["schema_version"], kRunSchema);
+  EXPECT_EQ(j["outputs"][0]["min"], 1.0);
+  EXPECT_TRUE(j["outputs"][0]["max"].is_null());  // inf
+  EXPECT_EQ(j["outputs"][0]["absmax"], nullptr);  // inf
+  EXPECT_TRUE(j["outputs"][1]["min"].is_null());  // empty
+  EXPECT_FALSE(j["outputs"][2].contains("min"));  // string: no range
+  EXPECT_EQ(j["outputs"][3]["items"][0]["min"], -3.0);
+  EXPECT_EQ(j["outputs"][4]["kind"], "none");
+  const RunSummary back = run_from_json(Json::parse(j.dump(2)), "in.json");
+  EXPECT_EQ(to_json(back).dump(), j.dump());
+  EXPECT_EQ(back.outputs[0].items[0].max, INFINITY);
+  EXPECT_EQ(back.outputs[3].kind, ValueKind::sequence);
+  std::ostringstream t;
+  render(t, r, Terminal{});
+  EXPECT_EQ(t.str(),
+            "y  float32 [3]  min 1  max inf  absmax inf\n"
+            "e  float32 [0,2]\n"
+            "w  string [2]\n"
+            "s  sequence of 2 tensors\n"
+            "  [0]  float32 [2]  min -3  max 0.5  absmax 3\n"
+            "  [1]  float32 [1]  min 7  max 7  absmax 7\n"
+            "o  empty optional\n"
+            "load 1.25 ms, run 0.50 ms (median of 3), peak memory 58 MiB (12 MiB at start)\n");
+}
+
+TEST(RunJson, BadFieldIsNamed) {
+  const Json good = to_json(run_summary());
+  Json j = good;
+  j["outputs"][3]["items"][1].erase("dtype");
+  EXPECT_EQ(problem([&] { run_from_json(j, "in.json"); }),
+            "\"outputs\"[3].\"items\"[1].\"dtype\" is missing");
+  j = good;
+  j["outputs"][4]["kind"] = "map";
+  EXPECT_EQ(problem([&] { run_from_json(j, "in.json"); }),
+            "\"outputs\"[4].\"kind\" is not tensor, sequence or none");
+  j = good;
+  j["timing"]["runs"] = -1;
+  EXPECT_EQ(problem([&] { run_from_json(j, "in.json"); }), "\"timing\".\"runs\" is not a count");
+  EXPECT_EQ(ops_json({"Add", "Mul"}).dump(), R"({"schema_version":1,"ops":["Add","Mul"]})");
+}
+
 }  // namespace
 }  // namespace fpguard::report

@@ -5,6 +5,7 @@
 // calls the library and renders through here; a Python API or a web page can do the same.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <iosfwd>
@@ -217,5 +218,34 @@ IInfo iinfo_from_json(const Json& j, const std::string& where);
 // Several formats (types) side by side, one row each.
 void render(std::ostream& out, const std::vector<FInfo>& infos, const Terminal& term);
 void render(std::ostream& out, const std::vector<IInfo>& infos, const Terminal& term);
+
+// ---- run, ops (README, docs/executor.md) -------------------------------------------------
+inline constexpr int kRunSchema = 1;
+// What `fpguard run` shows of one tensor: its shape, dtype and range, NaN ignored (an inf
+// shows: an overflowed output has max inf). Empty and string tensors have no range.
+struct TensorSummary {
+  std::vector<std::int64_t> shape;
+  DType dtype = DType::float32;
+  double min = NAN, max = NAN, absmax = NAN;
+};
+TensorSummary summarize(const Tensor& t);
+// One graph output: a tensor (one item), a sequence (one item per element) or an empty
+// optional (none).
+struct OutputSummary {
+  std::string name;
+  ValueKind kind = ValueKind::tensor;
+  std::vector<TensorSummary> items;
+};
+struct RunSummary {
+  std::vector<OutputSummary> outputs;
+  double load_ms = 0, median_run_ms = 0;
+  std::uint64_t runs = 0;
+  double peak_rss_mib = 0, start_rss_mib = 0;
+};
+Json to_json(const RunSummary& r);
+RunSummary run_from_json(const Json& j, const std::string& where);
+void render(std::ostream& out, const RunSummary& r, const Terminal& term);
+// `fpguard ops --json`: {"schema_version": 1, "ops": [...]}.
+Json ops_json(const std::vector<std::string>& names);
 
 }  // namespace fpguard::report

@@ -3,19 +3,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <cmath>
-#include <nlohmann/json.hpp>
 
 namespace fpguard::cli {
 
 // 0 success, 1 completed with findings, 2 error (set by main on fpguard::Error).
 inline int exit_code = 0;
-
-// A number for JSON output. JSON has no inf or NaN: those become null (documented with
-// each command's schema).
-inline nlohmann::ordered_json json_number(double v) {
-  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
-}
 
 void add_finfo(CLI::App& app);
 void add_iinfo(CLI::App& app);
