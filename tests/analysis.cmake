@@ -15,6 +15,13 @@ target_include_directories(report_tests PRIVATE ${PROJECT_SOURCE_DIR}/src)
 gtest_discover_tests(report_tests TEST_PREFIX "report_" DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES
   PROPERTIES LABELS analysis)
 
+# ... and for inspect, gemm-error, accum and targets (report_cmds_test.cpp).
+add_executable(report_cmds_tests report_cmds_test.cpp)
+target_link_libraries(report_cmds_tests PRIVATE fpguard_lib GTest::gtest_main)
+target_include_directories(report_cmds_tests PRIVATE ${PROJECT_SOURCE_DIR}/src)
+gtest_discover_tests(report_cmds_tests TEST_PREFIX "report_cmds_" DISCOVERY_TIMEOUT 60
+  NO_PRETTY_VALUES PROPERTIES LABELS analysis)
+
 add_test(NAME cli.check
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_test.py
                  --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)

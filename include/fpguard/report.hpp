@@ -5,15 +5,20 @@
 // calls the library and renders through here; a Python API or a web page can do the same.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <iosfwd>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "fpguard/analysis.hpp"
+#include "fpguard/experiments.hpp"
+#include "fpguard/stats.hpp"
+#include "fpguard/tensor.hpp"
 
 namespace fpguard::report {
 
@@ -154,5 +159,106 @@ void render(std::ostream& out, const analysis::Plan& p, const PlanText& o, const
 std::string trtexec_flags(const analysis::Plan& p);
 // ONNX Runtime / onnxconverter-common block lists.
 Json ort_block_lists(const analysis::Plan& p);
+
+// ---- inspect (docs/inspect.md) -----------------------------------------------------------
+inline constexpr int kInspectSchema = 1;
+// One tensor of `fpguard inspect`: as the file names it, and its statistics.
+struct InspectedTensor {
+  std::string name;
+  DType dtype = DType::float32;
+  std::vector<std::int64_t> shape;
+  Stats stats;
+};
+Json to_json(const InspectedTensor& t);  // one entry of "tensors"
+// {"schema_version", "tensors": [...]}.
+Json to_json(const std::vector<InspectedTensor>& ts);
+// One entry of "tensors" read back: its statistics (numbers exact, formats by name) ...
+Stats stats_from_json(const Json& tensor, const std::string& where);
+// ... with its name, dtype and shape; and the whole document. Every error names `where`.
+InspectedTensor inspected_from_json(const Json& tensor, const std::string& where);
+std::vector<InspectedTensor> inspect_from_json(const Json& j, const std::string& where);
+
+struct InspectText {
+  bool histogram = false;  // the exponent histogram as a bar chart
+};
+// The statistics, then one row per format (the verdict coloured).
+void render(std::ostream& out, const InspectedTensor& t, const InspectText& o,
+            const Terminal& term);
+
+// ---- gemm-error, accum, targets (docs/experiments.md) ------------------------------------
+inline constexpr int kExperimentsSchema = 1;
+
+// `fpguard gemm-error`: the rows and the data they were measured on.
+struct GemmErrorTable {
+  Distribution distribution;
+  std::uint64_t seed = 0;
+  std::vector<GemmErrorRow> rows;
+};
+Json to_json(const GemmErrorTable& t);
+GemmErrorTable gemm_error_from_json(const Json& j, const std::string& where);
+void render(std::ostream& out, const GemmErrorTable& t, const Terminal& term);
+
+// `fpguard accum`: one row per format, or why the format was skipped (--all).
+struct AccumEntry {
+  std::string format;
+  std::optional<AccumRow> row;
+  std::string skipped;  // when !row: "<where>: <what>" of the Error
+};
+Json to_json(const std::vector<AccumEntry>& entries);
+std::vector<AccumEntry> accum_from_json(const Json& j, const std::string& where);
+void render(std::ostream& out, const std::vector<AccumEntry>& entries, const Terminal& term);
+
+// `fpguard targets`: the targets listed, and the format asked about (--format), if any.
+struct TargetTable {
+  std::vector<Target> targets;
+  std::optional<Format> format;
+};
+Json to_json(const TargetTable& t);
+TargetTable targets_from_json(const Json& j, const std::string& where);
+// "matrix", "vector" or "no": where t computes in f natively.
+std::string_view runs_where(const Target& t, const Format& f);
+// One row per target; with a format, whether each runs it.
+void render(std::ostream& out, const TargetTable& t, const Terminal& term);
+// One target in full (aliases, formats, notes, sources).
+void render_detail(std::ostream& out, const Target& t);
+
+// ---- finfo, iinfo (docs/formats.md) ------------------------------------------------------
+// `--json` prints an array of these objects (no schema_version: the fields are torch's).
+Json to_json(const FInfo& i);
+FInfo finfo_from_json(const Json& j, const std::string& where);
+Json to_json(const IInfo& i);
+IInfo iinfo_from_json(const Json& j, const std::string& where);
+// Several formats (types) side by side, one row each.
+void render(std::ostream& out, const std::vector<FInfo>& infos, const Terminal& term);
+void render(std::ostream& out, const std::vector<IInfo>& infos, const Terminal& term);
+
+// ---- run, ops (README, docs/executor.md) -------------------------------------------------
+inline constexpr int kRunSchema = 1;
+// What `fpguard run` shows of one tensor: its shape, dtype and range, NaN ignored (an inf
+// shows: an overflowed output has max inf). Empty and string tensors have no range.
+struct TensorSummary {
+  std::vector<std::int64_t> shape;
+  DType dtype = DType::float32;
+  double min = NAN, max = NAN, absmax = NAN;
+};
+TensorSummary summarize(const Tensor& t);
+// One graph output: a tensor (one item), a sequence (one item per element) or an empty
+// optional (none).
+struct OutputSummary {
+  std::string name;
+  ValueKind kind = ValueKind::tensor;
+  std::vector<TensorSummary> items;
+};
+struct RunSummary {
+  std::vector<OutputSummary> outputs;
+  double load_ms = 0, median_run_ms = 0;
+  std::uint64_t runs = 0;
+  double peak_rss_mib = 0, start_rss_mib = 0;
+};
+Json to_json(const RunSummary& r);
+RunSummary run_from_json(const Json& j, const std::string& where);
+void render(std::ostream& out, const RunSummary& r, const Terminal& term);
+// `fpguard ops --json`: {"schema_version": 1, "ops": [...]}.
+Json ops_json(const std::vector<std::string>& names);
 
 }  // namespace fpguard::report

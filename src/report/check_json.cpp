@@ -6,6 +6,7 @@
 
 #include "fpguard/error.hpp"
 #include "fpguard/report.hpp"
+#include "json_reader.hpp"
 
 namespace fpguard::report {
 
@@ -134,67 +135,8 @@ Json rule_json(const analysis::RuleFinding& r) {
 
 // ---- reading ---------------------------------------------------------------------------
 
-// Field access that names what is wrong: "<where>: \"nodes\"[3].\"name\" is missing".
-struct Reader {
-  const std::string& where;
-
-  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
-    throw Error(where, path + " " + what);
-  }
-  const Json& at(const Json& j, const char* key, const std::string& path) const {
-    if (!j.is_object()) fail(path, "is not an object");
-    auto it = j.find(key);
-    if (it == j.end()) fail(path + ".\"" + key + "\"", "is missing");
-    return *it;
-  }
-  std::string str(const Json& j, const char* key, const std::string& path) const {
-    const Json& v = at(j, key, path);
-    if (!v.is_string()) fail(path + ".\"" + key + "\"", "is not a string");
-    return v.get<std::string>();
-  }
-  // A number; null reads as `null_is` (what the writer wrote null for).
-  double real(const Json& j, const char* key, const std::string& path,
-              double null_is = std::numeric_limits<double>::quiet_NaN()) const {
-    const Json& v = at(j, key, path);
-    if (v.is_null()) return null_is;
-    if (!v.is_number()) fail(path + ".\"" + key + "\"", "is not a number");
-    return v.get<double>();
-  }
-  std::uint64_t u64(const Json& j, const char* key, const std::string& path) const {
-    const Json& v = at(j, key, path);
-    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0))
-      fail(path + ".\"" + key + "\"", "is not a count");
-    return v.get<std::uint64_t>();
-  }
-  bool boolean(const Json& j, const char* key, const std::string& path) const {
-    const Json& v = at(j, key, path);
-    if (!v.is_boolean()) fail(path + ".\"" + key + "\"", "is not true or false");
-    return v.get<bool>();
-  }
-  std::vector<std::string> strings(const Json& j, const char* key, const std::string& path) const {
-    const Json& v = at(j, key, path);
-    if (!v.is_array()) fail(path + ".\"" + key + "\"", "is not an array");
-    std::vector<std::string> out;
-    for (const auto& s : v) {
-      if (!s.is_string()) fail(path + ".\"" + key + "\"", "holds a non-string");
-      out.push_back(s.get<std::string>());
-    }
-    return out;
-  }
-  const Json& array(const Json& j, const char* key, const std::string& path) const {
-    const Json& v = at(j, key, path);
-    if (!v.is_array()) fail(path + ".\"" + key + "\"", "is not an array");
-    return v;
-  }
-  // An enum written by to_string: the value whose name it is.
-  template <class E>
-  E kind(const Json& j, const char* key, const std::string& path, E last) const {
-    const std::string s = str(j, key, path);
-    for (int i = 0; i <= static_cast<int>(last); ++i)
-      if (analysis::to_string(static_cast<E>(i)) == s) return static_cast<E>(i);
-    fail(path + ".\"" + key + "\"", "is not a known kind ('" + s + "')");
-  }
-
+// The diagnosis' own structures, on the shared field access.
+struct Reader : detail::JsonReader {
   Comparison comparison(const Json& j, const std::string& path) const {
     Comparison c;
     c.count = u64(j, "count", path);
@@ -277,21 +219,7 @@ struct Reader {
     t.headroom_bits = real(j, "headroom_bits", path, INFINITY);
     t.local = comparison(at(j, "local", path), path + ".\"local\"");
     t.propagated = comparison(at(j, "propagated", path), path + ".\"propagated\"");
-    const Json& h = at(j, "exponent_histogram", path);
-    if (!h.is_object()) fail(path + ".\"exponent_histogram\"", "is not an object");
-    for (auto it = h.begin(); it != h.end(); ++it) {
-      int e = 0;
-      try {
-        std::size_t used = 0;
-        e = std::stoi(it.key(), &used);
-        if (used != it.key().size()) throw std::invalid_argument("trailing");
-      } catch (const std::exception&) {
-        fail(path + ".\"exponent_histogram\"", "has a key that is not an integer");
-      }
-      if (!it.value().is_number_unsigned())
-        fail(path + ".\"exponent_histogram\"", "has a count that is not a count");
-      t.exponent_histogram[e] = it.value().get<std::uint64_t>();
-    }
+    t.exponent_histogram = histogram(j, "exponent_histogram", path);
     return t;
   }
 
@@ -338,10 +266,6 @@ struct Reader {
     return r;
   }
 };
-
-std::string item(const char* key, std::size_t i) {
-  return std::string("\"") + key + "\"[" + std::to_string(i) + "]";
-}
 
 }  // namespace
 
@@ -400,9 +324,8 @@ Json to_json(const std::vector<analysis::Diagnosis>& ds, const std::string& mode
 }
 
 analysis::Diagnosis diagnosis_from_json(const Json& j, const std::string& where) {
-  const Reader r{where};
-  if (!j.is_object() || !j.contains("schema_version") || j["schema_version"] != kCheckSchema)
-    throw Error(where, "not a check diagnosis of schema_version " + std::to_string(kCheckSchema));
+  const Reader r{{where}};
+  r.schema(j, kCheckSchema, "a check diagnosis");
   analysis::Diagnosis d;
   d.model = r.str(j, "model", "");
   d.precision = r.str(j, "precision", "");
@@ -418,7 +341,7 @@ analysis::Diagnosis diagnosis_from_json(const Json& j, const std::string& where)
   d.pass = verdict == "pass";
   const Json& outputs = r.array(j, "outputs", "");
   for (std::size_t i = 0; i < outputs.size(); ++i) {
-    const std::string p = item("outputs", i);
+    const std::string p = detail::item("", "outputs", i);
     analysis::OutputVerdict v;
     v.name = r.str(outputs[i], "name", p);
     v.max_abs_error = r.real(outputs[i], "max_abs_error", p);
@@ -431,16 +354,16 @@ analysis::Diagnosis diagnosis_from_json(const Json& j, const std::string& where)
   }
   const Json& origins = r.array(j, "origins", "");
   for (std::size_t i = 0; i < origins.size(); ++i)
-    d.origins.push_back(r.origin(origins[i], item("origins", i)));
+    d.origins.push_back(r.origin(origins[i], detail::item("", "origins", i)));
   const Json& nodes = r.array(j, "nodes", "");
   for (std::size_t i = 0; i < nodes.size(); ++i)
-    d.nodes.push_back(r.node(nodes[i], item("nodes", i)));
+    d.nodes.push_back(r.node(nodes[i], detail::item("", "nodes", i)));
   const Json& rules = r.array(j, "rules", "");
   for (std::size_t i = 0; i < rules.size(); ++i)
-    d.rules.push_back(r.rule(rules[i], item("rules", i)));
+    d.rules.push_back(r.rule(rules[i], detail::item("", "rules", i)));
   const Json& notes = r.array(j, "notes", "");
   for (std::size_t i = 0; i < notes.size(); ++i) {
-    const std::string p = item("notes", i);
+    const std::string p = detail::item("", "notes", i);
     analysis::Note n;
     n.kind = r.kind(notes[i], "kind", p, analysis::NoteKind::generated);
     n.count = r.u64(notes[i], "count", p);

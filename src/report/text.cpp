@@ -58,10 +58,18 @@ Json number(double v) {
 
 namespace {
 
-// Display width of UTF-8 text: code points (continuation bytes do not count).
+// Display width of UTF-8 text: code points (continuation bytes do not count), and no
+// width for colour escapes (ESC [ ... m), so that a coloured verdict aligns like a plain one.
 std::size_t columns(std::string_view s) {
-  return static_cast<std::size_t>(
-      std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\033' && i + 1 < s.size() && s[i + 1] == '[') {
+      while (i < s.size() && s[i] != 'm') ++i;
+      continue;
+    }
+    n += (s[i] & 0xC0) != 0x80;
+  }
+  return n;
 }
 
 // The byte offset of code point `cp` in `s`.
@@ -120,6 +128,7 @@ void Table::render(std::ostream& out, std::size_t width, std::string_view indent
         s += cell + (last ? "" : pad);
       if (!last) s += "  ";
     }
+    while (!s.empty() && s.back() == ' ') s.pop_back();  // an empty last cell
     out << s << "\n";
   };
   std::vector<std::string> header;

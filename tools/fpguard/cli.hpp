@@ -3,8 +3,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <cmath>
-#include <nlohmann/json.hpp>
 
 #include "fpguard/error.hpp"
 
@@ -12,12 +10,6 @@ namespace fpguard::cli {
 
 // 0 success, 1 completed with findings, 2 error (set by main on fpguard::Error).
 inline int exit_code = 0;
-
-// A number for JSON output. JSON has no inf or NaN: those become null (documented with
-// each command's schema).
-inline nlohmann::ordered_json json_number(double v) {
-  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
-}
 
 // The flag that sets a library option named `option` (fpguard::Error::in_option):
 // "keep_fp32" -> "--keep-fp32", "disabled_rules" -> "--disable-rule".

@@ -1,15 +1,12 @@
 // `fpguard accum`: when a running sum in a format stops growing, and how naive, pairwise
 // and Kahan sums of n terms compare.
-#include <fmt/format.h>
-
-#include <cmath>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cli.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/experiments.hpp"
+#include "fpguard/report.hpp"
 
 namespace fpguard::cli {
 
@@ -21,21 +18,6 @@ struct AccumArgs {
   std::uint64_t n = 0;
   bool all = false, json = false;
 };
-
-using Json = nlohmann::ordered_json;
-
-Json number(double v) {
-  return std::isfinite(v) ? Json(v) : Json(nullptr);
-}
-Json count(const std::optional<std::uint64_t>& c) {
-  return c ? Json(*c) : Json(nullptr);
-}
-
-std::string num(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return "inf";
-  return fmt::format("{:.4g}", v);
-}
 
 void run(const AccumArgs& a) {
   std::vector<Format> formats;
@@ -53,65 +35,20 @@ void run(const AccumArgs& a) {
   o.start = a.start;
   o.n = a.n;
   // Every row first, so that an error leaves nothing on stdout.
-  struct Done {
-    Format format;
-    std::optional<AccumRow> row;
-    std::string skipped;
-  };
-  std::vector<Done> done;
+  std::vector<report::AccumEntry> entries;
   for (const auto& f : formats) {
     try {
-      done.push_back({f, accum_limits(f, o), ""});
+      entries.push_back({f.name, accum_limits(f, o), ""});
     } catch (const Error& e) {
       if (!a.all) throw;  // one format: a bad value is an error; --all: a skipped row
-      done.push_back({f, std::nullopt, where_of(e) + ": " + e.problem()});
+      entries.push_back({f.name, std::nullopt, where_of(e) + ": " + e.problem()});
     }
   }
-  auto rows = Json::array();
-  const char* row = "{:<16} {:>11} {:>11} {:>12} {:>11} {:>9} {:>10} {:>10} {:>10}\n";
-  if (!a.json) {
-    std::cout << "S_0 = start, S_k = fl(S_(k-1) + value) in the format: stagnates at k when "
-                 "S_k + value rounds back to S_k.\n";
-    std::cout << fmt::format(fmt::runtime(row), "format", "value", "start", "stagnates_at",
-                             "exact_upto", "n", "naive", "pairwise", "kahan");
-  }
-  for (const auto& d : done) {
-    if (!d.row) {
-      if (a.json)
-        rows.push_back(Json{{"format", d.format.name}, {"skipped", d.skipped}});
-      else
-        std::cout << fmt::format("{:<16} (skipped: {})\n", d.format.name, d.skipped);
-      continue;
-    }
-    const AccumRow& r = *d.row;
-    if (a.json) {
-      Json j;
-      j["format"] = r.format;
-      j["value"] = r.value;
-      j["start"] = r.start;
-      j["stagnation_count"] = count(r.stagnation_count);
-      j["overflow_count"] = count(r.overflow_count);
-      j["exact_count"] = r.exact_count;
-      j["n"] = r.n;
-      j["naive_rel_error"] = number(r.naive_rel_error);
-      j["pairwise_rel_error"] = number(r.pairwise_rel_error);
-      j["kahan_rel_error"] = number(r.kahan_rel_error);
-      rows.push_back(j);
-      continue;
-    }
-    const std::string stag = r.stagnation_count
-                                 ? std::to_string(*r.stagnation_count)
-                                 : fmt::format("ovf@{}", r.overflow_count.value_or(0));
-    std::cout << fmt::format(fmt::runtime(row), r.format, num(r.value), num(r.start), stag,
-                             r.exact_count, r.n, num(r.naive_rel_error), num(r.pairwise_rel_error),
-                             num(r.kahan_rel_error));
-  }
-  if (a.json) {
-    Json out;
-    out["schema_version"] = 1;
-    out["rows"] = rows;
-    std::cout << out.dump(2) << "\n";
-  }
+  if (a.json)
+    std::cout << report::to_json(entries).dump(2) << "\n";
+  else
+    report::render(std::cout, entries,
+                   report::Terminal::detect(report::ColorMode::automatic, true));
 }
 
 }  // namespace

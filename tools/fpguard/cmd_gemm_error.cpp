@@ -1,15 +1,12 @@
 // `fpguard gemm-error`: how far a matrix product in a low-precision format is from the
 // truth, per size and format, next to the classical error bounds.
-#include <fmt/format.h>
-
-#include <cmath>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cli.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/experiments.hpp"
+#include "fpguard/report.hpp"
 
 namespace fpguard::cli {
 
@@ -19,17 +16,11 @@ struct GemmErrorArgs {
   std::string sizes = "128,256,512,1024";
   std::string formats = "fp16,bf16,tf32,float8_e4m3fn,float8_e5m2,fp32";
   std::string accumulate = "fp32", accumulation = "auto", output = "same";
-  std::string distribution = "normal";
+  std::string distribution = "normal", color = "auto";
   int samples = 1, threads = 0;
   std::uint64_t seed = 0;
   bool json = false;
 };
-
-std::string num(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return "inf";
-  return fmt::format("{:.3g}", v);
-}
 
 void run(const GemmErrorArgs& a) {
   GemmErrorOptions o;
@@ -46,58 +37,12 @@ void run(const GemmErrorArgs& a) {
   o.samples = a.samples;
   o.seed = a.seed;
   o.threads = a.threads;
-  const auto rows = gemm_error(o);
-
-  if (a.json) {
-    auto arr = nlohmann::ordered_json::array();
-    for (const auto& r : rows) {
-      nlohmann::ordered_json j;
-      j["size"] = r.size;
-      j["format"] = r.format;
-      j["accumulate"] = r.accumulate;
-      j["accumulation"] = r.accumulation;
-      j["output"] = r.output;
-      j["samples"] = r.samples;
-      j["mean_abs_error"] = json_number(r.mean_abs_error);
-      j["max_abs_error"] = json_number(r.max_abs_error);
-      j["max_rel_error"] = json_number(r.max_rel_error);
-      j["normwise_error"] = json_number(r.normwise_error);
-      j["input_rounding_error"] = json_number(r.input_rounding_error);
-      j["bound_deterministic"] = json_number(r.bound_deterministic);
-      j["bound_probabilistic"] = json_number(r.bound_probabilistic);
-      j["rel_floor"] = json_number(r.rel_floor);
-      j["overflow"] = r.overflow;
-      j["bound_violations"] = r.bound_violations ? nlohmann::ordered_json(*r.bound_violations)
-                                                 : nlohmann::ordered_json(nullptr);
-      arr.push_back(j);
-    }
-    nlohmann::ordered_json out;
-    out["schema_version"] = 1;
-    out["distribution"] = to_string(o.distribution);
-    out["seed"] = o.seed;
-    out["rows"] = arr;
-    std::cout << out.dump(2) << "\n";
-    return;
-  }
-  std::cout << fmt::format(
-      "A, B: n x n, entries {}, {} sample{}, seed {}. Errors of C against the truth from the "
-      "rounded inputs; input = input-rounding error; bounds normwise.\n",
-      to_string(o.distribution), o.samples, o.samples == 1 ? "" : "s", o.seed);
-  const char* row = "{:>6} {:<15} {:<10} {:<11} {:<15} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n";
-  std::cout << fmt::format(fmt::runtime(row), "n", "format", "accumulate", "order", "output",
-                           "mean_abs", "max_abs", "max_rel", "normwise", "input", "bound_det",
-                           "bound_prob");
-  for (const auto& r : rows) {
-    std::string note;
-    if (r.overflow) note = fmt::format("  ({} outputs overflowed)", r.overflow);
-    if (r.bound_violations && *r.bound_violations)
-      note += fmt::format("  ({} elements above the bound: please report)", *r.bound_violations);
-    std::cout << fmt::format(
-        fmt::runtime(row), r.size, r.format, r.accumulate, r.accumulation, r.output,
-        num(r.mean_abs_error), num(r.max_abs_error), num(r.max_rel_error), num(r.normwise_error),
-        num(r.input_rounding_error), num(r.bound_deterministic), num(r.bound_probabilistic));
-    if (!note.empty()) std::cout << note << "\n";
-  }
+  const report::ColorMode color = report::parse_color(a.color, "--color " + a.color);
+  const report::GemmErrorTable t{o.distribution, o.seed, gemm_error(o)};
+  if (a.json)
+    std::cout << report::to_json(t).dump(2) << "\n";
+  else
+    report::render(std::cout, t, report::Terminal::detect(color, true));
 }
 
 }  // namespace
@@ -120,6 +65,8 @@ void add_gemm_error(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "Seed (default 0)");
   cmd->add_option("--threads", a->threads, "Threads (default: all cores)");
   cmd->add_flag("--json", a->json, "Print JSON (schema in docs/experiments.md)");
+  cmd->add_option("--color", a->color,
+                  "Colour a bound violation: auto (default; off with NO_COLOR), always, never");
   cmd->footer(
       "Examples:\n  fpguard gemm-error --sizes 256,1024 --formats fp16,bf16\n"
       "  fpguard gemm-error --formats fp16 --accumulate fp16 --sizes 64,256,1024\n"

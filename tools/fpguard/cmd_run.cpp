@@ -1,8 +1,7 @@
 // `fpguard run`: runs an ONNX model on the CPU (optionally emulating a low precision per
 // node), writes the outputs as .npy + outputs.json and prints a summary. `fpguard ops`
-// lists the registered operators (the conformance runner asks it).
-#include <fmt/format.h>
-
+// lists the registered operators (the conformance runner asks it). The summary is rendered
+// by the report layer.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,6 +18,7 @@
 #include "fpguard/exec.hpp"
 #include "fpguard/io.hpp"
 #include "fpguard/model.hpp"
+#include "fpguard/report.hpp"
 #include "fpguard/tensor.hpp"
 #include "inputs.hpp"
 
@@ -106,29 +106,6 @@ class DumpObserver : public exec::Observer {
   std::vector<NamedValue> values;
 };
 
-// A tensor's summary for the printed result: shape, dtype, min, max, absmax (NaN ignored).
-struct Summary {
-  json j;
-  std::string text;
-};
-Summary summarize(const Tensor& t) {
-  json shape = t.shape();
-  if (t.dtype() == DType::string)  // no numeric range
-    return {{{"shape", shape}, {"dtype", "string"}}, "string " + shape.dump()};
-  std::vector<double> v(t.size());
-  to_double(t, v);
-  double mn = INFINITY, mx = -INFINITY, am = 0;
-  for (double x : v)
-    if (!std::isnan(x)) mn = std::min(mn, x), mx = std::max(mx, x), am = std::max(am, std::fabs(x));
-  return {{{"shape", shape},
-           {"dtype", std::string(to_string(t.dtype()))},
-           {"min", v.empty() ? json(nullptr) : json_number(mn)},
-           {"max", v.empty() ? json(nullptr) : json_number(mx)},
-           {"absmax", v.empty() ? json(nullptr) : json_number(am)}},
-          fmt::format("{} {}  min {:.6g}  max {:.6g}  absmax {:.6g}", to_string(t.dtype()),
-                      shape.dump(), mn, mx, am)};
-}
-
 // This process's resident memory now and at its peak, in MiB: VmRSS and VmHWM of
 // /proc/self/status (getrusage's ru_maxrss would include a parent's peak, kept across exec).
 double status_mib(const char* field) {
@@ -193,44 +170,22 @@ void run(const RunArgs& a) {
   if (!a.outputs_dir.empty()) write_values(a.outputs_dir, outputs);
   if (!a.dump_dir.empty()) write_values(a.dump_dir, dump.values);
 
-  // A tensor output: {name, shape, dtype, min, max, absmax}; a sequence: {name, kind,
-  // items: [{shape, dtype, ...}]}; an empty optional: {name, kind: "none"}.
-  json outs = json::array();
-  std::string text;
+  report::RunSummary summary;
   for (const auto& [name, v] : outputs) {
-    if (v.is_tensor()) {
-      auto s = summarize(v.tensor);
-      json o = {{"name", name}};
-      o.update(s.j);
-      outs.push_back(o);
-      text += name + "  " + s.text + "\n";
-    } else if (v.kind == ValueKind::sequence) {
-      json items = json::array();
-      text += fmt::format("{}  sequence of {} tensors\n", name, v.items.size());
-      for (std::size_t i = 0; i < v.items.size(); ++i) {
-        auto s = summarize(v.items[i]);
-        items.push_back(s.j);
-        text += fmt::format("  [{}]  {}\n", i, s.text);
-      }
-      outs.push_back({{"name", name}, {"kind", "sequence"}, {"items", items}});
-    } else {
-      outs.push_back({{"name", name}, {"kind", "none"}});
-      text += name + "  empty optional\n";
-    }
+    report::OutputSummary o{name, v.kind, {}};
+    if (v.is_tensor()) o.items.push_back(report::summarize(v.tensor));
+    for (const auto& item : v.items) o.items.push_back(report::summarize(item));
+    summary.outputs.push_back(std::move(o));
   }
-  if (a.json) {
-    json j = {{"schema_version", 1},
-              {"outputs", outs},
-              {"timing", {{"load_ms", load_ms}, {"median_run_ms", median}, {"runs", times.size()}}},
-              {"memory", {{"peak_rss_mib", peak_rss_mib()}, {"start_rss_mib", base_mib}}}};
-    std::cout << j.dump(2) << "\n";
-  } else {
-    std::cout << text
-              << fmt::format(
-                     "load {:.2f} ms, run {:.2f} ms (median of {}), peak memory {:.0f} MiB "
-                     "({:.0f} MiB at start)\n",
-                     load_ms, median, times.size(), peak_rss_mib(), base_mib);
-  }
+  summary.load_ms = load_ms;
+  summary.median_run_ms = median;
+  summary.runs = times.size();
+  summary.peak_rss_mib = peak_rss_mib();
+  summary.start_rss_mib = base_mib;
+  if (a.json)
+    std::cout << report::to_json(summary).dump(2) << "\n";
+  else
+    report::render(std::cout, summary, report::Terminal::detect(report::ColorMode::never, true));
 }
 
 }  // namespace
@@ -264,7 +219,7 @@ void add_run(CLI::App& app) {
   ops->callback([json_flag] {
     const auto names = exec::Registry::global().names();
     if (*json_flag) {
-      std::cout << json({{"schema_version", 1}, {"ops", names}}).dump() << "\n";
+      std::cout << report::ops_json(names).dump() << "\n";
     } else {
       for (const auto& n : names) std::cout << n << "\n";
     }

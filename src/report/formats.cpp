@@ -1,0 +1,120 @@
+// `fpguard finfo` and `fpguard iinfo` as JSON (docs/formats.md), read back, and as tables.
+// A single format prints as torch does (fpguard::to_torch_string), not here.
+#include <limits>
+#include <ostream>
+
+#include "fpguard/format.hpp"
+#include "fpguard/report.hpp"
+#include "json_reader.hpp"
+
+namespace fpguard::report {
+
+namespace {
+
+int int_at(const detail::JsonReader& r, const Json& j, const char* key) {
+  const std::int64_t v = r.i64(j, key, "");
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
+    r.fail(detail::JsonReader::field("", key), "is out of range");
+  return static_cast<int>(v);
+}
+
+std::string yes_no(bool b) {
+  return b ? "yes" : "no";
+}
+
+}  // namespace
+
+Json to_json(const FInfo& i) {
+  return {{"dtype", i.dtype},
+          {"bits", i.bits},
+          {"eps", i.eps},
+          {"max", i.max},
+          {"min", i.min},
+          {"tiny", i.tiny},
+          {"smallest_normal", i.smallest_normal},
+          {"smallest_subnormal", i.smallest_subnormal},
+          {"resolution", i.resolution},
+          {"maxexp", i.maxexp},
+          {"minexp", i.minexp},
+          {"exponent_bits", i.exponent_bits},
+          {"mantissa_bits", i.mantissa_bits},
+          {"bias", i.bias},
+          {"precision", i.precision},
+          {"has_inf", i.has_inf},
+          {"nan", std::string(to_string(i.nan))},
+          {"has_subnormals", i.has_subnormals}};
+}
+
+FInfo finfo_from_json(const Json& j, const std::string& where) {
+  const detail::JsonReader r{where};
+  FInfo i;
+  i.dtype = r.str(j, "dtype", "");
+  i.bits = int_at(r, j, "bits");
+  i.eps = r.real(j, "eps", "");
+  i.max = r.real(j, "max", "");
+  i.min = r.real(j, "min", "");
+  i.tiny = r.real(j, "tiny", "");
+  i.smallest_normal = r.real(j, "smallest_normal", "");
+  i.smallest_subnormal = r.real(j, "smallest_subnormal", "");
+  i.resolution = r.real(j, "resolution", "");
+  i.maxexp = int_at(r, j, "maxexp");
+  i.minexp = int_at(r, j, "minexp");
+  i.exponent_bits = int_at(r, j, "exponent_bits");
+  i.mantissa_bits = int_at(r, j, "mantissa_bits");
+  i.bias = int_at(r, j, "bias");
+  i.precision = int_at(r, j, "precision");
+  i.has_inf = r.boolean(j, "has_inf", "");
+  i.nan = r.kind(j, "nan", "", NanEncoding::none);
+  i.has_subnormals = r.boolean(j, "has_subnormals", "");
+  return i;
+}
+
+Json to_json(const IInfo& i) {
+  return {{"dtype", i.dtype},
+          {"bits", i.bits},
+          {"is_signed", i.is_signed},
+          {"min", i.min},
+          {"max", i.max}};
+}
+
+IInfo iinfo_from_json(const Json& j, const std::string& where) {
+  const detail::JsonReader r{where};
+  IInfo i;
+  i.dtype = r.str(j, "dtype", "");
+  i.bits = int_at(r, j, "bits");
+  i.is_signed = r.boolean(j, "is_signed", "");
+  i.min = r.i64(j, "min", "");
+  i.max = r.u64(j, "max", "");
+  return i;
+}
+
+void render(std::ostream& out, const std::vector<FInfo>& infos, const Terminal& term) {
+  Table table({{"dtype"},
+               {"bits", Align::right},
+               {"e", Align::right},
+               {"m", Align::right},
+               {"bias", Align::right},
+               {"max", Align::right},
+               {"smallest_normal", Align::right},
+               {"smallest_subn", Align::right},
+               {"eps", Align::right},
+               {"inf", Align::right},
+               {"nan", Align::right},
+               {"subn", Align::right}});
+  for (const auto& i : infos)
+    table.add({i.dtype, std::to_string(i.bits), std::to_string(i.exponent_bits),
+               std::to_string(i.mantissa_bits), std::to_string(i.bias), num(i.max),
+               num(i.smallest_normal), num(i.smallest_subnormal), num(i.eps), yes_no(i.has_inf),
+               std::string(to_string(i.nan)), yes_no(i.has_subnormals)});
+  table.render(out, term.width, "");
+}
+
+void render(std::ostream& out, const std::vector<IInfo>& infos, const Terminal& term) {
+  // The limits exactly: they are what the command is asked for.
+  Table table({{"dtype"}, {"bits", Align::right}, {"min", Align::right}, {"max", Align::right}});
+  for (const auto& i : infos)
+    table.add({i.dtype, std::to_string(i.bits), std::to_string(i.min), std::to_string(i.max)});
+  table.render(out, term.width, "");
+}
+
+}  // namespace fpguard::report

@@ -1,0 +1,193 @@
+// `fpguard inspect` as JSON (docs/inspect.md documents every field), read back, and as
+// text: the statistics of a tensor, then one row per format.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ostream>
+
+#include "fpguard/error.hpp"
+#include "fpguard/report.hpp"
+#include "json_reader.hpp"
+
+namespace fpguard::report {
+
+namespace {
+
+Json format_json(const FormatStats& f) {
+  return {{"overflow", f.overflow},
+          {"underflow", f.underflow},
+          {"subnormal", f.subnormal},
+          {"max_abs_error", number(f.max_abs_error)},
+          {"max_rel_error", number(f.max_rel_error)},
+          {"mean_rel_error", number(f.mean_rel_error)},
+          {"headroom_bits", number(f.headroom_bits)},
+          {"scale", f.scale},
+          {"scale_for_square", f.scale_for_square},
+          {"precision_loss", f.precision_loss},
+          {"verdict", std::string(to_string(f.verdict))}};
+}
+
+FormatStats format_from_json(const detail::JsonReader& r, const std::string& name, const Json& j,
+                             const std::string& path) {
+  FormatStats f;
+  try {
+    f.format = parse_format(name);
+  } catch (const Error& e) {
+    r.fail(path, "is not a format (" + e.problem() + ")");
+  }
+  f.overflow = r.u64(j, "overflow", path);
+  f.underflow = r.u64(j, "underflow", path);
+  f.subnormal = r.u64(j, "subnormal", path);
+  f.max_abs_error = r.real(j, "max_abs_error", path);
+  f.max_rel_error = r.real(j, "max_rel_error", path);
+  f.mean_rel_error = r.real(j, "mean_rel_error", path);
+  f.headroom_bits = r.real(j, "headroom_bits", path, INFINITY);  // null: an all-zero tensor
+  f.scale = r.real(j, "scale", path);
+  f.scale_for_square = r.real(j, "scale_for_square", path);
+  f.precision_loss = r.u64(j, "precision_loss", path);
+  f.verdict = r.kind(j, "verdict", path, Verdict::nonfinite);
+  return f;
+}
+
+Stats stats_at(const detail::JsonReader& r, const Json& j, const std::string& path) {
+  Stats s;
+  TensorStats& ts = s.tensor;
+  ts.count = r.u64(j, "count", path);
+  ts.nan = r.u64(j, "nan", path);
+  ts.posinf = r.u64(j, "posinf", path);
+  ts.neginf = r.u64(j, "neginf", path);
+  ts.zeros = r.u64(j, "zeros", path);
+  ts.min = r.real(j, "min", path);
+  ts.max = r.real(j, "max", path);
+  ts.absmax = r.real(j, "absmax", path);
+  ts.min_abs_nonzero = r.real(j, "min_abs_nonzero", path);
+  ts.mean = r.real(j, "mean", path);
+  ts.std = r.real(j, "std", path);
+  ts.exponent_histogram = r.histogram(j, "exponent_histogram", path);
+  const Json& formats = r.object(j, "formats", path);
+  const std::string fp = detail::JsonReader::field(path, "formats");
+  for (auto it = formats.begin(); it != formats.end(); ++it)
+    s.formats.push_back(format_from_json(r, it.key(), it.value(), fp + ".\"" + it.key() + "\""));
+  return s;
+}
+
+InspectedTensor tensor_at(const detail::JsonReader& r, const Json& j, const std::string& path) {
+  InspectedTensor t;
+  t.name = r.str(j, "name", path);
+  t.dtype = r.kind(j, "dtype", path, DType::string);
+  t.shape = r.integers(j, "shape", path);
+  t.stats = stats_at(r, j, path);
+  return t;
+}
+
+// "2^-9": scales are powers of two, shown as such.
+std::string pow2(double scale) {
+  int e = 0;
+  std::frexp(scale, &e);
+  return fmt::format("2^{}", e - 1);
+}
+
+std::string shape_string(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+void render_histogram(std::ostream& out, const TensorStats& ts, const Terminal& term) {
+  std::uint64_t peak = 0;
+  for (const auto& [e, c] : ts.exponent_histogram) peak = std::max(peak, c);
+  out << "  exponent histogram (floor(log2|x|): count)\n";
+  Table table({{"log2", Align::right}, {"count", Align::right}, {""}});
+  for (const auto& [e, c] : ts.exponent_histogram) {
+    const auto bar = static_cast<std::size_t>(
+        std::ceil(40.0 * static_cast<double>(c) / static_cast<double>(peak)));
+    table.add({std::to_string(e), count(c), std::string(bar, '#')});
+  }
+  table.render(out, term.width);
+}
+
+}  // namespace
+
+Json to_json(const InspectedTensor& t) {
+  const TensorStats& ts = t.stats.tensor;
+  Json hist = Json::object();
+  for (const auto& [e, c] : ts.exponent_histogram) hist[std::to_string(e)] = c;
+  Json formats = Json::object();
+  for (const auto& f : t.stats.formats) formats[f.format.name] = format_json(f);
+  return {{"name", t.name},
+          {"dtype", std::string(to_string(t.dtype))},
+          {"shape", t.shape},
+          {"count", ts.count},
+          {"nan", ts.nan},
+          {"posinf", ts.posinf},
+          {"neginf", ts.neginf},
+          {"zeros", ts.zeros},
+          {"min", number(ts.min)},
+          {"max", number(ts.max)},
+          {"absmax", number(ts.absmax)},
+          {"min_abs_nonzero", number(ts.min_abs_nonzero)},
+          {"mean", number(ts.mean)},
+          {"std", number(ts.std)},
+          {"exponent_histogram", hist},
+          {"formats", formats}};
+}
+
+Json to_json(const std::vector<InspectedTensor>& ts) {
+  Json tensors = Json::array();
+  for (const auto& t : ts) tensors.push_back(to_json(t));
+  return {{"schema_version", kInspectSchema}, {"tensors", tensors}};
+}
+
+Stats stats_from_json(const Json& j, const std::string& where) {
+  return stats_at({where}, j, "");
+}
+
+InspectedTensor inspected_from_json(const Json& j, const std::string& where) {
+  return tensor_at({where}, j, "");
+}
+
+std::vector<InspectedTensor> inspect_from_json(const Json& j, const std::string& where) {
+  const detail::JsonReader r{where};
+  r.schema(j, kInspectSchema, "inspect output");
+  const Json& tensors = r.array(j, "tensors", "");
+  std::vector<InspectedTensor> out;
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    out.push_back(tensor_at(r, tensors[i], detail::item("", "tensors", i)));
+  return out;
+}
+
+void render(std::ostream& out, const InspectedTensor& t, const InspectText& o,
+            const Terminal& term) {
+  const TensorStats& ts = t.stats.tensor;
+  out << fmt::format("{}  {} {}  count {}  nan {}  +inf {}  -inf {}  zeros {}\n", t.name,
+                     to_string(t.dtype), shape_string(t.shape), count(ts.count), count(ts.nan),
+                     count(ts.posinf), count(ts.neginf), count(ts.zeros));
+  out << fmt::format("  min {}  max {}  absmax {}  min|x|>0 {}  mean {}  std {}\n", num(ts.min),
+                     num(ts.max), num(ts.absmax), num(ts.min_abs_nonzero), num(ts.mean),
+                     num(ts.std));
+  Table table({{"format"},
+               {"verdict"},
+               {"overflow", Align::right},
+               {"underflow", Align::right},
+               {"subnormal", Align::right},
+               {"headroom", Align::right},
+               {"scale", Align::right},
+               {"scale_sq", Align::right},
+               {"max_rel_err", Align::right},
+               {"mean_rel_err", Align::right}});
+  for (const auto& f : t.stats.formats) {
+    const std::string_view v = to_string(f.verdict);
+    table.add({f.format.name, f.verdict == Verdict::ok ? term.good(v) : term.bad(v),
+               count(f.overflow), count(f.underflow), count(f.subnormal), bits(f.headroom_bits),
+               pow2(f.scale), pow2(f.scale_for_square), num(f.max_rel_error),
+               num(f.mean_rel_error)});
+  }
+  table.render(out, term.width);
+  if (o.histogram && !ts.exponent_histogram.empty()) render_histogram(out, ts, term);
+}
+
+}  // namespace fpguard::report

@@ -1,0 +1,385 @@
+// The report layer for `inspect`, `gemm-error`, `accum` and `targets`: each JSON is written,
+// read back into the library's structs and written again to the same bytes; a bad field is
+// named in the error; the text tables hold their numbers in the one policy, aligned with
+// or without colour.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "fpguard/error.hpp"
+#include "fpguard/experiments.hpp"
+#include "fpguard/format.hpp"
+#include "fpguard/report.hpp"
+#include "fpguard/stats.hpp"
+#include "graph_util.hpp"
+
+namespace fpguard::report {
+namespace {
+
+using test::floats;
+
+// The problem of the Error that reading `j` throws ("" if none).
+template <class Read>
+std::string problem(Read read) {
+  try {
+    read();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where(), "in.json");
+    return e.problem();
+  }
+  return "";
+}
+
+std::vector<Format> formats(std::initializer_list<const char*> names) {
+  std::vector<Format> out;
+  for (const auto* n : names) out.push_back(parse_format(n));
+  return out;
+}
+
+InspectedTensor inspected(const std::string& name, const Tensor& t) {
+  StatsOptions o;
+  o.threads = 1;
+  return {name, t.dtype(), t.shape(), stats(t, formats({"float16", "float8_e4m3fn", "e5m7"}), o)};
+}
+
+// An overflow (70000 in fp16), an underflow, a NaN and an inf, a zero; an all-zero tensor
+// (headroom +inf: null) and one without finite values (min, max, mean: null).
+std::vector<InspectedTensor> inspected_tensors() {
+  return {inspected("x", floats({2, 4}, {70000, -3, 1e-9f, 0, NAN, INFINITY, 0.1f, 2})),
+          inspected("zeros", floats({3}, {0, 0, 0})),
+          inspected("nans", floats({2}, {NAN, -INFINITY}))};
+}
+
+TEST(InspectJson, RoundTripsExactly) {
+  const auto ts = inspected_tensors();
+  const Json j = to_json(ts);
+  EXPECT_EQ(j["schema_version"], kInspectSchema);
+  EXPECT_EQ(j["tensors"][0]["formats"]["float16"]["overflow"], 1);
+  EXPECT_EQ(j["tensors"][0]["formats"]["float16"]["verdict"], "nonfinite");
+  EXPECT_TRUE(j["tensors"][1]["formats"]["float16"]["headroom_bits"].is_null());
+  EXPECT_TRUE(j["tensors"][2]["min"].is_null());
+  const auto back = inspect_from_json(Json::parse(j.dump(2)), "in.json");
+  EXPECT_EQ(to_json(back).dump(), j.dump());
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_EQ(back[0].dtype, DType::float32);
+  EXPECT_EQ(back[0].shape, (std::vector<std::int64_t>{2, 4}));
+  EXPECT_EQ(back[0].stats.formats[2].format.name, "e5m7");  // a custom format by its name
+  EXPECT_EQ(back[1].stats.formats[0].headroom_bits, INFINITY);
+  EXPECT_EQ(back[0].stats.tensor.exponent_histogram, ts[0].stats.tensor.exponent_histogram);
+  // One tensor alone, as the library's Stats.
+  const Stats s = stats_from_json(j["tensors"][0], "in.json");
+  EXPECT_EQ(s.tensor.std, ts[0].stats.tensor.std);
+  EXPECT_EQ(s.formats[1].verdict, ts[0].stats.formats[1].verdict);
+  // The text renders the same from either.
+  std::ostringstream a, b;
+  render(a, ts[0], {.histogram = true}, Terminal{});
+  render(b, back[0], {.histogram = true}, Terminal{});
+  EXPECT_EQ(a.str(), b.str());
+}
+
+TEST(InspectJson, BadFieldIsNamed) {
+  const Json good = to_json(inspected_tensors());
+  Json j = good;
+  j["tensors"][1].erase("count");
+  EXPECT_EQ(problem([&] { inspect_from_json(j, "in.json"); }),
+            "\"tensors\"[1].\"count\" is missing");
+  j = good;
+  j["tensors"][0]["formats"]["float16"]["verdict"] = "dire";
+  EXPECT_EQ(problem([&] { inspect_from_json(j, "in.json"); }),
+            "\"tensors\"[0].\"formats\".\"float16\".\"verdict\" is not a known kind ('dire')");
+  j = good;
+  j["tensors"][0]["dtype"] = "float17";
+  EXPECT_EQ(problem([&] { inspect_from_json(j, "in.json"); }),
+            "\"tensors\"[0].\"dtype\" is not a known kind ('float17')");
+  j = good;
+  j["tensors"][0]["exponent_histogram"]["x"] = 1;
+  EXPECT_NE(problem([&] { inspect_from_json(j, "in.json"); }).find("\"exponent_histogram\""),
+            std::string::npos);
+  j = good;
+  j["tensors"][0]["nan"] = -1;
+  EXPECT_EQ(problem([&] { inspect_from_json(j, "in.json"); }),
+            "\"tensors\"[0].\"nan\" is not a count");
+  j = good;
+  j["tensors"][0]["formats"]["fp17"] = j["tensors"][0]["formats"]["float16"];
+  EXPECT_NE(problem([&] {
+              inspect_from_json(j, "in.json");
+            }).find("\"tensors\"[0].\"formats\".\"fp17\" is not a format"),
+            std::string::npos);
+  j = good;
+  j["schema_version"] = 2;
+  EXPECT_EQ(problem([&] { inspect_from_json(j, "in.json"); }),
+            "not inspect output of schema_version 1");
+  EXPECT_EQ(problem([&] { stats_from_json(Json::array(), "in.json"); }),
+            "the document is not an object");
+}
+
+TEST(InspectText, NumbersInOnePolicyVerdictsColouredAndAligned) {
+  const auto x = inspected_tensors()[0];
+  std::ostringstream plain;
+  render(plain, x, {}, Terminal{});
+  const std::string s = plain.str();
+  EXPECT_EQ(s.rfind("x  float32 [2,4]  count 8  nan 1  +inf 1  -inf 0  zeros 1\n"
+                    "  min -3  max 70000  absmax 70000  min|x|>0 1e-09",
+                    0),
+            0u)
+      << s;
+  EXPECT_NE(s.find("  format         verdict    overflow"), std::string::npos) << s;
+  EXPECT_NE(s.find("  float16        nonfinite         1"), std::string::npos) << s;
+  EXPECT_NE(s.find("-0.1b"), std::string::npos) << s;  // headroom of 70000 in fp16
+  // Coloured, the same columns once the escapes are taken out.
+  Terminal colour;
+  colour.color = true;
+  std::ostringstream c;
+  render(c, x, {}, colour);
+  std::string stripped = c.str();
+  for (std::size_t at; (at = stripped.find('\033')) != std::string::npos;)
+    stripped.erase(at, stripped.find('m', at) - at + 1);
+  EXPECT_NE(c.str(), s);
+  EXPECT_EQ(stripped, s);
+}
+
+GemmErrorTable small_gemm() {
+  GemmErrorOptions o;
+  o.sizes = {8, 16};
+  o.formats = formats({"float16", "bfloat16"});
+  o.samples = 2;
+  o.seed = 3;
+  o.threads = 1;
+  o.distribution = parse_distribution("uniform:-2:3");
+  GemmErrorTable t{o.distribution, o.seed, gemm_error(o)};
+  // e5m2 accumulating in itself: n u >= 1, no bound (null) and no violation count.
+  o.sizes = {16};
+  o.formats = formats({"float8_e5m2"});
+  o.accumulate = std::nullopt;
+  for (auto& r : gemm_error(o)) t.rows.push_back(r);
+  return t;
+}
+
+TEST(GemmErrorJson, RoundTripsExactly) {
+  const GemmErrorTable t = small_gemm();
+  const Json j = to_json(t);
+  EXPECT_EQ(j["schema_version"], kExperimentsSchema);
+  ASSERT_EQ(j["rows"].size(), 5u);
+  EXPECT_TRUE(j["rows"][4]["bound_deterministic"].is_null());
+  EXPECT_TRUE(j["rows"][4]["bound_violations"].is_null());
+  EXPECT_EQ(j["rows"][0]["bound_violations"], 0);
+  const GemmErrorTable back = gemm_error_from_json(Json::parse(j.dump(2)), "in.json");
+  EXPECT_EQ(to_json(back).dump(), j.dump());
+  EXPECT_EQ(back.rows[4].bound_deterministic, INFINITY);
+  EXPECT_EQ(back.rows[1].normwise_error, t.rows[1].normwise_error);
+  std::ostringstream a, b;
+  render(a, t, Terminal{});
+  render(b, back, Terminal{});
+  EXPECT_EQ(a.str(), b.str());
+  EXPECT_NE(a.str().find("entries uniform:-2:3, 2 samples, seed 3."), std::string::npos) << a.str();
+  EXPECT_NE(a.str().find("bound_det  bound_prob\n"), std::string::npos) << a.str();
+  EXPECT_NE(a.str().find("\n16  float8_e5m2  float8_e5m2  sequential"), std::string::npos)
+      << a.str();
+}
+
+TEST(GemmErrorJson, BadFieldIsNamed) {
+  const Json good = to_json(small_gemm());
+  Json j = good;
+  j["rows"][1]["samples"] = "two";
+  EXPECT_EQ(problem([&] { gemm_error_from_json(j, "in.json"); }),
+            "\"rows\"[1].\"samples\" is not a count");
+  j = good;
+  j["rows"][0].erase("normwise_error");
+  EXPECT_EQ(problem([&] { gemm_error_from_json(j, "in.json"); }),
+            "\"rows\"[0].\"normwise_error\" is missing");
+  j = good;
+  j["rows"][2]["bound_violations"] = 0.5;
+  EXPECT_EQ(problem([&] { gemm_error_from_json(j, "in.json"); }),
+            "\"rows\"[2].\"bound_violations\" is not a count");
+  j = good;
+  j["distribution"] = "gauss";
+  EXPECT_NE(problem([&] { gemm_error_from_json(j, "in.json"); }).find("\"distribution\""),
+            std::string::npos);
+}
+
+std::vector<AccumEntry> accum_entries() {
+  AccumOptions o;
+  o.value = 0.1;
+  o.n = 1000;
+  std::vector<AccumEntry> out;
+  for (const char* f : {"float16", "bfloat16", "float32"})
+    out.push_back({f, accum_limits(parse_format(f), o), ""});
+  out.push_back({"float4_e2m1fn", accum_limits(parse_format("float4_e2m1fn"), {.value = 0.5}), ""});
+  o.value = 1e9;  // float16 cannot hold the increment: `accum --all` skips the row
+  try {
+    accum_limits(parse_format("float16"), o);
+  } catch (const Error& e) {
+    out.push_back({"float16", std::nullopt, e.where() + ": " + e.problem()});
+  }
+  // float8_e4m3fn (max 448): 400 + 100 overflows (NaN) before the sum stagnates.
+  out.push_back({"float8_e4m3fn", accum_limits(parse_format("float8_e4m3fn"), {.value = 100}), ""});
+  return out;
+}
+
+TEST(AccumJson, RoundTripsExactly) {
+  const auto es = accum_entries();
+  ASSERT_EQ(es.size(), 6u);
+  ASSERT_FALSE(es[4].row);  // the skipped row
+  const Json j = to_json(es);
+  EXPECT_EQ(j["schema_version"], kExperimentsSchema);
+  EXPECT_EQ(j["rows"][4]["skipped"], es[4].skipped);
+  EXPECT_TRUE(j["rows"][5]["stagnation_count"].is_null()) << j["rows"][5];
+  const auto back = accum_from_json(Json::parse(j.dump(2)), "in.json");
+  EXPECT_EQ(to_json(back).dump(), j.dump());
+  EXPECT_EQ(back[0].row->stagnation_count, es[0].row->stagnation_count);
+  EXPECT_EQ(back[5].row->overflow_count, es[5].row->overflow_count);
+  std::ostringstream a, b;
+  render(a, es, Terminal{});
+  render(b, back, Terminal{});
+  EXPECT_EQ(a.str(), b.str());
+  EXPECT_NE(a.str().find("float32"), std::string::npos);
+  EXPECT_NE(a.str().find("float16 skipped: --value"), std::string::npos) << a.str();
+  EXPECT_NE(a.str().find("ovf@"), std::string::npos) << a.str();
+}
+
+TEST(AccumJson, BadFieldIsNamed) {
+  const Json good = to_json(accum_entries());
+  Json j = good;
+  j["rows"][2]["exact_count"] = "many";
+  EXPECT_EQ(problem([&] { accum_from_json(j, "in.json"); }),
+            "\"rows\"[2].\"exact_count\" is not a count");
+  j = good;
+  j["rows"][0].erase("format");
+  EXPECT_EQ(problem([&] { accum_from_json(j, "in.json"); }), "\"rows\"[0].\"format\" is missing");
+  j = good;
+  j["rows"] = Json::object();
+  EXPECT_EQ(problem([&] { accum_from_json(j, "in.json"); }), "\"rows\" is not an array");
+}
+
+TEST(TargetsJson, RoundTripsExactly) {
+  for (const char* f : {"", "float8_e4m3fnuz", "bf16"}) {
+    TargetTable t{targets(), std::nullopt};
+    if (*f) t.format = parse_format(f);
+    const Json j = to_json(t);
+    EXPECT_EQ(j["schema_version"], kExperimentsSchema);
+    const TargetTable back = targets_from_json(Json::parse(j.dump(2)), "in.json");
+    EXPECT_EQ(to_json(back).dump(), j.dump()) << f;
+    ASSERT_EQ(back.targets.size(), targets().size());
+    EXPECT_EQ(back.targets[3].matrix_formats, targets()[3].matrix_formats);
+    std::ostringstream a, b;
+    render(a, t, Terminal{});
+    render(b, back, Terminal{});
+    EXPECT_EQ(a.str(), b.str());
+  }
+  std::ostringstream fnuz;
+  render(fnuz, {targets(), parse_format("float8_e4m3fnuz")}, Terminal{});
+  EXPECT_EQ(fnuz.str().rfind("target           runs    float8_e4m3fnuz\n", 0), 0u) << fnuz.str();
+  EXPECT_NE(fnuz.str().find("\ncdna3            matrix  "), std::string::npos) << fnuz.str();
+}
+
+TEST(TargetsJson, BadFieldIsNamed) {
+  const Json good = to_json(TargetTable{targets(), parse_format("float8_e4m3fn")});
+  Json j = good;
+  j["targets"][2]["aliases"] = {"a", 1};
+  EXPECT_EQ(problem([&] { targets_from_json(j, "in.json"); }),
+            "\"targets\"[2].\"aliases\" holds a non-string");
+  j = good;
+  j["targets"][0]["runs"] = "matrix";  // sm_70 has no fp8
+  EXPECT_EQ(problem([&] { targets_from_json(j, "in.json"); }),
+            "\"targets\"[0].\"runs\" is not \"no\", where the target runs float8_e4m3fn");
+  j = good;
+  j["targets"][1].erase("format");
+  EXPECT_EQ(problem([&] { targets_from_json(j, "in.json"); }),
+            "\"targets\"[1].\"format\" is missing");
+}
+
+TEST(FormatsJson, FinfoAndIinfoRoundTripExactly) {
+  std::vector<FInfo> fs;
+  for (const auto& f : named_formats()) fs.push_back(finfo(f));
+  fs.push_back(finfo(parse_format("e5m7")));
+  for (const auto& i : fs) {
+    const Json j = to_json(i);
+    EXPECT_EQ(to_json(finfo_from_json(Json::parse(j.dump()), "in.json")).dump(), j.dump());
+  }
+  for (const auto& i : integer_types()) {
+    const Json j = to_json(i);
+    EXPECT_EQ(to_json(iinfo_from_json(Json::parse(j.dump()), "in.json")).dump(), j.dump());
+  }
+  Json bad = to_json(fs[0]);
+  bad["nan"] = "sometimes";
+  EXPECT_EQ(problem([&] { finfo_from_json(bad, "in.json"); }),
+            "\"nan\" is not a known kind ('sometimes')");
+  bad = to_json(integer_types()[0]);
+  bad.erase("max");
+  EXPECT_EQ(problem([&] { iinfo_from_json(bad, "in.json"); }), "\"max\" is missing");
+  std::ostringstream t;
+  render(t, fs, Terminal{});
+  EXPECT_NE(t.str().find("\nfloat16 "), std::string::npos) << t.str();
+  EXPECT_NE(t.str().find(" 65504 "), std::string::npos) << t.str();
+  std::ostringstream it;
+  render(it, integer_types(), Terminal{});
+  EXPECT_NE(it.str().find(" 18446744073709551615\n"), std::string::npos) << it.str();  // uint64
+}
+
+// A tensor with an inf (max inf: null) and a NaN (ignored), an empty one, a string one, a
+// sequence and an empty optional.
+RunSummary run_summary() {
+  RunSummary r;
+  r.outputs.push_back({"y", ValueKind::tensor, {summarize(floats({3}, {1, INFINITY, NAN}))}});
+  r.outputs.push_back({"e", ValueKind::tensor, {summarize(floats({0, 2}, {}))}});
+  Tensor words(DType::string, {2});
+  r.outputs.push_back({"w", ValueKind::tensor, {summarize(words)}});
+  r.outputs.push_back({"s",
+                       ValueKind::sequence,
+                       {summarize(floats({2}, {-3, 0.5f})), summarize(floats({1}, {7}))}});
+  r.outputs.push_back({"o", ValueKind::none, {}});
+  r.load_ms = 1.25;
+  r.median_run_ms = 0.5;
+  r.runs = 3;
+  r.peak_rss_mib = 58.2;
+  r.start_rss_mib = 12;
+  return r;
+}
+
+TEST(RunJson, RoundTripsExactly) {
+  const RunSummary r = run_summary();
+  const Json j = to_json(r);
+  EXPECT_EQ(j["schema_version"], kRunSchema);
+  EXPECT_EQ(j["outputs"][0]["min"], 1.0);
+  EXPECT_TRUE(j["outputs"][0]["max"].is_null());  // inf
+  EXPECT_EQ(j["outputs"][0]["absmax"], nullptr);  // inf
+  EXPECT_TRUE(j["outputs"][1]["min"].is_null());  // empty
+  EXPECT_FALSE(j["outputs"][2].contains("min"));  // string: no range
+  EXPECT_EQ(j["outputs"][3]["items"][0]["min"], -3.0);
+  EXPECT_EQ(j["outputs"][4]["kind"], "none");
+  const RunSummary back = run_from_json(Json::parse(j.dump(2)), "in.json");
+  EXPECT_EQ(to_json(back).dump(), j.dump());
+  EXPECT_EQ(back.outputs[0].items[0].max, INFINITY);
+  EXPECT_EQ(back.outputs[3].kind, ValueKind::sequence);
+  std::ostringstream t;
+  render(t, r, Terminal{});
+  EXPECT_EQ(t.str(),
+            "y  float32 [3]  min 1  max inf  absmax inf\n"
+            "e  float32 [0,2]\n"
+            "w  string [2]\n"
+            "s  sequence of 2 tensors\n"
+            "  [0]  float32 [2]  min -3  max 0.5  absmax 3\n"
+            "  [1]  float32 [1]  min 7  max 7  absmax 7\n"
+            "o  empty optional\n"
+            "load 1.25 ms, run 0.50 ms (median of 3), peak memory 58 MiB (12 MiB at start)\n");
+}
+
+TEST(RunJson, BadFieldIsNamed) {
+  const Json good = to_json(run_summary());
+  Json j = good;
+  j["outputs"][3]["items"][1].erase("dtype");
+  EXPECT_EQ(problem([&] { run_from_json(j, "in.json"); }),
+            "\"outputs\"[3].\"items\"[1].\"dtype\" is missing");
+  j = good;
+  j["outputs"][4]["kind"] = "map";
+  EXPECT_EQ(problem([&] { run_from_json(j, "in.json"); }),
+            "\"outputs\"[4].\"kind\" is not tensor, sequence or none");
+  j = good;
+  j["timing"]["runs"] = -1;
+  EXPECT_EQ(problem([&] { run_from_json(j, "in.json"); }), "\"timing\".\"runs\" is not a count");
+  EXPECT_EQ(ops_json({"Add", "Mul"}).dump(), R"({"schema_version":1,"ops":["Add","Mul"]})");
+}
+
+}  // namespace
+}  // namespace fpguard::report
