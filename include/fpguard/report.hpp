@@ -185,6 +185,10 @@ struct InspectText {
 void render(std::ostream& out, const InspectedTensor& t, const InspectText& o,
             const Terminal& term);
 
+// One page of tensors: a summary table (verdict per format), then per tensor its
+// statistics, its per-format findings and its exponent histogram against each format.
+void write_html(std::ostream& out, const std::vector<InspectedTensor>& ts, const HtmlText& o);
+
 // ---- gemm-error, accum, targets (docs/experiments.md) ------------------------------------
 inline constexpr int kExperimentsSchema = 1;
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <ostream>
 #include <set>
 
@@ -261,24 +262,24 @@ void error_chart(std::ostream& out, const analysis::Diagnosis& d, const Format& 
 }
 
 // An origin tensor's exponent histogram against the format's bands.
-void histogram_chart(std::ostream& out, const analysis::TensorRecord& t, const Format& f,
-                     std::size_t id) {
-  if (t.exponent_histogram.empty()) return;
+void histogram_chart(std::ostream& out, const std::map<int, std::uint64_t>& hist,
+                     const std::string& name, const Format& f, std::size_t id) {
+  if (hist.empty()) return;
   const int emax = static_cast<int>(std::floor(std::log2(f.max())));
   const int enorm = static_cast<int>(std::floor(std::log2(f.smallest_normal())));
   const int esub = static_cast<int>(std::floor(std::log2(f.smallest_subnormal())));
-  int lo = std::min(t.exponent_histogram.begin()->first, esub) - 1;
-  int hi = std::max(t.exponent_histogram.rbegin()->first, emax) + 1;
+  int lo = std::min(hist.begin()->first, esub) - 1;
+  int hi = std::max(hist.rbegin()->first, emax) + 1;
   lo = std::max(lo, hi - 300);
   std::uint64_t most = 1;
-  for (const auto& [e, c] : t.exponent_histogram) most = std::max(most, c);
+  for (const auto& [e, c] : hist) most = std::max(most, c);
   const double w = 520, h = 150, l = 40, r = 510, top = 8, bottom = 122;
   const Axis x{lo - 0.5, hi + 0.5, l, r};
   const Axis y{0, std::log10(static_cast<double>(most)) + 0.3, bottom, top};
   out << fmt::format(
       "<svg class=\"histogram h{}\" xmlns=\"http://www.w3.org/2000/svg\" "
       "width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\"><title>exponent histogram of {}</title>\n",
-      id, w, h, w, h, esc(t.name));
+      id, w, h, w, h, esc(name));
   const Axis xb{lo - 0.5, hi + 0.5, l, r};
   auto vband = [&](double e0, double e1, const char* fill, const std::string& label) {
     e0 = std::max(e0, lo - 0.5), e1 = std::min(e1, hi + 0.5);
@@ -292,7 +293,7 @@ void histogram_chart(std::ostream& out, const analysis::TensorRecord& t, const F
   vband(esub - 0.5, enorm - 0.5, "#fff6d8", "subnormal");
   vband(lo - 0.5, esub - 0.5, "#ececf2", "flushes to zero");
   const double bw = std::max(1.0, (r - l) / (hi - lo + 1) - 1);
-  for (const auto& [e, c] : t.exponent_histogram) {
+  for (const auto& [e, c] : hist) {
     if (e < lo || e > hi) continue;
     const double yy = y.at(std::log10(static_cast<double>(c)) + 0.3);
     out << fmt::format(
@@ -349,7 +350,7 @@ void origins_section(std::ostream& out, const analysis::Diagnosis& d, const Form
     for (const auto& name : o.outputs)
       if (const auto* t = tensor_of(d, name)) {
         out << "<h3>" << esc(name) << ": exponents against " << esc(f.name) << "</h3>\n";
-        histogram_chart(out, *t, f, i);
+        histogram_chart(out, t->exponent_histogram, t->name, f, i);
       }
     out << "</div>\n";
   }
@@ -510,6 +511,68 @@ void write_html(std::ostream& out, const analysis::Plan& p, const HtmlText& o) {
   }
   out << "<footer class=\"sub\"><p>TensorRT 10: <code>trtexec " << esc(trtexec_flags(p))
       << "</code></p></footer></body></html>\n";
+}
+
+void write_html(std::ostream& out, const std::vector<InspectedTensor>& ts, const HtmlText&) {
+  page_head(out, "fpguard inspect");
+  out << "<section id=\"summary\"><h1>fpguard inspect: " << ts.size() << " tensor"
+      << (ts.size() == 1 ? "" : "s") << "</h1><table id=\"summary-table\"><tr><th>tensor</th>"
+      << "<th>dtype</th><th>shape</th><th class=\"r\">absmax</th>";
+  const std::vector<FormatStats>* formats = ts.empty() ? nullptr : &ts.front().stats.formats;
+  if (formats)
+    for (const auto& f : *formats) out << "<th>" << esc(f.format.name) << "</th>";
+  out << "</tr>\n";
+  auto shape_text = [](const std::vector<std::int64_t>& shape) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+  };
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    const auto& t = ts[i];
+    out << "<tr><td><a href=\"#tensor-" << i << "\">" << esc(t.name) << "</a></td><td>"
+        << to_string(t.dtype) << "</td><td>" << shape_text(t.shape) << "</td><td class=\"r\">"
+        << v(t.stats.tensor.absmax) << "</td>";
+    for (const auto& f : t.stats.formats)
+      out << "<td class=\"" << (f.verdict == Verdict::ok ? "ok" : "bad") << "\">"
+          << to_string(f.verdict) << "</td>";
+    out << "</tr>\n";
+  }
+  out << "</table></section>\n";
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    const auto& t = ts[i];
+    const TensorStats& s = t.stats.tensor;
+    out << "<section class=\"tensor\" id=\"tensor-" << i << "\"><h2>" << esc(t.name) << " <span "
+        << "class=\"sub\">" << to_string(t.dtype) << " " << shape_text(t.shape) << "</span></h2>"
+        << "<table class=\"stats-table\"><tr><th class=\"r\">count</th><th class=\"r\">min</th>"
+        << "<th class=\"r\">max</th><th class=\"r\">absmax</th><th class=\"r\">smallest |x| &gt; 0"
+        << "</th><th class=\"r\">mean</th><th class=\"r\">std</th><th class=\"r\">NaN</th>"
+        << "<th class=\"r\">inf</th><th class=\"r\">zeros</th></tr><tr><td class=\"r\">"
+        << vc(s.count) << "</td><td class=\"r\">" << v(s.min) << "</td><td class=\"r\">" << v(s.max)
+        << "</td><td class=\"r\">" << v(s.absmax) << "</td><td class=\"r\">" << v(s.min_abs_nonzero)
+        << "</td><td class=\"r\">" << v(s.mean) << "</td><td class=\"r\">" << v(s.std)
+        << "</td><td class=\"r\">" << vc(s.nan) << "</td><td class=\"r\">"
+        << vc(s.posinf + s.neginf) << "</td><td class=\"r\">" << vc(s.zeros)
+        << "</td></tr></table>\n<table class=\"formats-table\"><tr><th>format</th><th>verdict"
+        << "</th><th class=\"r\">overflow</th><th class=\"r\">underflow</th><th class=\"r\">"
+        << "subnormal</th><th class=\"r\">precision loss</th><th class=\"r\">headroom</th>"
+        << "<th class=\"r\">max rel error</th></tr>\n";
+    for (const auto& f : t.stats.formats)
+      out << "<tr><td>" << esc(f.format.name) << "</td><td class=\""
+          << (f.verdict == Verdict::ok ? "ok" : "bad") << "\">" << to_string(f.verdict)
+          << "</td><td class=\"r\">" << vc(f.overflow) << "</td><td class=\"r\">" << vc(f.underflow)
+          << "</td><td class=\"r\">" << vc(f.subnormal) << "</td><td class=\"r\">"
+          << vc(f.precision_loss) << "</td><td class=\"r\">"
+          << v(f.headroom_bits, bits(f.headroom_bits)) << "</td><td class=\"r\">"
+          << v(f.max_rel_error) << "</td></tr>\n";
+    out << "</table>\n";
+    for (std::size_t k = 0; k < t.stats.formats.size(); ++k) {
+      out << "<h3>exponents against " << esc(t.stats.formats[k].format.name) << "</h3>\n";
+      histogram_chart(out, s.exponent_histogram, t.name, t.stats.formats[k].format, i * 16 + k);
+    }
+    out << "</section>\n";
+  }
+  out << "<footer class=\"sub\"><p>fpguard inspect: every number is also in <code>--json</code>."
+         "</p></footer></body></html>\n";
 }
 
 }  // namespace fpguard::report

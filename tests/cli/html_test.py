@@ -271,6 +271,51 @@ def test_plan(f, ex, tmp, shots):
     screenshot("plan_transformer_block", html, shots)
 
 
+def test_inspect(f, tmp, shots):
+    """inspect --html: a summary row and a section per tensor, numbers as in --json."""
+    import numpy as np
+    rng = np.random.default_rng(7)
+    files = []
+    for name, data in (("acts", rng.normal(0, 30000, 4096).astype(np.float32)),
+                       ("grads", (rng.normal(0, 1, 4096) * 1e-6).astype(np.float32))):
+        path = os.path.join(tmp, name + ".npy")
+        np.save(path, data)
+        files.append(path)
+    html = os.path.join(tmp, "inspect.html")
+    r = run(f, "inspect", *files, "--html", html)
+    check(r.returncode == 0 and os.path.exists(html), "inspect --html", r.stderr)
+    rj = run(f, "inspect", *files, "--json")
+    if r.returncode != 0 or rj.returncode != 0:
+        return
+    j = json.loads(rj.stdout)
+    self_contained("inspect", html)
+    d = browse(html, "--dump-dom")
+    dom = Dom()
+    dom.feed(d.stdout)
+    sections = dom.find("section", cls="tensor")
+    check(len(sections) == len(j["tensors"]), "inspect: a section per tensor")
+    for i, t in enumerate(j["tensors"]):
+        sid = f"tensor-{i}"
+        shown = {dom.attrs(k)["data-v"] for k in dom.find("span", cls="n", inside=sid)}
+        check(str(t["count"]) in shown, f"inspect {t['name']}: count")
+        check(any(x not in ("nan", "inf", "-inf") and float(x) == t["absmax"] for x in shown),
+              f"inspect {t['name']}: absmax exact")
+        rows = dom.find("tr", inside=sid)
+        text = [dom.text[k] for k in rows]
+        for fname, fs in t["formats"].items():
+            check(any(fname in x and fs["verdict"] in x for x in text),
+                  f"inspect {t['name']}: {fname} verdict {fs['verdict']}")
+            check(str(fs["overflow"]) in shown, f"inspect {t['name']}: {fname} overflow count")
+        bars = [dom.text[k] for k in dom.find("title", inside=sid) if " values" in dom.text[k]]
+        check(len(bars) == len(t["exponent_histogram"]) * len(t["formats"]),
+              f"inspect {t['name']}: a bar per exponent per format",
+              (len(bars), len(t["exponent_histogram"]), len(t["formats"])))
+    screenshot("inspect", html, shots)
+    r = run(f, "inspect", files[0], "--html", files[0])
+    check(r.returncode == 2 and "--html" in r.stderr, "inspect --html onto its input: exit 2",
+          r.stderr)
+
+
 def chain_model(path, n):
     """x -> (Mul, Add) x n/2: a 1,000-node page."""
     nodes, prev = [], "x"
@@ -330,6 +375,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_check(a.fpguard, a.examples, tmp, a.screenshots)
         test_plan(a.fpguard, a.examples, tmp, a.screenshots)
+        test_inspect(a.fpguard, tmp, a.screenshots)
         test_size(a.fpguard, tmp)
         test_bad_paths(a.fpguard, a.examples, tmp)
     print(f"html_test: {len(failures)} failures")

@@ -5,6 +5,7 @@
 
 #include "cli.hpp"
 #include "fpguard/error.hpp"
+#include "fpguard/io.hpp"
 #include "fpguard/report.hpp"
 #include "fpguard/stats.hpp"
 #include "fpguard/tensor.hpp"
@@ -17,7 +18,7 @@ struct InspectArgs {
   std::vector<std::string> files;
   std::string formats = "float16,bfloat16,float8_e4m3fn,float8_e5m2";
   double margin = 0.5;
-  std::string color = "auto";
+  std::string color = "auto", html;
   bool json = false, histogram = false, strict = false;
   int threads = 0;
 };
@@ -40,7 +41,9 @@ void run(const InspectArgs& a) {
   StatsOptions o;
   o.margin = a.margin;
   o.threads = a.threads;
-  std::vector<report::InspectedTensor> seen;  // kept for --json only
+  for (const auto& file : a.files)
+    if (!a.html.empty()) check_output_path(file, a.html, "--html");
+  std::vector<report::InspectedTensor> seen;  // kept for --json and --html only
   bool all_ok = true;
   for (const auto& file : a.files) {
     for (auto& nt : read_tensors(file)) {
@@ -49,12 +52,12 @@ void run(const InspectArgs& a) {
       report::InspectedTensor t{nt.name, nt.tensor.dtype(), nt.tensor.shape(),
                                 stats(nt.tensor, formats, o)};
       for (const auto& f : t.stats.formats) all_ok = all_ok && f.verdict == Verdict::ok;
-      if (a.json)
-        seen.push_back(std::move(t));
-      else
-        report::render(std::cout, t, {.histogram = a.histogram}, term);
+      if (!a.json) report::render(std::cout, t, {.histogram = a.histogram}, term);
+      if (a.json || !a.html.empty()) seen.push_back(std::move(t));
     }
   }
+  if (!a.html.empty())
+    write_file_atomic(a.html, [&](std::ostream& out) { report::write_html(out, seen, {}); });
   if (a.json) std::cout << report::to_json(seen).dump(2) << "\n";
   if (a.strict && !all_ok) exit_code = 1;
 }
@@ -75,6 +78,8 @@ void add_inspect(CLI::App& app) {
   cmd->add_flag("--json", a->json, "Print JSON (schema in docs/inspect.md)");
   cmd->add_flag("--histogram", a->histogram, "Print the exponent histogram of each tensor");
   cmd->add_flag("--strict", a->strict, "Exit 1 if any verdict is not ok");
+  cmd->add_option("--html", a->html,
+                  "Write one self-contained HTML page: statistics and exponent histograms");
   cmd->add_option("--color", a->color,
                   "Colour the verdicts: auto (default; off with NO_COLOR), always, never");
   cmd->footer(
