@@ -79,6 +79,8 @@ void expect_same_graph(const Graph& a, const Graph& b) {
     EXPECT_EQ(n.domain, m.domain);
     EXPECT_EQ(n.inputs, m.inputs);
     EXPECT_EQ(n.outputs, m.outputs);
+    EXPECT_EQ(n.doc_string, m.doc_string);
+    EXPECT_EQ(n.metadata, m.metadata);
     ASSERT_EQ(n.attributes.size(), m.attributes.size());
     for (std::size_t k = 0; k < n.attributes.size(); ++k)
       expect_same_attr(n.attributes[k], m.attributes[k]);
@@ -192,6 +194,26 @@ TEST(Save, RoundTripKeepsTheIr) {
     SCOPED_TRACE(f);
     expect_round_trip(f);
   }
+}
+
+// Node metadata_props (field 22, unknown to libonnx 1.12) and doc_strings survive a save
+// and a load, in the main graph and in subgraphs; tests/cli/annotate_test.py reads the
+// same bytes with an independent decoder.
+TEST(Save, NodeMetadataAndDocStringsRoundTrip) {
+  Model m = load(kData / "subgraph.onnx");
+  Node* inner = nullptr;
+  for (auto& n : m.graph.nodes)
+    for (auto& a : n.attributes)
+      if (auto* g = std::get_if<GraphPtr>(&a.value); g && !(*g)->nodes.empty())
+        inner = &(*g)->nodes.front();
+  ASSERT_NE(inner, nullptr);
+  inner->metadata = {{"fpguard.precision", "float16"}, {"", ""}};
+  m.graph.nodes.front().metadata = {{"a", "1"}, {"a", "2"}, {"b", std::string("\0x", 2)}};
+  m.graph.nodes.front().doc_string = "line 1\nline 2";
+  const Model r = load_from_bytes(save_to_bytes(m), "saved", kData);
+  expect_same_graph(m.graph, r.graph);
+  EXPECT_EQ(r.graph.nodes.front().metadata.size(), 3u);
+  EXPECT_EQ(r.graph.nodes.front().metadata[2].second, std::string("\0x", 2));
 }
 
 TEST(Save, SavedModelPassesTheOnnxChecker) {

@@ -77,6 +77,10 @@ struct Node {
   std::vector<std::string> outputs;  // "" marks an omitted optional output
   std::vector<Attribute> attributes;
   std::string doc_string;
+  // NodeProto.metadata_props (field 22, ONNX 1.16+): key/value pairs that tools such as
+  // Netron show with the node. Debian's libonnx 1.12 predates the field, so load/save
+  // carry it as protobuf's unknown field 22 (the same bytes a newer onnx writes).
+  std::vector<std::pair<std::string, std::string>> metadata;
 
   const Attribute* find_attr(const std::string& n) const;
   bool has_attr(const std::string& n) const { return find_attr(n) != nullptr; }

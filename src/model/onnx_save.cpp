@@ -1,5 +1,6 @@
 // model::Model -> ONNX ModelProto: tensors inline (raw_data), or the main graph's
 // initializers in an external data file beside the model.
+#include <google/protobuf/unknown_field_set.h>
 #include <onnx/onnx_pb.h>
 
 #include <climits>
@@ -7,6 +8,7 @@
 #include "fpguard/error.hpp"
 #include "fpguard/io.hpp"
 #include "fpguard/model.hpp"
+#include "model/proto_fields.hpp"
 #include "tensor/tensor_pb.hpp"
 
 namespace fpguard::model {
@@ -96,6 +98,12 @@ void save_graph(const Graph& g, onnx::GraphProto& p) {
     for (const auto& i : n.inputs) np->add_input(i);
     for (const auto& o : n.outputs) np->add_output(o);
     for (const auto& a : n.attributes) save_attribute(a, *np->add_attribute());
+    for (const auto& [k, v] : n.metadata) {
+      // metadata_props as field 22, which libonnx 1.12 does not know (see Node::metadata).
+      onnx::StringStringEntryProto kv;
+      kv.set_key(k), kv.set_value(v);
+      np->mutable_unknown_fields()->AddLengthDelimited(kNodeMetadataField, kv.SerializeAsString());
+    }
   }
 }
 
