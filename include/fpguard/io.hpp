@@ -26,4 +26,11 @@ void install_interrupt_cleanup();
 void check_not_same_file(const std::filesystem::path& input, const std::filesystem::path& output,
                          const std::string& flag);
 
+// Refuses, before any work is done, an output file that the end of a run could not
+// write: the input itself (as check_not_same_file), an existing directory, a missing
+// directory, or one where no file can be created (a probe file is created and removed
+// again). Each Error names `flag`.
+void check_output_file(const std::filesystem::path& input, const std::filesystem::path& output,
+                       const std::string& flag);
+
 }  // namespace fpguard
