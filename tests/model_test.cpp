@@ -308,6 +308,22 @@ TEST(Save, TheInputsExternalDataFileIsNeverOverwritten) {
   EXPECT_EQ(file_bytes(a.string() + ".data"), data_before);
 }
 
+// Nor when the model itself is written onto it (fpguard check --annotate a.onnx.data).
+TEST(Save, TheInputsExternalDataFileIsNotAnOutput) {
+  const TempDir dir;
+  SaveOptions o;
+  o.external = SaveOptions::External::always;
+  o.min_external_bytes = 0;
+  const auto a = dir.path / "a.onnx";
+  const auto data = dir.path / "a.onnx.data";
+  save(load(kData / "mlp.onnx"), a, o);
+  const std::string data_before = file_bytes(data);
+  const Model m = load(a);
+  ASSERT_EQ(m.external_files.size(), 1u);
+  EXPECT_THROW(save(m, data), Error);
+  EXPECT_EQ(file_bytes(data), data_before);
+}
+
 TEST(Analysis, TopologicalOrderSortsAShuffledGraph) {
   Model m = load(kData / "mlp.onnx");
   std::swap(m.graph.nodes[0], m.graph.nodes[3]);  // Gemm first, MatMul last

@@ -163,7 +163,8 @@ struct SaveResult {
 // Writes a model back atomically. External data goes to `<model file name>.data` beside
 // it (offsets aligned to 64 bytes), written before the model and removed again if the
 // model cannot be written; a data file that is the model's own input (m.path or one of
-// m.external_files) is refused, never overwritten.
+// m.external_files) is refused, never overwritten, and so is a `path` among
+// m.external_files.
 SaveResult save(const Model& m, const std::filesystem::path& path, const SaveOptions& o = {});
 // The model inline (every tensor in raw_data); Error when it would be 2 GiB or more.
 std::string save_to_bytes(const Model& m);

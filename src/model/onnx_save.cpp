@@ -152,6 +152,13 @@ std::string save_to_bytes(const Model& m) {
 
 SaveResult save(const Model& m, const std::filesystem::path& path, const SaveOptions& o) {
   namespace fs = std::filesystem;
+  std::error_code ec;
+  // The tensors read from an external data file are in memory, but the file stays an
+  // input (another model may share it): never overwritten, whatever the output is called.
+  for (const auto& in : m.external_files)
+    if (fs::weakly_canonical(path, ec) == in)
+      throw Error(path.string(),
+                  "it is an external data file of this model; refusing to overwrite it");
   std::size_t big = 0;
   for (const auto& t : m.graph.initializers)
     if (t.tensor.nbytes() >= o.min_external_bytes) big += t.tensor.nbytes();
@@ -174,7 +181,6 @@ SaveResult save(const Model& m, const std::filesystem::path& path, const SaveOpt
 
   const std::string location = path.filename().string() + ".data";
   const fs::path data = path.parent_path() / location;
-  std::error_code ec;
   const auto canonical = fs::weakly_canonical(data, ec);
   std::vector<fs::path> inputs = m.external_files;
   if (!m.path.empty()) inputs.push_back(fs::weakly_canonical(m.path, ec));
