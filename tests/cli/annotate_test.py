@@ -27,7 +27,6 @@ import shutil
 import sys
 import tempfile
 
-import numpy as np
 import onnx
 from onnx import numpy_helper
 
@@ -210,7 +209,8 @@ def test_check(f, ex, tmp, name):
     check(r.returncode in (0, 1) and os.path.isfile(out), f"{name}: check --annotate", r.stderr)
     if not os.path.isfile(out):
         return
-    j = json.load(open(js))["checks"][0] if "checks" in json.load(open(js)) else json.load(open(js))
+    with open(js) as fh:
+        j = json.load(fh)
     m, a = onnx.load(model), onnx.load(out)
     try:
         onnx.checker.check_model(a)
