@@ -35,6 +35,13 @@ add_test(NAME cli.html
                  --screenshots ${CMAKE_BINARY_DIR}/screenshots)
 set_tests_properties(cli.html PROPERTIES LABELS analysis TIMEOUT 600)
 
+# --annotate OUT.onnx of check and plan: libonnx's checker, outputs unchanged bit for bit,
+# each node's metadata equal to --json's numbers, bad output paths (cli/annotate_test.py).
+add_test(NAME cli.annotate
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/annotate_test.py
+                 --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)
+set_tests_properties(cli.annotate PROPERTIES LABELS analysis)
+
 add_test(NAME cli.convert
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/convert_test.py
                  --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)

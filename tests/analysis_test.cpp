@@ -421,7 +421,7 @@ TEST(Check, IntegerOnlyModelPassesWithANote) {
   m.opsets[""] = 13;
   m.path = "ints.onnx";
   m.graph.inputs.push_back({"i", 7, true, {{3, ""}}});
-  m.graph.nodes.push_back({"twice", "Add", "", {"i", "i"}, {"j"}, {}, ""});
+  m.graph.nodes.push_back({"twice", "Add", "", {"i", "i"}, {"j"}, {}, "", {}});
   m.graph.outputs.push_back({"j", 7, false, {}});
   Tensor i(DType::int64, {3});
   const Diagnosis d = check(m, {{{"i", i}}}, fp16());

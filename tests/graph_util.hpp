@@ -37,7 +37,8 @@ struct GraphBuilder {
   }
   GraphBuilder& node(const std::string& name, const std::string& op, std::vector<std::string> in,
                      std::string out, std::vector<model::Attribute> attrs = {}) {
-    m.graph.nodes.push_back({name, op, "", std::move(in), {std::move(out)}, std::move(attrs), ""});
+    m.graph.nodes.push_back(
+        {name, op, "", std::move(in), {std::move(out)}, std::move(attrs), "", {}});
     return *this;
   }
   GraphBuilder& init(const std::string& name, Tensor t) {

@@ -79,6 +79,8 @@ void expect_same_graph(const Graph& a, const Graph& b) {
     EXPECT_EQ(n.domain, m.domain);
     EXPECT_EQ(n.inputs, m.inputs);
     EXPECT_EQ(n.outputs, m.outputs);
+    EXPECT_EQ(n.doc_string, m.doc_string);
+    EXPECT_EQ(n.metadata, m.metadata);
     ASSERT_EQ(n.attributes.size(), m.attributes.size());
     for (std::size_t k = 0; k < n.attributes.size(); ++k)
       expect_same_attr(n.attributes[k], m.attributes[k]);
@@ -194,6 +196,26 @@ TEST(Save, RoundTripKeepsTheIr) {
   }
 }
 
+// Node metadata_props (field 22, unknown to libonnx 1.12) and doc_strings survive a save
+// and a load, in the main graph and in subgraphs; tests/cli/annotate_test.py reads the
+// same bytes with an independent decoder.
+TEST(Save, NodeMetadataAndDocStringsRoundTrip) {
+  Model m = load(kData / "subgraph.onnx");
+  Node* inner = nullptr;
+  for (auto& n : m.graph.nodes)
+    for (auto& a : n.attributes)
+      if (auto* g = std::get_if<GraphPtr>(&a.value); g && !(*g)->nodes.empty())
+        inner = &(*g)->nodes.front();
+  ASSERT_NE(inner, nullptr);
+  inner->metadata = {{"fpguard.precision", "float16"}, {"", ""}};
+  m.graph.nodes.front().metadata = {{"a", "1"}, {"a", "2"}, {"b", std::string("\0x", 2)}};
+  m.graph.nodes.front().doc_string = "line 1\nline 2";
+  const Model r = load_from_bytes(save_to_bytes(m), "saved", kData);
+  expect_same_graph(m.graph, r.graph);
+  EXPECT_EQ(r.graph.nodes.front().metadata.size(), 3u);
+  EXPECT_EQ(r.graph.nodes.front().metadata[2].second, std::string("\0x", 2));
+}
+
 TEST(Save, SavedModelPassesTheOnnxChecker) {
   const auto dir =
       std::filesystem::temp_directory_path() / ("fpg_model_test_" + std::to_string(::getpid()));
@@ -284,6 +306,22 @@ TEST(Save, TheInputsExternalDataFileIsNeverOverwritten) {
   }
   EXPECT_EQ(file_bytes(a), model_before);
   EXPECT_EQ(file_bytes(a.string() + ".data"), data_before);
+}
+
+// Nor when the model itself is written onto it (fpguard check --annotate a.onnx.data).
+TEST(Save, TheInputsExternalDataFileIsNotAnOutput) {
+  const TempDir dir;
+  SaveOptions o;
+  o.external = SaveOptions::External::always;
+  o.min_external_bytes = 0;
+  const auto a = dir.path / "a.onnx";
+  const auto data = dir.path / "a.onnx.data";
+  save(load(kData / "mlp.onnx"), a, o);
+  const std::string data_before = file_bytes(data);
+  const Model m = load(a);
+  ASSERT_EQ(m.external_files.size(), 1u);
+  EXPECT_THROW(save(m, data), Error);
+  EXPECT_EQ(file_bytes(data), data_before);
 }
 
 TEST(Analysis, TopologicalOrderSortsAShuffledGraph) {

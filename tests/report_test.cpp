@@ -202,5 +202,119 @@ TEST(Json, PlanWrittenAndReadBack) {
   EXPECT_THROW(parse_plan("[]", "plan.json"), Error);
 }
 
+// ---- Netron annotations ----------------------------------------------------------------
+
+std::string meta(const model::Node& n, const std::string& key) {
+  for (const auto& [k, v] : n.metadata)
+    if (k == key) return v;
+  return "(absent)";
+}
+
+// overflowing_check()'s graph with its last node unnamed (display name "ReduceMean_3")
+// and a node carrying its own doc_string and metadata.
+Builder annotated_graph() {
+  Builder b({2, 4});
+  b.init("big", scalar(400.0f)).init("two", scalar(2.0f));
+  b.init("mask", floats({2, 4}, {0, 0, -1e9f, 0, 0, 0, 0, -1e9f}));
+  b.node("scale", "Mul", {"x", "big"}, "s")
+      .node("square", "Pow", {"s", "two"}, "q")
+      .node("masked", "Add", {"q", "mask"}, "m")
+      .node("", "ReduceMean", {"m"}, "y")
+      .output("y");
+  auto& scale = b.m.graph.nodes[0];
+  scale.doc_string = "the user's words";
+  scale.metadata = {{"owner", "me"}, {"fpguard.stale", "1"}};
+  return b;
+}
+
+const std::vector<std::vector<NamedTensor>> kAnnotateSample = {
+    {{"x", floats({2, 4}, {1, -2, 3, 0.5f, 0.25f, 1, -1, 2})}}};
+
+TEST(Annotate, EachNodeGetsItsNumbersAndOrigins) {
+  const model::Model m = annotated_graph().m;
+  const Diagnosis d = analysis::check(m, kAnnotateSample, fp16());
+  const model::Model a = annotate(m, d);
+  const auto& nodes = a.graph.nodes;
+  ASSERT_EQ(d.nodes.size(), 4u);
+  EXPECT_EQ(d.nodes[3].name, "ReduceMean_3");
+  for (std::size_t i = 0; i < 4; ++i) {
+    const auto& r = d.nodes[i];
+    const auto& n = nodes[r.index];  // the graph is in topological order
+    EXPECT_EQ(meta(n, "fpguard.precision"), r.precision) << r.name;
+    EXPECT_EQ(meta(n, "fpguard.headroom_bits"), num(r.outputs[0].headroom_bits)) << r.name;
+    EXPECT_EQ(meta(n, "fpguard.overflow"),
+              std::to_string(r.outputs[0].propagated.overflow + r.outputs[0].propagated.nan));
+    EXPECT_EQ(meta(n, "fpguard.local_error"), num(r.outputs[0].local.nrmse()));
+    EXPECT_EQ(meta(n, "fpguard.propagated_error"), num(r.outputs[0].propagated.nrmse()));
+    EXPECT_EQ(meta(n, "fpguard.plan"), "(absent)");
+  }
+  EXPECT_EQ(nodes[3].name, "");  // unnamed nodes stay unnamed
+  // The Pow origin on its node; the mask constant's on the node that reads it.
+  EXPECT_EQ(meta(nodes[1], "fpguard.origin"), "overflow (square)");
+  EXPECT_EQ(meta(nodes[2], "fpguard.origin"), "overflow (constant 'mask')");
+  EXPECT_EQ(meta(nodes[0], "fpguard.origin"), "(absent)");
+  for (const auto& o : d.origins) {
+    const auto& n = nodes[o.node == "square" ? 1 : 2];
+    EXPECT_NE(n.doc_string.find("origin: " + describe(o)), std::string::npos) << n.doc_string;
+    for (const auto& f : o.fixes)
+      EXPECT_NE(n.doc_string.find("fix: " + describe(f)), std::string::npos) << n.doc_string;
+  }
+  // The node's own doc_string and keys stay; stale fpguard keys go.
+  EXPECT_EQ(nodes[0].doc_string.rfind("the user's words\n\n[fpguard] check in float16", 0), 0u);
+  EXPECT_EQ(meta(nodes[0], "owner"), "me");
+  EXPECT_EQ(meta(nodes[0], "fpguard.stale"), "(absent)");
+  const std::vector<std::pair<std::string, std::string>> model_meta = {
+      {"fpguard.precision", "float16"}, {"fpguard.verdict", "fail"}};
+  EXPECT_EQ(a.metadata, model_meta);
+  EXPECT_TRUE(m.graph.nodes[1].metadata.empty());  // the input is left alone
+}
+
+TEST(Annotate, NothingElseChangesAndAgainReplaces) {
+  const model::Model m = annotated_graph().m;
+  const Diagnosis d = analysis::check(m, kAnnotateSample, fp16());
+  const model::Model a = annotate(m, d);
+  const model::Model twice = annotate(a, d);
+  EXPECT_EQ(model::save_to_bytes(twice), model::save_to_bytes(a));
+  // Without what annotate writes, the same model byte for byte.
+  model::Model bare = a, orig = m;
+  for (auto* x : {&bare, &orig}) {
+    x->metadata.clear();
+    for (auto& n : x->graph.nodes) n.metadata.clear(), n.doc_string.clear();
+  }
+  EXPECT_EQ(model::save_to_bytes(bare), model::save_to_bytes(orig));
+}
+
+TEST(Annotate, PlanSaysFloat32AndWhy) {
+  Builder b({4});
+  b.init("big", scalar(3e4f));  // in range: 4 * 3e4 overflows at the Mul
+  b.node("boom", "Mul", {"x", "big"}, "a").node("", "Add", {"a", "x"}, "s");
+  b.node("act", "Relu", {"s"}, "y").output("y");
+  const model::Model& m = b.m;
+  const std::vector<std::vector<NamedTensor>> sample = {{{"x", floats({4}, {1, 2, -3, 4})}}};
+  analysis::PlanOptions o;
+  o.check = fp16();
+  model::Model named = m;  // as the CLI plans (analysis::name_nodes)
+  analysis::name_nodes(named);
+  const analysis::Plan p = analysis::plan(named, sample, o);
+  ASSERT_FALSE(p.fp32_nodes.empty());
+  const Diagnosis d = analysis::check(m, sample, fp16());
+  const model::Model a = annotate(m, d, &p);
+  const auto names = analysis::display_names(m);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const auto it = p.reasons.find(names[i]);
+    const std::string want =
+        it != p.reasons.end() ? "float32: " + describe(it->second, "float16") : "float16";
+    EXPECT_EQ(meta(a.graph.nodes[i], "fpguard.plan"), want) << names[i];
+    EXPECT_NE(a.graph.nodes[i].doc_string.find("plan: " + want), std::string::npos);
+  }
+}
+
+TEST(Annotate, ADiagnosisOfAnotherModelIsRefused) {
+  const model::Model m = annotated_graph().m;
+  Diagnosis d = analysis::check(m, kAnnotateSample, fp16());
+  d.nodes[1].name = "sqaure";
+  EXPECT_THROW(annotate(m, d), Error);
+}
+
 }  // namespace
 }  // namespace fpguard::report

@@ -55,7 +55,7 @@ model::Model make(std::vector<model::ValueInfo> inputs, std::vector<model::Node>
 
 model::Node node(const std::string& name, const std::string& op, std::vector<std::string> in,
                  std::vector<std::string> out, std::vector<model::Attribute> attrs = {}) {
-  return {name, op, "", std::move(in), std::move(out), std::move(attrs), ""};
+  return {name, op, "", std::move(in), std::move(out), std::move(attrs), "", {}};
 }
 
 std::string error_of(const std::function<void()>& f) {

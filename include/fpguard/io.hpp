@@ -25,9 +25,12 @@ void install_interrupt_cleanup();
 // never overwritten).
 void check_not_same_file(const std::filesystem::path& input, const std::filesystem::path& output,
                          const std::string& flag);
-// Before any work: `output` (given by `flag`) can be written: not the input, not a
-// directory, in a directory that exists and is writable. Errors name "<flag> <output>".
-void check_output_path(const std::filesystem::path& input, const std::filesystem::path& output,
+
+// Refuses, before any work is done, an output file that the end of a run could not
+// write: the input itself (as check_not_same_file), an existing directory, a missing
+// directory, or one where no file can be created (a probe file is created and removed
+// again). Each Error names `flag`.
+void check_output_file(const std::filesystem::path& input, const std::filesystem::path& output,
                        const std::string& flag);
 
 }  // namespace fpguard

@@ -77,6 +77,10 @@ struct Node {
   std::vector<std::string> outputs;  // "" marks an omitted optional output
   std::vector<Attribute> attributes;
   std::string doc_string;
+  // NodeProto.metadata_props (field 22, ONNX 1.16+): key/value pairs that tools such as
+  // Netron show with the node. Debian's libonnx 1.12 predates the field, so load/save
+  // carry it as protobuf's unknown field 22 (the same bytes a newer onnx writes).
+  std::vector<std::pair<std::string, std::string>> metadata;
 
   const Attribute* find_attr(const std::string& n) const;
   bool has_attr(const std::string& n) const { return find_attr(n) != nullptr; }
@@ -159,7 +163,8 @@ struct SaveResult {
 // Writes a model back atomically. External data goes to `<model file name>.data` beside
 // it (offsets aligned to 64 bytes), written before the model and removed again if the
 // model cannot be written; a data file that is the model's own input (m.path or one of
-// m.external_files) is refused, never overwritten.
+// m.external_files) is refused, never overwritten, and so is a `path` among
+// m.external_files.
 SaveResult save(const Model& m, const std::filesystem::path& path, const SaveOptions& o = {});
 // The model inline (every tensor in raw_data); Error when it would be 2 GiB or more.
 std::string save_to_bytes(const Model& m);

@@ -265,4 +265,23 @@ void render(std::ostream& out, const RunSummary& r, const Terminal& term);
 // `fpguard ops --json`: {"schema_version": 1, "ops": [...]}.
 Json ops_json(const std::vector<std::string>& names);
 
+// ---- Netron annotations (--annotate) ------------------------------------------------------
+// The model with each node's findings attached where Netron shows them on click: its
+// metadata_props (fpguard.precision, fpguard.headroom_bits, fpguard.overflow,
+// fpguard.local_error, fpguard.propagated_error, fpguard.origin and, with a plan,
+// fpguard.plan; numbers as num() writes them, counts as plain digits) and lines appended
+// to its doc_string, starting with kAnnotationMarker (the origin's sentence and fixes, the
+// plan's reason). The model gets fpguard.precision, fpguard.verdict (and fpguard.plan).
+// Nothing else changes: same nodes, values and attributes. Annotating again replaces
+// the earlier fpguard keys and lines; other keys and the node's own doc_string stay.
+// Nodes are matched by their display names (analysis::display_names); a diagnosis naming
+// a node the model lacks is an Error. Nodes inside subgraphs are not annotated.
+inline constexpr std::string_view kAnnotationPrefix = "fpguard.";
+inline constexpr std::string_view kAnnotationMarker = "[fpguard]";
+model::Model annotate(const model::Model& m, const analysis::Diagnosis& d,
+                      const analysis::Plan* plan = nullptr);
+// The same without copying the model (its initializers can be large).
+void annotate_in_place(model::Model& m, const analysis::Diagnosis& d,
+                       const analysis::Plan* plan = nullptr);
+
 }  // namespace fpguard::report

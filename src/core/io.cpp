@@ -1,5 +1,6 @@
 #include "fpguard/io.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -117,18 +118,6 @@ void write_file_atomic(const fs::path& path, const std::function<void(std::ostre
   }
 }
 
-void check_output_path(const fs::path& input, const fs::path& output, const std::string& flag) {
-  const std::string where = flag + " " + output.string();
-  check_not_same_file(input, output, where);
-  const fs::path dir = output.has_parent_path() ? output.parent_path() : fs::path(".");
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    throw Error(where, "cannot write: directory '" + dir.string() + "' does not exist");
-  if (fs::is_directory(output, ec)) throw Error(where, "cannot write: it is a directory");
-  if (::access(dir.c_str(), W_OK) != 0)
-    throw Error(where, "cannot write into '" + dir.string() + "': " + std::strerror(errno));
-}
-
 void check_not_same_file(const fs::path& input, const fs::path& output, const std::string& flag) {
   std::error_code ec;
   const bool same = fs::exists(output, ec)
@@ -137,6 +126,29 @@ void check_not_same_file(const fs::path& input, const fs::path& output, const st
   if (same)
     throw Error(flag,
                 "output '" + output.string() + "' is the input file; refusing to overwrite it");
+}
+
+void check_output_file(const fs::path& input, const fs::path& output, const std::string& flag) {
+  check_not_same_file(input, output, flag);
+  std::error_code ec;
+  std::string out = "'";  // appended piecewise: g++ 12 -O3 warns on a + chain here
+  out += output.string();
+  out += "'";
+  if (fs::is_directory(output, ec)) throw Error(flag, out + " is a directory");
+  const fs::path dir = output.has_parent_path() ? output.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec))
+    throw Error(flag, "cannot write " + out + ": directory '" + dir.string() + "' does not exist");
+  // The write at the end creates a temporary file beside the output: try that now.
+  std::random_device rd;
+  std::string probe_name = ".";
+  probe_name += output.filename().string();
+  probe_name += ".probe";
+  probe_name += std::to_string(rd() % 1000000);
+  const fs::path probe = dir / probe_name;
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) throw Error(flag, "cannot write " + out + ": " + std::strerror(errno));
+  ::close(fd);
+  fs::remove(probe, ec);
 }
 
 }  // namespace fpguard

@@ -3,6 +3,7 @@
 // and must never reject a newer model that we can run.
 #include <fcntl.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/unknown_field_set.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "fpguard/error.hpp"
 #include "fpguard/limits.hpp"
 #include "fpguard/model.hpp"
+#include "model/proto_fields.hpp"
 #include "tensor/tensor_pb.hpp"
 
 namespace fpguard::model {
@@ -266,6 +268,24 @@ Attribute load_attribute(const onnx::AttributeProto& a, const LoadContext& ctx,
   return out;
 }
 
+// NodeProto.metadata_props: field 22 of ONNX 1.16+, an unknown field to libonnx 1.12, which
+// protobuf keeps as raw length-delimited bytes: each one a StringStringEntryProto.
+std::vector<std::pair<std::string, std::string>> node_metadata(const onnx::NodeProto& n,
+                                                               const std::string& where) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const auto& unknown = n.unknown_fields();
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const auto& f = unknown.field(i);
+    if (f.number() != kNodeMetadataField) continue;
+    onnx::StringStringEntryProto kv;
+    if (f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED ||
+        !kv.ParseFromString(f.length_delimited()))
+      throw Error(where, "corrupt metadata_props");
+    out.emplace_back(kv.key(), kv.value());
+  }
+  return out;
+}
+
 GraphPtr load_graph(const onnx::GraphProto& g, const LoadContext& ctx) {
   auto out = std::make_shared<Graph>();
   out->name = g.name();
@@ -284,6 +304,7 @@ GraphPtr load_graph(const onnx::GraphProto& g, const LoadContext& ctx) {
     node.op_type = n.op_type();
     node.domain = n.domain();
     node.doc_string = n.doc_string();
+    node.metadata = node_metadata(n, ctx.file + ": " + node.describe());
     node.inputs.assign(n.input().begin(), n.input().end());
     node.outputs.assign(n.output().begin(), n.output().end());
     const std::string where = ctx.file + ": " + node.describe();

@@ -1,5 +1,6 @@
 // model::Model -> ONNX ModelProto: tensors inline (raw_data), or the main graph's
 // initializers in an external data file beside the model.
+#include <google/protobuf/unknown_field_set.h>
 #include <onnx/onnx_pb.h>
 
 #include <climits>
@@ -7,6 +8,7 @@
 #include "fpguard/error.hpp"
 #include "fpguard/io.hpp"
 #include "fpguard/model.hpp"
+#include "model/proto_fields.hpp"
 #include "tensor/tensor_pb.hpp"
 
 namespace fpguard::model {
@@ -96,6 +98,12 @@ void save_graph(const Graph& g, onnx::GraphProto& p) {
     for (const auto& i : n.inputs) np->add_input(i);
     for (const auto& o : n.outputs) np->add_output(o);
     for (const auto& a : n.attributes) save_attribute(a, *np->add_attribute());
+    for (const auto& [k, v] : n.metadata) {
+      // metadata_props as field 22, which libonnx 1.12 does not know (see Node::metadata).
+      onnx::StringStringEntryProto kv;
+      kv.set_key(k), kv.set_value(v);
+      np->mutable_unknown_fields()->AddLengthDelimited(kNodeMetadataField, kv.SerializeAsString());
+    }
   }
 }
 
@@ -144,6 +152,13 @@ std::string save_to_bytes(const Model& m) {
 
 SaveResult save(const Model& m, const std::filesystem::path& path, const SaveOptions& o) {
   namespace fs = std::filesystem;
+  std::error_code ec;
+  // The tensors read from an external data file are in memory, but the file stays an
+  // input (another model may share it): never overwritten, whatever the output is called.
+  for (const auto& in : m.external_files)
+    if (fs::weakly_canonical(path, ec) == in)
+      throw Error(path.string(),
+                  "it is an external data file of this model; refusing to overwrite it");
   std::size_t big = 0;
   for (const auto& t : m.graph.initializers)
     if (t.tensor.nbytes() >= o.min_external_bytes) big += t.tensor.nbytes();
@@ -166,7 +181,6 @@ SaveResult save(const Model& m, const std::filesystem::path& path, const SaveOpt
 
   const std::string location = path.filename().string() + ".data";
   const fs::path data = path.parent_path() / location;
-  std::error_code ec;
   const auto canonical = fs::weakly_canonical(data, ec);
   std::vector<fs::path> inputs = m.external_files;
   if (!m.path.empty()) inputs.push_back(fs::weakly_canonical(m.path, ec));

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "annotate.hpp"
 #include "cli.hpp"
 #include "fpguard/analysis.hpp"
 #include "fpguard/error.hpp"
@@ -29,6 +30,7 @@ struct CheckArgs {
   InputArgs in;
   std::vector<std::string> precisions, keep, keep_ops, disabled;
   std::string reference = "fp32", accumulate, accumulation = "sequential", json_file, target;
+  std::string annotate;  // --annotate OUT.onnx
   std::size_t samples = 1, top = 10;
   std::optional<double> atol, rtol;
   double min_cosine = 0.999;
@@ -72,11 +74,13 @@ void check(const CheckArgs& a) {
     for (const auto& f : formats) require_native(t, f);
   }
   if (formats.empty()) throw Error("--precision", "give at least one format (or --target)");
+  if (!a.annotate.empty()) check_output_file(a.model, a.annotate, kAnnotateFlag);
 
   const report::Terminal term =
       report::Terminal::detect(report::parse_color(a.color, "--color " + a.color), a.quiet);
-  if (!a.html_file.empty()) check_output_path(a.model, a.html_file, "--html");
+  if (!a.html_file.empty()) check_output_file(a.model, a.html_file, "--html");
   model::Model m = model::load(a.model);
+  const auto original_names = node_names(m);
   analysis::name_nodes(m);
   std::vector<std::string> generated;
   const auto samples = gather_samples(a.in, m, a.samples, generated);
@@ -112,6 +116,8 @@ void check(const CheckArgs& a) {
   if (!a.html_file.empty())
     write_file_atomic(a.html_file,
                       [&](std::ostream& out) { report::write_html(out, results, {}); });
+  // Several precisions: the first one annotates (docs/check.md).
+  if (!a.annotate.empty()) write_annotated(m, original_names, a.annotate, results.front());
   if (!a.json_file.empty()) {
     const report::Json j = report::to_json(results, a.model);
     if (a.json_file == "-") {
@@ -158,6 +164,9 @@ void add_check(CLI::App& app) {
   cmd->add_option("--json", a->json_file, "Write the diagnosis as JSON to FILE (- for stdout)");
   cmd->add_option("--html", a->html_file,
                   "Write the diagnosis as one self-contained HTML page (charts, no network)");
+  cmd->add_option(kAnnotateFlag, a->annotate,
+                  "Write the model with each node's findings (metadata_props, doc_string) to "
+                  "OUT.onnx, for Netron; with several precisions, the first");
   cmd->add_option("--keep-fp32", a->keep, "Keep these nodes in float32 (NODE,...)")->take_all();
   cmd->add_option("--keep-fp32-ops", a->keep_ops, "Keep these op types in float32 (Pow,...)")
       ->take_all();

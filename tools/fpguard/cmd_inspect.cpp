@@ -42,7 +42,7 @@ void run(const InspectArgs& a) {
   o.margin = a.margin;
   o.threads = a.threads;
   for (const auto& file : a.files)
-    if (!a.html.empty()) check_output_path(file, a.html, "--html");
+    if (!a.html.empty()) check_output_file(file, a.html, "--html");
   std::vector<report::InspectedTensor> seen;  // kept for --json and --html only
   bool all_ok = true;
   for (const auto& file : a.files) {

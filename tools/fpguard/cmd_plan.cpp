@@ -5,6 +5,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "annotate.hpp"
 #include "cli.hpp"
 #include "fpguard/analysis.hpp"
 #include "fpguard/error.hpp"
@@ -20,6 +21,7 @@ namespace {
 
 struct PlanArgs {
   std::string model, precision, target, output, emit, objective = "fewest-fp32", scale = "auto";
+  std::string annotate;  // --annotate OUT.onnx
   InputArgs in;
   std::vector<std::string> keep, keep_ops;
   std::size_t samples = 1, max_passes = 48;
@@ -29,6 +31,18 @@ struct PlanArgs {
   bool saturate = false, quiet = false;
   int threads = 0;
 };
+
+// The rewrite layer's exact power-of-two scaling, for the planner (which does not depend on
+// the rewrite layer).
+auto exact_scaler(const Format& fmt) {
+  return [fmt](const model::Model& mm, const std::string& value,
+               const std::map<std::string, double>& absmax,
+               std::string* why) -> std::optional<std::pair<model::Model, analysis::Scaled>> {
+    const auto s = rewrite::find_scale(mm, value, absmax, fmt, why);
+    if (!s) return std::nullopt;
+    return std::make_pair(rewrite::apply_scale(mm, *s), analysis::Scaled{"", value, s->k});
+  };
+}
 
 void plan_command(const PlanArgs& a) {
   if (a.emit != "" && a.emit != "trtexec" && a.emit != "ort")
@@ -50,11 +64,13 @@ void plan_command(const PlanArgs& a) {
   if (!f) throw Error("--precision", "give the format to plan for (or --target)");
   if (f->name == "float32") throw Error("--precision float32", "nothing to plan: it is float32");
   if (!a.output.empty()) check_not_same_file(a.model, a.output, "-o");
-  if (!a.html_file.empty()) check_output_path(a.model, a.html_file, "--html");
+  if (!a.html_file.empty()) check_output_file(a.model, a.html_file, "--html");
+  if (!a.annotate.empty()) check_output_file(a.model, a.annotate, kAnnotateFlag);
 
   const report::Terminal term =
       report::Terminal::detect(report::parse_color(a.color, "--color " + a.color), a.quiet);
   model::Model m = model::load(a.model);
+  const auto original_names = node_names(m);
   analysis::name_nodes(m);
   std::vector<std::string> generated;
   const auto samples = gather_samples(a.in, m, a.samples, generated);
@@ -68,19 +84,10 @@ void plan_command(const PlanArgs& a) {
   po.check.rtol = a.rtol;
   po.check.threads = a.threads;
   po.max_passes = a.max_passes;
-  if (a.scale == "auto") {
-    const Format fmt = *f;
-    po.scaler = [fmt](
-                    const model::Model& mm, const std::string& value,
-                    const std::map<std::string, double>& absmax,
-                    std::string* why) -> std::optional<std::pair<model::Model, analysis::Scaled>> {
-      const auto s = rewrite::find_scale(mm, value, absmax, fmt, why);
-      if (!s) return std::nullopt;
-      return std::make_pair(rewrite::apply_scale(mm, *s), analysis::Scaled{"", value, s->k});
-    };
-  } else if (a.scale != "none") {
+  if (a.scale == "auto")
+    po.scaler = exact_scaler(*f);
+  else if (a.scale != "none")
     throw Error("--scale " + a.scale, "expected auto or none");
-  }
   analysis::Plan p;
   {
     report::Progress progress(term, "plan");
@@ -90,6 +97,15 @@ void plan_command(const PlanArgs& a) {
     p = analysis::plan(m, samples, po);
   }
   exit_code = p.meets ? 0 : 1;
+  if (!a.annotate.empty()) {
+    // The numbers beside each node's plan are those of `fpguard check` in the plan's
+    // precision: the model as given, every node in it (one more check run).
+    report::Progress progress(term, "check " + f->name);
+    analysis::CheckOptions co = po.check;
+    co.progress = [&progress](std::size_t d, std::size_t t) { progress.update(d, t); };
+    const auto d = analysis::check(m, samples, co);
+    write_annotated(m, original_names, a.annotate, d, &p);
+  }
 
   const report::Json j = report::to_json(p);
   if (!a.output.empty())
@@ -139,6 +155,9 @@ void add_plan(CLI::App& app) {
   cmd->add_option("-o,--output", a->output, "Write plan.json here");
   cmd->add_option("--html", a->html_file,
                   "Write the plan as one self-contained HTML page (islands on the node list)");
+  cmd->add_option(kAnnotateFlag, a->annotate,
+                  "Write the model with each node's plan and findings (metadata_props, "
+                  "doc_string) to OUT.onnx, for Netron");
   cmd->add_option("--emit", a->emit,
                   "Print only the settings: trtexec (TensorRT 10 flags) or ort "
                   "(onnxconverter-common node_block_list)");

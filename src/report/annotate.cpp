@@ -1,0 +1,179 @@
+// Netron annotations: each node's findings written into the model itself, as
+// NodeProto.metadata_props ("fpguard.*" keys, numbers in report::num) and a few lines of
+// its doc_string, so that clicking a node shows them. Nothing the runtime reads changes.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "fpguard/error.hpp"
+#include "fpguard/report.hpp"
+
+namespace fpguard::report {
+
+namespace {
+
+using Metadata = std::vector<std::pair<std::string, std::string>>;
+
+// What one node gets: metadata in the order written, and the doc_string lines.
+struct Notes {
+  Metadata meta;
+  std::vector<std::string> lines;
+  std::vector<std::string> origins;  // "overflow (computes)" ...
+  void set(const std::string& key, std::string value) {
+    meta.emplace_back(std::string(kAnnotationPrefix) + key, std::move(value));
+  }
+};
+
+bool ours(const std::string& key) {
+  return key.rfind(kAnnotationPrefix, 0) == 0;
+}
+
+// The node's own doc_string without an earlier annotation (a second annotate replaces
+// the first instead of stacking).
+std::string own_doc(const std::string& doc) {
+  if (doc.rfind(kAnnotationMarker, 0) == 0) return "";
+  const auto at = doc.find(std::string("\n\n").append(kAnnotationMarker));
+  return at == std::string::npos ? doc : doc.substr(0, at);
+}
+
+void add_numbers(const analysis::NodeRecord& r, const std::string& format, Notes& n) {
+  n.set("precision", r.precision);
+  double headroom = std::numeric_limits<double>::infinity(), local = 0, propagated = 0;
+  std::uint64_t overflow = 0;
+  bool floating = false;
+  for (const auto& t : r.outputs) {
+    if (!t.floating) continue;
+    floating = true;
+    headroom = std::min(headroom, t.headroom_bits);
+    overflow += t.propagated.overflow + t.propagated.nan;
+    // fmax: a NaN error (nothing finite to compare) does not hide another output's.
+    local = std::fmax(local, t.local.nrmse());
+    propagated = std::fmax(propagated, t.propagated.nrmse());
+  }
+  if (!floating) {
+    n.lines.push_back(
+        fmt::format("{} check in {}: no floating-point output", kAnnotationMarker, format));
+    return;
+  }
+  n.set("headroom_bits", num(headroom));
+  n.set("overflow", std::to_string(overflow));
+  n.set("local_error", num(local));
+  n.set("propagated_error", num(propagated));
+  n.lines.push_back(fmt::format(
+      "{} check in {}: ran in {}; headroom {} bits; {} overflow/NaN values; relative RMS "
+      "error {} local (its own), {} propagated (with what it inherits)",
+      kAnnotationMarker, format, r.precision, num(headroom), overflow, num(local),
+      num(propagated)));
+}
+
+// Origins go on their node; a value's (initializer, graph input) on the nodes reading it.
+void add_origins(const model::Model& m, const analysis::Diagnosis& d,
+                 const std::map<std::string, std::size_t>& by_name, std::vector<Notes>& notes) {
+  for (const auto& o : d.origins) {
+    std::vector<std::size_t> targets;
+    std::string tag =
+        fmt::format("{} ({})", analysis::to_string(o.kind), analysis::to_string(o.cause));
+    if (auto it = by_name.find(o.node); it != by_name.end()) {
+      targets.push_back(it->second);
+    } else {
+      tag = fmt::format("{} ({} '{}')", analysis::to_string(o.kind), analysis::to_string(o.cause),
+                        o.node);
+      for (std::size_t i = 0; i < m.graph.nodes.size(); ++i) {
+        const auto& in = m.graph.nodes[i].inputs;
+        if (std::find(in.begin(), in.end(), o.node) != in.end()) targets.push_back(i);
+      }
+    }
+    for (auto i : targets) {
+      notes[i].origins.push_back(tag);
+      notes[i].lines.push_back("origin: " + describe(o));
+      for (const auto& f : o.fixes) notes[i].lines.push_back("fix: " + describe(f));
+    }
+  }
+}
+
+std::string plan_value(const analysis::Plan& p, const analysis::NodeRecord& r) {
+  if (auto it = p.reasons.find(r.name); it != p.reasons.end())
+    return "float32: " + describe(it->second, p.precision);
+  if (std::find(p.fp32_nodes.begin(), p.fp32_nodes.end(), r.name) != p.fp32_nodes.end())
+    return "float32";
+  if (r.precision == "none") return "none";
+  for (const auto& s : p.scaled)
+    if (s.node == r.name)
+      return fmt::format("{}, after scaling '{}' by 2^-{}", p.precision, s.value, s.k);
+  return p.precision;
+}
+
+// Display name -> node index of `m`; a diagnosis of another model is refused.
+std::map<std::string, std::size_t> node_index(const model::Model& m, const analysis::Diagnosis& d) {
+  const auto names = analysis::display_names(m);
+  std::map<std::string, std::size_t> by_name;
+  for (std::size_t i = 0; i < names.size(); ++i) by_name.emplace(names[i], i);
+  for (const auto& r : d.nodes)
+    if (!by_name.count(r.name))
+      throw Error(m.path.string(),
+                  "the diagnosis names node '" + r.name + "', which this model does not have");
+  return by_name;
+}
+
+void write_notes(model::Node& node, const Notes& n) {
+  std::erase_if(node.metadata, [](const auto& kv) { return ours(kv.first); });
+  node.metadata.insert(node.metadata.end(), n.meta.begin(), n.meta.end());
+  std::string doc = own_doc(node.doc_string);
+  for (std::size_t i = 0; i < n.lines.size(); ++i)
+    doc += (i == 0 ? (doc.empty() ? "" : "\n\n") : "\n") + n.lines[i];
+  node.doc_string = std::move(doc);
+}
+
+void annotate_model_metadata(model::Model& m, const analysis::Diagnosis& d,
+                             const analysis::Plan* plan) {
+  std::erase_if(m.metadata, [](const auto& kv) { return ours(kv.first); });
+  auto set = [&](const char* key, std::string v) {
+    m.metadata.emplace_back(std::string(kAnnotationPrefix) + key, std::move(v));
+  };
+  set("precision", d.precision);
+  set("verdict", d.pass ? "pass" : "fail");
+  if (plan)
+    set("plan", fmt::format("{} of {} floating compute nodes in float32; {}",
+                            plan->fp32_nodes.size(), plan->float_nodes,
+                            plan->meets ? "meets the tolerance" : "does not meet the tolerance"));
+}
+
+}  // namespace
+
+void annotate_in_place(model::Model& m, const analysis::Diagnosis& d, const analysis::Plan* plan) {
+  const auto by_name = node_index(m, d);
+  std::vector<Notes> notes(m.graph.nodes.size());
+  std::vector<bool> seen(m.graph.nodes.size());
+  for (const auto& r : d.nodes) {
+    const std::size_t i = by_name.at(r.name);
+    seen[i] = true;
+    add_numbers(r, d.precision, notes[i]);
+  }
+  add_origins(m, d, by_name, notes);
+  for (auto& n : notes) {
+    std::string joined;
+    for (const auto& o : n.origins) joined += (joined.empty() ? "" : "; ") + o;
+    if (!joined.empty()) n.set("origin", joined);
+  }
+  if (plan)
+    for (const auto& r : d.nodes) {
+      auto& n = notes[by_name.at(r.name)];
+      n.set("plan", plan_value(*plan, r));
+      n.lines.push_back("plan: " + n.meta.back().second);
+    }
+  for (std::size_t i = 0; i < notes.size(); ++i)
+    if (seen[i]) write_notes(m.graph.nodes[i], notes[i]);
+  annotate_model_metadata(m, d, plan);
+}
+
+model::Model annotate(const model::Model& m, const analysis::Diagnosis& d,
+                      const analysis::Plan* plan) {
+  model::Model out = m;
+  annotate_in_place(out, d, plan);
+  return out;
+}
+
+}  // namespace fpguard::report
