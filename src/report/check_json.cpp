@@ -164,8 +164,12 @@ struct Reader : detail::JsonReader {
     if (j.contains("value")) f.value = str(j, "value", path);
     if (j.contains("format")) f.format = str(j, "format", path);
     if (f.kind == analysis::FixKind::scale) {
-      f.exponent = static_cast<int>(real(j, "exponent", path));
-      f.degree = static_cast<int>(real(j, "degree", path));
+      // Exponents and degrees of a power-of-two scaling: small integers.
+      const std::int64_t e = i64(j, "exponent", path), deg = i64(j, "degree", path);
+      if (e < -1100 || e > 1100) fail(field(path, "exponent"), "is out of range");
+      if (deg < -64 || deg > 64) fail(field(path, "degree"), "is out of range");
+      f.exponent = static_cast<int>(e);
+      f.degree = static_cast<int>(deg);
       f.undo = boolean(j, "undo", path);
       f.before_model = boolean(j, "before_model", path);
     }

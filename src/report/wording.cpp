@@ -25,6 +25,12 @@ std::string join(const std::vector<std::string>& v, const char* sep = ",") {
 }
 
 // The format of a finding, or float16 when the name is not one (a hand-edited JSON).
+// A count held in a double (a reduction depth): as an integer, clamped to what it can be.
+std::uint64_t whole(double x) {
+  if (!(x > 0)) return 0;
+  return x >= 1.8e19 ? std::uint64_t{18000000000000000000u} : static_cast<std::uint64_t>(x);
+}
+
 Format format_of(const std::string& name) {
   return find_format(name).value_or(parse_format("float16"));
 }
@@ -193,8 +199,7 @@ std::string describe(const analysis::RuleFinding& r) {
     return fmt::format(
         "{} combines {} values: a sum can exceed {} max even when every term fits, and "
         "accumulated in {} it stops growing past 2^{} terms",
-        r.op_type, count(static_cast<std::uint64_t>(r.observed)), f.name, f.name,
-        f.precision_bits());
+        r.op_type, count(whole(r.observed)), f.name, f.name, f.precision_bits());
   if (id == "softmax-without-max")
     return "a softmax written as Exp / ReduceSum without subtracting the maximum first: Exp "
            "overflows for logits above " +
@@ -209,7 +214,7 @@ std::string describe(const analysis::RuleFinding& r) {
     return fmt::format(
         "{} sums {} products per output: a kernel accumulating in {} (2^{} significant bits) "
         "loses whole terms; make sure it accumulates in float32",
-        r.op_type, count(static_cast<std::uint64_t>(r.observed)), f.name, f.precision_bits());
+        r.op_type, count(whole(r.observed)), f.name, f.precision_bits());
   if (id == "large-range")
     return fmt::format(
         "{} reaches {}: {} spaces values there {} apart (ULP), so small differences between "
