@@ -284,6 +284,36 @@ Cause overflow_cause(const Graphs& g, std::size_t pos, double out_absmax, const 
   return out_absmax > f.max() ? Cause::computes : Cause::rounding;
 }
 
+// An underflow origin: results flush to zero; scaling up before the node, when its
+// largest value then still fits, or float32.
+void underflow_origin(const Context& ctx, const Comparison& local, double out_absmax,
+                      const Format& f, Origin& o) {
+  o.kind = OriginKind::underflow;
+  o.cause = Cause::flush;
+  o.affected = local.underflow;
+  o.local_error = local.nrmse();
+  double min_nz = std::numeric_limits<double>::infinity();
+  for (const auto& name : o.outputs)
+    if (auto it = ctx.min_abs_nonzero.find(name); it != ctx.min_abs_nonzero.end())
+      min_nz = std::min(min_nz, it->second);
+  o.min_nonzero = min_nz;
+  if (std::isfinite(min_nz) && min_nz > 0) {
+    const int k = static_cast<int>(std::ceil(std::log2(f.smallest_normal() / min_nz)));
+    if (k > 0 && std::ldexp(out_absmax, k) < 0.5 * f.max()) {
+      Fix scale;
+      scale.kind = FixKind::scale;
+      scale.nodes = {o.node};
+      scale.format = f.name;
+      scale.exponent = k;
+      scale.replacement = std::ldexp(out_absmax, k);
+      o.fixes.push_back(scale);
+    }
+  }
+  o.keep_fp32 = {o.node};
+  o.fixes.push_back(keep_fix(o.keep_fp32));
+  push(o.fixes, bf16_fix(f, out_absmax));
+}
+
 void node_origins(Context& ctx, const Graphs& g) {
   const Format& P = ctx.o.precision;
   const double u = std::ldexp(1.0, -P.precision_bits());
@@ -335,30 +365,7 @@ void node_origins(Context& ctx, const Graphs& g) {
       push(o.fixes, bf16_fix(f, out_absmax));
     } else if (local.count && local.underflow >= kVerdictFraction * local.count &&
                local.nrmse() > 4 * u && !rec.inputs_nonfinite) {
-      o.kind = OriginKind::underflow;
-      o.cause = Cause::flush;
-      o.affected = local.underflow;
-      o.local_error = local.nrmse();
-      double min_nz = std::numeric_limits<double>::infinity();
-      for (const auto& name : o.outputs)
-        if (auto it = ctx.min_abs_nonzero.find(name); it != ctx.min_abs_nonzero.end())
-          min_nz = std::min(min_nz, it->second);
-      o.min_nonzero = min_nz;
-      if (std::isfinite(min_nz) && min_nz > 0) {
-        const int k = static_cast<int>(std::ceil(std::log2(f.smallest_normal() / min_nz)));
-        if (k > 0 && std::ldexp(out_absmax, k) < 0.5 * f.max()) {
-          Fix scale;
-          scale.kind = FixKind::scale;
-          scale.nodes = {rec.name};
-          scale.format = f.name;
-          scale.exponent = k;
-          scale.replacement = std::ldexp(out_absmax, k);
-          o.fixes.push_back(scale);
-        }
-      }
-      o.keep_fp32 = {rec.name};
-      o.fixes.push_back(keep_fix(o.keep_fp32));
-      push(o.fixes, bf16_fix(f, out_absmax));
+      underflow_origin(ctx, local, out_absmax, f, o);
     } else {
       continue;
     }
