@@ -51,68 +51,47 @@ std::vector<std::string> split_commas(const std::vector<std::string>& items) {
   return out;
 }
 
-void check(const CheckArgs& a) {
-  DType reference = DType::float32;
+// The options every precision shares, from the flags (the format is set per precision).
+analysis::CheckOptions check_options(const CheckArgs& a) {
+  analysis::CheckOptions o;
   if (a.reference == "fp64" || a.reference == "float64")
-    reference = DType::float64;
+    o.reference = DType::float64;
   else if (a.reference != "fp32" && a.reference != "float32")
     throw Error("--reference " + a.reference, "expected fp32 or fp64");
-  std::optional<Format> accumulate;
-  if (!a.accumulate.empty()) accumulate = parse_format(a.accumulate);
-  const AccumulationOrder order =
-      parse_accumulation_order(a.accumulation).value_or(AccumulationOrder{});
-  if (order.kind == AccumulationOrder::Kind::library && accumulate && accumulate->name != "float32")
+  if (!a.accumulate.empty()) o.accumulate = parse_format(a.accumulate);
+  o.accumulation = parse_accumulation_order(a.accumulation).value_or(AccumulationOrder{});
+  if (o.accumulation.kind == AccumulationOrder::Kind::library && o.accumulate &&
+      o.accumulate->name != "float32")
     throw Error("--accumulation library",
-                "oneDNN's sgemm accumulates in float32, not " + accumulate->name);
-  auto precisions = split_commas(a.precisions);
+                "oneDNN's sgemm accumulates in float32, not " + o.accumulate->name);
+  for (const auto& k : split_commas(a.keep)) o.keep_fp32.insert(k);
+  for (const auto& k : split_commas(a.keep_ops)) o.keep_fp32_ops.insert(k);
+  for (const auto& r : split_commas(a.disabled)) o.disabled_rules.insert(r);
+  o.round_options.saturate = a.saturate;
+  o.min_cosine = a.min_cosine;
+  o.atol = a.atol;
+  o.rtol = a.rtol;
+  o.threads = a.threads;
+  return o;
+}
+
+// --precision, or the one --target recommends; formats the target cannot run are refused.
+std::vector<Format> check_formats(const CheckArgs& a) {
   std::vector<Format> formats;
-  for (const auto& p : precisions) formats.push_back(parse_format(p));
+  for (const auto& p : split_commas(a.precisions)) formats.push_back(parse_format(p));
   if (!a.target.empty()) {
-    // --target picks the precision when none is given and refuses what it cannot run.
     const Target& t = find_target(a.target);
     if (formats.empty()) formats.push_back(recommended_format(t));
     for (const auto& f : formats) require_native(t, f);
   }
   if (formats.empty()) throw Error("--precision", "give at least one format (or --target)");
-  if (!a.annotate.empty()) check_output_file(a.model, a.annotate, kAnnotateFlag);
+  return formats;
+}
 
-  const report::Terminal term =
-      report::Terminal::detect(report::parse_color(a.color, "--color " + a.color), a.quiet);
-  if (!a.html_file.empty()) check_output_file(a.model, a.html_file, "--html");
-  model::Model m = model::load(a.model);
-  const auto original_names = node_names(m);
-  analysis::name_nodes(m);
-  std::vector<std::string> generated;
-  const auto samples = gather_samples(a.in, m, a.samples, generated);
-
-  std::vector<analysis::Diagnosis> results;
-  for (const auto& f : formats) {
-    analysis::CheckOptions o;
-    o.precision = f;
-    for (const auto& k : split_commas(a.keep)) o.keep_fp32.insert(k);
-    for (const auto& k : split_commas(a.keep_ops)) o.keep_fp32_ops.insert(k);
-    for (const auto& r : split_commas(a.disabled)) o.disabled_rules.insert(r);
-    o.round_options.saturate = a.saturate;
-    o.accumulate = accumulate;
-    o.accumulation = order;
-    o.reference = reference;
-    o.min_cosine = a.min_cosine;
-    o.atol = a.atol;
-    o.rtol = a.rtol;
-    o.threads = a.threads;
-    report::Progress progress(term, "check " + f.name);
-    o.progress = [&progress](std::size_t d, std::size_t t) { progress.update(d, t); };
-    auto d = analysis::check(m, samples, o);
-    if (!generated.empty())
-      d.notes.insert(d.notes.begin(),
-                     {.kind = analysis::NoteKind::generated, .text = generated_note(generated)});
-    results.push_back(std::move(d));
-  }
-
-  bool all_pass = true;
-  for (const auto& d : results) all_pass = all_pass && d.pass;
-  exit_code = all_pass ? 0 : 1;
-
+// The files asked for (--html, --annotate, --json), then the text on stdout.
+void write_results(const CheckArgs& a, model::Model& m,
+                   const std::vector<std::string>& original_names,
+                   const std::vector<analysis::Diagnosis>& results, const report::Terminal& term) {
   if (!a.html_file.empty())
     write_file_atomic(a.html_file,
                       [&](std::ostream& out) { report::write_html(out, results, {}); });
@@ -132,6 +111,37 @@ void check(const CheckArgs& a) {
     report::render(std::cout, results[i], {.top = a.top}, term);
   }
   if (results.size() > 1) report::render_side_by_side(std::cout, results, term);
+}
+
+void check(const CheckArgs& a) {
+  const analysis::CheckOptions shared = check_options(a);
+  const std::vector<Format> formats = check_formats(a);
+  if (!a.annotate.empty()) check_output_file(a.model, a.annotate, kAnnotateFlag);
+  if (!a.html_file.empty()) check_output_file(a.model, a.html_file, "--html");
+  const report::Terminal term =
+      report::Terminal::detect(report::parse_color(a.color, "--color " + a.color), a.quiet);
+  model::Model m = model::load(a.model);
+  const auto original_names = node_names(m);
+  analysis::name_nodes(m);
+  std::vector<std::string> generated;
+  const auto samples = gather_samples(a.in, m, a.samples, generated);
+
+  std::vector<analysis::Diagnosis> results;
+  bool all_pass = true;
+  for (const auto& f : formats) {
+    analysis::CheckOptions o = shared;
+    o.precision = f;
+    report::Progress progress(term, "check " + f.name);
+    o.progress = [&progress](std::size_t d, std::size_t t) { progress.update(d, t); };
+    auto d = analysis::check(m, samples, o);
+    if (!generated.empty())
+      d.notes.insert(d.notes.begin(),
+                     {.kind = analysis::NoteKind::generated, .text = generated_note(generated)});
+    all_pass = all_pass && d.pass;
+    results.push_back(std::move(d));
+  }
+  exit_code = all_pass ? 0 : 1;
+  write_results(a, m, original_names, results, term);
 }
 
 }  // namespace
