@@ -98,16 +98,21 @@ CheckOptions fp16() {
 
 // x -> Mul(x, 400) -> Pow(., 2) -> ReduceMean -> y: the Pow overflows float16 (its fixes:
 // a scaling, a float32 island, bfloat16); a -1e9 mask constant is an origin of its own.
-Diagnosis overflowing_check() {
+Builder overflowing_graph(const std::string& last_node = "mean") {
   Builder b({2, 4});
   b.init("big", scalar(400.0f)).init("two", scalar(2.0f));
   b.init("mask", floats({2, 4}, {0, 0, -1e9f, 0, 0, 0, 0, -1e9f}));
   b.node("scale", "Mul", {"x", "big"}, "s")
       .node("square", "Pow", {"s", "two"}, "q")
       .node("masked", "Add", {"q", "mask"}, "m")
-      .node("mean", "ReduceMean", {"m"}, "y")
+      .node(last_node, "ReduceMean", {"m"}, "y")
       .output("y");
-  return analysis::check(b.m, {{{"x", floats({2, 4}, {1, -2, 3, 0.5f, 0.25f, 1, -1, 2})}}}, fp16());
+  return b;
+}
+
+Diagnosis overflowing_check() {
+  return analysis::check(overflowing_graph().m,
+                         {{{"x", floats({2, 4}, {1, -2, 3, 0.5f, 0.25f, 1, -1, 2})}}}, fp16());
 }
 
 TEST(Wording, OriginsAndFixesFromTheirData) {
@@ -213,14 +218,7 @@ std::string meta(const model::Node& n, const std::string& key) {
 // overflowing_check()'s graph with its last node unnamed (display name "ReduceMean_3")
 // and a node carrying its own doc_string and metadata.
 Builder annotated_graph() {
-  Builder b({2, 4});
-  b.init("big", scalar(400.0f)).init("two", scalar(2.0f));
-  b.init("mask", floats({2, 4}, {0, 0, -1e9f, 0, 0, 0, 0, -1e9f}));
-  b.node("scale", "Mul", {"x", "big"}, "s")
-      .node("square", "Pow", {"s", "two"}, "q")
-      .node("masked", "Add", {"q", "mask"}, "m")
-      .node("", "ReduceMean", {"m"}, "y")
-      .output("y");
+  Builder b = overflowing_graph("");
   auto& scale = b.m.graph.nodes[0];
   scale.doc_string = "the user's words";
   scale.metadata = {{"owner", "me"}, {"fpguard.stale", "1"}};
