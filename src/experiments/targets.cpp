@@ -108,8 +108,8 @@ std::vector<Target> make_targets() {
        "fp8 (e4m3fn, e5m2) tensor cores via wgmma; int4 tensor cores were dropped. "
        "Reported (DeepSeek-V3 technical report, 2024, sec. 3.3.2, not an NVIDIA "
        "document): fp8 GEMMs keep only ~14 bits in the tensor-core accumulator, which "
-       "is why fp8 kernels promote partial sums to fp32 every 128 products — model it "
-       "with `gemm-error --accumulate e8m13 --accumulation blocked:128`.",
+       "is why fp8 kernels promote partial sums to fp32 every 128 products — modelled by "
+       "accumulation in e8m13 with blocked:128 order (docs/experiments.md).",
        std::string(kNvidiaSources) + "; NVIDIA H100 Tensor Core GPU Architecture whitepaper"});
   t.push_back({"sm_100",
                {"blackwell", "b200", "b100", "gb200"},
