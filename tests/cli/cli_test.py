@@ -113,7 +113,30 @@ def check_errors(c, cli):
     cli.fails("unknown format (finfo)", ["finfo", "flaot16"], "flaot16", "did you mean 'float16'")
     cli.fails("unknown format, no close name", ["finfo", "posit32"], "posit32", "unknown format")
     cli.fails("unknown subcommand", ["fino", "float16"], "fino", "did you mean 'finfo'")
-    cli.fails("no subcommand", [], "subcommand")
+    # `fpguard` alone: the short usage (every command, one line each), exit 2.
+    r = cli.run()
+    c.equal(r.returncode, 2, "no command: exit 2")
+    c.check(r.stderr.startswith("usage: fpguard COMMAND") and "\n  check " in r.stderr
+            and "\n  convert " in r.stderr, "no command: the short usage", r.stderr)
+    # CLI11's parse errors, worded as ours: what is wrong where, with a "did you mean" over
+    # the options of the command (the global ones included), "fpguard" said once.
+    cli.fails("misspelt option", ["finfo", "float16", "--jsno"], "error: --jsno: ",
+              "unknown option of finfo", "did you mean '--json'")
+    cli.fails("misspelt global option", ["finfo", "float16", "--max-memroy", "1G"],
+              "--max-memroy", "did you mean '--max-memory'")
+    cli.fails("misspelt option before the command", ["--max-memroy", "1G", "finfo"],
+              "--max-memroy", "did you mean '--max-memory'")
+    cli.fails("a one-letter option is no typo", ["finfo", "float16", "-z"], "-z",
+              "unknown option of finfo (see fpguard finfo --help)")
+    cli.fails("one positional too many", rnd + ["extra"], "error: round: ",
+              "unexpected argument 'extra'")
+    cli.fails("missing positional", ["round", "float16"], "error: round: ", "input is required")
+    cli.fails("option without its value", ["round", "float16", good, "-o"],
+              "error: --output: ", "expects a value")
+    for bad in (["round"], ["round", "float16", good, "--bogus"], ["round", "float16"]):
+        r = cli.run(*bad)
+        c.check("fpguard: error: fpguard" not in r.stderr, f"{bad}: 'fpguard' said once",
+                r.stderr)
     cli.fails("malformed custom format e12m3", ["round", "e12m3", good, "-o", out],
               "e12m3", "exponent bits")
     cli.fails("malformed custom format e5m53", ["round", "e5m53", good, "-o", out],

@@ -17,6 +17,15 @@ std::string flag_of(const std::string& option);
 // Where an Error is, as the CLI words it (an option as its flag).
 std::string where_of(const Error& e);
 
+// A command line CLI11 could not parse, worded as fpguard's errors are (where, what):
+// "--precison", "unknown option of check; did you mean '--precision'?".
+struct ParseProblem {
+  std::string where, what;
+};
+ParseProblem explain(const CLI::App& app, const CLI::ParseError& e);
+// `fpguard` alone: the commands, one line each.
+std::string short_usage(const CLI::App& app);
+
 void add_finfo(CLI::App& app);
 void add_iinfo(CLI::App& app);
 void add_round(CLI::App& app);

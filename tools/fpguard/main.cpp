@@ -78,6 +78,10 @@ int main(int argc, char** argv) {
     std::fwrite(line.data(), 1, line.size(), stderr);
     return 2;
   };
+  if (argc == 1) {
+    std::fputs(fpguard::cli::short_usage(app).c_str(), stderr);
+    return 2;
+  }
   // An unknown subcommand gets a "did you mean" before CLI11 sees it.
   if (argc > 1 && argv[1][0] != '-') {
     std::vector<std::string> names;
@@ -102,9 +106,8 @@ int main(int argc, char** argv) {
     std::printf("fpguard %s\n", fpguard::kVersion);
     return 0;
   } catch (const CLI::ParseError& e) {
-    std::string where = "fpguard";
-    for (const auto* sub : app.get_subcommands()) where += " " + sub->get_name();
-    return fail(where, e.what());
+    const auto problem = fpguard::cli::explain(app, e);
+    return fail(problem.where, problem.what);
   } catch (const fpguard::Error& e) {
     return fail(fpguard::cli::where_of(e), e.problem());
   } catch (const std::bad_alloc&) {
