@@ -3,21 +3,28 @@ BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release -DFPGUARD_WERROR=ON
 
-.PHONY: all setup build run test bench format clean
+.PHONY: all setup configure build cli run install test bench format clean
 all: build
 
 setup:
 	@scripts/setup
 
-build: setup
+configure: setup
 	@cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS) >/dev/null
+
+# Everything: the CLI, the tests and the benchmarks.
+build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# Only the CLI (what `make run` and `make install` need: no test or bench target).
+cli: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target fpguard
 
 # The main job on a shipped example: where does float16 break this model, and why?
 # Then the fix: plan which nodes stay float32, convert, and check the converted model.
 # (check exits 1 for a FAIL verdict, which is the expected first diagnosis here.)
 EXAMPLE = examples/superres
-run: build
+run: cli
 	$(BUILD)/fpguard check $(EXAMPLE)/model.onnx --inputs $(EXAMPLE)/inputs \
 	  --precision float16,bfloat16 || test $$? -eq 1
 	$(BUILD)/fpguard plan $(EXAMPLE)/model.onnx --inputs $(EXAMPLE)/inputs --precision float16 \
@@ -25,6 +32,12 @@ run: build
 	$(BUILD)/fpguard convert $(EXAMPLE)/model.onnx --plan $(BUILD)/example.plan.json \
 	  --keep-io-types --inputs $(EXAMPLE)/inputs -o $(BUILD)/example_fp16.onnx
 	$(BUILD)/fpguard check $(BUILD)/example_fp16.onnx --inputs $(EXAMPLE)/inputs --precision float16
+
+# `fpguard` into $(PREFIX)/bin (no root needed for the default; for a system-wide copy:
+# make cli && sudo cmake --install build --prefix /usr/local).
+PREFIX ?= $(HOME)/.local
+install: cli
+	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure --no-tests=error -j $(JOBS) --timeout 1500
