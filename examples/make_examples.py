@@ -273,6 +273,23 @@ def make_clean_cnn(root):
     return {"logits_absmax": round(float(np.abs(out).max()), 4)}
 
 
+def make_tensors(root):
+    """Tensors for the documentation's `round` and `inspect` examples: activations with
+    one outlier past float16's max (x.npy), and a .npz of gradients, one of them too
+    small for float16 (grads.npz)."""
+    folder = os.path.join(root, "tensors")
+    os.makedirs(folder, exist_ok=True)
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(1000) * 1000).astype(np.float32)
+    x[123] = 70000.0
+    np.save(os.path.join(folder, "x.npy"), x)
+    grads = {"fc1.weight": (rng.standard_normal((64, 32)) * 1e-3).astype(np.float32),
+             "fc2.weight": (rng.standard_normal((10, 64)) * 1e-7).astype(np.float32)}
+    np.savez(os.path.join(folder, "grads.npz"), **grads)
+    return {"x_absmax": float(np.abs(x).max()),
+            "grads_absmax": ",".join("%.3g" % np.abs(g).max() for g in grads.values())}
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -287,6 +304,8 @@ def main():
         size = os.path.getsize(os.path.join(args.target, name, "model.onnx"))
         details = ", ".join("%s=%s" % kv for kv in facts.items())
         print("%s: model.onnx %d bytes; %s" % (name, size, details))
+    facts = make_tensors(args.target)
+    print("tensors: x.npy, grads.npz; " + ", ".join("%s=%s" % kv for kv in facts.items()))
     return 0
 
 

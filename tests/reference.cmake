@@ -65,3 +65,17 @@ foreach(_fpg_format float16 bfloat16)
                        PROPERTIES LABELS "reference;exhaustive" TIMEOUT 900
                                   PROCESSORS 2)  # round_dump and Python, concurrently
 endforeach()
+
+# The Makefile: `make run` builds only the CLI (ninja's command lists on a fresh
+# configuration), `make install` installs a working fpguard (cli/make_test.py).
+add_test(NAME cli.make
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${_fpg_cli}/make_test.py
+                 --source ${PROJECT_SOURCE_DIR} --build ${PROJECT_BINARY_DIR})
+set_tests_properties(cli.make PROPERTIES LABELS "cli" TIMEOUT 600)
+
+# Every console example of README.md and docs/*.md, run and compared with its text; every
+# relative link resolves inside the repository (cli/docs_test.py).
+add_test(NAME cli.docs
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${_fpg_cli}/docs_test.py --fpguard $<TARGET_FILE:fpguard>
+                 --source ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.docs PROPERTIES LABELS "cli" TIMEOUT 900)
