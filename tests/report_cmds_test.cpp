@@ -139,6 +139,52 @@ TEST(InspectText, NumbersInOnePolicyVerdictsColouredAndAligned) {
   EXPECT_EQ(stripped, s);
 }
 
+// A scale is shown where the verdict needs one (an overflow, an underflow); scale_sq where
+// the tensor's square would pass half the format's max. The JSON keeps both always.
+TEST(InspectText, ScalesOnlyWhereTheyFixSomething) {
+  // 300 is ok in float16 (max 65504), but its square, 90000, passes half the max (32752):
+  // scale_sq is the largest 2^k with (300 * 2^k)^2 <= 32752, 2^-1 (150^2 = 22500).
+  const auto ok = inspected("ok", floats({3}, {300, 1, -2}));
+  const auto over = inspected("over", floats({2}, {70000, 1}));
+  const auto row = [](const InspectedTensor& t, const std::string& format) {
+    std::ostringstream out;
+    render(out, t, {}, Terminal{});
+    const std::string s = out.str();
+    const auto at = s.find("\n  " + format + " ");
+    return at == std::string::npos ? std::string()
+                                   : s.substr(at + 3, s.find('\n', at + 1) - at - 3);
+  };
+  auto columns = [](const std::string& line) {
+    std::vector<std::string> out;
+    std::istringstream in(line);
+    for (std::string w; in >> w;) out.push_back(w);
+    return out;
+  };
+  // format verdict overflow underflow subnormal headroom scale scale_sq ...
+  const auto ok16 = columns(row(ok, "float16"));
+  ASSERT_GE(ok16.size(), 8u) << row(ok, "float16");
+  EXPECT_EQ(ok16[1], "ok");
+  EXPECT_EQ(ok16[6], "-");
+  EXPECT_EQ(ok16[7], "2^-1");
+  EXPECT_EQ(ok.stats.formats[0].scale, 64.0);  // 300 * 64 = 19200 <= 32752: kept in JSON
+  EXPECT_EQ(to_json(ok)["formats"]["float16"]["scale"], 64.0);
+  const auto over16 = columns(row(over, "float16"));
+  ASSERT_GE(over16.size(), 8u) << row(over, "float16");
+  EXPECT_EQ(over16[1], "overflow");
+  EXPECT_EQ(over16[6], "2^-2");  // 70000 / 4 = 17500 <= 32752
+  EXPECT_EQ(over16[7], "2^-9");  // (70000 / 512)^2 = 18692 <= 32752
+  // 1e-9 underflows in float16 (smallest subnormal 2^-24): the scale brings it up.
+  const auto tiny = inspected("tiny", floats({1}, {1e-9f}));
+  const auto tiny16 = columns(row(tiny, "float16"));
+  ASSERT_GE(tiny16.size(), 8u);
+  EXPECT_EQ(tiny16[1], "underflow");
+  EXPECT_NE(tiny16[6], "-");
+  EXPECT_EQ(tiny16[7], "-");
+  std::ostringstream legend;
+  render_inspect_legend(legend);
+  EXPECT_NE(legend.str().find("scale_sq"), std::string::npos);
+}
+
 GemmErrorTable small_gemm() {
   GemmErrorOptions o;
   o.sizes = {8, 16};

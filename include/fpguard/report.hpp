@@ -184,6 +184,8 @@ struct InspectText {
 // The statistics, then one row per format (the verdict coloured).
 void render(std::ostream& out, const InspectedTensor& t, const InspectText& o,
             const Terminal& term);
+// What the columns mean, once after the tensors.
+void render_inspect_legend(std::ostream& out);
 
 // One page of tensors: a summary table (verdict per format), then per tensor its
 // statistics, its per-format findings and its exponent histogram against each format.

@@ -88,6 +88,12 @@ std::string pow2(double scale) {
   return fmt::format("2^{}", e - 1);
 }
 
+// A scale is offered where the verdict needs one: it removes an overflow or an underflow.
+// (A tensor that is ok has a scale too, in the JSON: it only moves values in the range.)
+bool shows_scale(const FormatStats& f) {
+  return f.verdict == Verdict::overflow || f.verdict == Verdict::underflow;
+}
+
 std::string shape_string(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) {
@@ -183,11 +189,20 @@ void render(std::ostream& out, const InspectedTensor& t, const InspectText& o,
     const std::string_view v = to_string(f.verdict);
     table.add({f.format.name, f.verdict == Verdict::ok ? term.good(v) : term.bad(v),
                count(f.overflow), count(f.underflow), count(f.subnormal), bits(f.headroom_bits),
-               pow2(f.scale), pow2(f.scale_for_square), num(f.max_rel_error),
+               shows_scale(f) ? pow2(f.scale) : "-",
+               f.scale_for_square < 1 ? pow2(f.scale_for_square) : "-", num(f.max_rel_error),
                num(f.mean_rel_error)});
   }
   table.render(out, term.width);
   if (o.histogram && !ts.exponent_histogram.empty()) render_histogram(out, ts, term);
+}
+
+void render_inspect_legend(std::ostream& out) {
+  out << "(headroom: log2(format max / absmax); scale: the power of two that puts absmax at "
+         "the margin (half the format's max by default), shown for an overflow or an "
+         "underflow; scale_sq: the same for a tensor that will be squared, shown when its "
+         "square would pass the margin; errors: relative rounding errors of the finite "
+         "values)\n";
 }
 
 }  // namespace fpguard::report

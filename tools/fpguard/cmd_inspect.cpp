@@ -56,6 +56,7 @@ void run(const InspectArgs& a) {
       if (a.json || !a.html.empty()) seen.push_back(std::move(t));
     }
   }
+  if (!a.json) report::render_inspect_legend(std::cout);
   if (!a.html.empty())
     write_file_atomic(a.html, [&](std::ostream& out) { report::write_html(out, seen, {}); });
   if (a.json) std::cout << report::to_json(seen).dump(2) << "\n";
