@@ -72,6 +72,20 @@ TEST(Table, WidthsFromContentAndFitted) {
   EXPECT_NE(narrow.str().find("12345"), std::string::npos);  // numbers are never cut
 }
 
+TEST(Table, ShortensOnlyWhenThatFits) {
+  Table t({{"node"}, {"op"}, {"count", Align::right}});
+  t.add({"/encoder/layer.0/attention/self/Softmax", "Softmax", "7"});
+  // 20 columns cannot hold the other columns and 12 of the name: the name stays whole.
+  std::ostringstream tiny;
+  t.render(tiny, 20);
+  EXPECT_NE(tiny.str().find("/encoder/layer.0/attention/self/Softmax"), std::string::npos)
+      << tiny.str();
+  // Exactly wide enough with the name at 12 columns: shortened to 12.
+  std::ostringstream fits;
+  t.render(fits, 2 + 12 + 2 + 7 + 2 + 5);
+  EXPECT_NE(fits.str().find("/encod…ftmax"), std::string::npos) << fits.str();
+}
+
 TEST(Table, ShortensInTheMiddle) {
   EXPECT_EQ(shorten_middle("abcdefghij", 10), "abcdefghij");
   EXPECT_EQ(shorten_middle("abcdefghij", 5), "ab…ij");

@@ -103,7 +103,8 @@ void Table::render(std::ostream& out, std::size_t width, std::string_view indent
     w[c] = columns(columns_[c].header);
     for (const auto& r : rows_) w[c] = std::max(w[c], columns(r[c]));
   }
-  // Fit: shorten the widest left-aligned column, never below its header or 12 columns.
+  // Fit: shorten the widest left-aligned column, never below its header or 12 columns,
+  // and only when that makes the table fit: a table too wide anyway keeps whole names.
   if (width > 0) {
     std::size_t total = indent.size() + 2 * (n - 1);
     for (auto x : w) total += x;
@@ -113,7 +114,7 @@ void Table::render(std::ostream& out, std::size_t width, std::string_view indent
     if (total > width && widest < n) {
       const std::size_t floor = std::max<std::size_t>(12, columns(columns_[widest].header));
       const std::size_t excess = total - width;
-      w[widest] = w[widest] > floor + excess ? w[widest] - excess : std::min(w[widest], floor);
+      if (w[widest] >= floor + excess) w[widest] -= excess;
     }
   }
   auto line = [&](const std::vector<std::string>& cells) {
