@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "fpguard/error.hpp"
@@ -183,6 +186,97 @@ TEST(InspectText, ScalesOnlyWhereTheyFixSomething) {
   std::ostringstream legend;
   render_inspect_legend(legend);
   EXPECT_NE(legend.str().find("scale_sq"), std::string::npos);
+}
+
+// `run --outputs`/`--dump-all` directories: written and read back, every kind of value.
+bool same(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  if (a.dtype() == DType::string) {
+    const auto x = a.data<std::string>(), y = b.data<std::string>();
+    return std::equal(x.begin(), x.end(), y.begin(), y.end());
+  }
+  return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
+}
+
+struct ValuesDir {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      ("fpguard_values_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  ValuesDir() { std::filesystem::remove_all(dir); }
+  ~ValuesDir() { std::filesystem::remove_all(dir); }
+  void manifest(const std::string& text) const { std::ofstream(dir / "outputs.json") << text; }
+};
+
+TEST(Values, WrittenAndReadBackAsTheyWere) {
+  Tensor bf(DType::bfloat16, {2});
+  bf.data<std::uint16_t>()[0] = 0x3F80;  // 1.0
+  bf.data<std::uint16_t>()[1] = 0xC2C8;  // -100
+  Tensor ints(DType::int64, {3});
+  ints.data<std::int64_t>()[2] = -(std::int64_t{1} << 60);
+  Tensor text(DType::string, {2});
+  text.data<std::string>()[0] = "héllo";
+  text.data<std::string>()[1] = "";
+  const std::vector<NamedValue> values = {
+      {"y_0", floats({2, 2}, {1, -2, 3.5f, NAN})},
+      {"y/0", bf},  // the same file name once sanitised: y_0.npy, then y_0_1.npy
+      {"ids", ints},
+      {"words", text},
+      {"s", Value::sequence({floats({1}, {7}), ints})},
+      {"empty", Value::none()}};
+  ValuesDir d;
+  write_values(d.dir, values);
+  const auto back = read_values(d.dir);
+  ASSERT_EQ(back.size(), values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const Value &a = values[i].value, &b = back[i].value;
+    EXPECT_EQ(back[i].name, values[i].name);
+    ASSERT_EQ(a.kind, b.kind) << values[i].name;
+    if (a.kind == ValueKind::tensor) {
+      EXPECT_TRUE(same(a.tensor, b.tensor)) << values[i].name;
+    }
+    ASSERT_EQ(a.items.size(), b.items.size());
+    for (std::size_t k = 0; k < a.items.size(); ++k) EXPECT_TRUE(same(a.items[k], b.items[k]));
+  }
+  // bfloat16 is stored as float32 (NumPy has none), exactly.
+  const Tensor stored = read_npy(d.dir / "y_0_1.npy");
+  EXPECT_EQ(stored.dtype(), DType::float32);
+  EXPECT_EQ(stored.data<float>()[1], -100.0f);
+}
+
+TEST(Values, AMalformedManifestIsNamed) {
+  ValuesDir d;
+  write_values(d.dir, {{"y", floats({1}, {1})}});
+  const std::string where = (d.dir / "outputs.json").string();
+  auto read = [&] {
+    try {
+      read_values(d.dir);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.where(), where);
+      return e.problem();
+    }
+    return std::string("no error");
+  };
+  auto with = [&](const std::string& manifest) {
+    d.manifest(manifest);
+    return read();
+  };
+  EXPECT_EQ(with(R"({"schema_version": 1, "tensors": [{"name": "y", "kind": "tensor",
+                       "file": "y.npy", "dtype": "int32"}]})"),
+            "\"tensors\"[0].\"file\" says int32 but y.npy holds float32");
+  EXPECT_EQ(with(R"({"schema_version": 1, "tensors": [{"name": "y", "kind": "tensor",
+                       "file": "../y.npy", "dtype": "float32"}]})"),
+            "\"tensors\"[0].\"file\" is not a file name in the directory");
+  EXPECT_EQ(with(R"({"schema_version": 1, "tensors": [{"name": "y", "kind": "map"}]})"),
+            "\"tensors\"[0].\"kind\" is not tensor, sequence or none");
+  EXPECT_EQ(with(R"({"schema_version": 1, "tensors": [{"name": "y", "kind": "sequence",
+                       "files": ["y.npy"], "dtypes": []}]})"),
+            "\"tensors\"[0].\"dtypes\" has not one entry per file");
+  EXPECT_EQ(with(R"({"schema_version": 2, "tensors": []})"),
+            "not an outputs.json of schema_version 1");
+  EXPECT_NE(with("{").find("not JSON"), std::string::npos);
+  std::filesystem::remove(d.dir / "outputs.json");
+  EXPECT_EQ(read(), "cannot open the file");
 }
 
 GemmErrorTable small_gemm() {

@@ -264,6 +264,14 @@ struct RunSummary {
 Json to_json(const RunSummary& r);
 RunSummary run_from_json(const Json& j, const std::string& where);
 void render(std::ostream& out, const RunSummary& r, const Terminal& term);
+// Values as files (`fpguard run --outputs DIR`, `--dump-all DIR`): each tensor as a .npy
+// (bfloat16 as float32, exactly), a sequence as one .npy per element, and outputs.json,
+// {"schema_version": 1, "tensors": [...]}, listing them in order (docs/executor.md).
+// read_values gives the same values back (bfloat16 restored); a malformed outputs.json
+// or a file that is missing or not of its listed dtype is an Error naming it.
+inline constexpr int kValuesSchema = 1;
+void write_values(const std::filesystem::path& dir, const std::vector<NamedValue>& values);
+std::vector<NamedValue> read_values(const std::filesystem::path& dir);
 // `fpguard ops --json`: {"schema_version": 1, "ops": [...]}.
 Json ops_json(const std::vector<std::string>& names);
 

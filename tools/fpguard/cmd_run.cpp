@@ -8,9 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <random>
-#include <set>
 #include <sstream>
 
 #include "cli.hpp"
@@ -34,67 +32,6 @@ struct RunArgs {
   int repeat = 1, threads = 0;
   bool json = false;
 };
-
-using json = nlohmann::ordered_json;
-
-std::string file_name_for(const std::string& name, std::set<std::string>& used) {
-  std::string s;
-  for (char c : name)
-    s +=
-        (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.') ? c : '_';
-  if (s.empty() || s[0] == '.') s = "_" + s;
-  std::string candidate = s;
-  for (int i = 1; used.count(candidate); ++i) candidate = s + "_" + std::to_string(i);
-  used.insert(candidate);
-  return candidate + ".npy";
-}
-
-// One tensor as a .npy file for `name` in `dir`; returns the file name. NumPy has no
-// bfloat16: such tensors are written as float32 (exact); outputs.json says so.
-std::string write_one(const std::filesystem::path& dir, const std::string& name, const Tensor& t,
-                      std::set<std::string>& used) {
-  const std::string file = file_name_for(name, used);
-  write_npy(dir / file, t.dtype() == DType::bfloat16 ? exec::convert(t, DType::float32) : t);
-  return file;
-}
-
-// Values as .npy files + outputs.json (docs/executor.md): a tensor is one file, a sequence
-// one file per element (name_0, name_1, ...), an empty optional none.
-void write_values(const std::filesystem::path& dir, const std::vector<NamedValue>& values) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw Error(dir.string(), "cannot create the directory: " + ec.message());
-  std::set<std::string> used;
-  json entries = json::array();
-  for (const auto& [name, v] : values) {
-    json e = {{"name", name}};
-    switch (v.kind) {
-      case ValueKind::tensor:
-        e["kind"] = "tensor";
-        e["file"] = write_one(dir, name, v.tensor, used);
-        e["dtype"] = std::string(to_string(v.tensor.dtype()));
-        break;
-      case ValueKind::sequence: {
-        e["kind"] = "sequence";
-        json files = json::array(), dtypes = json::array();
-        for (std::size_t i = 0; i < v.items.size(); ++i) {
-          files.push_back(write_one(dir, name + "_" + std::to_string(i), v.items[i], used));
-          dtypes.push_back(std::string(to_string(v.items[i].dtype())));
-        }
-        e["files"] = files;
-        e["dtypes"] = dtypes;
-        break;
-      }
-      case ValueKind::none:
-        e["kind"] = "none";
-        e["file"] = nullptr;
-        break;
-    }
-    entries.push_back(e);
-  }
-  json j = {{"schema_version", 1}, {"tensors", entries}};
-  write_file_atomic(dir / "outputs.json", [&](std::ostream& out) { out << j.dump(2) << "\n"; });
-}
 
 // --dump-all: every node output that is a tensor, in execution order.
 class DumpObserver : public exec::Observer {
@@ -167,8 +104,8 @@ void run(const RunArgs& a) {
   std::sort(times.begin(), times.end());
   const double median = times[times.size() / 2];
 
-  if (!a.outputs_dir.empty()) write_values(a.outputs_dir, outputs);
-  if (!a.dump_dir.empty()) write_values(a.dump_dir, dump.values);
+  if (!a.outputs_dir.empty()) report::write_values(a.outputs_dir, outputs);
+  if (!a.dump_dir.empty()) report::write_values(a.dump_dir, dump.values);
 
   report::RunSummary summary;
   for (const auto& [name, v] : outputs) {
