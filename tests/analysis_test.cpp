@@ -117,6 +117,18 @@ TEST(Compare, SimdEqualsScalar) {
         for (std::size_t i = 0; i < n; ++i) compare_one(r[i], w[i], p, want_w);
         const auto both = compare(r, {std::span<const float>(v), std::span<const float>(w)}, f);
         ASSERT_EQ(both.size(), 2u);
+        // The scale-relative error: the floor from r's largest finite |value|.
+        double absmax = 0;
+        for (const float x : r)
+          if (std::isfinite(x)) absmax = std::max(absmax, std::fabs(static_cast<double>(x)));
+        CompareParams ps = p;
+        ps.floor = std::max(std::ldexp(absmax, -kScaleFloorBits), f.smallest_normal());
+        Comparison want_s;
+        for (std::size_t i = 0; i < n; ++i) compare_one(r[i], v[i], ps, want_s);
+        const Comparison scaled = compare(r, v, f, true);
+        EXPECT_EQ(scaled.max_scaled, want_s.max_scaled);
+        EXPECT_EQ(scaled.max_rel, want.max_rel);
+        EXPECT_EQ(want.max_scaled, 0);  // not asked for
         for (const auto& [got, want] :
              {std::pair{compare(r, v, f), want}, {both[0], want}, {both[1], want_w}}) {
           SCOPED_TRACE(std::string(name) + " n=" + std::to_string(n));
@@ -193,6 +205,24 @@ TEST(Compare, ReferenceStatsEqualStats) {
         EXPECT_EQ(got.exponent_histogram, want.exponent_histogram);
         EXPECT_TRUE(std::isnan(got.mean) && std::isnan(got.std));
       }
+}
+
+// |v - r| / max(|r|, 2^-10 absmax(r)): errors of near-zero references are measured
+// against the tensor's scale, where the pointwise relative error explodes.
+TEST(Compare, ScaledErrorByHand) {
+  const Format f = parse_format("float32");
+  const std::vector<float> r = {1024, 1, 0.25f, 0, INFINITY};
+  const std::vector<float> v = {1025, 1.5f, 0.5f, 0.5f, 7};
+  // floor = 1024 / 2^10 = 1: the errors 1/1024, 0.5/1, 0.25/1, 0.5/1 (inf not compared).
+  const Comparison c = compare(r, v, f, true);
+  EXPECT_EQ(c.max_scaled, 0.5);
+  EXPECT_EQ(c.max_rel, 0.5 / f.smallest_normal());  // the zero reference's
+  EXPECT_EQ(compare(r, v, f).max_scaled, 0);        // measured only when asked for
+  const std::vector<double> r64(r.begin(), r.end());
+  EXPECT_EQ(compare(std::span<const double>(r64), v, f, true).max_scaled, 0.5);
+  // An all-zero reference: the floor is the format's tiny.
+  const std::vector<float> z = {0, 0}, w = {0x1p-126f, 0};
+  EXPECT_EQ(compare(z, w, f, true).max_scaled, 1);
 }
 
 TEST(Compare, FormatsWithoutInfOverflowToNaN) {
@@ -359,6 +389,76 @@ TEST(Origins, OutOfRangeConstantIsAnOriginOfItsOwn) {
   EXPECT_EQ(d.origins[0].cause, Cause::constant);
   EXPECT_TRUE(d.origins[0].absorbed);      // the outputs stay finite
   EXPECT_LT(d.origins[0].absmax, -65504);  // the worst value, negative: it becomes -inf
+}
+
+// The outputs pass: the mask's overflow is absorbed; fail_on overflow fails it anyway.
+TEST(Verdict, AbsorbedOriginsAndFailOn) {
+  Builder b({2, 4});
+  b.init("mask", floats({2, 4}, {0, 0, -1e9f, -1e9f, 0, -1e9f, 0, -1e9f}));
+  b.node("masked", "Add", {"x", "mask"}, "s").node("probs", "Softmax", {"s"}, "y").output("y");
+  const std::vector<std::vector<NamedTensor>> in = {
+      {{"x", floats({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8})}}};
+  const Diagnosis d = check(b.m, in, fp16());
+  EXPECT_TRUE(d.pass);
+  EXPECT_EQ(d.absorbed, std::vector<std::string>{"mask"});
+  CheckOptions o = fp16();
+  o.fail_on = parse_fail_on({"nan", "underflow"});
+  EXPECT_TRUE(check(b.m, in, o).pass);  // no origin of those kinds
+  o.fail_on = parse_fail_on({"overflow"});
+  const Diagnosis f = check(b.m, in, o);
+  EXPECT_FALSE(f.pass);
+  EXPECT_TRUE(f.outputs[0].pass);  // the outputs themselves pass
+  EXPECT_EQ(f.absorbed, std::vector<std::string>{"mask"});
+  EXPECT_EQ(f.fail_on, std::set<OriginKind>{OriginKind::overflow});
+  // A failing output absorbs nothing.
+  const auto [bc, x] = overflow_chain();
+  EXPECT_TRUE(check(bc.m, {{{"x", x}}}, fp16()).absorbed.empty());
+}
+
+TEST(Verdict, FailOnNamesTheUnknownWord) {
+  try {
+    parse_fail_on({"overflow", "overflw"});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.option(), "fail_on");
+    EXPECT_EQ(e.value(), "overflw");
+    EXPECT_NE(e.problem().find("did you mean 'overflow'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_fail_on({"accuracy"}), Error);
+}
+
+// Every output value overflows: no pair is finite in both runs, so no error has a value
+// (NaN, never 0); the count says why.
+TEST(Verdict, ErrorsOverNoFinitePairAreNaN) {
+  Builder b({2});
+  b.init("c", scalar(3e4f));  // exact in fp16, as 15000 is
+  b.node("boom", "Mul", {"x", "c"}, "y").output("y");
+  const Diagnosis d = check(b.m, {{{"x", floats({2}, {4, -8})}}}, fp16());
+  ASSERT_EQ(d.outputs.size(), 1u);
+  const OutputVerdict& v = d.outputs[0];
+  EXPECT_FALSE(v.pass);
+  EXPECT_EQ(v.nonfinite, 2u);
+  for (const double e :
+       {v.max_abs_error, v.max_rel_error, v.max_scaled_error, v.rel_rms_error, v.cosine})
+    EXPECT_TRUE(std::isnan(e)) << e;
+  // One finite pair: errors are measured over it.
+  const Diagnosis one = check(b.m, {{{"x", floats({2}, {4, 0.5f})}}}, fp16());
+  EXPECT_EQ(one.outputs[0].nonfinite, 1u);
+  EXPECT_EQ(one.outputs[0].max_abs_error, 0);
+  EXPECT_EQ(one.outputs[0].rel_rms_error, 0);
+}
+
+// Recorded as given: the inputs the caller generated.
+TEST(Verdict, GeneratedInputsAreRecorded) {
+  Builder b({2});
+  b.node("act", "Relu", {"x"}, "y").output("y");
+  CheckOptions o = fp16();
+  o.generated = {{.name = "x", .distribution = "uniform", .a = -1, .b = 1, .by_default = true}};
+  const Diagnosis d = check(b.m, {{{"x", floats({2}, {1, 2})}}}, o);
+  ASSERT_EQ(d.generated.size(), 1u);
+  EXPECT_EQ(d.generated[0].name, "x");
+  EXPECT_EQ(d.generated[0].b, 1);
+  EXPECT_TRUE(d.pass);
 }
 
 // A node kept in float32 produces values beyond fp16: the emulated node reading them

@@ -184,6 +184,92 @@ TEST(Json, DiagnosisRoundTripsExactly) {
   EXPECT_EQ(x.str(), y.str());
 }
 
+// The verdict's data (generated inputs, absorbed origins, fail_on, the new output errors,
+// errors with no value) survives the round trip, and the text says the same from either.
+TEST(Json, VerdictDataRoundTrips) {
+  Diagnosis d = overflowing_check();
+  d.generated = {{.name = "x", .distribution = "uniform", .a = -1, .b = 1, .by_default = true},
+                 {.name = "z", .distribution = "normal", .a = 0, .b = 2, .by_default = false}};
+  d.fail_on = {analysis::OriginKind::overflow, analysis::OriginKind::nan};
+  d.absorbed = {"square"};
+  d.outputs[0].max_abs_error = NAN;  // no finite pair
+  d.outputs[0].rel_rms_error = NAN;
+  const Json j = to_json(d);
+  EXPECT_EQ(j["inputs"], "generated");
+  EXPECT_EQ(j["generated_inputs"][1]["std"], 2);
+  EXPECT_EQ(j["fail_on"], Json({"overflow", "nan"}));
+  EXPECT_EQ(j["absorbed"], Json({"square"}));
+  EXPECT_TRUE(j["outputs"][0]["max_abs_error"].is_null());
+  const Diagnosis back = diagnosis_from_json(Json::parse(j.dump(2)), "check.json");
+  EXPECT_EQ(to_json(back).dump(), j.dump());
+  EXPECT_TRUE(std::isnan(back.outputs[0].max_abs_error));
+  EXPECT_EQ(back.generated[1].distribution, "normal");
+  EXPECT_EQ(back.absorbed, d.absorbed);
+  std::ostringstream x, y;
+  render(x, d, {}, Terminal{});
+  render(y, back, {}, Terminal{});
+  EXPECT_EQ(x.str(), y.str());
+  EXPECT_NE(x.str().find("max abs error n/a"), std::string::npos) << x.str();
+  // "inputs" must agree with the list.
+  Json k = j;
+  k["inputs"] = "given";
+  EXPECT_THROW(diagnosis_from_json(k, "check.json"), Error);
+  Json w = j;
+  w["fail_on"] = Json({"accuracy"});
+  EXPECT_THROW(diagnosis_from_json(w, "check.json"), Error);
+}
+
+// Comparisons over no finite pair: their errors are null, read back as no error.
+TEST(Json, NodeErrorsWithoutFinitePairsAreNull) {
+  Builder b({2});
+  b.init("c", scalar(3e4f));
+  b.node("mul_big", "Mul", {"x", "c"}, "a").node("relu_after", "Relu", {"a"}, "y").output("y");
+  const Diagnosis d = analysis::check(b.m, {{{"x", floats({2}, {4, 8})}}}, [] {
+    CheckOptions o;
+    o.precision = parse_format("float16");
+    return o;
+  }());
+  const Json j = to_json(d);
+  const Json& boom = j["nodes"][0]["outputs"][0];
+  EXPECT_EQ(boom["local"]["finite"], 0);
+  for (const char* k :
+       {"max_abs_error", "max_rel_error", "mean_rel_error", "rel_rms_error", "cosine", "snr_db"}) {
+    EXPECT_TRUE(boom["local"][k].is_null()) << k;
+    EXPECT_TRUE(boom["propagated"][k].is_null()) << k;
+  }
+  EXPECT_EQ(to_json(diagnosis_from_json(j, "check.json")).dump(), j.dump());
+  // The text's worst-node table counts them instead: mul_big overflowed on its own
+  // (local), relu_after inherited it (nothing compared locally).
+  std::ostringstream out;
+  render(out, d, {}, Terminal{});
+  const std::string text = out.str();
+  const auto row = [&](const std::string& name) {
+    const auto at = text.find(name + " ");
+    return at == std::string::npos ? std::string() : text.substr(at, text.find('\n', at) - at);
+  };
+  EXPECT_NE(row("mul_big").find("2 non-finite"), std::string::npos) << text;
+  EXPECT_NE(row("relu_after").find("n/a"), std::string::npos) << text;
+  EXPECT_NE(row("relu_after").find("2 non-finite"), std::string::npos) << text;
+}
+
+TEST(Wording, TheVerdictSaysWhatItHoldsUnder) {
+  Diagnosis d;
+  EXPECT_EQ(verdict_qualifiers(d), "");
+  d.generated = {{.name = "image", .distribution = "uniform", .a = -1, .b = 1}};
+  EXPECT_EQ(verdict_qualifiers(d), "(generated inputs: image uniform [-1, 1]; ranges unverified)");
+  d.origins.resize(2);
+  d.origins[0].node = "/ln1/Pow";
+  d.origins[1].node = "/ln2/Pow";
+  d.absorbed = {"/ln1/Pow", "/ln2/Pow"};
+  EXPECT_EQ(verdict_qualifiers(d),
+            "(generated inputs: image uniform [-1, 1]; ranges unverified) "
+            "(2 overflows absorbed: /ln1/Pow, /ln2/Pow)");
+  d.generated.clear();
+  d.fail_on = {analysis::OriginKind::overflow};
+  EXPECT_EQ(verdict_qualifiers(d),
+            "(2 overflows absorbed, failed by --fail-on overflow: /ln1/Pow, /ln2/Pow)");
+}
+
 TEST(Json, BadDiagnosisNamesTheField) {
   Json j = to_json(overflowing_check());
   j["nodes"][1].erase("precision");
@@ -256,8 +342,12 @@ TEST(Annotate, EachNodeGetsItsNumbersAndOrigins) {
     EXPECT_EQ(meta(n, "fpguard.headroom_bits"), num(r.outputs[0].headroom_bits)) << r.name;
     EXPECT_EQ(meta(n, "fpguard.overflow"),
               std::to_string(r.outputs[0].propagated.overflow + r.outputs[0].propagated.nan));
-    EXPECT_EQ(meta(n, "fpguard.local_error"), num(r.outputs[0].local.nrmse()));
-    EXPECT_EQ(meta(n, "fpguard.propagated_error"), num(r.outputs[0].propagated.nrmse()));
+    // Errors over the values finite in both runs: n/a where there is none.
+    const auto error = [](const analysis::Comparison& c) {
+      return c.finite ? num(c.nrmse()) : "n/a";
+    };
+    EXPECT_EQ(meta(n, "fpguard.local_error"), error(r.outputs[0].local));
+    EXPECT_EQ(meta(n, "fpguard.propagated_error"), error(r.outputs[0].propagated));
     EXPECT_EQ(meta(n, "fpguard.plan"), "(absent)");
   }
   EXPECT_EQ(nodes[3].name, "");  // unnamed nodes stay unnamed

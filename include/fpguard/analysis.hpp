@@ -38,6 +38,9 @@ struct Comparison {
   std::uint64_t subnormal = 0;  // a non-zero subnormal of the format
   double max_abs = 0;
   double max_rel = 0;  // |v - r| / max(|r|, tiny of the format)
+  // |v - r| / max(|r|, floor), the floor max(2^-10 absmax(r), tiny): the error against the
+  // tensor's scale. Measured only when asked for (compare(..., scaled)); 0 otherwise.
+  double max_scaled = 0;
   double sum_rel = 0;  // for mean_rel
   // Sums for the cosine similarity and the signal-to-noise ratio.
   double dot = 0, vv = 0, rr = 0, dd = 0;
@@ -54,9 +57,14 @@ struct Comparison {
   void merge(const Comparison& o);
 };
 
+// The scale-relative error's floor is 2^-kScaleFloorBits of the reference's absmax.
+inline constexpr int kScaleFloorBits = 10;
+
 // Compares `v` with the reference `r` (same size, float32 carriers) in format `f`
-// (tiny, max and the subnormal range come from it).
-Comparison compare(std::span<const float> r, std::span<const float> v, const Format& f);
+// (tiny, max and the subnormal range come from it). With `scaled`, also max_scaled (r's
+// absmax is found first: one more pass over r).
+Comparison compare(std::span<const float> r, std::span<const float> v, const Format& f,
+                   bool scaled = false);
 // Several runs against one reference in one pass (the check's emulated and local runs):
 // the same numbers as compare(r, vs[k], f) for each k; with `r_stats`, r's statistics too
 // (stats(r, {}) without mean and std, which are NaN), in the same pass.
@@ -65,7 +73,8 @@ std::vector<Comparison> compare(std::span<const float> r,
                                 TensorStats* r_stats = nullptr);
 // The same against a float64 reference (the truth run): errors are measured against the
 // double values (a scalar loop).
-Comparison compare(std::span<const double> r, std::span<const float> v, const Format& f);
+Comparison compare(std::span<const double> r, std::span<const float> v, const Format& f,
+                   bool scaled = false);
 
 struct TensorRecord {
   std::string name;
@@ -103,6 +112,9 @@ struct NodeRecord {
 
 enum class OriginKind { overflow, nan, underflow, accuracy };
 std::string_view to_string(OriginKind k);
+// The origin kinds named by `words` ("overflow", "nan", "underflow": the kinds an output
+// can absorb), for CheckOptions::fail_on. An unknown word is an Error in option "fail_on".
+std::set<OriginKind> parse_fail_on(const std::vector<std::string>& words);
 
 // What an origin is, beyond its kind: which of the known mechanisms the numbers show.
 enum class Cause {
@@ -204,7 +216,8 @@ struct RuleFinding {
 enum class NoteKind {
   mixed_storage,  // the model stores 16-bit values: `count` float32 nodes stay float32
   no_float_node,  // nothing runs in the format
-  generated,      // the inputs were generated: `text` holds the generator's description
+  // (read from older files only: Diagnosis::generated records generated inputs now)
+  generated,
 };
 std::string_view to_string(NoteKind k);
 struct Note {
@@ -213,9 +226,23 @@ struct Note {
   std::string text{};
 };
 
+// An input the check ran on that was drawn from a generator, not read from data.
+struct GeneratedInput {
+  std::string name;
+  std::string distribution = "uniform";  // "uniform" in [a, b], or "normal" (mean a, std b)
+  double a = 0, b = 0;
+  bool by_default = true;  // no generator was asked for: the default one
+};
+
 struct OutputVerdict {
   std::string name;
-  double max_abs_error = 0, max_rel_error = 0, cosine = 1;
+  // Over the elements finite in both runs; NaN (no value) when there are none, as cosine.
+  // max_rel_error: pointwise, |v - r| / max(|r|, tiny); max_scaled_error: against the
+  // output's scale, |v - r| / max(|r|, 2^-10 absmax(r), tiny), the worst over the input sets;
+  // rel_rms_error: sqrt(sum (v - r)^2 / sum r^2) (NaN too when the reference is all zeros
+  // and the output is not).
+  double max_abs_error = 0, max_rel_error = 0, max_scaled_error = 0, rel_rms_error = 0;
+  double cosine = 1;
   std::uint64_t nonfinite = 0;          // non-finite where the reference is finite
   std::uint64_t outside_tolerance = 0;  // with atol/rtol: elements past them
   bool pass = true;
@@ -239,6 +266,10 @@ struct CheckOptions {
   double min_cosine = 0.999;
   std::optional<double> atol, rtol;
   std::set<std::string> disabled_rules;
+  // Origins of these kinds fail the check even when every output passes (absorbed).
+  std::set<OriginKind> fail_on;
+  // The inputs the caller generated (recorded in the diagnosis as they are).
+  std::vector<GeneratedInput> generated;
   int threads = 0;
   // Called after each node of each sample: (done, total) node steps.
   std::function<void(std::size_t, std::size_t)> progress;
@@ -252,9 +283,15 @@ struct Diagnosis {
   std::size_t samples = 0;
   double min_cosine = 0.999;  // the pass criterion it was judged by
   std::optional<double> atol, rtol;
+  std::set<OriginKind> fail_on;  // absorbed origins of these kinds fail it
+  // Every output passes and, with fail_on, no absorbed origin is of those kinds.
   bool pass = true;
+  std::vector<GeneratedInput> generated;  // inputs drawn from a generator; empty: all given
   std::vector<OutputVerdict> outputs;
   std::vector<Origin> origins;
+  // When every output passes: the origins (overflow, nan, underflow) whose trouble the
+  // outputs absorbed, by name, in the order of `origins`.
+  std::vector<std::string> absorbed;
   std::vector<NodeRecord> nodes;  // in topological order
   std::vector<RuleFinding> rules;
   std::vector<Note> notes;

@@ -37,6 +37,9 @@ std::string fixed(double v, int digits);
 std::string bits(double v);
 // A JSON number; null for inf and NaN (JSON has neither; each schema documents it).
 Json number(double v);
+// num(), but "n/a" for NaN: a statistic with nothing to measure (an error where no value
+// is finite in both runs).
+std::string num_na(double v);
 
 // ---- text tables -------------------------------------------------------------------------
 enum class Align { left, right };
@@ -108,6 +111,14 @@ std::string describe(const analysis::RuleFinding& r);
 std::string describe(const analysis::Note& n, const analysis::Diagnosis& d);
 std::string describe(const analysis::Reason& r, const std::string& precision);
 std::string describe(const analysis::ScaleRefusal& r);
+// "image uniform [-1, 1]", "ids constant 0", "z normal (mean 0, std 1)".
+std::string describe(const analysis::GeneratedInput& g);
+// What the verdict holds under, after PASS/FAIL: "(generated inputs: image uniform [-1, 1];
+// ranges unverified)", "(2 overflows absorbed: /ln1/Pow, /ln2/Pow)", each when it applies
+// (space-separated); "" when neither does.
+std::string verdict_qualifiers(const analysis::Diagnosis& d);
+// The advice that goes with generated inputs ("" when every input was given).
+std::string generated_advice(const analysis::Diagnosis& d);
 
 // ---- check -------------------------------------------------------------------------------
 inline constexpr int kCheckSchema = 2;

@@ -48,6 +48,7 @@ void Comparison::merge(const Comparison& o) {
   subnormal += o.subnormal;
   max_abs = std::max(max_abs, o.max_abs);
   max_rel = std::max(max_rel, o.max_rel);
+  max_scaled = std::max(max_scaled, o.max_scaled);
   sum_rel += o.sum_rel;
   dot += o.dot;
   vv += o.vv;
@@ -65,11 +66,12 @@ namespace {
 // thread count.
 std::vector<Comparison> compare_blocks(std::span<const float> r,
                                        const std::vector<std::span<const float>>& vs,
-                                       const Format& f, detail::BaseAcc* ref = nullptr) {
+                                       const Format& f, detail::BaseAcc* ref = nullptr,
+                                       double floor = 0) {
   std::vector<CompareParams> ps;
   for (std::size_t k = 0; k < vs.size(); ++k) {
     FPG_CHECK(r.size() == vs[k].size());
-    ps.push_back({f.max(), f.smallest_normal(), f.has_subnormals});
+    ps.push_back({f.max(), f.smallest_normal(), f.has_subnormals, floor});
   }
   constexpr std::size_t kBlock = std::size_t{1} << 15;
   const std::size_t n = r.size(), blocks = std::max<std::size_t>(1, (n + kBlock - 1) / kBlock);
@@ -119,10 +121,30 @@ std::vector<Comparison> compare_blocks(std::span<const float> r,
   return out;
 }
 
+// The largest finite |x| (0 when none), in the values' own type, without early exits: a
+// loop the compiler vectorises.
+template <class T>
+double finite_absmax(std::span<const T> xs) {
+  constexpr T big = std::numeric_limits<T>::max();
+  T m = 0;
+  for (const T x : xs) {
+    const T a = std::fabs(x);
+    m = std::max(m, a <= big ? a : T(0));  // inf and NaN count as 0
+  }
+  return static_cast<double>(m);
+}
+
+// The scale-relative error's floor over r: max(2^-10 absmax, tiny).
+template <class T>
+double scale_floor(std::span<const T> r, const Format& f) {
+  return std::max(std::ldexp(finite_absmax(r), -kScaleFloorBits), f.smallest_normal());
+}
+
 }  // namespace
 
-Comparison compare(std::span<const float> r, std::span<const float> v, const Format& f) {
-  return compare_blocks(r, {v}, f)[0];
+Comparison compare(std::span<const float> r, std::span<const float> v, const Format& f,
+                   bool scaled) {
+  return compare_blocks(r, {v}, f, nullptr, scaled ? scale_floor(r, f) : 0)[0];
 }
 
 std::vector<Comparison> compare(std::span<const float> r,
@@ -135,10 +157,12 @@ std::vector<Comparison> compare(std::span<const float> r,
   return out;
 }
 
-Comparison compare(std::span<const double> r, std::span<const float> v, const Format& f) {
+Comparison compare(std::span<const double> r, std::span<const float> v, const Format& f,
+                   bool scaled) {
   FPG_CHECK(r.size() == v.size());
   Comparison c;
-  const CompareParams p{f.max(), f.smallest_normal(), f.has_subnormals};
+  const CompareParams p{f.max(), f.smallest_normal(), f.has_subnormals,
+                        scaled ? scale_floor(r, f) : 0};
   for (std::size_t i = 0; i < r.size(); ++i) compare_one(r[i], v[i], p, c);
   return c;
 }
@@ -285,16 +309,7 @@ auto with_values(const Tensor& t, F&& f) {
 
 // Both in the carrier's own type, without early exits: loops the compiler vectorises.
 double absmax_of(const Tensor& t) {
-  return with_values(t, [](auto xs) {
-    using T = typename decltype(xs)::value_type;
-    constexpr T big = std::numeric_limits<T>::max();
-    T m = 0;
-    for (const T x : xs) {
-      const T a = std::fabs(x);
-      m = std::max(m, a <= big ? a : T(0));  // inf and NaN count as 0
-    }
-    return static_cast<double>(m);
-  });
+  return with_values(t, [](auto xs) { return finite_absmax(xs); });
 }
 
 bool any_nonfinite(const Tensor& t) {
@@ -308,8 +323,8 @@ bool any_nonfinite(const Tensor& t) {
 }
 
 // A float32 run's carrier `v` against a reference carrier `r` (float32 or float64).
-Comparison compare_to(const Tensor& r, const Tensor& v, const Format& f) {
-  return with_values(r, [&](auto rs) { return compare(rs, floats(v), f); });
+Comparison compare_to(const Tensor& r, const Tensor& v, const Format& f, bool scaled = false) {
+  return with_values(r, [&](auto rs) { return compare(rs, floats(v), f, scaled); });
 }
 
 // The reference value r's statistics (no moments) and each run of `vs` against it: one
@@ -517,7 +532,7 @@ void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
     OutputVerdict& v = verdicts[i];
     if (!exec::is_float(ro[i].dtype())) continue;
     const Tensor e = exec::convert(eo[i].tensor, DType::float32);
-    const Comparison c = compare_to(ro[i], e, fp32);
+    const Comparison c = compare_to(ro[i], e, fp32, true);
     ctx.output_cmp[i].merge(c);
     v.nonfinite += c.overflow + c.nan;
     if (o.atol || o.rtol) {
@@ -575,6 +590,57 @@ Source Context::source_of(const std::string& name) const {
     cur = next;
   }
   return {Source::graph_input, name, std::nullopt};
+}
+
+namespace {
+
+// An output's verdict from its comparison over all input sets (nonfinite and
+// outside_tolerance counted already). Errors over no finite pair are NaN: no value.
+void judge(const Comparison& c, const CheckOptions& o, OutputVerdict& v) {
+  constexpr double none = std::numeric_limits<double>::quiet_NaN();
+  const bool measured = c.finite > 0;
+  v.max_abs_error = measured ? c.max_abs : none;
+  v.max_rel_error = measured ? c.max_rel : none;
+  v.max_scaled_error = measured ? c.max_scaled : none;
+  // Relative to an all-zero reference, a non-zero error has no finite value either.
+  v.rel_rms_error = measured && (c.rr > 0 || c.dd == 0) ? c.nrmse() : none;
+  v.cosine = c.cosine();
+  v.pass = v.nonfinite == 0 && v.outside_tolerance == 0 && v.cosine >= o.min_cosine;  // NaN fails
+}
+
+// When every output passes, the origins' trouble was absorbed; fail_on turns the kinds
+// it names into a failure.
+void absorb(Diagnosis& d) {
+  if (!d.pass) return;
+  for (const auto& o : d.origins) {
+    if (o.kind == OriginKind::accuracy) continue;  // (only found when an output fails)
+    d.absorbed.push_back(o.node);
+    if (d.fail_on.count(o.kind)) d.pass = false;
+  }
+}
+
+}  // namespace
+
+std::set<OriginKind> parse_fail_on(const std::vector<std::string>& words) {
+  constexpr OriginKind absorbable[] = {OriginKind::overflow, OriginKind::nan,
+                                       OriginKind::underflow};
+  std::vector<std::string> names;
+  for (const OriginKind k : absorbable) names.emplace_back(to_string(k));
+  std::set<OriginKind> out;
+  for (const auto& w : words) {
+    const auto it = std::find(names.begin(), names.end(), w);
+    if (it != names.end()) {
+      out.insert(absorbable[it - names.begin()]);
+      continue;
+    }
+    std::string msg = "expected overflow, nan or underflow";
+    if (w == to_string(OriginKind::accuracy))
+      msg = "accuracy origins are only found when an output fails; " + msg;
+    else if (auto hint = did_you_mean(w, names); !hint.empty())
+      msg += "; did you mean '" + hint + "'?";
+    throw Error::in_option("fail_on", w, msg);
+  }
+  return out;
 }
 
 Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
@@ -645,6 +711,8 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   ctx.diag.min_cosine = o.min_cosine;
   ctx.diag.atol = o.atol;
   ctx.diag.rtol = o.rtol;
+  ctx.diag.fail_on = o.fail_on;
+  ctx.diag.generated = o.generated;
   const auto& g = m.graph;
   bool any_float_node = false;
   for (std::size_t pos = 0; pos < ctx.order.size(); ++pos) {
@@ -704,16 +772,9 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   ls.steps_total = ctx.order.size() * samples.size();
   for (const auto& s : samples) ls.run_sample(s);
 
-  // Verdicts.
-  for (std::size_t i = 0; i < verdicts.size(); ++i) {
-    OutputVerdict& v = verdicts[i];
-    const Comparison& c = ctx.output_cmp[i];
-    v.max_abs_error = c.max_abs;
-    v.max_rel_error = c.max_rel;
-    v.cosine = c.cosine();
-    v.pass = v.nonfinite == 0 && v.outside_tolerance == 0 && v.cosine >= o.min_cosine;  // NaN fails
-    if (!v.pass) ctx.diag.pass = false;
-  }
+  for (std::size_t i = 0; i < verdicts.size(); ++i) judge(ctx.output_cmp[i], o, verdicts[i]);
+  ctx.diag.pass =
+      std::all_of(verdicts.begin(), verdicts.end(), [](const OutputVerdict& v) { return v.pass; });
   ctx.diag.outputs = std::move(verdicts);
   for (std::size_t pos = 0; pos < ctx.diag.nodes.size(); ++pos) {
     auto& rec = ctx.diag.nodes[pos];
@@ -734,6 +795,7 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   if (!any_float_node) ctx.diag.notes.push_back({.kind = NoteKind::no_float_node});
 
   find_origins(ctx, ref_ex, samples.front());
+  absorb(ctx.diag);
   apply_rules(ctx);
   return std::move(ctx.diag);
 }

@@ -18,6 +18,8 @@ struct CompareParams {
   double max = 0;   // the format's largest finite value
   double tiny = 0;  // its smallest normal (the floor of relative errors)
   bool subnormals = true;
+  // The scale-relative error's floor, max(2^-10 absmax(r), tiny); 0: not measured.
+  double floor = 0;
 };
 
 // 1 / max(|x|, tiny), the relative error's divisor, as a float division (a float32
@@ -54,6 +56,7 @@ inline void compare_one(double x, double y, const CompareParams& p, Comparison& 
   const double rel = ad * reciprocal_floor(ax, p.tiny);
   c.max_abs = std::max(c.max_abs, ad);
   c.max_rel = std::max(c.max_rel, rel);
+  if (p.floor > 0) c.max_scaled = std::max(c.max_scaled, ad * reciprocal_floor(ax, p.floor));
   c.sum_rel += rel;
   c.dot += x * y;
   c.vv += y * y;
@@ -64,8 +67,9 @@ inline void compare_one(double x, double y, const CompareParams& p, Comparison& 
 
 // Compares r with vs[j] (j < k, k = 1 or 2; params ps[j] into cs[j]) over the first
 // n - n % (lanes) elements in one pass; returns how many it did (0: none, e.g. a format
-// whose limits are not floats, or runs with different relative-error floors). With
-// `ref`, those elements of r are summarised into it too (stats() without the moments).
+// whose limits are not floats, or runs with different relative-error floors or scale
+// floors). With `ref`, those elements of r are summarised into it too (stats() without
+// the moments).
 std::size_t compare_simd(const float* r, const float* const* vs, std::size_t k, std::size_t n,
                          const CompareParams* ps, Comparison* cs, detail::BaseAcc* ref = nullptr);
 

@@ -17,7 +17,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Compares r with K runs' values vs[0..K) (K = 1 or 2) in one pass: the reference's part
 // (its double value, the relative-error floor's reciprocal, the sum of its squares) is
-// computed once for all of them. The runs share p.tiny (checked). With kRef, r's own
+// computed once for all of them. The runs share p.tiny and p.floor (checked); with a
+// floor, the scale-relative error's reciprocal is computed once too. With kRef, r's own
 // summary (counts, extremes, exponent histogram: what stats() reports) goes into *ref in
 // the same pass, chunk by chunk.
 template <std::size_t K, bool kRef>
@@ -39,28 +40,32 @@ std::size_t CompareK(const float* HWY_RESTRICT r, const float* const* vs, std::s
   for (std::size_t k = 0; k < K; ++k)
     if (static_cast<double>(static_cast<float>(ps[k].max)) != ps[k].max ||
         static_cast<double>(static_cast<float>(ps[k].tiny)) != ps[k].tiny ||
-        ps[k].tiny != ps[0].tiny)
+        static_cast<double>(static_cast<float>(ps[k].floor)) != ps[k].floor ||
+        ps[k].tiny != ps[0].tiny || ps[k].floor != ps[0].floor)
       return 0;
+  const bool scaled = ps[0].floor > 0;
+  const auto ffloor = hn::Set(df, static_cast<float>(ps[0].floor));
   const auto fone = hn::Set(df, 1.0f);
   const auto zero = hn::Zero(df);
   // Per run: its limits and its accumulators.
   struct Acc {
     hn::Vec<decltype(df)> fmax, ftiny;
-    VD max_abs, max_rel, sum_rel, dot, vv, d2;
+    VD max_abs, max_rel, max_scaled, sum_rel, dot, vv, d2;
     std::uint64_t sat, under, sub;  // counted from the masks in scalar registers
   };
   Acc a[K];
   for (std::size_t k = 0; k < K; ++k) {
     a[k].fmax = hn::Set(df, static_cast<float>(ps[k].max));
     a[k].ftiny = hn::Set(df, static_cast<float>(ps[k].tiny));
-    a[k].max_abs = a[k].max_rel = a[k].sum_rel = a[k].dot = a[k].vv = a[k].d2 = hn::Zero(dd);
+    a[k].max_abs = a[k].max_rel = a[k].max_scaled = a[k].sum_rel = hn::Zero(dd);
+    a[k].dot = a[k].vv = a[k].d2 = hn::Zero(dd);
     a[k].sat = a[k].under = a[k].sub = 0;
   }
   VD rr = hn::Zero(dd);
   std::size_t lanes_done = 0;
 
-  // One half vector in double: x, its floor's reciprocal, and each run's y.
-  auto half = [&](VD x, VD inv, const VD* y) {
+  // One half vector in double: x, its floors' reciprocals, and each run's y.
+  auto half = [&](VD x, VD inv, VD inv_scale, const VD* y) {
     rr = hn::MulAdd(x, x, rr);
     for (std::size_t k = 0; k < K; ++k) {
       Acc& c = a[k];
@@ -69,6 +74,7 @@ std::size_t CompareK(const float* HWY_RESTRICT r, const float* const* vs, std::s
       const auto rel = hn::Mul(ad, inv);
       c.max_abs = hn::Max(c.max_abs, ad);
       c.max_rel = hn::Max(c.max_rel, rel);
+      if (scaled) c.max_scaled = hn::Max(c.max_scaled, hn::Mul(ad, inv_scale));
       c.sum_rel = hn::Add(c.sum_rel, rel);
       c.dot = hn::MulAdd(x, y[k], c.dot);
       c.vv = hn::MulAdd(y[k], y[k], c.vv);
@@ -111,8 +117,11 @@ std::size_t CompareK(const float* HWY_RESTRICT r, const float* const* vs, std::s
       }
       // 1 / max(|x|, tiny) in float, as reciprocal_floor: one division of all lanes.
       const auto inv = hn::Div(fone, hn::Max(ax, a[0].ftiny));
-      half(x_lo, hn::PromoteTo(dd, hn::LowerHalf(dh, inv)), y_lo);
-      half(x_hi, hn::PromoteTo(dd, hn::UpperHalf(dh, inv)), y_hi);
+      const auto inv_scale = scaled ? hn::Div(fone, hn::Max(ax, ffloor)) : zero;
+      half(x_lo, hn::PromoteTo(dd, hn::LowerHalf(dh, inv)),
+           hn::PromoteTo(dd, hn::LowerHalf(dh, inv_scale)), y_lo);
+      half(x_hi, hn::PromoteTo(dd, hn::UpperHalf(dh, inv)),
+           hn::PromoteTo(dd, hn::UpperHalf(dh, inv_scale)), y_hi);
       lanes_done += N;
     }
     if constexpr (kRef) base.template Finish<true>(r + c0, *ref);
@@ -129,6 +138,7 @@ std::size_t CompareK(const float* HWY_RESTRICT r, const float* const* vs, std::s
     c.finite += lanes_done;
     c.max_abs = std::max(c.max_abs, hn::GetLane(hn::MaxOfLanes(dd, a[k].max_abs)));
     c.max_rel = std::max(c.max_rel, hn::GetLane(hn::MaxOfLanes(dd, a[k].max_rel)));
+    c.max_scaled = std::max(c.max_scaled, hn::GetLane(hn::MaxOfLanes(dd, a[k].max_scaled)));
     c.sum_rel += hn::GetLane(hn::SumOfLanes(dd, a[k].sum_rel));
     c.dot += hn::GetLane(hn::SumOfLanes(dd, a[k].dot));
     c.vv += hn::GetLane(hn::SumOfLanes(dd, a[k].vv));

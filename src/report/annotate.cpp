@@ -10,6 +10,7 @@
 
 #include "fpguard/error.hpp"
 #include "fpguard/report.hpp"
+#include "node_numbers.hpp"
 
 namespace fpguard::report {
 
@@ -41,32 +42,22 @@ std::string own_doc(const std::string& doc) {
 
 void add_numbers(const analysis::NodeRecord& r, const std::string& format, Notes& n) {
   n.set("precision", r.precision);
-  double headroom = std::numeric_limits<double>::infinity(), local = 0, propagated = 0;
-  std::uint64_t overflow = 0;
-  bool floating = false;
-  for (const auto& t : r.outputs) {
-    if (!t.floating) continue;
-    floating = true;
-    headroom = std::min(headroom, t.headroom_bits);
-    overflow += t.propagated.overflow + t.propagated.nan;
-    // fmax: a NaN error (nothing finite to compare) does not hide another output's.
-    local = std::fmax(local, t.local.nrmse());
-    propagated = std::fmax(propagated, t.propagated.nrmse());
-  }
-  if (!floating) {
+  const detail::NodeNumbers x = detail::node_numbers(r);
+  if (!x.floating) {
     n.lines.push_back(
         fmt::format("{} check in {}: no floating-point output", kAnnotationMarker, format));
     return;
   }
-  n.set("headroom_bits", num(headroom));
-  n.set("overflow", std::to_string(overflow));
-  n.set("local_error", num(local));
-  n.set("propagated_error", num(propagated));
+  // Errors as the check's tables show them: n/a where nothing was finite in both runs.
+  n.set("headroom_bits", num(x.headroom));
+  n.set("overflow", std::to_string(x.inherited));
+  n.set("local_error", num_na(x.local));
+  n.set("propagated_error", num_na(x.propagated));
   n.lines.push_back(fmt::format(
       "{} check in {}: ran in {}; headroom {} bits; {} overflow/NaN values; relative RMS "
       "error {} local (its own), {} propagated (with what it inherits)",
-      kAnnotationMarker, format, r.precision, num(headroom), overflow, num(local),
-      num(propagated)));
+      kAnnotationMarker, format, r.precision, num(x.headroom), x.inherited, num_na(x.local),
+      num_na(x.propagated)));
 }
 
 // Origins go on their node; a value's (initializer, graph input) on the nodes reading it.

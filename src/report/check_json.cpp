@@ -3,6 +3,7 @@
 // a diagnosis read back gives the same derived numbers and the same sentences.
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "fpguard/error.hpp"
 #include "fpguard/report.hpp"
@@ -14,14 +15,16 @@ namespace {
 
 using analysis::Comparison;
 
+// The errors are over the `finite` pairs: null when there are none (never 0).
 Json comparison_json(const Comparison& c) {
+  const auto measured = [&](double v) { return c.finite ? number(v) : Json(nullptr); };
   return {{"count", c.count},
-          {"max_abs_error", number(c.max_abs)},
-          {"max_rel_error", number(c.max_rel)},
-          {"mean_rel_error", number(c.mean_rel())},
-          {"cosine", number(c.cosine())},
-          {"snr_db", number(c.snr_db())},
-          {"rel_rms_error", number(c.nrmse())},
+          {"max_abs_error", measured(c.max_abs)},
+          {"max_rel_error", measured(c.max_rel)},
+          {"mean_rel_error", measured(c.mean_rel())},
+          {"cosine", measured(c.cosine())},
+          {"snr_db", measured(c.snr_db())},
+          {"rel_rms_error", measured(c.nrmse())},
           {"overflow", c.overflow},
           {"nan", c.nan},
           {"underflow", c.underflow},
@@ -118,6 +121,34 @@ Json node_json(const analysis::NodeRecord& n) {
           {"outputs", outs}};
 }
 
+Json generated_json(const analysis::GeneratedInput& g) {
+  Json j = {{"name", g.name}, {"distribution", g.distribution}};
+  if (g.distribution == "normal")
+    j["mean"] = g.a, j["std"] = g.b;
+  else
+    j["low"] = g.a, j["high"] = g.b;
+  j["default"] = g.by_default;
+  return j;
+}
+
+Json kinds_json(const std::set<analysis::OriginKind>& kinds) {
+  Json j = Json::array();
+  for (const auto k : kinds) j.push_back(std::string(analysis::to_string(k)));
+  return j;
+}
+
+Json output_json(const analysis::OutputVerdict& o) {
+  return {{"name", o.name},
+          {"max_abs_error", number(o.max_abs_error)},
+          {"max_rel_error", number(o.max_rel_error)},
+          {"max_scaled_error", number(o.max_scaled_error)},
+          {"rel_rms_error", number(o.rel_rms_error)},
+          {"cosine", number(o.cosine)},
+          {"nonfinite", o.nonfinite},
+          {"outside_tolerance", o.outside_tolerance},
+          {"pass", o.pass}};
+}
+
 Json rule_json(const analysis::RuleFinding& r) {
   return {{"id", r.id},
           {"node", r.node},
@@ -140,8 +171,9 @@ struct Reader : detail::JsonReader {
   Comparison comparison(const Json& j, const std::string& path) const {
     Comparison c;
     c.count = u64(j, "count", path);
-    c.max_abs = real(j, "max_abs_error", path);
-    c.max_rel = real(j, "max_rel_error", path);
+    // null: no finite pair, where the maxima are still 0.
+    c.max_abs = real(j, "max_abs_error", path, 0);
+    c.max_rel = real(j, "max_rel_error", path, 0);
     c.overflow = u64(j, "overflow", path);
     c.nan = u64(j, "nan", path);
     c.underflow = u64(j, "underflow", path);
@@ -269,20 +301,72 @@ struct Reader : detail::JsonReader {
     r.centred = boolean(j, "centred", path);
     return r;
   }
+
+  analysis::OutputVerdict output(const Json& j, const std::string& path) const {
+    analysis::OutputVerdict v;
+    v.name = str(j, "name", path);
+    v.max_abs_error = real(j, "max_abs_error", path);  // null: NaN, no finite pair
+    v.max_rel_error = real(j, "max_rel_error", path);
+    v.max_scaled_error = real(j, "max_scaled_error", path);
+    v.rel_rms_error = real(j, "rel_rms_error", path);
+    v.cosine = real(j, "cosine", path);
+    v.nonfinite = u64(j, "nonfinite", path);
+    v.outside_tolerance = u64(j, "outside_tolerance", path);
+    v.pass = boolean(j, "pass", path);
+    return v;
+  }
+
+  analysis::GeneratedInput generated(const Json& j, const std::string& path) const {
+    analysis::GeneratedInput g;
+    g.name = str(j, "name", path);
+    g.distribution = str(j, "distribution", path);
+    if (g.distribution != "uniform" && g.distribution != "normal")
+      fail(field(path, "distribution"), "is not uniform or normal");
+    const bool normal = g.distribution == "normal";
+    g.a = real(j, normal ? "mean" : "low", path);
+    g.b = real(j, normal ? "std" : "high", path);
+    g.by_default = boolean(j, "default", path);
+    return g;
+  }
+
+  std::set<analysis::OriginKind> kinds(const Json& j, const char* key,
+                                       const std::string& path) const {
+    std::set<analysis::OriginKind> out;
+    const Json& a = array(j, key, path);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const std::string p = detail::item(path, key, i);
+      if (!a[i].is_string()) fail(p, "is not a string");
+      const std::string s = a[i].get<std::string>();
+      bool known = false;
+      for (const auto k : {analysis::OriginKind::overflow, analysis::OriginKind::nan,
+                           analysis::OriginKind::underflow})
+        if (analysis::to_string(k) == s) out.insert(k), known = true;
+      if (!known) fail(p, "is not overflow, nan or underflow ('" + s + "')");
+    }
+    return out;
+  }
+
+  // "inputs" ("given" or "generated") and the generated inputs, which must agree.
+  std::vector<analysis::GeneratedInput> inputs(const Json& j) const {
+    std::vector<analysis::GeneratedInput> out;
+    const Json& gs = array(j, "generated_inputs", "");
+    for (std::size_t i = 0; i < gs.size(); ++i)
+      out.push_back(generated(gs[i], detail::item("", "generated_inputs", i)));
+    const std::string said = str(j, "inputs", "");
+    if (said != (out.empty() ? "given" : "generated"))
+      fail("\"inputs\"", "is '" + said + "', but \"generated_inputs\" lists " +
+                             std::to_string(out.size()) + " inputs");
+    return out;
+  }
 };
 
 }  // namespace
 
 Json to_json(const analysis::Diagnosis& d) {
   Json outputs = Json::array();
-  for (const auto& o : d.outputs)
-    outputs.push_back({{"name", o.name},
-                       {"max_abs_error", number(o.max_abs_error)},
-                       {"max_rel_error", number(o.max_rel_error)},
-                       {"cosine", number(o.cosine)},
-                       {"nonfinite", o.nonfinite},
-                       {"outside_tolerance", o.outside_tolerance},
-                       {"pass", o.pass}});
+  for (const auto& o : d.outputs) outputs.push_back(output_json(o));
+  Json generated = Json::array();
+  for (const auto& g : d.generated) generated.push_back(generated_json(g));
   Json origins = Json::array();
   for (const auto& o : d.origins) origins.push_back(origin_json(o));
   Json nodes = Json::array();
@@ -301,11 +385,15 @@ Json to_json(const analysis::Diagnosis& d) {
           {"reference", d.reference},
           {"accumulate", d.accumulate},
           {"samples", d.samples},
+          {"inputs", d.generated.empty() ? "given" : "generated"},
+          {"generated_inputs", generated},
           {"tolerance",
            {{"min_cosine", d.min_cosine},
             {"atol", d.atol ? Json(*d.atol) : Json(nullptr)},
             {"rtol", d.rtol ? Json(*d.rtol) : Json(nullptr)}}},
+          {"fail_on", kinds_json(d.fail_on)},
           {"verdict", d.pass ? "pass" : "fail"},
+          {"absorbed", d.absorbed},
           {"outputs", outputs},
           {"origins", origins},
           {"nodes", nodes},
@@ -343,19 +431,12 @@ analysis::Diagnosis diagnosis_from_json(const Json& j, const std::string& where)
   const std::string verdict = r.str(j, "verdict", "");
   if (verdict != "pass" && verdict != "fail") r.fail("\"verdict\"", "is not pass or fail");
   d.pass = verdict == "pass";
+  d.generated = r.inputs(j);
+  d.fail_on = r.kinds(j, "fail_on", "");
+  d.absorbed = r.strings(j, "absorbed", "");
   const Json& outputs = r.array(j, "outputs", "");
-  for (std::size_t i = 0; i < outputs.size(); ++i) {
-    const std::string p = detail::item("", "outputs", i);
-    analysis::OutputVerdict v;
-    v.name = r.str(outputs[i], "name", p);
-    v.max_abs_error = r.real(outputs[i], "max_abs_error", p);
-    v.max_rel_error = r.real(outputs[i], "max_rel_error", p);
-    v.cosine = r.real(outputs[i], "cosine", p);
-    v.nonfinite = r.u64(outputs[i], "nonfinite", p);
-    v.outside_tolerance = r.u64(outputs[i], "outside_tolerance", p);
-    v.pass = r.boolean(outputs[i], "pass", p);
-    d.outputs.push_back(std::move(v));
-  }
+  for (std::size_t i = 0; i < outputs.size(); ++i)
+    d.outputs.push_back(r.output(outputs[i], detail::item("", "outputs", i)));
   const Json& origins = r.array(j, "origins", "");
   for (std::size_t i = 0; i < origins.size(); ++i)
     d.origins.push_back(r.origin(origins[i], detail::item("", "origins", i)));

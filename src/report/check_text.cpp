@@ -8,13 +8,22 @@
 #include <set>
 
 #include "fpguard/report.hpp"
+#include "node_numbers.hpp"
 
 namespace fpguard::report {
 
 namespace {
 
+// "cosine 0.935914 < 0.999", "cosine n/a" (nothing finite in both runs).
+std::string cosine_text(double c, double min_cosine) {
+  if (std::isnan(c)) return "cosine n/a";
+  return "cosine " + fixed(c, 6) + (c < min_cosine ? " < " + num(min_cosine) : "");
+}
+
 void render_verdict(std::ostream& out, const analysis::Diagnosis& d, const Terminal& t) {
-  out << (d.pass ? t.good("PASS") : t.bad("FAIL")) << "  " << d.model << " in " << d.precision
+  const std::string qualifiers = verdict_qualifiers(d);
+  out << (d.pass ? t.good("PASS") : t.bad("FAIL")) << (qualifiers.empty() ? "" : " " + qualifiers)
+      << "  " << d.model << " in " << d.precision
       << (d.accumulate != "float32" ? " accumulating in " + d.accumulate : "") << " (reference "
       << d.reference << ", " << d.samples << " input set" << (d.samples > 1 ? "s" : "") << ")\n";
   for (const auto& o : d.outputs) {
@@ -23,12 +32,14 @@ void render_verdict(std::ostream& out, const analysis::Diagnosis& d, const Termi
       why = fmt::format("{} non-finite values where the reference is finite; ", count(o.nonfinite));
     if (o.outside_tolerance)
       why += fmt::format("{} values outside atol/rtol; ", count(o.outside_tolerance));
-    out << fmt::format("  {} {}: cosine {}{}, max abs error {}, max rel error {}{}\n",
-                       o.pass ? "ok  " : t.bad("FAIL"), o.name, fixed(o.cosine, 6),
-                       o.cosine < d.min_cosine ? " < " + num(d.min_cosine) : "",
-                       num(o.max_abs_error), num(o.max_rel_error),
-                       why.empty() ? "" : " (" + why.substr(0, why.size() - 2) + ")");
+    out << fmt::format(
+        "  {} {}: {}, relative RMS error {}, max scaled error {}, max abs error {}{}\n",
+        o.pass ? "ok  " : t.bad("FAIL"), o.name, cosine_text(o.cosine, d.min_cosine),
+        num_na(o.rel_rms_error), num_na(o.max_scaled_error), num_na(o.max_abs_error),
+        why.empty() ? "" : " (" + why.substr(0, why.size() - 2) + ")");
   }
+  if (const std::string advice = generated_advice(d); !advice.empty())
+    out << "  note: " << advice << "\n";
   for (const auto& n : d.notes) out << "  note: " << describe(n, d) << "\n";
 }
 
@@ -45,8 +56,7 @@ void render_origins(std::ostream& out, const analysis::Diagnosis& d, const Termi
 struct Row {
   const analysis::NodeRecord* n;
   bool origin;
-  std::uint64_t own, inherited;
-  double local, propagated, headroom;
+  detail::NodeNumbers x;
 };
 
 // The worst nodes: own trouble first, then inherited trouble, then local error.
@@ -54,24 +64,14 @@ std::vector<Row> worst_nodes(const analysis::Diagnosis& d, const std::set<std::s
                              std::size_t top) {
   std::vector<Row> rows;
   for (const auto& n : d.nodes) {
-    Row r{&n, origins.count(n.name) > 0, 0, 0, 0, 0, INFINITY};
-    bool floating = false;
-    for (const auto& t : n.outputs) {
-      if (!t.floating) continue;
-      floating = true;
-      r.own += t.local.overflow + t.local.nan;
-      r.inherited += t.propagated.overflow + t.propagated.nan;
-      r.local = std::max(r.local, t.local.nrmse());
-      r.propagated = std::max(r.propagated, t.propagated.nrmse());
-      r.headroom = std::min(r.headroom, t.headroom_bits);
-    }
-    if (floating && n.emulated) rows.push_back(r);
+    Row r{&n, origins.count(n.name) > 0, detail::node_numbers(n)};
+    if (r.x.floating && n.emulated) rows.push_back(r);
   }
   std::stable_sort(rows.begin(), rows.end(), [](const Row& x, const Row& y) {
     if (x.origin != y.origin) return x.origin;
-    if (x.own != y.own) return x.own > y.own;
-    if (x.inherited != y.inherited) return x.inherited > y.inherited;
-    return x.local > y.local;
+    if (x.x.own != y.x.own) return x.x.own > y.x.own;
+    if (x.x.inherited != y.x.inherited) return x.x.inherited > y.x.inherited;
+    return detail::error_rank(x.x.local) > detail::error_rank(y.x.local);
   });
   if (rows.size() > top) rows.resize(top);
   return rows;
@@ -118,12 +118,14 @@ void render(std::ostream& out, const analysis::Diagnosis& d, const CheckText& o,
                  {"local", Align::right},
                  {"propagated", Align::right}});
     for (const auto& r : rows)
-      table.add({(r.origin ? "* " : "  ") + r.n->name, r.n->op_type, bits(r.headroom),
-                 std::to_string(r.inherited), num(r.local), num(r.propagated)});
+      table.add({(r.origin ? "* " : "  ") + r.n->name, r.n->op_type, bits(r.x.headroom),
+                 std::to_string(r.x.inherited), detail::error_cell(r.x.local, r.x.local_nonfinite),
+                 detail::error_cell(r.x.propagated, r.x.propagated_nonfinite)});
     table.render(out, t.width);
     out << "  (* origin; headroom: log2(format max / reference absmax); overflow: inf/NaN or "
            "saturated values in the emulated run; local / propagated: relative RMS error the "
-           "node adds on its own / of the emulated run)\n";
+           "node adds on its own / of the emulated run, over the values finite in both runs: "
+           "\"non-finite\" counts them where none is, n/a where nothing was compared)\n";
   }
   std::set<std::string> shown = origin_nodes;
   for (const auto& r : rows) shown.insert(r.n->name);
@@ -139,8 +141,8 @@ void render_side_by_side(std::ostream& out, const std::vector<analysis::Diagnosi
     double c = 1;
     for (const auto& o : d.outputs)
       c = std::isnan(o.cosine) || std::isnan(c) ? NAN : std::min(c, o.cosine);
-    table.add(
-        {d.precision, d.pass ? "PASS" : "FAIL", fixed(c, 6), std::to_string(d.origins.size())});
+    table.add({d.precision, d.pass ? "PASS" : "FAIL", std::isnan(c) ? "n/a" : fixed(c, 6),
+               std::to_string(d.origins.size())});
   }
   table.render(out, t.width);
 }

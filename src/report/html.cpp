@@ -12,6 +12,7 @@
 
 #include "fpguard/format.hpp"
 #include "fpguard/report.hpp"
+#include "node_numbers.hpp"
 
 namespace fpguard::report {
 
@@ -49,6 +50,13 @@ std::string v(double x, const std::string& text) {
 std::string v(double x) {
   return v(x, num(x));
 }
+// An error or a cosine: "n/a" for NaN (nothing finite in both runs).
+std::string v_na(double x) {
+  return v(x, num_na(x));
+}
+std::string v_cosine(double c) {
+  return v(c, std::isnan(c) ? "n/a" : fixed(c, 6));
+}
 std::string vc(std::uint64_t n) {
   return fmt::format("<span class=\"n\" data-v=\"{}\">{}</span>", n, count(n));
 }
@@ -60,6 +68,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bott
 padding-bottom:4px}h3{font-size:15px;margin:18px 0 6px}
 .verdict{display:inline-block;padding:4px 14px;border-radius:6px;font-weight:700;
 font-size:20px;color:#fff;margin-right:10px}.pass{background:#1a7f37}.fail{background:#c62828}
+.qualifiers{font-size:15px;font-weight:600;color:#8a5a00;margin-right:10px}
 .sub{color:#556}table{border-collapse:collapse;margin:6px 0 10px;font-size:13px}
 th,td{padding:3px 10px;border-bottom:1px solid #e4e6ee;text-align:left;vertical-align:top}
 th{background:#f4f5f9}td.r,th.r{text-align:right;font-variant-numeric:tabular-nums}
@@ -213,16 +222,8 @@ void error_chart(std::ostream& out, const analysis::Diagnosis& d, const Format& 
   std::vector<E> rows;
   for (const auto& n : d.nodes) {
     if (!n.emulated) continue;
-    E e{&n, 0, 0, false};
-    bool floating = false;
-    for (const auto& t : n.outputs) {
-      if (!t.floating) continue;
-      floating = true;
-      e.local = std::max(e.local, t.local.nrmse());
-      e.propagated = std::max(e.propagated, t.propagated.nrmse());
-      e.broken = e.broken || t.propagated.overflow + t.propagated.nan > 0;
-    }
-    if (floating) rows.push_back(e);
+    const detail::NodeNumbers x = detail::node_numbers(n);
+    if (x.floating) rows.push_back({&n, x.local, x.propagated, x.inherited > 0});
   }
   if (rows.empty()) return;
   const double floor_exp = -12, u = std::log10(std::ldexp(1.0, -f.precision_bits()));
@@ -245,8 +246,8 @@ void error_chart(std::ostream& out, const analysis::Diagnosis& d, const Format& 
     out << fmt::format(
         "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"#2456a6\"><title>{} ({}): local {}, "
         "propagated {}</title></circle>\n",
-        cx, ypos(rows[i].local), esc(rows[i].n->name), esc(rows[i].n->op_type), num(rows[i].local),
-        num(rows[i].propagated));
+        cx, ypos(rows[i].local), esc(rows[i].n->name), esc(rows[i].n->op_type),
+        num_na(rows[i].local), num_na(rows[i].propagated));
     if (rows[i].broken)  // errors are over the finite values: mark the inf/NaN on top
       out << fmt::format(
           "<path d=\"M{0:.1f},{1:.1f} l-5,-8 h10 z\" fill=\"#c62828\"><title>{2}: inf/NaN in "
@@ -317,14 +318,16 @@ void histogram_chart(std::ostream& out, const std::map<int, std::uint64_t>& hist
 
 void outputs_table(std::ostream& out, const std::vector<analysis::OutputVerdict>& outputs) {
   out << "<table class=\"outputs-table\"><tr><th>output</th><th>verdict</th><th class=\"r\">cosine"
-         "</th><th class=\"r\">max abs error</th><th class=\"r\">max rel error</th>"
+         "</th><th class=\"r\">relative RMS error</th><th class=\"r\">max scaled error</th>"
+         "<th class=\"r\">max abs error</th><th class=\"r\">max rel error</th>"
          "<th class=\"r\">non-finite</th><th class=\"r\">outside atol/rtol</th></tr>\n";
   for (const auto& o : outputs)
     out << "<tr><td>" << esc(o.name) << "</td><td class=\"" << (o.pass ? "ok" : "bad") << "\">"
-        << (o.pass ? "ok" : "FAIL") << "</td><td class=\"r\">" << v(o.cosine, fixed(o.cosine, 6))
-        << "</td><td class=\"r\">" << v(o.max_abs_error) << "</td><td class=\"r\">"
-        << v(o.max_rel_error) << "</td><td class=\"r\">" << vc(o.nonfinite)
-        << "</td><td class=\"r\">" << vc(o.outside_tolerance) << "</td></tr>\n";
+        << (o.pass ? "ok" : "FAIL") << "</td><td class=\"r\">" << v_cosine(o.cosine)
+        << "</td><td class=\"r\">" << v_na(o.rel_rms_error) << "</td><td class=\"r\">"
+        << v_na(o.max_scaled_error) << "</td><td class=\"r\">" << v_na(o.max_abs_error)
+        << "</td><td class=\"r\">" << v_na(o.max_rel_error) << "</td><td class=\"r\">"
+        << vc(o.nonfinite) << "</td><td class=\"r\">" << vc(o.outside_tolerance) << "</td></tr>\n";
   out << "</table>\n";
 }
 
@@ -360,24 +363,15 @@ void origins_section(std::ostream& out, const analysis::Diagnosis& d, const Form
 void worst_section(std::ostream& out, const analysis::Diagnosis& d, std::size_t top) {
   struct Row {
     const analysis::NodeRecord* n;
-    std::uint64_t broken;
-    double local, propagated, headroom;
+    detail::NodeNumbers x;
   };
   std::vector<Row> rows;
-  for (const auto& n : d.nodes) {
-    if (!n.emulated) continue;
-    Row r{&n, 0, 0, 0, INFINITY};
-    for (const auto& t : n.outputs)
-      if (t.floating) {
-        r.broken += t.propagated.overflow + t.propagated.nan;
-        r.local = std::max(r.local, t.local.nrmse());
-        r.propagated = std::max(r.propagated, t.propagated.nrmse());
-        r.headroom = std::min(r.headroom, t.headroom_bits);
-      }
-    rows.push_back(r);
-  }
+  for (const auto& n : d.nodes)
+    if (n.emulated) rows.push_back({&n, detail::node_numbers(n)});
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
-    return a.broken != b.broken ? a.broken > b.broken : a.local > b.local;
+    return a.x.inherited != b.x.inherited
+               ? a.x.inherited > b.x.inherited
+               : detail::error_rank(a.x.local) > detail::error_rank(b.x.local);
   });
   if (rows.size() > top) rows.resize(top);
   out << "<section class=\"worst\"><h2>Worst nodes</h2><table "
@@ -386,9 +380,12 @@ void worst_section(std::ostream& out, const analysis::Diagnosis& d, std::size_t 
          "<th class=\"r\">local error</th><th class=\"r\">propagated error</th></tr>\n";
   for (const auto& r : rows)
     out << "<tr><td>" << esc(r.n->name) << "</td><td>" << esc(r.n->op_type)
-        << "</td><td class=\"r\">" << v(r.headroom, bits(r.headroom)) << "</td><td class=\"r\">"
-        << vc(r.broken) << "</td><td class=\"r\">" << v(r.local) << "</td><td class=\"r\">"
-        << v(r.propagated) << "</td></tr>\n";
+        << "</td><td class=\"r\">" << v(r.x.headroom, bits(r.x.headroom)) << "</td><td class=\"r\">"
+        << vc(r.x.inherited) << "</td><td class=\"r\">"
+        << v(r.x.local, detail::error_cell(r.x.local, r.x.local_nonfinite))
+        << "</td><td class=\"r\">"
+        << v(r.x.propagated, detail::error_cell(r.x.propagated, r.x.propagated_nonfinite))
+        << "</td></tr>\n";
   out << "</table></section>\n";
 }
 
@@ -410,14 +407,19 @@ void check_body(std::ostream& out, const analysis::Diagnosis& d, std::size_t top
   const Format f = find_format(d.precision).value_or(parse_format("float32"));
   std::set<std::string> origins;
   for (const auto& o : d.origins) origins.insert(o.node);
+  std::string qualifiers = verdict_qualifiers(d);
+  if (!qualifiers.empty())
+    qualifiers = "<span class=\"qualifiers\">" + esc(qualifiers) + "</span> ";
   out << "<article id=\"" << id << "\" data-precision=\"" << esc(d.precision) << "\">\n"
       << "<section class=\"check-verdict\"><h1><span class=\"verdict " << (d.pass ? "pass" : "fail")
-      << "\">" << (d.pass ? "PASS" : "FAIL") << "</span>" << esc(d.model) << " in "
+      << "\">" << (d.pass ? "PASS" : "FAIL") << "</span>" << qualifiers << esc(d.model) << " in "
       << esc(d.precision) << "</h1><p class=\"sub\">reference " << esc(d.reference)
       << ", accumulation " << esc(d.accumulate) << ", " << d.samples << " input set"
       << (d.samples == 1 ? "" : "s") << "; pass: finite where the reference is and cosine &ge; "
       << v(d.min_cosine) << "</p>\n";
   outputs_table(out, d.outputs);
+  if (const std::string advice = generated_advice(d); !advice.empty())
+    out << "<p class=\"note\">note: " << esc(advice) << "</p>\n";
   for (const auto& n : d.notes)
     out << "<p class=\"note\">note: " << esc(describe(n, d)) << "</p>\n";
   out << "</section>\n";
@@ -450,7 +452,7 @@ void write_html(std::ostream& out, const std::vector<analysis::Diagnosis>& ds, c
         c = std::isnan(x.cosine) || std::isnan(c) ? NAN : std::min(c, x.cosine);
       out << "<tr><td><a href=\"#check-" << esc(d.precision) << "\">" << esc(d.precision)
           << "</a></td><td class=\"" << (d.pass ? "ok" : "bad") << "\">"
-          << (d.pass ? "PASS" : "FAIL") << "</td><td class=\"r\">" << v(c, fixed(c, 6))
+          << (d.pass ? "PASS" : "FAIL") << "</td><td class=\"r\">" << v_cosine(c)
           << "</td><td class=\"r\">" << d.origins.size() << "</td><td class=\"r\">"
           << d.rules.size() << "</td></tr>\n";
     }

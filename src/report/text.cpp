@@ -56,6 +56,10 @@ Json number(double v) {
   return std::isfinite(v) ? Json(v) : Json(nullptr);
 }
 
+std::string num_na(double v) {
+  return std::isnan(v) ? "n/a" : num(v);
+}
+
 namespace {
 
 // Display width of UTF-8 text: code points (continuation bytes do not count), and no

@@ -2,7 +2,9 @@
 // so the terminal, the JSON "message" fields and the HTML say the same thing.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "fpguard/format.hpp"
 #include "fpguard/report.hpp"
@@ -237,6 +239,83 @@ std::string describe(const analysis::Note& n, const analysis::Diagnosis& d) {
       return n.text;
   }
   return n.text;
+}
+
+namespace {
+
+// "uniform [-1, 1]", "constant 0", "normal (mean 0, std 1)".
+std::string generator(const analysis::GeneratedInput& g) {
+  if (g.distribution == "normal")
+    return fmt::format("normal (mean {}, std {})", num(g.a), num(g.b));
+  if (g.a == g.b) return "constant " + num(g.a);
+  return fmt::format("{} [{}, {}]", g.distribution, num(g.a), num(g.b));
+}
+
+// "a, b, c, d, e and 3 more".
+std::string names_list(const std::vector<std::string>& names, std::size_t shown = 5) {
+  if (names.size() <= shown) return join(names, ", ");
+  const std::vector<std::string> head(names.begin(), names.begin() + shown);
+  return fmt::format("{} and {} more", join(head, ", "), names.size() - shown);
+}
+
+std::string generated_qualifier(const analysis::Diagnosis& d) {
+  if (d.generated.empty()) return "";
+  // Inputs drawn from the same generator are named together.
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;
+  for (const auto& g : d.generated) {
+    const std::string spec = generator(g);
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto& grp) { return grp.first == spec; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {spec, {}});
+    it->second.push_back(g.name);
+  }
+  std::vector<std::string> parts;
+  for (const auto& [spec, names] : groups)
+    parts.push_back(fmt::format("{} {}", names_list(names), spec));
+  return fmt::format("(generated inputs: {}; ranges unverified)", join(parts, "; "));
+}
+
+std::string absorbed_qualifier(const analysis::Diagnosis& d) {
+  using analysis::OriginKind;
+  std::map<OriginKind, std::vector<std::string>> by_kind;  // overflow, nan, underflow order
+  for (const auto& name : d.absorbed) {
+    const auto o = std::find_if(d.origins.begin(), d.origins.end(), [&](const auto& x) {
+      return x.node == name && x.kind != OriginKind::accuracy;
+    });
+    if (o != d.origins.end()) by_kind[o->kind].push_back(name);
+  }
+  std::vector<std::string> parts;
+  for (const auto& [kind, names] : by_kind) {
+    const std::string noun =
+        kind == OriginKind::nan ? "NaN" : std::string(analysis::to_string(kind));
+    const std::string failed =
+        d.fail_on.count(kind) ? fmt::format(", failed by --fail-on {}", analysis::to_string(kind))
+                              : "";
+    parts.push_back(fmt::format("{} {}{} absorbed{}: {}", names.size(), noun,
+                                names.size() == 1 ? "" : "s", failed, names_list(names)));
+  }
+  return parts.empty() ? "" : fmt::format("({})", join(parts, "; "));
+}
+
+}  // namespace
+
+std::string describe(const analysis::GeneratedInput& g) {
+  return g.name + " " + generator(g);
+}
+
+std::string verdict_qualifiers(const analysis::Diagnosis& d) {
+  const std::string gen = generated_qualifier(d), abs = absorbed_qualifier(d);
+  return gen + (gen.empty() || abs.empty() ? "" : " ") + abs;
+}
+
+std::string generated_advice(const analysis::Diagnosis& d) {
+  if (d.generated.empty()) return "";
+  std::vector<std::string> names;
+  for (const auto& g : d.generated) names.push_back(g.name);
+  return fmt::format(
+      "{} {} generated, not read from data: ranges, and so overflows, depend on the inputs; "
+      "give real ones with --input/--inputs (--require-inputs refuses to run without them)",
+      names_list(names), names.size() == 1 ? "was" : "were");
 }
 
 std::string describe(const analysis::Reason& r, const std::string& precision) {

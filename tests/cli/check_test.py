@@ -9,6 +9,8 @@
 - transformer_block in float16: the two LayerNorm Pow nodes are the origins; the
   suggested fixes together pass.
 - clean_cnn passes in float16 with no origin.
+- the verdict line: generated inputs (and --require-inputs), absorbed origins (and
+  --fail-on), errors over no finite pair (n/a, null); the output errors against NumPy.
 - the JSON fields of docs/check.md, several precisions side by side, and bad input
   (one line, exit 2, no output file).
 
@@ -26,10 +28,11 @@ import onnx
 from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from clitest import check, fails, failures, read_outputs, run  # noqa: E402
+from clitest import check, fails, failures, num, read_outputs, run  # noqa: E402
 import plan_derive  # noqa: E402
 
 FLOAT16_MAX = 65504.0
+FLOAT32_TINY = 2.0 ** -126
 
 
 def check_json(fpguard, tmp, model, inputs, *extra):
@@ -66,6 +69,54 @@ def keep_list(j):
 
 def node(j, name):
     return next(n for n in j["nodes"] if n["name"] == name)
+
+
+def first_line(r):
+    return r.stdout.splitlines()[0] if r.stdout else ""
+
+
+def output_line(r, name):
+    """The summary line of output `name` (the lines after the verdict)."""
+    return next((ln for ln in r.stdout.splitlines()[1:] if f" {name}: cosine" in ln), "")
+
+
+def runtime_inputs(model):
+    m = onnx.load(model)
+    inits = {i.name for i in m.graph.initializer}
+    return [i.name for i in m.graph.input if i.name not in inits]
+
+
+def output_errors(r, v):
+    """The output statistics of docs/check.md computed by NumPy from the reference `r` and
+    the emulated `v`, over the elements finite in both."""
+    r = r.astype(np.float64).ravel()
+    v = v.astype(np.float64).ravel()
+    ok = np.isfinite(r) & np.isfinite(v)
+    d = np.abs(v[ok] - r[ok])
+    ar = np.abs(r[ok])
+    floor = max(np.abs(r[np.isfinite(r)]).max() * 2.0 ** -10, FLOAT32_TINY)
+    return {"max_abs_error": float(d.max()),
+            "max_rel_error": float((d / np.maximum(ar, FLOAT32_TINY)).max()),
+            "max_scaled_error": float((d / np.maximum(ar, floor)).max()),
+            "rel_rms_error": float(np.sqrt((d ** 2).sum() / (ar ** 2).sum()))}
+
+
+def test_output_errors(case, jo, r, v, text):
+    """The JSON's output errors against NumPy's, and the summary line shows them. The
+    relative errors divide by a float32 reciprocal (docs/check.md: within 2^-24 of the
+    quotient); the relative RMS error's sums run in another order."""
+    want = output_errors(r, v)
+    check(jo["max_abs_error"] == want["max_abs_error"], f"{case}: max_abs_error equals NumPy's",
+          (jo["max_abs_error"], want["max_abs_error"]))
+    for k in ("max_rel_error", "max_scaled_error"):
+        check(abs(jo[k] - want[k]) <= 2.0 ** -23 * want[k], f"{case}: {k} equals NumPy's",
+              (jo[k], want[k]))
+    check(abs(jo["rel_rms_error"] - want["rel_rms_error"]) <= 1e-9 * want["rel_rms_error"],
+          f"{case}: rel_rms_error equals NumPy's", (jo["rel_rms_error"], want["rel_rms_error"]))
+    for label, k in (("relative RMS error", "rel_rms_error"),
+                     ("max scaled error", "max_scaled_error"), ("max abs error", "max_abs_error")):
+        check(f"{label} {num(jo[k])}" in text, f"{case}: the summary shows the {label}", text)
+    check("max rel error" not in text, f"{case}: the pointwise max rel error is JSON only", text)
 
 
 def test_schema(j):
@@ -155,6 +206,12 @@ def test_superres(f, ex, tmp):
     c = cosine(read_outputs(o32)["upscaled"], read_outputs(o16)["upscaled"])
     check(abs(j["outputs"][0]["cosine"] - c) < 1e-9, "output cosine equals NumPy's",
           (j["outputs"][0]["cosine"], c))
+    test_output_errors("superres fp16", j["outputs"][0], read_outputs(o32)["upscaled"],
+                       read_outputs(o16)["upscaled"], output_line(r, "upscaled"))
+    check(j["inputs"] == "given" and j["generated_inputs"] == [], "superres: inputs given",
+          (j["inputs"], j["generated_inputs"]))
+    check(first_line(r).startswith("FAIL  "), "given inputs: nothing after FAIL", first_line(r))
+    check(j["absorbed"] == [], "a failing output absorbs nothing", j["absorbed"])
     check(c < 0.999 and not j["outputs"][0]["pass"], "output fails", c)
     # The rules: Pow, the 1e-8 epsilon that flushes to zero, the normalisation pattern.
     ids = {r["id"] for r in j["rules"]}
@@ -234,16 +291,185 @@ def test_clean(f, ex, tmp):
         check(conv > conv32, "fp16 accumulation adds error to the conv", (conv, conv32))
     fails(f, "library order in fp16", ["check", model, "--precision", "fp16", "--accumulate", "fp16",
                                        "--accumulation", "library"], "--accumulation")
-    # Generated inputs are announced.
-    r = run(f, "check", model, "--precision", "float16", "--quiet")
-    check(r.returncode == 0, "generated inputs run", r.stderr)
-    check("NO INPUTS GIVEN" in r.stdout, "generated inputs are announced", r.stdout[:400])
+    # The errors of a passing output against NumPy's.
+    o32, o16 = os.path.join(tmp, "c32"), os.path.join(tmp, "c16")
+    run(f, "run", model, "--inputs", inputs, "--outputs", o32)
+    run(f, "run", model, "--inputs", inputs, "--outputs", o16, "--precision", "float16")
+    r, j = check_json(f, tmp, model, inputs, "--precision", "float16")
+    if j:
+        test_output_errors("clean_cnn fp16", j["outputs"][0], read_outputs(o32)["logits"],
+                           read_outputs(o16)["logits"], output_line(r, "logits"))
     # Several generated samples aggregate.
     out = os.path.join(tmp, "samples.json")
     r = run(f, "check", model, "--precision", "float16", "--samples", "3", "--json", out,
             "--quiet")
     with open(out) as fh:
         check(json.load(fh)["samples"] == 3, "--samples 3")
+
+
+def test_generated(f, ex, tmp):
+    """Without data, the verdict line says it holds for generated inputs only, with the
+    generator (docs/check.md: floating inputs uniform in [-1, 1]); --require-inputs refuses."""
+    model = os.path.join(ex, "superres", "model.onnx")
+    names = runtime_inputs(model)
+    check(len(names) == 1, "superres has one input", names)
+    out, html = os.path.join(tmp, "gen.json"), os.path.join(tmp, "gen.html")
+    r = run(f, "check", model, "--precision", "float16", "--json", out, "--html", html,
+            "--quiet")
+    check(r.returncode in (0, 1), "generated inputs run", r.stderr)
+    if r.returncode not in (0, 1):
+        return
+    with open(out) as fh:
+        j = json.load(fh)
+    qualifier = f"(generated inputs: {names[0]} uniform [-1, 1]; ranges unverified)"
+    word = j["verdict"].upper()
+    check(first_line(r).startswith(f"{word} {qualifier}"), "the verdict line says so",
+          first_line(r))
+    check(j["inputs"] == "generated", "JSON inputs: generated", j["inputs"])
+    check(j["generated_inputs"] == [{"name": names[0], "distribution": "uniform", "low": -1,
+                                     "high": 1, "default": True}],
+          "JSON generated_inputs", j["generated_inputs"])
+    with open(html) as fh:
+        check(qualifier in fh.read(), "the HTML verdict says so too")
+    # A generator asked for is recorded as such.
+    r = run(f, "check", model, "--precision", "float16", "--json", out, "--quiet", "--input",
+            names[0] + "=normal:0:2")
+    with open(out) as fh:
+        j = json.load(fh)
+    check(j["generated_inputs"] == [{"name": names[0], "distribution": "normal", "mean": 0,
+                                     "std": 2, "default": False}],
+          "JSON generated_inputs of a spec", j["generated_inputs"])
+    check(f"(generated inputs: {names[0]} normal (mean 0, std 2); ranges unverified)"
+          in first_line(r), "the verdict names the generator asked for", first_line(r))
+    # --require-inputs: generated inputs are an error, data is not.
+    fails(f, "--require-inputs without inputs",
+          ["check", model, "--precision", "fp16", "--require-inputs"], "--require-inputs",
+          names[0])
+    fails(f, "--require-inputs with a generator",
+          ["check", model, "--precision", "fp16", "--require-inputs", "--input",
+           names[0] + "=uniform:0:255"], "--require-inputs", names[0] + " uniform [0, 255]")
+    r = run(f, "check", model, "--precision", "bfloat16", "--require-inputs", "--quiet",
+            "--inputs", os.path.join(ex, "superres", "inputs"))
+    check(r.returncode == 0 and first_line(r).startswith("PASS  "),
+          "--require-inputs with data runs", (r.returncode, first_line(r), r.stderr))
+
+
+def write_model(path, nodes, inits, n):
+    """A float model of x[1, n] -> y from `nodes` (ONNX helper nodes) and float initializers."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])
+    g = helper.make_graph(nodes, "g", [x], [y],
+                          [helper.make_tensor(k, TensorProto.FLOAT, [], [v]) for k, v in inits])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def test_absorbed(f, tmp):
+    """y = x + 1/x^2 + 1/(x+1)^2 + x * 1e-9 with a few |x| = 300: both squares overflow
+    float16 (300^2 > 65504) and the 1e-9 flushes to zero, yet y passes (1/inf = 0 is within
+    the error of y ~ 300). The verdict names the absorbed origins; --fail-on fails them."""
+    n = 64
+    path = os.path.join(tmp, "absorbs.onnx")
+    H = helper.make_node
+    write_model(path, [
+        H("Pow", ["x", "two"], ["sa"], name="pow_a"),
+        H("Reciprocal", ["sa"], ["ra"], name="rec_a"),
+        H("Add", ["x", "one"], ["x1"], name="shift"),
+        H("Pow", ["x1", "two"], ["sb"], name="pow_b"),
+        H("Reciprocal", ["sb"], ["rb"], name="rec_b"),
+        H("Mul", ["x", "tiny"], ["t"], name="tiny_mul"),
+        H("Add", ["x", "ra"], ["s1"], name="sum1"),
+        H("Add", ["s1", "rb"], ["s2"], name="sum2"),
+        H("Add", ["s2", "t"], ["y"], name="sum3")],
+        [("two", 2.0), ("one", 1.0), ("tiny", 1e-9)], n)
+    x = np.linspace(1, 10, n).astype(np.float32).reshape(1, n)
+    x[0, ::16] = 300
+    inputs = os.path.join(tmp, "absorbs_inputs")
+    os.makedirs(inputs, exist_ok=True)
+    np.save(os.path.join(inputs, "x.npy"), x)
+    # NumPy: which nodes overflow / flush in float16 on float16-rounded inputs.
+    with np.errstate(over="ignore"):
+        over = [name for name, a in (("pow_a", x), ("pow_b", x + 1))
+                if np.isinf((a.astype(np.float16).astype(np.float32) ** 2).astype(np.float16)).any()]
+    flush = ["tiny_mul"] if np.float16(1e-9) == 0 else []
+    check(over == ["pow_a", "pow_b"] and flush == ["tiny_mul"], "the model is built as meant",
+          (over, flush))
+    r, j = check_json(f, tmp, path, inputs, "--precision", "float16")
+    if j is None:
+        return
+    check(r.returncode == 0 and j["verdict"] == "pass", "the outputs absorb them: PASS",
+          (r.returncode, j["outputs"]))
+    kinds = {o["node"]: o["kind"] for o in j["origins"]}
+    check(kinds == {**{k: "overflow" for k in over}, **{k: "underflow" for k in flush}},
+          "the origins are the overflows and the flush", kinds)
+    check(sorted(j["absorbed"]) == sorted(over + flush), "JSON absorbed", j["absorbed"])
+    check(j["fail_on"] == [], "JSON fail_on empty", j["fail_on"])
+    want = f"PASS (2 overflows absorbed: {', '.join(over)}; 1 underflow absorbed: tiny_mul)  "
+    check(first_line(r).startswith(want), "the verdict line names them", first_line(r))
+    for words, code in (("overflow", 1), ("underflow", 1), ("nan", 0),
+                        ("overflow,nan,underflow", 1)):
+        r, jf = check_json(f, tmp, path, inputs, "--precision", "float16", "--fail-on", words)
+        if jf is None:
+            continue
+        check(r.returncode == code and jf["verdict"] == ("fail" if code else "pass"),
+              f"--fail-on {words}: exit {code}", (r.returncode, jf["verdict"]))
+        check(all(o["pass"] for o in jf["outputs"]), f"--fail-on {words}: outputs pass")
+        check(jf["fail_on"] == [k for k in ("overflow", "nan", "underflow")
+                                if k in words.split(",")], f"--fail-on {words}: JSON fail_on",
+              jf["fail_on"])
+    r = run(f, "check", path, "--inputs", inputs, "--precision", "float16", "--quiet",
+            "--fail-on", "overflow")
+    want = (f"FAIL (2 overflows absorbed, failed by --fail-on overflow: {', '.join(over)}; "
+            "1 underflow absorbed: tiny_mul)  ")
+    check(first_line(r).startswith(want), "the FAIL line says why", first_line(r))
+    fails(f, "--fail-on typo", ["check", path, "--precision", "fp16", "--fail-on", "overflw"],
+          "--fail-on overflw", "did you mean 'overflow'")
+
+
+def test_no_finite_pairs(f, tmp):
+    """y = Relu(x * 30000) with x in [4, 8]: every value overflows float16, so no output
+    value is finite in both runs: errors are n/a (null), never 0, and the worst-node table
+    counts the non-finite values instead."""
+    n = 16
+    path = os.path.join(tmp, "broken.onnx")
+    write_model(path, [helper.make_node("Mul", ["x", "c"], ["a"], name="mul_big"),
+                       helper.make_node("Relu", ["a"], ["y"], name="relu_after")],
+                [("c", 3e4)], n)
+    x = np.linspace(4, 8, n).astype(np.float32).reshape(1, n)
+    inputs = os.path.join(tmp, "broken_inputs")
+    os.makedirs(inputs, exist_ok=True)
+    np.save(os.path.join(inputs, "x.npy"), x)
+    with np.errstate(over="ignore"):
+        broken = int(np.isinf(x.astype(np.float16) * np.float16(3e4)).sum())
+    check(broken == n, "NumPy: every product overflows float16", broken)
+    r, j = check_json(f, tmp, path, inputs, "--precision", "float16")
+    if j is None:
+        return
+    o = j["outputs"][0]
+    check(r.returncode == 1 and not o["pass"] and o["nonfinite"] == broken, "the output fails",
+          o)
+    for k in ("max_abs_error", "max_rel_error", "max_scaled_error", "rel_rms_error", "cosine"):
+        check(o[k] is None, f"no finite pair: {k} is null", o[k])
+    line = output_line(r, "y")
+    check(line.startswith("  FAIL y: cosine n/a, relative RMS error n/a, max scaled error n/a, "
+                          f"max abs error n/a ({broken} non-finite values"),
+          "the summary says n/a and counts them", line)
+    for name in ("mul_big", "relu_after"):
+        t = node(j, name)["outputs"][0]
+        check(t["propagated"]["finite"] == 0 and t["propagated"]["max_abs_error"] is None and
+              t["propagated"]["rel_rms_error"] is None, f"{name}: propagated errors null",
+              t["propagated"])
+    check(node(j, "relu_after")["outputs"][0]["local"]["count"] == 0,
+          "relu_after's local run inherits the overflow: nothing compared")
+    rows = {}  # the worst-node table: "  * name ..." (an origin) or "    name ..."
+    for ln in r.stdout.splitlines():
+        if ln.startswith(("  * ", "    ")) and len(ln.split()) > 2:
+            cells = ln.split()
+            rows[cells[1] if cells[0] == "*" else cells[0]] = ln
+    check(f"{broken} non-finite" in rows.get("mul_big", "") and
+          rows.get("mul_big", "").count("non-finite") == 2,
+          "table: mul_big counts its non-finite values, local and propagated", rows)
+    check("n/a" in rows.get("relu_after", "") and f"{broken} non-finite" in
+          rows.get("relu_after", ""), "table: relu_after local n/a, propagated counted", rows)
 
 
 def test_plan(f, ex, tmp):
@@ -414,6 +640,9 @@ def main():
         test_superres(a.fpguard, a.examples, tmp)
         test_transformer(a.fpguard, a.examples, tmp)
         test_clean(a.fpguard, a.examples, tmp)
+        test_generated(a.fpguard, a.examples, tmp)
+        test_absorbed(a.fpguard, tmp)
+        test_no_finite_pairs(a.fpguard, tmp)
         test_target(a.fpguard, a.examples, tmp)
         test_plan(a.fpguard, a.examples, tmp)
         test_errors(a.fpguard, a.examples, tmp)

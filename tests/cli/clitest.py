@@ -1,7 +1,8 @@
 """Shared by the end-to-end CLI tests (run_test.py, check_test.py, convert_test.py): the
-failure list, running the real binary, the "one line, exit 2" check for bad input, and
-reading an outputs.json directory back."""
+failure list, running the real binary, the "one line, exit 2" check for bad input,
+reading an outputs.json directory back, and the report layer's number policy."""
 import json
+import math
 import os
 import subprocess
 
@@ -14,6 +15,21 @@ def check(cond, what, detail=""):
     if not cond:
         failures.append(f"{what}: {detail}")
         print(f"FAIL {what}: {detail}")
+
+
+def num(v):
+    """The report layer's number policy (src/report/text.cpp)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    if abs(v) >= 1e6 or (v != 0 and abs(v) < 1e-3):
+        return f"{v:.4g}"
+    mag = 0 if v == 0 else math.floor(math.log10(abs(v)))
+    s = f"{v:.{max(0, 3 - mag)}f}"
+    if "." in s:
+        s = s.rstrip("0").rstrip(".")
+    return "0" if s == "-0" else s
 
 
 def run(fpguard, *argv, timeout=300):

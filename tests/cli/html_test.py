@@ -13,7 +13,6 @@ under 2 MB. Bad --html paths give one line and exit 2, and leave nothing.
 """
 import argparse
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -25,7 +24,7 @@ import onnx
 from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from clitest import check, failures, run  # noqa: E402
+from clitest import check, failures, num, run  # noqa: E402
 
 
 def chromium():
@@ -45,21 +44,6 @@ def browse(html, *args):
            "file://" + os.path.abspath(html)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     return r
-
-
-def num(v):
-    """The report layer's number policy (src/report/text.cpp)."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "nan"
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    if abs(v) >= 1e6 or (v != 0 and abs(v) < 1e-3):
-        return f"{v:.4g}"
-    mag = 0 if v == 0 else math.floor(math.log10(abs(v)))
-    s = f"{v:.{max(0, 3 - mag)}f}"
-    if "." in s:
-        s = s.rstrip("0").rstrip(".")
-    return "0" if s == "-0" else s
 
 
 class Dom(HTMLParser):
@@ -164,22 +148,28 @@ def check_article(name, dom, j):
         check(dom.find("section", cls=cls, inside=art), f"{name}/{art}: section {cls}")
     words = [dom.text[i] for i in dom.find("span", cls="verdict", inside=art)]
     check(words == [j["verdict"].upper()], f"{name}/{art}: verdict", words)
+    # What the verdict holds under (generated inputs, absorbed origins), as in the JSON.
+    quals = [dom.text[i] for i in dom.find("span", cls="qualifiers", inside=art)]
+    check(len(quals) == int(bool(j["absorbed"] or j["generated_inputs"])),
+          f"{name}/{art}: verdict qualifiers shown when they apply", quals)
+    for n in j["absorbed"] + [g["name"] for g in j["generated_inputs"]]:
+        check(any(n in q for q in quals), f"{name}/{art}: qualifier names {n}", quals)
     # The outputs table: each number shown with its exact value and the report policy's text.
     cells = dom.find("span", cls="n", inside=art)
     shown = [(dom.attrs(i)["data-v"], dom.text[i]) for i in cells]
 
     def printed(want, text):
-        if want is None:
-            return ("nan", "nan") in shown
+        if want is None:  # no value: nothing finite in both runs
+            return ("nan", "n/a") in shown
         return any(dv not in ("nan", "inf", "-inf") and float(dv) == want and t == text
                    for dv, t in shown)
 
     for o in j["outputs"]:
-        for k in ("max_abs_error", "max_rel_error"):
-            check(printed(o[k], num(o[k]) if o[k] is not None else "nan"),
+        for k in ("max_abs_error", "max_rel_error", "max_scaled_error", "rel_rms_error"):
+            check(printed(o[k], num(o[k])),
                   f"{name}/{art}: {o['name']} {k} = {o[k]} printed as {num(o[k])}")
         c = o["cosine"]
-        check(printed(c, f"{c:.6f}" if c is not None else "nan"),
+        check(printed(c, f"{c:.6f}" if c is not None else "n/a"),
               f"{name}/{art}: {o['name']} cosine {c}")
     shown_values = {dv for dv, _ in shown}
     # Origins: one block each, with the counts of the JSON.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include "cli.hpp"
 #include "fpguard/analysis.hpp"
 #include "fpguard/error.hpp"
+#include "fpguard/exec.hpp"
 #include "fpguard/experiments.hpp"
 #include "fpguard/io.hpp"
 #include "fpguard/model.hpp"
@@ -28,14 +30,14 @@ namespace {
 struct CheckArgs {
   std::string model;
   InputArgs in;
-  std::vector<std::string> precisions, keep, keep_ops, disabled;
+  std::vector<std::string> precisions, keep, keep_ops, disabled, fail_on;
   std::string reference = "fp32", accumulate, accumulation = "sequential", json_file, target;
   std::string annotate;  // --annotate OUT.onnx
   std::size_t samples = 1, top = 10;
   std::optional<double> atol, rtol;
   double min_cosine = 0.999;
   std::string color = "auto", html_file;
-  bool saturate = false, quiet = false;
+  bool saturate = false, quiet = false, require_inputs = false;
   int threads = 0;
 };
 
@@ -49,6 +51,49 @@ std::vector<std::string> split_commas(const std::vector<std::string>& items) {
       if (!p.empty()) out.push_back(p);
   }
   return out;
+}
+
+// The inputs drawn from a generator, as data: those given a spec (--input
+// NAME=uniform:LO:HI or normal:MEAN:STD) and those given nothing (`defaulted`: the default
+// generator, uniform in [-1, 1] for floating inputs, 0 for integers), in the model's order.
+// gather_samples has read the specs already (a bad one is an error there).
+std::vector<analysis::GeneratedInput> generated_inputs(const InputArgs& in, const model::Model& m,
+                                                       const std::vector<std::string>& defaulted) {
+  std::map<std::string, std::vector<std::string>> specs;  // name -> spec split at ':'
+  for (const auto& s : in.inputs)
+    if (const auto eq = s.find('='); eq != std::string::npos) {
+      std::vector<std::string> parts;
+      std::stringstream ss(s.substr(eq + 1));
+      for (std::string p; std::getline(ss, p, ':');) parts.push_back(p);
+      specs[s.substr(0, eq)] = parts;
+    }
+  std::vector<analysis::GeneratedInput> out;
+  for (const auto* vi : m.graph.runtime_inputs()) {
+    analysis::GeneratedInput g{.name = vi->name};
+    const auto spec = specs.find(vi->name);
+    if (spec != specs.end()) {
+      const auto& p = spec->second;
+      if (p.size() != 3 || (p[0] != "uniform" && p[0] != "normal")) continue;  // a file
+      g.distribution = p[0], g.a = std::stod(p[1]), g.b = std::stod(p[2]), g.by_default = false;
+    } else if (std::find(defaulted.begin(), defaulted.end(), vi->name) != defaulted.end()) {
+      const auto dtype = vi->elem_type ? model::dtype_of(vi->elem_type) : DType::float32;
+      const bool floating = dtype && exec::is_float(*dtype);
+      g.a = floating ? -1 : 0, g.b = floating ? 1 : 0;
+    } else {
+      continue;
+    }
+    out.push_back(g);
+  }
+  return out;
+}
+
+// --require-inputs: generated inputs are an error.
+void require_given(const std::vector<analysis::GeneratedInput>& drawn) {
+  if (drawn.empty()) return;
+  std::string list;
+  for (const auto& g : drawn) list += (list.empty() ? "" : ", ") + report::describe(g);
+  throw Error("--require-inputs", "these inputs would be generated, not read: " + list +
+                                      "; give them with --input NAME=FILE or --inputs DIR");
 }
 
 // The options every precision shares, from the flags (the format is set per precision).
@@ -67,6 +112,7 @@ analysis::CheckOptions check_options(const CheckArgs& a) {
   for (const auto& k : split_commas(a.keep)) o.keep_fp32.insert(k);
   for (const auto& k : split_commas(a.keep_ops)) o.keep_fp32_ops.insert(k);
   for (const auto& r : split_commas(a.disabled)) o.disabled_rules.insert(r);
+  o.fail_on = analysis::parse_fail_on(split_commas(a.fail_on));
   o.round_options.saturate = a.saturate;
   o.min_cosine = a.min_cosine;
   o.atol = a.atol;
@@ -125,18 +171,18 @@ void check(const CheckArgs& a) {
   analysis::name_nodes(m);
   std::vector<std::string> generated;
   const auto samples = gather_samples(a.in, m, a.samples, generated);
+  const auto drawn = generated_inputs(a.in, m, generated);
+  if (a.require_inputs) require_given(drawn);
 
   std::vector<analysis::Diagnosis> results;
   bool all_pass = true;
   for (const auto& f : formats) {
     analysis::CheckOptions o = shared;
     o.precision = f;
+    o.generated = drawn;
     report::Progress progress(term, "check " + f.name);
     o.progress = [&progress](std::size_t d, std::size_t t) { progress.update(d, t); };
     auto d = analysis::check(m, samples, o);
-    if (!generated.empty())
-      d.notes.insert(d.notes.begin(),
-                     {.kind = analysis::NoteKind::generated, .text = generated_note(generated)});
     all_pass = all_pass && d.pass;
     results.push_back(std::move(d));
   }
@@ -164,6 +210,12 @@ void add_check(CLI::App& app) {
   cmd->add_option("--rtol", a->rtol, "See --atol");
   cmd->add_option("--min-cosine", a->min_cosine,
                   "Pass only if each output's cosine similarity is >= this (default 0.999)");
+  cmd->add_option("--fail-on", a->fail_on,
+                  "Fail when the outputs pass but origins of these kinds exist (absorbed): "
+                  "overflow,nan,underflow")
+      ->take_all();
+  cmd->add_flag("--require-inputs", a->require_inputs,
+                "Refuse to run on generated inputs (exit 2): every input from a file");
   cmd->add_option("--reference", a->reference,
                   "Reference run: fp32 (default) or fp64 (every floating node in float64)");
   cmd->add_option("--accumulate", a->accumulate,
