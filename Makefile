@@ -7,7 +7,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release -DFPGUARD_WERROR=ON
 all: build
 
 setup:
-	@scripts/setup
+	@scripts/setup $(BUILD)
 
 configure: setup
 	@cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS) >/dev/null

@@ -1,7 +1,7 @@
 # The analysis and rewrite layers (`fpguard check`, `plan`, `convert`): origins and plans
 # on crafted graphs, comparisons, rules, lockstep sessions (analysis_test.cpp); the shipped
 # examples end to end against NumPy (cli/check_test.py); conversions checked by libonnx's
-# checker and shape inference (cli/convert_test.py).
+# checker and shape inference, and run in ONNX Runtime (cli/convert_test.py).
 add_executable(analysis_tests analysis_test.cpp)
 target_link_libraries(analysis_tests PRIVATE fpguard_lib GTest::gtest_main)
 target_include_directories(analysis_tests PRIVATE ${PROJECT_SOURCE_DIR}/src)
@@ -42,9 +42,14 @@ add_test(NAME cli.annotate
                  --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)
 set_tests_properties(cli.annotate PROPERTIES LABELS analysis)
 
+# The converted models also run in ONNX Runtime for Node.js, a second runtime for the
+# tests only, which `scripts/setup BUILD` installs with npm into BUILD/ort-node (make does).
+set(FPGUARD_ORT_NODE_DIR ${PROJECT_BINARY_DIR}/ort-node CACHE PATH
+    "onnxruntime-node for the tests (scripts/setup BUILD installs it into BUILD/ort-node)")
 add_test(NAME cli.convert
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/convert_test.py
-                 --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)
+                 --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples
+                 --ort-node ${FPGUARD_ORT_NODE_DIR})
 set_tests_properties(cli.convert PROPERTIES LABELS analysis)
 
 add_executable(rewrite_tests rewrite_test.cpp)

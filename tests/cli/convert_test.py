@@ -12,8 +12,12 @@
   float32; bfloat16.
 - bad input: a plan for another model, a malformed plan, a precision that contradicts the
   plan, -o onto the input, formats convert cannot write.
+- a second runtime: every model convert writes here runs in ONNX Runtime (onnxruntime-node,
+  installed by scripts/setup into the build tree), and its outputs are compared with
+  `fpguard run` on the same inputs (ortcheck.py: a few float16 ulps; bit-identical for a
+  graph whose float16 arithmetic is exact); each example also runs there in float32.
 
-    convert_test.py --fpguard PATH --examples DIR
+    convert_test.py --fpguard PATH --examples DIR --ort-node DIR
 """
 import argparse
 import json
@@ -27,7 +31,17 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ortcheck  # noqa: E402
 from clitest import check, fails, failures, read_outputs, run  # noqa: E402
+
+# Every model convert wrote, for ONNX Runtime: (path, {input: array} or None to draw
+# them, tolerance mode of ortcheck.compare).
+CONVERTED = []
+
+
+def example_inputs(ex, name):
+    d = os.path.join(ex, name, "inputs")
+    return {f[:-4]: np.load(os.path.join(d, f)) for f in sorted(os.listdir(d))}
 
 
 def valid(path, what):
@@ -80,6 +94,7 @@ def test_examples(f, ex, tmp):
                   f"{name}: convert verifies", (r.returncode, r.stdout, r.stderr))
             if r.returncode != 0:
                 continue
+            CONVERTED.append((out, example_inputs(ex, name), "fp16"))
             m = valid(out, name)
             n_casts = structure(m, name)
             types = elem_types(m)
@@ -163,6 +178,7 @@ def crafted(f, tmp):
     r = run(f, "convert", src, "--precision", "fp16", "--keep-fp32", "keep", "--keep-io-types",
             "-o", out)
     check(r.returncode == 0, "shared: converts", (r.stdout, r.stderr))
+    CONVERTED.append((out, None, "fp16"))
     m = valid(out, "shared")
     structure(m, "shared")
     inits = {i.name: i.data_type for i in m.graph.initializer}
@@ -194,6 +210,8 @@ def crafted(f, tmp):
             "c=" + os.path.join(tmp, "c.npy"), "--input", "x=" + os.path.join(tmp, "x.npy"))
     check(r.returncode == 0 and "verified" in r.stdout, "if: converts and verifies",
           (r.stdout, r.stderr))
+    CONVERTED.append((out, {"x": np.load(os.path.join(tmp, "x.npy")), "c": np.array(True)},
+                      "fp16"))
     m = valid(out, "if")
     branch = next(n for n in m.graph.node if n.op_type == "If")
     then_in = branch.attribute[[a.name for a in branch.attribute].index("then_branch")].g
@@ -213,6 +231,7 @@ def crafted(f, tmp):
     out = os.path.join(tmp, "cast16.onnx")
     r = run(f, "convert", src, "--precision", "fp16", "-o", out)
     check(r.returncode == 0, "cast: converts", (r.stdout, r.stderr))
+    CONVERTED.append((out, None, "fp16"))
     m = valid(out, "cast")
     structure(m, "cast")
     to = [a.i for n in m.graph.node if n.name == "to_float" for a in n.attribute if a.name == "to"]
@@ -233,6 +252,7 @@ def crafted(f, tmp):
     r = run(f, "convert", src, "--precision", "fp16", "-o", out, "--input",
             "x=" + os.path.join(tmp, "x.npy"))
     check(r.returncode == 0 and "verified" in r.stdout, "ConstantOfShape: converts", r.stdout)
+    CONVERTED.append((out, None, "fp16"))
     m = valid(out, "ConstantOfShape")
     check(not any(n.op_type == "Cast" for n in m.graph.node), "no Cast after ConstantOfShape")
     fill = next(n for n in m.graph.node if n.op_type == "ConstantOfShape")
@@ -261,6 +281,78 @@ def crafted(f, tmp):
     check(TensorProto.BFLOAT16 in {i.data_type for i in m.graph.initializer}, "bf16 weights")
 
 
+def exact(f, tmp):
+    """A graph whose float16 arithmetic is exact (small multiples of 1/8: every product,
+    sum and max is a float16 value), converted: any two faithful runtimes agree bit for
+    bit, whatever order they sum in."""
+    F = TensorProto.FLOAT
+    w = numpy_helper.from_array(np.arange(-8, 8, dtype=np.float32).reshape(4, 4) / 4, "w")
+    c = numpy_helper.from_array(np.array([0.5, -1, 2, 0.125], np.float32), "c")
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+         helper.make_node("Add", ["m", "c"], ["a"], name="add"),
+         helper.make_node("Relu", ["a"], ["r"], name="relu"),
+         helper.make_node("Transpose", ["r"], ["t"], name="tr", perm=[1, 0]),
+         helper.make_node("ReduceMax", ["t"], ["y"], name="max", axes=[1], keepdims=0)],
+        "exact", [helper.make_tensor_value_info("x", F, [3, 4])],
+        [helper.make_tensor_value_info("y", F, [4])], [w, c])
+    src = save(g, os.path.join(tmp, "exact.onnx"))
+    out = os.path.join(tmp, "exact16.onnx")
+    r = run(f, "convert", src, "--precision", "fp16", "--keep-io-types", "-o", out, "--no-verify")
+    check(r.returncode == 0, "exact: converts", (r.stdout, r.stderr))
+    x = (np.arange(12, dtype=np.float32).reshape(3, 4) - 6) / 8
+    CONVERTED.append((out, {"x": x}, "exact"))
+
+
+def declared_inputs(model):
+    """{name: (NumPy dtype, shape)} of a model's runtime inputs."""
+    m = onnx.load(model, load_external_data=False)
+    inits = {i.name for i in m.graph.initializer}
+    return {i.name: (np.dtype(onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[i.type.tensor_type.elem_type]),
+                     [d.dim_value for d in i.type.tensor_type.shape.dim])
+            for i in m.graph.input if i.name not in inits}
+
+
+def model_inputs(model, given):
+    """The inputs to run `model` on, in its declared types (a float16 model's float32 data
+    rounded to float16): `given`, or drawn, seeded: floats normal(0, 1), bools True."""
+    rng = np.random.default_rng(1)
+    out = {}
+    for name, (dtype, shape) in declared_inputs(model).items():
+        if given is not None:
+            out[name] = given[name].astype(dtype)
+        else:
+            out[name] = (np.ones(shape, dtype) if dtype == np.bool_ else
+                         rng.normal(0, 1, shape).astype(dtype))
+    return out
+
+
+def in_onnx_runtime(f, ex, ort_dir, tmp):
+    """Every converted model, and each example in float32, in ONNX Runtime against
+    `fpguard run` on the same inputs."""
+    if not ortcheck.available(ort_dir):
+        return
+    cases = [(os.path.join(ex, name, "model.onnx"), example_inputs(ex, name), "fp32")
+             for name in ("superres", "transformer_block", "clean_cnn")]
+    check(len(CONVERTED) >= 10, "the converted models of this test are all registered",
+          len(CONVERTED))
+    for model, inputs, mode in cases + CONVERTED:
+        inputs = model_inputs(model, inputs)
+        d = os.path.join(tmp, "ort_case")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        argv = ["run", model, "--outputs", os.path.join(d, "ours")]
+        for name, a in inputs.items():
+            np.save(os.path.join(d, name + ".npy"), a)
+            argv += ["--input", f"{name}={os.path.join(d, name + '.npy')}"]
+        r = run(f, *argv)
+        check(r.returncode == 0, f"{os.path.basename(model)}: fpguard run", r.stderr)
+        theirs = ortcheck.run_ort(ort_dir, model, inputs, d)
+        if r.returncode == 0 and theirs is not None:
+            ortcheck.compare(f"{os.path.basename(model)} ({mode})",
+                             read_outputs(os.path.join(d, "ours")), theirs, mode)
+
+
 def external_data(f, ex, tmp):
     """--external-data: the initializers in OUTPUT.data, read back by onnx (an independent
     reader) with the values of the inline conversion; fpguard runs it the same."""
@@ -274,6 +366,7 @@ def external_data(f, ex, tmp):
     check(r.returncode == 0 and "as external data" in r.stdout and
           os.path.exists(ext + ".data"), "--external-data: written and verified",
           (r.returncode, r.stdout, r.stderr))
+    CONVERTED.append((ext, example_inputs(ex, "clean_cnn"), "fp16"))
     check(not os.path.exists(inline + ".data"), "no data file without --external-data")
     raw = onnx.load(ext, load_external_data=False)
     n_ext = sum(t.data_location == TensorProto.EXTERNAL for t in raw.graph.initializer)
@@ -332,12 +425,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fpguard", required=True)
     ap.add_argument("--examples", required=True)
+    ap.add_argument("--ort-node", required=True,
+                    help="onnxruntime-node's folder (scripts/setup BUILD: BUILD/ort-node)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         test_examples(a.fpguard, a.examples, tmp)
         crafted(a.fpguard, tmp)
+        exact(a.fpguard, tmp)
         external_data(a.fpguard, a.examples, tmp)
         errors(a.fpguard, a.examples, tmp)
+        in_onnx_runtime(a.fpguard, a.examples, a.ort_node, tmp)
     if failures:
         print(f"{len(failures)} failure(s)")
         sys.exit(1)
