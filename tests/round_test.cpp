@@ -173,6 +173,45 @@ INSTANTIATE_TEST_SUITE_P(Custom, RoundBoundaries,
                          [](const auto& info) { return info.param.name; });
 
 // Without mantissa bits, "even" is the exponent code, and zero (code 0) is even.
+// What rounding did, counted: each case by hand for float16 (max 65504, overflow from
+// 65520; smallest subnormal 2^-24, so 2^-26 rounds to zero).
+TEST(Round, CountsWhatRoundingDid) {
+  const Format f16 = parse_format("float16");
+  const float inf = INFINITY, nan = NAN;
+  const std::vector<float> x = {1.0f, 1.0f / 3, 70000.0f, -1e6f,   std::ldexp(1.0f, -26),
+                                0.0f, nan,      inf,      65504.0f};
+  for (const bool saturate : {false, true}) {
+    RoundOptions o;
+    o.saturate = saturate;
+    std::vector<float> r(x.size());
+    round(std::span<const float>(x), std::span<float>(r), f16, o);
+    const RoundCounts c = count_rounding(std::span<const float>(x), std::span<const float>(r), f16);
+    EXPECT_EQ(c.values, 9u);
+    EXPECT_EQ(c.nan, 1u);
+    EXPECT_EQ(c.overflow, 2u) << "70000 and -1e6, to inf or saturated to max";
+    EXPECT_EQ(c.underflow, 1u) << "2^-26";
+    EXPECT_EQ(c.changed, 4u) << "1/3, 70000, -1e6, 2^-26 (NaN stays NaN, inf and max stay)";
+    // The same in double, and threaded over a long array: the counts add up.
+    std::vector<double> xd(x.begin(), x.end()), rd(x.size());
+    round(std::span<const double>(xd), std::span<double>(rd), f16, o);
+    const RoundCounts cd =
+        count_rounding(std::span<const double>(xd), std::span<const double>(rd), f16);
+    EXPECT_EQ(cd.changed, c.changed);
+    EXPECT_EQ(cd.overflow, c.overflow);
+    std::vector<float> big, rbig;
+    for (int k = 0; k < 20000; ++k) big.insert(big.end(), x.begin(), x.end());
+    rbig.resize(big.size());
+    round(std::span<const float>(big), std::span<float>(rbig), f16, o);
+    const RoundCounts cb =
+        count_rounding(std::span<const float>(big), std::span<const float>(rbig), f16, 4);
+    EXPECT_EQ(cb.values, 20000u * 9);
+    EXPECT_EQ(cb.changed, 20000u * 4);
+    EXPECT_EQ(cb.overflow, 20000u * 2);
+    EXPECT_EQ(cb.underflow, 20000u);
+    EXPECT_EQ(cb.nan, 20000u);
+  }
+}
+
 TEST(Round, SignedFormatsWithoutMantissaBits) {
   const auto ne = options(Rounding::nearest_even);
   const Format e2 = parse_format("e2m0fn");  // values 0, 1, 2 (codes 0-2); 3 is NaN

@@ -17,6 +17,7 @@
 
 #include "fpguard/analysis.hpp"
 #include "fpguard/experiments.hpp"
+#include "fpguard/round.hpp"
 #include "fpguard/stats.hpp"
 #include "fpguard/tensor.hpp"
 
@@ -248,6 +249,17 @@ IInfo iinfo_from_json(const Json& j, const std::string& where);
 // Several formats (types) side by side, one row each.
 void render(std::ostream& out, const std::vector<FInfo>& infos, const Terminal& term);
 void render(std::ostream& out, const std::vector<IInfo>& infos, const Terminal& term);
+// `fpguard round`: the file written and what rounding did to its values, one line.
+struct RoundSummary {
+  std::string output;
+  std::uint64_t values = 0;
+  DType input = DType::float32;
+  std::string format;
+  RoundOptions options{};
+  RoundCounts counts{};
+  std::optional<DType> codes{};  // --encode: the dtype of the codes written
+};
+void render(std::ostream& out, const RoundSummary& s);
 
 // ---- run, ops (README, docs/executor.md) -------------------------------------------------
 inline constexpr int kRunSchema = 1;

@@ -55,6 +55,17 @@ void round(std::span<const float> in, std::span<float> out, const Format& f,
 void round(std::span<const double> in, std::span<double> out, const Format& f,
            const RoundOptions& o = {});
 
+// What rounding did to an array, `out` being the rounded `in`: values that changed (NaN
+// staying NaN did not), overflowed (finite, and became inf/NaN or were saturated past
+// max), underflowed (non-zero, became zero), and NaN on input. One pass, threaded.
+struct RoundCounts {
+  std::uint64_t values = 0, changed = 0, overflow = 0, underflow = 0, nan = 0;
+};
+RoundCounts count_rounding(std::span<const float> in, std::span<const float> out, const Format& f,
+                           int threads = 0);
+RoundCounts count_rounding(std::span<const double> in, std::span<const double> out, const Format& f,
+                           int threads = 0);
+
 // The exact generic path for arrays, whatever fast path exists: the reference the fast
 // paths are tested against.
 void round_generic(std::span<const float> in, std::span<float> out, const Format& f,

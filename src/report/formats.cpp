@@ -1,5 +1,7 @@
 // `fpguard finfo` and `fpguard iinfo` as JSON (docs/formats.md), read back, and as tables.
 // A single format prints as torch does (fpguard::to_torch_string), not here.
+#include <fmt/format.h>
+
 #include <limits>
 #include <ostream>
 
@@ -115,6 +117,18 @@ void render(std::ostream& out, const std::vector<IInfo>& infos, const Terminal& 
   for (const auto& i : infos)
     table.add({i.dtype, std::to_string(i.bits), std::to_string(i.min), std::to_string(i.max)});
   table.render(out, term.width, "");
+}
+
+void render(std::ostream& out, const RoundSummary& s) {
+  const RoundOptions& o = s.options;
+  const RoundCounts& c = s.counts;
+  out << fmt::format(
+      "{}: {} {} values rounded to {} ({}{}{}): {} changed, {} overflowed, {} underflowed to zero, "
+      "{} NaN in input{}\n",
+      s.output, c.values, to_string(s.input), s.format, to_string(o.rounding),
+      o.saturate ? ", saturate" : "", o.flush_subnormals ? ", flush-subnormals" : "", c.changed,
+      c.overflow, c.underflow, c.nan,
+      s.codes ? fmt::format("; wrote {} codes", to_string(*s.codes)) : "");
 }
 
 }  // namespace fpguard::report

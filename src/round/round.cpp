@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
 
 #include "core/parallel.hpp"
 #include "fpguard/error.hpp"
@@ -253,6 +254,51 @@ void round(std::span<const double> in, std::span<double> out, const Format& f,
   detail::parallel_for(in.size(), o.threads, [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) out[i] = r(in[i], i);
   });
+}
+
+// ---- what rounding did ----------------------------------------------------------------
+
+namespace {
+
+template <class T>
+RoundCounts count_rounding_impl(std::span<const T> in, std::span<const T> out, const Format& f,
+                                int threads) {
+  FPG_CHECK(in.size() == out.size());
+  const double max = f.max();
+  std::mutex m;
+  RoundCounts total;
+  total.values = in.size();
+  detail::parallel_for(in.size(), threads, [&](std::size_t b, std::size_t e) {
+    RoundCounts c;
+    for (std::size_t i = b; i < e; ++i) {
+      const T x = in[i], r = out[i];
+      if (std::isnan(x)) {
+        ++c.nan;
+      } else if (std::isfinite(x) && (!std::isfinite(r) || std::fabs(double(x)) > max)) {
+        ++c.overflow;  // became inf/NaN, or was saturated
+      } else if (x != 0 && r == 0) {
+        ++c.underflow;
+      }
+      c.changed += !(r == x) && !(std::isnan(r) && std::isnan(x));
+    }
+    const std::lock_guard<std::mutex> lock(m);
+    total.changed += c.changed;
+    total.overflow += c.overflow;
+    total.underflow += c.underflow;
+    total.nan += c.nan;
+  });
+  return total;
+}
+
+}  // namespace
+
+RoundCounts count_rounding(std::span<const float> in, std::span<const float> out, const Format& f,
+                           int threads) {
+  return count_rounding_impl(in, out, f, threads);
+}
+RoundCounts count_rounding(std::span<const double> in, std::span<const double> out, const Format& f,
+                           int threads) {
+  return count_rounding_impl(in, out, f, threads);
 }
 
 // ---- bit patterns -------------------------------------------------------------------

@@ -1,13 +1,12 @@
 // `fpguard round`: round a float32/float64 .npy into a format, writing carrier values in
 // the input dtype or, with --encode, the format's bit patterns.
-#include <fmt/format.h>
-
-#include <cmath>
 #include <iostream>
+#include <utility>
 
 #include "cli.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/io.hpp"
+#include "fpguard/report.hpp"
 #include "fpguard/round.hpp"
 #include "fpguard/tensor.hpp"
 
@@ -47,15 +46,17 @@ void run(const RoundArgs& a) {
     throw Error(a.input, "dtype " + std::string(to_string(in.dtype())) +
                              " is not supported by round (float32 or float64 only)");
 
-  // Rounded values in double (exact for both input dtypes), for the summary and --encode.
-  std::vector<double> x(in.size()), r(in.size());
-  if (in.dtype() == DType::float32)
-    std::copy(in.data<float>().begin(), in.data<float>().end(), x.begin());
-  else
-    std::copy(in.data<double>().begin(), in.data<double>().end(), x.begin());
-
+  report::RoundSummary summary{
+      .output = a.output, .values = in.size(), .input = in.dtype(), .format = f.name, .options = o};
   Tensor out;
   if (a.encode) {
+    // Codes from the values in double (exact for both input dtypes); the counts from the
+    // same values rounded.
+    std::vector<double> x(in.size()), r(in.size());
+    if (in.dtype() == DType::float32)
+      std::copy(in.data<float>().begin(), in.data<float>().end(), x.begin());
+    else
+      std::copy(in.data<double>().begin(), in.data<double>().end(), x.begin());
     out = Tensor(code_dtype(f), in.shape());
     switch (out.dtype()) {
       case DType::uint8:
@@ -72,34 +73,19 @@ void run(const RoundArgs& a) {
         break;
     }
     round(std::span<const double>(x), std::span<double>(r), f, o);
+    summary.counts = count_rounding(std::span<const double>(x), std::span<const double>(r), f);
+    summary.codes = out.dtype();
   } else if (in.dtype() == DType::float32) {
-    out = Tensor(DType::float32, in.shape());
+    out = Tensor::uninitialized(DType::float32, in.shape());
     round(in.data<float>(), out.data<float>(), f, o);
-    std::copy(out.data<float>().begin(), out.data<float>().end(), r.begin());
+    summary.counts = count_rounding(in.data<float>(), std::as_const(out).data<float>(), f);
   } else {
-    out = Tensor(DType::float64, in.shape());
+    out = Tensor::uninitialized(DType::float64, in.shape());
     round(in.data<double>(), out.data<double>(), f, o);
-    std::copy(out.data<double>().begin(), out.data<double>().end(), r.begin());
+    summary.counts = count_rounding(in.data<double>(), std::as_const(out).data<double>(), f);
   }
   write_npy(a.output, out);
-
-  std::size_t overflow = 0, underflow = 0, nan = 0, changed = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    if (std::isnan(x[i]))
-      ++nan;
-    else if (std::isfinite(x[i]) && (!std::isfinite(r[i]) || std::fabs(x[i]) > f.max()))
-      ++overflow;  // became inf/NaN, or was saturated
-    else if (x[i] != 0 && r[i] == 0)
-      ++underflow;
-    if (!(r[i] == x[i]) && !(std::isnan(r[i]) && std::isnan(x[i]))) ++changed;
-  }
-  std::cout << fmt::format(
-      "{}: {} {} values rounded to {} ({}{}{}): {} changed, {} overflowed, {} underflowed to zero, "
-      "{} NaN in input{}\n",
-      a.output, in.size(), to_string(in.dtype()), f.name, to_string(o.rounding),
-      o.saturate ? ", saturate" : "", o.flush_subnormals ? ", flush-subnormals" : "", changed,
-      overflow, underflow, nan,
-      a.encode ? fmt::format("; wrote {} codes", to_string(out.dtype())) : "");
+  report::render(std::cout, summary);
 }
 
 }  // namespace
