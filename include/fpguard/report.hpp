@@ -17,6 +17,7 @@
 
 #include "fpguard/analysis.hpp"
 #include "fpguard/experiments.hpp"
+#include "fpguard/inputs.hpp"
 #include "fpguard/stats.hpp"
 #include "fpguard/tensor.hpp"
 
@@ -108,6 +109,9 @@ std::string describe(const analysis::RuleFinding& r);
 std::string describe(const analysis::Note& n, const analysis::Diagnosis& d);
 std::string describe(const analysis::Reason& r, const std::string& precision);
 std::string describe(const analysis::ScaleRefusal& r);
+// "NO INPUTS GIVEN: x, y generated (...)": the note of a diagnosis, a plan or a conversion
+// made on inputs the library generated (inputs::gather_samples).
+std::string generated_note(const std::vector<inputs::Generated>& generated);
 
 // ---- check -------------------------------------------------------------------------------
 inline constexpr int kCheckSchema = 2;

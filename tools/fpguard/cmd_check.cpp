@@ -27,7 +27,7 @@ namespace {
 
 struct CheckArgs {
   std::string model;
-  InputArgs in;
+  inputs::Options in;
   std::vector<std::string> precisions, keep, keep_ops, disabled;
   std::string reference = "fp32", accumulate, accumulation = "sequential", json_file, target;
   std::string annotate;  // --annotate OUT.onnx
@@ -123,8 +123,7 @@ void check(const CheckArgs& a) {
   model::Model m = model::load(a.model);
   const auto original_names = node_names(m);
   analysis::name_nodes(m);
-  std::vector<std::string> generated;
-  const auto samples = gather_samples(a.in, m, a.samples, generated);
+  const auto [samples, generated] = inputs::gather_samples(a.in, m, a.samples);
 
   std::vector<analysis::Diagnosis> results;
   bool all_pass = true;
@@ -135,8 +134,8 @@ void check(const CheckArgs& a) {
     o.progress = [&progress](std::size_t d, std::size_t t) { progress.update(d, t); };
     auto d = analysis::check(m, samples, o);
     if (!generated.empty())
-      d.notes.insert(d.notes.begin(),
-                     {.kind = analysis::NoteKind::generated, .text = generated_note(generated)});
+      d.notes.insert(d.notes.begin(), {.kind = analysis::NoteKind::generated,
+                                       .text = report::generated_note(generated)});
     all_pass = all_pass && d.pass;
     results.push_back(std::move(d));
   }

@@ -22,7 +22,7 @@ namespace {
 struct ConvertArgs {
   std::string model, precision, plan, output;
   std::vector<std::string> keep, keep_ops;
-  InputArgs in;
+  inputs::Options in;
   double min_cosine = 0.999;
   bool keep_io_types = false, no_verify = false, scale_only = false, external_data = false;
   int threads = 0;
@@ -101,8 +101,7 @@ void convert_command(const ConvertArgs& a) {
   if (a.no_verify) return;
 
   // Verify: the converted model (real 16-bit storage) against the float32 original.
-  std::vector<std::string> generated;
-  const auto samples = gather_samples(a.in, original, 1, generated);
+  const auto [samples, generated] = inputs::gather_samples(a.in, original, 1);
   exec::RunOptions ro;
   ro.threads = a.threads;
   model::Model saved = model::load(a.output);
@@ -132,7 +131,7 @@ void convert_command(const ConvertArgs& a) {
         want[i].name, ok ? "ok  " : "FAIL", c.cosine(), c.max_abs,
         c.overflow + c.nan ? fmt::format(", {} non-finite", c.overflow + c.nan) : "");
   }
-  if (!generated.empty()) std::cout << "  note: " << generated_note(generated) << "\n";
+  if (!generated.empty()) std::cout << "  note: " << report::generated_note(generated) << "\n";
   exit_code = pass ? 0 : 1;
 }
 

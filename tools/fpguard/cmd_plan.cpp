@@ -22,7 +22,7 @@ namespace {
 struct PlanArgs {
   std::string model, precision, target, output, emit, objective = "fewest-fp32", scale = "auto";
   std::string annotate;  // --annotate OUT.onnx
-  InputArgs in;
+  inputs::Options in;
   std::vector<std::string> keep, keep_ops;
   std::size_t samples = 1, max_passes = 48;
   std::optional<double> atol, rtol;
@@ -72,8 +72,7 @@ void plan_command(const PlanArgs& a) {
   model::Model m = model::load(a.model);
   const auto original_names = node_names(m);
   analysis::name_nodes(m);
-  std::vector<std::string> generated;
-  const auto samples = gather_samples(a.in, m, a.samples, generated);
+  const auto [samples, generated] = inputs::gather_samples(a.in, m, a.samples);
 
   po.check.precision = *f;
   po.check.keep_fp32 = std::set<std::string>(a.keep.begin(), a.keep.end());
@@ -121,7 +120,7 @@ void plan_command(const PlanArgs& a) {
     return;
   }
   report::PlanText text{.model_arg = a.model, .plan_file = a.output};
-  if (!generated.empty()) text.notes.push_back(generated_note(generated));
+  if (!generated.empty()) text.notes.push_back(report::generated_note(generated));
   report::render(std::cout, p, text, term);
 }
 
