@@ -10,6 +10,7 @@
 #include "fpguard/error.hpp"
 #include "fpguard/limits.hpp"
 #include "fpguard/report.hpp"
+#include "json_reader.hpp"
 
 namespace fpguard::report {
 
@@ -35,6 +36,39 @@ Json reason_json(const analysis::Reason& r, const std::string& precision) {
           {"origin_kind", std::string(analysis::to_string(r.origin_kind))},
           {"error", number(r.error)},
           {"message", describe(r, precision)}};
+}
+
+// How the input sets were made (inputs::Provenance); null when the plan's maker did not
+// say.
+Json provenance_json(const std::optional<inputs::Provenance>& p) {
+  if (!p) return nullptr;
+  Json generated = Json::array();
+  for (const auto& g : p->generated) generated.push_back({{"name", g.name}, {"generator", g.spec}});
+  return {{"input", p->options.input},
+          {"inputs", p->options.inputs.empty() ? Json(nullptr) : Json(p->options.inputs)},
+          {"shape", p->options.shape},
+          {"seed", p->options.seed},
+          {"samples", p->samples},
+          {"generated", generated}};
+}
+
+std::optional<inputs::Provenance> provenance_from_json(const Json& j, const std::string& where) {
+  if (!j.contains("inputs") || j["inputs"].is_null()) return std::nullopt;
+  const detail::JsonReader r{where};
+  const std::string path = "\"inputs\"";
+  const Json& in = r.object(j, "inputs", "");
+  inputs::Provenance p;
+  p.options.input = r.strings(in, "input", path);
+  if (!r.at(in, "inputs", path).is_null()) p.options.inputs = r.str(in, "inputs", path);
+  p.options.shape = r.strings(in, "shape", path);
+  p.options.seed = r.u64(in, "seed", path);
+  p.samples = r.u64(in, "samples", path);
+  const Json& generated = r.array(in, "generated", path);
+  for (std::size_t i = 0; i < generated.size(); ++i) {
+    const std::string at = detail::item(path, "generated", i);
+    p.generated.push_back({r.str(generated[i], "name", at), r.str(generated[i], "generator", at)});
+  }
+  return p;
 }
 
 }  // namespace
@@ -81,6 +115,7 @@ Json to_json(const analysis::Plan& p) {
           {"reasons", reasons},
           {"refused", refused},
           {"notes", notes},
+          {"inputs", provenance_json(p.inputs)},
           {"final",
            {{"max_abs_error", number(fin.max_abs)},
             {"max_rel_error", number(fin.max_rel)},
@@ -88,9 +123,9 @@ Json to_json(const analysis::Plan& p) {
 }
 
 analysis::PlanFile parse_plan(std::string_view text, const std::string& where) {
-  nlohmann::json j;
+  Json j;
   try {
-    j = nlohmann::json::parse(text.begin(), text.end());
+    j = Json::parse(text.begin(), text.end());
   } catch (const std::exception&) {
     throw Error(where, "not JSON (expected a plan.json written by fpguard plan)");
   }
@@ -117,6 +152,7 @@ analysis::PlanFile parse_plan(std::string_view text, const std::string& where) {
       p.scaled.push_back({e["value"].get<std::string>(), e["k"].get<int>()});
     }
   }
+  p.inputs = provenance_from_json(j, where);
   return p;
 }
 

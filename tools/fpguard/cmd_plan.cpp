@@ -44,9 +44,8 @@ auto exact_scaler(const Format& fmt) {
   };
 }
 
-void plan_command(const PlanArgs& a) {
-  if (a.emit != "" && a.emit != "trtexec" && a.emit != "ort")
-    throw Error("--emit " + a.emit, "expected trtexec or ort");
+// The planner's options from the flags, in format `f`.
+analysis::PlanOptions plan_options(const PlanArgs& a, const Format& f) {
   analysis::PlanOptions po;
   if (a.objective == "fewest-fp32")
     po.objective = analysis::Objective::fewest_fp32;
@@ -54,6 +53,25 @@ void plan_command(const PlanArgs& a) {
     po.objective = analysis::Objective::fewest_casts;
   else
     throw Error("--objective " + a.objective, "expected fewest-fp32 or fewest-casts");
+  po.check.precision = f;
+  po.check.keep_fp32 = std::set<std::string>(a.keep.begin(), a.keep.end());
+  po.check.keep_fp32_ops = std::set<std::string>(a.keep_ops.begin(), a.keep_ops.end());
+  po.check.round_options.saturate = a.saturate;
+  po.check.min_cosine = a.min_cosine;
+  po.check.atol = a.atol;
+  po.check.rtol = a.rtol;
+  po.check.threads = a.threads;
+  po.max_passes = a.max_passes;
+  if (a.scale == "auto")
+    po.scaler = exact_scaler(f);
+  else if (a.scale != "none")
+    throw Error("--scale " + a.scale, "expected auto or none");
+  return po;
+}
+
+void plan_command(const PlanArgs& a) {
+  if (a.emit != "" && a.emit != "trtexec" && a.emit != "ort")
+    throw Error("--emit " + a.emit, "expected trtexec or ort");
   std::optional<Format> f;
   if (!a.precision.empty()) f = parse_format(a.precision);
   if (!a.target.empty()) {
@@ -63,6 +81,7 @@ void plan_command(const PlanArgs& a) {
   }
   if (!f) throw Error("--precision", "give the format to plan for (or --target)");
   if (f->name == "float32") throw Error("--precision float32", "nothing to plan: it is float32");
+  analysis::PlanOptions po = plan_options(a, *f);
   if (!a.output.empty()) check_not_same_file(a.model, a.output, "-o");
   if (!a.html_file.empty()) check_output_file(a.model, a.html_file, "--html");
   if (!a.annotate.empty()) check_output_file(a.model, a.annotate, kAnnotateFlag);
@@ -74,19 +93,6 @@ void plan_command(const PlanArgs& a) {
   analysis::name_nodes(m);
   const auto [samples, generated] = inputs::gather_samples(a.in, m, a.samples);
 
-  po.check.precision = *f;
-  po.check.keep_fp32 = std::set<std::string>(a.keep.begin(), a.keep.end());
-  po.check.keep_fp32_ops = std::set<std::string>(a.keep_ops.begin(), a.keep_ops.end());
-  po.check.round_options.saturate = a.saturate;
-  po.check.min_cosine = a.min_cosine;
-  po.check.atol = a.atol;
-  po.check.rtol = a.rtol;
-  po.check.threads = a.threads;
-  po.max_passes = a.max_passes;
-  if (a.scale == "auto")
-    po.scaler = exact_scaler(*f);
-  else if (a.scale != "none")
-    throw Error("--scale " + a.scale, "expected auto or none");
   analysis::Plan p;
   {
     report::Progress progress(term, "plan");
@@ -95,6 +101,9 @@ void plan_command(const PlanArgs& a) {
     };
     p = analysis::plan(m, samples, po);
   }
+  // plan.json records the inputs, files made absolute, for convert to verify on them.
+  p.inputs = inputs::Provenance{
+      .options = inputs::absolute(a.in), .samples = a.samples, .generated = generated};
   exit_code = p.meets ? 0 : 1;
   if (!a.annotate.empty()) {
     // The numbers beside each node's plan are those of `fpguard check` in the plan's
