@@ -234,6 +234,37 @@ TEST(Json, PlanWrittenAndReadBack) {
   EXPECT_THROW(parse_plan("[]", "plan.json"), Error);
 }
 
+// Which formats convert writes is the library's (rewrite::can_convert): a plan in another
+// format prints the quantization path instead of a convert command convert would refuse,
+// and a plan that scales warns beside its --emit lists.
+TEST(Text, PlanDeploymentFollowsWhatConvertWrites) {
+  analysis::Plan p;
+  p.model = "m.onnx";
+  p.fp32_nodes = {"/Pow"};
+  const PlanText text{.model_arg = "m.onnx", .plan_file = "plan.json"};
+  const Terminal plain;
+  for (const char* f : {"float16", "bfloat16", "float8_e4m3fn", "float4_e2m1fn"}) {
+    p.precision = f;
+    std::ostringstream out;
+    render(out, p, text, plain);
+    const bool converts = std::string(f).find("float8") == std::string::npos &&
+                          std::string(f).find("float4") == std::string::npos;
+    EXPECT_EQ(out.str().find("fpguard convert m.onnx --precision") != std::string::npos, converts)
+        << out.str();
+    EXPECT_EQ(out.str().find("quantization tool") != std::string::npos, !converts) << out.str();
+  }
+  EXPECT_EQ(emit_warning(p, text), "");
+  p.scaled = {{"/Pow", "x", 2}};
+  EXPECT_NE(emit_warning(p, text).find("fpguard convert m.onnx --plan plan.json --scale-only"),
+            std::string::npos)
+      << emit_warning(p, text);
+  std::ostringstream fp4;
+  render(fp4, p, text, plain);
+  EXPECT_NE(fp4.str().find("rescale first: fpguard convert m.onnx --plan plan.json --scale-only"),
+            std::string::npos)
+      << fp4.str();
+}
+
 // ---- Netron annotations ----------------------------------------------------------------
 
 std::string meta(const model::Node& n, const std::string& key) {

@@ -163,6 +163,9 @@ void render(std::ostream& out, const analysis::Plan& p, const PlanText& o, const
 std::string trtexec_flags(const analysis::Plan& p);
 // ONNX Runtime / onnxconverter-common block lists.
 Json ort_block_lists(const analysis::Plan& p);
+// What to say beside trtexec_flags / ort_block_lists printed alone (`--emit`): a plan
+// that scales holds only on the rescaled model (convert --scale-only); "" otherwise.
+std::string emit_warning(const analysis::Plan& p, const PlanText& o);
 
 // ---- inspect (docs/inspect.md) -----------------------------------------------------------
 inline constexpr int kInspectSchema = 1;

@@ -10,6 +10,7 @@
 #include "fpguard/error.hpp"
 #include "fpguard/limits.hpp"
 #include "fpguard/report.hpp"
+#include "fpguard/rewrite.hpp"
 #include "json_reader.hpp"
 
 namespace fpguard::report {
@@ -69,6 +70,46 @@ std::optional<inputs::Provenance> provenance_from_json(const Json& j, const std:
     p.generated.push_back({r.str(generated[i], "name", at), r.str(generated[i], "generator", at)});
   }
   return p;
+}
+
+// `fpguard convert MODEL --plan PLAN --scale-only -o rescaled.onnx`, and where PLAN comes
+// from when the plan was not written.
+std::string scale_only_command(const PlanText& o) {
+  return "fpguard convert " + o.model_arg + " --plan " +
+         (o.plan_file.empty() ? "PLAN.json" : o.plan_file) + " --scale-only -o rescaled.onnx";
+}
+std::string_view write_plan_hint(const PlanText& o) {
+  return o.plan_file.empty() ? " (write PLAN.json with -o)" : "";
+}
+
+// How to deploy the plan beyond TensorRT: the convert command in the formats convert
+// writes; for the others (FP8, FP4, ...) a quantization tool, given the rescaled model and
+// the float32 nodes to exclude.
+void render_deployment(std::ostream& out, const analysis::Plan& p, const PlanText& o) {
+  if (rewrite::can_convert(parse_format(p.precision))) {
+    std::string list;
+    for (const auto& n : p.fp32_nodes) list += (list.empty() ? "" : ",") + n;
+    out << "  fpguard: fpguard convert " << o.model_arg << " --precision " << p.precision
+        << (!o.plan_file.empty() ? " --plan " + o.plan_file
+            : p.scaled.empty()   ? " --keep-fp32 " + list
+                                 : " --plan PLAN.json (write it with -o)")
+        << "\n";
+    return;
+  }
+  std::string formats;
+  for (const auto f : rewrite::kConvertFormats)
+    formats += (formats.empty() ? "" : " or ") + std::string(f);
+  out << fmt::format(
+      "  {}: fpguard convert writes {} only; deploy with a quantization tool (ONNX Runtime's "
+      "quantize_static, TensorRT Model Optimizer):\n",
+      p.precision, formats);
+  if (!p.scaled.empty())
+    out << "    rescale first: " << scale_only_command(o) << write_plan_hint(o) << "\n";
+  if (!p.fp32_nodes.empty())
+    out << fmt::format(
+        "    exclude the plan's {} float32 node{} from quantization (nodes_to_exclude): listed by "
+        "--emit ort and in plan.json's \"fp32_nodes\"\n",
+        p.fp32_nodes.size(), p.fp32_nodes.size() == 1 ? "" : "s");
 }
 
 }  // namespace
@@ -204,15 +245,16 @@ void render(std::ostream& out, const analysis::Plan& p, const PlanText& o, const
   out << "  TensorRT 10"
       << (p.scaled.empty() ? "" : " (on the rescaled model: convert --scale-only)") << ": trtexec "
       << trtexec_flags(p) << "\n";
-  if (!p.fp32_nodes.empty() || !p.scaled.empty()) {
-    std::string list;
-    for (const auto& n : p.fp32_nodes) list += (list.empty() ? "" : ",") + n;
-    out << "  fpguard: fpguard convert " << o.model_arg << " --precision " << p.precision
-        << (!o.plan_file.empty() ? " --plan " + o.plan_file
-            : p.scaled.empty()   ? " --keep-fp32 " + list
-                                 : " --plan PLAN.json (write it with -o)")
-        << "\n";
-  }
+  if (!p.fp32_nodes.empty() || !p.scaled.empty()) render_deployment(out, p, o);
+}
+
+std::string emit_warning(const analysis::Plan& p, const PlanText& o) {
+  if (p.scaled.empty()) return "";
+  return fmt::format(
+      "the plan relies on {} exact scale rewrite{}: its node lists hold only on the rescaled "
+      "model written by `{}`{}, not on {} as given",
+      p.scaled.size(), p.scaled.size() == 1 ? "" : "s", scale_only_command(o), write_plan_hint(o),
+      o.model_arg);
 }
 
 }  // namespace fpguard::report

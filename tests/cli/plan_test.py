@@ -7,12 +7,18 @@
   dimension converts without repeating --shape; the verification equals one with the
   options given by hand; convert's own options override; a moved input file is an error
   naming the plan, with nothing written; an older plan.json without `inputs` still reads.
+- plan never prints a convert command that convert refuses: every `fpguard convert ...`
+  it prints (float16, float8_e4m3fn, with and without scaling) is run and accepted; FP8
+  plans name the quantization path instead; convert refuses an FP8 plan naming it.
+- `--emit ort` / `--emit trtexec` on a plan that scales warn on stderr that the lists
+  hold only on the rescaled model, and stdout stays the bare settings.
 
     plan_test.py --fpguard PATH --examples DIR
 """
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -127,6 +133,70 @@ def recorded_inputs(f, tmp):
     check(not os.path.exists(never), "no output when the plan's inputs are gone")
 
 
+def printed_converts(stdout):
+    """Every `fpguard convert ...` command the plan text prints, as argv lists."""
+    out = []
+    for line in stdout.splitlines():
+        i = line.find("fpguard convert ")
+        if i >= 0 and not line[i:].startswith("fpguard convert writes"):
+            words = shlex.split(line[i:].split(" (write")[0])
+            out.append(words[1:])
+    return out
+
+
+def no_refused_commands(f, ex, tmp):
+    """Each convert command plan prints is one convert accepts (exit 0 or 1, never 2)."""
+    model = os.path.join(ex, "superres", "model.onnx")
+    inputs = os.path.join(ex, "superres", "inputs")
+    seen = 0
+    for precision, scale in (("fp16", "none"), ("fp16", "auto"), ("float8_e4m3fn", "none"),
+                             ("float8_e4m3fn", "auto")):
+        plan = os.path.join(tmp, f"sr_{precision}_{scale}.json")
+        r = run(f, "plan", model, "--inputs", inputs, "--precision", precision, "--scale", scale,
+                "-o", plan, "--quiet", "--max-passes", "12")
+        check(r.returncode in (0, 1), f"plan {precision} {scale}", (r.returncode, r.stderr))
+        fp8 = precision.startswith("float8")
+        check(("--precision float8" in r.stdout) is False, f"{precision} {scale}: no fp8 convert",
+              r.stdout)
+        if fp8:
+            check("quantization tool" in r.stdout and "nodes_to_exclude" in r.stdout,
+                  f"{precision} {scale}: the quantization path", r.stdout)
+        for argv in printed_converts(r.stdout):
+            seen += 1
+            target = os.path.join(tmp, f"printed_{seen}.onnx")
+            if "-o" in argv:
+                argv[argv.index("-o") + 1] = target
+            else:
+                argv += ["-o", target]
+            rc = run(f, *argv)
+            check(rc.returncode in (0, 1) and os.path.exists(target),
+                  f"printed command accepted: {' '.join(argv)}", (rc.returncode, rc.stderr))
+        if fp8:
+            fails(f, f"convert an {precision} plan", ["convert", model, "--plan", plan, "-o",
+                                                      os.path.join(tmp, "never8.onnx")],
+                  "--plan", "float8_e4m3fn", "quantization tool")
+    check(seen >= 2, "plan printed convert commands to try", seen)
+
+
+def emit_warnings(f, ex, tmp):
+    model = os.path.join(ex, "superres", "model.onnx")
+    inputs = os.path.join(ex, "superres", "inputs")
+    for emit in ("ort", "trtexec"):
+        r = run(f, "plan", model, "--inputs", inputs, "--precision", "fp16", "--emit", emit,
+                "--quiet")
+        check(r.returncode == 0 and "fpguard: warning:" in r.stderr and
+              "--scale-only" in r.stderr and "rescaled model" in r.stderr,
+              f"--emit {emit} on a scaling plan warns", (r.returncode, r.stderr))
+        if emit == "ort":
+            j = json.loads(r.stdout) if r.stdout.startswith("{") else None
+            check(j is not None and set(j) == {"node_block_list", "op_block_list"},
+                  "--emit ort: stdout is the bare block lists", r.stdout)
+        r = run(f, "plan", model, "--inputs", inputs, "--precision", "fp16", "--emit", emit,
+                "--scale", "none", "--quiet")
+        check(r.returncode == 0 and r.stderr == "", f"--emit {emit} without scaling: no warning",
+              r.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fpguard", required=True)
@@ -135,6 +205,8 @@ def main():
     f = os.path.abspath(a.fpguard)
     with tempfile.TemporaryDirectory() as tmp:
         recorded_inputs(f, tmp)
+        no_refused_commands(f, a.examples, tmp)
+        emit_warnings(f, a.examples, tmp)
     if failures:
         print(f"{len(failures)} failure(s)")
         sys.exit(1)

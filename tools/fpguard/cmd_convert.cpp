@@ -123,6 +123,11 @@ void convert_command(const ConvertArgs& a) {
       throw Error("--plan " + a.plan,
                   "the plan is for " + plan->precision + ", not " + parse_format(precision).name);
     precision = plan->precision;
+    if (!a.scale_only && !rewrite::can_convert(parse_format(precision)))
+      throw Error("--plan " + a.plan,
+                  "the plan is for " + precision +
+                      ", which convert does not write; deploy it with a quantization tool that "
+                      "excludes the plan's fp32_nodes (--scale-only writes its rescaled model)");
     // The plan's exact scale rewrites first: its node names include what they add.
     for (const auto& [value, k] : plan->scaled) {
       std::string why;

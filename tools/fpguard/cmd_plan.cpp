@@ -120,15 +120,15 @@ void plan_command(const PlanArgs& a) {
     write_file_atomic(a.output, [&](std::ostream& out) { out << j.dump(2) << "\n"; });
   if (!a.html_file.empty())
     write_file_atomic(a.html_file, [&](std::ostream& out) { report::write_html(out, p, {}); });
-  if (a.emit == "trtexec") {
-    std::cout << report::trtexec_flags(p) << "\n";
-    return;
-  }
-  if (a.emit == "ort") {
-    std::cout << report::ort_block_lists(p).dump(2) << "\n";
-    return;
-  }
   report::PlanText text{.model_arg = a.model, .plan_file = a.output};
+  if (!a.emit.empty()) {
+    if (const auto w = report::emit_warning(p, text); !w.empty())
+      std::cerr << "fpguard: warning: " << w << "\n";
+    std::cout << (a.emit == "trtexec" ? report::trtexec_flags(p)
+                                      : report::ort_block_lists(p).dump(2))
+              << "\n";
+    return;
+  }
   if (!generated.empty()) text.notes.push_back(report::generated_note(generated));
   report::render(std::cout, p, text, term);
 }
