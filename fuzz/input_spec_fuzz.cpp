@@ -1,4 +1,4 @@
-// The input options of run/check/plan/convert (tools/fpguard/inputs.cpp): one input per
+// The input options of run/check/plan/convert (inputs::Options): one input per
 // line of the fuzz data, as `--input NAME=FILE|uniform:LO:HI|normal:M:S` and
 // `--shape NAME=D0,D1,...` values, given to a model with a fixed-shape float input and a
 // dynamic int64 one. Specs that name files are left to the file harnesses (a spec that
@@ -8,9 +8,9 @@
 #include <string>
 
 #include "fpguard/error.hpp"
+#include "fpguard/inputs.hpp"
 #include "fpguard/limits.hpp"
 #include "fuzz_util.hpp"
-#include "inputs.hpp"
 
 using namespace fpguard;
 
@@ -25,22 +25,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   m.path = "fuzz.onnx";
   m.graph.inputs.push_back({"x", 1, true, {{2, ""}, {3, ""}}});
   m.graph.inputs.push_back({"n", 7, true, {{-1, "N"}}});
-  cli::InputArgs a;
+  inputs::Options a;
   std::stringstream ss{std::string(fuzz::as_text(data, size))};
   std::string line;
   while (std::getline(ss, line)) {
     if (line.rfind("shape ", 0) == 0)
-      a.shapes.push_back(line.substr(6));
+      a.shape.push_back(line.substr(6));
     else if (line.rfind("seed ", 0) == 0)
       a.seed = line.size();
     else
-      a.inputs.push_back(line.find('/') == std::string::npos || line.find(':') != std::string::npos
-                             ? line
-                             : "x=/nonexistent/fpguard-fuzz/" + line);
+      a.input.push_back(line.find('/') == std::string::npos || line.find(':') != std::string::npos
+                            ? line
+                            : "x=/nonexistent/fpguard-fuzz/" + line);
   }
   fuzz::expect_errors_only([&] {
-    std::vector<std::string> generated;
-    const auto sets = cli::gather_samples(a, m, 2, generated);
+    const auto sets = inputs::gather_samples(a, m, 2).sets;
     FUZZ_ASSERT(sets.size() == 2);
     for (const auto& set : sets) {
       FUZZ_ASSERT(set.size() == 2);

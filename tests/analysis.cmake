@@ -56,3 +56,10 @@ add_executable(rewrite_tests rewrite_test.cpp)
 target_link_libraries(rewrite_tests PRIVATE fpguard_lib GTest::gtest_main)
 gtest_discover_tests(rewrite_tests TEST_PREFIX "rewrite_" DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES
   PROPERTIES LABELS analysis)
+
+# What plan hands on to convert: the inputs plan.json records, convert commands that
+# convert accepts, the FP8 path, --emit warnings (cli/plan_test.py).
+add_test(NAME cli.plan
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_test.py
+                 --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)
+set_tests_properties(cli.plan PROPERTIES LABELS analysis)

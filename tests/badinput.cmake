@@ -43,11 +43,6 @@ foreach(_fpg_file ${_fpg_harnesses})
   add_executable(${_fpg_h}_replay ${PROJECT_SOURCE_DIR}/fuzz/${_fpg_file}
                                   ${PROJECT_SOURCE_DIR}/fuzz/replay_main.cpp)
   target_link_libraries(${_fpg_h}_replay PRIVATE fpguard_lib)
-  if(_fpg_h STREQUAL "input_spec")  # the input options live in the CLI
-    target_sources(${_fpg_h}_replay PRIVATE ${PROJECT_SOURCE_DIR}/tools/fpguard/inputs.cpp)
-    target_include_directories(${_fpg_h}_replay PRIVATE ${PROJECT_SOURCE_DIR}/tools/fpguard)
-    target_link_libraries(${_fpg_h}_replay PRIVATE CLI11::CLI11)
-  endif()
   add_test(NAME regression.${_fpg_h}
            COMMAND ${_fpg_h}_replay ${PROJECT_SOURCE_DIR}/tests/regressions/${_fpg_h})
   set_tests_properties(regression.${_fpg_h} PROPERTIES LABELS "badinput;regression" TIMEOUT 300)

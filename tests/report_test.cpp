@@ -295,16 +295,74 @@ TEST(Json, PlanWrittenAndReadBack) {
   b.node("act", "Relu", {"s"}, "y").output("y");
   analysis::PlanOptions o;
   o.check = fp16();
-  const analysis::Plan p = analysis::plan(b.m, {{{"x", floats({4}, {1, 2, -3, 4})}}}, o);
-  const Json j = to_json(p);
+  analysis::Plan p = analysis::plan(b.m, {{{"x", floats({4}, {1, 2, -3, 4})}}}, o);
+  Json j = to_json(p);
   EXPECT_EQ(j["schema_version"], kPlanSchema);
   EXPECT_EQ(j["islands"][0]["why"]["kind"], "origin");
   EXPECT_EQ(j["islands"][0]["reason"], "overflow origin boom");
-  const analysis::PlanFile back = parse_plan(j.dump(), "plan.json");
+  EXPECT_TRUE(j["inputs"].is_null());  // the caller recorded none
+  analysis::PlanFile back = parse_plan(j.dump(), "plan.json");
   EXPECT_EQ(back.precision, "float16");
   EXPECT_EQ(back.fp32_nodes, p.fp32_nodes);
+  EXPECT_FALSE(back.inputs);
+  // The inputs it was made with come back exactly (a seed beyond 2^53 included).
+  p.inputs = inputs::Provenance{.options = {.input = {"x=/data/x.npy", "m=normal:0:2"},
+                                            .inputs = "/data/sets",
+                                            .shape = {"x=4"},
+                                            .seed = (std::uint64_t{1} << 63) + 1},
+                                .samples = 3,
+                                .generated = {{"k", std::string(inputs::kIntegerDefault)}}};
+  j = to_json(p);
+  EXPECT_EQ(j["inputs"]["generated"][0]["generator"], "uniform:0:0");
+  back = parse_plan(j.dump(), "plan.json");
+  EXPECT_EQ(back.inputs, p.inputs);
+  p.inputs->options.inputs = "";  // no directory: null
+  j = to_json(p);
+  EXPECT_TRUE(j["inputs"]["inputs"].is_null());
+  EXPECT_EQ(parse_plan(j.dump(), "plan.json").inputs, p.inputs);
+  // A plan.json of before: no "inputs" at all.
+  j.erase("inputs");
+  EXPECT_FALSE(parse_plan(j.dump(), "plan.json").inputs);
+  j["inputs"] = {{"input", "x=a.npy"}};
+  try {
+    parse_plan(j.dump(), "plan.json");
+    ADD_FAILURE() << "a malformed \"inputs\"";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.problem(), "\"inputs\".\"input\" is not an array");
+  }
   EXPECT_THROW(parse_plan("{\"schema_version\": 3}", "plan.json"), Error);
   EXPECT_THROW(parse_plan("[]", "plan.json"), Error);
+}
+
+// Which formats convert writes is the library's (rewrite::can_convert): a plan in another
+// format prints the quantization path instead of a convert command convert would refuse,
+// and a plan that scales warns beside its --emit lists.
+TEST(Text, PlanDeploymentFollowsWhatConvertWrites) {
+  analysis::Plan p;
+  p.model = "m.onnx";
+  p.fp32_nodes = {"/Pow"};
+  const PlanText text{.model_arg = "m.onnx", .plan_file = "plan.json"};
+  const Terminal plain;
+  for (const char* f : {"float16", "bfloat16", "float8_e4m3fn", "float4_e2m1fn"}) {
+    p.precision = f;
+    std::ostringstream out;
+    render(out, p, text, plain);
+    const bool converts = std::string(f).find("float8") == std::string::npos &&
+                          std::string(f).find("float4") == std::string::npos;
+    EXPECT_EQ(out.str().find("fpguard convert m.onnx --precision") != std::string::npos, converts)
+        << out.str();
+    EXPECT_EQ(out.str().find("quantization tool") != std::string::npos, !converts) << out.str();
+  }
+  EXPECT_EQ(emit_warning(p, text), "");
+  p.scaled = {{"/Pow", "x", 2}};
+  EXPECT_NE(emit_warning(p, text).find("fpguard convert m.onnx --plan plan.json --scale-only"),
+            std::string::npos)
+      << emit_warning(p, text);
+  std::ostringstream fp4;
+  render(fp4, p, text, plain);
+  EXPECT_NE(fp4.str().find("rescale first: fpguard convert m.onnx --plan plan.json --scale-only"),
+            std::string::npos)
+      << fp4.str();
 }
 
 // ---- Netron annotations ----------------------------------------------------------------

@@ -20,6 +20,7 @@
 
 #include "fpguard/exec.hpp"
 #include "fpguard/format.hpp"
+#include "fpguard/inputs.hpp"
 #include "fpguard/model.hpp"
 #include "fpguard/stats.hpp"
 #include "fpguard/tensor.hpp"
@@ -396,6 +397,9 @@ struct Plan {
   std::vector<OutputVerdict> final_outputs;  // of the final plan
   Diagnosis final_check;                     // the final plan's check (its per-node records)
   std::vector<ScaleRefusal> refused;         // scale rewrites tried and not used
+  // How the input sets were made, set by the caller (plan() sees only the tensors):
+  // plan.json records it so that convert verifies on the same inputs.
+  std::optional<inputs::Provenance> inputs{};
 };
 
 // Finds a small set of nodes to keep in float32 so that the emulated model meets the
@@ -411,6 +415,7 @@ struct PlanFile {
   std::string precision;
   std::vector<std::string> fp32_nodes;
   std::vector<std::pair<std::string, int>> scaled;  // (value, k), in order
+  std::optional<inputs::Provenance> inputs{};       // absent in older plans
 };
 
 // The Cast nodes converting `m` with `fp32` kept (a diagnosis of that configuration gives

@@ -17,6 +17,7 @@
 
 #include "fpguard/analysis.hpp"
 #include "fpguard/experiments.hpp"
+#include "fpguard/inputs.hpp"
 #include "fpguard/round.hpp"
 #include "fpguard/stats.hpp"
 #include "fpguard/tensor.hpp"
@@ -120,6 +121,9 @@ std::string describe(const analysis::GeneratedInput& g);
 std::string verdict_qualifiers(const analysis::Diagnosis& d);
 // The advice that goes with generated inputs ("" when every input was given).
 std::string generated_advice(const analysis::Diagnosis& d);
+// "NO INPUTS GIVEN: x, y generated (...)": the note of a diagnosis, a plan or a conversion
+// made on inputs the library generated (inputs::gather_samples).
+std::string generated_note(const std::vector<inputs::Generated>& generated);
 
 // ---- check -------------------------------------------------------------------------------
 inline constexpr int kCheckSchema = 2;
@@ -171,6 +175,9 @@ void render(std::ostream& out, const analysis::Plan& p, const PlanText& o, const
 std::string trtexec_flags(const analysis::Plan& p);
 // ONNX Runtime / onnxconverter-common block lists.
 Json ort_block_lists(const analysis::Plan& p);
+// What to say beside trtexec_flags / ort_block_lists printed alone (`--emit`): a plan
+// that scales holds only on the rescaled model (convert --scale-only); "" otherwise.
+std::string emit_warning(const analysis::Plan& p, const PlanText& o);
 
 // ---- inspect (docs/inspect.md) -----------------------------------------------------------
 inline constexpr int kInspectSchema = 1;

@@ -5,10 +5,12 @@
 // does not allow in the format stays float32. docs/convert.md has the rules.
 #pragma once
 
+#include <array>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fpguard/format.hpp"
@@ -16,8 +18,13 @@
 
 namespace fpguard::rewrite {
 
+// The formats convert writes (ONNX computes in no other low-precision format; FP8 and
+// smaller formats are deployed through quantization tools instead).
+inline constexpr std::array<std::string_view, 2> kConvertFormats{"float16", "bfloat16"};
+bool can_convert(const Format& f);
+
 struct ConvertOptions {
-  Format precision = parse_format("float16");  // float16 or bfloat16
+  Format precision = parse_format("float16");  // one of kConvertFormats
   std::set<std::string> keep_fp32;             // node names (unnamed: analysis::name_nodes)
   std::set<std::string> keep_fp32_ops;         // op types
   bool keep_io_types = false;                  // graph inputs/outputs keep float32 (Casts inside)

@@ -10,6 +10,8 @@
 #include "fpguard/error.hpp"
 #include "fpguard/limits.hpp"
 #include "fpguard/report.hpp"
+#include "fpguard/rewrite.hpp"
+#include "json_reader.hpp"
 
 namespace fpguard::report {
 
@@ -35,6 +37,79 @@ Json reason_json(const analysis::Reason& r, const std::string& precision) {
           {"origin_kind", std::string(analysis::to_string(r.origin_kind))},
           {"error", number(r.error)},
           {"message", describe(r, precision)}};
+}
+
+// How the input sets were made (inputs::Provenance); null when the plan's maker did not
+// say.
+Json provenance_json(const std::optional<inputs::Provenance>& p) {
+  if (!p) return nullptr;
+  Json generated = Json::array();
+  for (const auto& g : p->generated) generated.push_back({{"name", g.name}, {"generator", g.spec}});
+  return {{"input", p->options.input},
+          {"inputs", p->options.inputs.empty() ? Json(nullptr) : Json(p->options.inputs)},
+          {"shape", p->options.shape},
+          {"seed", p->options.seed},
+          {"samples", p->samples},
+          {"generated", generated}};
+}
+
+std::optional<inputs::Provenance> provenance_from_json(const Json& j, const std::string& where) {
+  if (!j.contains("inputs") || j["inputs"].is_null()) return std::nullopt;
+  const detail::JsonReader r{where};
+  const std::string path = "\"inputs\"";
+  const Json& in = r.object(j, "inputs", "");
+  inputs::Provenance p;
+  p.options.input = r.strings(in, "input", path);
+  if (!r.at(in, "inputs", path).is_null()) p.options.inputs = r.str(in, "inputs", path);
+  p.options.shape = r.strings(in, "shape", path);
+  p.options.seed = r.u64(in, "seed", path);
+  p.samples = r.u64(in, "samples", path);
+  const Json& generated = r.array(in, "generated", path);
+  for (std::size_t i = 0; i < generated.size(); ++i) {
+    const std::string at = detail::item(path, "generated", i);
+    p.generated.push_back({r.str(generated[i], "name", at), r.str(generated[i], "generator", at)});
+  }
+  return p;
+}
+
+// `fpguard convert MODEL --plan PLAN --scale-only -o rescaled.onnx`, and where PLAN comes
+// from when the plan was not written.
+std::string scale_only_command(const PlanText& o) {
+  return "fpguard convert " + o.model_arg + " --plan " +
+         (o.plan_file.empty() ? "PLAN.json" : o.plan_file) + " --scale-only -o rescaled.onnx";
+}
+std::string_view write_plan_hint(const PlanText& o) {
+  return o.plan_file.empty() ? " (write PLAN.json with -o)" : "";
+}
+
+// How to deploy the plan beyond TensorRT: the convert command in the formats convert
+// writes; for the others (FP8, FP4, ...) a quantization tool, given the rescaled model and
+// the float32 nodes to exclude.
+void render_deployment(std::ostream& out, const analysis::Plan& p, const PlanText& o) {
+  if (rewrite::can_convert(parse_format(p.precision))) {
+    std::string list;
+    for (const auto& n : p.fp32_nodes) list += (list.empty() ? "" : ",") + n;
+    out << "  fpguard: fpguard convert " << o.model_arg << " --precision " << p.precision
+        << (!o.plan_file.empty() ? " --plan " + o.plan_file
+            : p.scaled.empty()   ? " --keep-fp32 " + list
+                                 : " --plan PLAN.json (write it with -o)")
+        << "\n";
+    return;
+  }
+  std::string formats;
+  for (const auto f : rewrite::kConvertFormats)
+    formats += (formats.empty() ? "" : " or ") + std::string(f);
+  out << fmt::format(
+      "  {}: fpguard convert writes {} only; deploy with a quantization tool (ONNX Runtime's "
+      "quantize_static, TensorRT Model Optimizer):\n",
+      p.precision, formats);
+  if (!p.scaled.empty())
+    out << "    rescale first: " << scale_only_command(o) << write_plan_hint(o) << "\n";
+  if (!p.fp32_nodes.empty())
+    out << fmt::format(
+        "    exclude the plan's {} float32 node{} from quantization (nodes_to_exclude): listed by "
+        "--emit ort and in plan.json's \"fp32_nodes\"\n",
+        p.fp32_nodes.size(), p.fp32_nodes.size() == 1 ? "" : "s");
 }
 
 }  // namespace
@@ -81,6 +156,7 @@ Json to_json(const analysis::Plan& p) {
           {"reasons", reasons},
           {"refused", refused},
           {"notes", notes},
+          {"inputs", provenance_json(p.inputs)},
           {"final",
            {{"max_abs_error", number(fin.max_abs)},
             {"max_rel_error", number(fin.max_rel)},
@@ -88,9 +164,9 @@ Json to_json(const analysis::Plan& p) {
 }
 
 analysis::PlanFile parse_plan(std::string_view text, const std::string& where) {
-  nlohmann::json j;
+  Json j;
   try {
-    j = nlohmann::json::parse(text.begin(), text.end());
+    j = Json::parse(text.begin(), text.end());
   } catch (const std::exception&) {
     throw Error(where, "not JSON (expected a plan.json written by fpguard plan)");
   }
@@ -117,6 +193,7 @@ analysis::PlanFile parse_plan(std::string_view text, const std::string& where) {
       p.scaled.push_back({e["value"].get<std::string>(), e["k"].get<int>()});
     }
   }
+  p.inputs = provenance_from_json(j, where);
   return p;
 }
 
@@ -168,15 +245,16 @@ void render(std::ostream& out, const analysis::Plan& p, const PlanText& o, const
   out << "  TensorRT 10"
       << (p.scaled.empty() ? "" : " (on the rescaled model: convert --scale-only)") << ": trtexec "
       << trtexec_flags(p) << "\n";
-  if (!p.fp32_nodes.empty() || !p.scaled.empty()) {
-    std::string list;
-    for (const auto& n : p.fp32_nodes) list += (list.empty() ? "" : ",") + n;
-    out << "  fpguard: fpguard convert " << o.model_arg << " --precision " << p.precision
-        << (!o.plan_file.empty() ? " --plan " + o.plan_file
-            : p.scaled.empty()   ? " --keep-fp32 " + list
-                                 : " --plan PLAN.json (write it with -o)")
-        << "\n";
-  }
+  if (!p.fp32_nodes.empty() || !p.scaled.empty()) render_deployment(out, p, o);
+}
+
+std::string emit_warning(const analysis::Plan& p, const PlanText& o) {
+  if (p.scaled.empty()) return "";
+  return fmt::format(
+      "the plan relies on {} exact scale rewrite{}: its node lists hold only on the rescaled "
+      "model written by `{}`{}, not on {} as given",
+      p.scaled.size(), p.scaled.size() == 1 ? "" : "s", scale_only_command(o), write_plan_hint(o),
+      o.model_arg);
 }
 
 }  // namespace fpguard::report

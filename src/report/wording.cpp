@@ -318,6 +318,14 @@ std::string generated_advice(const analysis::Diagnosis& d) {
       names_list(names), names.size() == 1 ? "was" : "were");
 }
 
+std::string generated_note(const std::vector<inputs::Generated>& generated) {
+  std::string list;
+  for (const auto& g : generated) list += (list.empty() ? "" : ", ") + g.name;
+  return "NO INPUTS GIVEN: " + list +
+         " generated (floating: uniform in [-1, 1]); ranges and overflows depend on the "
+         "inputs, so give real ones with --input/--inputs";
+}
+
 std::string describe(const analysis::Reason& r, const std::string& precision) {
   switch (r.kind) {
     case analysis::KeepReason::forced:

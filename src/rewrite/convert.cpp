@@ -135,11 +135,14 @@ struct Converter {
 };
 
 model::Model Converter::run() {
-  if (o.precision.name != "float16" && o.precision.name != "bfloat16")
+  if (!can_convert(o.precision)) {
+    std::string formats;
+    for (const auto f : kConvertFormats)
+      formats += (formats.empty() ? "" : " or ") + std::string(f);
     throw Error::in_option(
         "precision", o.precision.name,
-        "convert writes float16 or bfloat16 models (ONNX has no arithmetic in other "
-        "formats)");
+        "convert writes " + formats + " models (ONNX has no arithmetic in other formats)");
+  }
   low = o.precision.name == "float16" ? 10 : 16;
   suffix = low == 10 ? "fp16" : "bf16";
   opset = src.default_opset();
@@ -372,6 +375,10 @@ model::Model Converter::run() {
 }
 
 }  // namespace
+
+bool can_convert(const Format& f) {
+  return std::find(kConvertFormats.begin(), kConvertFormats.end(), f.name) != kConvertFormats.end();
+}
 
 model::Model convert(const model::Model& m, const ConvertOptions& o, ConvertReport* report) {
   ConvertReport local;

@@ -29,7 +29,7 @@ namespace {
 
 struct CheckArgs {
   std::string model;
-  InputArgs in;
+  inputs::Options in;
   std::vector<std::string> precisions, keep, keep_ops, disabled, fail_on;
   std::string reference = "fp32", accumulate, accumulation = "sequential", json_file, target;
   std::string annotate;  // --annotate OUT.onnx
@@ -54,35 +54,31 @@ std::vector<std::string> split_commas(const std::vector<std::string>& items) {
 }
 
 // The inputs drawn from a generator, as data: those given a spec (--input
-// NAME=uniform:LO:HI or normal:MEAN:STD) and those given nothing (`defaulted`: the default
-// generator, uniform in [-1, 1] for floating inputs, 0 for integers), in the model's order.
-// gather_samples has read the specs already (a bad one is an error there).
-std::vector<analysis::GeneratedInput> generated_inputs(const InputArgs& in, const model::Model& m,
-                                                       const std::vector<std::string>& defaulted) {
-  std::map<std::string, std::vector<std::string>> specs;  // name -> spec split at ':'
-  for (const auto& s : in.inputs)
-    if (const auto eq = s.find('='); eq != std::string::npos) {
-      std::vector<std::string> parts;
-      std::stringstream ss(s.substr(eq + 1));
-      for (std::string p; std::getline(ss, p, ':');) parts.push_back(p);
-      specs[s.substr(0, eq)] = parts;
-    }
+// NAME=uniform:LO:HI or normal:MEAN:STD) and those given nothing (`defaulted`, with the
+// generator the library used), in the model's order. gather_samples has read the specs
+// already (a bad one is an error there).
+std::vector<analysis::GeneratedInput> generated_inputs(
+    const inputs::Options& in, const model::Model& m,
+    const std::vector<inputs::Generated>& defaulted) {
+  std::map<std::string, std::pair<std::string, bool>> specs;  // name -> (spec, by default)
+  for (const auto& s : in.input)
+    if (const auto eq = s.find('=');
+        eq != std::string::npos && inputs::is_generator(s.substr(eq + 1)))
+      specs[s.substr(0, eq)] = {s.substr(eq + 1), false};
+  for (const auto& g : defaulted) specs[g.name] = {g.spec, true};
   std::vector<analysis::GeneratedInput> out;
   for (const auto* vi : m.graph.runtime_inputs()) {
-    analysis::GeneratedInput g{.name = vi->name};
     const auto spec = specs.find(vi->name);
-    if (spec != specs.end()) {
-      const auto& p = spec->second;
-      if (p.size() != 3 || (p[0] != "uniform" && p[0] != "normal")) continue;  // a file
-      g.distribution = p[0], g.a = std::stod(p[1]), g.b = std::stod(p[2]), g.by_default = false;
-    } else if (std::find(defaulted.begin(), defaulted.end(), vi->name) != defaulted.end()) {
-      const auto dtype = vi->elem_type ? model::dtype_of(vi->elem_type) : DType::float32;
-      const bool floating = dtype && exec::is_float(*dtype);
-      g.a = floating ? -1 : 0, g.b = floating ? 1 : 0;
-    } else {
-      continue;
-    }
-    out.push_back(g);
+    if (spec == specs.end()) continue;  // read from a file
+    std::vector<std::string> p;
+    std::stringstream ss(spec->second.first);
+    for (std::string part; std::getline(ss, part, ':');) p.push_back(part);
+    FPG_CHECK(p.size() == 3);
+    out.push_back({.name = vi->name,
+                   .distribution = p[0],
+                   .a = std::stod(p[1]),
+                   .b = std::stod(p[2]),
+                   .by_default = spec->second.second});
   }
   return out;
 }
@@ -169,8 +165,7 @@ void check(const CheckArgs& a) {
   model::Model m = model::load(a.model);
   const auto original_names = node_names(m);
   analysis::name_nodes(m);
-  std::vector<std::string> generated;
-  const auto samples = gather_samples(a.in, m, a.samples, generated);
+  const auto [samples, generated] = inputs::gather_samples(a.in, m, a.samples);
   const auto drawn = generated_inputs(a.in, m, generated);
   if (a.require_inputs) require_given(drawn);
 

@@ -22,9 +22,10 @@ namespace {
 struct ConvertArgs {
   std::string model, precision, plan, output;
   std::vector<std::string> keep, keep_ops;
-  InputArgs in;
+  inputs::Options in;
   double min_cosine = 0.999;
   bool keep_io_types = false, no_verify = false, scale_only = false, external_data = false;
+  bool seed_given = false;  // --seed on the command line (else the plan's)
   int threads = 0;
 };
 
@@ -41,74 +42,31 @@ void save_output(const model::Model& m, const ConvertArgs& a) {
                              static_cast<double>(r.external_bytes) / (1 << 20));
 }
 
-void convert_command(const ConvertArgs& a) {
-  if (a.output.empty()) throw Error("-o", "give the output model path");
-  check_not_same_file(a.model, a.output, "-o");
-  rewrite::ConvertOptions o;
-  std::string precision = a.precision;
-  model::Model m = model::load(a.model);
-  analysis::name_nodes(m);
-  const model::Model original = m;
-  if (!a.plan.empty()) {
-    const analysis::PlanFile plan = report::read_plan("--plan " + a.plan, a.plan);
-    if (!precision.empty() && parse_format(precision).name != parse_format(plan.precision).name)
-      throw Error("--plan " + a.plan,
-                  "the plan is for " + plan.precision + ", not " + parse_format(precision).name);
-    precision = plan.precision;
-    // The plan's exact scale rewrites first: its node names include what they add.
-    for (const auto& [value, k] : plan.scaled) {
-      std::string why;
-      const auto s = rewrite::find_scale(m, value, {}, parse_format(precision), &why, k);
-      if (!s)
-        throw Error("--plan " + a.plan, "cannot scale '" + value + "' by 2^-" + std::to_string(k) +
-                                            " in " + a.model + " (" + why + ")");
-      m = rewrite::apply_scale(m, *s);
-    }
-    std::set<std::string> names;
-    for (const auto& n : m.graph.nodes) names.insert(n.name);
-    for (const auto& n : plan.fp32_nodes) {
-      if (!names.count(n))
-        throw Error("--plan " + a.plan,
-                    "node '" + n + "' is not in " + a.model + " (a plan for another model?)");
-      o.keep_fp32.insert(n);
-    }
+// The inputs to verify on: the plan's recorded ones, where it has them, under what the
+// command line gives: --input or --inputs replace its inputs, --shape entries override
+// its shapes per input (the later entry wins), --seed its seed.
+inputs::Options verify_inputs(const ConvertArgs& a, const analysis::PlanFile* plan) {
+  if (!plan || !plan->inputs) return a.in;
+  inputs::Options o = plan->inputs->options;
+  if (!a.in.input.empty() || !a.in.inputs.empty()) {
+    o.input = a.in.input;
+    o.inputs = a.in.inputs;
   }
-  if (a.scale_only) {  // the float32 model with the plan's scale rewrites, for other tools
-    if (a.plan.empty()) throw Error("--scale-only", "needs --plan");
-    save_output(m, a);
-    std::cout << "wrote " << a.output << ": the float32 model with the plan's scale rewrites\n";
-    return;
-  }
-  if (precision.empty()) throw Error("--precision", "give float16 or bfloat16 (or --plan)");
-  o.precision = parse_format(precision);
-  for (const auto& k : a.keep) o.keep_fp32.insert(k);
-  for (const auto& k : a.keep_ops) o.keep_fp32_ops.insert(k);
-  o.keep_io_types = a.keep_io_types;
-  rewrite::ConvertReport rep;
-  const model::Model out = rewrite::convert(m, o, &rep);
-  save_output(out, a);
+  o.shape.insert(o.shape.end(), a.in.shape.begin(), a.in.shape.end());
+  if (a.seed_given) o.seed = a.in.seed;
+  return o;
+}
 
-  std::cout << fmt::format(
-      "wrote {}: {} nodes in {}, {} in float32, {} Cast{} added, {} initializer{} stored in "
-      "{}\n",
-      a.output, rep.low_nodes, o.precision.name, rep.fp32_nodes, rep.casts,
-      rep.casts == 1 ? "" : "s", rep.initializers_converted,
-      rep.initializers_converted == 1 ? "" : "s", o.precision.name);
-  for (const auto& k : rep.kept_by_spec)
-    std::cout << "  float32: " << k << " has no " << o.precision.name
-              << " kernel in the ONNX schema at this opset\n";
-  for (const auto& w : rep.warnings) std::cout << "  warning: " << w << "\n";
-  if (a.no_verify) return;
-
-  // Verify: the converted model (real 16-bit storage) against the float32 original.
-  std::vector<std::string> generated;
-  const auto samples = gather_samples(a.in, original, 1, generated);
+// The converted model (real 16-bit storage) against the float32 original on the first
+// input set, with check's pass criterion; false when an output misses it.
+bool verify(const ConvertArgs& a, const model::Model& original,
+            const std::vector<NamedTensor>& sample) {
   exec::RunOptions ro;
   ro.threads = a.threads;
   model::Model saved = model::load(a.output);
-  const auto want = exec::Executor(original, ro).run(samples[0]);
+  const auto want = exec::Executor(original, ro).run(sample);
   std::vector<NamedTensor> feed;
-  for (const auto& t : samples[0]) {
+  for (const auto& t : sample) {
     NamedTensor f = t;
     for (const auto& vi : saved.graph.inputs)
       if (vi.name == t.name && vi.elem_type != model::onnx_elem_type(t.tensor.dtype()))
@@ -132,7 +90,99 @@ void convert_command(const ConvertArgs& a) {
         want[i].name, ok ? "ok  " : "FAIL", c.cosine(), c.max_abs,
         c.overflow + c.nan ? fmt::format(", {} non-finite", c.overflow + c.nan) : "");
   }
-  if (!generated.empty()) std::cout << "  note: " << generated_note(generated) << "\n";
+  return pass;
+}
+
+// The input sets to verify on; an error in inputs that only the plan named says so.
+inputs::Samples verify_samples(const ConvertArgs& a, const analysis::PlanFile* plan,
+                               const model::Model& original) {
+  const inputs::Options o = verify_inputs(a, plan);
+  const bool only_the_plans = plan && plan->inputs && a.in.input.empty() && a.in.inputs.empty() &&
+                              a.in.shape.empty() && !a.seed_given;
+  if (!only_the_plans) return inputs::gather_samples(o, original, 1);
+  try {
+    return inputs::gather_samples(o, original, 1);
+  } catch (const Error& e) {
+    throw Error("--plan " + a.plan, "the inputs it records: " + where_of(e) + ": " + e.problem() +
+                                        " (give the inputs with --input, --inputs, --shape)");
+  }
+}
+
+void convert_command(const ConvertArgs& a) {
+  if (a.output.empty()) throw Error("-o", "give the output model path");
+  check_not_same_file(a.model, a.output, "-o");
+  rewrite::ConvertOptions o;
+  std::string precision = a.precision;
+  model::Model m = model::load(a.model);
+  analysis::name_nodes(m);
+  const model::Model original = m;
+  std::optional<analysis::PlanFile> plan;
+  if (!a.plan.empty()) {
+    plan = report::read_plan("--plan " + a.plan, a.plan);
+    if (!precision.empty() && parse_format(precision).name != parse_format(plan->precision).name)
+      throw Error("--plan " + a.plan,
+                  "the plan is for " + plan->precision + ", not " + parse_format(precision).name);
+    precision = plan->precision;
+    if (!a.scale_only && !rewrite::can_convert(parse_format(precision)))
+      throw Error("--plan " + a.plan,
+                  "the plan is for " + precision +
+                      ", which convert does not write; deploy it with a quantization tool that "
+                      "excludes the plan's fp32_nodes (--scale-only writes its rescaled model)");
+    // The plan's exact scale rewrites first: its node names include what they add.
+    for (const auto& [value, k] : plan->scaled) {
+      std::string why;
+      const auto s = rewrite::find_scale(m, value, {}, parse_format(precision), &why, k);
+      if (!s)
+        throw Error("--plan " + a.plan, "cannot scale '" + value + "' by 2^-" + std::to_string(k) +
+                                            " in " + a.model + " (" + why + ")");
+      m = rewrite::apply_scale(m, *s);
+    }
+    std::set<std::string> names;
+    for (const auto& n : m.graph.nodes) names.insert(n.name);
+    for (const auto& n : plan->fp32_nodes) {
+      if (!names.count(n))
+        throw Error("--plan " + a.plan,
+                    "node '" + n + "' is not in " + a.model + " (a plan for another model?)");
+      o.keep_fp32.insert(n);
+    }
+  }
+  if (a.scale_only) {  // the float32 model with the plan's scale rewrites, for other tools
+    if (a.plan.empty()) throw Error("--scale-only", "needs --plan");
+    save_output(m, a);
+    std::cout << "wrote " << a.output << ": the float32 model with the plan's scale rewrites\n";
+    return;
+  }
+  if (precision.empty()) throw Error("--precision", "give float16 or bfloat16 (or --plan)");
+  o.precision = parse_format(precision);
+  for (const auto& k : a.keep) o.keep_fp32.insert(k);
+  for (const auto& k : a.keep_ops) o.keep_fp32_ops.insert(k);
+  o.keep_io_types = a.keep_io_types;
+  // The verification's inputs before anything is written: bad inputs leave no output.
+  std::optional<inputs::Samples> in;
+  if (!a.no_verify) in = verify_samples(a, plan ? &*plan : nullptr, original);
+  rewrite::ConvertReport rep;
+  const model::Model out = rewrite::convert(m, o, &rep);
+  save_output(out, a);
+
+  std::cout << fmt::format(
+      "wrote {}: {} nodes in {}, {} in float32, {} Cast{} added, {} initializer{} stored in "
+      "{}\n",
+      a.output, rep.low_nodes, o.precision.name, rep.fp32_nodes, rep.casts,
+      rep.casts == 1 ? "" : "s", rep.initializers_converted,
+      rep.initializers_converted == 1 ? "" : "s", o.precision.name);
+  for (const auto& k : rep.kept_by_spec)
+    std::cout << "  float32: " << k << " has no " << o.precision.name
+              << " kernel in the ONNX schema at this opset\n";
+  for (const auto& w : rep.warnings) std::cout << "  warning: " << w << "\n";
+  if (a.no_verify) return;
+
+  // Verify: the converted model against the float32 original.
+  const bool pass = verify(a, original, in->sets[0]);
+  if (plan && plan->inputs && a.in.input.empty() && a.in.inputs.empty())
+    std::cout << "  note: verified on the inputs the plan records (--input/--inputs override "
+                 "them)\n";
+  if (!in->generated.empty())
+    std::cout << "  note: " << report::generated_note(in->generated) << "\n";
   exit_code = pass ? 0 : 1;
 }
 
@@ -165,7 +215,10 @@ void add_convert(CLI::App& app) {
                 "Write the float32 model with the plan's scale rewrites only (for TensorRT's "
                 "--layerPrecisions, or to emulate the plan with fpguard run)");
   cmd->add_option("--threads", a->threads, "Threads (default: all cores)");
-  cmd->callback([a] { convert_command(*a); });
+  cmd->callback([a, cmd] {
+    a->seed_given = cmd->count("--seed") > 0;
+    convert_command(*a);
+  });
 }
 
 }  // namespace fpguard::cli

@@ -22,7 +22,7 @@ namespace {
 struct PlanArgs {
   std::string model, precision, target, output, emit, objective = "fewest-fp32", scale = "auto";
   std::string annotate;  // --annotate OUT.onnx
-  InputArgs in;
+  inputs::Options in;
   std::vector<std::string> keep, keep_ops;
   std::size_t samples = 1, max_passes = 48;
   std::optional<double> atol, rtol;
@@ -44,9 +44,8 @@ auto exact_scaler(const Format& fmt) {
   };
 }
 
-void plan_command(const PlanArgs& a) {
-  if (a.emit != "" && a.emit != "trtexec" && a.emit != "ort")
-    throw Error("--emit " + a.emit, "expected trtexec or ort");
+// The planner's options from the flags, in format `f`.
+analysis::PlanOptions plan_options(const PlanArgs& a, const Format& f) {
   analysis::PlanOptions po;
   if (a.objective == "fewest-fp32")
     po.objective = analysis::Objective::fewest_fp32;
@@ -54,28 +53,7 @@ void plan_command(const PlanArgs& a) {
     po.objective = analysis::Objective::fewest_casts;
   else
     throw Error("--objective " + a.objective, "expected fewest-fp32 or fewest-casts");
-  std::optional<Format> f;
-  if (!a.precision.empty()) f = parse_format(a.precision);
-  if (!a.target.empty()) {
-    const Target& t = find_target(a.target);
-    if (!f) f = recommended_format(t);
-    require_native(t, *f);
-  }
-  if (!f) throw Error("--precision", "give the format to plan for (or --target)");
-  if (f->name == "float32") throw Error("--precision float32", "nothing to plan: it is float32");
-  if (!a.output.empty()) check_not_same_file(a.model, a.output, "-o");
-  if (!a.html_file.empty()) check_output_file(a.model, a.html_file, "--html");
-  if (!a.annotate.empty()) check_output_file(a.model, a.annotate, kAnnotateFlag);
-
-  const report::Terminal term =
-      report::Terminal::detect(report::parse_color(a.color, "--color " + a.color), a.quiet);
-  model::Model m = model::load(a.model);
-  const auto original_names = node_names(m);
-  analysis::name_nodes(m);
-  std::vector<std::string> generated;
-  const auto samples = gather_samples(a.in, m, a.samples, generated);
-
-  po.check.precision = *f;
+  po.check.precision = f;
   po.check.keep_fp32 = std::set<std::string>(a.keep.begin(), a.keep.end());
   po.check.keep_fp32_ops = std::set<std::string>(a.keep_ops.begin(), a.keep_ops.end());
   po.check.round_options.saturate = a.saturate;
@@ -85,9 +63,36 @@ void plan_command(const PlanArgs& a) {
   po.check.threads = a.threads;
   po.max_passes = a.max_passes;
   if (a.scale == "auto")
-    po.scaler = exact_scaler(*f);
+    po.scaler = exact_scaler(f);
   else if (a.scale != "none")
     throw Error("--scale " + a.scale, "expected auto or none");
+  return po;
+}
+
+void plan_command(const PlanArgs& a) {
+  if (a.emit != "" && a.emit != "trtexec" && a.emit != "ort")
+    throw Error("--emit " + a.emit, "expected trtexec or ort");
+  std::optional<Format> f;
+  if (!a.precision.empty()) f = parse_format(a.precision);
+  if (!a.target.empty()) {
+    const Target& t = find_target(a.target);
+    if (!f) f = recommended_format(t);
+    require_native(t, *f);
+  }
+  if (!f) throw Error("--precision", "give the format to plan for (or --target)");
+  if (f->name == "float32") throw Error("--precision float32", "nothing to plan: it is float32");
+  analysis::PlanOptions po = plan_options(a, *f);
+  if (!a.output.empty()) check_not_same_file(a.model, a.output, "-o");
+  if (!a.html_file.empty()) check_output_file(a.model, a.html_file, "--html");
+  if (!a.annotate.empty()) check_output_file(a.model, a.annotate, kAnnotateFlag);
+
+  const report::Terminal term =
+      report::Terminal::detect(report::parse_color(a.color, "--color " + a.color), a.quiet);
+  model::Model m = model::load(a.model);
+  const auto original_names = node_names(m);
+  analysis::name_nodes(m);
+  const auto [samples, generated] = inputs::gather_samples(a.in, m, a.samples);
+
   analysis::Plan p;
   {
     report::Progress progress(term, "plan");
@@ -96,6 +101,9 @@ void plan_command(const PlanArgs& a) {
     };
     p = analysis::plan(m, samples, po);
   }
+  // plan.json records the inputs, files made absolute, for convert to verify on them.
+  p.inputs = inputs::Provenance{
+      .options = inputs::absolute(a.in), .samples = a.samples, .generated = generated};
   exit_code = p.meets ? 0 : 1;
   if (!a.annotate.empty()) {
     // The numbers beside each node's plan are those of `fpguard check` in the plan's
@@ -112,16 +120,16 @@ void plan_command(const PlanArgs& a) {
     write_file_atomic(a.output, [&](std::ostream& out) { out << j.dump(2) << "\n"; });
   if (!a.html_file.empty())
     write_file_atomic(a.html_file, [&](std::ostream& out) { report::write_html(out, p, {}); });
-  if (a.emit == "trtexec") {
-    std::cout << report::trtexec_flags(p) << "\n";
-    return;
-  }
-  if (a.emit == "ort") {
-    std::cout << report::ort_block_lists(p).dump(2) << "\n";
-    return;
-  }
   report::PlanText text{.model_arg = a.model, .plan_file = a.output};
-  if (!generated.empty()) text.notes.push_back(generated_note(generated));
+  if (!a.emit.empty()) {
+    if (const auto w = report::emit_warning(p, text); !w.empty())
+      std::cerr << "fpguard: warning: " << w << "\n";
+    std::cout << (a.emit == "trtexec" ? report::trtexec_flags(p)
+                                      : report::ort_block_lists(p).dump(2))
+              << "\n";
+    return;
+  }
+  if (!generated.empty()) text.notes.push_back(report::generated_note(generated));
   report::render(std::cout, p, text, term);
 }
 

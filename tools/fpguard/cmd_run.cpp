@@ -26,7 +26,7 @@ namespace {
 
 struct RunArgs {
   std::string model;
-  InputArgs in;
+  inputs::Options in;
   std::vector<std::string> exclude;
   std::string precision = "float32", outputs_dir, dump_dir, accumulate, accumulation = "sequential";
   int repeat = 1, threads = 0;
@@ -91,13 +91,13 @@ void run(const RunArgs& a) {
   DumpObserver dump;
   if (!a.dump_dir.empty()) opts.observer = &dump;
   const exec::Executor ex(m, opts);
-  const auto inputs = gather_inputs(a.in, m);
+  const auto feed = inputs::gather(a.in, m);
 
   std::vector<double> times;
   std::vector<NamedValue> outputs;
   for (int r = 0; r < std::max(1, a.repeat); ++r) {
     const auto s = clock::now();
-    outputs = ex.run_values(inputs);
+    outputs = ex.run_values(feed);
     times.push_back(std::chrono::duration<double, std::milli>(clock::now() - s).count());
     if (r == 0 && opts.observer) opts.observer = nullptr;  // dump the first run only
   }

@@ -1,0 +1,83 @@
+// Model inputs: the tensors a run, a check, a plan or a convert's verification feeds the
+// model's runtime inputs. Each comes from a file (NAME=FILE), a directory (an ONNX
+// test_data_set, or NAME.npy files; for samples, also a directory of such sets), or a
+// generator (uniform:LO:HI, normal:MEAN:STD, seeded), with shapes for dynamic dimensions.
+// The CLI's --input, --inputs, --shape and --seed set the Options members of the same
+// names; every error about them is Error::in_option with that name ("input", "inputs",
+// "shape", "seed", "samples"), and no message names a CLI flag.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fpguard/model.hpp"
+#include "fpguard/tensor.hpp"
+
+namespace fpguard::inputs {
+
+struct Options {
+  // NAME=FILE (.npy, a one-array .npz, a TensorProto .pb; a SequenceProto/OptionalProto
+  // .pb for an input of that type) or NAME=uniform:LO:HI / NAME=normal:MEAN:STD. A later
+  // entry for a name replaces an earlier one.
+  std::vector<std::string> input{};
+  // A directory: one input set (an ONNX test_data_set: input_N.pb; or NAME.npy files), or
+  // for gather_samples a directory of such sets. "": none.
+  std::string inputs{};
+  // NAME=D0,D1,...: the shape of a generated input; fills in its dynamic dimensions. A
+  // later entry for a name replaces an earlier one.
+  std::vector<std::string> shape{};
+  std::uint64_t seed = 0;  // of the generators; input set s draws with seed + s
+  bool operator==(const Options&) const = default;
+};
+
+// The generators of the inputs given neither by file nor by a spec.
+inline constexpr std::string_view kFloatingDefault = "uniform:-1:1";
+inline constexpr std::string_view kIntegerDefault = "uniform:0:0";
+
+// An input generated without being asked for, and the generator used.
+struct Generated {
+  std::string name;
+  std::string spec;  // kFloatingDefault or kIntegerDefault
+  bool operator==(const Generated&) const = default;
+};
+
+// Whether the VALUE of NAME=VALUE names a generator (uniform:..., normal:...), not a file.
+bool is_generator(std::string_view value);
+
+// One input set for the model's runtime inputs, in their order. Inputs given neither by
+// file nor by spec are generated (floating: kFloatingDefault, integers: kIntegerDefault)
+// and appended to `generated`. `sample` offsets the generators' seed. Inputs of sequence
+// or optional type are read from .pb files only, never generated.
+std::vector<NamedValue> gather(const Options& o, const model::Model& m, std::uint64_t sample = 0,
+                               std::vector<Generated>* generated = nullptr);
+
+// The subdirectories of `dir` that hold input sets (any directory with .npy or .pb
+// files), sorted; empty when `dir` itself is one set (or not a directory).
+std::vector<std::string> set_dirs(const std::string& dir);
+
+// The input sets of check, plan and convert (tensors only: an input of another type is
+// an Error naming the model): one per subdirectory of `inputs` when it holds sets, else
+// `samples` sets (set s generated with seed + s; given files are the same in every set).
+struct Samples {
+  std::vector<std::vector<NamedTensor>> sets;
+  std::vector<Generated> generated;  // once each, sorted by name
+};
+Samples gather_samples(const Options& o, const model::Model& m, std::size_t samples);
+
+// `o` with its file paths (the files of `input` and the `inputs` directory) absolute,
+// resolved against the current directory and lexically normalised; generator specs and
+// shapes as they are. What plan.json records, so that the inputs are found again from
+// another directory.
+Options absolute(const Options& o);
+
+// How a run's input sets were made: what plan.json records of them.
+struct Provenance {
+  Options options;
+  std::size_t samples = 1;
+  std::vector<Generated> generated{};
+  bool operator==(const Provenance&) const = default;
+};
+
+}  // namespace fpguard::inputs

@@ -1,0 +1,374 @@
+// Model inputs from files, directories and seeded generators (include/fpguard/inputs.hpp).
+#include "fpguard/inputs.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "fpguard/error.hpp"
+#include "fpguard/exec.hpp"
+#include "fpguard/limits.hpp"
+
+namespace fpguard::inputs {
+
+namespace {
+
+using Shapes = std::map<std::string, std::vector<std::int64_t>>;
+
+std::pair<std::string, std::string> split_eq(const std::string& s, const std::string& option) {
+  const auto eq = s.find('=');
+  if (eq == std::string::npos || eq == 0) throw Error::in_option(option, s, "expected NAME=VALUE");
+  return {s.substr(0, eq), s.substr(eq + 1)};
+}
+
+std::vector<std::int64_t> parse_dims(const std::string& text, const std::string& entry) {
+  std::vector<std::int64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      std::size_t pos = 0;
+      const long long v = std::stoll(item, &pos);
+      if (pos != item.size() || v < 0) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      throw Error::in_option("shape", entry,
+                             "'" + item + "' is not a dimension (non-negative integer)");
+    }
+  }
+  return out;
+}
+
+double parse_double(const std::string& s, const std::string& name) {
+  try {
+    std::size_t pos = 0;
+    const double v = std::stod(s, &pos);
+    if (pos != s.size()) throw std::invalid_argument(s);
+    return v;
+  } catch (const std::exception&) {
+    throw Error::in_option("input", name, "'" + s + "' is not a number");
+  }
+}
+
+std::string declared_shape(const model::ValueInfo& vi) {
+  std::string out;
+  for (std::size_t d = 0; d < vi.shape.size(); ++d)
+    out += (d ? "," : "") + (vi.shape[d].fixed()         ? std::to_string(vi.shape[d].value)
+                             : vi.shape[d].param.empty() ? std::string("?")
+                                                         : vi.shape[d].param);
+  return out;
+}
+
+// The shape an input gets: the one given (which may only fill in dynamic dimensions),
+// else its declared fixed dims.
+std::vector<std::int64_t> input_shape(const model::ValueInfo& vi, const Shapes& shapes,
+                                      const std::string& model) {
+  if (auto it = shapes.find(vi.name); it != shapes.end()) {
+    const auto& s = it->second;
+    if (vi.has_shape) {
+      bool fits = s.size() == vi.shape.size();
+      for (std::size_t d = 0; fits && d < s.size(); ++d)
+        fits = !vi.shape[d].fixed() || vi.shape[d].value == s[d];
+      if (!fits)
+        throw Error::in_option("shape", vi.name,
+                               "the model declares " + vi.name + " as [" + declared_shape(vi) +
+                                   "]; a shape given may only fill in its dynamic dimensions");
+    }
+    return s;
+  }
+  const std::string where = model + ": input '" + vi.name + "': ";
+  if (!vi.has_shape)
+    throw Error::in_option(
+        "shape", "", where + "the model declares no shape; give one as " + vi.name + "=D0,D1,...");
+  std::vector<std::int64_t> out;
+  for (std::size_t d = 0; d < vi.shape.size(); ++d) {
+    if (!vi.shape[d].fixed())
+      throw Error::in_option(
+          "shape", "",
+          where + "dimension " + std::to_string(d) +
+              (vi.shape[d].param.empty() ? "" : " ('" + vi.shape[d].param + "')") +
+              " is dynamic; give its shape as " + vi.name + "=D0,D1,...");
+    out.push_back(vi.shape[d].value);
+  }
+  return out;
+}
+
+// Fills `v` from uniform:A:B or normal:A:B (parameters checked).
+void draw(const std::string& kind, double a, double b, std::mt19937_64& rng, std::span<double> v,
+          const std::string& name) {
+  if (kind == "uniform") {
+    if (!(a <= b)) throw Error::in_option("input", name, "uniform needs LO <= HI");
+    if (!std::isfinite(b - a))
+      throw Error::in_option("input", name, "uniform: HI - LO overflows a double");
+    if (a == b) {
+      std::fill(v.begin(), v.end(), a);
+    } else {
+      std::uniform_real_distribution<double> dist(a, b);
+      for (auto& x : v) x = dist(rng);
+    }
+  } else {
+    if (!(b >= 0)) throw Error::in_option("input", name, "normal needs STD >= 0");
+    if (b == 0) {  // a constant (the distribution itself wants STD > 0)
+      std::fill(v.begin(), v.end(), a);
+    } else {
+      std::normal_distribution<double> dist(a, b);
+      for (auto& x : v) x = dist(rng);
+    }
+  }
+}
+
+// uniform:LO:HI or normal:MEAN:STD, drawn from a generator seeded by (seed, input index).
+Tensor generate(const std::string& spec, const model::ValueInfo& vi,
+                const std::vector<std::int64_t>& shape, std::uint64_t seed, std::size_t index) {
+  std::vector<std::string> parts;
+  std::stringstream ss(spec);
+  std::string p;
+  while (std::getline(ss, p, ':')) parts.push_back(p);
+  if (parts.size() != 3 || (parts[0] != "uniform" && parts[0] != "normal"))
+    throw Error::in_option("input", vi.name,
+                           "'" + spec + "' is not FILE, uniform:LO:HI or normal:MEAN:STD");
+  const double a = parse_double(parts[1], vi.name), b = parse_double(parts[2], vi.name);
+  const auto dtype = vi.elem_type ? model::dtype_of(vi.elem_type) : DType::float32;
+  if (!dtype)
+    throw Error::in_option("input", vi.name,
+                           "unsupported input type " + model::onnx_type_name(vi.elem_type));
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + index);
+  try {  // the shape comes from the options or the model: refuse what cannot be held
+    check_memory(element_count(shape, vi.name) * (sizeof(double) + itemsize(*dtype)), vi.name);
+  } catch (const Error& e) {
+    throw Error::in_option("input", vi.name, e.problem());
+  }
+  Tensor d(DType::float64, shape);
+  if (!std::isfinite(a) || !std::isfinite(b))
+    throw Error::in_option("input", vi.name,
+                           "'" + spec + "': the parameters must be finite numbers");
+  draw(parts[0], a, b, rng, d.data<double>(), vi.name);
+  if (!exec::is_float(*dtype))
+    for (auto& x : d.data<double>()) x = std::round(x);
+  return exec::convert(d, *dtype);
+}
+
+// A .pb file for an input of declared type `vi`: a TensorProto, or a SequenceProto /
+// OptionalProto for an input of sequence / optional type.
+NamedValue read_value_pb(const std::filesystem::path& path, const model::ValueInfo* vi) {
+  if (vi && vi->kind == model::TypeKind::sequence) return read_sequence_pb(path);
+  if (vi && vi->kind == model::TypeKind::optional) return read_optional_pb(path);
+  auto t = read_tensor_pb(path);
+  return {std::move(t.name), std::move(t.tensor)};
+}
+
+// An ONNX test_data_set holds input_N.pb and output_N.pb: only the inputs are read, in
+// the order of N (input_N is of the type of runtime input N). Any other directory is
+// read whole (NAME.npy files).
+std::vector<NamedValue> read_input_dir(const std::filesystem::path& dir,
+                                       const std::vector<const model::ValueInfo*>& runtime) {
+  std::vector<std::pair<long, std::filesystem::path>> files;
+  std::error_code ec;
+  bool test_data_set = false;
+  if (std::filesystem::is_directory(dir, ec))
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      const std::string stem = e.path().stem().string();
+      if (e.path().extension() == ".pb" &&
+          (stem.rfind("input_", 0) == 0 || stem.rfind("output_", 0) == 0))
+        test_data_set = true;
+      if (stem.rfind("input_", 0) == 0 && e.path().extension() == ".pb") {
+        try {
+          files.emplace_back(std::stol(stem.substr(6)), e.path());
+        } catch (const std::exception&) {
+        }
+      }
+    }
+  std::vector<NamedValue> out;
+  if (!test_data_set) {
+    for (auto& t : read_tensors(dir)) out.push_back({std::move(t.name), std::move(t.tensor)});
+    return out;
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& [n, path] : files)
+    out.push_back(read_value_pb(
+        path, n >= 0 && static_cast<std::size_t>(n) < runtime.size() ? runtime[n] : nullptr));
+  return out;
+}
+
+// Floating data for an input declared in another floating type (float32 arrays for a
+// float16 model) is converted to it (rounded to nearest even); anything else is passed
+// as it is, for the executor to accept or refuse.
+Value as_declared(Value v, const model::ValueInfo& vi) {
+  if (!v.is_tensor()) return v;
+  Tensor t = std::move(v.tensor);
+  const auto want = vi.elem_type ? model::dtype_of(vi.elem_type) : std::nullopt;
+  if (want && *want != t.dtype() && exec::is_float(*want) && exec::is_float(t.dtype()))
+    return exec::convert(t, *want);
+  return t;
+}
+
+// The options read against the model: shapes and specs by input name, and the values
+// of the `inputs` directory by input name.
+struct Parsed {
+  Shapes shapes;
+  std::map<std::string, std::string> specs;
+  std::map<std::string, Value> given;
+};
+
+Parsed parse(const Options& o, const std::vector<const model::ValueInfo*>& runtime) {
+  std::map<std::string, const model::ValueInfo*> by_name;
+  for (const auto* v : runtime) by_name[v->name] = v;
+  Parsed p;
+  for (const auto& s : o.shape) {
+    auto [name, dims] = split_eq(s, "shape");
+    p.shapes[name] = parse_dims(dims, s);
+  }
+  if (!o.inputs.empty()) {
+    auto tensors = read_input_dir(o.inputs, runtime);
+    const bool by_names = std::all_of(tensors.begin(), tensors.end(),
+                                      [&](const NamedValue& t) { return by_name.count(t.name); });
+    if (!by_names && tensors.size() > runtime.size())
+      throw Error::in_option("inputs", o.inputs,
+                             std::to_string(tensors.size()) + " tensors for " +
+                                 std::to_string(runtime.size()) + " model inputs");
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      p.given[by_names ? tensors[i].name : runtime[i]->name] = std::move(tensors[i].value);
+  }
+  for (const auto& s : o.input) {
+    auto [name, spec] = split_eq(s, "input");
+    if (!by_name.count(name)) {
+      std::vector<std::string> names;
+      for (const auto* v : runtime) names.push_back(v->name);
+      std::string msg = "the model has no input named '" + name + "'";
+      if (auto hint = did_you_mean(name, names); !hint.empty())
+        msg += "; did you mean '" + hint + "'?";
+      throw Error::in_option("input", s, msg);
+    }
+    p.specs[name] = spec;
+  }
+  return p;
+}
+
+// A file given for one input: one tensor (or a sequence/optional .pb for such an input).
+Value read_given(const std::string& file, const model::ValueInfo& vi) {
+  if (vi.kind != model::TypeKind::tensor && std::filesystem::path(file).extension() == ".pb")
+    return read_value_pb(file, &vi).value;
+  auto ts = read_tensors(file);
+  if (ts.size() != 1)
+    throw Error::in_option(
+        "input", vi.name,
+        "'" + file + "' holds " + std::to_string(ts.size()) + " tensors (expected 1)");
+  return as_declared(Value(std::move(ts[0].tensor)), vi);
+}
+
+}  // namespace
+
+bool is_generator(std::string_view value) {
+  return value.rfind("uniform:", 0) == 0 || value.rfind("normal:", 0) == 0;
+}
+
+std::vector<NamedValue> gather(const Options& o, const model::Model& m, std::uint64_t sample,
+                               std::vector<Generated>* generated) {
+  const auto runtime = m.graph.runtime_inputs();
+  Parsed p = parse(o, runtime);
+  const std::string model = m.path.string();
+  std::vector<NamedValue> out;
+  for (std::size_t i = 0; i < runtime.size(); ++i) {
+    const auto& vi = *runtime[i];
+    auto spec = p.specs.find(vi.name);
+    const bool generate_it =
+        spec == p.specs.end() ? !p.given.count(vi.name) : is_generator(spec->second);
+    if (vi.kind != model::TypeKind::tensor && generate_it)
+      throw Error::in_option("input", "",
+                             model + ": input '" + vi.name +
+                                 "' is not a tensor (a sequence or an optional) and cannot be "
+                                 "generated; give it as a SequenceProto/OptionalProto .pb file: " +
+                                 vi.name + "=FILE.pb");
+    if (spec != p.specs.end()) {
+      const std::string& sp = spec->second;
+      out.push_back({vi.name, is_generator(sp)
+                                  ? Value(generate(sp, vi, input_shape(vi, p.shapes, model),
+                                                   o.seed + sample, i))
+                                  : read_given(sp, vi)});
+    } else if (auto g = p.given.find(vi.name); g != p.given.end()) {
+      out.push_back({vi.name, as_declared(std::move(g->second), vi)});
+    } else {
+      const auto dtype = vi.elem_type ? model::dtype_of(vi.elem_type) : DType::float32;
+      const std::string def(dtype && exec::is_float(*dtype) ? kFloatingDefault : kIntegerDefault);
+      out.push_back(
+          {vi.name, generate(def, vi, input_shape(vi, p.shapes, model), o.seed + sample, i)});
+      if (generated) generated->push_back({vi.name, def});
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> set_dirs(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return out;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (!e.is_directory()) continue;
+    bool has_tensors = false;
+    for (const auto& f : std::filesystem::directory_iterator(e.path(), ec)) {
+      const auto ext = f.path().extension();
+      if (ext == ".npy" || ext == ".pb") has_tensors = true;
+    }
+    if (has_tensors) out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+namespace {
+// The analyses (check, plan, convert) take tensors: an input that is not one is refused.
+std::vector<NamedTensor> tensors_of(std::vector<NamedValue> values, const model::Model& m) {
+  std::vector<NamedTensor> out;
+  for (auto& v : values) {
+    if (!v.value.is_tensor())
+      throw Error(m.path.string() + ": input '" + v.name + "'",
+                  "is not a tensor (" + std::string(to_string(v.value.kind)) +
+                      "); the analyses (check, plan, convert) take tensor inputs only");
+    out.push_back({std::move(v.name), std::move(v.value.tensor)});
+  }
+  return out;
+}
+}  // namespace
+
+Samples gather_samples(const Options& o, const model::Model& m, std::size_t samples) {
+  if (samples == 0) throw Error::in_option("samples", "0", "expected at least 1");
+  Samples out;
+  const auto dirs = o.inputs.empty() ? std::vector<std::string>{} : set_dirs(o.inputs);
+  if (!dirs.empty()) {
+    for (const auto& dir : dirs) {
+      Options one = o;
+      one.inputs = dir;
+      out.sets.push_back(tensors_of(gather(one, m, 0, &out.generated), m));
+    }
+  } else {
+    for (std::size_t s = 0; s < samples; ++s)
+      out.sets.push_back(tensors_of(gather(o, m, s, s == 0 ? &out.generated : nullptr), m));
+  }
+  auto& g = out.generated;
+  std::sort(g.begin(), g.end(), [](const Generated& a, const Generated& b) {
+    return a.name < b.name || (a.name == b.name && a.spec < b.spec);
+  });
+  g.erase(std::unique(g.begin(), g.end()), g.end());
+  return out;
+}
+
+Options absolute(const Options& o) {
+  auto resolve = [](const std::string& path) {
+    std::error_code ec;
+    const auto abs = std::filesystem::absolute(path, ec);
+    return ec ? path : abs.lexically_normal().string();
+  };
+  Options out = o;
+  for (auto& entry : out.input) {
+    const auto eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0 || is_generator(entry.substr(eq + 1))) continue;
+    entry = entry.substr(0, eq + 1) + resolve(entry.substr(eq + 1));
+  }
+  if (!out.inputs.empty()) out.inputs = resolve(out.inputs);
+  return out;
+}
+
+}  // namespace fpguard::inputs

@@ -1,0 +1,217 @@
+#!/usr/bin/python3
+"""End-to-end tests of what `fpguard plan` hands on to `fpguard convert`:
+
+- plan.json records the inputs the plan was made on (files made absolute, generator specs,
+  the --inputs directory, --shape, --seed, --samples, the generated inputs), and
+  `convert --plan` verifies on them from another directory: a model with a dynamic batch
+  dimension converts without repeating --shape; the verification equals one with the
+  options given by hand; convert's own options override; a moved input file is an error
+  naming the plan, with nothing written; an older plan.json without `inputs` still reads.
+- plan never prints a convert command that convert refuses: every `fpguard convert ...`
+  it prints (float16, float8_e4m3fn, with and without scaling) is run and accepted; FP8
+  plans name the quantization path instead; convert refuses an FP8 plan naming it.
+- `--emit ort` / `--emit trtexec` on a plan that scales warn on stderr that the lists
+  hold only on the rescaled model, and stdout stays the bare settings.
+
+    plan_test.py --fpguard PATH --examples DIR
+"""
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from clitest import check, fails, failures, run  # noqa: E402
+
+
+def run_in(fpguard, cwd, *argv):
+    return subprocess.run([fpguard, *argv], capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+def dynamic_model(path):
+    """y = (x * 300)^2 + mask, x and mask float32 [N, 4] with N dynamic: the Pow overflows
+    float16 wherever |x| > 0.853 (65504^0.5 / 300)."""
+    F = TensorProto.FLOAT
+    big = numpy_helper.from_array(np.array(300, np.float32), "big")
+    two = numpy_helper.from_array(np.array(2, np.float32), "two")
+    g = helper.make_graph(
+        [helper.make_node("Mul", ["x", "big"], ["a"], name="/Mul"),
+         helper.make_node("Pow", ["a", "two"], ["p"], name="/Pow"),
+         helper.make_node("Add", ["p", "mask"], ["y"], name="/Add")],
+        "dyn", [helper.make_tensor_value_info("x", F, ["N", 4]),
+                helper.make_tensor_value_info("mask", F, ["N", 4])],
+        [helper.make_tensor_value_info("y", F, ["N", 4])], [big, two])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, path)
+
+
+def verified_lines(stdout):
+    return [line for line in stdout.splitlines() if line.strip().startswith("verified")]
+
+
+def recorded_inputs(f, tmp):
+    model = os.path.join(tmp, "dyn.onnx")
+    dynamic_model(model)
+    np.save(os.path.join(tmp, "mask.npy"), np.full((2, 4), 0.25, np.float32))
+    # Planned from tmp with relative paths.
+    r = run_in(f, tmp, "plan", "dyn.onnx", "--input", "mask=mask.npy", "--shape", "x=2,4",
+               "--seed", "5", "--precision", "fp16", "--scale", "none", "-o", "plan.json",
+               "--quiet")
+    check(r.returncode == 0, "plan of the dynamic model", (r.returncode, r.stdout, r.stderr))
+    with open(os.path.join(tmp, "plan.json")) as fh:
+        p = json.load(fh)
+    want = {"input": ["mask=" + os.path.join(os.path.realpath(tmp), "mask.npy")],
+            "inputs": None, "shape": ["x=2,4"], "seed": 5, "samples": 1,
+            "generated": [{"name": "x", "generator": "uniform:-1:1"}]}
+    got = dict(p.get("inputs") or {})
+    if got.get("input"):  # tmp may be reached through a symlink: compare resolved paths
+        got["input"] = ["mask=" + os.path.realpath(got["input"][0].split("=", 1)[1])]
+    check(got == want, "plan.json records the inputs (absolute paths)", p.get("inputs"))
+    check("/Pow" in p["fp32_nodes"], "the plan keeps /Pow in float32", p["fp32_nodes"])
+
+    # convert --plan from another directory, nothing repeated.
+    out = os.path.join(tmp, "dyn16.onnx")
+    plan = os.path.join(tmp, "plan.json")
+    r = run_in(f, "/", "convert", model, "--plan", plan, "-o", out)
+    check(r.returncode == 0 and "verified y: ok" in r.stdout and
+          "the inputs the plan records" in r.stdout and "NO INPUTS GIVEN: x " in r.stdout,
+          "convert --plan verifies on the plan's inputs", (r.returncode, r.stdout, r.stderr))
+    # The same verification as with the options given by hand (same tensors: the same
+    # errors to every printed digit); another seed gives other tensors.
+    by_hand = run(f, "convert", model, "--precision", "fp16", "--keep-fp32", ",".join(p["fp32_nodes"]), "-o", out,
+                  "--input", "mask=" + os.path.join(tmp, "mask.npy"), "--shape", "x=2,4",
+                  "--seed", "5")
+    check(verified_lines(r.stdout) == verified_lines(by_hand.stdout) != [],
+          "the plan's inputs are the ones given by hand", (r.stdout, by_hand.stdout))
+    seed6 = run(f, "convert", model, "--plan", plan, "-o", out, "--seed", "6")
+    check(seed6.returncode == 0 and verified_lines(seed6.stdout) != verified_lines(r.stdout),
+          "--seed overrides the plan's seed", (seed6.stdout, r.stdout))
+    shape = run(f, "convert", model, "--plan", plan, "-o", out, "--shape", "x=3,4", "--shape",
+                "mask=3,4", "--input", "mask=uniform:0:1")
+    check(shape.returncode == 0 and "the inputs the plan records" not in shape.stdout,
+          "--shape and --input override the plan's", (shape.returncode, shape.stdout, shape.stderr))
+    # Samples and a directory of inputs are recorded too.
+    sets = os.path.join(tmp, "sets", "test_data_set_0")
+    os.makedirs(sets)
+    for name, v in (("x", 0.5), ("mask", 0.0)):
+        t = numpy_helper.from_array(np.full((1, 4), v, np.float32), name)
+        with open(os.path.join(sets, f"input_{0 if name == 'x' else 1}.pb"), "wb") as fh:
+            fh.write(t.SerializeToString())
+    r = run_in(f, tmp, "plan", "dyn.onnx", "--inputs", "sets", "--samples", "2", "--precision",
+               "fp16", "-o", "plan_sets.json", "--quiet")
+    with open(os.path.join(tmp, "plan_sets.json")) as fh:
+        ps = json.load(fh).get("inputs") or {}
+    check(r.returncode == 0 and os.path.isabs(ps.get("inputs") or "") and
+          os.path.realpath(ps["inputs"]) == os.path.realpath(os.path.join(tmp, "sets")) and
+          ps.get("samples") == 2 and ps.get("generated") == [],
+          "plan.json records --inputs (absolute) and --samples", (r.stderr, ps))
+    r = run_in(f, "/", "convert", model, "--plan", os.path.join(tmp, "plan_sets.json"), "-o", out)
+    check(r.returncode == 0 and "NO INPUTS GIVEN" not in r.stdout,
+          "convert verifies on the recorded --inputs", (r.returncode, r.stdout, r.stderr))
+
+    # An older plan.json without "inputs": the dynamic dimension needs --shape again, and
+    # the error comes before anything is written.
+    old = os.path.join(tmp, "old.json")
+    with open(old, "w") as fh:
+        json.dump({k: v for k, v in p.items() if k != "inputs"}, fh)
+    never = os.path.join(tmp, "never.onnx")
+    fails(f, "old plan, dynamic dimension", ["convert", model, "--plan", old, "-o", never],
+          "--shape", "dimension 0 ('N') is dynamic", "x=D0,D1,...")
+    check(not os.path.exists(never), "no output when the inputs are bad")
+    # A recorded file that moved: the error names the plan and the file.
+    os.rename(os.path.join(tmp, "mask.npy"), os.path.join(tmp, "moved.npy"))
+    fails(f, "moved input file", ["convert", model, "--plan", plan, "-o", never], "--plan",
+          "mask.npy", "the inputs it records")
+    check(not os.path.exists(never), "no output when the plan's inputs are gone")
+
+
+def printed_converts(stdout):
+    """Every `fpguard convert ...` command the plan text prints, as argv lists."""
+    out = []
+    for line in stdout.splitlines():
+        i = line.find("fpguard convert ")
+        if i >= 0 and not line[i:].startswith("fpguard convert writes"):
+            words = shlex.split(line[i:].split(" (write")[0])
+            out.append(words[1:])
+    return out
+
+
+def no_refused_commands(f, ex, tmp):
+    """Each convert command plan prints is one convert accepts (exit 0 or 1, never 2)."""
+    model = os.path.join(ex, "superres", "model.onnx")
+    inputs = os.path.join(ex, "superres", "inputs")
+    seen = 0
+    for precision, scale in (("fp16", "none"), ("fp16", "auto"), ("float8_e4m3fn", "none"),
+                             ("float8_e4m3fn", "auto")):
+        plan = os.path.join(tmp, f"sr_{precision}_{scale}.json")
+        r = run(f, "plan", model, "--inputs", inputs, "--precision", precision, "--scale", scale,
+                "-o", plan, "--quiet", "--max-passes", "12")
+        check(r.returncode in (0, 1), f"plan {precision} {scale}", (r.returncode, r.stderr))
+        fp8 = precision.startswith("float8")
+        check(("--precision float8" in r.stdout) is False, f"{precision} {scale}: no fp8 convert",
+              r.stdout)
+        if fp8:
+            check("quantization tool" in r.stdout and "nodes_to_exclude" in r.stdout,
+                  f"{precision} {scale}: the quantization path", r.stdout)
+        for argv in printed_converts(r.stdout):
+            seen += 1
+            target = os.path.join(tmp, f"printed_{seen}.onnx")
+            if "-o" in argv:
+                argv[argv.index("-o") + 1] = target
+            else:
+                argv += ["-o", target]
+            rc = run(f, *argv)
+            check(rc.returncode in (0, 1) and os.path.exists(target),
+                  f"printed command accepted: {' '.join(argv)}", (rc.returncode, rc.stderr))
+        if fp8:
+            fails(f, f"convert an {precision} plan", ["convert", model, "--plan", plan, "-o",
+                                                      os.path.join(tmp, "never8.onnx")],
+                  "--plan", "float8_e4m3fn", "quantization tool")
+    check(seen >= 2, "plan printed convert commands to try", seen)
+
+
+def emit_warnings(f, ex, tmp):
+    model = os.path.join(ex, "superres", "model.onnx")
+    inputs = os.path.join(ex, "superres", "inputs")
+    for emit in ("ort", "trtexec"):
+        r = run(f, "plan", model, "--inputs", inputs, "--precision", "fp16", "--emit", emit,
+                "--quiet")
+        check(r.returncode == 0 and "fpguard: warning:" in r.stderr and
+              "--scale-only" in r.stderr and "rescaled model" in r.stderr,
+              f"--emit {emit} on a scaling plan warns", (r.returncode, r.stderr))
+        if emit == "ort":
+            j = json.loads(r.stdout) if r.stdout.startswith("{") else None
+            check(j is not None and set(j) == {"node_block_list", "op_block_list"},
+                  "--emit ort: stdout is the bare block lists", r.stdout)
+        r = run(f, "plan", model, "--inputs", inputs, "--precision", "fp16", "--emit", emit,
+                "--scale", "none", "--quiet")
+        check(r.returncode == 0 and r.stderr == "", f"--emit {emit} without scaling: no warning",
+              r.stderr)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fpguard", required=True)
+    ap.add_argument("--examples", required=True)
+    a = ap.parse_args()
+    f = os.path.abspath(a.fpguard)
+    with tempfile.TemporaryDirectory() as tmp:
+        recorded_inputs(f, tmp)
+        no_refused_commands(f, a.examples, tmp)
+        emit_warnings(f, a.examples, tmp)
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        sys.exit(1)
+    print("all plan tests passed")
+
+
+if __name__ == "__main__":
+    main()
