@@ -17,16 +17,23 @@ namespace fpguard::report {
 
 namespace {
 
+// The worst of the final plan's outputs; n/a (NaN) as soon as one output has nothing
+// finite to compare, as check says of that output.
 struct Final {
-  double max_abs = 0, max_rel = 0, cosine = 1;
+  double max_abs = 0, max_rel = 0, max_scaled = 0, rel_rms = 0, cosine = 1;
 };
 
 Final final_numbers(const analysis::Plan& p) {
   Final f;
+  const auto worst = [](double& acc, double v, bool lowest = false) {
+    acc = std::isnan(v) || std::isnan(acc) ? NAN : lowest ? std::min(acc, v) : std::max(acc, v);
+  };
   for (const auto& o : p.final_outputs) {
-    f.max_abs = std::max(f.max_abs, o.max_abs_error);
-    f.max_rel = std::max(f.max_rel, o.max_rel_error);
-    f.cosine = std::isnan(o.cosine) || std::isnan(f.cosine) ? NAN : std::min(f.cosine, o.cosine);
+    worst(f.max_abs, o.max_abs_error);
+    worst(f.max_rel, o.max_rel_error);
+    worst(f.max_scaled, o.max_scaled_error);
+    worst(f.rel_rms, o.rel_rms_error);
+    worst(f.cosine, o.cosine, true);
   }
   return f;
 }
@@ -160,6 +167,8 @@ Json to_json(const analysis::Plan& p) {
           {"final",
            {{"max_abs_error", number(fin.max_abs)},
             {"max_rel_error", number(fin.max_rel)},
+            {"max_scaled_error", number(fin.max_scaled)},
+            {"rel_rms_error", number(fin.rel_rms)},
             {"cosine", number(fin.cosine)}}}};
 }
 
@@ -229,8 +238,10 @@ void render(std::ostream& out, const analysis::Plan& p, const PlanText& o, const
       p.islands.size() == 1 ? "" : "s", p.casts, p.casts == 1 ? "" : "s", p.passes,
       p.passes == 1 ? "" : "es");
   const Final fin = final_numbers(p);
-  out << fmt::format("  final: worst cosine {}, max abs error {}, max rel error {}\n",
-                     fixed(fin.cosine, 6), num(fin.max_abs), num(fin.max_rel));
+  out << fmt::format(
+      "  final: worst cosine {}, relative RMS error {}, max scaled error {}, max abs error {}\n",
+      std::isnan(fin.cosine) ? "n/a" : fixed(fin.cosine, 6), num_na(fin.rel_rms),
+      num_na(fin.max_scaled), num_na(fin.max_abs));
   for (const auto& n : o.notes) out << "  note: " << n << "\n";
   for (const auto& s : p.scaled)
     out << fmt::format("  scaled: '{}' x 2^-{} (exact) for the overflow at {}\n", s.value, s.k,

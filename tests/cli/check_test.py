@@ -510,7 +510,8 @@ def test_plan(f, ex, tmp):
             for k in ("schema_version", "model", "precision", "tolerance", "fp32_nodes", "scaled",
                       "casts", "passes", "final", "meets", "islands"):
                 check(k in p, f"plan.json has {k}")
-            for k in ("max_abs_error", "max_rel_error", "cosine"):
+            for k in ("max_abs_error", "max_rel_error", "max_scaled_error", "rel_rms_error",
+                      "cosine"):
                 check(k in p["final"], f"final has {k}")
             want_nodes = [] if mode == "auto" else islands[name]
             want_scaled = scaled[name] if mode == "auto" else []
