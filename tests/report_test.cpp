@@ -252,6 +252,17 @@ TEST(Json, NodeErrorsWithoutFinitePairsAreNull) {
   EXPECT_NE(row("relu_after").find("2 non-finite"), std::string::npos) << text;
 }
 
+TEST(Wording, ThePlannersStepsFromTheirData) {
+  using analysis::PlanStep, analysis::PlanStepKind;
+  EXPECT_EQ(describe(PlanStep{}), "the model as it is");
+  EXPECT_EQ(describe(PlanStep{.kind = PlanStepKind::scaling, .node = "/Pow"}),
+            "scaling the input of /Pow");
+  EXPECT_EQ(describe(PlanStep{.kind = PlanStepKind::after_scaling}), "after scaling");
+  EXPECT_EQ(describe(PlanStep{.kind = PlanStepKind::growing, .fp32 = 1}), "1 node in float32");
+  EXPECT_EQ(describe(PlanStep{.kind = PlanStepKind::growing, .fp32 = 3}), "3 nodes in float32");
+  EXPECT_EQ(describe(PlanStep{.kind = PlanStepKind::pruning, .node = "/Add"}), "without /Add");
+}
+
 TEST(Wording, TheVerdictSaysWhatItHoldsUnder) {
   Diagnosis d;
   EXPECT_EQ(verdict_qualifiers(d), "");

@@ -328,6 +328,16 @@ struct Scaled {
   int k = 0;
 };
 
+// What a pass of the planner tries, for its progress callback: the model as it is, the
+// scale rewrite at `node`, the model after the rewrites, `fp32` nodes in float32 (the
+// search growing), or the plan without `node` (pruning).
+enum class PlanStepKind { as_is, scaling, after_scaling, growing, pruning };
+struct PlanStep {
+  PlanStepKind kind = PlanStepKind::as_is;
+  std::string node{};
+  std::size_t fp32 = 0;
+};
+
 struct PlanOptions {
   CheckOptions check;  // format, tolerance, samples' options; keep_fp32 is forced into the plan
   Objective objective = Objective::fewest_fp32;
@@ -341,7 +351,7 @@ struct PlanOptions {
       scaler;
   std::size_t max_passes = 48;  // check() runs at most (each is three model runs)
   // Called before each pass: (pass number, what it tries).
-  std::function<void(std::size_t, const std::string&)> progress;
+  std::function<void(std::size_t, const PlanStep&)> progress;
 };
 
 // Why the plan keeps a node in float32.

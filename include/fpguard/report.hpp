@@ -113,6 +113,8 @@ std::string describe(const analysis::RuleFinding& r);
 std::string describe(const analysis::Note& n, const analysis::Diagnosis& d);
 std::string describe(const analysis::Reason& r, const std::string& precision);
 std::string describe(const analysis::ScaleRefusal& r);
+// "the model as it is", "scaling the input of /Pow", "3 nodes in float32", "without /Add".
+std::string describe(const analysis::PlanStep& s);
 // "image uniform [-1, 1]", "ids constant 0", "z normal (mean 0, std 1)".
 std::string describe(const analysis::GeneratedInput& g);
 // What the verdict holds under, after PASS/FAIL: "(generated inputs: image uniform [-1, 1];

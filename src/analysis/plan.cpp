@@ -157,7 +157,7 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
   for (const auto& k : forced) p.reasons[k] = Reason{.kind = KeepReason::forced};
   std::vector<std::string> added;  // in the order the search added them
 
-  auto run = [&](const std::set<std::string>& s, const std::string& what) {
+  auto run = [&](const std::set<std::string>& s, const PlanStep& what) {
     if (o.progress) o.progress(p.passes + 1, what);
     CheckOptions c = o.check;
     c.keep_fp32 = s;
@@ -231,7 +231,7 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
     CheckOptions c = o.check;
     c.keep_fp32 = keep;
     ++p.passes;
-    if (o.progress) o.progress(p.passes, "scaling the input of " + org.node);
+    if (o.progress) o.progress(p.passes, {.kind = PlanStepKind::scaling, .node = org.node});
     const Diagnosis t = check(m, samples, c);
     const bool gone = std::none_of(t.origins.begin(), t.origins.end(), [&](const Origin& x) {
       return x.node == org.node && (x.kind == OriginKind::overflow || x.kind == OriginKind::nan);
@@ -250,7 +250,7 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
     return true;
   };
 
-  Diagnosis d = run(keep, "the model as it is");
+  Diagnosis d = run(keep, {.kind = PlanStepKind::as_is});
   std::set<std::string> best_keep = keep;
   Diagnosis best = d;
   std::size_t batch = 1;
@@ -265,7 +265,7 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
         break;
       }
     if (scaled) {  // a new model: earlier diagnoses no longer apply
-      d = run(keep, "after scaling");
+      d = run(keep, {.kind = PlanStepKind::after_scaling});
       best = d, best_keep = keep;
       continue;
     }
@@ -307,7 +307,7 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
       batch *= 2;  // stalls escalate: 1, 2, 4, ... nodes per pass
     }
     if (!grew) break;  // nothing left in low precision
-    d = run(keep, fmt::format("{} nodes in float32", keep.size()));
+    d = run(keep, {.kind = PlanStepKind::growing, .fp32 = keep.size()});
     if (acceptable(d) || badness(d) < badness(best)) best = d, best_keep = keep;
   }
   if (acceptable(d)) {
@@ -319,7 +319,7 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
       if (!keep.count(*it)) continue;
       std::set<std::string> trial = keep;
       trial.erase(*it);
-      Diagnosis t = run(trial, "without " + *it);
+      Diagnosis t = run(trial, {.kind = PlanStepKind::pruning, .node = *it});
       if (!acceptable(t)) continue;
       if (o.objective == Objective::fewest_casts && count_casts(m, t) > count_casts(m, best))
         continue;

@@ -359,4 +359,20 @@ std::string describe(const analysis::ScaleRefusal& r) {
   return "";
 }
 
+std::string describe(const analysis::PlanStep& s) {
+  switch (s.kind) {
+    case analysis::PlanStepKind::as_is:
+      return "the model as it is";
+    case analysis::PlanStepKind::scaling:
+      return "scaling the input of " + s.node;
+    case analysis::PlanStepKind::after_scaling:
+      return "after scaling";
+    case analysis::PlanStepKind::growing:
+      return fmt::format("{} node{} in float32", s.fp32, s.fp32 == 1 ? "" : "s");
+    case analysis::PlanStepKind::pruning:
+      return "without " + s.node;
+  }
+  return "";
+}
+
 }  // namespace fpguard::report

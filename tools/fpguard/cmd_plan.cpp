@@ -96,8 +96,8 @@ void plan_command(const PlanArgs& a) {
   analysis::Plan p;
   {
     report::Progress progress(term, "plan");
-    po.progress = [&progress](std::size_t pass, const std::string& what) {
-      progress.step("pass " + std::to_string(pass) + ": " + what);
+    po.progress = [&progress](std::size_t pass, const analysis::PlanStep& what) {
+      progress.step("pass " + std::to_string(pass) + ": " + report::describe(what));
     };
     p = analysis::plan(m, samples, po);
   }
