@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "analysis/compare.hpp"
@@ -279,6 +280,90 @@ TEST(Origins, OverflowAtNodeKIsReportedAtKOnly) {
   EXPECT_TRUE(check(b.m, {{{"x", x}}}, keep).pass);
 }
 
+// Damage to the outputs (NodeRecord::damage): a node's own error capped by the error of
+// the outputs it reaches; unbounded for its own inf/NaN reaching broken outputs; nothing
+// for a node whose inputs were already broken.
+TEST(Damage, OwnErrorCappedByTheOutputsItReaches) {
+  const auto [b, x] = overflow_chain();
+  const Diagnosis d = check(b.m, {{{"x", x}}}, fp16());
+  ASSERT_EQ(d.nodes.size(), 4u);
+  EXPECT_GT(d.outputs[0].nonfinite, 0u);                              // the output breaks: no cap
+  EXPECT_EQ(d.nodes[0].damage, d.nodes[0].outputs[0].local.nrmse());  // scale: its own error
+  EXPECT_TRUE(std::isinf(d.nodes[1].damage));                         // boom: its own inf
+  EXPECT_EQ(d.nodes[2].damage, 0);                                    // shift and act inherit it
+  EXPECT_EQ(d.nodes[3].damage, 0);
+  EXPECT_GT(d.nodes[2].outputs[0].propagated.overflow, 0u);  // however many inf they show
+
+  // (x * 1.1) * 0: the first Mul rounds (an error of its own) but the output is exactly 0
+  // in both runs, so it does no damage.
+  Builder z({8});
+  z.init("k", scalar(1.1f)).init("zero", scalar(0));
+  z.node("grow", "Mul", {"x", "k"}, "a").node("kill", "Mul", {"a", "zero"}, "y").output("y");
+  const Diagnosis dz = check(z.m, {{{"x", x}}}, fp16());
+  EXPECT_GT(dz.nodes[0].outputs[0].local.nrmse(), 0);
+  EXPECT_EQ(dz.outputs[0].rel_rms_error, 0);
+  EXPECT_EQ(dz.nodes[0].damage, 0);
+
+  // A -1e9 mask that a Softmax absorbs: the Add shows inf but does no damage of its own.
+  Builder m({2, 4});
+  m.init("mask", floats({2, 4}, {0, 0, -1e9f, -1e9f, 0, -1e9f, 0, -1e9f}));
+  m.init("k", scalar(1.1f));
+  m.node("grow", "Mul", {"x", "k"}, "g")
+      .node("masked", "Add", {"g", "mask"}, "s")
+      .node("probs", "Softmax", {"s"}, "y")
+      .output("y");
+  const Diagnosis dm = check(m.m, {{{"x", floats({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8})}}}, fp16());
+  EXPECT_TRUE(dm.pass);
+  ASSERT_EQ(dm.nodes[1].name, "masked");
+  EXPECT_GT(dm.nodes[1].outputs[0].propagated.overflow, 0u);
+  EXPECT_EQ(dm.nodes[1].damage, 0);
+  // grow's own error, capped by the output's.
+  EXPECT_EQ(dm.nodes[0].damage,
+            std::min(dm.nodes[0].outputs[0].local.nrmse(), dm.outputs[0].rel_rms_error));
+  EXPECT_GT(dm.nodes[0].damage, 0);
+}
+
+// A rule finding is major when its margin is under 2^4 or it affects 0.1% of a tensor's
+// values or of its L2 norm; minor otherwise.
+TEST(Rules, SeverityFromMarginAndShare) {
+  Builder b({4});
+  std::vector<float> few(10000, 1.0f), many(1000, 1.0f), spike(10000, 1.0f);
+  few[7] = few[4242] = 1e-9f;  // 2 of 10,000 flush in fp16 (< 2^-25): 0.02%
+  many[3] = 1e-9f;             // 1 of 1,000: 0.1%
+  spike[5] = 1e6f;             // 1 of 10,000 overflows, but it is most of the L2 norm
+  b.init("few", floats({10000}, few)).init("many", floats({1000}, many));
+  b.init("spike", floats({10000}, spike)).init("eps", scalar(1e-9f)).init("two", scalar(2));
+  b.init("k", scalar(12.5f));
+  b.node("sq_small", "Pow", {"x", "two"}, "p")  // |x| <= 8: 2^5 below sqrt(65504) = 255.9
+      .node("big", "Mul", {"x", "k"}, "xb")     // |x| <= 100: 2^1.36 below
+      .node("sq_big", "Pow", {"xb", "two"}, "q")
+      .node("sum", "Add", {"p", "q"}, "y")
+      .output("y");
+  const Diagnosis d = check(b.m, {{{"x", floats({4}, {1, -8, 3, 0.5f})}}}, fp16());
+  std::map<std::string, const RuleFinding*> by;
+  for (const auto& r : d.rules) by[r.id + " " + r.node] = &r;
+  ASSERT_TRUE(by.count("constant-underflow few") && by.count("constant-underflow many") &&
+              by.count("constant-underflow eps") && by.count("constant-overflow spike") &&
+              by.count("pow sq_small") && by.count("pow sq_big"));
+  const auto* few_r = by["constant-underflow few"];
+  EXPECT_TRUE(std::isnan(few_r->margin_bits));
+  EXPECT_EQ(few_r->count, 2u);
+  // sqrt(2 * 1e-18 / (9998 + 2e-18)), from the float32 values.
+  const double tiny = static_cast<double>(1e-9f);
+  EXPECT_NEAR(few_r->norm_share, std::sqrt(2 * tiny * tiny / (9998 + 2 * tiny * tiny)), 1e-20);
+  EXPECT_EQ(few_r->severity, Severity::minor);
+  EXPECT_EQ(by["constant-underflow many"]->severity, Severity::major);  // 0.1% of the values
+  EXPECT_EQ(by["constant-underflow eps"]->severity, Severity::major);   // 1 of 1
+  const auto* spike_r = by["constant-overflow spike"];
+  EXPECT_NEAR(spike_r->norm_share, 1e6 / std::sqrt(1e12 + 9999), 1e-12);
+  EXPECT_EQ(spike_r->severity, Severity::major);  // 0.01% of the values, ~100% of the norm
+  const double limit = std::sqrt(65504.0);
+  EXPECT_NEAR(by["pow sq_small"]->margin_bits, std::log2(limit / 8), 1e-4);
+  EXPECT_EQ(by["pow sq_small"]->severity, Severity::minor);
+  EXPECT_NEAR(by["pow sq_big"]->margin_bits, std::log2(limit / 100), 1e-4);
+  EXPECT_EQ(by["pow sq_big"]->severity, Severity::major);
+}
+
 // (x * 1e-9) / (x * 2e-9): both round to zero in fp16 -> 0/0 at the Div only.
 TEST(Origins, NaNFromZeroOverZeroStartsAtTheDivision) {
   Builder b({4});
@@ -332,6 +417,11 @@ TEST(Origins, AccuracyLossAtALargeKMatMul) {
   EXPECT_EQ(origin_nodes(d, OriginKind::accuracy), std::vector<std::string>{"proj"});
   ASSERT_FALSE(d.origins.empty());
   EXPECT_GT(d.origins[0].contribution, 0.01);
+  // Its damage is what it was measured to do to the outputs.
+  for (const auto& n : d.nodes)
+    if (n.name == "proj") {
+      EXPECT_EQ(n.damage, d.origins[0].contribution);
+    }
   // The rules see the reduction depth.
   bool large_k = false;
   for (const auto& r : d.rules) large_k = large_k || (r.id == "large-k" && r.node == "proj");

@@ -124,9 +124,11 @@ Builder overflowing_graph(const std::string& last_node = "mean") {
   return b;
 }
 
+const std::vector<std::vector<NamedTensor>> kOverflowingSample = {
+    {{"x", floats({2, 4}, {1, -2, 3, 0.5f, 0.25f, 1, -1, 2})}}};
+
 Diagnosis overflowing_check() {
-  return analysis::check(overflowing_graph().m,
-                         {{{"x", floats({2, 4}, {1, -2, 3, 0.5f, 0.25f, 1, -1, 2})}}}, fp16());
+  return analysis::check(overflowing_graph().m, kOverflowingSample, fp16());
 }
 
 TEST(Wording, OriginsAndFixesFromTheirData) {
@@ -136,12 +138,16 @@ TEST(Wording, OriginsAndFixesFromTheirData) {
     if (o.node == "square") square = &o;
   ASSERT_NE(square, nullptr);
   EXPECT_EQ(square->cause, analysis::Cause::square);
-  // (3 * 400)^2 = 1,440,000 > 65504: the sentence carries the numbers.
+  // (3 * 400)^2 = 1,440,000 > 65504: the sentence carries the numbers. x * 400 is 400,
+  // -800, 1200, 200, 100, 400, -400, 800: the square of 6 of the 8 passes 255.9^2 = 65504,
+  // counted in its local run, as the worst-node table's "local inf/NaN".
   EXPECT_EQ(describe(*square).rfind("`square` (Pow) squares values up to 1200: 1.44e+06 > "
-                                    "float16 max 65504 (overflow in ",
+                                    "float16 max 65504 (6 of 8 values become inf/NaN in its "
+                                    "local run)",
                                     0),
             0u)
       << describe(*square);
+  EXPECT_EQ(square->affected, 6u);
   ASSERT_FALSE(square->fixes.empty());
   const analysis::Fix& scale = square->fixes.front();
   EXPECT_EQ(scale.kind, analysis::FixKind::scale);
@@ -150,6 +156,12 @@ TEST(Wording, OriginsAndFixesFromTheirData) {
   EXPECT_EQ(scale.degree, 2);
   EXPECT_EQ(scale.value, "s");
   EXPECT_NE(describe(scale).find("2^-3 = 0.125"), std::string::npos) << describe(scale);
+  // Its result feeds an Add, not a normalisation: the outputs must be rescaled, by
+  // 2^(3 * 2) (the square of the scaling undone).
+  EXPECT_TRUE(scale.undo);
+  EXPECT_NE(describe(scale).find("the outputs must be rescaled: multiply its result by 2^6"),
+            std::string::npos)
+      << describe(scale);
   bool keep = false;
   for (const auto& f : square->fixes)
     if (f.kind == analysis::FixKind::keep_fp32)
@@ -281,6 +293,110 @@ TEST(Wording, TheVerdictSaysWhatItHoldsUnder) {
             "(2 overflows absorbed, failed by --fail-on overflow: /ln1/Pow, /ln2/Pow)");
 }
 
+// Two origins (the mask constant, the square): one line fixes both, and its --keep-fp32
+// list, the union of theirs, makes the check pass.
+TEST(Wording, OneLineFixesEveryOrigin) {
+  const auto& sample = kOverflowingSample;
+  const Diagnosis d = analysis::check(overflowing_graph().m, sample, fp16());
+  ASSERT_EQ(d.origins.size(), 2u);
+  const CombinedFix c = combine_fixes(d);
+  EXPECT_EQ(c.origins, 2u);
+  // The square's region (square, the Add reading its squares, the mean of those) and the
+  // mask's reader (masked), in topological order.
+  EXPECT_EQ(c.keep_fp32, (std::vector<std::string>{"square", "masked", "mean"}));
+  ASSERT_EQ(c.scalings.size(), 1u);  // the square's; the mask has none
+  EXPECT_EQ(c.scalings[0].value, "s");
+  EXPECT_EQ(c.keep_rest, std::vector<std::string>{"masked"});
+  const std::string line = describe(c);
+  EXPECT_EQ(line.rfind("fix all 2 at once: keep 3 nodes in float32 (--keep-fp32 "
+                       "square,masked,mean); or scale `s` by 2^-3 for `square` (exact), then "
+                       "rescale the outputs as each fix says, and keep the rest in float32 "
+                       "(--keep-fp32 masked); `fpguard plan`",
+                       0),
+            0u)
+      << line;
+  CheckOptions keep = fp16();
+  keep.keep_fp32 = {c.keep_fp32.begin(), c.keep_fp32.end()};
+  EXPECT_TRUE(analysis::check(overflowing_graph().m, sample, keep).pass);
+  // One origin: its own fixes say it all.
+  Diagnosis one = d;
+  one.origins.resize(1);
+  EXPECT_EQ(describe(combine_fixes(one)), "");
+  std::ostringstream out;
+  render(out, d, {}, Terminal{});
+  EXPECT_NE(out.str().find("\n  " + line + "\n"), std::string::npos) << out.str();
+}
+
+// A FAIL without origin says what to do next: the nodes of highest damage, and plan.
+TEST(Wording, AFailWithoutOriginSaysWhatNext) {
+  Diagnosis d;
+  d.pass = false;
+  EXPECT_EQ(next_steps(d).rfind("no single node starts the failure", 0), 0u);
+  for (const auto& [name, damage] : std::vector<std::pair<std::string, double>>{
+           {"a", 1e-4}, {"b", 3e-4}, {"c", 2e-4}, {"d", 5e-5}}) {
+    analysis::NodeRecord n;
+    n.name = name, n.op_type = "Mul", n.emulated = true, n.damage = damage;
+    n.outputs.push_back({});
+    n.outputs.back().floating = true;
+    d.nodes.push_back(n);
+  }
+  const std::string next = next_steps(d);
+  EXPECT_NE(next.find("the most damaging (worst nodes below): `b` (0.0003), `c` (0.0002), `a` "
+                      "(0.0001); next: `fpguard plan`"),
+            std::string::npos)
+      << next;
+  std::ostringstream out;
+  render(out, d, {}, Terminal{});
+  EXPECT_NE(out.str().find("Origins (where the trouble starts):\n  none: " + next + "\n"),
+            std::string::npos)
+      << out.str();
+  // A pass, or a failure with an origin, has none.
+  d.origins.resize(1);
+  EXPECT_EQ(next_steps(d), "");
+  d.origins.clear();
+  d.pass = true;
+  EXPECT_EQ(next_steps(d), "");
+}
+
+// The text lists the major findings and counts the minor ones; the JSON keeps all, with
+// their severity, and reads them back.
+TEST(Wording, MinorFindingsAreCounted) {
+  Diagnosis d = overflowing_check();
+  const std::size_t before = d.rules.size();
+  analysis::RuleFinding minor;
+  minor.id = "constant-underflow";
+  minor.node = "tiny_weights";
+  minor.op_type = "initializer";
+  minor.format = "float16";
+  minor.count = 2, minor.total = 100000, minor.parameter = 1e-9, minor.limit = 5.96e-8;
+  minor.margin_bits = NAN, minor.norm_share = 1e-11;
+  minor.severity = analysis::Severity::minor;
+  d.rules.push_back(minor);
+  minor.node = "more_tiny_weights";
+  d.rules.push_back(minor);
+  std::ostringstream out;
+  render(out, d, {}, Terminal{});
+  const std::string text = out.str();
+  EXPECT_EQ(text.find("tiny_weights"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n  and 2 more findings below the threshold (a margin of 2^4 or more, "
+                      "under 0.1% of a tensor's values and of its L2 norm); --json has all\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("Risk rules (" + std::to_string(before + 2) + ";"), std::string::npos);
+  const Json j = to_json(d);
+  EXPECT_EQ(j["rules"].size(), before + 2);
+  EXPECT_EQ(j["rules"][before]["severity"], "minor");
+  EXPECT_TRUE(j["rules"][before]["margin_bits"].is_null());
+  const Diagnosis back = diagnosis_from_json(Json::parse(j.dump()), "check.json");
+  EXPECT_EQ(to_json(back).dump(), j.dump());
+  EXPECT_EQ(back.rules[before].severity, analysis::Severity::minor);
+  // Only minor ones: the count alone.
+  d.rules.erase(d.rules.begin(), d.rules.begin() + static_cast<std::ptrdiff_t>(before));
+  std::ostringstream only;
+  render(only, d, {}, Terminal{});
+  EXPECT_NE(only.str().find("\n  2 findings below the threshold"), std::string::npos) << only.str();
+}
+
 TEST(Json, BadDiagnosisNamesTheField) {
   Json j = to_json(overflowing_check());
   j["nodes"][1].erase("precision");
@@ -394,8 +510,7 @@ Builder annotated_graph() {
   return b;
 }
 
-const std::vector<std::vector<NamedTensor>> kAnnotateSample = {
-    {{"x", floats({2, 4}, {1, -2, 3, 0.5f, 0.25f, 1, -1, 2})}}};
+const auto& kAnnotateSample = kOverflowingSample;
 
 TEST(Annotate, EachNodeGetsItsNumbersAndOrigins) {
   const model::Model m = annotated_graph().m;
@@ -409,8 +524,11 @@ TEST(Annotate, EachNodeGetsItsNumbersAndOrigins) {
     const auto& n = nodes[r.index];  // the graph is in topological order
     EXPECT_EQ(meta(n, "fpguard.precision"), r.precision) << r.name;
     EXPECT_EQ(meta(n, "fpguard.headroom_bits"), num(r.outputs[0].headroom_bits)) << r.name;
-    EXPECT_EQ(meta(n, "fpguard.overflow"),
+    EXPECT_EQ(meta(n, "fpguard.overflow_local"),
+              std::to_string(r.outputs[0].local.overflow + r.outputs[0].local.nan));
+    EXPECT_EQ(meta(n, "fpguard.overflow_propagated"),
               std::to_string(r.outputs[0].propagated.overflow + r.outputs[0].propagated.nan));
+    EXPECT_EQ(meta(n, "fpguard.damage"), std::isinf(r.damage) ? "inf/NaN" : num(r.damage));
     // Errors over the values finite in both runs: n/a where there is none.
     const auto error = [](const analysis::Comparison& c) {
       return c.finite ? num(c.nrmse()) : "n/a";
@@ -424,6 +542,11 @@ TEST(Annotate, EachNodeGetsItsNumbersAndOrigins) {
   EXPECT_EQ(meta(nodes[1], "fpguard.origin"), "overflow (square)");
   EXPECT_EQ(meta(nodes[2], "fpguard.origin"), "overflow (constant 'mask')");
   EXPECT_EQ(meta(nodes[0], "fpguard.origin"), "(absent)");
+  // The origin's count is the node's local count, the same number in both places.
+  for (const auto& o : d.origins)
+    if (o.node == "square") {
+      EXPECT_EQ(meta(nodes[1], "fpguard.overflow_local"), std::to_string(o.affected));
+    }
   for (const auto& o : d.origins) {
     const auto& n = nodes[o.node == "square" ? 1 : 2];
     EXPECT_NE(n.doc_string.find("origin: " + describe(o)), std::string::npos) << n.doc_string;

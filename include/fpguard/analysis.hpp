@@ -104,6 +104,14 @@ struct NodeRecord {
   double input_error = 0;
   // Largest reference |value| among its floating inputs.
   double input_absmax = 0;
+  // Damage to the graph outputs: an estimate of the relative RMS error this node gives
+  // them, what the worst-node tables rank by. The error it adds on its own (its largest
+  // local relative RMS error; +inf when its local run makes inf/NaN) capped by the largest
+  // relative RMS error of the graph outputs it reaches (+inf for an output with inf/NaN
+  // where the reference is finite); for an accuracy origin, its measured contribution. 0
+  // for a node that reaches no output or was not run locally (its inputs were already
+  // broken: the trouble is upstream).
+  double damage = 0;
   // Inputs from float32 nodes whose values break (inf/NaN) when rounded to this node's
   // format: a precision boundary that overflows here.
   std::vector<std::string> boundary_inputs;
@@ -167,8 +175,11 @@ struct Origin {
   Cause cause = Cause::computes;
   std::vector<std::string> outputs;  // the tensors it produces
   std::string format;                // the format the node (or value) is in
-  // The local run (reference inputs rounded to the node's format): values affected
-  // (overflowed, NaN, flushed) of those compared. For constants: of the constant's size.
+  // The local run (reference inputs rounded to the node's format): values affected of
+  // those compared, summed over its floating outputs: for overflow and NaN origins those
+  // its local run made inf, NaN or saturated (overflow + nan of its outputs' local
+  // comparisons, the worst-node tables' "local inf/NaN"); for underflow ones those it
+  // flushed to zero. For constants: values beyond the range, of the constant's size.
   std::uint64_t affected = 0, total = 0;
   double absmax = 0;        // largest reference |output| (constants: worst signed value)
   double input_absmax = 0;  // largest reference |input|
@@ -181,6 +192,7 @@ struct Origin {
   // Constants and inputs: the graph outputs stay finite (its consumers absorb it).
   bool absorbed = false;
   bool saturates = false;  // the check saturates at the format's max instead of overflowing
+                           // (so `affected` counts saturated values)
   std::vector<std::pair<std::string, std::string>> consumers;  // first (op, node) downstream
   std::vector<Fix> fixes;                                      // cheapest first
   // The nodes that keeping in float32 removes this trouble with (what the planner
@@ -199,6 +211,14 @@ struct Rule {
 };
 const std::vector<Rule>& rules();
 
+// How much a rule finding matters. major: the observed values come within
+// kRuleMarginBits of the trouble (or are past it), or it affects at least kRuleShare of a
+// tensor's values or of its L2 norm; minor: the rest (the text counts them in one line).
+enum class Severity { minor, major };
+std::string_view to_string(Severity s);
+inline constexpr double kRuleMarginBits = 4;
+inline constexpr double kRuleShare = 0.001;
+
 // What a rule saw; the report layer words it by id.
 struct RuleFinding {
   std::string id;
@@ -211,6 +231,15 @@ struct RuleFinding {
   double parameter = 0;  // pow: the exponent; constant-*: worst/smallest value; large-range: ULP
   std::uint64_t count = 0, total = 0;  // constant-*: values affected of the constant's size
   bool centred = false;                // norm-as-primitives: a LayerNorm (else RMSNorm)
+  // How far the observed values stay from the trouble, in bits: log2 of the factor by which
+  // they could grow (log, root-after-reduction: shrink) before it starts; 0 or less once
+  // they reach it (a reduction depth of 2^p or more, large-range). NaN for the constant
+  // rules, which are measured by their share instead.
+  double margin_bits = 0;
+  // constant-*: the affected values' share of the constant's L2 norm,
+  // sqrt(sum x^2 over them / sum x^2 over all); 0 for the other rules.
+  double norm_share = 0;
+  Severity severity = Severity::major;  // from margin_bits, count / total and norm_share
 };
 
 // A remark on the whole diagnosis.

@@ -127,6 +127,27 @@ std::string generated_advice(const analysis::Diagnosis& d);
 // made on inputs the library generated (inputs::gather_samples).
 std::string generated_note(const std::vector<inputs::Generated>& generated);
 
+// One fix for every origin of a diagnosis at once (the text and the HTML word it the same).
+struct CombinedFix {
+  std::size_t origins = 0;
+  // The union of the origins' float32 sets (Origin::keep_fp32), in topological order.
+  std::vector<std::string> keep_fp32;
+  // The exact scalings, the first scale fix of each origin that has one, in origin order,
+  // and the float32 set of the origins without one.
+  std::vector<analysis::Fix> scalings;
+  std::vector<std::string> keep_rest;
+};
+CombinedFix combine_fixes(const analysis::Diagnosis& d);
+// "fix all 2 at once: --keep-fp32 ...; or ...; `fpguard plan` ..." ("" for fewer than two
+// origins).
+std::string describe(const CombinedFix& c);
+// A FAIL that no origin explains (an accuracy loss spread thin): the most damaging nodes
+// and `fpguard plan`; "" otherwise.
+std::string next_steps(const analysis::Diagnosis& d);
+// "and 3 more findings below the threshold (...); --json has all" for `minor` findings
+// (after_others: some were shown before; else "3 findings ...").
+std::string minor_findings(std::size_t minor, bool after_others);
+
 // ---- check -------------------------------------------------------------------------------
 inline constexpr int kCheckSchema = 2;
 Json to_json(const analysis::Diagnosis& d);
@@ -309,8 +330,9 @@ Json ops_json(const std::vector<std::string>& names);
 
 // ---- Netron annotations (--annotate) ------------------------------------------------------
 // The model with each node's findings attached where Netron shows them on click: its
-// metadata_props (fpguard.precision, fpguard.headroom_bits, fpguard.overflow,
-// fpguard.local_error, fpguard.propagated_error, fpguard.origin and, with a plan,
+// metadata_props (fpguard.precision, fpguard.damage, fpguard.headroom_bits,
+// fpguard.overflow_local, fpguard.overflow_propagated, fpguard.local_error,
+// fpguard.propagated_error, fpguard.origin and, with a plan,
 // fpguard.plan; numbers as num() writes them, counts as plain digits) and lines appended
 // to its doc_string, starting with kAnnotationMarker (the origin's sentence and fixes, the
 // plan's reason). The model gets fpguard.precision, fpguard.verdict (and fpguard.plan).

@@ -28,6 +28,9 @@ struct ConstantScan {
   std::uint64_t size = 0, overflow = 0, underflow = 0;
   double min = 0, max = 0;     // over finite values
   double min_abs_nonzero = 0;  // NaN when all are zero
+  // Sums of squares over the finite values: all of them, those that flush to zero and
+  // those that overflow in the format (measured only when some do).
+  double sumsq = 0, sumsq_underflow = 0, sumsq_overflow = 0;
 };
 
 struct Context {
@@ -59,7 +62,9 @@ void find_origins(Context& ctx, const exec::Executor& ref_ex,
                   const std::vector<NamedTensor>& sample);
 // Throws an Error for an id that names no rule.
 void check_rule_ids(const std::set<std::string>& ids);
-// Fills diag.rules.
+// Fills diag.rules, each finding with its margin and severity.
 void apply_rules(Context& ctx);
+// Fills each node's damage (after find_origins: accuracy origins carry theirs).
+void assess_damage(Context& ctx);
 
 }  // namespace fpguard::analysis

@@ -14,6 +14,7 @@
 #include "compare.hpp"
 #include "core/parallel.hpp"
 #include "fpguard/error.hpp"
+#include "fpguard/round.hpp"
 #include "fpguard/stats.hpp"
 #include "stats/kernels.hpp"
 
@@ -345,6 +346,33 @@ std::pair<TensorStats, std::vector<Comparison>> measure_runs(const Tensor& r,
   TensorStats st;
   cmp = compare(floats(r), runs, f, &st);
   return {std::move(st), cmp};
+}
+
+// A constant's sums of squares (ConstantScan): over its finite values, and over those
+// that round to zero (non-zero) or past the range in `f`, rounded in blocks.
+template <class T>
+void constant_sums(std::span<const T> xs, const Format& f, ConstantScan& c) {
+  constexpr std::size_t kBlock = 4096;
+  std::vector<T> rounded(std::min(kBlock, xs.size()));
+  for (std::size_t lo = 0; lo < xs.size(); lo += kBlock) {
+    const auto in = xs.subspan(lo, std::min(kBlock, xs.size() - lo));
+    const std::span<T> out(rounded.data(), in.size());
+    round(in, out, f);
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const double x = in[i], sq = x * x;
+      if (!std::isfinite(x)) continue;
+      c.sumsq += sq;
+      if (x != 0 && out[i] == 0) c.sumsq_underflow += sq;
+      if (!std::isfinite(out[i])) c.sumsq_overflow += sq;
+    }
+  }
+}
+
+void constant_sums(const Tensor& t, const Format& f, ConstantScan& c) {
+  if (t.dtype() == DType::float64) return constant_sums(doubles(t), f, c);
+  if (t.dtype() == DType::float32) return constant_sums(floats(t), f, c);
+  const Tensor widened = exec::convert(t, DType::float32);  // exact for 16-bit formats
+  constant_sums(floats(widened), f, c);
 }
 
 // Whether the local run's kernel inputs hold inf/NaN after rounding to the node's
@@ -744,15 +772,17 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
     so.threads = o.threads;
     so.distribution = false;  // the rules need counts and extremes only
     const Stats st = stats(t, {o.precision}, so);
-    ConstantScan c{name,
-                   label,
-                   kind,
-                   st.tensor.count,
-                   st.formats[0].overflow,
-                   st.formats[0].underflow,
-                   st.tensor.min,
-                   st.tensor.max,
-                   st.tensor.min_abs_nonzero};
+    ConstantScan c{.name = name,
+                   .label = label,
+                   .kind = kind,
+                   .size = st.tensor.count,
+                   .overflow = st.formats[0].overflow,
+                   .underflow = st.formats[0].underflow,
+                   .min = st.tensor.min,
+                   .max = st.tensor.max,
+                   .min_abs_nonzero = st.tensor.min_abs_nonzero};
+    // Their share of the L2 norm, for the constant rules' severity.
+    if (c.overflow || c.underflow) constant_sums(t, o.precision, c);
     ctx.absmax[name] = st.tensor.absmax;
     ctx.constant_nonfinite[name] = st.tensor.nan + st.tensor.posinf + st.tensor.neginf > 0;
     ctx.constants.push_back(std::move(c));
@@ -795,6 +825,7 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   if (!any_float_node) ctx.diag.notes.push_back({.kind = NoteKind::no_float_node});
 
   find_origins(ctx, ref_ex, samples.front());
+  assess_damage(ctx);
   absorb(ctx.diag);
   apply_rules(ctx);
   return std::move(ctx.diag);

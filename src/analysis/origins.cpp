@@ -339,10 +339,11 @@ void node_origins(Context& ctx, const Graphs& g) {
     o.absmax = out_absmax;
     o.input_absmax = rec.input_absmax;
     o.consumers = g.chain(pos);
+    o.saturates = ctx.o.round_options.saturate;
     if (local.overflow > 0) {
       o.kind = OriginKind::overflow;
       o.cause = overflow_cause(g, pos, out_absmax, f);
-      o.affected = local.overflow;
+      o.affected = local.overflow + local.nan;  // what the tables count as its own inf/NaN
       if (o.cause == Cause::boundary) o.related = rec.boundary_inputs.front();
       push(o.fixes, scale_fix(g, pos, out_absmax, f));
       o.keep_fp32 = g.out_of_range_region(pos, f.max());
@@ -468,7 +469,54 @@ void accuracy_origins(Context& ctx, const Graphs& g, const exec::Executor& ref_e
   for (auto& o : found) ctx.diag.origins.push_back(std::move(o));
 }
 
+// The largest damage (relative RMS error; +inf for inf/NaN) of the graph outputs each
+// node reaches, through what its readers (subgraph captures included) reach.
+std::vector<double> reached_output_error(const Context& ctx) {
+  const auto& g = ctx.m.graph;
+  std::map<std::string, double> output_error;
+  for (std::size_t i = 0; i < g.outputs.size() && i < ctx.diag.outputs.size(); ++i) {
+    const OutputVerdict& v = ctx.diag.outputs[i];
+    const bool broken = v.nonfinite > 0 || std::isnan(v.rel_rms_error);
+    output_error[g.outputs[i].name] = broken ? INFINITY : v.rel_rms_error;
+  }
+  std::map<std::string, std::vector<std::size_t>> readers;
+  for (std::size_t pos = 0; pos < ctx.order.size(); ++pos)
+    for (const auto& in : model::node_reads(g.nodes[ctx.order[pos]]))
+      if (!in.empty()) readers[in].push_back(pos);
+  std::vector<double> reach(ctx.order.size(), 0);
+  for (std::size_t pos = ctx.order.size(); pos-- > 0;)
+    for (const auto& out : g.nodes[ctx.order[pos]].outputs) {
+      if (out.empty()) continue;
+      if (auto it = output_error.find(out); it != output_error.end())
+        reach[pos] = std::max(reach[pos], it->second);
+      if (auto it = readers.find(out); it != readers.end())
+        for (const auto r : it->second) reach[pos] = std::max(reach[pos], reach[r]);
+    }
+  return reach;
+}
+
 }  // namespace
+
+void assess_damage(Context& ctx) {
+  const std::vector<double> reach = reached_output_error(ctx);
+  std::map<std::string, double> measured;  // accuracy origins: their contribution
+  for (const auto& o : ctx.diag.origins)
+    if (o.kind == OriginKind::accuracy) measured[o.node] = o.contribution;
+  for (std::size_t pos = 0; pos < ctx.diag.nodes.size(); ++pos) {
+    NodeRecord& rec = ctx.diag.nodes[pos];
+    if (auto it = measured.find(rec.name); it != measured.end()) {
+      rec.damage = it->second;
+      continue;
+    }
+    double own = 0;  // nothing measured locally: nothing of its own
+    for (const auto& t : rec.outputs) {
+      if (!t.floating) continue;
+      if (t.local.overflow + t.local.nan > 0) own = INFINITY;
+      if (t.local.finite > 0) own = std::max(own, t.local.nrmse());
+    }
+    rec.damage = std::min(own, reach[pos]);
+  }
+}
 
 void find_origins(Context& ctx, const exec::Executor& ref_ex,
                   const std::vector<NamedTensor>& sample) {

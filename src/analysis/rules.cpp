@@ -3,6 +3,7 @@
 // the constants, and the shapes and reference ranges of the first run.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "analysis.hpp"
 #include "fpguard/error.hpp"
@@ -90,6 +91,8 @@ void constants(const RuleContext& rc, std::vector<RuleFinding>& out, bool overfl
     r.parameter =
         overflow ? (std::fabs(c.min) > std::fabs(c.max) ? c.min : c.max) : c.min_abs_nonzero;
     r.limit = overflow ? rc.f.max() : rc.f.smallest_subnormal();
+    const double part = overflow ? c.sumsq_overflow : c.sumsq_underflow;
+    r.norm_share = c.sumsq > 0 ? std::sqrt(part / c.sumsq) : 0;
     out.push_back(std::move(r));
   }
 }
@@ -222,7 +225,8 @@ void softmax_without_max(const RuleContext& rc, std::vector<RuleFinding>& out) {
     for (auto r : rc.readers_of(n.outputs[0]))
       if (rc.node(r).op_type == "ReduceSum") summed = true;
     if (!summed || max_subtracted(rc, pos)) return;
-    add(rc, out, "softmax-without-max", pos).limit = std::log(rc.f.max());
+    auto& r = add(rc, out, "softmax-without-max", pos);
+    r.limit = std::log(rc.f.max()), r.observed = rc.in_absmax(pos, 0);
   });
 }
 
@@ -350,6 +354,32 @@ void check_rule_ids(const std::set<std::string>& ids_given) {
     }
 }
 
+std::string_view to_string(Severity s) {
+  return s == Severity::major ? "major" : "minor";
+}
+
+namespace {
+
+// How far the observed values stay from the trouble (RuleFinding::margin_bits): the rules
+// whose trouble is values flushing to zero measure how far they could shrink, the constant
+// rules none (NaN), the others how far they could grow.
+double margin_bits(const RuleFinding& r) {
+  if (r.id == "constant-overflow" || r.id == "constant-underflow")
+    return std::numeric_limits<double>::quiet_NaN();
+  if (r.id == "log" || r.id == "root-after-reduction") return std::log2(r.observed / r.limit);
+  if (!(r.observed > 0)) return std::numeric_limits<double>::infinity();  // nothing seen
+  return std::log2(r.limit / r.observed);
+}
+
+Severity severity(const RuleFinding& r) {
+  const bool narrow = r.margin_bits < kRuleMarginBits;  // (false for NaN)
+  const bool many =
+      r.total > 0 && static_cast<double>(r.count) >= kRuleShare * static_cast<double>(r.total);
+  return narrow || many || r.norm_share >= kRuleShare ? Severity::major : Severity::minor;
+}
+
+}  // namespace
+
 void apply_rules(Context& ctx) {
   RuleContext rc{ctx, {}, ctx.o.precision};
   for (std::size_t pos = 0; pos < ctx.order.size(); ++pos)
@@ -357,6 +387,10 @@ void apply_rules(Context& ctx) {
       if (!in.empty()) rc.readers[in].push_back(pos);
   for (const auto& row : table())
     if (!ctx.o.disabled_rules.count(std::string(row.rule.id))) row.check(rc, ctx.diag.rules);
+  for (auto& r : ctx.diag.rules) {
+    r.margin_bits = margin_bits(r);
+    r.severity = severity(r);
+  }
 }
 
 }  // namespace fpguard::analysis

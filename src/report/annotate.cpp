@@ -49,15 +49,18 @@ void add_numbers(const analysis::NodeRecord& r, const std::string& format, Notes
     return;
   }
   // Errors as the check's tables show them: n/a where nothing was finite in both runs.
+  n.set("damage", detail::damage_cell(x.damage));
   n.set("headroom_bits", num(x.headroom));
-  n.set("overflow", std::to_string(x.inherited));
+  n.set("overflow_local", std::to_string(x.local_overflow));
+  n.set("overflow_propagated", std::to_string(x.propagated_overflow));
   n.set("local_error", num_na(x.local));
   n.set("propagated_error", num_na(x.propagated));
   n.lines.push_back(fmt::format(
-      "{} check in {}: ran in {}; headroom {} bits; {} overflow/NaN values; relative RMS "
-      "error {} local (its own), {} propagated (with what it inherits)",
-      kAnnotationMarker, format, r.precision, num(x.headroom), x.inherited, num_na(x.local),
-      num_na(x.propagated)));
+      "{} check in {}: ran in {}; damage to the outputs {}; headroom {} bits; inf/NaN values "
+      "{} local (its own), {} propagated (with what it inherits); relative RMS error {} local, "
+      "{} propagated",
+      kAnnotationMarker, format, r.precision, detail::damage_cell(x.damage), num(x.headroom),
+      x.local_overflow, x.propagated_overflow, num_na(x.local), num_na(x.propagated)));
 }
 
 // Origins go on their node; a value's (initializer, graph input) on the nodes reading it.

@@ -116,6 +116,7 @@ Json node_json(const analysis::NodeRecord& n) {
           {"inputs_nonfinite", n.inputs_nonfinite},
           {"input_error", number(n.input_error)},
           {"input_absmax", number(n.input_absmax)},
+          {"damage", number(n.damage)},
           {"boundary_inputs", n.boundary_inputs},
           {"input_shapes", n.input_shapes},
           {"outputs", outs}};
@@ -161,6 +162,9 @@ Json rule_json(const analysis::RuleFinding& r) {
           {"count", r.count},
           {"total", r.total},
           {"centred", r.centred},
+          {"margin_bits", number(r.margin_bits)},
+          {"norm_share", number(r.norm_share)},
+          {"severity", std::string(analysis::to_string(r.severity))},
           {"message", describe(r)}};
 }
 
@@ -269,6 +273,7 @@ struct Reader : detail::JsonReader {
     n.inputs_nonfinite = boolean(j, "inputs_nonfinite", path);
     n.input_error = real(j, "input_error", path);
     n.input_absmax = real(j, "input_absmax", path);
+    n.damage = real(j, "damage", path, INFINITY);  // never NaN: null is +inf
     n.boundary_inputs = strings(j, "boundary_inputs", path);
     const Json& shapes = array(j, "input_shapes", path);
     for (const auto& s : shapes) {
@@ -299,6 +304,11 @@ struct Reader : detail::JsonReader {
     r.count = u64(j, "count", path);
     r.total = u64(j, "total", path);
     r.centred = boolean(j, "centred", path);
+    // null: NaN for the constant rules (no margin), +inf when nothing was seen.
+    const bool constant = r.id == "constant-overflow" || r.id == "constant-underflow";
+    r.margin_bits = real(j, "margin_bits", path, constant ? NAN : INFINITY);
+    r.norm_share = real(j, "norm_share", path);
+    r.severity = kind(j, "severity", path, analysis::Severity::major);
     return r;
   }
 

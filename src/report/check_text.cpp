@@ -14,10 +14,11 @@ namespace fpguard::report {
 
 namespace {
 
-// "cosine 0.935914 < 0.999", "cosine n/a" (nothing finite in both runs).
+// "cosine 0.935914 < 0.999", "cosine n/a" (nothing finite in both runs). The threshold
+// as given (shortest round trip: 0.9999999, not num's "1").
 std::string cosine_text(double c, double min_cosine) {
   if (std::isnan(c)) return "cosine n/a";
-  return "cosine " + fixed(c, 6) + (c < min_cosine ? " < " + num(min_cosine) : "");
+  return "cosine " + fixed(c, 6) + (c < min_cosine ? fmt::format(" < {}", min_cosine) : "");
 }
 
 void render_verdict(std::ostream& out, const analysis::Diagnosis& d, const Terminal& t) {
@@ -45,59 +46,75 @@ void render_verdict(std::ostream& out, const analysis::Diagnosis& d, const Termi
 
 void render_origins(std::ostream& out, const analysis::Diagnosis& d, const Terminal& t) {
   out << "\n" << t.bold("Origins (where the trouble starts):") << "\n";
-  if (d.origins.empty()) out << "  none\n";
+  if (d.origins.empty()) {
+    const std::string next = next_steps(d);
+    out << "  none" << (next.empty() ? "" : ": " + next) << "\n";
+  }
   for (std::size_t i = 0; i < d.origins.size(); ++i) {
     const auto& o = d.origins[i];
     out << fmt::format("  {}. [{}] {}\n", i + 1, analysis::to_string(o.kind), describe(o));
     for (const auto& f : o.fixes) out << "       fix: " << describe(f) << "\n";
   }
+  if (const std::string all = describe(combine_fixes(d)); !all.empty()) out << "  " << all << "\n";
 }
 
-struct Row {
-  const analysis::NodeRecord* n;
-  bool origin;
-  detail::NodeNumbers x;
-};
-
-// The worst nodes: own trouble first, then inherited trouble, then local error.
-std::vector<Row> worst_nodes(const analysis::Diagnosis& d, const std::set<std::string>& origins,
-                             std::size_t top) {
-  std::vector<Row> rows;
-  for (const auto& n : d.nodes) {
-    Row r{&n, origins.count(n.name) > 0, detail::node_numbers(n)};
-    if (r.x.floating && n.emulated) rows.push_back(r);
-  }
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& x, const Row& y) {
-    if (x.origin != y.origin) return x.origin;
-    if (x.x.own != y.x.own) return x.x.own > y.x.own;
-    if (x.x.inherited != y.x.inherited) return x.x.inherited > y.x.inherited;
-    return detail::error_rank(x.x.local) > detail::error_rank(y.x.local);
-  });
-  if (rows.size() > top) rows.resize(top);
-  return rows;
+void render_worst(std::ostream& out, const analysis::Diagnosis& d,
+                  const std::vector<detail::WorstRow>& rows, const Terminal& t) {
+  std::set<std::string> origins;
+  for (const auto& x : d.origins) origins.insert(x.node);
+  out << "\n"
+      << t.bold(fmt::format("Worst nodes (top {}, by damage to the outputs):", rows.size()))
+      << "\n";
+  Table table({{"node"},
+               {"op"},
+               {"damage", Align::right},
+               {"headroom", Align::right},
+               {"local inf/NaN", Align::right},
+               {"local error", Align::right},
+               {"prop. inf/NaN", Align::right},
+               {"prop. error", Align::right}});
+  for (const auto& r : rows)
+    table.add({(origins.count(r.node->name) ? "* " : "  ") + r.node->name, r.node->op_type,
+               detail::damage_cell(r.x.damage), bits(r.x.headroom), count(r.x.local_overflow),
+               detail::error_cell(r.x.local, r.x.local_nonfinite), count(r.x.propagated_overflow),
+               detail::error_cell(r.x.propagated, r.x.propagated_nonfinite)});
+  table.render(out, t.width);
+  out << "  (* origin; damage: the relative RMS error the node gives the outputs, estimated as "
+         "its local error capped by the error of the outputs it reaches (inf/NaN: its own "
+         "inf/NaN reach an output that has some); headroom: log2(format max / reference "
+         "absmax); local: the node alone in the format, fed the reference's inputs; prop. "
+         "(propagated): the emulated run, with what it inherits; inf/NaN: values that became "
+         "inf, NaN or saturated where the reference is finite; error: relative RMS error over "
+         "the values finite in both runs, \"non-finite\" counting them where none is, n/a where "
+         "nothing was compared)\n";
 }
 
 void render_rules_found(std::ostream& out, const analysis::Diagnosis& d,
-                        std::set<std::string> shown_nodes, std::size_t top, const Terminal& t) {
+                        const std::set<std::string>& shown_nodes, std::size_t top,
+                        const Terminal& t) {
   if (d.rules.empty()) return;
-  // Findings on origins and on the worst nodes first.
-  std::vector<const analysis::RuleFinding*> findings;
-  for (const auto& r : d.rules) findings.push_back(&r);
-  std::stable_sort(findings.begin(), findings.end(), [&](const auto* x, const auto* y) {
+  // The major findings, those on origins and on the worst nodes first; the minor ones are
+  // counted.
+  std::vector<const analysis::RuleFinding*> major;
+  for (const auto& r : d.rules)
+    if (r.severity == analysis::Severity::major) major.push_back(&r);
+  std::stable_sort(major.begin(), major.end(), [&](const auto* x, const auto* y) {
     return shown_nodes.count(x->node) > shown_nodes.count(y->node);
   });
   out << "\n"
       << t.bold("Risk rules (" + std::to_string(d.rules.size()) +
                 "; turn off with --disable-rule ID):")
       << "\n";
-  for (std::size_t i = 0; i < findings.size(); ++i) {
+  for (std::size_t i = 0; i < major.size(); ++i) {
     if (i == top) {
-      out << fmt::format("  ... and {} more (--json has all)\n", findings.size() - top);
+      out << fmt::format("  ... and {} more above the threshold (--json has all)\n",
+                         major.size() - top);
       break;
     }
-    out << fmt::format("  [{}] {}: {}\n", findings[i]->id, findings[i]->node,
-                       describe(*findings[i]));
+    out << fmt::format("  [{}] {}: {}\n", major[i]->id, major[i]->node, describe(*major[i]));
   }
+  if (const std::size_t minor = d.rules.size() - major.size(); minor > 0)
+    out << "  " << minor_findings(minor, !major.empty()) << "\n";
 }
 
 }  // namespace
@@ -106,29 +123,11 @@ void render(std::ostream& out, const analysis::Diagnosis& d, const CheckText& o,
             const Terminal& t) {
   render_verdict(out, d, t);
   render_origins(out, d, t);
-  std::set<std::string> origin_nodes;
-  for (const auto& x : d.origins) origin_nodes.insert(x.node);
-  const auto rows = worst_nodes(d, origin_nodes, o.top);
-  if (!rows.empty()) {
-    out << "\n" << t.bold(fmt::format("Worst nodes (top {}):", rows.size())) << "\n";
-    Table table({{"node"},
-                 {"op"},
-                 {"headroom", Align::right},
-                 {"overflow", Align::right},
-                 {"local", Align::right},
-                 {"propagated", Align::right}});
-    for (const auto& r : rows)
-      table.add({(r.origin ? "* " : "  ") + r.n->name, r.n->op_type, bits(r.x.headroom),
-                 std::to_string(r.x.inherited), detail::error_cell(r.x.local, r.x.local_nonfinite),
-                 detail::error_cell(r.x.propagated, r.x.propagated_nonfinite)});
-    table.render(out, t.width);
-    out << "  (* origin; headroom: log2(format max / reference absmax); overflow: inf/NaN or "
-           "saturated values in the emulated run; local / propagated: relative RMS error the "
-           "node adds on its own / of the emulated run, over the values finite in both runs: "
-           "\"non-finite\" counts them where none is, n/a where nothing was compared)\n";
-  }
-  std::set<std::string> shown = origin_nodes;
-  for (const auto& r : rows) shown.insert(r.n->name);
+  const auto rows = detail::worst_nodes(d, o.top);
+  if (!rows.empty()) render_worst(out, d, rows, t);
+  std::set<std::string> shown;
+  for (const auto& x : d.origins) shown.insert(x.node);
+  for (const auto& r : rows) shown.insert(r.node->name);
   render_rules_found(out, d, shown, o.top, t);
 }
 

@@ -80,6 +80,7 @@ border-radius:4px;background:#fde8e8;color:#9b1c1c;font-size:12px;font-weight:60
 code{font-size:12.5px;background:#f2f3f7;padding:0 3px;border-radius:3px}
 .legend span{margin-right:14px;font-size:12px}.sw{display:inline-block;width:10px;height:10px;
 margin-right:4px;vertical-align:middle}.note{color:#445;font-size:13px}
+tr.minor td{color:#778}.fix-all,.next-steps{margin:10px 0;padding:6px 12px;background:#eef4ff}
 )";
 
 void page_head(std::ostream& out, const std::string& title) {
@@ -223,7 +224,7 @@ void error_chart(std::ostream& out, const analysis::Diagnosis& d, const Format& 
   for (const auto& n : d.nodes) {
     if (!n.emulated) continue;
     const detail::NodeNumbers x = detail::node_numbers(n);
-    if (x.floating) rows.push_back({&n, x.local, x.propagated, x.inherited > 0});
+    if (x.floating) rows.push_back({&n, x.local, x.propagated, x.propagated_overflow > 0});
   }
   if (rows.empty()) return;
   const double floor_exp = -12, u = std::log10(std::ldexp(1.0, -f.precision_bits()));
@@ -347,6 +348,10 @@ void origins_section(std::ostream& out, const analysis::Diagnosis& d, const Form
     out << "<div class=\"origin " << kind << "\"><span class=\"kind " << kind << "\">" << kind
         << "</span> <b>" << esc(o.node) << "</b> <span class=\"sub\">(" << esc(o.op_type)
         << ")</span> " << vc(o.affected) << " of " << vc(o.total) << " values"
+        << (o.kind == analysis::OriginKind::accuracy || o.op_type == "initializer" ||
+                    o.op_type == "Constant" || o.op_type == "input"
+                ? ""
+                : " in its local run")
         << "<p>" << esc(describe(o)) << "</p>\n";
     for (const auto& x : o.fixes)
       out << "<div class=\"fix\">fix: " << esc(describe(x)) << "</div>\n";
@@ -357,46 +362,52 @@ void origins_section(std::ostream& out, const analysis::Diagnosis& d, const Form
       }
     out << "</div>\n";
   }
+  if (const std::string all = describe(combine_fixes(d)); !all.empty())
+    out << "<p class=\"fix-all\">" << esc(all) << "</p>\n";
+  if (const std::string next = next_steps(d); !next.empty())
+    out << "<p class=\"next-steps\">" << esc(next) << "</p>\n";
   out << "</section>\n";
 }
 
 void worst_section(std::ostream& out, const analysis::Diagnosis& d, std::size_t top) {
-  struct Row {
-    const analysis::NodeRecord* n;
-    detail::NodeNumbers x;
-  };
-  std::vector<Row> rows;
-  for (const auto& n : d.nodes)
-    if (n.emulated) rows.push_back({&n, detail::node_numbers(n)});
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
-    return a.x.inherited != b.x.inherited
-               ? a.x.inherited > b.x.inherited
-               : detail::error_rank(a.x.local) > detail::error_rank(b.x.local);
-  });
-  if (rows.size() > top) rows.resize(top);
-  out << "<section class=\"worst\"><h2>Worst nodes</h2><table "
-         "class=\"worst-table\"><tr><th>node</th>"
-         "<th>op</th><th class=\"r\">headroom</th><th class=\"r\">overflow (propagated)</th>"
-         "<th class=\"r\">local error</th><th class=\"r\">propagated error</th></tr>\n";
-  for (const auto& r : rows)
-    out << "<tr><td>" << esc(r.n->name) << "</td><td>" << esc(r.n->op_type)
+  out << "<section class=\"worst\"><h2>Worst nodes, by damage to the outputs</h2><table "
+         "class=\"worst-table\"><tr><th>node</th><th>op</th><th class=\"r\">damage</th>"
+         "<th class=\"r\">headroom</th><th class=\"r\">local inf/NaN</th><th class=\"r\">local "
+         "error</th><th class=\"r\">propagated inf/NaN</th><th class=\"r\">propagated error</th>"
+         "</tr>\n";
+  for (const auto& r : detail::worst_nodes(d, top))
+    out << "<tr><td>" << esc(r.node->name) << "</td><td>" << esc(r.node->op_type)
+        << "</td><td class=\"r\">" << v(r.x.damage, detail::damage_cell(r.x.damage))
         << "</td><td class=\"r\">" << v(r.x.headroom, bits(r.x.headroom)) << "</td><td class=\"r\">"
-        << vc(r.x.inherited) << "</td><td class=\"r\">"
+        << vc(r.x.local_overflow) << "</td><td class=\"r\">"
         << v(r.x.local, detail::error_cell(r.x.local, r.x.local_nonfinite))
-        << "</td><td class=\"r\">"
+        << "</td><td class=\"r\">" << vc(r.x.propagated_overflow) << "</td><td class=\"r\">"
         << v(r.x.propagated, detail::error_cell(r.x.propagated, r.x.propagated_nonfinite))
         << "</td></tr>\n";
-  out << "</table></section>\n";
+  out << "</table><p class=\"note\">damage: the relative RMS error the node gives the outputs, "
+         "estimated as its local error capped by the error of the outputs it reaches; local: "
+         "the node alone in the format, fed the reference's inputs; propagated: the emulated "
+         "run; inf/NaN: values that became inf, NaN or saturated where the reference is "
+         "finite.</p></section>\n";
 }
 
 void rules_section(std::ostream& out, const analysis::Diagnosis& d) {
   out << "<section class=\"rules\"><h2>Risk rules (" << d.rules.size() << ")</h2>\n";
   if (d.rules.empty()) out << "<p>None fired.</p>\n";
   if (!d.rules.empty()) {
-    out << "<table class=\"rules-table\"><tr><th>rule</th><th>node</th><th>finding</th></tr>\n";
-    for (const auto& r : d.rules)
-      out << "<tr><td><code>" << esc(r.id) << "</code></td><td>" << esc(r.node) << "</td><td>"
-          << esc(describe(r)) << "</td></tr>\n";
+    // The major findings first; the minor ones (below the threshold) after them, dimmed.
+    std::vector<const analysis::RuleFinding*> rules;
+    for (const auto& r : d.rules) rules.push_back(&r);
+    std::stable_sort(rules.begin(), rules.end(),
+                     [](const auto* a, const auto* b) { return a->severity > b->severity; });
+    out << "<table class=\"rules-table\"><tr><th>rule</th><th>node</th><th>severity</th>"
+           "<th>finding</th></tr>\n";
+    for (const auto* r : rules) {
+      const std::string sev(analysis::to_string(r->severity));
+      out << "<tr class=\"" << sev << "\"><td><code>" << esc(r->id) << "</code></td><td>"
+          << esc(r->node) << "</td><td>" << sev << "</td><td>" << esc(describe(*r))
+          << "</td></tr>\n";
+    }
     out << "</table>\n";
   }
   out << "</section>\n";
@@ -416,7 +427,7 @@ void check_body(std::ostream& out, const analysis::Diagnosis& d, std::size_t top
       << esc(d.precision) << "</h1><p class=\"sub\">reference " << esc(d.reference)
       << ", accumulation " << esc(d.accumulate) << ", " << d.samples << " input set"
       << (d.samples == 1 ? "" : "s") << "; pass: finite where the reference is and cosine &ge; "
-      << v(d.min_cosine) << "</p>\n";
+      << v(d.min_cosine, fmt::format("{}", d.min_cosine)) << "</p>\n";
   outputs_table(out, d.outputs);
   if (const std::string advice = generated_advice(d); !advice.empty())
     out << "<p class=\"note\">note: " << esc(advice) << "</p>\n";

@@ -8,6 +8,7 @@
 
 #include "fpguard/format.hpp"
 #include "fpguard/report.hpp"
+#include "node_numbers.hpp"
 
 namespace fpguard::report {
 
@@ -81,6 +82,20 @@ std::string value_origin(const analysis::Origin& o, const Format& f) {
                                 : "the outputs are not finite where the reference is");
 }
 
+// Whether a scaling's outputs must be rescaled: the words that end a scale fix.
+std::string rescale(const analysis::Fix& x) {
+  const int a = x.exponent;
+  if (!x.undo)
+    return fmt::format(
+        "the outputs need no rescaling: the normalisation it feeds (x * rsqrt(mean(x^2) + eps)) "
+        "is unchanged by scaling x (eps becomes eps * 2^{})",
+        2 * a);
+  return fmt::format(
+      "the outputs must be rescaled: multiply its result by 2^{} where the values are back in "
+      "float32",
+      -a * x.degree);
+}
+
 }  // namespace
 
 std::string describe(const analysis::Origin& o) {
@@ -89,8 +104,9 @@ std::string describe(const analysis::Origin& o) {
   switch (o.kind) {
     case analysis::OriginKind::overflow:
       if (o.cause == Cause::constant || o.cause == Cause::input) return value_origin(o, f);
-      return fmt::format("{} {} (overflow in {} of {} values){}", who, overflow_what(o, f),
-                         count(o.affected), count(o.total), feeds(o));
+      return fmt::format("{} {} ({} of {} values {} in its local run){}", who, overflow_what(o, f),
+                         count(o.affected), count(o.total),
+                         o.saturates ? "saturate" : "become inf/NaN", feeds(o));
     case analysis::OriginKind::nan: {
       const std::string cause =
           o.cause == Cause::zero_divisor
@@ -98,13 +114,15 @@ std::string describe(const analysis::Origin& o) {
                             quoted(o.related), num(o.min_nonzero), f.name)
               : fmt::format("inf - inf, 0 * inf, 0/0 or a root/log of a negative value in {}",
                             f.name);
-      return fmt::format("{} produces NaN in {} of {} values where the reference is finite: {}{}",
-                         who, count(o.affected), count(o.total), cause, feeds(o));
+      return fmt::format(
+          "{} produces NaN in {} of {} values where the reference is finite (its local run): "
+          "{}{}",
+          who, count(o.affected), count(o.total), cause, feeds(o));
     }
     case analysis::OriginKind::underflow:
       return fmt::format(
-          "{} flushes {} of {} non-zero values to zero in {} (reference values down to {}, {} "
-          "smallest subnormal {}): relative RMS error {}{}",
+          "{} flushes {} of {} non-zero values to zero in {} in its local run (reference values "
+          "down to {}, {} smallest subnormal {}): relative RMS error {}{}",
           who, count(o.affected), count(o.total), f.name, num(o.min_nonzero), f.name,
           num(f.smallest_subnormal()), num(o.local_error), feeds(o));
     case analysis::OriginKind::accuracy: {
@@ -149,23 +167,21 @@ std::string describe(const analysis::Fix& x) {
   }
   const int a = x.exponent;
   const std::string factor = fmt::format("2^{} = {}", a, num(std::ldexp(1.0, a)));
-  if (x.before_model) return fmt::format("scale the input by {} (exact) before the model", factor);
+  if (x.before_model)
+    return fmt::format(
+        "scale the input by {} (exact) before the model; whether the outputs must then be "
+        "rescaled depends on the model (`fpguard plan` finds an exact rewrite that leaves them "
+        "unchanged)",
+        factor);
   if (a > 0)  // an underflow: scale up
-    return fmt::format("scale up by {} (exact) before this node: the largest value becomes {}",
-                       factor, num(x.replacement));
+    return fmt::format("scale up by {} (exact) before this node: the largest value becomes {}; {}",
+                       factor, num(x.replacement), rescale(x));
   const std::string node = x.nodes.empty() ? "?" : x.nodes.front();
-  std::string s = fmt::format(
+  return fmt::format(
       "scale the input {} of {} by {} (exact in any binary format): its largest result drops "
-      "to {}, at most half of {} max",
-      quoted(x.value.empty() ? "?" : x.value), quoted(node), factor, num(x.replacement), x.format);
-  if (!x.undo)
-    s += fmt::format(
-        "; the normalisation it feeds (x * rsqrt(mean(x^2) + eps)) is unchanged by scaling x, so "
-        "nothing needs undoing (eps becomes eps * 2^{})",
-        2 * a);
-  else
-    s += fmt::format("; multiply by 2^{} where the values are back in float32", -a * x.degree);
-  return s;
+      "to {}, at most half of {} max; {}",
+      quoted(x.value.empty() ? "?" : x.value), quoted(node), factor, num(x.replacement), x.format,
+      rescale(x));
 }
 
 std::string describe(const analysis::RuleFinding& r) {
@@ -203,9 +219,10 @@ std::string describe(const analysis::RuleFinding& r) {
         "accumulated in {} it stops growing past 2^{} terms",
         r.op_type, count(whole(r.observed)), f.name, f.name, f.precision_bits());
   if (id == "softmax-without-max")
-    return "a softmax written as Exp / ReduceSum without subtracting the maximum first: Exp "
-           "overflows for logits above " +
-           num(r.limit);
+    return fmt::format(
+        "a softmax written as Exp / ReduceSum without subtracting the maximum first: Exp "
+        "overflows for logits above {}{}",
+        num(r.limit), r.observed > 0 ? "; they reach " + num(r.observed) + " here" : "");
   if (id == "norm-as-primitives")
     return fmt::format(
         "a {} written as primitive ops squares the activations in {}: it overflows once they "
@@ -324,6 +341,99 @@ std::string generated_note(const std::vector<inputs::Generated>& generated) {
   return "NO INPUTS GIVEN: " + list +
          " generated (floating: uniform in [-1, 1]); ranges and overflows depend on the "
          "inputs, so give real ones with --input/--inputs";
+}
+
+namespace {
+
+// Adds `names` to `into` once each; then sorts it by topological position (unknown last).
+void merge_in_order(std::vector<std::string>& into, const std::vector<std::string>& names,
+                    const std::map<std::string, std::size_t>& position) {
+  for (const auto& n : names)
+    if (std::find(into.begin(), into.end(), n) == into.end()) into.push_back(n);
+  const auto at = [&](const std::string& n) {
+    const auto it = position.find(n);
+    return it == position.end() ? position.size() : it->second;
+  };
+  std::stable_sort(into.begin(), into.end(),
+                   [&](const std::string& a, const std::string& b) { return at(a) < at(b); });
+}
+
+// "`v` by 2^-3 for `/ln1/Pow`", "the input `x` by 2^-2 before the model".
+std::string scaling(const analysis::Fix& f) {
+  if (f.before_model)
+    return fmt::format("the input {} by 2^{} before the model", quoted(f.value), f.exponent);
+  const std::string node = f.nodes.empty() ? "?" : f.nodes.front();
+  if (f.exponent > 0) return fmt::format("up by 2^{} before {}", f.exponent, quoted(node));
+  return fmt::format("{} by 2^{} for {}", quoted(f.value), f.exponent, quoted(node));
+}
+
+}  // namespace
+
+CombinedFix combine_fixes(const analysis::Diagnosis& d) {
+  std::map<std::string, std::size_t> position;
+  for (std::size_t i = 0; i < d.nodes.size(); ++i) position.emplace(d.nodes[i].name, i);
+  CombinedFix c;
+  c.origins = d.origins.size();
+  for (const auto& o : d.origins) {
+    merge_in_order(c.keep_fp32, o.keep_fp32, position);
+    const auto scale = std::find_if(o.fixes.begin(), o.fixes.end(), [](const analysis::Fix& f) {
+      return f.kind == analysis::FixKind::scale;
+    });
+    if (scale != o.fixes.end())
+      c.scalings.push_back(*scale);
+    else
+      merge_in_order(c.keep_rest, o.keep_fp32, position);
+  }
+  return c;
+}
+
+std::string describe(const CombinedFix& c) {
+  if (c.origins < 2) return "";
+  std::string s =
+      fmt::format("fix all {} at once: keep {} node{} in float32 (--keep-fp32 {})", c.origins,
+                  c.keep_fp32.size(), c.keep_fp32.size() == 1 ? "" : "s", join(c.keep_fp32));
+  if (!c.scalings.empty()) {
+    std::vector<std::string> parts;
+    bool undo = false, unknown = false;
+    for (const auto& f : c.scalings) {
+      parts.push_back(scaling(f));
+      undo = undo || (f.undo && !f.before_model);
+      unknown = unknown || f.before_model;
+    }
+    s += fmt::format("; or scale {} (exact)", join(parts, ", "));
+    s += undo      ? ", then rescale the outputs as each fix says"
+         : unknown ? ""
+                   : ", the outputs need no rescaling";
+    if (!c.keep_rest.empty())
+      s += fmt::format(", and keep the rest in float32 (--keep-fp32 {})", join(c.keep_rest));
+  }
+  return s +
+         "; `fpguard plan` (same model, inputs and --precision) finds the fewest float32 nodes, "
+         "with the exact scalings, and proves them";
+}
+
+std::string next_steps(const analysis::Diagnosis& d) {
+  if (d.pass || !d.origins.empty()) return "";
+  std::vector<std::string> top;
+  for (const auto& r : detail::worst_nodes(d, 3))
+    if (r.x.damage > 0)
+      top.push_back(fmt::format("{} ({})", quoted(r.node->name), detail::damage_cell(r.x.damage)));
+  std::string s =
+      "no single node starts the failure (no overflow, NaN or underflow, and no node's own "
+      "error stands out): the error is spread over many nodes";
+  if (!top.empty())
+    s += fmt::format("; the most damaging (worst nodes below): {}", join(top, ", "));
+  return s +
+         "; next: `fpguard plan` (same model, inputs and --precision) keeps the fewest nodes in "
+         "float32 until the outputs pass, and proves it";
+}
+
+std::string minor_findings(std::size_t minor, bool after_others) {
+  return fmt::format(
+      "{}{}{} finding{} below the threshold (a margin of 2^{} or more, under {}% of a tensor's "
+      "values and of its L2 norm); --json has all",
+      after_others ? "and " : "", minor, after_others ? " more" : "", minor == 1 ? "" : "s",
+      num(analysis::kRuleMarginBits), num(100 * analysis::kRuleShare));
 }
 
 std::string describe(const analysis::Reason& r, const std::string& precision) {

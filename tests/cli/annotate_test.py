@@ -6,7 +6,8 @@ examples superres and transformer_block:
   initializers, inputs, outputs, opsets) but for doc_strings and metadata;
 - `fpguard run` gives bit-identical outputs on the model and on OUT;
 - every node carries the fpguard.* metadata, with the numbers of `--json` of the same
-  run (headroom, overflow + NaN, local and propagated relative RMS error), its origin
+  run (damage, headroom, overflow + NaN of the local and of the propagated run, local and
+  propagated relative RMS error; an origin's count is its node's local one), its origin
   (kind, cause) and, in its doc_string, the origin's sentence and fixes;
 - plan --annotate adds fpguard.plan: float32 and the reason for the plan's nodes, the
   format for the others;
@@ -33,8 +34,9 @@ from onnx import numpy_helper
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from clitest import check, fails, failures, read_outputs, run  # noqa: E402
 
-KEYS = ("fpguard.precision", "fpguard.headroom_bits", "fpguard.overflow", "fpguard.local_error",
-        "fpguard.propagated_error")
+KEYS = ("fpguard.precision", "fpguard.damage", "fpguard.headroom_bits", "fpguard.overflow_local",
+        "fpguard.overflow_propagated", "fpguard.local_error", "fpguard.propagated_error")
+COUNTS = ("fpguard.overflow_local", "fpguard.overflow_propagated")
 
 
 def varint(b, i):
@@ -130,8 +132,11 @@ def expected_numbers(jn):
         return max(errs) if errs else "n/a"
 
     return {
+        # null: unbounded, shown as the table shows it
+        "fpguard.damage": "inf/NaN" if jn["damage"] is None else jn["damage"],
         "fpguard.headroom_bits": head,
-        "fpguard.overflow": sum(o["overflow"] + o["nan"] for o in outs),
+        "fpguard.overflow_local": sum(o["local"]["overflow"] + o["local"]["nan"] for o in outs),
+        "fpguard.overflow_propagated": sum(o["overflow"] + o["nan"] for o in outs),
         "fpguard.local_error": worst("local"),
         "fpguard.propagated_error": worst("propagated"),
     }
@@ -164,8 +169,13 @@ def check_numbers(case, m, j):
             check(k in md, f"{case}: {name} has {k}", md)
         if all(k in md for k in KEYS[1:]):
             close(md["fpguard.headroom_bits"], want["fpguard.headroom_bits"], f"{case}: {name} hr")
-            check(int(md["fpguard.overflow"]) == want["fpguard.overflow"],
-                  f"{case}: {name}: overflow", (md["fpguard.overflow"], want["fpguard.overflow"]))
+            for k in COUNTS:
+                check(int(md[k]) == want[k], f"{case}: {name}: {k}", (md[k], want[k]))
+            if want["fpguard.damage"] == "inf/NaN":
+                check(md["fpguard.damage"] == "inf/NaN", f"{case}: {name}: damage unbounded",
+                      md["fpguard.damage"])
+            else:
+                close(md["fpguard.damage"], want["fpguard.damage"], f"{case}: {name}: damage")
             for k in ("fpguard.local_error", "fpguard.propagated_error"):
                 close(md[k], want[k], f"{case}: {name}: {k}")
         check("[fpguard] check in " + j["precision"] in node.doc_string,
@@ -189,6 +199,11 @@ def check_origins(case, m, j):
                   n.doc_string)
             for s in o["suggestions"]:
                 check("fix: " + s in n.doc_string, f"{case}: {t}: fix", (s, n.doc_string))
+            if t == o["node"] and o["kind"] in ("overflow", "nan"):
+                # The origin's count is its node's local inf/NaN: the same number.
+                local = dict(node_metadata(n)).get("fpguard.overflow_local")
+                check(local == str(o["affected"]), f"{case}: {t}: origin count is the local one",
+                      (local, o["affected"]))
     check(len(with_origin) > 0, f"{case}: some node is an origin")
     for name, n in nodes.items():
         if name not in with_origin:

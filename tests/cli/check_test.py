@@ -25,7 +25,7 @@ import tempfile
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from clitest import check, fails, failures, num, read_outputs, run  # noqa: E402
@@ -139,7 +139,7 @@ def test_schema(j):
                   "fix kind", fx)
         check(o["kind"] in ("overflow", "nan", "underflow", "accuracy"), "origin kind", o["kind"])
     for n in j["nodes"]:
-        for k in ("name", "op_type", "precision", "outputs"):
+        for k in ("name", "op_type", "precision", "damage", "outputs"):
             check(k in n, f"nodes[] has {k}")
         for t in n["outputs"]:
             for k in ("name", "ref_min", "ref_max", "ref_absmax", "headroom_bits", "overflow", "nan",
@@ -150,7 +150,9 @@ def test_schema(j):
                     check(k in t[side], f"{side} has {k}")
     for r in j["rules"]:
         check(set(r) == {"id", "node", "op_type", "tensor", "format", "observed", "limit",
-                         "parameter", "count", "total", "centred", "message"}, "rules[] fields", r)
+                         "parameter", "count", "total", "centred", "margin_bits", "norm_share",
+                         "severity", "message"}, "rules[] fields", r)
+        check(r["severity"] in ("major", "minor"), "rules[] severity", r["severity"])
     for n in j["notes"]:
         check(set(n) == {"kind", "count", "text", "message"}, "notes[] fields", n)
 
@@ -472,6 +474,313 @@ def test_no_finite_pairs(f, tmp):
           rows.get("relu_after", ""), "table: relu_after local n/a, propagated counted", rows)
 
 
+def worst_rows(r):
+    """The worst-node table of the text: name -> its cells after the name (op, damage,
+    headroom, local inf/NaN, local error, prop. inf/NaN, prop. error), in order."""
+    lines = r.stdout.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("Worst nodes")), None)
+    rows = {}
+    if start is None:
+        return rows
+    for ln in lines[start + 2:]:
+        if not ln.startswith("  ") or ln.startswith("  ("):
+            break
+        cells = ln.split()
+        if cells[0] == "*":
+            cells = cells[1:]
+        rows[cells[0]] = cells[1:]
+    return rows
+
+
+def local_error(n):
+    """A node's worst local relative RMS error over outputs with finite pairs (docs/check.md);
+    None when none has."""
+    errs = [float("inf") if o["local"]["rel_rms_error"] is None else o["local"]["rel_rms_error"]
+            for o in n["outputs"] if o["local"]["finite"] > 0]
+    return max(errs) if errs else None
+
+
+def expected_damage(j):
+    """docs/check.md's damage of every node of a model with one output that every node
+    reaches: its own local error (unbounded for its own inf/NaN, 0 when not run locally)
+    capped by the output's relative RMS error (unbounded for inf/NaN)."""
+    inf = float("inf")
+    (o,) = j["outputs"]
+    reach = inf if o["nonfinite"] or o["rel_rms_error"] is None else o["rel_rms_error"]
+    out = {}
+    for n in j["nodes"]:
+        own = local_error(n) or 0.0
+        if any(t["local"]["overflow"] + t["local"]["nan"] for t in n["outputs"]):
+            own = inf
+        out[n["name"]] = min(own, reach)
+    for a in j["origins"]:
+        if a["kind"] == "accuracy":
+            out[a["node"]] = a["contribution"]
+    return out
+
+
+def damage_of(n):
+    return float("inf") if n["damage"] is None else n["damage"]
+
+
+def ranked(j):
+    """The worst-node ranking of docs/check.md from the JSON: by damage, then own inf/NaN,
+    local error, propagated inf/NaN; stable in topological order."""
+    def key(n):
+        le = local_error(n)
+        return (-damage_of(n), -sum(t["local"]["overflow"] + t["local"]["nan"] for t in n["outputs"]),
+                -(le if le is not None else -1), -sum(t["overflow"] + t["nan"] for t in n["outputs"]))
+    return [n["name"] for n in sorted((n for n in j["nodes"] if n["emulated"] and n["outputs"]),
+                                      key=key)]
+
+
+def test_counts_agree(f, ex, tmp):
+    """Issue 17 item 4: an origin's count is that of its local run, and the same number
+    everywhere (sentence, table, JSON); the emulated run's count is shown apart. Tokens in
+    [-900, 900] make /ln2/Pow overflow on one value more in its local run (reference inputs)
+    than in the emulated run (inputs carrying /ln1's error). Both counts against NumPy:
+    local, the float32 Pow input rounded to float16, squared, rounded; propagated, the
+    float16 run's Pow output from `fpguard run --dump-all`."""
+    model = os.path.join(ex, "transformer_block", "model.onnx")
+    inputs = os.path.join(tmp, "tb_wide")
+    os.makedirs(inputs, exist_ok=True)
+    x = np.random.default_rng(0).uniform(-900, 900, (1, 16, 64)).astype(np.float32)
+    np.save(os.path.join(inputs, "tokens.npy"), x)
+    r, j = check_json(f, tmp, model, inputs, "--precision", "float16")
+    if j is None:
+        return
+    d32, d16 = os.path.join(tmp, "tb_dump32"), os.path.join(tmp, "tb_dump16")
+    run(f, "run", model, "--inputs", inputs, "--dump-all", d32)
+    run(f, "run", model, "--inputs", inputs, "--dump-all", d16, "--precision", "float16")
+    t32, t16 = read_outputs(d32), read_outputs(d16)
+    rows = worst_rows(r)
+    differ = False
+    for o in j["origins"]:
+        n = node(j, o["node"])
+        local = sum(t["local"]["overflow"] + t["local"]["nan"] for t in n["outputs"])
+        prop = sum(t["overflow"] + t["nan"] for t in n["outputs"])
+        differ = differ or local != prop
+        pow_in = onnx_input(model, o["node"])
+        with np.errstate(over="ignore"):
+            sq = (t32[pow_in].astype(np.float16).astype(np.float32) ** 2).astype(np.float16)
+        want_local = int(np.isinf(sq).sum())
+        want_prop = int((~np.isfinite(t16[o["outputs"][0]]) & np.isfinite(t32[o["outputs"][0]])).sum())
+        check((o["affected"], local, prop) == (want_local, want_local, want_prop),
+              f"{o['node']}: affected = local count = NumPy's; propagated = NumPy's",
+              (o["affected"], local, prop, want_local, want_prop))
+        check(f"({o['affected']:,} of {o['total']:,} values become inf/NaN in its local run)"
+              in o["message"], f"{o['node']}: the sentence counts the local run", o["message"])
+        row = rows.get(o["node"], [])
+        check(row[3:4] == [f"{local:,}"] and row[5:6] == [f"{prop:,}"],
+              f"{o['node']}: the table shows the local and the propagated count", row)
+    check(differ, "the inputs make a local and a propagated count differ")
+
+
+def onnx_input(model, node_name):
+    return next(n.input[0] for n in onnx.load(model).graph.node if n.name == node_name)
+
+
+def test_damage(f, ex, tmp):
+    """Issue 17 item 6: the worst nodes are ranked by damage to the outputs (docs/check.md),
+    not by inf counts: a -1e9 mask whose -inf a Softmax absorbs does no damage, however many
+    inf values its Add shows."""
+    n = 64
+    path = os.path.join(tmp, "masked.onnx")
+    H = helper.make_node
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])
+    mask = np.where(np.arange(n) % 2 == 0, 0, -1e9).astype(np.float32).reshape(1, n)
+    g = helper.make_graph([H("Mul", ["x", "k"], ["g"], name="grow"),
+                           H("Add", ["g", "mask"], ["s"], name="masked"),
+                           H("Softmax", ["s"], ["p"], name="probs"),
+                           H("Mul", ["p", "k"], ["y"], name="scale_out")], "g", [x], [y],
+                          [helper.make_tensor("k", TensorProto.FLOAT, [], [1.1]),
+                           numpy_helper.from_array(mask, "mask")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    inputs = os.path.join(tmp, "masked_inputs")
+    os.makedirs(inputs, exist_ok=True)
+    np.save(os.path.join(inputs, "x.npy"), np.linspace(-3, 3, n).astype(np.float32).reshape(1, n))
+    r, j = check_json(f, tmp, path, inputs, "--precision", "float16")
+    if j is None:
+        return
+    check(r.returncode == 0 and origins(j) == ["mask"], "the mask is the one origin, absorbed",
+          (r.returncode, origins(j)))
+    masked = node(j, "masked")["outputs"][0]
+    check(masked["overflow"] == n // 2, "masked shows the mask's inf in the emulated run",
+          masked["overflow"])
+    check(node(j, "masked")["damage"] == 0, "…and does no damage", node(j, "masked")["damage"])
+    order = list(worst_rows(r))
+    check(order == ranked(j), "the table is ranked by damage", (order, ranked(j)))
+    check(order.index("masked") > order.index("grow"), "grow's own error ranks above the mask",
+          order)
+    # The definition, from the JSON's own numbers, on this model and the examples.
+    cases = [("masked", j)]
+    for name in ("superres", "transformer_block"):
+        rr, je = check_json(f, tmp, os.path.join(ex, name, "model.onnx"),
+                            os.path.join(ex, name, "inputs"), "--precision", "float16")
+        if je:
+            cases.append((name, je))
+            check(list(worst_rows(rr)) == ranked(je)[:10], f"{name}: the table ranks by damage",
+                  (list(worst_rows(rr)), ranked(je)[:10]))
+    for name, jj in cases:
+        want = expected_damage(jj)
+        got = {nn["name"]: damage_of(nn) for nn in jj["nodes"]}
+        check(got == want, f"{name}: each node's damage as docs/check.md defines it", (got, want))
+    # superres: the overflow ranks first, its damage the output's error.
+    _, js = cases[1] if len(cases) > 1 else (None, None)
+    if js:
+        check(ranked(js)[0] == "/Pow" and node(js, "/Pow")["damage"] ==
+              js["outputs"][0]["rel_rms_error"], "superres: /Pow first, with the output's error",
+              (ranked(js)[:3], node(js, "/Pow")["damage"]))
+
+
+def test_rule_severity(f, tmp):
+    """Issue 17 item 6: rule findings in proportion. Ten 100x100 weights each with a few
+    values below float16's smallest subnormal (k of 10,000: minor for k < 10, major from
+    k = 10, 0.1%), one with 20 (0.2%: major), a 1e-8 epsilon (1 of 1: major). The severity of each finding is computed
+    here from the weights (docs/check.md: 0.1% of the values or of the L2 norm, a margin
+    under 2^4); the text lists the major ones and counts the others."""
+    n, rng = 100, np.random.default_rng(3)
+    H = helper.make_node
+    nodes, inits, weights, prev = [], [], {}, "x"
+    for k in list(range(1, 11)) + [20]:
+        w = rng.normal(0, 0.1, (n, n)).astype(np.float32)
+        w.flat[rng.choice(n * n, k, replace=False)] = 1e-9
+        name = f"W{k}"
+        weights[name] = w
+        inits.append(numpy_helper.from_array(w, name))
+        nodes.append(H("MatMul", [prev, name], [f"h{k}"], name=f"mm{k}"))
+        prev = f"h{k}"
+    eps = np.array(1e-8, np.float32)
+    weights["eps"] = eps
+    inits.append(numpy_helper.from_array(eps, "eps"))
+    nodes.append(H("Add", [prev, "eps"], ["y"], name="add_eps"))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])
+    path = os.path.join(tmp, "tiny_weights.onnx")
+    onnx.save(helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
+                                opset_imports=[helper.make_opsetid("", 13)]), path)
+    inputs = os.path.join(tmp, "tiny_inputs")
+    os.makedirs(inputs, exist_ok=True)
+    np.save(os.path.join(inputs, "x.npy"), rng.uniform(-1, 1, (1, n)).astype(np.float32))
+    r, j = check_json(f, tmp, path, inputs, "--precision", "float16")
+    if j is None:
+        return
+    want = {}
+    for name, w in weights.items():
+        flushed = (w != 0) & (w.astype(np.float16) == 0)
+        if flushed.any():
+            share = float(np.sqrt((w[flushed].astype(np.float64) ** 2).sum() /
+                                  (w.astype(np.float64) ** 2).sum()))
+            want[name] = (int(flushed.sum()), w.size, share,
+                          "major" if flushed.sum() >= 0.001 * w.size or share >= 0.001 else "minor")
+    found = {fd["node"]: fd for fd in j["rules"] if fd["id"] == "constant-underflow"}
+    check(set(found) == set(want), "a constant-underflow finding per weight that flushes",
+          (sorted(found), sorted(want)))
+    for name, (cnt, total, share, sev) in want.items():
+        fd = found.get(name)
+        if fd is None:
+            continue
+        check((fd["count"], fd["total"], fd["severity"]) == (cnt, total, sev) and
+              abs(fd["norm_share"] - share) <= 1e-9 * share and fd["margin_bits"] is None,
+              f"{name}: count, share and severity as NumPy's",
+              (fd["count"], fd["norm_share"], fd["severity"], cnt, share, sev))
+    for fd in j["rules"]:
+        if fd["id"] not in ("constant-underflow", "constant-overflow"):
+            check(fd["severity"] == ("major" if fd["margin_bits"] is not None and
+                                     fd["margin_bits"] < 4 else "minor"),
+                  f"{fd['id']} {fd['node']}: severity from its margin", fd)
+    major = [fd for fd in j["rules"] if fd["severity"] == "major"]
+    minor = len(j["rules"]) - len(major)
+    check(minor == 9 and [fd["node"] for fd in major if fd["id"] == "constant-underflow"] ==
+          ["W10", "W20", "eps"], "9 minor findings; W10 (0.1%), W20 and eps major",
+          (minor, major))
+    shown = [ln for ln in r.stdout.splitlines() if ln.startswith("  [")]
+    check(sorted(shown) == sorted(f"  [{fd['id']}] {fd['node']}: {fd['message']}" for fd in major),
+          "the text lists exactly the major findings", shown)
+    check(f"  and {minor} more findings below the threshold (a margin of 2^4 or more, under 0.1% "
+          "of a tensor's values and of its L2 norm); --json has all" in r.stdout.splitlines(),
+          "…and counts the others in one line", r.stdout[-600:])
+
+
+def test_fix_all(f, ex, tmp):
+    """Issue 17 item 7: with several origins, one line fixes them all; its --keep-fp32 list
+    (the union of the origins' float32 sets) passes; scalings say whether the outputs must
+    be rescaled."""
+    model = os.path.join(ex, "transformer_block", "model.onnx")
+    inputs = os.path.join(ex, "transformer_block", "inputs")
+    r, j = check_json(f, tmp, model, inputs, "--precision", "float16")
+    if j is None:
+        return
+    order = [n["name"] for n in j["nodes"]]
+    union = sorted({k for o in j["origins"] for k in o["keep_fp32"]}, key=order.index)
+    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("  fix all ")), "")
+    check(line.startswith(f"  fix all {len(j['origins'])} at once: keep {len(union)} nodes in "
+                          f"float32 (--keep-fp32 {','.join(union)}); or scale "),
+          "one line with the union of the float32 sets", (line, union))
+    for o in j["origins"]:
+        for fx in o["fixes"]:
+            if fx["kind"] == "scale":
+                check(f"`{fx['value']}` by 2^{fx['exponent']} for `{o['node']}`" in line,
+                      f"the line scales {fx['value']}", line)
+                check(not fx["undo"] and "the outputs need no rescaling" in line,
+                      "LayerNorm scalings need no rescaling, and say so", line)
+    check("`fpguard plan`" in line, "the line points to fpguard plan", line)
+    r2 = run(f, "check", model, "--inputs", inputs, "--precision", "float16", "--quiet",
+             "--keep-fp32", ",".join(union))
+    check(r2.returncode == 0 and first_line(r2).startswith("PASS"), "the combined list passes",
+          first_line(r2))
+    # One origin: no combined line.
+    r3 = run(f, "check", os.path.join(ex, "superres", "model.onnx"), "--inputs",
+             os.path.join(ex, "superres", "inputs"), "--precision", "float16", "--quiet")
+    check("fix all" not in r3.stdout, "one origin: no combined line")
+
+
+def test_spread_failure(f, tmp):
+    """Issue 17 item 7: a FAIL without origin. y = x * c1 * ... * c40, each Mul rounding
+    to float16 (a local error under 4 units of roundoff: no accuracy origin) while the
+    outputs miss --min-cosine 0.9999999 (NumPy's float16 chain says so). The origins section
+    names the nodes of highest damage and points to fpguard plan."""
+    n, rng = 256, np.random.default_rng(7)
+    cs = rng.uniform(0.9, 1.1, 40).astype(np.float32)
+    H = helper.make_node
+    nodes, prev = [], "x"
+    for i in range(len(cs)):
+        out = "y" if i == len(cs) - 1 else f"v{i}"
+        nodes.append(H("Mul", [prev, f"c{i}"], [out], name=f"m{i}"))
+        prev = out
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])
+    inits = [helper.make_tensor(f"c{i}", TensorProto.FLOAT, [], [float(c)]) for i, c in enumerate(cs)]
+    path = os.path.join(tmp, "chain.onnx")
+    onnx.save(helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
+                                opset_imports=[helper.make_opsetid("", 13)]), path)
+    xs = rng.uniform(1, 2, (1, n)).astype(np.float32)
+    inputs = os.path.join(tmp, "chain_inputs")
+    os.makedirs(inputs, exist_ok=True)
+    np.save(os.path.join(inputs, "x.npy"), xs)
+    ref, emu = xs.copy(), xs.astype(np.float16)
+    for c in cs:
+        ref = ref * c
+        emu = (emu.astype(np.float32) * np.float16(c).astype(np.float32)).astype(np.float16)
+    check(cosine(ref, emu.astype(np.float32)) < 0.9999999, "NumPy: the float16 chain misses it",
+          cosine(ref, emu.astype(np.float32)))
+    html = os.path.join(tmp, "chain.html")
+    r, j = check_json(f, tmp, path, inputs, "--precision", "float16", "--min-cosine", "0.9999999",
+                      "--html", html)
+    if j is None:
+        return
+    check(r.returncode == 1 and j["origins"] == [], "FAIL without origin", (r.returncode, j["origins"]))
+    top = [f"`{name}` ({num(node(j, name)['damage'])})" for name in ranked(j)[:3]]
+    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("  none")), "")
+    check(line.startswith("  none: no single node starts the failure") and
+          f"the most damaging (worst nodes below): {', '.join(top)}; next: `fpguard plan`" in line,
+          "the origins say what to do next", (line, top))
+    check(list(worst_rows(r))[:3] == ranked(j)[:3], "…the first rows of the table")
+    with open(html) as fh:
+        check(line[len("  none: "):] in fh.read(), "the HTML says the same")
+
+
 def test_plan(f, ex, tmp):
     """fpguard plan: the plans of the examples (exact scaling by default, float32 islands
     with --scale none), proven by check; plan.json fields; the TensorRT / ORT settings;
@@ -644,6 +953,11 @@ def main():
         test_generated(a.fpguard, a.examples, tmp)
         test_absorbed(a.fpguard, tmp)
         test_no_finite_pairs(a.fpguard, tmp)
+        test_counts_agree(a.fpguard, a.examples, tmp)
+        test_damage(a.fpguard, a.examples, tmp)
+        test_rule_severity(a.fpguard, tmp)
+        test_fix_all(a.fpguard, a.examples, tmp)
+        test_spread_failure(a.fpguard, tmp)
         test_target(a.fpguard, a.examples, tmp)
         test_plan(a.fpguard, a.examples, tmp)
         test_errors(a.fpguard, a.examples, tmp)

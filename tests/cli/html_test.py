@@ -203,13 +203,52 @@ def check_article(name, dom, j):
     for t in want_hists:
         for e, c in t["exponent_histogram"].items():
             check(f"2^{e}: {c:,} values" in titles, f"{name}/{art}: bar 2^{e} of {t['name']}")
-    # Worst nodes: local errors of the JSON.
+    # Worst nodes: ranked as docs/check.md says, from the JSON's numbers.
     rows = dom.find("table", cls="worst-table", inside=art)
     check(len(rows) == 1, f"{name}/{art}: worst-node table")
-    # Rules: one row per finding, worded as in the JSON.
+    cells = [dom.text[i] for i in in_table(dom, "td", "worst-table", art)]
+    shown_order = cells[0::8]
+    check(shown_order == worst_order(j)[:25], f"{name}/{art}: worst nodes ranked by damage",
+          (shown_order, worst_order(j)[:25]))
+    # Rules: one row per finding, worded as in the JSON, with its severity.
     rule_text = "".join(dom.text[i] for i in dom.find("table", cls="rules-table", inside=art))
     for r in j["rules"]:
         check(r["message"] in rule_text, f"{name}/{art}: rule {r['id']} at {r['node']}")
+    minor = [i for i in in_table(dom, "tr", "rules-table", art)
+             if "minor" in dom.attrs(i).get("class", "").split()]
+    check(len(minor) == sum(r["severity"] == "minor" for r in j["rules"]),
+          f"{name}/{art}: the minor findings marked", len(minor))
+    # Two or more origins: one line fixes them all, with the union of their float32 sets.
+    fix_all = [dom.text[i] for i in dom.find("p", cls="fix-all", inside=art)]
+    check(len(fix_all) == (len(j["origins"]) >= 2), f"{name}/{art}: a fix-all line", fix_all)
+    for o in j["origins"] if fix_all else []:
+        check(all(n in fix_all[0] for n in o["keep_fp32"]), f"{name}/{art}: fix-all keeps "
+              f"{o['node']}'s nodes", fix_all)
+
+
+def in_table(dom, tag, table_class, art):
+    """The `tag` elements of the table of class `table_class` in article `art`."""
+    return [i for i in dom.find(tag, inside=art)
+            if any(table_class in a.get("class", "").split() for a in dom.elements[i][2])]
+
+
+def worst_order(j):
+    """The worst-node ranking of docs/check.md from the JSON: emulated nodes with floating
+    outputs, by damage (null: unbounded), then their local inf/NaN, local error (n/a
+    lowest), propagated inf/NaN; stable in topological order."""
+    inf = float("inf")
+
+    def key(n):
+        outs = n["outputs"]
+        local = [inf if o["local"]["rel_rms_error"] is None else o["local"]["rel_rms_error"]
+                 for o in outs if o["local"]["finite"] > 0]
+        return (-(inf if n["damage"] is None else n["damage"]),
+                -sum(o["local"]["overflow"] + o["local"]["nan"] for o in outs),
+                -(max(local) if local else -1),
+                -sum(o["overflow"] + o["nan"] for o in outs))
+
+    nodes = [n for n in j["nodes"] if n["emulated"] and n["outputs"]]
+    return [n["name"] for n in sorted(nodes, key=key)]
 
 
 def test_check(f, ex, tmp, shots):

@@ -217,7 +217,8 @@ void add_check(CLI::App& app) {
                   "Format MatMul/Gemm/Conv and sum reductions accumulate in (default float32)");
   cmd->add_option("--accumulation", a->accumulation,
                   "Order of that accumulation: sequential (default), pairwise, blocked:K");
-  cmd->add_option("--top", a->top, "Rows of the worst-node table (default 10)");
+  cmd->add_option("--top", a->top,
+                  "Rows of the worst-node table and major rule findings shown (default 10)");
   cmd->add_option("--json", a->json_file, "Write the diagnosis as JSON to FILE (- for stdout)");
   cmd->add_option("--html", a->html_file,
                   "Write the diagnosis as one self-contained HTML page (charts, no network)");
