@@ -1,8 +1,9 @@
 // What the CLI says when its command line cannot be parsed (cli.hpp): CLI11's messages
 // reworded as fpguard's errors, with a "did you mean" over the options of the command.
 #include <algorithm>
-#include <regex>
+#include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli.hpp"
@@ -74,17 +75,25 @@ ParseProblem explain(const CLI::App& app, const CLI::ParseError& e) {
     if (extras.empty()) extras = app.remaining(false);
     if (!extras.empty()) return unexpected(cmd, extras);
   }
-  std::smatch m;
-  if (static const std::regex conv("Could not convert: (\\S+) = (.*)");
-      std::regex_search(msg, m, conv)) {
-    std::string type;
-    if (const auto* opt = cmd->get_option_no_throw(m[1].str())) type = opt->get_type_name();
-    return {m[1].str() + " " + m[2].str(),
-            "not a valid value" + (type.empty() ? std::string() : " (expected " + type + ")")};
+  // "Could not convert: --samples = abc"
+  if (constexpr std::string_view conv = "Could not convert: "; msg.starts_with(conv)) {
+    const std::string rest = msg.substr(conv.size());
+    if (const auto eq = rest.find(" = "); eq != std::string::npos) {
+      const std::string option = rest.substr(0, eq), value = rest.substr(eq + 3);
+      std::string type;
+      if (const auto* opt = cmd->get_option_no_throw(option)) type = opt->get_type_name();
+      return {option + " " + value,
+              "not a valid value" + (type.empty() ? std::string() : " (expected " + type + ")")};
+    }
   }
-  if (static const std::regex missing("^(\\S+): (\\d+) required (\\S+) missing");
-      std::regex_search(msg, m, missing))
-    return {m[1].str(), "expects a value (" + m[3].str() + ")"};
+  // "--precision: 1 required TEXT missing"
+  if (const auto colon = msg.find(": "); colon != std::string::npos && msg.ends_with(" missing")) {
+    std::istringstream words(msg.substr(colon + 2));
+    std::string count, required, type;
+    if (words >> count >> required >> type && required == "required" &&
+        count.find_first_not_of("0123456789") == std::string::npos)
+      return {msg.substr(0, colon), "expects a value (" + type + ")"};
+  }
   // CLI11's own sentence, starting in lower case as ours do.
   std::string what = msg;
   if (!what.empty()) what[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(what[0])));
