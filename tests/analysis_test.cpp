@@ -543,11 +543,11 @@ TEST(Verdict, GeneratedInputsAreRecorded) {
   Builder b({2});
   b.node("act", "Relu", {"x"}, "y").output("y");
   CheckOptions o = fp16();
-  o.generated = {{.name = "x", .distribution = "uniform", .a = -1, .b = 1, .by_default = true}};
+  o.generated = {{.name = "x", .generator = {.a = -1, .b = 1}}};
   const Diagnosis d = check(b.m, {{{"x", floats({2}, {1, 2})}}}, o);
   ASSERT_EQ(d.generated.size(), 1u);
   EXPECT_EQ(d.generated[0].name, "x");
-  EXPECT_EQ(d.generated[0].b, 1);
+  EXPECT_EQ(d.generated[0].generator.b, 1);
   EXPECT_TRUE(d.pass);
 }
 

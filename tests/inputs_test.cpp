@@ -107,8 +107,8 @@ TEST(Inputs, SeedReproducesAndSamplesOffsetIt) {
   // Input set s draws with seed + s.
   EXPECT_TRUE(same(gather({.shape = {"x=3,4"}, .seed = 7}, m, 1)[0].value.tensor,
                    gather({.shape = {"x=3,4"}, .seed = 8}, m, 0)[0].value.tensor));
-  EXPECT_EQ(generated, (std::vector<Generated>{{"x", std::string(kFloatingDefault)},
-                                               {"k", std::string(kIntegerDefault)}}));
+  EXPECT_EQ(generated, (std::vector<Generated>{{.name = "x", .generator = {.a = -1, .b = 1}},
+                                               {.name = "k", .generator = {.a = 0, .b = 0}}}));
   for (const float v : a[0].value.tensor.data<float>()) {
     EXPECT_GE(v, -1.0f);
     EXPECT_LE(v, 1.0f);
@@ -120,8 +120,7 @@ TEST(Inputs, SeedReproducesAndSamplesOffsetIt) {
   ASSERT_EQ(s.sets.size(), 3u);
   EXPECT_TRUE(
       same(s.sets[2][0].tensor, gather({.shape = {"x=3,4"}, .seed = 9}, m)[0].value.tensor));
-  EXPECT_EQ(s.generated, (std::vector<Generated>{{"k", std::string(kIntegerDefault)},
-                                                 {"x", std::string(kFloatingDefault)}}));
+  EXPECT_EQ(s.generated, generated);  // once each, in the model's order
 }
 
 // Mean and standard deviation of n draws against the distribution's, within 6 standard
@@ -147,6 +146,30 @@ TEST(Inputs, GeneratorsFollowTheirDistributions) {
   }
   const auto g = gather({.input = {"x=normal:-1:0.5"}, .shape = {"x=50000,4"}, .seed = 3}, m);
   expect_moments(g[0].value.tensor, -1, 0.5, 2);
+}
+
+// Every generated input is recorded, asked for or by default, in the model's order;
+// require_inputs refuses them all in one error; a generator's spec reads back exactly.
+TEST(Inputs, GeneratedInputsAreRecordedAndCanBeRefused) {
+  const model::Model m = identity_model("m.onnx");
+  std::vector<Generated> generated;
+  gather({.input = {"k=normal:0.1:2.5"}, .shape = {"x=2,4"}}, m, 0, &generated);
+  EXPECT_EQ(generated, (std::vector<Generated>{
+                           {.name = "x", .generator = {.a = -1, .b = 1}},
+                           {.name = "k", .generator = {"normal", 0.1, 2.5}, .by_default = false}}));
+  EXPECT_EQ(generated[1].generator.spec(), "normal:0.1:2.5");
+  EXPECT_EQ(parse_generator(generated[1].generator.spec(), "k"), generated[1].generator);
+  try {
+    gather({.input = {"k=uniform:0:3"}, .shape = {"x=2,4"}, .require_inputs = true}, m);
+    ADD_FAILURE() << "require_inputs generated inputs";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.option(), "require_inputs");
+    EXPECT_NE(e.problem().find("x=uniform:-1:1, k=uniform:0:3"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(option_of([] { parse_generator("uniform:3:1", "x"); }), "input");
+  EXPECT_EQ(option_of([] { parse_generator("normal:0:-1", "x"); }), "input");
+  EXPECT_EQ(option_of([] { parse_generator("normal:0:inf", "x"); }), "input");
+  EXPECT_EQ(option_of([] { parse_generator("gauss:0:1", "x"); }), "input");
 }
 
 // `fpguard run` feeds the model the library's tensors: an Identity model's outputs, as

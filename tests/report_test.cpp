@@ -200,8 +200,8 @@ TEST(Json, DiagnosisRoundTripsExactly) {
 // errors with no value) survives the round trip, and the text says the same from either.
 TEST(Json, VerdictDataRoundTrips) {
   Diagnosis d = overflowing_check();
-  d.generated = {{.name = "x", .distribution = "uniform", .a = -1, .b = 1, .by_default = true},
-                 {.name = "z", .distribution = "normal", .a = 0, .b = 2, .by_default = false}};
+  d.generated = {{.name = "x", .generator = {.a = -1, .b = 1}, .by_default = true},
+                 {.name = "z", .generator = {"normal", 0, 2}, .by_default = false}};
   d.fail_on = {analysis::OriginKind::overflow, analysis::OriginKind::nan};
   d.absorbed = {"square"};
   d.outputs[0].max_abs_error = NAN;  // no finite pair
@@ -215,7 +215,7 @@ TEST(Json, VerdictDataRoundTrips) {
   const Diagnosis back = diagnosis_from_json(Json::parse(j.dump(2)), "check.json");
   EXPECT_EQ(to_json(back).dump(), j.dump());
   EXPECT_TRUE(std::isnan(back.outputs[0].max_abs_error));
-  EXPECT_EQ(back.generated[1].distribution, "normal");
+  EXPECT_EQ(back.generated, d.generated);
   EXPECT_EQ(back.absorbed, d.absorbed);
   std::ostringstream x, y;
   render(x, d, {}, Terminal{});
@@ -278,7 +278,7 @@ TEST(Wording, ThePlannersStepsFromTheirData) {
 TEST(Wording, TheVerdictSaysWhatItHoldsUnder) {
   Diagnosis d;
   EXPECT_EQ(verdict_qualifiers(d), "");
-  d.generated = {{.name = "image", .distribution = "uniform", .a = -1, .b = 1}};
+  d.generated = {{.name = "image", .generator = {.a = -1, .b = 1}}};
   EXPECT_EQ(verdict_qualifiers(d), "(generated inputs: image uniform [-1, 1]; ranges unverified)");
   d.origins.resize(2);
   d.origins[0].node = "/ln1/Pow";
@@ -433,14 +433,17 @@ TEST(Json, PlanWrittenAndReadBack) {
   EXPECT_EQ(back.fp32_nodes, p.fp32_nodes);
   EXPECT_FALSE(back.inputs);
   // The inputs it was made with come back exactly (a seed beyond 2^53 included).
-  p.inputs = inputs::Provenance{.options = {.input = {"x=/data/x.npy", "m=normal:0:2"},
-                                            .inputs = "/data/sets",
-                                            .shape = {"x=4"},
-                                            .seed = (std::uint64_t{1} << 63) + 1},
-                                .samples = 3,
-                                .generated = {{"k", std::string(inputs::kIntegerDefault)}}};
+  p.inputs = inputs::Provenance{
+      .options = {.input = {"x=/data/x.npy", "m=normal:0:2"},
+                  .inputs = "/data/sets",
+                  .shape = {"x=4"},
+                  .seed = (std::uint64_t{1} << 63) + 1},
+      .samples = 3,
+      .generated = {{.name = "k"},
+                    {.name = "m", .generator = {"normal", 0, 2}, .by_default = false}}};
   j = to_json(p);
   EXPECT_EQ(j["inputs"]["generated"][0]["generator"], "uniform:0:0");
+  EXPECT_EQ(j["inputs"]["generated"][1]["generator"], "normal:0:2");
   back = parse_plan(j.dump(), "plan.json");
   EXPECT_EQ(back.inputs, p.inputs);
   p.inputs->options.inputs = "";  // no directory: null

@@ -256,14 +256,6 @@ struct Note {
   std::string text{};
 };
 
-// An input the check ran on that was drawn from a generator, not read from data.
-struct GeneratedInput {
-  std::string name;
-  std::string distribution = "uniform";  // "uniform" in [a, b], or "normal" (mean a, std b)
-  double a = 0, b = 0;
-  bool by_default = true;  // no generator was asked for: the default one
-};
-
 struct OutputVerdict {
   std::string name;
   // Over the elements finite in both runs; NaN (no value) when there are none, as cosine.
@@ -299,7 +291,7 @@ struct CheckOptions {
   // Origins of these kinds fail the check even when every output passes (absorbed).
   std::set<OriginKind> fail_on;
   // The inputs the caller generated (recorded in the diagnosis as they are).
-  std::vector<GeneratedInput> generated;
+  std::vector<inputs::Generated> generated;
   int threads = 0;
   // Called after each node of each sample: (done, total) node steps.
   std::function<void(std::size_t, std::size_t)> progress;
@@ -316,7 +308,7 @@ struct Diagnosis {
   std::set<OriginKind> fail_on;  // absorbed origins of these kinds fail it
   // Every output passes and, with fail_on, no absorbed origin is of those kinds.
   bool pass = true;
-  std::vector<GeneratedInput> generated;  // inputs drawn from a generator; empty: all given
+  std::vector<inputs::Generated> generated;  // inputs drawn from a generator; empty: all given
   std::vector<OutputVerdict> outputs;
   std::vector<Origin> origins;
   // When every output passes: the origins (overflow, nan, underflow) whose trouble the

@@ -29,27 +29,44 @@ struct Options {
   // later entry for a name replaces an earlier one.
   std::vector<std::string> shape{};
   std::uint64_t seed = 0;  // of the generators; input set s draws with seed + s
+  // Refuse to generate: an input that would be drawn from a generator (asked for or by
+  // default) is an Error (option "require_inputs") naming every such input.
+  bool require_inputs = false;
   bool operator==(const Options&) const = default;
+};
+
+// A generator of input values: uniform in [a, b], or normal with mean a and std b.
+struct Generator {
+  std::string distribution = "uniform";  // "uniform" or "normal"
+  double a = 0, b = 0;
+  // "uniform:LO:HI" / "normal:MEAN:STD", as parse_generator reads it back.
+  std::string spec() const;
+  bool operator==(const Generator&) const = default;
 };
 
 // The generators of the inputs given neither by file nor by a spec.
 inline constexpr std::string_view kFloatingDefault = "uniform:-1:1";
 inline constexpr std::string_view kIntegerDefault = "uniform:0:0";
 
-// An input generated without being asked for, and the generator used.
+// Whether the VALUE of NAME=VALUE names a generator (uniform:..., normal:...), not a file.
+bool is_generator(std::string_view value);
+// uniform:LO:HI or normal:MEAN:STD (finite parameters, LO <= HI, STD >= 0); else an Error
+// (option "input", value `input`: the input it was given for).
+Generator parse_generator(std::string_view spec, const std::string& input);
+
+// An input drawn from a generator instead of read from data.
 struct Generated {
-  std::string name;
-  std::string spec;  // kFloatingDefault or kIntegerDefault
+  std::string name{};
+  Generator generator{};
+  bool by_default = true;  // no generator was asked for: kFloatingDefault or kIntegerDefault
   bool operator==(const Generated&) const = default;
 };
 
-// Whether the VALUE of NAME=VALUE names a generator (uniform:..., normal:...), not a file.
-bool is_generator(std::string_view value);
-
 // One input set for the model's runtime inputs, in their order. Inputs given neither by
-// file nor by spec are generated (floating: kFloatingDefault, integers: kIntegerDefault)
-// and appended to `generated`. `sample` offsets the generators' seed. Inputs of sequence
-// or optional type are read from .pb files only, never generated.
+// file nor by spec are generated (floating: kFloatingDefault, integers: kIntegerDefault);
+// every generated input, asked for or by default, is appended to `generated` in the
+// model's order. `sample` offsets the generators' seed. Inputs of sequence or optional
+// type are read from .pb files only, never generated.
 std::vector<NamedValue> gather(const Options& o, const model::Model& m, std::uint64_t sample = 0,
                                std::vector<Generated>* generated = nullptr);
 
@@ -62,7 +79,7 @@ std::vector<std::string> set_dirs(const std::string& dir);
 // `samples` sets (set s generated with seed + s; given files are the same in every set).
 struct Samples {
   std::vector<std::vector<NamedTensor>> sets;
-  std::vector<Generated> generated;  // once each, sorted by name
+  std::vector<Generated> generated;  // once each, in the model's order
 };
 Samples gather_samples(const Options& o, const model::Model& m, std::size_t samples);
 

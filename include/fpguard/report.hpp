@@ -116,16 +116,16 @@ std::string describe(const analysis::ScaleRefusal& r);
 // "the model as it is", "scaling the input of /Pow", "3 nodes in float32", "without /Add".
 std::string describe(const analysis::PlanStep& s);
 // "image uniform [-1, 1]", "ids constant 0", "z normal (mean 0, std 1)".
-std::string describe(const analysis::GeneratedInput& g);
+std::string describe(const inputs::Generated& g);
+// "(generated inputs: image uniform [-1, 1]; ranges unverified)": what the verdict of a
+// check, a plan or a conversion verified on generated inputs holds under; "" for none.
+std::string generated_qualifier(const std::vector<inputs::Generated>& generated);
 // What the verdict holds under, after PASS/FAIL: "(generated inputs: image uniform [-1, 1];
 // ranges unverified)", "(2 overflows absorbed: /ln1/Pow, /ln2/Pow)", each when it applies
 // (space-separated); "" when neither does.
 std::string verdict_qualifiers(const analysis::Diagnosis& d);
 // The advice that goes with generated inputs ("" when every input was given).
-std::string generated_advice(const analysis::Diagnosis& d);
-// "NO INPUTS GIVEN: x, y generated (...)": the note of a diagnosis, a plan or a conversion
-// made on inputs the library generated (inputs::gather_samples).
-std::string generated_note(const std::vector<inputs::Generated>& generated);
+std::string generated_advice(const std::vector<inputs::Generated>& generated);
 
 // One fix for every origin of a diagnosis at once (the text and the HTML word it the same).
 struct CombinedFix {
@@ -189,9 +189,8 @@ analysis::PlanFile parse_plan(std::string_view text, const std::string& where);
 analysis::PlanFile read_plan(const std::string& where, const std::filesystem::path& path);
 
 struct PlanText {
-  std::string model_arg{};           // the model as the user named it (for the commands shown)
-  std::string plan_file{};           // where plan.json was written ("" when not)
-  std::vector<std::string> notes{};  // the caller's (generated inputs, ...)
+  std::string model_arg{};  // the model as the user named it (for the commands shown)
+  std::string plan_file{};  // where plan.json was written ("" when not)
 };
 void render(std::ostream& out, const analysis::Plan& p, const PlanText& o, const Terminal& t);
 // TensorRT 10 trtexec flags that apply the plan.

@@ -2,9 +2,11 @@
 #include "fpguard/inputs.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -96,41 +98,23 @@ std::vector<std::int64_t> input_shape(const model::ValueInfo& vi, const Shapes& 
   return out;
 }
 
-// Fills `v` from uniform:A:B or normal:A:B (parameters checked).
-void draw(const std::string& kind, double a, double b, std::mt19937_64& rng, std::span<double> v,
-          const std::string& name) {
-  if (kind == "uniform") {
-    if (!(a <= b)) throw Error::in_option("input", name, "uniform needs LO <= HI");
-    if (!std::isfinite(b - a))
-      throw Error::in_option("input", name, "uniform: HI - LO overflows a double");
-    if (a == b) {
-      std::fill(v.begin(), v.end(), a);
-    } else {
-      std::uniform_real_distribution<double> dist(a, b);
-      for (auto& x : v) x = dist(rng);
-    }
+// Fills `v` from the generator (its parameters checked by parse_generator).
+void draw(const Generator& g, std::mt19937_64& rng, std::span<double> v) {
+  if (g.a == g.b || (g.distribution == "normal" && g.b == 0)) {
+    // A constant (the normal distribution itself wants STD > 0).
+    std::fill(v.begin(), v.end(), g.a);
+  } else if (g.distribution == "uniform") {
+    std::uniform_real_distribution<double> dist(g.a, g.b);
+    for (auto& x : v) x = dist(rng);
   } else {
-    if (!(b >= 0)) throw Error::in_option("input", name, "normal needs STD >= 0");
-    if (b == 0) {  // a constant (the distribution itself wants STD > 0)
-      std::fill(v.begin(), v.end(), a);
-    } else {
-      std::normal_distribution<double> dist(a, b);
-      for (auto& x : v) x = dist(rng);
-    }
+    std::normal_distribution<double> dist(g.a, g.b);
+    for (auto& x : v) x = dist(rng);
   }
 }
 
-// uniform:LO:HI or normal:MEAN:STD, drawn from a generator seeded by (seed, input index).
-Tensor generate(const std::string& spec, const model::ValueInfo& vi,
+// Values of `g`, drawn from a random engine seeded by (seed, input index).
+Tensor generate(const Generator& g, const model::ValueInfo& vi,
                 const std::vector<std::int64_t>& shape, std::uint64_t seed, std::size_t index) {
-  std::vector<std::string> parts;
-  std::stringstream ss(spec);
-  std::string p;
-  while (std::getline(ss, p, ':')) parts.push_back(p);
-  if (parts.size() != 3 || (parts[0] != "uniform" && parts[0] != "normal"))
-    throw Error::in_option("input", vi.name,
-                           "'" + spec + "' is not FILE, uniform:LO:HI or normal:MEAN:STD");
-  const double a = parse_double(parts[1], vi.name), b = parse_double(parts[2], vi.name);
   const auto dtype = vi.elem_type ? model::dtype_of(vi.elem_type) : DType::float32;
   if (!dtype)
     throw Error::in_option("input", vi.name,
@@ -142,10 +126,7 @@ Tensor generate(const std::string& spec, const model::ValueInfo& vi,
     throw Error::in_option("input", vi.name, e.problem());
   }
   Tensor d(DType::float64, shape);
-  if (!std::isfinite(a) || !std::isfinite(b))
-    throw Error::in_option("input", vi.name,
-                           "'" + spec + "': the parameters must be finite numbers");
-  draw(parts[0], a, b, rng, d.data<double>(), vi.name);
+  draw(g, rng, d.data<double>());
   if (!exec::is_float(*dtype))
     for (auto& x : d.data<double>()) x = std::round(x);
   return exec::convert(d, *dtype);
@@ -265,39 +246,96 @@ bool is_generator(std::string_view value) {
   return value.rfind("uniform:", 0) == 0 || value.rfind("normal:", 0) == 0;
 }
 
+std::string Generator::spec() const {
+  const auto text = [](double x) {  // the shortest text that reads back as x
+    char buf[32];
+    return std::string(buf, std::to_chars(buf, buf + sizeof buf, x).ptr);
+  };
+  return distribution + ":" + text(a) + ":" + text(b);
+}
+
+Generator parse_generator(std::string_view spec_text, const std::string& input) {
+  const std::string spec(spec_text);
+  std::vector<std::string> parts;
+  std::stringstream ss(spec);
+  for (std::string p; std::getline(ss, p, ':');) parts.push_back(p);
+  if (parts.size() != 3 || (parts[0] != "uniform" && parts[0] != "normal"))
+    throw Error::in_option("input", input,
+                           "'" + spec + "' is not FILE, uniform:LO:HI or normal:MEAN:STD");
+  const Generator g{.distribution = parts[0],
+                    .a = parse_double(parts[1], input),
+                    .b = parse_double(parts[2], input)};
+  if (!std::isfinite(g.a) || !std::isfinite(g.b))
+    throw Error::in_option("input", input, "'" + spec + "': the parameters must be finite numbers");
+  if (g.distribution == "uniform" && !(g.a <= g.b))
+    throw Error::in_option("input", input, "uniform needs LO <= HI");
+  if (g.distribution == "uniform" && !std::isfinite(g.b - g.a))
+    throw Error::in_option("input", input, "uniform: HI - LO overflows a double");
+  if (g.distribution == "normal" && !(g.b >= 0))
+    throw Error::in_option("input", input, "normal needs STD >= 0");
+  return g;
+}
+
+namespace {
+
+// The generator of input `vi` when it is not read from data: the one asked for, else the
+// default of its type; nullopt when it is read from a file or the `inputs` directory.
+std::optional<Generated> generator_of(const model::ValueInfo& vi, const Parsed& p) {
+  if (auto spec = p.specs.find(vi.name); spec != p.specs.end()) {
+    if (!is_generator(spec->second)) return std::nullopt;
+    return Generated{
+        .name = vi.name, .generator = parse_generator(spec->second, vi.name), .by_default = false};
+  }
+  if (p.given.count(vi.name)) return std::nullopt;
+  const auto dtype = vi.elem_type ? model::dtype_of(vi.elem_type) : DType::float32;
+  const auto def = dtype && exec::is_float(*dtype) ? kFloatingDefault : kIntegerDefault;
+  return Generated{.name = vi.name, .generator = parse_generator(def, vi.name)};
+}
+
+// Options::require_inputs: generating any input is an Error naming them all.
+void refuse_generated(const Options& o, const std::vector<Generated>& drawn) {
+  if (!o.require_inputs || drawn.empty()) return;
+  std::string list;
+  for (const auto& g : drawn)
+    list += (list.empty() ? "" : ", ") + g.name + "=" + g.generator.spec();
+  throw Error::in_option("require_inputs", "",
+                         "these inputs have no data and would be generated: " + list);
+}
+
+}  // namespace
+
 std::vector<NamedValue> gather(const Options& o, const model::Model& m, std::uint64_t sample,
                                std::vector<Generated>* generated) {
   const auto runtime = m.graph.runtime_inputs();
   Parsed p = parse(o, runtime);
   const std::string model = m.path.string();
+  std::vector<Generated> drawn;
+  for (const auto* vi : runtime)
+    if (auto g = generator_of(*vi, p)) {
+      if (vi->kind != model::TypeKind::tensor)
+        throw Error::in_option("input", "",
+                               model + ": input '" + vi->name +
+                                   "' is not a tensor (a sequence or an optional) and cannot be "
+                                   "generated; give it as a SequenceProto/OptionalProto .pb "
+                                   "file: " +
+                                   vi->name + "=FILE.pb");
+      drawn.push_back(std::move(*g));
+    }
+  refuse_generated(o, drawn);
   std::vector<NamedValue> out;
+  auto next = drawn.begin();
   for (std::size_t i = 0; i < runtime.size(); ++i) {
     const auto& vi = *runtime[i];
-    auto spec = p.specs.find(vi.name);
-    const bool generate_it =
-        spec == p.specs.end() ? !p.given.count(vi.name) : is_generator(spec->second);
-    if (vi.kind != model::TypeKind::tensor && generate_it)
-      throw Error::in_option("input", "",
-                             model + ": input '" + vi.name +
-                                 "' is not a tensor (a sequence or an optional) and cannot be "
-                                 "generated; give it as a SequenceProto/OptionalProto .pb file: " +
-                                 vi.name + "=FILE.pb");
-    if (spec != p.specs.end()) {
-      const std::string& sp = spec->second;
-      out.push_back({vi.name, is_generator(sp)
-                                  ? Value(generate(sp, vi, input_shape(vi, p.shapes, model),
-                                                   o.seed + sample, i))
-                                  : read_given(sp, vi)});
-    } else if (auto g = p.given.find(vi.name); g != p.given.end()) {
-      out.push_back({vi.name, as_declared(std::move(g->second), vi)});
+    if (next != drawn.end() && next->name == vi.name) {
+      const auto shape = input_shape(vi, p.shapes, model);
+      out.push_back({vi.name, generate((next++)->generator, vi, shape, o.seed + sample, i)});
+    } else if (auto spec = p.specs.find(vi.name); spec != p.specs.end()) {
+      out.push_back({vi.name, read_given(spec->second, vi)});
     } else {
-      const auto dtype = vi.elem_type ? model::dtype_of(vi.elem_type) : DType::float32;
-      const std::string def(dtype && exec::is_float(*dtype) ? kFloatingDefault : kIntegerDefault);
-      out.push_back(
-          {vi.name, generate(def, vi, input_shape(vi, p.shapes, model), o.seed + sample, i)});
-      if (generated) generated->push_back({vi.name, def});
+      out.push_back({vi.name, as_declared(std::move(p.given.at(vi.name)), vi)});
     }
   }
+  if (generated) generated->insert(generated->end(), drawn.begin(), drawn.end());
   return out;
 }
 
@@ -347,11 +385,11 @@ Samples gather_samples(const Options& o, const model::Model& m, std::size_t samp
     for (std::size_t s = 0; s < samples; ++s)
       out.sets.push_back(tensors_of(gather(o, m, s, s == 0 ? &out.generated : nullptr), m));
   }
-  auto& g = out.generated;
-  std::sort(g.begin(), g.end(), [](const Generated& a, const Generated& b) {
-    return a.name < b.name || (a.name == b.name && a.spec < b.spec);
-  });
-  g.erase(std::unique(g.begin(), g.end()), g.end());
+  // Once each (the sets of a directory may generate the same input), in first-seen order.
+  std::vector<Generated> once;
+  for (auto& g : out.generated)
+    if (std::find(once.begin(), once.end(), g) == once.end()) once.push_back(std::move(g));
+  out.generated = std::move(once);
   return out;
 }
 

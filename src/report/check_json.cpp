@@ -122,12 +122,13 @@ Json node_json(const analysis::NodeRecord& n) {
           {"outputs", outs}};
 }
 
-Json generated_json(const analysis::GeneratedInput& g) {
-  Json j = {{"name", g.name}, {"distribution", g.distribution}};
-  if (g.distribution == "normal")
-    j["mean"] = g.a, j["std"] = g.b;
+Json generated_json(const inputs::Generated& g) {
+  const inputs::Generator& d = g.generator;
+  Json j = {{"name", g.name}, {"distribution", d.distribution}};
+  if (d.distribution == "normal")
+    j["mean"] = d.a, j["std"] = d.b;
   else
-    j["low"] = g.a, j["high"] = g.b;
+    j["low"] = d.a, j["high"] = d.b;
   j["default"] = g.by_default;
   return j;
 }
@@ -326,15 +327,16 @@ struct Reader : detail::JsonReader {
     return v;
   }
 
-  analysis::GeneratedInput generated(const Json& j, const std::string& path) const {
-    analysis::GeneratedInput g;
+  inputs::Generated generated(const Json& j, const std::string& path) const {
+    inputs::Generated g;
     g.name = str(j, "name", path);
-    g.distribution = str(j, "distribution", path);
-    if (g.distribution != "uniform" && g.distribution != "normal")
+    inputs::Generator& d = g.generator;
+    d.distribution = str(j, "distribution", path);
+    if (d.distribution != "uniform" && d.distribution != "normal")
       fail(field(path, "distribution"), "is not uniform or normal");
-    const bool normal = g.distribution == "normal";
-    g.a = real(j, normal ? "mean" : "low", path);
-    g.b = real(j, normal ? "std" : "high", path);
+    const bool normal = d.distribution == "normal";
+    d.a = real(j, normal ? "mean" : "low", path);
+    d.b = real(j, normal ? "std" : "high", path);
     g.by_default = boolean(j, "default", path);
     return g;
   }
@@ -357,8 +359,8 @@ struct Reader : detail::JsonReader {
   }
 
   // "inputs" ("given" or "generated") and the generated inputs, which must agree.
-  std::vector<analysis::GeneratedInput> inputs(const Json& j) const {
-    std::vector<analysis::GeneratedInput> out;
+  std::vector<inputs::Generated> inputs(const Json& j) const {
+    std::vector<inputs::Generated> out;
     const Json& gs = array(j, "generated_inputs", "");
     for (std::size_t i = 0; i < gs.size(); ++i)
       out.push_back(generated(gs[i], detail::item("", "generated_inputs", i)));

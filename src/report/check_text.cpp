@@ -39,7 +39,7 @@ void render_verdict(std::ostream& out, const analysis::Diagnosis& d, const Termi
         num_na(o.rel_rms_error), num_na(o.max_scaled_error), num_na(o.max_abs_error),
         why.empty() ? "" : " (" + why.substr(0, why.size() - 2) + ")");
   }
-  if (const std::string advice = generated_advice(d); !advice.empty())
+  if (const std::string advice = generated_advice(d.generated); !advice.empty())
     out << "  note: " << advice << "\n";
   for (const auto& n : d.notes) out << "  note: " << describe(n, d) << "\n";
 }

@@ -429,7 +429,7 @@ void check_body(std::ostream& out, const analysis::Diagnosis& d, std::size_t top
       << (d.samples == 1 ? "" : "s") << "; pass: finite where the reference is and cosine &ge; "
       << v(d.min_cosine, fmt::format("{}", d.min_cosine)) << "</p>\n";
   outputs_table(out, d.outputs);
-  if (const std::string advice = generated_advice(d); !advice.empty())
+  if (const std::string advice = generated_advice(d.generated); !advice.empty())
     out << "<p class=\"note\">note: " << esc(advice) << "</p>\n";
   for (const auto& n : d.notes)
     out << "<p class=\"note\">note: " << esc(describe(n, d)) << "</p>\n";
@@ -476,14 +476,19 @@ void write_html(std::ostream& out, const std::vector<analysis::Diagnosis>& ds, c
 
 void write_html(std::ostream& out, const analysis::Plan& p, const HtmlText& o) {
   page_head(out, "fpguard plan: " + p.model);
+  const auto& generated = p.inputs ? p.inputs->generated : std::vector<inputs::Generated>{};
+  std::string qualifier = generated_qualifier(generated);
+  if (!qualifier.empty()) qualifier = "<span class=\"qualifiers\">" + esc(qualifier) + "</span> ";
   out << "<section id=\"verdict\"><h1><span class=\"verdict " << (p.meets ? "pass" : "fail")
-      << "\">" << (p.meets ? "PLAN" : "NO PLAN MEETS THE TOLERANCE") << "</span>" << esc(p.model)
-      << " in " << esc(p.precision) << "</h1><p class=\"sub\">" << vc(p.low_nodes) << " of "
-      << vc(p.float_nodes) << " floating nodes in " << esc(p.precision) << ", "
+      << "\">" << (p.meets ? "PLAN" : "NO PLAN MEETS THE TOLERANCE") << "</span>" << qualifier
+      << esc(p.model) << " in " << esc(p.precision) << "</h1><p class=\"sub\">" << vc(p.low_nodes)
+      << " of " << vc(p.float_nodes) << " floating nodes in " << esc(p.precision) << ", "
       << vc(p.fp32_nodes.size()) << " in float32 (" << p.islands.size() << " island"
       << (p.islands.size() == 1 ? "" : "s") << "), " << vc(p.casts) << " casts, " << vc(p.passes)
       << " checks</p>\n";
   outputs_table(out, p.final_outputs);
+  if (const std::string advice = generated_advice(generated); !advice.empty())
+    out << "<p class=\"note\">note: " << esc(advice) << "</p>\n";
   out << "</section>\n<section id=\"scaled\"><h2>Exact scale rewrites</h2>\n";
   if (p.scaled.empty()) out << "<p>None.</p>\n";
   for (const auto& s : p.scaled)

@@ -51,7 +51,9 @@ Json reason_json(const analysis::Reason& r, const std::string& precision) {
 Json provenance_json(const std::optional<inputs::Provenance>& p) {
   if (!p) return nullptr;
   Json generated = Json::array();
-  for (const auto& g : p->generated) generated.push_back({{"name", g.name}, {"generator", g.spec}});
+  for (const auto& g : p->generated)
+    generated.push_back(
+        {{"name", g.name}, {"generator", g.generator.spec()}, {"default", g.by_default}});
   return {{"input", p->options.input},
           {"inputs", p->options.inputs.empty() ? Json(nullptr) : Json(p->options.inputs)},
           {"shape", p->options.shape},
@@ -74,7 +76,15 @@ std::optional<inputs::Provenance> provenance_from_json(const Json& j, const std:
   const Json& generated = r.array(in, "generated", path);
   for (std::size_t i = 0; i < generated.size(); ++i) {
     const std::string at = detail::item(path, "generated", i);
-    p.generated.push_back({r.str(generated[i], "name", at), r.str(generated[i], "generator", at)});
+    inputs::Generated g{.name = r.str(generated[i], "name", at)};
+    try {
+      g.generator = inputs::parse_generator(r.str(generated[i], "generator", at), g.name);
+    } catch (const Error& e) {
+      r.fail(r.field(at, "generator"), e.problem());
+    }
+    // Plans written before "default" was recorded listed default generators only.
+    g.by_default = !generated[i].contains("default") || r.boolean(generated[i], "default", at);
+    p.generated.push_back(std::move(g));
   }
   return p;
 }
@@ -230,19 +240,22 @@ Json ort_block_lists(const analysis::Plan& p) {
 }
 
 void render(std::ostream& out, const analysis::Plan& p, const PlanText& o, const Terminal& t) {
+  const auto& generated = p.inputs ? p.inputs->generated : std::vector<inputs::Generated>{};
+  const std::string qualifier = generated_qualifier(generated);
   out << fmt::format(
-      "{}  {} in {}: {} of {} floating nodes in {}, {} in float32 ({} island{}), {} cast{}, "
+      "{}{}  {} in {}: {} of {} floating nodes in {}, {} in float32 ({} island{}), {} cast{}, "
       "{} pass{}\n",
-      p.meets ? t.good("PLAN") : t.bad("NO PLAN MEETS THE TOLERANCE (best found)"), p.model,
-      p.precision, p.low_nodes, p.float_nodes, p.precision, p.fp32_nodes.size(), p.islands.size(),
-      p.islands.size() == 1 ? "" : "s", p.casts, p.casts == 1 ? "" : "s", p.passes,
-      p.passes == 1 ? "" : "es");
+      p.meets ? t.good("PLAN") : t.bad("NO PLAN MEETS THE TOLERANCE (best found)"),
+      qualifier.empty() ? "" : " " + qualifier, p.model, p.precision, p.low_nodes, p.float_nodes,
+      p.precision, p.fp32_nodes.size(), p.islands.size(), p.islands.size() == 1 ? "" : "s", p.casts,
+      p.casts == 1 ? "" : "s", p.passes, p.passes == 1 ? "" : "es");
   const Final fin = final_numbers(p);
   out << fmt::format(
       "  final: worst cosine {}, relative RMS error {}, max scaled error {}, max abs error {}\n",
       std::isnan(fin.cosine) ? "n/a" : fixed(fin.cosine, 6), num_na(fin.rel_rms),
       num_na(fin.max_scaled), num_na(fin.max_abs));
-  for (const auto& n : o.notes) out << "  note: " << n << "\n";
+  if (const std::string advice = generated_advice(generated); !advice.empty())
+    out << "  note: " << advice << "\n";
   for (const auto& s : p.scaled)
     out << fmt::format("  scaled: '{}' x 2^-{} (exact) for the overflow at {}\n", s.value, s.k,
                        s.node);

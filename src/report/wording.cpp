@@ -261,7 +261,7 @@ std::string describe(const analysis::Note& n, const analysis::Diagnosis& d) {
 namespace {
 
 // "uniform [-1, 1]", "constant 0", "normal (mean 0, std 1)".
-std::string generator(const analysis::GeneratedInput& g) {
+std::string generator(const inputs::Generator& g) {
   if (g.distribution == "normal")
     return fmt::format("normal (mean {}, std {})", num(g.a), num(g.b));
   if (g.a == g.b) return "constant " + num(g.a);
@@ -275,12 +275,14 @@ std::string names_list(const std::vector<std::string>& names, std::size_t shown 
   return fmt::format("{} and {} more", join(head, ", "), names.size() - shown);
 }
 
-std::string generated_qualifier(const analysis::Diagnosis& d) {
-  if (d.generated.empty()) return "";
+}  // namespace
+
+std::string generated_qualifier(const std::vector<inputs::Generated>& generated) {
+  if (generated.empty()) return "";
   // Inputs drawn from the same generator are named together.
   std::vector<std::pair<std::string, std::vector<std::string>>> groups;
-  for (const auto& g : d.generated) {
-    const std::string spec = generator(g);
+  for (const auto& g : generated) {
+    const std::string spec = generator(g.generator);
     auto it = std::find_if(groups.begin(), groups.end(),
                            [&](const auto& grp) { return grp.first == spec; });
     if (it == groups.end()) it = groups.insert(groups.end(), {spec, {}});
@@ -291,6 +293,8 @@ std::string generated_qualifier(const analysis::Diagnosis& d) {
     parts.push_back(fmt::format("{} {}", names_list(names), spec));
   return fmt::format("(generated inputs: {}; ranges unverified)", join(parts, "; "));
 }
+
+namespace {
 
 std::string absorbed_qualifier(const analysis::Diagnosis& d) {
   using analysis::OriginKind;
@@ -316,31 +320,23 @@ std::string absorbed_qualifier(const analysis::Diagnosis& d) {
 
 }  // namespace
 
-std::string describe(const analysis::GeneratedInput& g) {
-  return g.name + " " + generator(g);
+std::string describe(const inputs::Generated& g) {
+  return g.name + " " + generator(g.generator);
 }
 
 std::string verdict_qualifiers(const analysis::Diagnosis& d) {
-  const std::string gen = generated_qualifier(d), abs = absorbed_qualifier(d);
+  const std::string gen = generated_qualifier(d.generated), abs = absorbed_qualifier(d);
   return gen + (gen.empty() || abs.empty() ? "" : " ") + abs;
 }
 
-std::string generated_advice(const analysis::Diagnosis& d) {
-  if (d.generated.empty()) return "";
+std::string generated_advice(const std::vector<inputs::Generated>& generated) {
+  if (generated.empty()) return "";
   std::vector<std::string> names;
-  for (const auto& g : d.generated) names.push_back(g.name);
+  for (const auto& g : generated) names.push_back(g.name);
   return fmt::format(
       "{} {} generated, not read from data: ranges, and so overflows, depend on the inputs; "
       "give real ones with --input/--inputs (--require-inputs refuses to run without them)",
       names_list(names), names.size() == 1 ? "was" : "were");
-}
-
-std::string generated_note(const std::vector<inputs::Generated>& generated) {
-  std::string list;
-  for (const auto& g : generated) list += (list.empty() ? "" : ", ") + g.name;
-  return "NO INPUTS GIVEN: " + list +
-         " generated (floating: uniform in [-1, 1]); ranges and overflows depend on the "
-         "inputs, so give real ones with --input/--inputs";
 }
 
 namespace {

@@ -36,6 +36,11 @@ def run(fpguard, *argv, timeout=300):
     return subprocess.run([fpguard, *argv], capture_output=True, text=True, timeout=timeout)
 
 
+def first_line(r):
+    """The first line of a run's stdout (a verdict), "" when it printed nothing."""
+    return r.stdout.splitlines()[0] if r.stdout else ""
+
+
 def fails(fpguard, case, argv, *needles):
     """Bad input: exit 2, exactly one `fpguard: error:` line naming each of `needles`."""
     r = run(fpguard, *argv)

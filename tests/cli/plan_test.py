@@ -28,7 +28,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from clitest import check, fails, failures, run  # noqa: E402
+from clitest import check, fails, failures, first_line, run  # noqa: E402
 
 
 def run_in(fpguard, cwd, *argv):
@@ -64,13 +64,22 @@ def recorded_inputs(f, tmp):
     # Planned from tmp with relative paths.
     r = run_in(f, tmp, "plan", "dyn.onnx", "--input", "mask=mask.npy", "--shape", "x=2,4",
                "--seed", "5", "--precision", "fp16", "--scale", "none", "-o", "plan.json",
-               "--quiet")
+               "--html", "plan.html", "--quiet")
     check(r.returncode == 0, "plan of the dynamic model", (r.returncode, r.stdout, r.stderr))
+    check(first_line(r).startswith(
+        "PLAN (generated inputs: x uniform [-1, 1]; ranges unverified)  dyn.onnx"),
+        "the plan's verdict says what it holds under", first_line(r))
+    check("note: x was generated, not read from data" in r.stdout, "and the advice follows",
+          r.stdout)
+    with open(os.path.join(tmp, "plan.html")) as fh:
+        page = fh.read()
+    check("(generated inputs: x uniform [-1, 1]; ranges unverified)" in page and
+          "x was generated, not read from data" in page, "the plan's HTML says so too")
     with open(os.path.join(tmp, "plan.json")) as fh:
         p = json.load(fh)
     want = {"input": ["mask=" + os.path.join(os.path.realpath(tmp), "mask.npy")],
             "inputs": None, "shape": ["x=2,4"], "seed": 5, "samples": 1,
-            "generated": [{"name": "x", "generator": "uniform:-1:1"}]}
+            "generated": [{"name": "x", "generator": "uniform:-1:1", "default": True}]}
     got = dict(p.get("inputs") or {})
     if got.get("input"):  # tmp may be reached through a symlink: compare resolved paths
         got["input"] = ["mask=" + os.path.realpath(got["input"][0].split("=", 1)[1])]
@@ -82,7 +91,8 @@ def recorded_inputs(f, tmp):
     plan = os.path.join(tmp, "plan.json")
     r = run_in(f, "/", "convert", model, "--plan", plan, "-o", out)
     check(r.returncode == 0 and "verified y: ok" in r.stdout and
-          "the inputs the plan records" in r.stdout and "NO INPUTS GIVEN: x " in r.stdout,
+          "the inputs the plan records" in r.stdout and
+          "note: verified on generated inputs: x was generated" in r.stdout,
           "convert --plan verifies on the plan's inputs", (r.returncode, r.stdout, r.stderr))
     # The same verification as with the options given by hand (same tensors: the same
     # errors to every printed digit); another seed gives other tensors.
@@ -114,7 +124,7 @@ def recorded_inputs(f, tmp):
           ps.get("samples") == 2 and ps.get("generated") == [],
           "plan.json records --inputs (absolute) and --samples", (r.stderr, ps))
     r = run_in(f, "/", "convert", model, "--plan", os.path.join(tmp, "plan_sets.json"), "-o", out)
-    check(r.returncode == 0 and "NO INPUTS GIVEN" not in r.stdout,
+    check(r.returncode == 0 and "generated" not in r.stdout,
           "convert verifies on the recorded --inputs", (r.returncode, r.stdout, r.stderr))
 
     # An older plan.json without "inputs": the dynamic dimension needs --shape again, and
@@ -131,6 +141,17 @@ def recorded_inputs(f, tmp):
     fails(f, "moved input file", ["convert", model, "--plan", plan, "-o", never], "--plan",
           "mask.npy", "the inputs it records")
     check(not os.path.exists(never), "no output when the plan's inputs are gone")
+    # --require-inputs on plan and convert: a generated input is an error, before any output.
+    fails(f, "plan --require-inputs", ["plan", model, "--precision", "fp16", "--shape", "x=2,4",
+                                       "--input", "mask=uniform:0:1", "--require-inputs",
+                                       "-o", os.path.join(tmp, "never.json")],
+          "--require-inputs", "x=uniform:-1:1, mask=uniform:0:1")
+    check(not os.path.exists(os.path.join(tmp, "never.json")), "no plan.json when refused")
+    os.rename(os.path.join(tmp, "moved.npy"), os.path.join(tmp, "mask.npy"))
+    fails(f, "convert --require-inputs on a plan's generated input",
+          ["convert", model, "--plan", plan, "-o", never, "--require-inputs"],
+          "--require-inputs", "x=uniform:-1:1")
+    check(not os.path.exists(never), "no output when convert refuses generated inputs")
 
 
 def printed_converts(stdout):

@@ -37,7 +37,7 @@ struct CheckArgs {
   std::optional<double> atol, rtol;
   double min_cosine = 0.999;
   std::string color = "auto", html_file;
-  bool saturate = false, quiet = false, require_inputs = false;
+  bool saturate = false, quiet = false;
   int threads = 0;
 };
 
@@ -51,45 +51,6 @@ std::vector<std::string> split_commas(const std::vector<std::string>& items) {
       if (!p.empty()) out.push_back(p);
   }
   return out;
-}
-
-// The inputs drawn from a generator, as data: those given a spec (--input
-// NAME=uniform:LO:HI or normal:MEAN:STD) and those given nothing (`defaulted`, with the
-// generator the library used), in the model's order. gather_samples has read the specs
-// already (a bad one is an error there).
-std::vector<analysis::GeneratedInput> generated_inputs(
-    const inputs::Options& in, const model::Model& m,
-    const std::vector<inputs::Generated>& defaulted) {
-  std::map<std::string, std::pair<std::string, bool>> specs;  // name -> (spec, by default)
-  for (const auto& s : in.input)
-    if (const auto eq = s.find('=');
-        eq != std::string::npos && inputs::is_generator(s.substr(eq + 1)))
-      specs[s.substr(0, eq)] = {s.substr(eq + 1), false};
-  for (const auto& g : defaulted) specs[g.name] = {g.spec, true};
-  std::vector<analysis::GeneratedInput> out;
-  for (const auto* vi : m.graph.runtime_inputs()) {
-    const auto spec = specs.find(vi->name);
-    if (spec == specs.end()) continue;  // read from a file
-    std::vector<std::string> p;
-    std::stringstream ss(spec->second.first);
-    for (std::string part; std::getline(ss, part, ':');) p.push_back(part);
-    FPG_CHECK(p.size() == 3);
-    out.push_back({.name = vi->name,
-                   .distribution = p[0],
-                   .a = std::stod(p[1]),
-                   .b = std::stod(p[2]),
-                   .by_default = spec->second.second});
-  }
-  return out;
-}
-
-// --require-inputs: generated inputs are an error.
-void require_given(const std::vector<analysis::GeneratedInput>& drawn) {
-  if (drawn.empty()) return;
-  std::string list;
-  for (const auto& g : drawn) list += (list.empty() ? "" : ", ") + report::describe(g);
-  throw Error("--require-inputs", "these inputs would be generated, not read: " + list +
-                                      "; give them with --input NAME=FILE or --inputs DIR");
 }
 
 // The options every precision shares, from the flags (the format is set per precision).
@@ -166,15 +127,13 @@ void check(const CheckArgs& a) {
   const auto original_names = node_names(m);
   analysis::name_nodes(m);
   const auto [samples, generated] = inputs::gather_samples(a.in, m, a.samples);
-  const auto drawn = generated_inputs(a.in, m, generated);
-  if (a.require_inputs) require_given(drawn);
 
   std::vector<analysis::Diagnosis> results;
   bool all_pass = true;
   for (const auto& f : formats) {
     analysis::CheckOptions o = shared;
     o.precision = f;
-    o.generated = drawn;
+    o.generated = generated;
     report::Progress progress(term, "check " + f.name);
     o.progress = [&progress](std::size_t d, std::size_t t) { progress.update(d, t); };
     auto d = analysis::check(m, samples, o);
@@ -209,8 +168,6 @@ void add_check(CLI::App& app) {
                   "Fail when the outputs pass but origins of these kinds exist (absorbed): "
                   "overflow,nan,underflow")
       ->take_all();
-  cmd->add_flag("--require-inputs", a->require_inputs,
-                "Refuse to run on generated inputs (exit 2): every input from a file");
   cmd->add_option("--reference", a->reference,
                   "Reference run: fp32 (default) or fp64 (every floating node in float64)");
   cmd->add_option("--accumulate", a->accumulate,

@@ -54,6 +54,7 @@ inputs::Options verify_inputs(const ConvertArgs& a, const analysis::PlanFile* pl
   }
   o.shape.insert(o.shape.end(), a.in.shape.begin(), a.in.shape.end());
   if (a.seed_given) o.seed = a.in.seed;
+  o.require_inputs = a.in.require_inputs;
   return o;
 }
 
@@ -181,8 +182,8 @@ void convert_command(const ConvertArgs& a) {
   if (plan && plan->inputs && a.in.input.empty() && a.in.inputs.empty())
     std::cout << "  note: verified on the inputs the plan records (--input/--inputs override "
                  "them)\n";
-  if (!in->generated.empty())
-    std::cout << "  note: " << report::generated_note(in->generated) << "\n";
+  if (const std::string advice = report::generated_advice(in->generated); !advice.empty())
+    std::cout << "  note: verified on generated inputs: " << advice << "\n";
   exit_code = pass ? 0 : 1;
 }
 

@@ -129,7 +129,6 @@ void plan_command(const PlanArgs& a) {
               << "\n";
     return;
   }
-  if (!generated.empty()) text.notes.push_back(report::generated_note(generated));
   report::render(std::cout, p, text, term);
 }
 

@@ -10,6 +10,8 @@ void add_input_options(CLI::App& cmd, inputs::Options& o) {
   cmd.add_option("--shape", o.shape, "NAME=D0,D1,... for inputs with dynamic dimensions")
       ->take_all();
   cmd.add_option("--seed", o.seed, "Seed of generated inputs (default 0)");
+  cmd.add_flag("--require-inputs", o.require_inputs,
+               "Refuse to generate inputs (exit 2): every input from a file");
 }
 
 }  // namespace fpguard::cli
