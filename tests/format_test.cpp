@@ -90,6 +90,31 @@ void expect_resolves(const char* name, const char* canonical) {
   EXPECT_EQ(parse_format(name).name, canonical);
 }
 
+// holds_every_value against enumeration: every code of every format of up to 16 bits,
+// decoded, is a value of the wide format exactly when rounding it there changes nothing.
+TEST(Format, HoldsEveryValueMatchesEnumeration) {
+  for (const char* wide_name :
+       {"float16", "bfloat16", "float32", "float8_e5m2", "float8_e4m3fn", "float8_e4m3fnuz"}) {
+    const Format wide = parse_format(wide_name);
+    for (const Format& f : named_formats()) {
+      if (f.bits() > 16) continue;
+      bool all = true;
+      for (std::uint64_t code = 0; code < (std::uint64_t{1} << f.bits()) && all; ++code) {
+        const double v = decode(code, f);
+        if (std::isnan(v))
+          all = wide.has_nan();
+        else if (std::isinf(v))
+          all = wide.has_inf();
+        else
+          all = round(v, wide) == v;
+      }
+      EXPECT_EQ(holds_every_value(wide, f), all) << f.name << " in " << wide.name;
+    }
+  }
+  EXPECT_TRUE(holds_every_value(parse_format("float16"), parse_format("float8_e4m3fn")));
+  EXPECT_FALSE(holds_every_value(parse_format("float16"), parse_format("bfloat16")));
+}
+
 TEST(Format, AliasesResolveCaseInsensitively) {
   expect_resolves("fp16", "float16");
   expect_resolves("half", "float16");

@@ -241,5 +241,80 @@ TEST(RoundFast, MatchesGenericOnEveryTargetAndTail) {
   }
 }
 
+// encode() into float16 from float32 arrays takes the SIMD conversion (F16C where the CPU
+// has it); it agrees with the scalar generic encode on every target and tail length.
+TEST(RoundFast, HalfBitsMatchGenericEncodeOnEveryTarget) {
+  TargetGuard guard;
+  const Format f16 = named("float16");
+  const auto pool = probe_values(f16, 1 + 64 + 20000, 5);
+  auto values = dense_values(f16);
+  values.insert(values.end(), pool.begin() + 1, pool.end());
+  for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (std::size_t n = 0; n <= 64; ++n) {
+      const std::vector<float> in(pool.begin() + 1, pool.begin() + 1 + n);
+      std::vector<std::uint16_t> got(n);
+      encode(std::span<const float>(in), std::span<std::uint16_t>(got), f16);
+      for (std::size_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[i], encode(static_cast<double>(in[i]), f16)) << "x = " << hex(in[i]);
+    }
+    std::vector<std::uint16_t> got(values.size());
+    encode(std::span<const float>(values), std::span<std::uint16_t>(got), f16);
+    for (std::size_t i = 0; i < values.size(); ++i)
+      ASSERT_EQ(got[i], encode(static_cast<double>(values[i]), f16)) << "x = " << hex(values[i]);
+  }
+}
+
+// The fused round-and-count gives round()'s values and count_rounding()'s counts, in
+// place too; rounded piece by piece with first_index, stochastic rounding gives the
+// whole array's results.
+TEST(RoundArray, RoundAndCountIsRoundThenCount) {
+  const auto same_counts = [](const RoundCounts& a, const RoundCounts& b) {
+    return a.values == b.values && a.changed == b.changed && a.overflow == b.overflow &&
+           a.underflow == b.underflow && a.nan == b.nan;
+  };
+  for (const char* name : {"float16", "bfloat16", "float8_e4m3fn", "float4_e2m1fn", "float32"}) {
+    const Format f = named(name);
+    SCOPED_TRACE(name);
+    const auto in = probe_values(f, 150000, 3);  // several blocks, on two threads
+    for (RoundOptions o : option_sets()) {
+      SCOPED_TRACE(describe(o));
+      o.threads = 2;
+      std::vector<float> want(in.size()), got(in.size());
+      round(std::span<const float>(in), std::span<float>(want), f, o);
+      const RoundCounts c =
+          round_and_count(std::span<const float>(in), std::span<float>(got), f, o);
+      ASSERT_TRUE(same_bits(got, want, in));
+      EXPECT_TRUE(same_counts(
+          c, count_rounding(std::span<const float>(in), std::span<const float>(want), f)));
+      std::vector<float> inplace = in;
+      const RoundCounts ci =
+          round_and_count(std::span<const float>(inplace), std::span<float>(inplace), f, o);
+      ASSERT_TRUE(same_bits(inplace, want, in));
+      EXPECT_TRUE(same_counts(ci, c));
+      // In two pieces, the second starting at element 70001.
+      std::vector<float> pieces(in.size());
+      const std::size_t cut = 70001;
+      RoundOptions second = o;
+      second.first_index = cut;
+      round_and_count(std::span<const float>(in).first(cut), std::span<float>(pieces).first(cut), f,
+                      o);
+      round_and_count(std::span<const float>(in).subspan(cut),
+                      std::span<float>(pieces).subspan(cut), f, second);
+      ASSERT_TRUE(same_bits(pieces, want, in));
+      // float64 arrays: the same counts as for the same values in float32.
+      std::vector<double> din(in.begin(), in.end()), dout(in.size());
+      const RoundCounts cd =
+          round_and_count(std::span<const double>(din), std::span<double>(dout), f, o);
+      std::vector<double> dwant(in.size());
+      round(std::span<const double>(din), std::span<double>(dwant), f, o);
+      EXPECT_EQ(std::memcmp(dout.data(), dwant.data(), dout.size() * sizeof(double)), 0);
+      EXPECT_TRUE(same_counts(
+          cd, count_rounding(std::span<const double>(din), std::span<const double>(dwant), f)));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fpguard

@@ -53,6 +53,10 @@ struct Format {
   bool operator==(const Format& o) const;
 };
 
+// Whether every value of `f` (inf and NaN included) is a value of `wide`: storing f's
+// values in wide is exact (float8_e4m3fn in float16: yes; bfloat16 in float16: no).
+bool holds_every_value(const Format& wide, const Format& f);
+
 // The table of named formats, in display order.
 const std::vector<Format>& named_formats();
 // Every name parse_format accepts by table (canonical names and aliases).

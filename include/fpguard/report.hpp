@@ -286,7 +286,8 @@ struct RoundSummary {
   std::string format;
   RoundOptions options{};
   RoundCounts counts{};
-  std::optional<DType> codes{};  // --encode: the dtype of the codes written
+  std::optional<DType> codes{};   // --encode: the dtype of the codes written
+  std::optional<DType> stored{};  // --dtype: the dtype of the values written
 };
 void render(std::ostream& out, const RoundSummary& s);
 

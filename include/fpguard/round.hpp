@@ -43,6 +43,9 @@ struct RoundOptions {
   std::uint64_t seed = 0;
   // Threads for array calls: 0 = automatic (parallel only for large arrays), 1 = this thread.
   int threads = 0;
+  // Array calls on a piece of a larger array: element i draws as element first_index + i
+  // (stochastic rounding), so that rounding an array piece by piece gives its results.
+  std::uint64_t first_index = 0;
 };
 
 // Scalars (generic path). `index` selects the stochastic draw, as for array element i.
@@ -65,6 +68,13 @@ RoundCounts count_rounding(std::span<const float> in, std::span<const float> out
                            int threads = 0);
 RoundCounts count_rounding(std::span<const double> in, std::span<const double> out, const Format& f,
                            int threads = 0);
+
+// round() and count_rounding() in one pass over memory (each block counted while it is
+// in cache): the data path of large arrays. `out` may alias `in`.
+RoundCounts round_and_count(std::span<const float> in, std::span<float> out, const Format& f,
+                            const RoundOptions& o = {});
+RoundCounts round_and_count(std::span<const double> in, std::span<double> out, const Format& f,
+                            const RoundOptions& o = {});
 
 // The exact generic path for arrays, whatever fast path exists: the reference the fast
 // paths are tested against.

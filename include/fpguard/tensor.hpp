@@ -161,6 +161,33 @@ void write_npy(const std::filesystem::path& path, const Tensor& t);
 // The .npy header for `t` (magic, version, dict, padding): a .npy file is this followed
 // by t.bytes(). Throws Error(where, ...) for bfloat16 and strings (write_npy only).
 std::string npy_header(const Tensor& t, const std::string& where);
+// The same for an array of `dtype` and `shape` written piece by piece (after the header,
+// the elements in C order, little-endian).
+std::string npy_header(DType dtype, const std::vector<std::int64_t>& shape,
+                       const std::string& where);
+
+// A .npy file read piece by piece, for arrays one does not want in memory at once. The
+// header is read and checked on construction, with read_npy's errors; strings are
+// refused (read_npy reads them).
+class NpyReader {
+ public:
+  explicit NpyReader(const std::filesystem::path& path);
+  ~NpyReader();
+  NpyReader(const NpyReader&) = delete;
+  NpyReader& operator=(const NpyReader&) = delete;
+  DType dtype() const;
+  const std::vector<std::int64_t>& shape() const;
+  std::size_t size() const;  // elements
+  // Reads the next elements (as many as fit in `dst`, up to those left) into `dst` in
+  // native byte order; returns how many; 0 at the end. Reading the last element checks
+  // that nothing follows the array.
+  std::size_t read(std::span<std::byte> dst);
+
+ private:
+  struct State;
+  std::string where_;
+  std::unique_ptr<State> state_;
+};
 
 // ---- .npz ----------------------------------------------------------------------------
 // The largest uncompressed entry read_npz accepts by default: an entry declaring more is

@@ -57,6 +57,16 @@ double Format::eps() const {
   return std::ldexp(1.0, -mantissa_bits);
 }
 
+bool holds_every_value(const Format& wide, const Format& f) {
+  // Each binade of f is a multiple of its quantum 2^(e - m), at least f's finest quantum
+  // 2^(emin - m): a value of wide where wide's own quantum divides it, i.e. where wide has
+  // as many mantissa bits (its normal range) and a finest quantum no coarser.
+  return f.mantissa_bits <= wide.mantissa_bits && f.max() <= wide.max() &&
+         f.emin() - f.mantissa_bits >= wide.emin() - wide.mantissa_bits &&
+         (f.is_signed <= wide.is_signed) && (!f.has_inf() || wide.has_inf()) &&
+         (!f.has_nan() || wide.has_nan());
+}
+
 bool Format::operator==(const Format& o) const {
   return exponent_bits == o.exponent_bits && mantissa_bits == o.mantissa_bits && bias == o.bias &&
          nan == o.nan && has_subnormals == o.has_subnormals && is_signed == o.is_signed;

@@ -128,7 +128,9 @@ void render(std::ostream& out, const RoundSummary& s) {
       s.output, c.values, to_string(s.input), s.format, to_string(o.rounding),
       o.saturate ? ", saturate" : "", o.flush_subnormals ? ", flush-subnormals" : "", c.changed,
       c.overflow, c.underflow, c.nan,
-      s.codes ? fmt::format("; wrote {} codes", to_string(*s.codes)) : "");
+      s.codes    ? fmt::format("; wrote {} codes", to_string(*s.codes))
+      : s.stored ? fmt::format("; wrote {} values", to_string(*s.stored))
+                 : "");
 }
 
 }  // namespace fpguard::report

@@ -246,9 +246,11 @@ std::string describe(const analysis::Note& n, const analysis::Diagnosis& d) {
   switch (n.kind) {
     case analysis::NoteKind::mixed_storage:
       return fmt::format(
-          "the model already stores values in 16 bits: its {} float32 compute node{} float32, "
-          "and the reference is its float32 twin (every 16-bit value held in float32)",
-          n.count, n.count == 1 ? " stays" : "s stay");
+          "the model already stores values in 16 bits: {}the reference is its float32 twin "
+          "(every 16-bit value held in float32)",
+          n.count == 0 ? ""
+                       : fmt::format("its {} float32 compute node{} float32, and ", n.count,
+                                     n.count == 1 ? " stays" : "s stay"));
     case analysis::NoteKind::no_float_node:
       return "the model has no floating-point compute node to run in " + d.precision +
              ": nothing to check";

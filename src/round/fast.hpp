@@ -37,5 +37,9 @@ struct FastParams {
 
 std::optional<FastParams> fast_params(const Format& f, const RoundOptions& o);
 void round_fast(const float* in, float* out, std::size_t n, const FastParams& p);
+// encode() into IEEE binary16 (FastParams::ieee_half) by the CPU's conversion: the bit
+// patterns of the float32 values rounded to nearest-even, NaN as +qNaN 0x7e00. False
+// (nothing written) where the CPU has no such conversion.
+bool half_bits(const float* in, std::uint16_t* out, std::size_t n);
 
 }  // namespace fpguard::detail

@@ -3,11 +3,13 @@
 // option: no floating-point operation rounds anywhere in it.
 #include "fpguard/round.hpp"
 
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <vector>
 
 #include "core/parallel.hpp"
 #include "fpguard/error.hpp"
@@ -223,7 +225,7 @@ void round_generic(std::span<const float> in, std::span<float> out, const Format
   FPG_CHECK(in.size() == out.size());
   const Rounder r(f, o);
   detail::parallel_for(in.size(), o.threads, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) out[i] = static_cast<float>(r(in[i], i));
+    for (std::size_t i = b; i < e; ++i) out[i] = static_cast<float>(r(in[i], o.first_index + i));
   });
 }
 
@@ -252,7 +254,7 @@ void round(std::span<const double> in, std::span<double> out, const Format& f,
   FPG_CHECK(in.size() == out.size());
   const Rounder r(f, o);
   detail::parallel_for(in.size(), o.threads, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) out[i] = r(in[i], i);
+    for (std::size_t i = b; i < e; ++i) out[i] = r(in[i], o.first_index + i);
   });
 }
 
@@ -260,27 +262,50 @@ void round(std::span<const double> in, std::span<double> out, const Format& f,
 
 namespace {
 
+// The largest T not above the format's max: for T values, x > it exactly when x > max.
 template <class T>
-RoundCounts count_rounding_impl(std::span<const T> in, std::span<const T> out, const Format& f,
-                                int threads) {
-  FPG_CHECK(in.size() == out.size());
-  const double max = f.max();
+T max_below(const Format& f) {
+  T m = static_cast<T>(f.max());
+  if (static_cast<double>(m) > f.max()) m = std::nextafter(m, T(0));
+  return m;
+}
+
+// Adds what rounding did to in[0, n) (out: the rounded values) to `c`. Branch-free, so
+// that the compiler vectorises it; counts per block fit 32 bits.
+template <class T>
+void count_block(const T* in, const T* out, std::size_t n, T max, RoundCounts& c) {
+  constexpr T kFinite = std::numeric_limits<T>::max();
+  std::uint32_t changed = 0, overflow = 0, underflow = 0, nan = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const T x = in[i], r = out[i];
+    const T ax = std::fabs(x);
+    const bool x_nan = x != x, r_nan = r != r;
+    const bool x_finite = ax <= kFinite;
+    // Finite, and became inf/NaN or was saturated past max.
+    const bool over = x_finite & (!(std::fabs(r) <= kFinite) | (ax > max));
+    nan += x_nan;
+    overflow += over;
+    underflow += (x != 0) & (r == 0);  // x is then finite and not beyond max
+    changed += !(r == x) & !(r_nan & x_nan);
+  }
+  c.changed += changed;
+  c.overflow += overflow;
+  c.underflow += underflow;
+  c.nan += nan;
+}
+
+// Elements per block of the fused round-and-count: both arrays' blocks stay in L2.
+constexpr std::size_t kCountBlock = std::size_t{1} << 14;
+
+// Runs `fn(b, e, counts)` over blocks of [0, n) on the threads, and sums the counts.
+template <class Fn>
+RoundCounts count_blocks(std::size_t n, int threads, Fn&& fn) {
   std::mutex m;
   RoundCounts total;
-  total.values = in.size();
-  detail::parallel_for(in.size(), threads, [&](std::size_t b, std::size_t e) {
+  total.values = n;
+  detail::parallel_for(n, threads, [&](std::size_t b, std::size_t e) {
     RoundCounts c;
-    for (std::size_t i = b; i < e; ++i) {
-      const T x = in[i], r = out[i];
-      if (std::isnan(x)) {
-        ++c.nan;
-      } else if (std::isfinite(x) && (!std::isfinite(r) || std::fabs(double(x)) > max)) {
-        ++c.overflow;  // became inf/NaN, or was saturated
-      } else if (x != 0 && r == 0) {
-        ++c.underflow;
-      }
-      c.changed += !(r == x) && !(std::isnan(r) && std::isnan(x));
-    }
+    for (std::size_t k = b; k < e; k += kCountBlock) fn(k, std::min(e, k + kCountBlock), c);
     const std::lock_guard<std::mutex> lock(m);
     total.changed += c.changed;
     total.overflow += c.overflow;
@@ -288,6 +313,37 @@ RoundCounts count_rounding_impl(std::span<const T> in, std::span<const T> out, c
     total.nan += c.nan;
   });
   return total;
+}
+
+template <class T>
+RoundCounts count_rounding_impl(std::span<const T> in, std::span<const T> out, const Format& f,
+                                int threads) {
+  FPG_CHECK(in.size() == out.size());
+  const T max = max_below<T>(f);
+  return count_blocks(in.size(), threads, [&](std::size_t b, std::size_t e, RoundCounts& c) {
+    count_block(in.data() + b, out.data() + b, e - b, max, c);
+  });
+}
+
+template <class T>
+RoundCounts round_and_count_impl(std::span<const T> in, std::span<T> out, const Format& f,
+                                 const RoundOptions& o) {
+  FPG_CHECK(in.size() == out.size());
+  const T max = max_below<T>(f);
+  const bool in_place = in.data() == out.data();  // (a partial overlap is not allowed)
+  return count_blocks(in.size(), o.threads, [&](std::size_t b, std::size_t e, RoundCounts& c) {
+    RoundOptions piece = o;
+    piece.threads = 1;  // the blocks are the parallel unit
+    piece.first_index = o.first_index + b;
+    thread_local std::vector<T> kept;  // the input of a block rounded in place
+    const T* x = in.data() + b;
+    if (in_place) {
+      kept.assign(x, x + (e - b));
+      x = kept.data();
+    }
+    round(in.subspan(b, e - b), out.subspan(b, e - b), f, piece);
+    count_block(x, out.data() + b, e - b, max, c);
+  });
 }
 
 }  // namespace
@@ -299,6 +355,14 @@ RoundCounts count_rounding(std::span<const float> in, std::span<const float> out
 RoundCounts count_rounding(std::span<const double> in, std::span<const double> out, const Format& f,
                            int threads) {
   return count_rounding_impl(in, out, f, threads);
+}
+RoundCounts round_and_count(std::span<const float> in, std::span<float> out, const Format& f,
+                            const RoundOptions& o) {
+  return round_and_count_impl(in, out, f, o);
+}
+RoundCounts round_and_count(std::span<const double> in, std::span<double> out, const Format& f,
+                            const RoundOptions& o) {
+  return round_and_count_impl(in, out, f, o);
 }
 
 // ---- bit patterns -------------------------------------------------------------------
@@ -352,7 +416,7 @@ void encode_array(std::span<const In> in, std::span<Out> out, const Format& f,
   const Rounder r(f, o);
   detail::parallel_for(in.size(), o.threads, [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i)
-      out[i] = static_cast<Out>(code_of(r(static_cast<double>(in[i]), i), f));
+      out[i] = static_cast<Out>(code_of(r(static_cast<double>(in[i]), o.first_index + i), f));
   });
 }
 
@@ -405,6 +469,14 @@ void encode(std::span<const float> in, std::span<std::uint8_t> out, const Format
 }
 void encode(std::span<const float> in, std::span<std::uint16_t> out, const Format& f,
             const RoundOptions& o) {
+  FPG_CHECK(in.size() == out.size());
+  if (const auto p = detail::fast_params(f, o); p && p->ieee_half) {
+    std::atomic<bool> native = true;  // the same answer on every thread
+    detail::parallel_for(in.size(), o.threads, [&](std::size_t b, std::size_t e) {
+      if (!detail::half_bits(in.data() + b, out.data() + b, e - b)) native = false;
+    });
+    if (native) return;
+  }
   encode_array(in, out, f, o);
 }
 void encode(std::span<const double> in, std::span<std::uint8_t> out, const Format& f,

@@ -54,6 +54,37 @@ void RoundHalfF16C(const float* HWY_RESTRICT in, float* out, size_t n) {
 }
 #endif
 
+// IEEE binary16 bit patterns of float32 values through the hardware conversion (F16C:
+// vcvtps2ph, nearest-even), NaN as the canonical +qNaN 0x7e00 as encode() writes it.
+// Only where the CPU converts natively: Highway's emulation on older targets loses the
+// sign of -0, so those return false and the caller takes the generic path.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && HWY_TARGET != HWY_SCALAR
+bool HalfBitsImpl(const float* HWY_RESTRICT in, std::uint16_t* out, size_t n) {
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+  const size_t N = hn::Lanes(df);
+  const auto qnan = hn::BitCast(df, hn::Set(hn::RebindToUnsigned<decltype(df)>(), 0x7fc00000u));
+  auto half = [&](hn::Vec<decltype(df)> v) {
+    return hn::DemoteTo(dh, hn::IfThenElse(hn::IsNaN(v), qnan, v));
+  };
+  auto* bits = reinterpret_cast<hwy::float16_t*>(out);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(half(hn::LoadU(df, in + i)), dh, bits + i);
+  if (i < n) {
+    HWY_ALIGN float buf[hn::MaxLanes(df)] = {};
+    HWY_ALIGN hwy::float16_t hbuf[hn::MaxLanes(df)] = {};
+    std::memcpy(buf, in + i, (n - i) * sizeof(float));
+    hn::Store(half(hn::Load(df, buf)), dh, hbuf);
+    std::memcpy(bits + i, hbuf, (n - i) * sizeof(std::uint16_t));
+  }
+  return true;
+}
+#else
+bool HalfBitsImpl(const float*, std::uint16_t*, size_t) {
+  return false;
+}
+#endif
+
 void RoundFastImpl(const float* in, float* out, size_t n, const FastParams& p) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && HWY_TARGET != HWY_SCALAR
   if (p.ieee_half) return RoundHalfF16C(in, out, n);
@@ -74,6 +105,11 @@ HWY_AFTER_NAMESPACE();
 namespace fpguard::detail {
 
 HWY_EXPORT(RoundFastImpl);
+HWY_EXPORT(HalfBitsImpl);
+
+bool half_bits(const float* in, std::uint16_t* out, std::size_t n) {
+  return HWY_DYNAMIC_DISPATCH(HalfBitsImpl)(in, out, n);
+}
 
 void round_fast(const float* in, float* out, std::size_t n, const FastParams& p) {
   HWY_DYNAMIC_DISPATCH(RoundFastImpl)(in, out, n, p);

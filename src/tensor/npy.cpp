@@ -304,7 +304,22 @@ class SpanBuf : public std::streambuf {
 
 }  // namespace
 
-Tensor read_npy(std::istream& in, std::uint64_t size, const std::string& where) {
+namespace {
+
+// A .npy header, read and checked against the size of its source.
+struct Header {
+  const DTypeInfo* type = nullptr;
+  bool text = false;        // '<U<n>': item bytes are n UTF-32 code points
+  std::size_t item = 0;     // bytes per element in the file
+  bool big_endian = false;  // and more than one byte per element
+  std::vector<std::int64_t> shape;
+  std::string shape_text;
+  std::size_t count = 0;
+  std::uint64_t data_bytes = 0, available = 0;  // after the header; available: the source's
+  bool size_known = false;
+};
+
+Header read_header(std::istream& in, std::uint64_t size, const std::string& where) {
   char magic[6];
   if (!read_exact(in, magic, 6) || std::memcmp(magic, kMagic, 6) != 0)
     throw Error(where, "not a .npy file (bad magic)");
@@ -336,13 +351,14 @@ Tensor read_npy(std::istream& in, std::uint64_t size, const std::string& where) 
 
   const std::string descr = dict_value(header, "descr", where);
   const std::string fortran = dict_value(header, "fortran_order", where);
-  const std::string shape_text = dict_value(header, "shape", where);
+  Header h;
+  h.shape_text = dict_value(header, "shape", where);
   if (fortran.find("True") != std::string::npos)
     throw Error(where, "Fortran-ordered arrays are not supported; save np.ascontiguousarray(a)");
   if (fortran.find("False") == std::string::npos)
     throw Error(where, "malformed .npy header: fortran_order is '" + fortran + "'");
-  if (shape_text.empty() || shape_text.front() != '(')
-    throw Error(where, "malformed .npy header: shape is '" + shape_text + "'");
+  if (h.shape_text.empty() || h.shape_text.front() != '(')
+    throw Error(where, "malformed .npy header: shape is '" + h.shape_text + "'");
   // One message for every dtype we cannot read (object arrays are pickles: never).
   const auto unsupported = [&] {
     return Error(where, "unsupported dtype '" + descr +
@@ -351,65 +367,123 @@ Tensor read_npy(std::istream& in, std::uint64_t size, const std::string& where) 
   if (descr.size() < 3) throw unsupported();
   const char order = descr[0];
   const char kind = descr[1];
-  std::size_t size_of = 0;
   try {
-    size_of = std::stoul(descr.substr(2));
+    h.item = std::stoul(descr.substr(2));
   } catch (...) {
     throw unsupported();
   }
-  const DTypeInfo* found = nullptr;
   for (const auto& i : kDTypes)
-    if (i.kind == kind && i.size == size_of && std::to_string(size_of) == descr.substr(2))
-      found = &i;
-  const bool text = kind == 'U' && std::to_string(size_of) == descr.substr(2) && size_of > 0;
-  if (text) {  // size_of code points of 4 bytes each
-    if (size_of > (std::size_t{1} << 20)) throw unsupported();
-    found = &info(DType::string);
-    size_of *= 4;
+    if (i.kind == kind && i.size == h.item && std::to_string(h.item) == descr.substr(2))
+      h.type = &i;
+  h.text = kind == 'U' && std::to_string(h.item) == descr.substr(2) && h.item > 0;
+  if (h.text) {  // h.item code points of 4 bytes each
+    if (h.item > (std::size_t{1} << 20)) throw unsupported();
+    h.type = &info(DType::string);
+    h.item *= 4;
   }
-  if (!found || (order != '<' && order != '>' && order != '|' && order != '=')) throw unsupported();
-  const bool big_endian = order == '>' && size_of > 1;
+  if (!h.type || (order != '<' && order != '>' && order != '|' && order != '='))
+    throw unsupported();
+  h.big_endian = order == '>' && h.item > 1;
 
-  auto shape = parse_shape(shape_text, where);
-  const std::size_t n = element_count(shape, where);
+  h.shape = parse_shape(h.shape_text, where);
+  h.count = element_count(h.shape, where);
   // Checked before allocating: a corrupt header must not make us allocate what the data
   // cannot back. A size of UINT64_MAX means "unknown" (a pipe).
-  const bool size_known = size != std::numeric_limits<std::uint64_t>::max();
-  const std::uint64_t data_bytes = static_cast<std::uint64_t>(n) * size_of;
-  const std::uint64_t available = size >= header_bytes ? size - header_bytes : 0;
-  if (size_known && data_bytes > available)
-    throw Error(where, "truncated .npy data: shape " + shape_text + " of " + found->name +
-                           " needs " + std::to_string(data_bytes) + " bytes, only " +
-                           std::to_string(available) + " remain");
-  check_memory(data_bytes, where);  // a pipe, or a file larger than memory
-  Tensor t(found->dtype, shape);
-  std::vector<char32_t> chars;
-  if (text) chars.resize(n * size_of / 4);
-  if (!read_exact(in, text ? static_cast<void*>(chars.data()) : t.bytes(),
-                  text ? chars.size() * 4 : t.nbytes()))
-    throw Error(where, "truncated .npy data: shape " + shape_text + " needs " +
-                           std::to_string(t.nbytes()) + " bytes");
-  // Reading on to the end lets a checking source (a zip entry's CRC) check, and finds
-  // stray bytes.
-  if (size_known && data_bytes < available)
-    throw Error(where, std::to_string(available - data_bytes) +
+  h.size_known = size != std::numeric_limits<std::uint64_t>::max();
+  h.data_bytes = static_cast<std::uint64_t>(h.count) * h.item;
+  h.available = size >= header_bytes ? size - header_bytes : 0;
+  if (h.size_known && h.data_bytes > h.available)
+    throw Error(where, "truncated .npy data: shape " + h.shape_text + " of " + h.type->name +
+                           " needs " + std::to_string(h.data_bytes) + " bytes, only " +
+                           std::to_string(h.available) + " remain");
+  return h;
+}
+
+// After the data: reading on to the end lets a checking source (a zip entry's CRC)
+// check, and finds stray bytes.
+void expect_end(std::istream& in, const Header& h, const std::string& where) {
+  if (h.size_known && h.data_bytes < h.available)
+    throw Error(where, std::to_string(h.available - h.data_bytes) +
                            " unexpected bytes after the array data (corrupt, or not one array)");
   if (in.peek() != std::char_traits<char>::eof())
     throw Error(where, "unexpected bytes after the array data (corrupt, or not one array)");
-  if (text) {
-    if (big_endian)
+}
+
+// Big-endian elements of `item` bytes to native (little-endian) order, in place.
+void to_native(std::byte* p, std::size_t n, std::size_t item) {
+  for (std::size_t i = 0; i < n; ++i) std::reverse(p + i * item, p + (i + 1) * item);
+}
+
+}  // namespace
+
+Tensor read_npy(std::istream& in, std::uint64_t size, const std::string& where) {
+  const Header h = read_header(in, size, where);
+  check_memory(h.data_bytes, where);  // a pipe, or a file larger than memory
+  Tensor t =
+      h.text ? Tensor(h.type->dtype, h.shape) : Tensor::uninitialized(h.type->dtype, h.shape);
+  std::vector<char32_t> chars;
+  if (h.text) chars.resize(h.count * h.item / 4);
+  if (!read_exact(in, h.text ? static_cast<void*>(chars.data()) : t.bytes(),
+                  h.text ? chars.size() * 4 : t.nbytes()))
+    throw Error(where, "truncated .npy data: shape " + h.shape_text + " needs " +
+                           std::to_string(h.data_bytes) + " bytes");
+  expect_end(in, h, where);
+  if (h.text) {
+    if (h.big_endian)
       for (auto& c : chars) c = __builtin_bswap32(static_cast<std::uint32_t>(c));
-    const std::size_t width = size_of / 4;
+    const std::size_t width = h.item / 4;
     auto out = t.data<std::string>();
-    for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t i = 0; i < h.count; ++i)
       out[i] = utf8(std::span<const char32_t>(chars.data() + i * width, width));
     return t;
   }
-  if (big_endian) {  // convert to native (little-endian) order
-    std::byte* p = t.bytes();
-    for (std::size_t i = 0; i < n; ++i) std::reverse(p + i * size_of, p + (i + 1) * size_of);
-  }
+  if (h.big_endian) to_native(t.bytes(), h.count, h.item);
   return t;
+}
+
+struct NpyReader::State {
+  std::ifstream in;
+  Header header;
+  std::size_t left = 0;  // elements not read yet
+};
+
+NpyReader::NpyReader(const std::filesystem::path& path)
+    : where_(path.string()), state_(std::make_unique<State>()) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(where_, "is a directory, not a .npy file");
+  state_->in.open(path, std::ios::binary);
+  if (!state_->in) throw Error(where_, std::string("cannot open: ") + std::strerror(errno));
+  std::uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec) size = std::numeric_limits<std::uint64_t>::max();  // not a regular file
+  state_->header = read_header(state_->in, size, where_);
+  if (state_->header.text)
+    throw Error(where_, "string arrays are read whole (read_npy), not in pieces");
+  state_->left = state_->header.count;
+}
+
+NpyReader::~NpyReader() = default;
+
+DType NpyReader::dtype() const {
+  return state_->header.type->dtype;
+}
+const std::vector<std::int64_t>& NpyReader::shape() const {
+  return state_->header.shape;
+}
+std::size_t NpyReader::size() const {
+  return state_->header.count;
+}
+
+std::size_t NpyReader::read(std::span<std::byte> dst) {
+  const Header& h = state_->header;
+  const std::size_t n = std::min(state_->left, dst.size() / h.item);
+  if (!read_exact(state_->in, dst.data(), n * h.item))
+    throw Error(where_, "truncated .npy data: shape " + h.shape_text + " needs " +
+                            std::to_string(h.data_bytes) + " bytes");
+  if (h.big_endian) to_native(dst.data(), n, h.item);
+  state_->left -= n;
+  if (state_->left == 0 && n > 0) expect_end(state_->in, h, where_);
+  return n;
 }
 
 Tensor read_npy(std::span<const std::byte> bytes, const std::string& where) {
@@ -432,7 +506,7 @@ Tensor read_npy(const std::filesystem::path& path) {
 
 namespace {
 
-std::string header_with(const Tensor& t, const std::string& descr);
+std::string header_with(const std::vector<std::int64_t>& dims, const std::string& descr);
 
 // A string tensor's .npy data: every element as `width` UTF-32LE code points (NUL-padded),
 // width the longest element's length (at least 1, as NumPy's '<U1' for empty strings).
@@ -452,8 +526,13 @@ std::vector<char32_t> npy_text(const Tensor& t, std::size_t& width) {
 }  // namespace
 
 std::string npy_header(const Tensor& t, const std::string& where) {
+  return npy_header(t.dtype(), t.shape(), where);
+}
+
+std::string npy_header(DType dtype, const std::vector<std::int64_t>& shape,
+                       const std::string& where) {
   std::string descr;
-  switch (t.dtype()) {
+  switch (dtype) {
     case DType::bool_:
       descr = "|b1";
       break;
@@ -468,19 +547,19 @@ std::string npy_header(const Tensor& t, const std::string& where) {
     case DType::string:
       throw Error(where, "string tensors are written by write_npy only");
     default:
-      descr = std::string("<") + info(t.dtype()).kind + std::to_string(itemsize(t.dtype()));
+      descr = std::string("<") + info(dtype).kind + std::to_string(itemsize(dtype));
   }
-  return header_with(t, descr);
+  return header_with(shape, descr);
 }
 
 namespace {
 
-std::string header_with(const Tensor& t, const std::string& descr) {
+std::string header_with(const std::vector<std::int64_t>& dims, const std::string& descr) {
   std::string shape = "(";
-  for (auto d : t.shape()) shape += std::to_string(d) + ", ";
-  if (t.shape().size() > 1)
+  for (auto d : dims) shape += std::to_string(d) + ", ";
+  if (dims.size() > 1)
     shape.resize(shape.size() - 1), shape.back() = ')';
-  else if (t.shape().size() == 1)
+  else if (dims.size() == 1)
     shape.pop_back(), shape.back() = ',', shape += ")";
   else
     shape += ")";
@@ -505,7 +584,7 @@ void write_npy(const std::filesystem::path& path, const Tensor& t) {
   if (t.dtype() == DType::string) {
     std::size_t width = 1;
     const auto chars = npy_text(t, width);
-    const std::string header = header_with(t, "<U" + std::to_string(width));
+    const std::string header = header_with(t.shape(), "<U" + std::to_string(width));
     write_file_atomic(path, [&](std::ostream& out) {
       out.write(header.data(), static_cast<std::streamsize>(header.size()));
       out.write(reinterpret_cast<const char*>(chars.data()),

@@ -307,12 +307,73 @@ def check_round(c, cli):
         c.equal(y.tolist(), [0x7F, 0x7F, 0x38, 0x7F, 0x00], "round float8_e4m3fn --encode: codes")
 
 
+def check_round_storage(c, cli):
+    """--dtype chooses what the values are written as; a large file streams (pieces of 2^20
+    elements) with the same values, counts and stochastic draws as NumPy and as a small file."""
+    rng = np.random.default_rng(11)
+    out = cli.path("d.npy")
+    n = 2_500_000  # three pieces
+    x = (rng.standard_normal(n) * 3e4).astype(np.float32)
+    x[:6] = [np.nan, np.inf, -0.0, 1e-9, 70000, -1e6]
+    np.save(cli.path("big.npy"), x)
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16)
+    # --max-memory far below the file: round holds a few pieces, never the whole array.
+    r = cli.ok("--dtype float16", ["round", "float16", "big.npy", "-o", out, "--dtype", "float16",
+                                   "--max-memory", "1M"])
+    y = np.load(out)
+    c.check(y.dtype == np.float16 and np.array_equal(y.view(np.uint16), want.view(np.uint16)),
+            "--dtype float16: a real <f2 .npy, numpy's float16 bits")
+    finite = np.isfinite(x)
+    # Overflow: finite and beyond max (65504), whether it became inf or rounded down to max.
+    over = int(np.count_nonzero(finite & (~np.isfinite(want) | (np.abs(x) > 65504))))
+    changed = int(np.count_nonzero((want.astype(np.float32) != x) & ~np.isnan(x)))
+    under = int(np.count_nonzero((x != 0) & (want == 0)))
+    c.check(f"{n} float32 values" in r.stdout and f"{changed} changed" in r.stdout and
+            f"{over} overflowed" in r.stdout and f"{under} underflowed" in r.stdout and
+            "1 NaN" in r.stdout and "wrote float16 values" in r.stdout,
+            "--dtype float16: the counts NumPy finds", (r.stdout, changed, over, under))
+    y = load_ok(c, cli, "streamed float32", ["round", "float16", "big.npy", "-o", out], out)
+    if y is not None:
+        c.check(np.array_equal(y.view(np.uint32), want.astype(np.float32).view(np.uint32)),
+                "a streamed file: numpy's values")
+    # FP8 values in float16 and bfloat16 (as float32) storage: the same values as float32.
+    y32 = load_ok(c, cli, "e4m3 float32", ["round", "float8_e4m3fn", "big.npy", "-o", out], out)
+    for dtype, npt in (("float16", np.float16), ("bfloat16", np.float32)):
+        y = load_ok(c, cli, f"e4m3 --dtype {dtype}",
+                    ["round", "float8_e4m3fn", "big.npy", "-o", out, "--dtype", dtype], out)
+        if y is not None and y32 is not None:
+            c.check(y.dtype == npt and np.array_equal(y.astype(np.float32), y32, equal_nan=True),
+                    f"float8_e4m3fn --dtype {dtype}: the same values")
+    # Stochastic draws are per element index, whatever the pieces: the same halfway values
+    # at i and i + 2^20 (in two pieces) round up independently, about half of them apart.
+    piece = 1 << 20
+    h = (1 + (np.arange(piece) % 1024 + 0.5) * 2.0**-10).astype(np.float32)
+    np.save(cli.path("halves.npy"), np.concatenate([h, h]))
+    y = load_ok(c, cli, "streamed stochastic", ["round", "float16", "halves.npy", "-o", out,
+                                                "--rounding", "stochastic", "--seed", "5"], out)
+    if y is not None:
+        apart = np.count_nonzero(y[:piece] != y[piece:]) / piece
+        c.check(0.45 < apart < 0.55, "stochastic: the second piece draws anew", apart)
+        c.check(np.all(np.abs(y - np.concatenate([h, h])) == 2.0**-11),
+                "stochastic: one of the two neighbours, in every piece")
+    # Refused: a dtype that cannot hold the format's values, --dtype with --encode.
+    cli.fails("--dtype float16 for bfloat16 values",
+              ["round", "bf16", "big.npy", "-o", out, "--dtype", "float16"],
+              "--dtype float16", "cannot hold every bfloat16 value")
+    cli.fails("--dtype with --encode",
+              ["round", "float16", "big.npy", "-o", out, "--dtype", "float16", "--encode"],
+              "--dtype", "--encode")
+    cli.fails("--dtype int8", ["round", "float16", "big.npy", "-o", out, "--dtype", "int8"],
+              "int8")
+
+
 def main():
     args = fpgref.parse_args(__doc__)
     c = fpgref.Checker("cli_test")
     with tempfile.TemporaryDirectory() as tmp:
         cli = Cli(c, os.path.abspath(args.fpguard), tmp)
-        for part in (check_help, check_finfo, check_errors, check_round):
+        for part in (check_help, check_finfo, check_errors, check_round, check_round_storage):
             c.run_case(part.__name__, part, c, cli)
     c.finish()
 

@@ -1,7 +1,13 @@
 // `fpguard round`: round a float32/float64 .npy into a format, writing carrier values in
-// the input dtype or, with --encode, the format's bit patterns.
+// the input dtype (or --dtype) or, with --encode, the format's bit patterns. The file is
+// streamed: read, rounded, counted and written a piece at a time.
+#include <algorithm>
 #include <iostream>
+#include <optional>
+#include <span>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "cli.hpp"
 #include "fpguard/error.hpp"
@@ -15,7 +21,7 @@ namespace fpguard::cli {
 namespace {
 
 struct RoundArgs {
-  std::string format, input, output, rounding = "nearest-even";
+  std::string format, input, output, rounding = "nearest-even", dtype;
   std::uint64_t seed = 0;
   bool saturate = false, flush = false, encode = false;
 };
@@ -27,10 +33,102 @@ DType code_dtype(const Format& f) {
   return DType::uint64;
 }
 
-template <class Code>
-void encode_into(const std::vector<double>& values, Tensor& out, const Format& f,
-                 const RoundOptions& o) {
-  encode(std::span<const double>(values), out.data<Code>(), f, o);
+// What the rounded values are written as.
+struct Storage {
+  DType dtype = DType::float32;  // of the .npy
+  std::optional<Format> bits{};  // --encode: the format's codes; float16: IEEE half bits
+};
+
+// --dtype (float16, bfloat16: as float32 values, float32, float64), else the input's; a
+// dtype that cannot hold every value of the format is refused.
+Storage storage_of(const RoundArgs& a, DType input, const Format& f) {
+  if (a.encode) {
+    if (!a.dtype.empty()) throw Error("--dtype " + a.dtype, "--encode writes codes, not values");
+    return {.dtype = code_dtype(f), .bits = f};
+  }
+  if (a.dtype.empty()) return {.dtype = input};
+  const Format wide = parse_format(a.dtype);
+  const std::vector<std::pair<std::string, DType>> carriers = {
+      {"float16", DType::float16},
+      {"bfloat16", DType::float32},  // NumPy has no bfloat16: its values as float32
+      {"float32", DType::float32},
+      {"float64", DType::float64}};
+  const auto c = std::find_if(carriers.begin(), carriers.end(),
+                              [&](const auto& p) { return p.first == wide.name; });
+  if (c == carriers.end())
+    throw Error("--dtype " + a.dtype, "expected float16, bfloat16, float32 or float64");
+  if (!holds_every_value(wide, f))
+    throw Error("--dtype " + a.dtype, wide.name + " cannot hold every " + f.name +
+                                          " value exactly; choose a wider dtype");
+  if (c->second == DType::float16) return {.dtype = DType::float16, .bits = wide};
+  return {.dtype = c->second};
+}
+
+void write_span(std::ostream& out, const void* data, std::size_t bytes) {
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+}
+
+// The codes of rounded values `y` in `f` (values of f: encoding them rounds nothing).
+template <class Code, class T>
+void write_codes(std::ostream& out, std::span<const T> y, const Format& f) {
+  std::vector<Code> codes(y.size());
+  if constexpr (std::is_same_v<T, float> && sizeof(Code) <= 2) {
+    encode(y, std::span<Code>(codes), f);  // float16: the SIMD conversion
+  } else {
+    const std::vector<double> d(y.begin(), y.end());
+    encode(std::span<const double>(d), std::span<Code>(codes), f);
+  }
+  write_span(out, codes.data(), codes.size() * sizeof(Code));
+}
+
+// Rounded values `y` written as `s` says.
+template <class T>
+void write_piece(std::ostream& out, std::span<const T> y, const Storage& s) {
+  switch (s.dtype) {
+    case DType::uint8:
+      return write_codes<std::uint8_t>(out, y, *s.bits);
+    case DType::uint16:
+    case DType::float16:
+      return write_codes<std::uint16_t>(out, y, *s.bits);
+    case DType::uint32:
+      return write_codes<std::uint32_t>(out, y, *s.bits);
+    case DType::uint64:
+      return write_codes<std::uint64_t>(out, y, *s.bits);
+    default:
+      break;
+  }
+  if (s.dtype == (std::is_same_v<T, float> ? DType::float32 : DType::float64))
+    return write_span(out, y.data(), y.size_bytes());
+  // The other carrier: exact, since the dtype holds every value of the format.
+  if (s.dtype == DType::float32) {
+    const std::vector<float> v(y.begin(), y.end());
+    return write_span(out, v.data(), v.size() * sizeof(float));
+  }
+  const std::vector<double> v(y.begin(), y.end());
+  write_span(out, v.data(), v.size() * sizeof(double));
+}
+
+// The input read, rounded, counted and written a piece at a time: memory stays flat
+// whatever the file's size.
+template <class T>
+RoundCounts stream(NpyReader& in, std::ostream& out, const Format& f, const RoundOptions& o,
+                   const Storage& s) {
+  constexpr std::size_t kPiece = std::size_t{1} << 20;  // elements
+  std::vector<T> x(std::clamp<std::size_t>(in.size(), 1, kPiece)), y(x.size());
+  RoundCounts total;
+  RoundOptions piece = o;
+  for (std::size_t n; (n = in.read(std::as_writable_bytes(std::span<T>(x)))) > 0;) {
+    const RoundCounts c =
+        round_and_count(std::span<const T>(x.data(), n), std::span<T>(y.data(), n), f, piece);
+    write_piece(out, std::span<const T>(y.data(), n), s);
+    total.values += c.values;
+    total.changed += c.changed;
+    total.overflow += c.overflow;
+    total.underflow += c.underflow;
+    total.nan += c.nan;
+    piece.first_index += n;
+  }
+  return total;
 }
 
 void run(const RoundArgs& a) {
@@ -41,50 +139,22 @@ void run(const RoundArgs& a) {
   o.saturate = a.saturate;
   o.flush_subnormals = a.flush;
   check_not_same_file(a.input, a.output, "-o");
-  const Tensor in = read_npy(a.input);
+  NpyReader in(a.input);
   if (in.dtype() != DType::float32 && in.dtype() != DType::float64)
     throw Error(a.input, "dtype " + std::string(to_string(in.dtype())) +
                              " is not supported by round (float32 or float64 only)");
+  const Storage s = storage_of(a, in.dtype(), f);
 
   report::RoundSummary summary{
       .output = a.output, .values = in.size(), .input = in.dtype(), .format = f.name, .options = o};
-  Tensor out;
-  if (a.encode) {
-    // Codes from the values in double (exact for both input dtypes); the counts from the
-    // same values rounded.
-    std::vector<double> x(in.size()), r(in.size());
-    if (in.dtype() == DType::float32)
-      std::copy(in.data<float>().begin(), in.data<float>().end(), x.begin());
-    else
-      std::copy(in.data<double>().begin(), in.data<double>().end(), x.begin());
-    out = Tensor(code_dtype(f), in.shape());
-    switch (out.dtype()) {
-      case DType::uint8:
-        encode_into<std::uint8_t>(x, out, f, o);
-        break;
-      case DType::uint16:
-        encode_into<std::uint16_t>(x, out, f, o);
-        break;
-      case DType::uint32:
-        encode_into<std::uint32_t>(x, out, f, o);
-        break;
-      default:
-        encode_into<std::uint64_t>(x, out, f, o);
-        break;
-    }
-    round(std::span<const double>(x), std::span<double>(r), f, o);
-    summary.counts = count_rounding(std::span<const double>(x), std::span<const double>(r), f);
-    summary.codes = out.dtype();
-  } else if (in.dtype() == DType::float32) {
-    out = Tensor::uninitialized(DType::float32, in.shape());
-    round(in.data<float>(), out.data<float>(), f, o);
-    summary.counts = count_rounding(in.data<float>(), std::as_const(out).data<float>(), f);
-  } else {
-    out = Tensor::uninitialized(DType::float64, in.shape());
-    round(in.data<double>(), out.data<double>(), f, o);
-    summary.counts = count_rounding(in.data<double>(), std::as_const(out).data<double>(), f);
-  }
-  write_npy(a.output, out);
+  if (a.encode) summary.codes = s.dtype;
+  if (!a.dtype.empty()) summary.stored = s.dtype;
+  const std::string header = npy_header(s.dtype, in.shape(), a.output);
+  write_file_atomic(a.output, [&](std::ostream& out) {
+    write_span(out, header.data(), header.size());
+    summary.counts = in.dtype() == DType::float32 ? stream<float>(in, out, f, o, s)
+                                                  : stream<double>(in, out, f, o, s);
+  });
   report::render(std::cout, summary);
 }
 
@@ -104,10 +174,14 @@ void add_round(CLI::App& app) {
   cmd->add_flag("--flush-subnormals", a->flush, "Flush subnormal results to zero (FTZ)");
   cmd->add_flag("--encode", a->encode,
                 "Write the format's bit patterns (uint8/16/32/64) instead of values");
+  cmd->add_option("--dtype", a->dtype,
+                  "Write the values as float16 (a real <f2 .npy), bfloat16 (as float32 values), "
+                  "float32 or float64 (default: the input's)");
   cmd->footer(
       "Examples:\n  fpguard round float16 x.npy -o x16.npy\n"
       "  fpguard round float8_e4m3fn x.npy -o codes.npy --encode --saturate\n"
-      "  fpguard round bf16 x.npy -o y.npy --rounding stochastic --seed 7");
+      "  fpguard round bf16 x.npy -o y.npy --rounding stochastic --seed 7\n"
+      "  fpguard round float16 x.npy -o x16.npy --dtype float16");
   cmd->callback([a] { run(*a); });
 }
 
