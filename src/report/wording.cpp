@@ -452,10 +452,10 @@ std::string next_steps(const analysis::Diagnosis& d) {
   std::string s =
       "no single node starts the failure (no overflow, NaN or underflow, and no node's own "
       "error stands out): the error is spread over many nodes";
-  if (!top.empty())
-    s += fmt::format("; the most damaging (worst nodes below): {}", join(top, ", "));
   if (const auto& f = d.first_trouble; f && !f->node.empty())
     s += fmt::format("; it shows first in {} (from {})", quoted(f->tensor), quoted(f->node));
+  if (!top.empty())
+    s += fmt::format("; the most damaging (worst nodes below): {}", join(top, ", "));
   return s +
          "; next: `fpguard plan` (same model, inputs and --precision) keeps the fewest nodes in "
          "float32 until the outputs pass, and proves it";
