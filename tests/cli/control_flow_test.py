@@ -13,7 +13,9 @@ on small models built here with onnx:
 - an If nested in a Loop: the origin is `loop/body/branch/then_branch/dbl`, first at the
   iteration NumPy finds;
 - each in bfloat16, whose range suffices: PASS;
-- a --keep-fp32 path that names no node: one line, exit 2, with a "did you mean".
+- a --keep-fp32 path that names no node: one line, exit 2, with a "did you mean";
+- a failure without origin (a Cast to float16 overflows, nothing computes in the format):
+  one line names the first tensor that went non-finite and its producer.
 
     control_flow_test.py --fpguard PATH
 """
@@ -264,13 +266,39 @@ def test_nested(f, tmp):
     check(j is not None and j["verdict"] == "pass", "nested bf16 passes", r.stdout[-600:])
 
 
+def test_no_origin(f, tmp):
+    """y = Cast(Cast(x, float16), float32): nothing computes in the format, yet x = 70000
+    becomes inf (NumPy: float16(70000) is inf) in the Cast to float16. No origin: the report
+    says so in one line naming that Cast's output, and never 'no floating-point compute
+    node'."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    g = helper.make_graph([helper.make_node("Cast", ["x"], ["h"], name="to16", to=TensorProto.FLOAT16),
+                           helper.make_node("Cast", ["h"], ["y"], name="to32", to=TensorProto.FLOAT)],
+                          "g", [x], [y])
+    path = os.path.join(tmp, "casts.onnx")
+    save(g, path)
+    xs = np.array([1, 70000], np.float32)
+    check(np.isinf(np.float16(xs[1])), "NumPy: 70000 overflows float16", np.float16(xs[1]))
+    r, j = checked(f, tmp, path, inputs_dir(tmp, "casts_in", x=xs))
+    if j:
+        check(j["verdict"] == "fail" and j["origins"] == [], "casts: FAIL without origin",
+              (j["verdict"], j["origins"]))
+        ft = j["first_trouble"] or {}
+        check((ft.get("tensor"), ft.get("node"), ft.get("nonfinite")) == ("h", "to16", True),
+              "casts: first_trouble names the Cast to float16", ft)
+        lines = [ln for ln in r.stdout.splitlines() if "no origin found" in ln]
+        check(len(lines) == 1 and "`h`" in lines[0] and "`to16`" in lines[0],
+              "casts: one line names the tensor and its producer", r.stdout[-800:])
+
+
 def main():
     np.seterr(over="ignore")  # the float16 loops overflow on purpose
     ap = argparse.ArgumentParser()
     ap.add_argument("--fpguard", required=True)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        for t in (test_if, test_loop, test_constant, test_nested):
+        for t in (test_if, test_loop, test_constant, test_nested, test_no_origin):
             sub = os.path.join(tmp, t.__name__)
             os.makedirs(sub)
             t(a.fpguard, sub)
