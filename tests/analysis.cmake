@@ -27,6 +27,13 @@ add_test(NAME cli.check
                  --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)
 set_tests_properties(cli.check PROPERTIES LABELS analysis)
 
+# Nodes inside If/Loop bodies: origins named by path, loop iterations, subgraph constants,
+# --keep-fp32 paths, on small models built with onnx (cli/control_flow_test.py).
+add_test(NAME cli.control_flow
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/control_flow_test.py
+                 --fpguard $<TARGET_FILE:fpguard>)
+set_tests_properties(cli.control_flow PROPERTIES LABELS analysis)
+
 # Pages rendered in headless Chromium (Debian's chromium, installed by scripts/setup);
 # their screenshots go to the build tree (docs/images/ holds the committed ones).
 add_test(NAME cli.html

@@ -231,6 +231,32 @@ TEST(Json, VerdictDataRoundTrips) {
   EXPECT_THROW(diagnosis_from_json(w, "check.json"), Error);
 }
 
+// Body-node fields (parent, runs, iterations) and first_trouble are written and read back
+// unchanged, and older files without them still read.
+TEST(Json, BodyNodeFieldsAndFirstTroubleRoundTrip) {
+  Builder b({2});
+  b.node("n", "Relu", {"x"}, "y").output("y");
+  Diagnosis d = analysis::check(b.m, {{{"x", floats({2}, {1, 2})}}}, {});
+  ASSERT_EQ(d.nodes.size(), 1u);
+  d.nodes[0].parent = "If_0";
+  d.nodes[0].runs = 3;
+  d.nodes[0].first_overflow_iteration = {4, 1};
+  d.pass = false;
+  d.first_trouble = analysis::FirstTrouble{
+      .tensor = "If_0/then_branch/y", .node = "If_0/then_branch/n", .op_type = "Relu"};
+  const Json j = to_json(d);
+  EXPECT_EQ(j["nodes"][0]["first_overflow_iteration"], Json({4, 1}));
+  EXPECT_EQ(j["first_trouble"]["tensor"], "If_0/then_branch/y");
+  const Diagnosis back = diagnosis_from_json(Json::parse(j.dump(2)), "check.json");
+  EXPECT_EQ(to_json(back).dump(), j.dump());
+  Json old = j;
+  old.erase("first_trouble");
+  for (const char* k : {"parent", "runs", "first_overflow_iteration"}) old["nodes"][0].erase(k);
+  const Diagnosis older = diagnosis_from_json(old, "check.json");
+  EXPECT_FALSE(older.first_trouble);
+  EXPECT_EQ(older.nodes[0].runs, 0u);
+}
+
 // Comparisons over no finite pair: their errors are null, read back as no error.
 TEST(Json, NodeErrorsWithoutFinitePairsAreNull) {
   Builder b({2});

@@ -89,9 +89,25 @@ struct TensorRecord {
 };
 
 struct NodeRecord {
-  std::string name;  // the ONNX node name, or "<OpType>_<topological index>"
+  // The ONNX node name, or "<OpType>_<topological index>"; for a node of a subgraph (an
+  // If/Loop/Scan body) its path, "<outer node>/<attribute>/<node>" ("If_0/then_branch/Mul_2"),
+  // nested as deep as the model goes.
+  std::string name;
   std::string op_type;
-  std::size_t index = 0;  // topological position
+  // Topological position over every node, subgraphs included: a body's nodes come right
+  // before the node that runs them.
+  std::size_t index = 0;
+  // A body node: the name (or path) of the control-flow node that runs it; "" in the main
+  // graph.
+  std::string parent;
+  // How often it ran over all samples (once per sample in the main graph; a body node once
+  // per run of its body). Its statistics aggregate over them: worst absmax and errors,
+  // counts summed.
+  std::uint64_t runs = 0;
+  // A body node whose own (local) run overflowed or made NaN: the iteration of each enclosing
+  // body in the first run where it did, outermost first (a Loop's or Scan's iteration, 0 for
+  // an If branch). Empty otherwise, and in the main graph.
+  std::vector<std::size_t> first_overflow_iteration;
   // The format it ran in ("float32" when kept in float32 or moving data; "none" for a
   // node without floating outputs).
   std::string precision;
@@ -202,6 +218,20 @@ struct Origin {
   // Accuracy origins: relative RMS error of the graph outputs when only this node runs
   // in the emulated format (everything else float32), and of the whole emulated run.
   double contribution = 0, total_error = 0;
+  // A body node: NodeRecord::first_overflow_iteration.
+  std::vector<std::size_t> iteration{};
+};
+
+// When a check fails and no origin is found: the first tensor in topological order
+// (subgraphs included) whose emulated values went non-finite where the reference is finite,
+// or else whose cosine with the reference fell below the pass criterion.
+struct FirstTrouble {
+  std::string tensor;              // its key (a body value: "<outer>/<attribute>/<name>")
+  std::string node;                // its producer; "" for a graph input
+  std::string op_type;             // the producer's op
+  bool nonfinite = true;           // else it left the tolerance
+  double cosine = 0;               // against the reference
+  bool producer_emulated = false;  // the producer runs in the format (its own run stayed sound)
 };
 
 // A static risk rule: data, so users can turn rules off by id.
@@ -317,6 +347,8 @@ struct Diagnosis {
   std::vector<NodeRecord> nodes;  // in topological order
   std::vector<RuleFinding> rules;
   std::vector<Note> notes;
+  // Set when the check fails and `origins` is empty: where the trouble shows first.
+  std::optional<FirstTrouble> first_trouble;
 };
 
 // The node names this analysis reports ("<OpType>_<index>" for unnamed nodes), indexed

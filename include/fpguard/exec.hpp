@@ -171,9 +171,41 @@ struct PrecisionPolicy {
   AccumulationOrder accumulation;
 
   std::optional<Format> format_for(const model::Node& n) const;
+  // The same for a node known by `name`: a body node's path (BodyNode::path), which
+  // exclude_names and node_formats match instead of the node's own name.
+  std::optional<Format> format_for(const model::Node& n, const std::string& name) const;
 };
 
 // ---- observing ------------------------------------------------------------------------
+// One control-flow node around a body node (If, Loop, Scan, SequenceMap).
+struct Enclosing {
+  const model::Node* node = nullptr;  // the control-flow node
+  std::string path;                   // its name or path ("If_3", "Loop_0/body/If_2")
+  std::string attribute;              // the graph attribute holding the body ("then_branch")
+  // The how-manieth run of that body during this run of the node, from 0: a Loop's or
+  // Scan's iteration (Scan-8 counts on across batch entries), 0 for If.
+  std::size_t iteration = 0;
+};
+
+// A node of a subgraph as an observer sees it.
+struct BodyNode {
+  const model::Node& node;
+  std::size_t position = 0;  // in its own graph's topological order
+  // "<outer>/<attribute>/<node>", nested as deep as the model goes: the enclosing node's
+  // path, the attribute, then the node's name, or "<OpType>_<position>" when it has none
+  // (unnamed main-graph nodes are "<OpType>_<position>" too, as check names them).
+  std::string path;
+  std::vector<Enclosing> enclosing;  // outermost first
+  std::optional<Format> format;      // the format it ran in (nullopt: float32)
+  // A live value of its scope or an enclosing one, as held (a carrier, not rounded to
+  // this node's format), or nullptr (absent, or a sequence or empty optional).
+  std::function<const Tensor*(const std::string&)> value;
+  // Runs the node again on the same values in `fmt` (nullopt: float32), keeping nothing
+  // and observing nothing: the node's non-empty tensor outputs in order. Its own subgraphs
+  // run again too (with their own formats).
+  std::function<std::vector<NamedTensor>(const std::optional<Format>&)> evaluate;
+};
+
 class Observer {
  public:
   virtual ~Observer() = default;
@@ -185,9 +217,17 @@ class Observer {
   // input. The tensors live only for the call (an observer copies what it keeps); an
   // input address is stable within a run (a weight rounded once shows the same address
   // to every node that reads it).
+  // Main-graph nodes only; body nodes come to on_body_node.
   virtual void on_node(const model::Node& node, std::size_t position,
                        const std::vector<const Tensor*>& inputs,
                        const std::vector<NamedTensor>& outputs) = 0;
+  // Each node of a subgraph (If/Loop/Scan/SequenceMap bodies, nested as deep as the model
+  // goes), once per run of its body, as on_node: after it ran, inputs and outputs as the
+  // kernel saw them, lent for the call. It comes while the enclosing node runs, so before
+  // on_node of that node. The observer given to Session::step (or RunOptions::observer)
+  // sees the bodies of the node it observes. Ignored by default.
+  virtual void on_body_node(const BodyNode& /*node*/, const std::vector<const Tensor*>& /*inputs*/,
+                            const std::vector<NamedTensor>& /*outputs*/) {}
 };
 
 // Initializers rounded to a format, once (as TensorRT rounds weights at build time):
@@ -259,14 +299,26 @@ class Executor {
   static void plan(Plans& plans, const model::Graph& g, const std::vector<std::string>& outer,
                    const std::string& where);
   void init_options();  // the weight cache, the carrier's check, the threads
-  void run_graph(const model::Graph& g, Scope& scope) const;
+  // Runs a subgraph (a body of `enclosing.back()`) on `scope`; `observer` sees its nodes.
+  void run_graph(const model::Graph& g, Scope& scope, Observer* observer,
+                 const std::vector<Enclosing>& enclosing) const;
   // Runs `node` (at `pos` of its graph's order) on the values of `scope` in `fmt`
   // (nullopt: float32); `observer` sees its kernel inputs and outputs. The outputs are
   // returned, not stored. Floating values of the scope held in another carrier are
   // converted to this executor's (rounded to `fmt` in their own carrier first).
+  // `enclosing`: the control-flow nodes around it (empty in the main graph), `path` its
+  // name as policies and observers know it (BodyNode::path; its display name in the main
+  // graph).
   std::vector<std::pair<std::string, Slot>> run_node(const model::Node& node, std::size_t pos,
                                                      Scope& scope, const std::optional<Format>& fmt,
-                                                     Observer* observer) const;
+                                                     Observer* observer,
+                                                     const std::vector<Enclosing>& enclosing = {},
+                                                     const std::string& path = {}) const;
+  // Shows a body node to `observer` (Observer::on_body_node).
+  void observe_body(Observer& observer, const model::Node& node, std::size_t pos, Scope& scope,
+                    const std::optional<Format>& fmt, const std::vector<Enclosing>& enclosing,
+                    const std::string& path, const std::vector<const Tensor*>& inputs,
+                    const std::vector<NamedTensor>& outputs) const;
   template <class Named>
   std::unique_ptr<Scope> feed(const std::vector<Named>& inputs) const;
   // One input: `tensor`, or else `other` (a sequence or an empty optional).

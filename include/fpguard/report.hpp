@@ -144,6 +144,8 @@ std::string describe(const CombinedFix& c);
 // A FAIL that no origin explains (an accuracy loss spread thin): the most damaging nodes
 // and `fpguard plan`; "" otherwise.
 std::string next_steps(const analysis::Diagnosis& d);
+// Why a failing check found no origin, naming where the trouble shows first (one line).
+std::string describe(const analysis::FirstTrouble& f, const analysis::Diagnosis& d);
 // "and 3 more findings below the threshold (...); --json has all" for `minor` findings
 // (after_others: some were shown before; else "3 findings ...").
 std::string minor_findings(std::size_t minor, bool after_others);

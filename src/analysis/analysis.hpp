@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -36,20 +37,34 @@ struct ConstantScan {
 struct Context {
   const model::Model& m;
   const CheckOptions& o;
-  Diagnosis diag;
-  const std::vector<std::size_t>& order;        // topological position -> node index
-  std::vector<std::optional<Format>> formats;   // per position: the node's format
-  std::vector<bool> data_movement;              // per position
-  std::map<std::string, std::size_t> producer;  // value -> position of its producer
+  Diagnosis diag{};
+  const std::vector<std::size_t>& order;  // main-graph position -> node index (the executor's)
+  // Positions (of diag.nodes) cover every node, subgraphs included: each body's nodes
+  // (then_branch before else_branch) come right before the control-flow node that runs
+  // them. Per position: the node; a body node as a copy named by its path whose inputs and
+  // outputs are value keys (see below).
+  std::vector<const model::Node*> nodes{};
+  std::deque<model::Node> body_nodes{};           // those copies
+  std::vector<std::size_t> main_pos{};            // main-graph position -> position
+  std::map<std::string, std::size_t> path_pos{};  // body node path -> position
+  // Per position: the values it reads, as keys: its inputs, what its subgraphs capture, and
+  // for a control-flow node its bodies' outputs (which become its outputs).
+  std::vector<std::vector<std::string>> reads{};
+  // Values are known by keys: their name in the main graph, "<body prefix><name>" in a body
+  // ("If_0/then_branch/y"); a body reading an outer value uses the outer key.
+  std::vector<std::optional<Format>> formats{};   // per position: the node's format
+  std::vector<bool> data_movement{};              // per position
+  std::map<std::string, std::size_t> producer{};  // value -> position of its producer
   // Per value, over all samples: reference absmax (also of inputs and weights) and the
   // smallest non-zero |value|.
-  std::map<std::string, double> absmax;
-  std::map<std::string, double> min_abs_nonzero;
-  std::set<std::string> seen;                      // values recorded at least once
-  std::vector<Comparison> output_cmp;              // graph outputs: emulated vs reference
-  std::vector<ConstantScan> constants;             // floating constants, scanned once
-  std::set<std::string> initializers;              // their names
-  std::map<std::string, bool> constant_nonfinite;  // scanned constants: inf/NaN present
+  std::map<std::string, double> absmax{};
+  std::map<std::string, double> min_abs_nonzero{};
+  std::set<std::string> seen{};                            // values recorded at least once
+  std::vector<Comparison> output_cmp{};                    // graph outputs: emulated vs reference
+  std::vector<ConstantScan> constants{};                   // floating constants, scanned once
+  std::set<std::string> initializers{};                    // their keys (subgraphs' too)
+  std::map<std::string, const Tensor*> constant_values{};  // initializers and Constant values
+  std::map<std::string, bool> constant_nonfinite{};        // scanned constants: inf/NaN present
 
   Source source_of(const std::string& value) const;
 };

@@ -437,121 +437,269 @@ struct Lockstep {
   const exec::Executor& local_ex;
   std::vector<OutputVerdict>& verdicts;
   std::size_t steps_done = 0, steps_total = 0;
+  // This sample's: propagated relative RMS error, reference absmax and whether any value is
+  // inf/NaN, and numbers per value.
+  std::map<std::string, double> error{};
+  std::map<std::string, std::pair<float, bool>> range{};
+  std::map<std::string, Measured> measured{};
 
   void run_sample(const std::vector<NamedTensor>& inputs);
+  // Runs the next main-graph node in both sessions (bodies observed) and records it.
+  void step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_bodies,
+            exec::Observer& emu_bodies);
+  // Adds one reference statistics of value `key` (output record `t`) to the aggregate.
+  void record_reference(TensorRecord& t, const std::string& key, const TensorStats& st);
+  void judge_outputs(const exec::Session& ref, const exec::Session& emu);
 };
+
+void Lockstep::record_reference(TensorRecord& t, const std::string& key, const TensorStats& st) {
+  const bool first = ctx.seen.insert(key).second;
+  if (st.count > st.nan + st.posinf + st.neginf) {
+    t.ref_min = first ? st.min : std::min(t.ref_min, st.min);
+    t.ref_max = first ? st.max : std::max(t.ref_max, st.max);
+    t.ref_absmax = std::max(t.ref_absmax, st.absmax);
+  }
+  t.ref_nonfinite += st.nan + st.posinf + st.neginf;
+  range[key] = {std::isnan(st.absmax) ? 0.0f : static_cast<float>(st.absmax),
+                st.nan + st.posinf + st.neginf > 0};
+  for (const auto& [k, n] : st.exponent_histogram) t.exponent_histogram[k] += n;
+  ctx.absmax[key] = t.ref_absmax;
+  if (!std::isnan(st.min_abs_nonzero)) {
+    auto [it, fresh] = ctx.min_abs_nonzero.try_emplace(key, st.min_abs_nonzero);
+    if (!fresh) it->second = std::min(it->second, st.min_abs_nonzero);
+  }
+}
+
+// Body nodes (If/Loop/Scan bodies) run inside the node that holds them, so the two runs
+// cannot advance through them side by side: a body node's lockstep is "at the time it is
+// observed". The reference run records each body node's statistics and keeps copies of its
+// floating outputs (per run of the body, while kKeptBytes last); the emulated run compares
+// its outputs with them (propagated) and evaluates the node again in float32 on its own,
+// emulated, inputs: that against its output in the format is its local comparison, so an
+// overflow it makes on its own makes it an origin, and inputs already inf/NaN (in the
+// format) make its trouble inherited.
+constexpr std::size_t kKeptBytes = std::size_t{256} << 20;
+
+// A body run's place: the iteration of each enclosing Loop, Scan or SequenceMap,
+// outermost first (an If runs its branch once per run of its own).
+std::vector<std::size_t> iterations(const exec::BodyNode& b) {
+  std::vector<std::size_t> out;
+  for (const auto& e : b.enclosing)
+    if (e.node->op_type != "If") out.push_back(e.iteration);
+  return out;
+}
+
+// The index of output `name` among the node's outputs.
+std::size_t output_index(const model::Node& n, const std::string& name) {
+  return static_cast<std::size_t>(std::find(n.outputs.begin(), n.outputs.end(), name) -
+                                  n.outputs.begin());
+}
+
+struct BodyReference : exec::Observer {
+  Lockstep& ls;
+  std::map<std::pair<std::string, std::vector<std::size_t>>, Tensor> kept{};
+  std::size_t kept_bytes = 0;
+  explicit BodyReference(Lockstep& l) : ls(l) {}
+  void on_node(const model::Node&, std::size_t, const std::vector<const Tensor*>&,
+               const std::vector<NamedTensor>&) override {}
+  void on_body_node(const exec::BodyNode& b, const std::vector<const Tensor*>&,
+                    const std::vector<NamedTensor>& outputs) override {
+    const auto p = ls.ctx.path_pos.find(b.path);
+    if (p == ls.ctx.path_pos.end()) return;
+    NodeRecord& rec = ls.ctx.diag.nodes[p->second];
+    const model::Node& view = *ls.ctx.nodes[p->second];
+    for (const auto& out : outputs) {
+      const std::size_t i = output_index(b.node, out.name);
+      if (i >= view.outputs.size() || !exec::is_float(out.tensor.dtype())) continue;
+      const std::string& key = view.outputs[i];
+      ls.record_reference(rec.outputs[i], key, measure_runs(out.tensor, {}, ls.o.precision).first);
+      if (kept_bytes + out.tensor.nbytes() > kKeptBytes) continue;
+      kept_bytes += out.tensor.nbytes();
+      kept[{key, iterations(b)}] = out.tensor;
+    }
+  }
+};
+
+struct BodyEmulated : exec::Observer {
+  Lockstep& ls;
+  BodyReference& ref;
+  BodyEmulated(Lockstep& l, BodyReference& r) : ls(l), ref(r) {}
+  void on_node(const model::Node&, std::size_t, const std::vector<const Tensor*>&,
+               const std::vector<NamedTensor>&) override {}
+  void on_body_node(const exec::BodyNode& b, const std::vector<const Tensor*>& inputs,
+                    const std::vector<NamedTensor>& outputs) override;
+  // Whether the node's kernel inputs were already inf/NaN in the format (trouble inherited);
+  // inputs that broke only when rounded to it, from values that were finite, are boundaries.
+  bool inherited(const exec::BodyNode& b, const std::vector<const Tensor*>& inputs, NodeRecord& rec,
+                 const model::Node& view);
+};
+
+bool BodyEmulated::inherited(const exec::BodyNode& b, const std::vector<const Tensor*>& inputs,
+                             NodeRecord& rec, const model::Node& view) {
+  Context& ctx = ls.ctx;
+  bool broken = false;
+  for (std::size_t i = 0; i < inputs.size() && i < view.inputs.size(); ++i) {
+    if (!inputs[i] || !exec::is_float(inputs[i]->dtype())) continue;
+    const std::string& key = view.inputs[i];
+    if (auto a = ctx.absmax.find(key); a != ctx.absmax.end())
+      rec.input_absmax = std::max(rec.input_absmax, a->second);
+    if (auto e = ls.error.find(key); e != ls.error.end())
+      rec.input_error = std::max(rec.input_error, e->second);
+    if (!b.format || !any_nonfinite(*inputs[i])) continue;
+    const Tensor* held = b.value(b.node.inputs[i]);
+    if (!held || any_nonfinite(*held) || ctx.initializers.count(key) || !ctx.producer.count(key))
+      broken = true;
+    else if (std::find(rec.boundary_inputs.begin(), rec.boundary_inputs.end(), key) ==
+             rec.boundary_inputs.end())
+      rec.boundary_inputs.push_back(key);
+  }
+  if (broken) rec.inputs_nonfinite = true;
+  return broken;
+}
+
+void BodyEmulated::on_body_node(const exec::BodyNode& b, const std::vector<const Tensor*>& inputs,
+                                const std::vector<NamedTensor>& outputs) {
+  Context& ctx = ls.ctx;
+  const auto p = ctx.path_pos.find(b.path);
+  if (p == ctx.path_pos.end()) return;
+  NodeRecord& rec = ctx.diag.nodes[p->second];
+  const model::Node& view = *ctx.nodes[p->second];
+  ++rec.runs;
+  if (rec.input_shapes.empty())
+    for (const Tensor* t : inputs)
+      rec.input_shapes.push_back(t ? t->shape() : std::vector<std::int64_t>{});
+  const auto its = iterations(b);
+  const bool local_run = b.format && !inherited(b, inputs, rec, view);
+  const std::vector<NamedTensor> local =
+      local_run ? b.evaluate(std::nullopt) : std::vector<NamedTensor>{};
+  const Format fp32 = parse_format("float32");
+  for (const auto& out : outputs) {
+    const std::size_t i = output_index(b.node, out.name);
+    if (i >= view.outputs.size() || out.tensor.dtype() != DType::float32) continue;
+    TensorRecord& t = rec.outputs[i];
+    t.floating = true;
+    const std::string& key = view.outputs[i];
+    if (auto k = ref.kept.find({key, its}); k != ref.kept.end()) {
+      const Comparison c = compare_to(k->second, out.tensor, b.format ? *b.format : fp32);
+      t.propagated.merge(c);
+      ls.error[key] = c.nrmse();
+      ref.kept.erase(k);
+    }
+    for (const auto& l : local)
+      if (l.name == out.name && l.tensor.dtype() == DType::float32) {
+        const Comparison c = compare_to(l.tensor, out.tensor, *b.format);
+        t.local.merge(c);
+        if (c.overflow + c.nan > 0 && rec.first_overflow_iteration.empty())
+          rec.first_overflow_iteration = its;
+      }
+  }
+}
 
 void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
   const auto& g = m.graph;
   exec::Session ref(ref_ex, inputs), emu(emu_ex, inputs);
-  std::map<std::string, double> error;  // propagated relative RMS error, this sample
-  std::map<std::string, std::pair<float, bool>> range;  // absmax, any inf/NaN: this sample
-  std::map<std::string, Measured> measured;             // this sample's numbers per value
+  error.clear();
+  range.clear();
+  measured.clear();
   for (const auto* vi : g.runtime_inputs())
     if (const Tensor* t = ref.value(vi->name); t && exec::is_float(t->dtype())) {
       const double a = absmax_of(*t);
       ctx.absmax[vi->name] = std::max(ctx.absmax[vi->name], a);
       range[vi->name] = {static_cast<float>(a), any_nonfinite(*t)};
     }
-  const Format fp32 = parse_format("float32");
+  BodyReference ref_bodies(*this);
+  BodyEmulated emu_bodies(*this, ref_bodies);
   while (!ref.done()) {
-    const std::size_t pos = ref.position();
-    const model::Node& node = ref.next();
-    NodeRecord& rec = ctx.diag.nodes[pos];
-    const std::optional<Format> fmt = ctx.formats[pos];
-
-    std::vector<NamedTensor> local;
-    InputProbe probe(ctx, range, fmt ? *fmt : fp32);
-    if (fmt) local = ref.evaluate_next(fmt, &probe, &local_ex);
-    // Inputs: where they come from, how accurate and how large they are.
-    bool inherited = false;
-    std::vector<std::string> boundary;
-    for (std::size_t i = 0; i < node.inputs.size(); ++i) {
-      const std::string& name = node.inputs[i];
-      if (name.empty()) continue;
-      const Tensor* r = ref.value(name);
-      if (!r || !exec::is_float(r->dtype())) continue;
-      if (!ctx.absmax.count(name)) ctx.absmax[name] = absmax_of(*r);  // weights, constants
-      rec.input_absmax = std::max(rec.input_absmax, ctx.absmax[name]);
-      if (auto e = error.find(name); e != error.end())
-        rec.input_error = std::max(rec.input_error, e->second);
-      if (i < probe.nonfinite.size() && probe.nonfinite[i]) {
-        // Rounding the reference input to the node's format broke it. Trouble started
-        // upstream (at an emulated producer, a constant or a graph input) unless the
-        // value comes from a float32 node: then the precision boundary is here.
-        const Source s = ctx.source_of(name);
-        if (any_nonfinite(*r) || s.kind != Source::float32_node)
-          inherited = true;
-        else
-          boundary.push_back(name);
-      }
-    }
-    if (inherited) rec.inputs_nonfinite = true;
-    for (const auto& b : boundary)
-      if (std::find(rec.boundary_inputs.begin(), rec.boundary_inputs.end(), b) ==
-          rec.boundary_inputs.end())
-        rec.boundary_inputs.push_back(b);
-    if (rec.input_shapes.empty())
-      for (const auto& name : node.inputs) {
-        const Tensor* r = name.empty() ? nullptr : ref.value(name);
-        rec.input_shapes.push_back(r ? r->shape() : std::vector<std::int64_t>{});
-      }
-
-    ref.step();
-    emu.step();
-
-    std::size_t li = 0;  // local holds the non-empty outputs in order
-    for (std::size_t i = 0; i < node.outputs.size(); ++i) {
-      const std::string& name = node.outputs[i];
-      if (name.empty()) continue;
-      const Tensor* local_out = fmt && li < local.size() ? &local[li++].tensor : nullptr;
-      TensorRecord& t = rec.outputs[i];
-      const Tensor* r = ref.value(name);
-      const Tensor* e = emu.value(name);
-      if (!r || !e || !exec::is_float(r->dtype()) || e->dtype() != DType::float32) continue;
-      t.floating = true;
-      // Ops that only rearrange their input hold the same values: its numbers are theirs.
-      const Measured* same = nullptr;
-      if (rearranges(node) && node.has_input(0))
-        if (auto it = measured.find(node.inputs[0]); it != measured.end()) same = &it->second;
-      // The reference's range and histogram, and the emulated run against it; the local
-      // run against the reference too (where it ran and its inputs were sound): all in one
-      // pass over the reference.
-      const bool want_local = local_out && local_out->dtype() == DType::float32 && !inherited;
-      std::optional<Comparison> local_cmp;
-      auto measure = [&] {
-        std::vector<const Tensor*> runs{e};
-        if (want_local) runs.push_back(local_out);
-        auto [st, cmp] = measure_runs(*r, runs, fmt ? *fmt : fp32);
-        if (want_local) local_cmp = cmp[1];
-        return Measured{std::move(st), cmp[0]};
-      };
-      const Measured& mm = measured[name] = same ? *same : measure();
-      const TensorStats& st = mm.stats;
-      const bool first = ctx.seen.insert(name).second;
-      if (st.count > st.nan + st.posinf + st.neginf) {
-        t.ref_min = first ? st.min : std::min(t.ref_min, st.min);
-        t.ref_max = first ? st.max : std::max(t.ref_max, st.max);
-        t.ref_absmax = std::max(t.ref_absmax, st.absmax);
-      }
-      t.ref_nonfinite += st.nan + st.posinf + st.neginf;
-      range[name] = {std::isnan(st.absmax) ? 0.0f : static_cast<float>(st.absmax),
-                     st.nan + st.posinf + st.neginf > 0};
-      for (const auto& [k, n] : st.exponent_histogram) t.exponent_histogram[k] += n;
-      ctx.absmax[name] = t.ref_absmax;
-      if (!std::isnan(st.min_abs_nonzero)) {
-        auto [it, fresh] = ctx.min_abs_nonzero.try_emplace(name, st.min_abs_nonzero);
-        if (!fresh) it->second = std::min(it->second, st.min_abs_nonzero);
-      }
-      const Comparison& p = mm.propagated;
-      t.propagated.merge(p);
-      error[name] = p.nrmse();
-      if (want_local) t.local.merge(local_cmp ? *local_cmp : compare_to(*r, *local_out, *fmt));
-    }
+    step(ref, emu, ref_bodies, emu_bodies);
+    ref_bodies.kept.clear();
+    ref_bodies.kept_bytes = 0;
     ++steps_done;
     if (o.progress) o.progress(steps_done, steps_total);
   }
+  judge_outputs(ref, emu);
+}
 
+void Lockstep::step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_bodies,
+                    exec::Observer& emu_bodies) {
+  const Format fp32 = parse_format("float32");
+  const std::size_t pos = ctx.main_pos[ref.position()];
+  const model::Node& node = ref.next();
+  NodeRecord& rec = ctx.diag.nodes[pos];
+  const std::optional<Format> fmt = ctx.formats[pos];
+  ++rec.runs;
+
+  std::vector<NamedTensor> local;
+  InputProbe probe(ctx, range, fmt ? *fmt : fp32);
+  if (fmt) local = ref.evaluate_next(fmt, &probe, &local_ex);
+  // Inputs: where they come from, how accurate and how large they are.
+  bool inherited = false;
+  for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+    const std::string& name = node.inputs[i];
+    if (name.empty()) continue;
+    const Tensor* r = ref.value(name);
+    if (!r || !exec::is_float(r->dtype())) continue;
+    if (!ctx.absmax.count(name)) ctx.absmax[name] = absmax_of(*r);  // weights, constants
+    rec.input_absmax = std::max(rec.input_absmax, ctx.absmax[name]);
+    if (auto e = error.find(name); e != error.end())
+      rec.input_error = std::max(rec.input_error, e->second);
+    if (i < probe.nonfinite.size() && probe.nonfinite[i]) {
+      // Rounding the reference input to the node's format broke it. Trouble started
+      // upstream (at an emulated producer, a constant or a graph input) unless the
+      // value comes from a float32 node: then the precision boundary is here.
+      const Source s = ctx.source_of(name);
+      if (any_nonfinite(*r) || s.kind != Source::float32_node)
+        inherited = true;
+      else if (std::find(rec.boundary_inputs.begin(), rec.boundary_inputs.end(), name) ==
+               rec.boundary_inputs.end())
+        rec.boundary_inputs.push_back(name);
+    }
+  }
+  if (inherited) rec.inputs_nonfinite = true;
+  if (rec.input_shapes.empty())
+    for (const auto& name : node.inputs) {
+      const Tensor* r = name.empty() ? nullptr : ref.value(name);
+      rec.input_shapes.push_back(r ? r->shape() : std::vector<std::int64_t>{});
+    }
+
+  ref.step(&ref_bodies);
+  emu.step(&emu_bodies);
+
+  std::size_t li = 0;  // local holds the non-empty outputs in order
+  for (std::size_t i = 0; i < node.outputs.size(); ++i) {
+    const std::string& name = node.outputs[i];
+    if (name.empty()) continue;
+    const Tensor* local_out = fmt && li < local.size() ? &local[li++].tensor : nullptr;
+    TensorRecord& t = rec.outputs[i];
+    const Tensor* r = ref.value(name);
+    const Tensor* e = emu.value(name);
+    if (!r || !e || !exec::is_float(r->dtype()) || e->dtype() != DType::float32) continue;
+    t.floating = true;
+    // Ops that only rearrange their input hold the same values: its numbers are theirs.
+    const Measured* same = nullptr;
+    if (rearranges(node) && node.has_input(0))
+      if (auto it = measured.find(node.inputs[0]); it != measured.end()) same = &it->second;
+    // The reference's range and histogram, and the emulated run against it; the local
+    // run against the reference too (where it ran and its inputs were sound): all in one
+    // pass over the reference.
+    const bool want_local = local_out && local_out->dtype() == DType::float32 && !inherited;
+    std::optional<Comparison> local_cmp;
+    auto measure = [&] {
+      std::vector<const Tensor*> runs{e};
+      if (want_local) runs.push_back(local_out);
+      auto [st, cmp] = measure_runs(*r, runs, fmt ? *fmt : fp32);
+      if (want_local) local_cmp = cmp[1];
+      return Measured{std::move(st), cmp[0]};
+    };
+    const Measured& mm = measured[name] = same ? *same : measure();
+    record_reference(t, name, mm.stats);
+    t.propagated.merge(mm.propagated);
+    error[name] = mm.propagated.nrmse();
+    if (want_local) t.local.merge(local_cmp ? *local_cmp : compare_to(*r, *local_out, *fmt));
+  }
+}
+
+void Lockstep::judge_outputs(const exec::Session& ref, const exec::Session& emu) {
+  const Format fp32 = parse_format("float32");
   // The verdict inputs: the emulated graph outputs in their storage dtypes, against the
   // reference's (its float64 carriers with --reference fp64).
   const auto ro = reference_outputs(ref);
@@ -599,11 +747,11 @@ Source Context::source_of(const std::string& name) const {
   for (int guard = 0; guard < 10000; ++guard) {
     auto p = producer.find(cur);
     if (p == producer.end()) {
-      if (m.graph.find_initializer(cur)) return {Source::constant, cur, std::nullopt};
+      if (initializers.count(cur)) return {Source::constant, cur, std::nullopt};
       return {Source::graph_input, cur, std::nullopt};
     }
     const std::size_t pos = p->second;
-    const auto& node = m.graph.nodes[order[pos]];
+    const auto& node = *nodes[pos];
     if (node.op_type == "Constant") return {Source::constant, diag.nodes[pos].name, pos};
     if (formats[pos]) return {Source::emulated_node, diag.nodes[pos].name, pos};
     if (!data_movement[pos]) return {Source::float32_node, diag.nodes[pos].name, pos};
@@ -634,6 +782,50 @@ void judge(const Comparison& c, const CheckOptions& o, OutputVerdict& v) {
   v.rel_rms_error = measured && (c.rr > 0 || c.dd == 0) ? c.nrmse() : none;
   v.cosine = c.cosine();
   v.pass = v.nonfinite == 0 && v.outside_tolerance == 0 && v.cosine >= o.min_cosine;  // NaN fails
+}
+
+// Whether an output differs from the reference at all.
+bool outputs_changed(const Diagnosis& d) {
+  return std::any_of(d.outputs.begin(), d.outputs.end(), [](const OutputVerdict& v) {
+    return !v.pass || v.nonfinite > 0 || v.outside_tolerance > 0 || v.max_abs_error > 0;
+  });
+}
+
+// Where a failure without an origin shows first: the first tensor, in topological order
+// (subgraphs included), that went non-finite where the reference is finite; else the
+// first whose cosine fell below the criterion; else the first failing graph output.
+FirstTrouble first_trouble(const Context& ctx) {
+  for (const bool nonfinite : {true, false})
+    for (std::size_t pos = 0; pos < ctx.diag.nodes.size(); ++pos) {
+      const NodeRecord& rec = ctx.diag.nodes[pos];
+      for (const auto& t : rec.outputs) {
+        if (!t.floating || !t.propagated.count) continue;
+        const double cos = t.propagated.cosine();
+        const bool bad =
+            nonfinite ? t.propagated.overflow + t.propagated.nan > 0 : !(cos >= ctx.o.min_cosine);
+        if (!bad) continue;
+        return {.tensor = t.name,
+                .node = rec.name,
+                .op_type = rec.op_type,
+                .nonfinite = nonfinite,
+                .cosine = cos,
+                .producer_emulated = rec.emulated};
+      }
+    }
+  FirstTrouble ft;
+  for (const auto& v : ctx.diag.outputs)
+    if (!v.pass) {
+      ft.tensor = v.name;
+      ft.nonfinite = v.nonfinite > 0;
+      ft.cosine = v.cosine;
+      if (auto p = ctx.producer.find(v.name); p != ctx.producer.end()) {
+        ft.node = ctx.diag.nodes[p->second].name;
+        ft.op_type = ctx.diag.nodes[p->second].op_type;
+        ft.producer_emulated = ctx.diag.nodes[p->second].emulated;
+      }
+      break;
+    }
+  return ft;
 }
 
 // When every output passes, the origins' trouble was absorbed; fail_on turns the kinds
@@ -670,6 +862,164 @@ std::set<OriginKind> parse_fail_on(const std::vector<std::string>& words) {
   }
   return out;
 }
+
+namespace {
+
+// A floating constant to scan: an initializer or a Constant node's value.
+struct ConstantJob {
+  std::string key, label, kind;
+  const Tensor* tensor = nullptr;
+};
+
+// The graphs of a body-carrying attribute (one, or a list).
+std::vector<const model::Graph*> subgraphs(const model::Attribute& a) {
+  std::vector<const model::Graph*> out;
+  if (const auto* sg = std::get_if<model::GraphPtr>(&a.value)) out.push_back(sg->get());
+  if (const auto* sgs = std::get_if<std::vector<model::GraphPtr>>(&a.value))
+    for (const auto& sg : *sgs) out.push_back(sg.get());
+  return out;
+}
+
+// Lays every node out by position, subgraphs included (see Context::nodes): fills the
+// per-position tables of the context and its node records, and lists the constants.
+struct Flattener {
+  using Resolve = std::function<std::string(const std::string&)>;
+  Context& ctx;
+  const exec::PrecisionPolicy& policy;
+  std::string where;
+  std::vector<ConstantJob> constants;
+
+  void run(const std::vector<std::string>& main_names) {
+    const auto& g = ctx.m.graph;
+    for (const auto& t : g.initializers) {
+      ctx.initializers.insert(t.name);
+      constants.push_back({t.name, t.name, "initializer", &t.tensor});
+    }
+    const Resolve same = [](const std::string& n) { return n; };
+    const auto visible = visible_names(g, {});
+    for (const std::size_t idx : ctx.order) {
+      const auto& n = g.nodes[idx];
+      ctx.main_pos.push_back(add(n, n, main_names[idx], "", same, visible));
+    }
+    // Constant nodes after the initializers, in topological order.
+    for (std::size_t pos = 0; pos < ctx.nodes.size(); ++pos) {
+      const auto& n = *ctx.nodes[pos];
+      if (n.op_type == "Constant" && !n.outputs.empty() && !n.outputs[0].empty())
+        if (const Tensor* t = n.attr_tensor("value"))
+          constants.push_back({n.outputs[0], ctx.diag.nodes[pos].name, "Constant", t});
+    }
+  }
+
+  // What the subgraphs of `g`'s nodes see: `outer`, and `g`'s own values.
+  static std::vector<std::string> visible_names(const model::Graph& g,
+                                                std::vector<std::string> outer) {
+    for (const auto& v : g.inputs) outer.push_back(v.name);
+    for (const auto& t : g.initializers) outer.push_back(t.name);
+    for (const auto& n : g.nodes)
+      for (const auto& o : n.outputs) outer.push_back(o);
+    return outer;
+  }
+
+  // Adds `node` (its copy `view`, named `path`) after the nodes of its bodies, and returns
+  // its position. `key` maps the names it reads to keys; its subgraphs see `visible`.
+  std::size_t add(const model::Node& node, const model::Node& view, const std::string& path,
+                  const std::string& parent, const Resolve& key,
+                  const std::vector<std::string>& visible) {
+    std::vector<std::string> body_outputs;
+    for (const auto& a : node.attributes)
+      for (const auto* sg : subgraphs(a))
+        add_body(*sg, path + "/" + a.name + "/", path, key, visible, body_outputs);
+    const std::size_t pos = ctx.nodes.size();
+    ctx.nodes.push_back(&view);
+    std::vector<std::string> reads;
+    for (const auto& in : model::node_reads(node))
+      if (!in.empty()) reads.push_back(key(in));
+    reads.insert(reads.end(), body_outputs.begin(), body_outputs.end());
+    ctx.reads.push_back(std::move(reads));
+    const bool moves =
+        exec::Registry::global().find(node.op_type)->kind == exec::OpKind::data_movement;
+    const std::optional<Format> f = moves ? std::nullopt : policy.format_for(node, path);
+    ctx.formats.push_back(f);
+    ctx.data_movement.push_back(moves);
+    NodeRecord rec;
+    rec.name = path;
+    rec.op_type = node.op_type;
+    rec.index = pos;
+    rec.parent = parent;
+    rec.emulated = f.has_value();
+    rec.precision = f ? f->name : "float32";
+    for (const auto& out : view.outputs) {
+      rec.outputs.push_back({});
+      rec.outputs.back().name = out;
+      if (!out.empty()) ctx.producer[out] = pos;
+    }
+    ctx.diag.nodes.push_back(std::move(rec));
+    return pos;
+  }
+
+  // The nodes of body `g` (of the node `owner`), their names prefixed by `prefix`; the keys
+  // of its outputs are appended to `outputs`.
+  void add_body(const model::Graph& g, const std::string& prefix, const std::string& owner,
+                const Resolve& outer, const std::vector<std::string>& outer_visible,
+                std::vector<std::string>& outputs) {
+    std::set<std::string> local;
+    for (const auto& v : g.inputs) local.insert(v.name);
+    for (const auto& n : g.nodes)
+      for (const auto& o : n.outputs) local.insert(o);
+    for (const auto& t : g.initializers) {
+      local.insert(t.name);
+      ctx.initializers.insert(prefix + t.name);
+      constants.push_back({prefix + t.name, prefix + t.name, "initializer", &t.tensor});
+    }
+    const Resolve key = [&](const std::string& n) {
+      return local.count(n) ? prefix + n : outer(n);
+    };
+    const auto visible = visible_names(g, outer_visible);
+    const auto order = model::topological_order(g, where, outer_visible);
+    for (std::size_t pos = 0; pos < order.size(); ++pos) {
+      const auto& n = g.nodes[order[pos]];
+      model::Node copy = n;
+      copy.name = prefix + (n.name.empty() ? n.op_type + "_" + std::to_string(pos) : n.name);
+      for (auto& in : copy.inputs)
+        if (!in.empty()) in = key(in);
+      for (auto& o : copy.outputs)
+        if (!o.empty()) o = prefix + o;
+      const auto& view = ctx.body_nodes.emplace_back(std::move(copy));
+      ctx.path_pos[view.name] = add(n, view, view.name, owner, key, visible);
+    }
+    for (const auto& o : g.outputs) outputs.push_back(key(o.name));
+  }
+};
+
+// Constants, before running: one statistics pass each (the SIMD stats layer).
+void scan_constants(Context& ctx, const std::vector<ConstantJob>& jobs) {
+  const auto& o = ctx.o;
+  for (const auto& job : jobs) {
+    ctx.constant_values[job.key] = job.tensor;
+    const Tensor& t = *job.tensor;
+    if (!exec::is_float(t.dtype())) continue;
+    StatsOptions so;
+    so.threads = o.threads;
+    so.distribution = false;  // the rules need counts and extremes only
+    const Stats st = stats(t, {o.precision}, so);
+    ConstantScan c{.name = job.key,
+                   .label = job.label,
+                   .kind = job.kind,
+                   .size = st.tensor.count,
+                   .overflow = st.formats[0].overflow,
+                   .underflow = st.formats[0].underflow,
+                   .min = st.tensor.min,
+                   .max = st.tensor.max,
+                   .min_abs_nonzero = st.tensor.min_abs_nonzero};
+    // Their share of the L2 norm, for the constant rules' severity.
+    if (c.overflow || c.underflow) constant_sums(t, o.precision, c);
+    ctx.absmax[job.key] = st.tensor.absmax;
+    ctx.constant_nonfinite[job.key] = st.tensor.nan + st.tensor.posinf + st.tensor.neginf > 0;
+    ctx.constants.push_back(std::move(c));
+  }
+}
+
+}  // namespace
 
 Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
                 const CheckOptions& o) {
@@ -719,18 +1069,7 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   emu_opts.policy.round_options = o.round_options;
   const exec::Executor ref_ex(m, ref_opts), emu_ex(ref_ex, emu_opts), local_ex(ref_ex, local_opts);
 
-  // --keep-fp32 names must exist (unnamed nodes: see name_nodes).
-  const auto names = names_in_order(m, ref_ex.order());
-  for (const auto& k : o.keep_fp32)
-    if (std::find(names.begin(), names.end(), k) == names.end()) {
-      std::string msg = "the model has no node named '" + k + "'";
-      if (auto hint = did_you_mean(k, names); !hint.empty())
-        msg += "; did you mean '" + hint + "'?";
-      throw Error::in_option("keep_fp32", k, msg);
-    }
-
-  Context ctx{m, o, {}, ref_ex.order(), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
-  for (const auto& t : m.graph.initializers) ctx.initializers.insert(t.name);
+  Context ctx{.m = m, .o = o, .order = ref_ex.order()};
   ctx.diag.model = m.path.string();
   ctx.diag.precision = o.precision.name;
   ctx.diag.accumulate = o.accumulate ? o.accumulate->name : "float32";
@@ -742,63 +1081,30 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   ctx.diag.fail_on = o.fail_on;
   ctx.diag.generated = o.generated;
   const auto& g = m.graph;
-  bool any_float_node = false;
-  for (std::size_t pos = 0; pos < ctx.order.size(); ++pos) {
-    const auto& node = g.nodes[ctx.order[pos]];
-    const bool moves =
-        exec::Registry::global().find(node.op_type)->kind == exec::OpKind::data_movement;
-    const std::optional<Format> f = moves ? std::nullopt : emu_opts.policy.format_for(node);
-    ctx.formats.push_back(f);
-    ctx.data_movement.push_back(moves);
-    NodeRecord rec;
-    rec.name = names[ctx.order[pos]];
-    rec.op_type = node.op_type;
-    rec.index = pos;
-    rec.emulated = f.has_value();
-    rec.precision = f ? f->name : "float32";
-    for (const auto& out : node.outputs) {
-      rec.outputs.push_back({});
-      rec.outputs.back().name = out;
-      if (!out.empty()) ctx.producer[out] = pos;
+  Flattener flat{ctx, emu_opts.policy, m.path.string(), {}};
+  flat.run(names_in_order(m, ref_ex.order()));
+  // --keep-fp32 names must exist (unnamed nodes: see name_nodes; body nodes by path).
+  std::vector<std::string> names;
+  for (const auto& rec : ctx.diag.nodes) names.push_back(rec.name);
+  for (const auto& k : o.keep_fp32)
+    if (std::find(names.begin(), names.end(), k) == names.end()) {
+      std::string msg = "the model has no node named '" + k + "'";
+      if (auto hint = did_you_mean(k, names); !hint.empty())
+        msg += "; did you mean '" + hint + "'?";
+      throw Error::in_option("keep_fp32", k, msg);
     }
-    ctx.diag.nodes.push_back(std::move(rec));
-  }
-
-  // Constants, before running: one statistics pass each (the SIMD stats layer).
-  auto scan = [&](const std::string& name, const std::string& label, const std::string& kind,
-                  const Tensor& t) {
-    if (!exec::is_float(t.dtype())) return;
-    StatsOptions so;
-    so.threads = o.threads;
-    so.distribution = false;  // the rules need counts and extremes only
-    const Stats st = stats(t, {o.precision}, so);
-    ConstantScan c{.name = name,
-                   .label = label,
-                   .kind = kind,
-                   .size = st.tensor.count,
-                   .overflow = st.formats[0].overflow,
-                   .underflow = st.formats[0].underflow,
-                   .min = st.tensor.min,
-                   .max = st.tensor.max,
-                   .min_abs_nonzero = st.tensor.min_abs_nonzero};
-    // Their share of the L2 norm, for the constant rules' severity.
-    if (c.overflow || c.underflow) constant_sums(t, o.precision, c);
-    ctx.absmax[name] = st.tensor.absmax;
-    ctx.constant_nonfinite[name] = st.tensor.nan + st.tensor.posinf + st.tensor.neginf > 0;
-    ctx.constants.push_back(std::move(c));
-  };
-  for (const auto& init : g.initializers) scan(init.name, init.name, "initializer", init.tensor);
-  for (std::size_t pos = 0; pos < ctx.order.size(); ++pos) {
-    const auto& n = g.nodes[ctx.order[pos]];
-    if (n.op_type == "Constant" && !n.outputs.empty() && !n.outputs[0].empty())
-      if (const Tensor* t = n.attr_tensor("value"))
-        scan(n.outputs[0], ctx.diag.nodes[pos].name, "Constant", *t);
-  }
+  scan_constants(ctx, flat.constants);
 
   std::vector<OutputVerdict> verdicts(g.outputs.size());
   ctx.output_cmp.resize(g.outputs.size());
   for (std::size_t i = 0; i < g.outputs.size(); ++i) verdicts[i].name = g.outputs[i].name;
-  Lockstep ls{m, o, ctx, ref_ex, emu_ex, local_ex, verdicts};
+  Lockstep ls{.m = m,
+              .o = o,
+              .ctx = ctx,
+              .ref_ex = ref_ex,
+              .emu_ex = emu_ex,
+              .local_ex = local_ex,
+              .verdicts = verdicts};
   ls.steps_total = ctx.order.size() * samples.size();
   for (const auto& s : samples) ls.run_sample(s);
 
@@ -806,6 +1112,7 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   ctx.diag.pass =
       std::all_of(verdicts.begin(), verdicts.end(), [](const OutputVerdict& v) { return v.pass; });
   ctx.diag.outputs = std::move(verdicts);
+  bool any_float_node = false;
   for (std::size_t pos = 0; pos < ctx.diag.nodes.size(); ++pos) {
     auto& rec = ctx.diag.nodes[pos];
     // Only nodes with floating outputs have a precision at all.
@@ -822,9 +1129,12 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
                                          : std::numeric_limits<double>::infinity();
   }
   if (mixed) ctx.diag.notes.push_back({.kind = NoteKind::mixed_storage, .count = as_stored.size()});
-  if (!any_float_node) ctx.diag.notes.push_back({.kind = NoteKind::no_float_node});
+  // (Never for a model whose outputs changed: then something did run in the format.)
+  if (!any_float_node && !outputs_changed(ctx.diag))
+    ctx.diag.notes.push_back({.kind = NoteKind::no_float_node});
 
   find_origins(ctx, ref_ex, samples.front());
+  if (!ctx.diag.pass && ctx.diag.origins.empty()) ctx.diag.first_trouble = first_trouble(ctx);
   assess_damage(ctx);
   absorb(ctx.diag);
   apply_rules(ctx);

@@ -22,11 +22,10 @@ struct Graphs {
   std::map<std::string, std::vector<std::size_t>> readers;  // value -> positions
 
   explicit Graphs(const Context& c) : ctx(c) {
-    for (std::size_t pos = 0; pos < c.order.size(); ++pos)
-      for (const auto& in : c.m.graph.nodes[c.order[pos]].inputs)
-        if (!in.empty()) readers[in].push_back(pos);
+    for (std::size_t pos = 0; pos < c.nodes.size(); ++pos)
+      for (const auto& in : c.reads[pos]) readers[in].push_back(pos);
   }
-  const model::Node& node(std::size_t pos) const { return ctx.m.graph.nodes[ctx.order[pos]]; }
+  const model::Node& node(std::size_t pos) const { return *ctx.nodes[pos]; }
   const NodeRecord& rec(std::size_t pos) const { return ctx.diag.nodes[pos]; }
 
   std::vector<std::size_t> consumers(std::size_t pos) const {
@@ -108,12 +107,8 @@ struct Graphs {
   }
   // A scalar constant input (initializer or Constant node), if it is one.
   std::optional<double> constant_scalar(const std::string& value) const {
-    const Tensor* t = nullptr;
-    if (const auto* init = ctx.m.graph.find_initializer(value)) t = &init->tensor;
-    if (auto p = ctx.producer.find(value); !t && p != ctx.producer.end()) {
-      const auto& n = node(p->second);
-      if (n.op_type == "Constant") t = n.attr_tensor("value");
-    }
+    const auto c = ctx.constant_values.find(value);
+    const Tensor* t = c == ctx.constant_values.end() ? nullptr : c->second;
     if (!t || t->size() != 1 || t->dtype() == DType::string) return std::nullopt;
     std::vector<double> v(1);
     to_double(*t, v);
@@ -317,7 +312,7 @@ void underflow_origin(const Context& ctx, const Comparison& local, double out_ab
 void node_origins(Context& ctx, const Graphs& g) {
   const Format& P = ctx.o.precision;
   const double u = std::ldexp(1.0, -P.precision_bits());
-  for (std::size_t pos = 0; pos < ctx.order.size(); ++pos) {
+  for (std::size_t pos = 0; pos < ctx.nodes.size(); ++pos) {
     const NodeRecord& rec = ctx.diag.nodes[pos];
     if (!ctx.formats[pos]) continue;
     const Format& f = *ctx.formats[pos];
@@ -340,12 +335,14 @@ void node_origins(Context& ctx, const Graphs& g) {
     o.input_absmax = rec.input_absmax;
     o.consumers = g.chain(pos);
     o.saturates = ctx.o.round_options.saturate;
+    o.iteration = rec.first_overflow_iteration;
     if (local.overflow > 0) {
       o.kind = OriginKind::overflow;
       o.cause = overflow_cause(g, pos, out_absmax, f);
       o.affected = local.overflow + local.nan;  // what the tables count as its own inf/NaN
       if (o.cause == Cause::boundary) o.related = rec.boundary_inputs.front();
-      push(o.fixes, scale_fix(g, pos, out_absmax, f));
+      // (Scaling rewrites do not reach into bodies yet.)
+      if (rec.parent.empty()) push(o.fixes, scale_fix(g, pos, out_absmax, f));
       o.keep_fp32 = g.out_of_range_region(pos, f.max());
       o.fixes.push_back(keep_fix(o.keep_fp32));
       push(o.fixes, bf16_fix(f, out_absmax));
@@ -386,7 +383,7 @@ void accuracy_origins(Context& ctx, const Graphs& g, const exec::Executor& ref_e
   for (const auto& o : ctx.diag.origins) already.insert(o.node);
   const double u = std::ldexp(1.0, -ctx.o.precision.precision_bits());
   std::vector<std::pair<double, std::size_t>> candidates;  // (local nrmse, position)
-  for (std::size_t pos = 0; pos < ctx.order.size(); ++pos) {
+  for (std::size_t pos = 0; pos < ctx.nodes.size(); ++pos) {
     const NodeRecord& rec = ctx.diag.nodes[pos];
     if (!rec.emulated || already.count(rec.name) || rec.inputs_nonfinite) continue;
     double err = 0;
@@ -480,12 +477,11 @@ std::vector<double> reached_output_error(const Context& ctx) {
     output_error[g.outputs[i].name] = broken ? INFINITY : v.rel_rms_error;
   }
   std::map<std::string, std::vector<std::size_t>> readers;
-  for (std::size_t pos = 0; pos < ctx.order.size(); ++pos)
-    for (const auto& in : model::node_reads(g.nodes[ctx.order[pos]]))
-      if (!in.empty()) readers[in].push_back(pos);
-  std::vector<double> reach(ctx.order.size(), 0);
-  for (std::size_t pos = ctx.order.size(); pos-- > 0;)
-    for (const auto& out : g.nodes[ctx.order[pos]].outputs) {
+  for (std::size_t pos = 0; pos < ctx.nodes.size(); ++pos)
+    for (const auto& in : ctx.reads[pos]) readers[in].push_back(pos);
+  std::vector<double> reach(ctx.nodes.size(), 0);
+  for (std::size_t pos = ctx.nodes.size(); pos-- > 0;)
+    for (const auto& out : ctx.nodes[pos]->outputs) {
       if (out.empty()) continue;
       if (auto it = output_error.find(out); it != output_error.end())
         reach[pos] = std::max(reach[pos], it->second);

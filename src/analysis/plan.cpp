@@ -182,7 +182,9 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
   // function (outputs within float32 rounding, relative RMS <= 1e-5) and the node no
   // longer overflows in the format. On success the plan continues on the rewritten model.
   auto try_scale = [&](const Origin& org, const Diagnosis& d) {
-    if (!o.scaler || !scale_tried.insert(org.node).second) return false;
+    // (Body nodes, named by path, are not planned yet: position knows main-graph nodes.)
+    if (!o.scaler || !position.count(org.node) || !scale_tried.insert(org.node).second)
+      return false;
     const auto it = std::find_if(d.nodes.begin(), d.nodes.end(),
                                  [&](const NodeRecord& r) { return r.name == org.node; });
     if (it == d.nodes.end()) return false;

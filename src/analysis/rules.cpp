@@ -17,7 +17,7 @@ struct RuleContext {
   std::map<std::string, std::vector<std::size_t>> readers;  // value -> positions
   const Format& f;
 
-  const model::Node& node(std::size_t pos) const { return ctx.m.graph.nodes[ctx.order[pos]]; }
+  const model::Node& node(std::size_t pos) const { return *ctx.nodes[pos]; }
   const NodeRecord& rec(std::size_t pos) const { return ctx.diag.nodes[pos]; }
   std::string producer_op(const std::string& value) const {
     auto p = ctx.producer.find(value);
@@ -107,7 +107,7 @@ void constant_underflow(const RuleContext& rc, std::vector<RuleFinding>& out) {
 // Every node of `ops` that runs emulated, with a message.
 template <class Fn>
 void each(const RuleContext& rc, std::initializer_list<std::string_view> ops, Fn fn) {
-  for (std::size_t pos = 0; pos < rc.ctx.order.size(); ++pos) {
+  for (std::size_t pos = 0; pos < rc.ctx.nodes.size(); ++pos) {
     if (!rc.ctx.formats[pos]) continue;
     const auto& op = rc.node(pos).op_type;
     if (std::find(ops.begin(), ops.end(), op) != ops.end()) fn(pos);
@@ -122,10 +122,8 @@ constexpr double kMarginBits = 8;
 std::optional<double> exponent_of(const RuleContext& rc, std::size_t pos) {
   const auto& n = rc.node(pos);
   if (!n.has_input(1)) return std::nullopt;
-  const Tensor* t = nullptr;
-  if (const auto* init = rc.ctx.m.graph.find_initializer(n.inputs[1])) t = &init->tensor;
-  if (auto p = rc.ctx.producer.find(n.inputs[1]); !t && p != rc.ctx.producer.end())
-    if (rc.node(p->second).op_type == "Constant") t = rc.node(p->second).attr_tensor("value");
+  const auto c = rc.ctx.constant_values.find(n.inputs[1]);
+  const Tensor* t = c == rc.ctx.constant_values.end() ? nullptr : c->second;
   if (!t || t->size() != 1 || t->dtype() == DType::string) return std::nullopt;
   std::vector<double> v(1);
   to_double(*t, v);
@@ -270,7 +268,7 @@ void large_k(const RuleContext& rc, std::vector<RuleFinding>& out) {
 
 void large_range(const RuleContext& rc, std::vector<RuleFinding>& out) {
   const double limit = std::ldexp(1.0, rc.f.mantissa_bits - 1);  // ULP >= 0.5
-  for (std::size_t pos = 0; pos < rc.ctx.order.size(); ++pos) {
+  for (std::size_t pos = 0; pos < rc.ctx.nodes.size(); ++pos) {
     if (!rc.ctx.formats[pos]) continue;
     for (const auto& t : rc.rec(pos).outputs)
       if (t.floating && t.ref_absmax >= limit && t.ref_absmax <= rc.f.max()) {
@@ -382,7 +380,7 @@ Severity severity(const RuleFinding& r) {
 
 void apply_rules(Context& ctx) {
   RuleContext rc{ctx, {}, ctx.o.precision};
-  for (std::size_t pos = 0; pos < ctx.order.size(); ++pos)
+  for (std::size_t pos = 0; pos < ctx.nodes.size(); ++pos)
     for (const auto& in : rc.node(pos).inputs)
       if (!in.empty()) rc.readers[in].push_back(pos);
   for (const auto& row : table())

@@ -54,11 +54,16 @@ void KernelContext::fail(const std::string& what) const {
 }
 
 std::optional<Format> PrecisionPolicy::format_for(const model::Node& n) const {
-  if (auto it = node_formats.find(n.name); it != node_formats.end()) {
+  return format_for(n, n.name);
+}
+
+std::optional<Format> PrecisionPolicy::format_for(const model::Node& n,
+                                                  const std::string& name) const {
+  if (auto it = node_formats.find(name); it != node_formats.end()) {
     if (it->second.name == "float32") return std::nullopt;
     return it->second;
   }
-  if (exclude_names.count(n.name) || exclude_op_types.count(n.op_type)) return std::nullopt;
+  if (exclude_names.count(name) || exclude_op_types.count(n.op_type)) return std::nullopt;
   if (default_format && default_format->name == "float32") return std::nullopt;
   return default_format;
 }
@@ -158,6 +163,23 @@ std::string round_key(const Format& f, const RoundOptions& o, DType carrier) {
   return f.name + "|" + std::to_string(static_cast<int>(o.rounding)) + "|" +
          std::to_string(o.saturate) + std::to_string(o.flush_subnormals) + "|" +
          std::to_string(o.seed) + "|" + std::string(to_string(carrier));
+}
+
+// The name of the node at `pos` of its graph's order as check reports it.
+std::string display_name(const model::Node& n, std::size_t pos) {
+  return n.name.empty() ? n.op_type + "_" + std::to_string(pos) : n.name;
+}
+
+// The name of the graph attribute of `n` that holds `g` (a body it runs).
+std::string attribute_of(const model::Node& n, const model::Graph& g) {
+  for (const auto& a : n.attributes) {
+    if (const auto* sg = std::get_if<model::GraphPtr>(&a.value); sg && sg->get() == &g)
+      return a.name;
+    if (const auto* sgs = std::get_if<std::vector<model::GraphPtr>>(&a.value))
+      for (const auto& sg : *sgs)
+        if (sg.get() == &g) return a.name;
+  }
+  return g.name;
 }
 
 std::string dims_text(const std::vector<std::int64_t>& s) {
@@ -362,7 +384,7 @@ std::vector<NamedValue> Executor::run_values(const std::vector<NamedValue>& inpu
 
 std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
     const model::Node& node, std::size_t pos, Scope& scope, const std::optional<Format>& fmt,
-    Observer* observer) const {
+    Observer* observer, const std::vector<Enclosing>& enclosing, const std::string& path) const {
   const auto* info = Registry::global().find(node.op_type);
   const bool moves_data = info->kind == OpKind::data_movement;
   const auto& policy = options_.policy;
@@ -385,7 +407,14 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
                     carrier,
                     {},
                     {}};
-  ctx.run_subgraph = [this, &scope, &ctx](const model::Graph& sub, std::vector<Value> in) {
+  const std::string here = path.empty() ? display_name(node, pos) : path;
+  std::map<const model::Graph*, std::size_t> runs;  // of each body, for Enclosing::iteration
+  ctx.run_subgraph = [&](const model::Graph& sub, std::vector<Value> in) {
+    std::vector<Enclosing> chain = enclosing;
+    chain.push_back({.node = &node,
+                     .path = here,
+                     .attribute = attribute_of(node, sub),
+                     .iteration = runs[&sub]++});
     Scope inner;
     inner.parent = &scope;
     if (in.size() != sub.inputs.size())
@@ -396,7 +425,7 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
           in[i].is_tensor() ? make_slot(in[i].tensor, options_.float32_storage, options_.carrier)
                             : make_slot(std::move(in[i]));
     add_initializers(sub, inner);
-    run_graph(sub, inner);
+    run_graph(sub, inner, observer, chain);
     std::vector<Value> out;
     for (const auto& o : sub.outputs) {
       Slot* s = inner.find(o.name);
@@ -496,7 +525,10 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
     std::vector<NamedTensor> produced;
     for (auto& [name, slot] : out)
       if (!slot.other) produced.push_back({name, std::move(slot.t)});
-    observer->on_node(node, pos, ctx.inputs, produced);
+    if (enclosing.empty())
+      observer->on_node(node, pos, ctx.inputs, produced);
+    else
+      observe_body(*observer, node, pos, scope, fmt, enclosing, here, ctx.inputs, produced);
     std::size_t k = 0;
     for (auto& [name, slot] : out)
       if (!slot.other) slot.t = std::move(produced[k++].tensor);
@@ -534,17 +566,47 @@ void free_dead(const Plan& plan, std::size_t pos, Values& values) {
 
 }  // namespace
 
-void Executor::run_graph(const model::Graph& g, Scope& scope) const {
+void Executor::run_graph(const model::Graph& g, Scope& scope, Observer* observer,
+                         const std::vector<Enclosing>& enclosing) const {
   const Plan& plan = plans_->at(&g);
+  const std::string prefix = enclosing.back().path + "/" + enclosing.back().attribute + "/";
   for (std::size_t pos = 0; pos < plan.order.size(); ++pos) {
     const auto& node = g.nodes[plan.order[pos]];
     const auto* info = Registry::global().find(node.op_type);
+    const std::string path = prefix + display_name(node, pos);
     const std::optional<Format> fmt =
-        info->kind == OpKind::data_movement ? std::nullopt : options_.policy.format_for(node);
-    for (auto& [name, slot] : run_node(node, pos, scope, fmt, options_.observer))
+        info->kind == OpKind::data_movement ? std::nullopt : options_.policy.format_for(node, path);
+    for (auto& [name, slot] : run_node(node, pos, scope, fmt, observer, enclosing, path))
       scope.values[name] = std::move(slot);
     free_dead(plan, pos, scope.values);
   }
+}
+
+void Executor::observe_body(Observer& observer, const model::Node& node, std::size_t pos,
+                            Scope& scope, const std::optional<Format>& fmt,
+                            const std::vector<Enclosing>& enclosing, const std::string& path,
+                            const std::vector<const Tensor*>& inputs,
+                            const std::vector<NamedTensor>& outputs) const {
+  const bool moves_data = Registry::global().find(node.op_type)->kind == OpKind::data_movement;
+  BodyNode b{
+      .node = node,
+      .position = pos,
+      .path = path,
+      .enclosing = enclosing,
+      .format = fmt,
+      .value = [&scope](const std::string& name) -> const Tensor* {
+        const Slot* s = scope.find(name);
+        return s && !s->other ? &s->value() : nullptr;
+      },
+      .evaluate =
+          [&, moves_data](const std::optional<Format>& f) {
+            std::vector<NamedTensor> out;
+            for (auto& [name, slot] : run_node(node, pos, scope, moves_data ? std::nullopt : f,
+                                               nullptr, enclosing, path))
+              if (!slot.other) out.push_back({name, std::move(slot.t)});
+            return out;
+          }};
+  observer.on_body_node(b, inputs, outputs);
 }
 
 // ---- Session --------------------------------------------------------------------------

@@ -106,7 +106,7 @@ std::map<std::string, std::size_t> node_index(const model::Model& m, const analy
   std::map<std::string, std::size_t> by_name;
   for (std::size_t i = 0; i < names.size(); ++i) by_name.emplace(names[i], i);
   for (const auto& r : d.nodes)
-    if (!by_name.count(r.name))
+    if (r.parent.empty() && !by_name.count(r.name))
       throw Error(m.path.string(),
                   "the diagnosis names node '" + r.name + "', which this model does not have");
   return by_name;
@@ -141,7 +141,9 @@ void annotate_in_place(model::Model& m, const analysis::Diagnosis& d, const anal
   const auto by_name = node_index(m, d);
   std::vector<Notes> notes(m.graph.nodes.size());
   std::vector<bool> seen(m.graph.nodes.size());
+  // (Body nodes, named by path, are not annotated yet: only the main graph's nodes.)
   for (const auto& r : d.nodes) {
+    if (!r.parent.empty()) continue;
     const std::size_t i = by_name.at(r.name);
     seen[i] = true;
     add_numbers(r, d.precision, notes[i]);
@@ -154,6 +156,7 @@ void annotate_in_place(model::Model& m, const analysis::Diagnosis& d, const anal
   }
   if (plan)
     for (const auto& r : d.nodes) {
+      if (!r.parent.empty()) continue;
       auto& n = notes[by_name.at(r.name)];
       n.set("plan", plan_value(*plan, r));
       n.lines.push_back("plan: " + n.meta.back().second);

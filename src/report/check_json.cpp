@@ -78,7 +78,8 @@ Json origin_json(const analysis::Origin& o) {
             {"message", describe(o)},
             {"fixes", fixes},
             {"suggestions", suggestions},
-            {"keep_fp32", o.keep_fp32}};
+            {"keep_fp32", o.keep_fp32},
+            {"iteration", o.iteration}};
   if (o.kind == analysis::OriginKind::accuracy) {
     j["contribution"] = number(o.contribution);
     j["total_error"] = number(o.total_error);
@@ -119,6 +120,9 @@ Json node_json(const analysis::NodeRecord& n) {
           {"damage", number(n.damage)},
           {"boundary_inputs", n.boundary_inputs},
           {"input_shapes", n.input_shapes},
+          {"parent", n.parent},
+          {"runs", n.runs},
+          {"first_overflow_iteration", n.first_overflow_iteration},
           {"outputs", outs}};
 }
 
@@ -242,6 +246,7 @@ struct Reader : detail::JsonReader {
     for (std::size_t i = 0; i < fs.size(); ++i)
       o.fixes.push_back(fix(fs[i], path + ".\"fixes\"[" + std::to_string(i) + "]"));
     o.keep_fp32 = strings(j, "keep_fp32", path);
+    if (j.contains("iteration")) o.iteration = sizes(j, "iteration", path);
     if (o.kind == analysis::OriginKind::accuracy) {
       o.contribution = real(j, "contribution", path);
       o.total_error = real(j, "total_error", path);
@@ -276,6 +281,10 @@ struct Reader : detail::JsonReader {
     n.input_absmax = real(j, "input_absmax", path);
     n.damage = real(j, "damage", path, INFINITY);  // never NaN: null is +inf
     n.boundary_inputs = strings(j, "boundary_inputs", path);
+    if (j.contains("parent")) n.parent = str(j, "parent", path);  // (older files lack these)
+    if (j.contains("runs")) n.runs = u64(j, "runs", path);
+    if (j.contains("first_overflow_iteration"))
+      n.first_overflow_iteration = sizes(j, "first_overflow_iteration", path);
     const Json& shapes = array(j, "input_shapes", path);
     for (const auto& s : shapes) {
       if (!s.is_array()) fail(path + ".\"input_shapes\"", "holds a non-array");
@@ -374,6 +383,15 @@ struct Reader : detail::JsonReader {
 
 }  // namespace
 
+Json first_trouble_json(const analysis::Diagnosis& d) {
+  if (!d.first_trouble) return nullptr;
+  const auto& f = *d.first_trouble;
+  return {{"tensor", f.tensor},         {"node", f.node},
+          {"op_type", f.op_type},       {"nonfinite", f.nonfinite},
+          {"cosine", number(f.cosine)}, {"producer_emulated", f.producer_emulated},
+          {"message", describe(f, d)}};
+}
+
 Json to_json(const analysis::Diagnosis& d) {
   Json outputs = Json::array();
   for (const auto& o : d.outputs) outputs.push_back(output_json(o));
@@ -410,7 +428,8 @@ Json to_json(const analysis::Diagnosis& d) {
           {"origins", origins},
           {"nodes", nodes},
           {"rules", rules},
-          {"notes", notes}};
+          {"notes", notes},
+          {"first_trouble", first_trouble_json(d)}};
 }
 
 Json to_json(const std::vector<analysis::Diagnosis>& ds, const std::string& model) {
@@ -458,6 +477,17 @@ analysis::Diagnosis diagnosis_from_json(const Json& j, const std::string& where)
   const Json& rules = r.array(j, "rules", "");
   for (std::size_t i = 0; i < rules.size(); ++i)
     d.rules.push_back(r.rule(rules[i], detail::item("", "rules", i)));
+  if (j.contains("first_trouble") && !j["first_trouble"].is_null()) {
+    const Json& f = j["first_trouble"];
+    const std::string p = "\"first_trouble\"";
+    d.first_trouble =
+        analysis::FirstTrouble{.tensor = r.str(f, "tensor", p),
+                               .node = r.str(f, "node", p),
+                               .op_type = r.str(f, "op_type", p),
+                               .nonfinite = r.boolean(f, "nonfinite", p),
+                               .cosine = r.real(f, "cosine", p),
+                               .producer_emulated = r.boolean(f, "producer_emulated", p)};
+  }
   const Json& notes = r.array(j, "notes", "");
   for (std::size_t i = 0; i < notes.size(); ++i) {
     const std::string p = detail::item("", "notes", i);

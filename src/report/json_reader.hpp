@@ -70,6 +70,15 @@ struct JsonReader {
     if (!v.is_boolean()) fail(field(path, key), "is not true or false");
     return v.get<bool>();
   }
+  // An array of counts.
+  std::vector<std::size_t> sizes(const Json& j, const char* key, const std::string& path) const {
+    std::vector<std::size_t> out;
+    for (const auto& v : array(j, key, path)) {
+      if (!v.is_number_unsigned()) fail(field(path, key), "holds a non-count");
+      out.push_back(v.get<std::size_t>());
+    }
+    return out;
+  }
   std::vector<std::string> strings(const Json& j, const char* key, const std::string& path) const {
     const Json& v = array(j, key, path);
     std::vector<std::string> out;

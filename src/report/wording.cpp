@@ -98,9 +98,20 @@ std::string rescale(const analysis::Fix& x) {
 
 }  // namespace
 
+// ", first at iteration 3" for a body node that first overflowed in that iteration of its
+// loop ("iterations 2, 0" when loops nest, outermost first).
+std::string at_iteration(const std::vector<std::size_t>& its) {
+  if (its.empty()) return "";
+  std::vector<std::string> parts;
+  for (const auto i : its) parts.push_back(std::to_string(i));
+  return fmt::format(", first at iteration{} {}{}", its.size() > 1 ? "s" : "", join(parts, ", "),
+                     its.size() > 1 ? " (outermost loop first)" : "");
+}
+
 std::string describe(const analysis::Origin& o) {
   const Format f = format_of(o.format);
-  const std::string who = fmt::format("{} ({})", quoted(o.node), o.op_type);
+  const std::string who =
+      fmt::format("{} ({}{})", quoted(o.node), o.op_type, at_iteration(o.iteration));
   switch (o.kind) {
     case analysis::OriginKind::overflow:
       if (o.cause == Cause::constant || o.cause == Cause::input) return value_origin(o, f);
@@ -410,8 +421,28 @@ std::string describe(const CombinedFix& c) {
          "with the exact scalings, and proves them";
 }
 
+std::string describe(const analysis::FirstTrouble& f, const analysis::Diagnosis& d) {
+  const std::string what =
+      f.nonfinite
+          ? "to become inf/NaN where the reference is finite"
+          : fmt::format("to leave the tolerance ({})",
+                        std::isnan(f.cosine)
+                            ? "cosine n/a"
+                            : fmt::format("cosine {} < {}", fixed(f.cosine, 6), d.min_cosine));
+  const std::string from =
+      f.node.empty() ? "a graph input" : fmt::format("from {} ({})", quoted(f.node), f.op_type);
+  const std::string why =
+      f.node.empty() ? ""
+      : f.producer_emulated
+          ? fmt::format(", whose own run in {} (its local run) stays sound", d.precision)
+          : ", which runs in float32: what it reads carries the trouble";
+  return fmt::format("no origin found: the first tensor {} is {}, {}{}", what, quoted(f.tensor),
+                     from, why);
+}
+
 std::string next_steps(const analysis::Diagnosis& d) {
   if (d.pass || !d.origins.empty()) return "";
+  if (d.first_trouble && d.first_trouble->nonfinite) return describe(*d.first_trouble, d);
   std::vector<std::string> top;
   for (const auto& r : detail::worst_nodes(d, 3))
     if (r.x.damage > 0)
@@ -419,6 +450,8 @@ std::string next_steps(const analysis::Diagnosis& d) {
   std::string s =
       "no single node starts the failure (no overflow, NaN or underflow, and no node's own "
       "error stands out): the error is spread over many nodes";
+  if (const auto& f = d.first_trouble; f && !f->node.empty())
+    s += fmt::format("; it shows first in {} (from {})", quoted(f->tensor), quoted(f->node));
   if (!top.empty())
     s += fmt::format("; the most damaging (worst nodes below): {}", join(top, ", "));
   return s +

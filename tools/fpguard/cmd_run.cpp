@@ -40,6 +40,10 @@ class DumpObserver : public exec::Observer {
                const std::vector<NamedTensor>& outputs) override {
     for (const auto& o : outputs) values.push_back({o.name, o.tensor});
   }
+  void on_body_node(const exec::BodyNode&, const std::vector<const Tensor*>&,
+                    const std::vector<NamedTensor>& outputs) override {
+    for (const auto& o : outputs) values.push_back({o.name, o.tensor});
+  }
   std::vector<NamedValue> values;
 };
 

@@ -1,0 +1,312 @@
+#!/usr/bin/python3
+"""`fpguard check` sees inside If and Loop bodies (docs/check.md, "Nodes inside subgraphs"),
+on small models built here with onnx:
+
+- an If whose then-branch overflows float16: the body node, named by its path
+  (`If_0/then_branch/scale`), is the origin; its overflow count equals NumPy's;
+  `--keep-fp32` on that path passes;
+- a Loop whose accumulator, reading a captured outer tensor, overflows float16 at iteration
+  k: the origin names k, which NumPy's float16 loop finds independently; the body node's
+  input range is the captured tensor's; it ran once per iteration;
+- a subgraph initializer beyond float16's max (2^20): the constant-overflow rule and the
+  origin name it by its path;
+- an If nested in a Loop: the origin is `loop/body/branch/then_branch/dbl`, first at the
+  iteration NumPy finds;
+- each in bfloat16, whose range suffices: PASS;
+- a --keep-fp32 path that names no node: one line, exit 2, with a "did you mean";
+- a failure without origin (a Cast to float16 overflows, nothing computes in the format):
+  one line names the first tensor that went non-finite and its producer.
+
+    control_flow_test.py --fpguard PATH
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from clitest import check, fails, failures, run  # noqa: E402
+
+F16_MAX = 65504.0
+
+
+def save(graph, path):
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, path)
+
+
+def inputs_dir(tmp, name, **arrays):
+    d = os.path.join(tmp, name)
+    os.makedirs(d)
+    for k, v in arrays.items():
+        np.save(os.path.join(d, k + ".npy"), v)
+    return d
+
+
+def checked(f, tmp, model, inputs, *extra, precision="float16"):
+    out = os.path.join(tmp, "check.json")
+    if os.path.exists(out):
+        os.remove(out)
+    r = run(f, "check", model, "--inputs", inputs, "--precision", precision, "--json", out, *extra)
+    check(r.returncode in (0, 1), f"check {os.path.basename(model)} {extra} runs", r.stderr)
+    if r.returncode not in (0, 1):
+        return r, None
+    with open(out) as fh:
+        j = json.load(fh)
+    # Outputs that changed always had something run in the format.
+    changed = any(o["nonfinite"] or o["max_abs_error"] != 0 for o in j["outputs"])
+    check(not changed or "no floating-point compute node" not in r.stdout,
+          f"{os.path.basename(model)} {extra}: no 'no floating-point compute node'", r.stdout)
+    return r, j
+
+
+def node(j, name):
+    return next((n for n in j["nodes"] if n["name"] == name), None)
+
+
+def if_model(tmp):
+    """y = If(c, then: x * w (w = 300 in the branch), else: x)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    c = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+    t_out = helper.make_tensor_value_info("t", TensorProto.FLOAT, [4])
+    e_out = helper.make_tensor_value_info("e", TensorProto.FLOAT, [4])
+    w = numpy_helper.from_array(np.float32(300) * np.ones(4, np.float32), "w")
+    then_g = helper.make_graph([helper.make_node("Mul", ["x", "w"], ["t"], name="scale")],
+                               "then", [], [t_out], [w])
+    else_g = helper.make_graph([helper.make_node("Identity", ["x"], ["e"], name="same")],
+                               "else", [], [e_out])
+    g = helper.make_graph([helper.make_node("If", ["c"], ["y"], then_branch=then_g,
+                                            else_branch=else_g)], "g", [x, c], [y])
+    path = os.path.join(tmp, "if.onnx")
+    save(g, path)
+    xs = np.array([1, 100, 250, 300], np.float32)  # exact in float16
+    return path, inputs_dir(tmp, "if_in", x=xs, c=np.array(True)), xs
+
+
+def test_if(f, tmp):
+    path, inputs, xs = if_model(tmp)
+    origin = "If_0/then_branch/scale"
+    r, j = checked(f, tmp, path, inputs)
+    if j:
+        check(j["verdict"] == "fail", "if fp16 fails", j["verdict"])
+        names = [o["node"] for o in j["origins"]]
+        check(names == [origin], "if fp16: the body node is the origin", names)
+        # NumPy: x (exact in float16) times 300 beyond float16's max.
+        want = int(np.sum(np.abs(xs.astype(np.float64) * 300) > F16_MAX))
+        if names == [origin]:
+            check(j["origins"][0]["affected"] == want, "if fp16: overflow count is NumPy's",
+                  (j["origins"][0]["affected"], want))
+        n = node(j, origin)
+        check(n is not None and n["parent"] == "If_0", "if: the body node's parent", n)
+        check(node(j, "If_0/else_branch/same") is not None, "if: the other branch is listed too",
+              [n["name"] for n in j["nodes"]])
+        check(origin in r.stdout, "if fp16: the text names the path", r.stdout[-800:])
+    r, j = checked(f, tmp, path, inputs, "--keep-fp32", origin)
+    check(j is not None and j["verdict"] == "pass", "if: --keep-fp32 on the path passes",
+          r.stdout[-600:])
+    r, j = checked(f, tmp, path, inputs, precision="bfloat16")
+    check(j is not None and j["verdict"] == "pass" and not j["origins"], "if bf16 passes",
+          r.stdout[-600:])
+    fails(f, "keep-fp32 unknown path", ["check", path, "--inputs", inputs, "--precision", "float16", "--keep-fp32",
+                                        "If_0/then_branch/scal"],
+          "--keep-fp32", "If_0/then_branch/scale")
+
+
+def loop_body_io():
+    """A Loop body's inputs (i, cond_in, acc_in) and outputs (cond_out, acc_out)."""
+    b_in = [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, [1])]
+    b_out = [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+             helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [1])]
+    return b_in, b_out
+
+
+def loop_model(tmp, k_trips, step):
+    """acc = Loop(k_trips, acc0 = 0) { acc + x } with x, an outer input, read in the body."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("acc", TensorProto.FLOAT, [1])
+    b_in, b_out = loop_body_io()
+    body = helper.make_graph([helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep"),
+                              helper.make_node("Add", ["acc_in", "x"], ["acc_out"],
+                                               name="acc_add")], "body", b_in, b_out)
+    inits = [numpy_helper.from_array(np.array(k_trips, np.int64), "trips"),
+             numpy_helper.from_array(np.array(True), "go"),
+             numpy_helper.from_array(np.zeros(1, np.float32), "acc0")]
+    g = helper.make_graph([helper.make_node("Loop", ["trips", "go", "acc0"], ["acc"], name="loop",
+                                            body=body)], "g", [x], [y], inits)
+    path = os.path.join(tmp, "loop.onnx")
+    save(g, path)
+    return path, inputs_dir(tmp, "loop_in", x=np.array([step], np.float32))
+
+
+def first_f16_overflow(step, trips, scale=None):
+    """The first iteration whose float16 result is inf: NumPy, rounding each step."""
+    acc = np.float16(0) if scale is None else np.float16(scale)
+    for i in range(trips):  # (float16 overflows to inf on purpose)
+        acc = np.float16(np.float32(acc) + np.float32(step)) if scale is None else np.float16(
+            np.float32(acc) * np.float32(2))
+        if np.isinf(acc):
+            return i
+    return None
+
+
+def test_loop(f, tmp):
+    step, trips = 10000.0, 10
+    path, inputs = loop_model(tmp, trips, step)
+    k = first_f16_overflow(step, trips)
+    origin = "loop/body/acc_add"
+    r, j = checked(f, tmp, path, inputs)
+    if j:
+        check(j["verdict"] == "fail", "loop fp16 fails", j["verdict"])
+        got = [(o["node"], o["iteration"]) for o in j["origins"]]
+        check(got == [(origin, [k])], f"loop fp16: the origin is the Add, first at iteration {k}",
+              got)
+        check(f"first at iteration {k}" in r.stdout, "loop fp16: the text names the iteration",
+              r.stdout[-800:])
+        n = node(j, origin)
+        if n:
+            check(n["runs"] == trips, "loop: the body node ran once per iteration", n["runs"])
+            # The captured outer x is its input: its range is x's.
+            check(n["input_absmax"] >= step, "loop: the captured input's range",
+                  n["input_absmax"])
+            check(n["first_overflow_iteration"] == [k], "loop: first_overflow_iteration",
+                  n["first_overflow_iteration"])
+    r, j = checked(f, tmp, path, inputs, "--keep-fp32", origin)
+    check(j is not None and j["verdict"] == "pass", "loop: --keep-fp32 on the path passes",
+          r.stdout[-600:])
+    r, j = checked(f, tmp, path, inputs, precision="bfloat16")
+    check(j is not None and j["verdict"] == "pass", "loop bf16 passes", r.stdout[-600:])
+
+
+def const_model(tmp):
+    """The issue's shape: y = If(Equal(sr, 16000), then: x * 2^20 / 2^10 ..., else: x)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])
+    sr = helper.make_tensor_value_info("sr", TensorProto.INT64, [])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])
+    big = numpy_helper.from_array(np.full(3, 2.0 ** 20, np.float32), "big")
+    t_out = helper.make_tensor_value_info("t", TensorProto.FLOAT, [3])
+    e_out = helper.make_tensor_value_info("e", TensorProto.FLOAT, [3])
+    then_g = helper.make_graph([helper.make_node("Mul", ["x", "big"], ["t"], name="gain")], "then",
+                               [], [t_out], [big])
+    else_g = helper.make_graph([helper.make_node("Identity", ["x"], ["e"], name="same")], "else",
+                               [], [e_out])
+    k16 = numpy_helper.from_array(np.array(16000, np.int64), "k16")
+    g = helper.make_graph([helper.make_node("Equal", ["sr", "k16"], ["is16"], name="rate"),
+                           helper.make_node("If", ["is16"], ["y"], name="branch",
+                                            then_branch=then_g, else_branch=else_g)],
+                          "g", [x, sr], [y], [k16])
+    path = os.path.join(tmp, "const.onnx")
+    save(g, path)
+    xs = np.array([1e-3, -2e-3, 5e-4], np.float32)
+    return path, inputs_dir(tmp, "const_in", x=xs, sr=np.array(16000, np.int64))
+
+
+def test_constant(f, tmp):
+    path, inputs = const_model(tmp)
+    label = "branch/then_branch/big"
+    r, j = checked(f, tmp, path, inputs)
+    if j:
+        check(j["verdict"] == "fail", "constant fp16 fails", j["verdict"])
+        rules = [(x["id"], x["node"]) for x in j["rules"]]
+        check(("constant-overflow", label) in rules, "constant-overflow names the path", rules)
+        check([o["node"] for o in j["origins"]][:1] == [label], "the constant is the origin",
+              [o["node"] for o in j["origins"]])
+    r, j = checked(f, tmp, path, inputs, precision="bfloat16")
+    check(j is not None and j["verdict"] == "pass", "constant bf16 passes", r.stdout[-600:])
+
+
+def nested_model(tmp, trips):
+    """acc = Loop(trips, acc0 = 1000) { If(c, then: acc * 2, else: acc) }, c an outer input."""
+    c = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    y = helper.make_tensor_value_info("acc", TensorProto.FLOAT, [1])
+    t_out = helper.make_tensor_value_info("t", TensorProto.FLOAT, [1])
+    e_out = helper.make_tensor_value_info("e", TensorProto.FLOAT, [1])
+    two = numpy_helper.from_array(np.array([2], np.float32), "two")
+    then_g = helper.make_graph([helper.make_node("Mul", ["acc_in", "two"], ["t"], name="dbl")],
+                               "then", [], [t_out], [two])
+    else_g = helper.make_graph([helper.make_node("Identity", ["acc_in"], ["e"], name="same")],
+                               "else", [], [e_out])
+    b_in, b_out = loop_body_io()
+    body = helper.make_graph([helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep"),
+                              helper.make_node("If", ["c"], ["acc_out"], name="branch",
+                                               then_branch=then_g, else_branch=else_g)],
+                             "body", b_in, b_out)
+    inits = [numpy_helper.from_array(np.array(trips, np.int64), "trips"),
+             numpy_helper.from_array(np.array(True), "go"),
+             numpy_helper.from_array(np.array([1000], np.float32), "acc0")]
+    g = helper.make_graph([helper.make_node("Loop", ["trips", "go", "acc0"], ["acc"], name="loop",
+                                            body=body)], "g", [c], [y], inits)
+    path = os.path.join(tmp, "nested.onnx")
+    save(g, path)
+    return path, inputs_dir(tmp, "nested_in", c=np.array(True))
+
+
+def test_nested(f, tmp):
+    trips = 8
+    path, inputs = nested_model(tmp, trips)
+    k = first_f16_overflow(None, trips, scale=1000)
+    origin = "loop/body/branch/then_branch/dbl"
+    r, j = checked(f, tmp, path, inputs)
+    if j:
+        check(j["verdict"] == "fail", "nested fp16 fails", j["verdict"])
+        got = [(o["node"], o["iteration"]) for o in j["origins"]]
+        check(got == [(origin, [k])], f"nested fp16: the If's body node, first at iteration {k}",
+              got)
+        n = node(j, origin)
+        check(n is not None and n["parent"] == "loop/body/branch", "nested: parent path", n)
+    r, j = checked(f, tmp, path, inputs, precision="bfloat16")
+    check(j is not None and j["verdict"] == "pass", "nested bf16 passes", r.stdout[-600:])
+
+
+def test_no_origin(f, tmp):
+    """y = Cast(Cast(x, float16), float32): nothing computes in the format, yet x = 70000
+    becomes inf (NumPy: float16(70000) is inf) in the Cast to float16. No origin: the report
+    says so in one line naming that Cast's output, and never 'no floating-point compute
+    node'."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    g = helper.make_graph([helper.make_node("Cast", ["x"], ["h"], name="to16", to=TensorProto.FLOAT16),
+                           helper.make_node("Cast", ["h"], ["y"], name="to32", to=TensorProto.FLOAT)],
+                          "g", [x], [y])
+    path = os.path.join(tmp, "casts.onnx")
+    save(g, path)
+    xs = np.array([1, 70000], np.float32)
+    check(np.isinf(np.float16(xs[1])), "NumPy: 70000 overflows float16", np.float16(xs[1]))
+    r, j = checked(f, tmp, path, inputs_dir(tmp, "casts_in", x=xs))
+    if j:
+        check(j["verdict"] == "fail" and j["origins"] == [], "casts: FAIL without origin",
+              (j["verdict"], j["origins"]))
+        ft = j["first_trouble"] or {}
+        check((ft.get("tensor"), ft.get("node"), ft.get("nonfinite")) == ("h", "to16", True),
+              "casts: first_trouble names the Cast to float16", ft)
+        lines = [ln for ln in r.stdout.splitlines() if "no origin found" in ln]
+        check(len(lines) == 1 and "`h`" in lines[0] and "`to16`" in lines[0],
+              "casts: one line names the tensor and its producer", r.stdout[-800:])
+
+
+def main():
+    np.seterr(over="ignore")  # the float16 loops overflow on purpose
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fpguard", required=True)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        for t in (test_if, test_loop, test_constant, test_nested, test_no_origin):
+            sub = os.path.join(tmp, t.__name__)
+            os.makedirs(sub)
+            t(a.fpguard, sub)
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        sys.exit(1)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
