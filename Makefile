@@ -33,10 +33,13 @@ run: cli
 	  --keep-io-types --inputs $(EXAMPLE)/inputs -o $(BUILD)/example_fp16.onnx
 	$(BUILD)/fpguard check $(BUILD)/example_fp16.onnx --inputs $(EXAMPLE)/inputs --precision float16
 
-# `fpguard` into $(PREFIX)/bin (no root needed for the default; for a system-wide copy:
-# make cli && sudo cmake --install build --prefix /usr/local).
+# `fpguard` into $(PREFIX)/bin and, where pybind11 is installed, the Python package into
+# $(PREFIX)/lib/python3.X/site-packages/fpguard (for the default prefix that is Debian
+# python3's user site: `import fpguard` just works; docs/python.md). No root needed for the
+# default; for a system-wide copy see docs/python.md.
 PREFIX ?= $(HOME)/.local
-install: cli
+install: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target installables
 	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 test: build

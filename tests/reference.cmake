@@ -72,7 +72,8 @@ endforeach()
 # configuration), `make install` installs a working fpguard (cli/make_test.py).
 add_test(NAME cli.make
          COMMAND "${FPGUARD_TEST_PYTHON}" ${_fpg_cli}/make_test.py
-                 --source ${PROJECT_SOURCE_DIR} --build ${PROJECT_BINARY_DIR})
+                 --source ${PROJECT_SOURCE_DIR} --build ${PROJECT_BINARY_DIR}
+                 --python $<BOOL:${FPGUARD_PYTHON}>)
 set_tests_properties(cli.make PROPERTIES LABELS "cli" TIMEOUT 600)
 
 # Every console example of README.md and docs/*.md, run and compared with its text; every

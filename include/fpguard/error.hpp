@@ -36,6 +36,11 @@ class Error : public std::runtime_error {
   std::string option_, value_;
 };
 
+// `s` as one printable line: control characters (newlines, NULs, terminal escapes, which
+// names quoted from a hostile file may hold) become \xNN. Every error message is shown
+// through it (the CLI's stderr line, the Python module's fpguard.Error).
+std::string one_line(const std::string& s);
+
 [[noreturn]] void check_failed(const char* expr, const char* file, int line);
 
 // The closest candidate to `name` by edit distance, or "" when none is close enough

@@ -12,6 +12,21 @@ void check_failed(const char* expr, const char* file, int line) {
   std::abort();
 }
 
+std::string one_line(const std::string& s) {
+  std::string r;
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u != 0x7f) {
+      r += c;
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", u);
+      r += hex;
+    }
+  }
+  return r;
+}
+
 namespace {
 std::size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);

@@ -7,9 +7,12 @@
   lists for `make build` must hold the tests and the benchmarks, or the check proves
   nothing.
 - `make install` installs the binary under $(PREFIX)/bin: `cmake --install` of an
-  existing build into a temporary prefix gives an fpguard that runs.
+  existing build into a temporary prefix gives an fpguard that runs. With the Python
+  module built (--python ON), Debian's python3 imports the installed package when that
+  prefix is its user base (PYTHONUSERBASE; the default prefix ~/.local is the default
+  user base), from outside the build tree.
 
-    make_test.py --source DIR --build DIR
+    make_test.py --source DIR --build DIR [--python ON|OFF]
 """
 import argparse
 import os
@@ -56,10 +59,29 @@ def compiled(build, targets):
     return sources, [os.path.basename(x) for x in linked]
 
 
+def check_python_install(prefix, cwd):
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env["PYTHONUSERBASE"] = prefix
+    code = ("import fpguard, os, numpy; print(os.path.dirname(fpguard.__file__));"
+            "print(float(fpguard.round(numpy.float32([1/3]), 'bfloat16')[0]))")
+    r = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True,
+                       timeout=120, cwd=cwd, env=env)
+    lines = r.stdout.split()
+    check(r.returncode == 0 and len(lines) == 2, "the installed Python package imports",
+          (r.returncode, r.stdout, r.stderr[-500:]))
+    if len(lines) == 2:
+        check(lines[0].startswith(os.path.join(prefix, "lib", "python3")),
+              "fpguard is imported from the prefix", lines[0])
+        check(lines[1] == "0.333984375", "the installed module rounds", lines[1])
+        check(os.path.isfile(os.path.join(lines[0], "py.typed")), "py.typed is installed",
+              lines[0])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--source", required=True)
     ap.add_argument("--build", required=True)
+    ap.add_argument("--python", default="OFF")
     a = ap.parse_args()
     source = os.path.abspath(a.source)
     with tempfile.TemporaryDirectory() as tmp:
@@ -99,6 +121,8 @@ def main():
             if os.path.isfile(exe) else r
         check(r.returncode == 0 and r.stdout.startswith("fpguard "),
               "the installed fpguard runs", (r.returncode, r.stdout, r.stderr))
+        if a.python.upper() in ("ON", "1", "TRUE", "YES"):
+            check_python_install(prefix, tmp)
     print(f"make_test: {len(clitest.failures)} failed")
     sys.exit(1 if clitest.failures else 0)
 

@@ -59,20 +59,7 @@ int main(int argc, char** argv) {
   auto fail = [](const std::string& where, const std::string& what) {
     // Always exactly one line: names and header text quoted from a hostile file may hold
     // newlines, NULs or terminal escapes; they are shown as \xNN.
-    auto one_line = [](const std::string& s) {
-      std::string r;
-      for (const char c : s) {
-        const auto u = static_cast<unsigned char>(c);
-        if (u >= 0x20 && u != 0x7f) {
-          r += c;
-        } else {
-          char hex[5];
-          std::snprintf(hex, sizeof hex, "\\x%02x", u);
-          r += hex;
-        }
-      }
-      return r;
-    };
+    using fpguard::one_line;
     const std::string line =
         "fpguard: error: " + one_line(where) + (where.empty() ? "" : ": ") + one_line(what) + "\n";
     std::fwrite(line.data(), 1, line.size(), stderr);

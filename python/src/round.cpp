@@ -1,0 +1,207 @@
+// fpguard.round, fpguard.encode, fpguard.decode on NumPy arrays (torch tensors arrive as
+// their .numpy() views, python/fpguard/__init__.py). Contiguous input is read in place;
+// `out` is written in place; the GIL is released while the kernels run.
+#include <pybind11/numpy.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "fpguard/error.hpp"
+#include "fpguard/round.hpp"
+
+namespace fpguard::python {
+
+namespace {
+
+bool is_float32(const py::array& a) {
+  return py::isinstance<py::array_t<float>>(a);
+}
+bool is_float64(const py::array& a) {
+  return py::isinstance<py::array_t<double>>(a);
+}
+
+// C-contiguous and aligned: its data can be handed to the kernels as one span.
+bool plain(const py::array& a) {
+  return (a.flags() & py::array::c_style) && (a.flags() & py::detail::npy_api::NPY_ARRAY_ALIGNED_);
+}
+
+std::string str(py::handle x) {
+  return py::str(x).cast<std::string>();
+}
+
+std::vector<py::ssize_t> shape_of(const py::array& a) {
+  return {a.shape(), a.shape() + a.ndim()};
+}
+
+// `x` as an array: an ndarray itself, anything else through numpy.asarray.
+py::array as_array(py::handle x, const char* name) {
+  if (py::isinstance<py::array>(x)) return py::reinterpret_borrow<py::array>(x);
+  auto a = py::array::ensure(x);
+  if (!a)
+    throw Error(name, "a " + str(py::type::handle_of(x).attr("__name__")) + " is not an array");
+  return a;
+}
+
+// A copy that is C-contiguous and aligned, for an input that is neither.
+py::array contiguous(const py::array& a) {
+  return py::module_::import("numpy").attr("require")(a, py::none(), "CA").cast<py::array>();
+}
+
+// The float32/float64 array `func` reads, in place where it is contiguous.
+py::array float_input(py::handle x, const char* func) {
+  py::array a = as_array(x, "a");
+  if (!is_float32(a) && !is_float64(a))
+    throw Error("a", "dtype " + str(a.dtype()) + " is not supported by " + func +
+                         " (float32 or float64 only)");
+  return plain(a) ? a : contiguous(a);
+}
+
+// `out`, checked to be an array round can write `in`'s result into.
+py::array float_output(py::handle x, const py::array& in) {
+  if (!py::isinstance<py::array>(x))
+    throw Error("out", "a " + str(py::type::handle_of(x).attr("__name__")) +
+                           " is not a numpy.ndarray or torch.Tensor");
+  auto out = py::reinterpret_borrow<py::array>(x);
+  if (is_float32(out) != is_float32(in) || !(is_float32(out) || is_float64(out)))
+    throw Error("out",
+                "dtype " + str(out.dtype()) + " differs from the input's " + str(in.dtype()));
+  if (shape_of(out) != shape_of(in))
+    throw Error("out", "shape " + str(out.attr("shape")) + " differs from the input's " +
+                           str(in.attr("shape")));
+  if (!out.writeable()) throw Error("out", "the array is read-only");
+  if (!plain(out))
+    throw Error("out",
+                "not a C-contiguous array: round writes its result in place, so out "
+                "cannot be a strided view (pass a contiguous array, or no out)");
+  return out;
+}
+
+// Whether `a` and `b` share some bytes without being the same block (out=a is fine; a
+// shifted view of the same buffer would be read after it is written).
+bool overlap_partially(const py::array& a, const py::array& b) {
+  const auto pa = reinterpret_cast<std::uintptr_t>(a.data());
+  const auto pb = reinterpret_cast<std::uintptr_t>(b.data());
+  const auto na = static_cast<std::uintptr_t>(a.nbytes());
+  const auto nb = static_cast<std::uintptr_t>(b.nbytes());
+  return pa != pb && pa < pb + nb && pb < pa + na;
+}
+
+RoundOptions options(const std::string& rounding, bool saturate, bool flush, py::handle seed) {
+  RoundOptions o;
+  o.rounding = parse_rounding(rounding);
+  o.saturate = saturate;
+  o.flush_subnormals = flush;
+  try {
+    o.seed = seed.cast<std::uint64_t>();
+  } catch (const py::cast_error&) {
+    throw Error::in_option("seed", str(py::repr(seed)), "not an integer from 0 to 2**64-1");
+  }
+  return o;
+}
+
+template <class T>
+void round_into(const py::array& in, py::array& out, const Format& f, const RoundOptions& o) {
+  const std::span<const T> src(static_cast<const T*>(in.data()),
+                               static_cast<std::size_t>(in.size()));
+  const std::span<T> dst(static_cast<T*>(out.mutable_data()), static_cast<std::size_t>(out.size()));
+  py::gil_scoped_release nogil;
+  fpguard::round(src, dst, f, o);
+}
+
+py::object round_array(py::handle a, py::handle fmt, const std::string& rounding, bool saturate,
+                       bool flush_subnormals, py::handle seed, py::handle out) {
+  const Format f = format_of(fmt);
+  const RoundOptions o = options(rounding, saturate, flush_subnormals, seed);
+  py::array in = float_input(a, "round");
+  py::array dst = out.is_none() ? py::array(in.dtype(), shape_of(in)) : float_output(out, in);
+  if (overlap_partially(in, dst)) in = py::array(in.attr("copy")());
+  if (is_float32(in))
+    round_into<float>(in, dst, f, o);
+  else
+    round_into<double>(in, dst, f, o);
+  return dst;
+}
+
+// Codes as the CLI's `round --encode` computes them: from the values in double (exact for
+// both input dtypes), in the narrowest unsigned type that holds the format's bits.
+template <class Code>
+py::array encode_as(const py::array& in, const Format& f, const RoundOptions& o) {
+  py::array out(py::dtype::of<Code>(), shape_of(in));
+  const auto n = static_cast<std::size_t>(in.size());
+  const std::span<Code> dst(static_cast<Code*>(out.mutable_data()), n);
+  const bool f32 = is_float32(in);
+  const void* data = in.data();
+  {
+    py::gil_scoped_release nogil;
+    std::vector<double> x(n);
+    if (f32) {
+      const auto* p = static_cast<const float*>(data);
+      std::copy(p, p + n, x.begin());
+    } else {
+      const auto* p = static_cast<const double*>(data);
+      std::copy(p, p + n, x.begin());
+    }
+    fpguard::encode(std::span<const double>(x), dst, f, o);
+  }
+  return out;
+}
+
+py::array encode_array(py::handle a, py::handle fmt, const std::string& rounding, bool saturate,
+                       bool flush_subnormals, py::handle seed) {
+  const Format f = format_of(fmt);
+  const RoundOptions o = options(rounding, saturate, flush_subnormals, seed);
+  const py::array in = float_input(a, "encode");
+  if (f.bits() <= 8) return encode_as<std::uint8_t>(in, f, o);
+  if (f.bits() <= 16) return encode_as<std::uint16_t>(in, f, o);
+  if (f.bits() <= 32) return encode_as<std::uint32_t>(in, f, o);
+  return encode_as<std::uint64_t>(in, f, o);
+}
+
+// Codes of any integer dtype as wide as the format (signed ones are read as their bit
+// patterns, as torch's x.view(torch.int16) gives them).
+template <class Code>
+void decode_into(const py::array& codes, py::array& out, const Format& f) {
+  const auto n = static_cast<std::size_t>(codes.size());
+  const auto* src = static_cast<const Code*>(codes.data());
+  auto* dst = static_cast<double*>(out.mutable_data());
+  py::gil_scoped_release nogil;
+  for (std::size_t i = 0; i < n; ++i) dst[i] = fpguard::decode(src[i], f);
+}
+
+py::array decode_array(py::handle codes, py::handle fmt) {
+  const Format f = format_of(fmt);
+  py::array c = as_array(codes, "codes");
+  const auto bytes = c.itemsize();
+  const char kind = c.dtype().kind();
+  if ((kind != 'u' && kind != 'i') || (bytes != 1 && bytes != 2 && bytes != 4 && bytes != 8))
+    throw Error("codes", "dtype " + str(c.dtype()) +
+                             " is not supported by decode (bit patterns: uint8, uint16, uint32, "
+                             "uint64 or the signed types of those widths)");
+  if (bytes * 8 < f.bits())
+    throw Error("codes", "dtype " + str(c.dtype()) + " holds " + std::to_string(bytes * 8) +
+                             " bits; " + f.name + " codes have " + std::to_string(f.bits()));
+  if (!plain(c)) c = contiguous(c);
+  py::array out(py::dtype::of<double>(), shape_of(c));
+  if (bytes == 1) decode_into<std::uint8_t>(c, out, f);
+  if (bytes == 2) decode_into<std::uint16_t>(c, out, f);
+  if (bytes == 4) decode_into<std::uint32_t>(c, out, f);
+  if (bytes == 8) decode_into<std::uint64_t>(c, out, f);
+  return out;
+}
+
+}  // namespace
+
+void bind_round(py::module_& m) {
+  m.def("round", &round_array, py::arg("a"), py::arg("fmt"), py::arg("rounding") = "nearest-even",
+        py::arg("saturate") = false, py::arg("flush_subnormals") = false, py::arg("seed") = 0,
+        py::arg("out") = py::none());
+  m.def("encode", &encode_array, py::arg("a"), py::arg("fmt"), py::arg("rounding") = "nearest-even",
+        py::arg("saturate") = false, py::arg("flush_subnormals") = false, py::arg("seed") = 0);
+  m.def("decode", &decode_array, py::arg("codes"), py::arg("fmt"));
+}
+
+}  // namespace fpguard::python
