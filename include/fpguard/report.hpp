@@ -151,7 +151,7 @@ std::string describe(const analysis::FirstTrouble& f, const analysis::Diagnosis&
 std::string minor_findings(std::size_t minor, bool after_others);
 
 // ---- check -------------------------------------------------------------------------------
-inline constexpr int kCheckSchema = 2;
+inline constexpr int kCheckSchema = 3;
 Json to_json(const analysis::Diagnosis& d);
 // Several precisions of one model: {"schema_version", "model", "verdict", "checks": [...]}.
 Json to_json(const std::vector<analysis::Diagnosis>& ds, const std::string& model);

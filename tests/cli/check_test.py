@@ -119,7 +119,7 @@ def test_schema(j):
     for k in ("schema_version", "model", "precision", "reference", "verdict", "outputs", "origins",
               "nodes", "rules"):
         check(k in j, f"JSON has {k}")
-    check(j["schema_version"] == 2, "schema_version 2")
+    check(j["schema_version"] == 3, "schema_version 3")
     for k in ("min_cosine", "atol", "rtol"):
         check(k in j["tolerance"], f"tolerance has {k}")
     for o in j["outputs"]:
