@@ -7,20 +7,26 @@ temporary directory (normal values * 3e4, so some overflow float16). Rows: float
 
 Usage: bench/round_file.py BUILD_DIR [ROUNDS] [MIB]"""
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-import numpy as np
 
 
 def timed(cmd):
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0
+
+
+def write_input(path, mib):
+    """In a child process: a forked child inherits its parent's peak memory (the mm's
+    high-water mark), so this process must never hold the array."""
+    code = ("import numpy as np, sys; rng = np.random.default_rng(0); np.save(sys.argv[1], "
+            "(rng.standard_normal(int(sys.argv[2]) << 18) * 3e4).astype(np.float32))")
+    subprocess.run([sys.executable, "-c", code, path, str(mib)], check=True)
 
 
 def main():
@@ -30,8 +36,7 @@ def main():
     exe = os.path.join(build, "fpguard")
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as tmp:
         src, dst = os.path.join(tmp, "x.npy"), os.path.join(tmp, "y.npy")
-        rng = np.random.default_rng(0)
-        np.save(src, (rng.standard_normal(mib << 18) * 3e4).astype(np.float32))
+        write_input(src, mib)
         cmds = {"cp": ["cp", src, dst],
                 "round float16": [exe, "round", "float16", src, "-o", dst],
                 "round float16 --dtype float16": [exe, "round", "float16", src, "-o", dst,
@@ -47,11 +52,9 @@ def main():
               f"  (median of {rounds} rounds)")
         for k, v in times.items():
             print(f"{k:<34} {statistics.median(v):9.3f} {statistics.median(v) / cp:6.2f}")
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        subprocess.run(cmds["round float16"], check=True, stdout=subprocess.DEVNULL)
-        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        print(f"peak memory of round: {peak / 1024:.0f} MiB"
-              + (" (or less: an earlier child peaked higher)" if peak == before else ""))
+        p = subprocess.Popen(cmds["round float16"], stdout=subprocess.DEVNULL)
+        _, status, usage = os.wait4(p.pid, 0)
+        print(f"peak memory of round: {usage.ru_maxrss / 1024:.0f} MiB (exit {status >> 8})")
 
 
 if __name__ == "__main__":
