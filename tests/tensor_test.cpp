@@ -150,6 +150,42 @@ TEST_F(Npy, ReadsBigEndianAndOtherOrders) {
   EXPECT_EQ(read_npy(path("v2.npy")).data<std::int32_t>()[0], 7);
 }
 
+// NpyReader hands out the array in pieces, from its memory map (little-endian) or read
+// (big-endian), equal to read_npy's; bytes past the array are an error at once.
+TEST_F(Npy, ReadsInPieces) {
+  Tensor t(DType::float32, {1000});
+  for (std::size_t i = 0; i < 1000; ++i) t.data<float>()[i] = static_cast<float>(i) * 0.5f - 7;
+  write_npy(path("le.npy"), t);
+  std::string be;
+  for (const float v : t.data<float>()) {
+    const auto b = std::bit_cast<std::uint32_t>(v);
+    for (int k = 3; k >= 0; --k) be.push_back(static_cast<char>(b >> (8 * k)));
+  }
+  spit(path("be.npy"), npy_bytes(">f4", "(1000,)", be));
+  for (const char* name : {"le.npy", "be.npy"}) {
+    NpyReader r(path(name));
+    EXPECT_EQ(r.dtype(), DType::float32);
+    EXPECT_EQ(r.shape(), (std::vector<std::int64_t>{1000}));
+    std::vector<float> got;
+    for (std::span<const std::byte> piece; !(piece = r.next(300)).empty();) {
+      EXPECT_LE(piece.size(), 300u * 4) << name;
+      const auto* f = reinterpret_cast<const float*>(piece.data());
+      got.insert(got.end(), f, f + piece.size() / 4);
+    }
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), t.data<float>().begin(), t.data<float>().end()))
+        << name;
+  }
+  std::vector<std::byte> buf(4 * 999);
+  NpyReader r(path("le.npy"));
+  EXPECT_EQ(r.read(buf), 999u);
+  EXPECT_EQ(r.read(buf), 1u);
+  EXPECT_EQ(r.read(buf), 0u);
+  spit(path("long.npy"), slurp(path("le.npy")) + "xx");
+  EXPECT_THROW(NpyReader{path("long.npy")}, Error);
+  spit(path("short.npy"), slurp(path("le.npy")).substr(0, 200));
+  EXPECT_THROW(NpyReader{path("short.npy")}, Error);
+}
+
 // read_npy(p) must throw an Error located at the file, saying `what`.
 void expect_read_error(const fs::path& p, const std::string& what) {
   try {

@@ -167,8 +167,8 @@ std::string npy_header(DType dtype, const std::vector<std::int64_t>& shape,
                        const std::string& where);
 
 // A .npy file read piece by piece, for arrays one does not want in memory at once. The
-// header is read and checked on construction, with read_npy's errors; strings are
-// refused (read_npy reads them).
+// header is read and checked on construction, with read_npy's errors (a regular file's
+// bytes past the array too); strings are refused (read_npy reads them).
 class NpyReader {
  public:
   explicit NpyReader(const std::filesystem::path& path);
@@ -182,6 +182,10 @@ class NpyReader {
   // native byte order; returns how many; 0 at the end. Reading the last element checks
   // that nothing follows the array.
   std::size_t read(std::span<std::byte> dst);
+  // The next elements (up to `max_elements`) in native byte order, without a copy where
+  // the file allows: a view into its memory map (little-endian data of a regular file),
+  // else into a buffer the reader owns. Valid until the next call; empty at the end.
+  std::span<const std::byte> next(std::size_t max_elements);
 
  private:
   struct State;

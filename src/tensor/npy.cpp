@@ -6,6 +6,10 @@
 #include <limits>
 #include <sstream>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "fpguard/error.hpp"
 #include "fpguard/io.hpp"
 #include "fpguard/limits.hpp"
@@ -316,6 +320,7 @@ struct Header {
   std::string shape_text;
   std::size_t count = 0;
   std::uint64_t data_bytes = 0, available = 0;  // after the header; available: the source's
+  std::uint64_t offset = 0;                     // of the data: the header's length
   bool size_known = false;
 };
 
@@ -352,6 +357,7 @@ Header read_header(std::istream& in, std::uint64_t size, const std::string& wher
   const std::string descr = dict_value(header, "descr", where);
   const std::string fortran = dict_value(header, "fortran_order", where);
   Header h;
+  h.offset = header_bytes;
   h.shape_text = dict_value(header, "shape", where);
   if (fortran.find("True") != std::string::npos)
     throw Error(where, "Fortran-ordered arrays are not supported; save np.ascontiguousarray(a)");
@@ -445,6 +451,29 @@ struct NpyReader::State {
   std::ifstream in;
   Header header;
   std::size_t left = 0;  // elements not read yet
+  // The file's memory map (little-endian data of a regular file, aligned for its
+  // elements), or nullptr: then pieces are read into `buffer`.
+  const std::byte* map = nullptr;
+  std::size_t map_bytes = 0;
+  std::size_t released = 0;  // bytes from the map's start given back (MADV_DONTNEED)
+  std::vector<std::byte> buffer;
+
+  ~State() {
+    if (map) munmap(const_cast<std::byte*>(map), map_bytes);
+  }
+  // Maps the file when its data can be used in place; leaves map null otherwise.
+  void try_map(const std::filesystem::path& path) {
+    const Header& h = header;
+    if (!h.size_known || h.big_endian || h.data_bytes == 0 || h.offset % h.item != 0) return;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    map_bytes = static_cast<std::size_t>(h.offset + h.data_bytes);
+    void* p = mmap(nullptr, map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED) return;
+    madvise(p, map_bytes, MADV_SEQUENTIAL);
+    map = static_cast<const std::byte*>(p);
+  }
 };
 
 NpyReader::NpyReader(const std::filesystem::path& path)
@@ -460,6 +489,11 @@ NpyReader::NpyReader(const std::filesystem::path& path)
   if (state_->header.text)
     throw Error(where_, "string arrays are read whole (read_npy), not in pieces");
   state_->left = state_->header.count;
+  state_->try_map(path);
+  // Data past the array is found now when it cannot be found by reading to the end.
+  if (state_->map)
+    expect_end(state_->in.seekg(static_cast<std::streamoff>(state_->map_bytes)), state_->header,
+               where_);
 }
 
 NpyReader::~NpyReader() = default;
@@ -474,15 +508,42 @@ std::size_t NpyReader::size() const {
   return state_->header.count;
 }
 
+std::span<const std::byte> NpyReader::next(std::size_t max_elements) {
+  State& st = *state_;
+  const std::size_t item = st.header.item;
+  const std::size_t n = std::min(st.left, max_elements);
+  if (st.map) {
+    const std::size_t at =
+        static_cast<std::size_t>(st.header.offset) + (st.header.count - st.left) * item;
+    // The pieces already handed out leave this process's memory (the page cache keeps
+    // them): resident memory stays at about one piece whatever the file's size.
+    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    if (const std::size_t done = at / page * page; done > st.released) {
+      madvise(const_cast<std::byte*>(st.map) + st.released, done - st.released, MADV_DONTNEED);
+      st.released = done;
+    }
+    st.left -= n;
+    return {st.map + at, n * item};
+  }
+  st.buffer.resize(n * item);
+  return {st.buffer.data(), read(st.buffer) * item};
+}
+
 std::size_t NpyReader::read(std::span<std::byte> dst) {
-  const Header& h = state_->header;
-  const std::size_t n = std::min(state_->left, dst.size() / h.item);
-  if (!read_exact(state_->in, dst.data(), n * h.item))
+  State& st = *state_;
+  const Header& h = st.header;
+  const std::size_t n = std::min(st.left, dst.size() / h.item);
+  if (st.map) {
+    const auto piece = next(n);
+    std::memcpy(dst.data(), piece.data(), piece.size());
+    return n;
+  }
+  if (!read_exact(st.in, dst.data(), n * h.item))
     throw Error(where_, "truncated .npy data: shape " + h.shape_text + " needs " +
                             std::to_string(h.data_bytes) + " bytes");
   if (h.big_endian) to_native(dst.data(), n, h.item);
-  state_->left -= n;
-  if (state_->left == 0 && n > 0) expect_end(state_->in, h, where_);
+  st.left -= n;
+  if (st.left == 0 && n > 0) expect_end(st.in, h, where_);
   return n;
 }
 

@@ -114,12 +114,14 @@ template <class T>
 RoundCounts stream(NpyReader& in, std::ostream& out, const Format& f, const RoundOptions& o,
                    const Storage& s) {
   constexpr std::size_t kPiece = std::size_t{1} << 20;  // elements
-  std::vector<T> x(std::clamp<std::size_t>(in.size(), 1, kPiece)), y(x.size());
+  std::vector<T> y(std::clamp<std::size_t>(in.size(), 1, kPiece));
   RoundCounts total;
   RoundOptions piece = o;
-  for (std::size_t n; (n = in.read(std::as_writable_bytes(std::span<T>(x)))) > 0;) {
-    const RoundCounts c =
-        round_and_count(std::span<const T>(x.data(), n), std::span<T>(y.data(), n), f, piece);
+  for (std::span<const std::byte> bytes; !(bytes = in.next(kPiece)).empty();) {
+    // The reader's views are aligned for T (its memory map only where the data is).
+    const std::span<const T> x(reinterpret_cast<const T*>(bytes.data()), bytes.size() / sizeof(T));
+    const std::size_t n = x.size();
+    const RoundCounts c = round_and_count(x, std::span<T>(y.data(), n), f, piece);
     write_piece(out, std::span<const T>(y.data(), n), s);
     total.values += c.values;
     total.changed += c.changed;
