@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import fpguard
+from conftest import assert_gil_released, peak_allocation
 from test_errors import error_of
 
 EDGES = [0.0, -0.0, 1.0, -1.0, 3.0, 1e-30, -1e-30, 1e-45, -1e-45, 2.0**-126, 2.0**-14,
@@ -73,3 +74,14 @@ def test_bad_arguments():
         "out: not a C-contiguous array: safe_rsqrt writes its result in place")
     assert error_of(fpguard.safe_divide, a, a, fmt="flaot16") == \
         "format 'flaot16': unknown format; did you mean 'float16'?"
+
+
+def test_no_copy_and_gil_released():
+    a = np.random.default_rng(11).standard_normal(1 << 20).astype(np.float32)
+    b, out = a[::-1].copy(), np.empty_like(a)
+    fpguard.safe_divide(a, b, out=out)  # warm-up
+    assert peak_allocation(lambda: fpguard.safe_divide(a, b, out=out)) < 64 << 10
+    assert peak_allocation(lambda: fpguard.safe_rsqrt(a, out=a)) < 64 << 10
+    assert peak_allocation(lambda: fpguard.safe_rsqrt(b[::2])) >= a.nbytes // 2
+    big = np.tile(a, 8)
+    assert_gil_released(lambda: fpguard.safe_divide(big, big, out=big), "safe_divide")

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import fpguard
+from conftest import assert_gil_released, peak_allocation
 from test_errors import error_of
 
 FORMATS = ["float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1fn"]
@@ -140,3 +141,15 @@ def test_bad_arguments(cli, tmp_path):
         "a: dtype <U1 is not supported by stats (float, integer or bool arrays only)"
     assert error_of(fpguard.stats, np.ones(2, np.complex64)).startswith(
         "a: dtype complex64 is not supported by stats")
+
+
+def test_no_copy_and_gil_released():
+    """A contiguous float32 array is scanned where it is (tracemalloc sees NumPy's
+    allocations: a strided one is copied, which shows the measurement sees copies), and
+    the GIL is released during the scan."""
+    a = np.random.default_rng(9).standard_normal(1 << 20).astype(np.float32)
+    fpguard.stats(a)  # warm-up
+    assert peak_allocation(lambda: fpguard.stats(a, threads=1)) < 64 << 10
+    assert peak_allocation(lambda: fpguard.stats(a[::2], threads=1)) >= a.nbytes // 2
+    big = np.tile(a, 4)
+    assert_gil_released(lambda: fpguard.stats(big, formats=FORMATS, threads=1), "stats")
