@@ -145,9 +145,15 @@ void update(LossScaler& s, py::handle found_inf, py::handle new_scale) {
     throw Error::in_option("found_inf", "",
                            "give found_inf (after a step) or new_scale (to set the scale), "
                            "exactly one of them");
-  if (!new_scale.is_none())
-    s.update(new_scale.cast<double>());
-  else
+  if (!new_scale.is_none()) {
+    double v = 0;
+    try {
+      v = py::float_(py::reinterpret_borrow<py::object>(new_scale)).cast<double>();
+    } catch (const py::error_already_set&) {
+      throw Error::in_option("new_scale", str(py::repr(new_scale)), "must be a number");
+    }
+    s.update(v);
+  } else
     s.update(truth(found_inf, "found_inf"));
 }
 
@@ -169,6 +175,10 @@ void load_state_dict(LossScaler& s, const py::dict& d) {
   if (d.empty())
     throw Error("LossScaler state",
                 "the dict is empty (a disabled scaler's state_dict(), as GradScaler says)");
+  for (const auto& [key, value] : d)
+    if (py::isinstance<py::float_>(value) && !std::isfinite(value.cast<double>()))
+      throw Error("LossScaler state", "field '" + str(key) + "' is " + str(value) +
+                                          ", which the state (JSON) cannot hold");
   const auto json = py::module_::import("json").attr("dumps")(d).cast<std::string>();
   s = LossScaler::from_json(json);
 }

@@ -132,6 +132,11 @@ def test_bad_arguments():
         "LossScaler state: field 'growth_factor' is missing"
     assert error_of(s.update, 3.0) == "found_inf 3.0: must be True or False"
     assert error_of(s.update).startswith("found_inf: give found_inf")
+    assert error_of(s.update, new_scale="x") == "new_scale 'x': must be a number"
+    inf = fpguard.LossScaler(init_scale=2.0**127, growth_interval=1)
+    inf.update(False)  # grows to inf, as torch 1.13 does
+    assert error_of(s.load_state_dict, inf.state_dict()) == \
+        "LossScaler state: field 'scale' is inf, which the state (JSON) cannot hold"
     assert error_of(s.unscale_, [np.ones(2, np.float32), np.ones(2, np.int32)]) == \
         "grads[1]: dtype int32 is not supported by unscale_ (float32 or float64 only)"
     assert error_of(s.unscale_, np.ones(4, np.float32)[::2]).startswith(
