@@ -69,3 +69,81 @@ def encode(
     seed: int = ...,
 ) -> npt.NDArray[np.unsignedinteger[Any]]: ...
 def decode(codes: npt.ArrayLike, fmt: FormatLike) -> npt.NDArray[np.float64]: ...
+
+class FormatStats:
+    format: str
+    overflow: int
+    underflow: int
+    subnormal: int
+    precision_loss: int
+    max_abs_error: float
+    max_rel_error: float
+    mean_rel_error: float
+    headroom_bits: float  # inf for an all-zero tensor
+    scale: float
+    scale_for_square: float
+    verdict: str  # "ok", "overflow", "underflow", "precision" or "nonfinite"
+
+class Stats:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    count: int
+    nan: int
+    posinf: int
+    neginf: int
+    zeros: int
+    min: float  # NaN where inspect's JSON has null
+    max: float
+    absmax: float
+    min_abs_nonzero: float
+    mean: float
+    std: float
+    exponent_histogram: dict[int, int]
+    formats: dict[str, FormatStats]
+    def to_dict(self) -> dict[str, Any]: ...
+
+def stats(
+    a: npt.ArrayLike,
+    formats: Union[FormatLike, list[FormatLike], tuple[FormatLike, ...]],
+    margin: float,
+    name: str,
+    threads: int,
+    dtype_name: Optional[str] = ...,
+) -> Stats: ...
+def safe_divide(
+    a: npt.ArrayLike,
+    b: npt.ArrayLike,
+    eps_scale: float = ...,
+    fmt: Optional[FormatLike] = ...,
+    out: Optional[npt.NDArray[np.floating[Any]]] = ...,
+) -> npt.NDArray[np.floating[Any]]: ...
+def safe_rsqrt(
+    x: npt.ArrayLike,
+    eps_scale: float = ...,
+    fmt: Optional[FormatLike] = ...,
+    out: Optional[npt.NDArray[np.floating[Any]]] = ...,
+) -> npt.NDArray[np.floating[Any]]: ...
+
+class LossScaler:
+    growth_tracker: int
+    def __init__(
+        self,
+        init_scale: float = ...,
+        growth_factor: float = ...,
+        backoff_factor: float = ...,
+        growth_interval: int = ...,
+        enabled: bool = ...,
+    ) -> None: ...
+    def get_scale(self) -> float: ...
+    def get_growth_factor(self) -> float: ...
+    def get_backoff_factor(self) -> float: ...
+    def get_growth_interval(self) -> int: ...
+    def is_enabled(self) -> bool: ...
+    def scale(self, loss: float) -> float: ...
+    def unscale_(self, grads: Union[npt.NDArray[np.floating[Any]],
+                                    list[npt.NDArray[np.floating[Any]]]]) -> bool: ...
+    def update(self, found_inf: Optional[bool] = ..., *,
+               new_scale: Optional[float] = ...) -> None: ...
+    def state_dict(self) -> dict[str, Union[float, int]]: ...
+    def load_state_dict(self, state_dict: dict[str, Union[float, int]]) -> None: ...

@@ -1,9 +1,13 @@
 // The Python module fpguard._fpguard: what its translation units share. Each area of the
-// API (formats, rounding) binds its own functions; module.cpp makes the module and turns
-// fpguard::Error into the Python exception fpguard.Error.
+// API (formats, rounding, statistics, safety) binds its own functions; module.cpp makes the module
+// and turns fpguard::Error into the Python exception fpguard.Error.
 #pragma once
 
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+
+#include <string>
+#include <vector>
 
 #include "fpguard/format.hpp"
 
@@ -13,10 +17,36 @@ namespace py = pybind11;
 
 void bind_formats(py::module_& m);
 void bind_round(py::module_& m);
+void bind_stats(py::module_& m);
+void bind_safety(py::module_& m);
 
 // The format `x` names: a format name or alias as the CLI takes it ("float16", "bf16",
 // "e5m7"), a numpy.dtype or numpy scalar type, a torch.dtype, or a finfo. Throws
 // fpguard::Error (unknown names with a "did you mean") like parse_format.
 Format format_of(py::handle x);
+
+// Arrays (arrays.cpp).
+bool is_float32(const py::array& a);
+bool is_float64(const py::array& a);
+// C-contiguous and aligned: its data can be handed to the kernels as one span.
+bool plain(const py::array& a);
+std::string str(py::handle x);
+std::vector<py::ssize_t> shape_of(const py::array& a);
+// `x` as an array: an ndarray itself, anything else through numpy.asarray; Error(name,
+// ...) for what numpy cannot make an array of.
+py::array as_array(py::handle x, const char* name);
+// A copy that is C-contiguous and aligned, for an input that is neither.
+py::array contiguous(const py::array& a);
+// The float32/float64 array `func` reads (argument `name`), in place where it is
+// contiguous; Error(name, "dtype ... is not supported by <func> ...") for other dtypes.
+py::array float_input(py::handle x, const char* func, const char* name = "a");
+// `out`, checked to be an array `func` can write a result of `in`'s dtype and shape into.
+py::array float_output(py::handle out, const py::array& in, const char* func);
+// Where `func` writes a result of `in`'s dtype and shape: `out` (checked as above), or a
+// new array when out is None.
+py::array float_result(const py::array& in, py::handle out, const char* func);
+// Whether `a` and `b` share some bytes without being the same block (out=a is fine; a
+// shifted view of the same buffer would be read after it is written).
+bool overlap_partially(const py::array& a, const py::array& b);
 
 }  // namespace fpguard::python

@@ -22,5 +22,8 @@ PYBIND11_MODULE(_fpguard, m) {
   });
   fpguard::python::bind_formats(m);
   fpguard::python::bind_round(m);
-  for (const char* name : {"finfo", "iinfo"}) m.attr(name).attr("__module__") = "fpguard";
+  fpguard::python::bind_stats(m);
+  fpguard::python::bind_safety(m);
+  for (const char* name : {"finfo", "iinfo", "Stats", "FormatStats"})
+    m.attr(name).attr("__module__") = "fpguard";
 }

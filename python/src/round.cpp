@@ -17,79 +17,6 @@ namespace fpguard::python {
 
 namespace {
 
-bool is_float32(const py::array& a) {
-  return py::isinstance<py::array_t<float>>(a);
-}
-bool is_float64(const py::array& a) {
-  return py::isinstance<py::array_t<double>>(a);
-}
-
-// C-contiguous and aligned: its data can be handed to the kernels as one span.
-bool plain(const py::array& a) {
-  return (a.flags() & py::array::c_style) && (a.flags() & py::detail::npy_api::NPY_ARRAY_ALIGNED_);
-}
-
-std::string str(py::handle x) {
-  return py::str(x).cast<std::string>();
-}
-
-std::vector<py::ssize_t> shape_of(const py::array& a) {
-  return {a.shape(), a.shape() + a.ndim()};
-}
-
-// `x` as an array: an ndarray itself, anything else through numpy.asarray.
-py::array as_array(py::handle x, const char* name) {
-  if (py::isinstance<py::array>(x)) return py::reinterpret_borrow<py::array>(x);
-  auto a = py::array::ensure(x);
-  if (!a)
-    throw Error(name, "a " + str(py::type::handle_of(x).attr("__name__")) + " is not an array");
-  return a;
-}
-
-// A copy that is C-contiguous and aligned, for an input that is neither.
-py::array contiguous(const py::array& a) {
-  return py::module_::import("numpy").attr("require")(a, py::none(), "CA").cast<py::array>();
-}
-
-// The float32/float64 array `func` reads, in place where it is contiguous.
-py::array float_input(py::handle x, const char* func) {
-  py::array a = as_array(x, "a");
-  if (!is_float32(a) && !is_float64(a))
-    throw Error("a", "dtype " + str(a.dtype()) + " is not supported by " + func +
-                         " (float32 or float64 only)");
-  return plain(a) ? a : contiguous(a);
-}
-
-// `out`, checked to be an array round can write `in`'s result into.
-py::array float_output(py::handle x, const py::array& in) {
-  if (!py::isinstance<py::array>(x))
-    throw Error("out", "a " + str(py::type::handle_of(x).attr("__name__")) +
-                           " is not a numpy.ndarray or torch.Tensor");
-  auto out = py::reinterpret_borrow<py::array>(x);
-  if (is_float32(out) != is_float32(in) || !(is_float32(out) || is_float64(out)))
-    throw Error("out",
-                "dtype " + str(out.dtype()) + " differs from the input's " + str(in.dtype()));
-  if (shape_of(out) != shape_of(in))
-    throw Error("out", "shape " + str(out.attr("shape")) + " differs from the input's " +
-                           str(in.attr("shape")));
-  if (!out.writeable()) throw Error("out", "the array is read-only");
-  if (!plain(out))
-    throw Error("out",
-                "not a C-contiguous array: round writes its result in place, so out "
-                "cannot be a strided view (pass a contiguous array, or no out)");
-  return out;
-}
-
-// Whether `a` and `b` share some bytes without being the same block (out=a is fine; a
-// shifted view of the same buffer would be read after it is written).
-bool overlap_partially(const py::array& a, const py::array& b) {
-  const auto pa = reinterpret_cast<std::uintptr_t>(a.data());
-  const auto pb = reinterpret_cast<std::uintptr_t>(b.data());
-  const auto na = static_cast<std::uintptr_t>(a.nbytes());
-  const auto nb = static_cast<std::uintptr_t>(b.nbytes());
-  return pa != pb && pa < pb + nb && pb < pa + na;
-}
-
 RoundOptions options(const std::string& rounding, bool saturate, bool flush, py::handle seed) {
   RoundOptions o;
   o.rounding = parse_rounding(rounding);
@@ -117,7 +44,7 @@ py::object round_array(py::handle a, py::handle fmt, const std::string& rounding
   const Format f = format_of(fmt);
   const RoundOptions o = options(rounding, saturate, flush_subnormals, seed);
   py::array in = float_input(a, "round");
-  py::array dst = out.is_none() ? py::array(in.dtype(), shape_of(in)) : float_output(out, in);
+  py::array dst = float_result(in, out, "round");
   if (overlap_partially(in, dst)) in = py::array(in.attr("copy")());
   if (is_float32(in))
     round_into<float>(in, dst, f, o);

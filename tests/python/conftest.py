@@ -3,6 +3,9 @@ Debian's /usr/bin/python3, PYTHONPATH=BUILD/python and FPGUARD_CLI=BUILD/fpguard
 import json
 import os
 import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
@@ -39,3 +42,45 @@ def cli_error(r):
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("fpguard: error: "), r.stderr
     return lines[0][len("fpguard: error: "):]
+
+
+def assert_gil_released(call, what):
+    """While one thread is inside `call`, another runs Python code: some of the main
+    thread's timestamps fall strictly inside the call. With the GIL held through the call
+    none could: the switch interval is made long, so the worker is never forced to give
+    the GIL up between its two timestamps, and the main thread only gives it up itself
+    (time.sleep(0))."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(5.0)
+    try:
+        for _ in range(5):  # a loaded machine may not schedule the main thread in time
+            span, stamps = [], []
+
+            def work():
+                t0 = time.perf_counter()
+                call()
+                span.append((t0, time.perf_counter()))
+
+            worker = threading.Thread(target=work)
+            worker.start()
+            while worker.is_alive():
+                stamps.append(time.perf_counter())
+                time.sleep(0)
+            worker.join()
+            (t0, t1), = span
+            if any(t0 < s < t1 for s in stamps):
+                return
+    finally:
+        sys.setswitchinterval(interval)
+    pytest.fail(f"no Python code ran in another thread while {what} ran")
+
+
+def peak_allocation(f):
+    """The peak of what NumPy (which reports to tracemalloc) allocates while f runs."""
+    import tracemalloc
+
+    tracemalloc.start()
+    f()
+    _, p = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return p

@@ -2,16 +2,13 @@
 16-bit pattern, the halfway points between them and their neighbours, random and edge
 float32), float64 against NumPy's correctly rounded astype, every other format against
 the CLI's `fpguard round` on the same data, and zero copy."""
-import sys
-import threading
-import time
-import tracemalloc
 
 import numpy as np
 import pytest
 import torch
 
 import fpguard
+from conftest import assert_gil_released, peak_allocation
 from fpguard import _fpguard
 
 F32_EDGES = np.array([
@@ -186,14 +183,7 @@ def test_no_copy_of_contiguous_input():
     a = np.random.default_rng(5).standard_normal(1 << 20).astype(np.float32)
     b = np.empty_like(a)
     fpguard.round(a, "float16", out=b)  # warm-up (first-call allocations)
-
-    def peak(f):
-        tracemalloc.start()
-        f()
-        _, p = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        return p
-
+    peak = peak_allocation
     assert peak(lambda: fpguard.round(a, "float16", out=b)) < 64 << 10
     assert peak(lambda: fpguard.round(a, "float16", out=a)) < 64 << 10
     assert peak(lambda: fpguard.round(a, "float16")) < a.nbytes + (64 << 10)
@@ -201,36 +191,10 @@ def test_no_copy_of_contiguous_input():
 
 
 def test_gil_released_while_rounding():
-    """While one thread is inside round, another runs Python code: some of the main
-    thread's timestamps fall strictly inside the call. With the GIL held through the call
-    none could: the switch interval is made long, so the worker is never forced to give
-    the GIL up between its two timestamps, and the main thread only gives it up itself
-    (time.sleep(0))."""
     a = np.random.default_rng(7).standard_normal(1 << 21).astype(np.float32)
     b = np.empty_like(a)
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(5.0)
-    try:
-        for _ in range(5):  # a loaded machine may not schedule the main thread in time
-            span, stamps = [], []
-
-            def work():
-                t0 = time.perf_counter()
-                _fpguard.round(a, "float8_e4m3fn", "stochastic", False, False, 0, b)
-                span.append((t0, time.perf_counter()))
-
-            worker = threading.Thread(target=work)
-            worker.start()
-            while worker.is_alive():
-                stamps.append(time.perf_counter())
-                time.sleep(0)
-            worker.join()
-            (t0, t1), = span
-            if any(t0 < s < t1 for s in stamps):
-                return
-    finally:
-        sys.setswitchinterval(interval)
-    pytest.fail("no Python code ran in another thread while round ran")
+    assert_gil_released(
+        lambda: _fpguard.round(a, "float8_e4m3fn", "stochastic", False, False, 0, b), "round")
 
 
 def test_multidimensional_and_empty():
