@@ -1090,6 +1090,28 @@ std::map<std::string, int> elem_types(const model::Model& m) {
   return model::infer_elem_types(bare);
 }
 
+// 16-bit activations: 16-bit graph inputs or Casts to 16 bits (16-bit weights cast to
+// float32 are a float32 model).
+bool stores_16bit(const model::Model& m) {
+  for (const auto* v : m.graph.runtime_inputs())
+    if (v->elem_type == 10 || v->elem_type == 16) return true;
+  return std::any_of(m.graph.nodes.begin(), m.graph.nodes.end(), [](const model::Node& n) {
+    return n.op_type == "Cast" && (n.attr_int("to", 0) == 10 || n.attr_int("to", 0) == 16);
+  });
+}
+
+// The compute nodes of a mixed model whose output is float32 (they stay float32).
+std::set<std::string> float32_nodes(const model::Model& m,
+                                    const std::map<std::string, int>& types) {
+  std::set<std::string> out;
+  for (const auto& n : m.graph.nodes) {
+    const auto* info = exec::Registry::global().find(n.op_type);
+    if (!info || info->kind == exec::OpKind::data_movement || n.outputs.empty()) continue;
+    if (auto t = types.find(n.outputs[0]); t != types.end() && t->second == 1) out.insert(n.name);
+  }
+  return out;
+}
+
 // The converted model's main-graph tensors matched to the original's: by name, else through a
 // same-named node's output at the same index (a converter renamed the tensor).
 std::map<std::string, std::string> match_tensors(const model::Model& m, const model::Model& r) {
@@ -1163,26 +1185,14 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   // A model that already stores values in 16 bits (one fpguard convert wrote, say) is
   // checked as it is: its float32 nodes stay float32, and the reference is its float32
   // twin (the same graph with every 16-bit value held in float32, no Cast rounding).
-  // (16-bit activations, that is: 16-bit weights cast to float32 are a float32 model.)
   if (o.reference_model) check_same_io(m, *o.reference_model);
-  // (A converted model runs as it is, whatever it stores.)
-  bool mixed = o.reference_model != nullptr;
-  for (const auto* v : m.graph.runtime_inputs())
-    mixed = mixed || v->elem_type == 10 || v->elem_type == 16;
-  for (const auto& n : m.graph.nodes)
-    mixed =
-        mixed || (n.op_type == "Cast" && (n.attr_int("to", 0) == 10 || n.attr_int("to", 0) == 16));
-  std::set<std::string> as_stored;  // float32 nodes of a mixed model
+  const bool mixed = stores_16bit(m) || o.reference_model;  // (converted: run as it is)
+  std::set<std::string> as_stored;                          // float32 nodes of a mixed model
   std::map<std::string, int> types;
   if (mixed) {
     ref_opts.float32_storage = true;
     types = elem_types(m);
-    for (const auto& n : m.graph.nodes) {
-      const auto* info = exec::Registry::global().find(n.op_type);
-      if (!info || info->kind == exec::OpKind::data_movement || n.outputs.empty()) continue;
-      if (auto t = types.find(n.outputs[0]); t != types.end() && t->second == 1)
-        as_stored.insert(n.name);
-    }
+    as_stored = float32_nodes(m, types);
   }
   // The local runs: the reference's options (storage, rounding, accumulation) on float32
   // carriers, fed with the reference's values.
