@@ -34,6 +34,13 @@ add_test(NAME cli.control_flow
                  --fpguard $<TARGET_FILE:fpguard>)
 set_tests_properties(cli.control_flow PROPERTIES LABELS analysis)
 
+# A converted model checked against its original (--reference-model) and the rules for models
+# other tools converted, on small models built with onnx (cli/reference_model_test.py).
+add_test(NAME cli.reference_model
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/reference_model_test.py
+                 --fpguard $<TARGET_FILE:fpguard>)
+set_tests_properties(cli.reference_model PROPERTIES LABELS analysis)
+
 # Pages rendered in headless Chromium (Debian's chromium, installed by scripts/setup);
 # their screenshots go to the build tree (docs/images/ holds the committed ones).
 add_test(NAME cli.html

@@ -257,6 +257,41 @@ TEST(Json, BodyNodeFieldsAndFirstTroubleRoundTrip) {
   EXPECT_EQ(older.nodes[0].runs, 0u);
 }
 
+// The reference-model fields (reference_model, a tensor's original and against_original) and
+// the type rules' types are written and read back unchanged; older files without them read.
+TEST(Json, ReferenceModelFieldsRoundTrip) {
+  Builder b({2});
+  b.node("n", "Relu", {"x"}, "y").output("y");
+  Diagnosis d = analysis::check(b.m, {{{"x", floats({2}, {1, 2})}}}, {});
+  ASSERT_EQ(d.nodes.size(), 1u);
+  d.reference_model = "original.onnx";
+  auto& t = d.nodes[0].outputs[0];
+  t.original = "y_orig";
+  t.against_original = t.propagated;
+  t.against_original.overflow = 1;
+  analysis::RuleFinding r;
+  r.id = "cast-chain";
+  r.node = "n";
+  r.types = {"FLOAT", "FLOAT16", "FLOAT"};
+  r.margin_bits = NAN;
+  d.rules.push_back(r);
+  const Json j = to_json(d);
+  EXPECT_EQ(j["nodes"][0]["outputs"][0]["original"], "y_orig");
+  EXPECT_EQ(j["nodes"][0]["outputs"][0]["against_original"]["overflow"], 1);
+  EXPECT_EQ(j["rules"].back()["types"], Json({"FLOAT", "FLOAT16", "FLOAT"}));
+  const Diagnosis back = diagnosis_from_json(Json::parse(j.dump(2)), "check.json");
+  EXPECT_EQ(to_json(back).dump(), j.dump());
+  EXPECT_TRUE(std::isnan(back.rules.back().margin_bits));
+  Json old = j;
+  old.erase("reference_model");
+  for (const char* k : {"original", "against_original"}) old["nodes"][0]["outputs"][0].erase(k);
+  old["rules"].back().erase("types");
+  const Diagnosis older = diagnosis_from_json(old, "check.json");
+  EXPECT_EQ(older.reference_model, "");
+  EXPECT_EQ(older.nodes[0].outputs[0].original, "");
+  EXPECT_TRUE(older.rules.back().types.empty());
+}
+
 // Comparisons over no finite pair: their errors are null, read back as no error.
 TEST(Json, NodeErrorsWithoutFinitePairsAreNull) {
   Builder b({2});

@@ -86,6 +86,11 @@ struct TensorRecord {
   std::map<int, std::uint64_t> exponent_histogram;  // floor(log2|x|) of the reference
   Comparison propagated;                            // the emulated run vs the reference
   Comparison local;                                 // the local run vs the reference
+  // With a reference model (CheckOptions::reference_model): the original's tensor this one is
+  // matched to ("" when none: matched by name, else through a same-named producer's output
+  // at the same index), and this run against the original's run in float32.
+  std::string original{};
+  Comparison against_original{};
 };
 
 struct NodeRecord {
@@ -261,6 +266,11 @@ struct RuleFinding {
   double parameter = 0;  // pow: the exponent; constant-*: worst/smallest value; large-range: ULP
   std::uint64_t count = 0, total = 0;  // constant-*: values affected of the constant's size
   bool centred = false;                // norm-as-primitives: a LayerNorm (else RMSNorm)
+  // The ONNX element types (names, "float16") the type rules concern: cast-type: the Cast's
+  // `to`, then the declared type of its output; cast-chain: the first Cast's input ("" when
+  // unknown), its `to`, the second Cast's `to`; schema-type: the type received. Empty for the
+  // other rules.
+  std::vector<std::string> types{};
   // How far the observed values stay from the trouble, in bits: log2 of the factor by which
   // they could grow (log, root-after-reduction: shrink) before it starts; 0 or less once
   // they reach it (a reduction depth of 2^p or more, large-range). NaN for the constant
@@ -322,6 +332,9 @@ struct CheckOptions {
   std::set<OriginKind> fail_on;
   // The inputs the caller generated (recorded in the diagnosis as they are).
   std::vector<inputs::Generated> generated;
+  // A converted model's original (nullptr: none). With it the check judges the model against
+  // the original run in float32 (see check()), and the clipping rules compare initializers.
+  const model::Model* reference_model = nullptr;
   int threads = 0;
   // Called after each node of each sample: (done, total) node steps.
   std::function<void(std::size_t, std::size_t)> progress;
@@ -331,6 +344,8 @@ struct Diagnosis {
   std::string model;
   std::string precision;
   std::string reference = "float32";
+  // The original a converted model was checked against (its path); "" without one.
+  std::string reference_model{};
   std::string accumulate = "float32";  // of MatMul/Gemm/Conv products
   std::size_t samples = 0;
   double min_cosine = 0.999;  // the pass criterion it was judged by
@@ -360,6 +375,15 @@ void name_nodes(model::Model& m);
 // Runs the check over one or more input sets (statistics aggregate over them: max of
 // absmax, worst errors, counts summed). Errors of the model or the inputs are
 // fpguard::Error.
+// With CheckOptions::reference_model, `m` is a converted model checked as it is deployed
+// (its 16-bit values and Casts, its float32 nodes kept): the lockstep and the origins run
+// against its float32 twin as for any mixed model, while the output verdicts compare it with
+// the original run in float32, as does each main-graph tensor matched to one of the
+// original's (TensorRecord::against_original). A failure without origins names the first
+// matched tensor that went non-finite or left the cosine criterion. Inputs are fed to the
+// original converted to its declared types. Graph inputs and outputs that differ in name, or
+// in element type other than float32/float16/bfloat16 swaps, are an Error in option
+// "reference_model".
 Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
                 const CheckOptions& o);
 

@@ -65,6 +65,9 @@ struct Context {
   std::set<std::string> initializers{};                    // their keys (subgraphs' too)
   std::map<std::string, const Tensor*> constant_values{};  // initializers and Constant values
   std::map<std::string, bool> constant_nonfinite{};        // scanned constants: inf/NaN present
+  // The ONNX element type of main-graph values (model::infer_elem_types), for models that
+  // store 16-bit values; empty otherwise.
+  std::map<std::string, int> elem_types{};
 
   Source source_of(const std::string& value) const;
 };

@@ -442,6 +442,11 @@ struct Lockstep {
   std::map<std::string, double> error{};
   std::map<std::string, std::pair<float, bool>> range{};
   std::map<std::string, Measured> measured{};
+  // With a reference model: its executor (float32), this sample's values of the original's
+  // tensors matched to ours (ours -> theirs) and its graph outputs by name.
+  const exec::Executor* orig_ex = nullptr;
+  std::map<std::string, std::string> matched{};
+  std::map<std::string, Tensor> original{};
 
   void run_sample(const std::vector<NamedTensor>& inputs);
   // Runs the next main-graph node in both sessions (bodies observed) and records it.
@@ -450,7 +455,38 @@ struct Lockstep {
   // Adds one reference statistics of value `key` (output record `t`) to the aggregate.
   void record_reference(TensorRecord& t, const std::string& key, const TensorStats& st);
   void judge_outputs(const exec::Session& ref, const exec::Session& emu);
+  // Runs the original on `inputs` and keeps the values matched to ours and its outputs.
+  void run_original(const std::vector<NamedTensor>& inputs);
 };
+
+void Lockstep::run_original(const std::vector<NamedTensor>& inputs) {
+  original.clear();
+  const auto& og = orig_ex->model().graph;
+  std::vector<NamedTensor> fed;
+  for (const auto& in : inputs) {
+    const auto v = std::find_if(og.inputs.begin(), og.inputs.end(),
+                                [&](const model::ValueInfo& x) { return x.name == in.name; });
+    DType want = in.tensor.dtype();
+    if (v != og.inputs.end() && exec::is_float(want))
+      if (const auto dt = model::dtype_of(v->elem_type)) want = *dt;
+    fed.push_back(
+        {in.name, want != in.tensor.dtype() ? exec::convert(in.tensor, want) : in.tensor});
+  }
+  std::set<std::string> wanted;
+  for (const auto& [ours, theirs] : matched) wanted.insert(theirs);
+  exec::Session os(*orig_ex, fed);
+  while (!os.done()) {
+    const model::Node& n = os.next();
+    os.step();
+    for (const auto& out : n.outputs)
+      if (const Tensor* t = out.empty() || !wanted.count(out) ? nullptr : os.value(out);
+          t && exec::is_float(t->dtype()))
+        original[out] = *t;
+  }
+  for (const auto& o : os.outputs())
+    original[o.name] =
+        exec::is_float(o.tensor.dtype()) ? exec::convert(o.tensor, DType::float32) : o.tensor;
+}
 
 void Lockstep::record_reference(TensorRecord& t, const std::string& key, const TensorStats& st) {
   const bool first = ctx.seen.insert(key).second;
@@ -607,6 +643,7 @@ void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
       ctx.absmax[vi->name] = std::max(ctx.absmax[vi->name], a);
       range[vi->name] = {static_cast<float>(a), any_nonfinite(*t)};
     }
+  if (orig_ex) run_original(inputs);
   BodyReference ref_bodies(*this);
   BodyEmulated emu_bodies(*this, ref_bodies);
   while (!ref.done()) {
@@ -695,6 +732,12 @@ void Lockstep::step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_
     t.propagated.merge(mm.propagated);
     error[name] = mm.propagated.nrmse();
     if (want_local) t.local.merge(local_cmp ? *local_cmp : compare_to(*r, *local_out, *fmt));
+    if (auto mt = matched.find(name); mt != matched.end())
+      if (auto ov = original.find(mt->second);
+          ov != original.end() && ov->second.size() == e->size()) {
+        t.original = mt->second;
+        t.against_original.merge(compare_to(ov->second, *e, fmt ? *fmt : fp32));
+      }
   }
 }
 
@@ -702,8 +745,18 @@ void Lockstep::judge_outputs(const exec::Session& ref, const exec::Session& emu)
   const Format fp32 = parse_format("float32");
   // The verdict inputs: the emulated graph outputs in their storage dtypes, against the
   // reference's (its float64 carriers with --reference fp64).
-  const auto ro = reference_outputs(ref);
+  auto ro = reference_outputs(ref);
   const auto eo = emu.outputs();
+  if (orig_ex)  // the original's outputs (same names, checked before)
+    for (std::size_t i = 0; i < ro.size(); ++i)
+      if (auto ov = original.find(eo[i].name); ov != original.end()) {
+        if (ov->second.size() != eo[i].tensor.size())
+          throw Error::in_option("reference_model", orig_ex->model().path.string(),
+                                 "its output '" + eo[i].name + "' has " +
+                                     std::to_string(ov->second.size()) + " values, the model's " +
+                                     std::to_string(eo[i].tensor.size()));
+        ro[i] = ov->second;
+      }
   for (std::size_t i = 0; i < ro.size(); ++i) {
     OutputVerdict& v = verdicts[i];
     if (!exec::is_float(ro[i].dtype())) continue;
@@ -794,15 +847,16 @@ bool outputs_changed(const Diagnosis& d) {
 // Where a failure without an origin shows first: the first tensor, in topological order
 // (subgraphs included), that went non-finite where the reference is finite; else the
 // first whose cosine fell below the criterion; else the first failing graph output.
-FirstTrouble first_trouble(const Context& ctx) {
+// `which`: the comparison judged (against_original with a reference model).
+FirstTrouble first_trouble(const Context& ctx, Comparison TensorRecord::*which) {
   for (const bool nonfinite : {true, false})
     for (std::size_t pos = 0; pos < ctx.diag.nodes.size(); ++pos) {
       const NodeRecord& rec = ctx.diag.nodes[pos];
       for (const auto& t : rec.outputs) {
-        if (!t.floating || !t.propagated.count) continue;
-        const double cos = t.propagated.cosine();
-        const bool bad =
-            nonfinite ? t.propagated.overflow + t.propagated.nan > 0 : !(cos >= ctx.o.min_cosine);
+        const Comparison& c = t.*which;
+        if (!t.floating || !c.count) continue;
+        const double cos = c.cosine();
+        const bool bad = nonfinite ? c.overflow + c.nan > 0 : !(cos >= ctx.o.min_cosine);
         if (!bad) continue;
         return {.tensor = t.name,
                 .node = rec.name,
@@ -1021,6 +1075,99 @@ void scan_constants(Context& ctx, const std::vector<ConstantJob>& jobs) {
 
 }  // namespace
 
+namespace {
+
+// model::infer_elem_types, or where the declared value_info contradicts what ONNX infers (a
+// converter's mistake the cast-type rule reports), the same without the value_info.
+std::map<std::string, int> elem_types(const model::Model& m) {
+  try {
+    return model::infer_elem_types(m);
+  } catch (const Error&) {
+    if (m.graph.value_info.empty()) throw;
+  }
+  model::Model bare = m;
+  bare.graph.value_info.clear();
+  return model::infer_elem_types(bare);
+}
+
+// 16-bit activations: 16-bit graph inputs or Casts to 16 bits (16-bit weights cast to
+// float32 are a float32 model).
+bool stores_16bit(const model::Model& m) {
+  for (const auto* v : m.graph.runtime_inputs())
+    if (v->elem_type == 10 || v->elem_type == 16) return true;
+  return std::any_of(m.graph.nodes.begin(), m.graph.nodes.end(), [](const model::Node& n) {
+    return n.op_type == "Cast" && (n.attr_int("to", 0) == 10 || n.attr_int("to", 0) == 16);
+  });
+}
+
+// The compute nodes of a mixed model whose output is float32 (they stay float32).
+std::set<std::string> float32_nodes(const model::Model& m,
+                                    const std::map<std::string, int>& types) {
+  std::set<std::string> out;
+  for (const auto& n : m.graph.nodes) {
+    const auto* info = exec::Registry::global().find(n.op_type);
+    if (!info || info->kind == exec::OpKind::data_movement || n.outputs.empty()) continue;
+    if (auto t = types.find(n.outputs[0]); t != types.end() && t->second == 1) out.insert(n.name);
+  }
+  return out;
+}
+
+// The converted model's main-graph tensors matched to the original's: by name, else through a
+// same-named node's output at the same index (a converter renamed the tensor).
+std::map<std::string, std::string> match_tensors(const model::Model& m, const model::Model& r) {
+  std::set<std::string> theirs;
+  std::map<std::string, const model::Node*> by_name;
+  for (const auto& n : r.graph.nodes) {
+    theirs.insert(n.outputs.begin(), n.outputs.end());
+    if (!n.name.empty()) by_name[n.name] = &n;
+  }
+  std::map<std::string, std::string> out;
+  for (const auto& n : m.graph.nodes)
+    for (std::size_t i = 0; i < n.outputs.size(); ++i) {
+      const std::string& name = n.outputs[i];
+      if (name.empty()) continue;
+      if (theirs.count(name)) {
+        out[name] = name;
+      } else if (auto b = by_name.find(n.name); !n.name.empty() && b != by_name.end() &&
+                                                i < b->second->outputs.size() &&
+                                                !b->second->outputs[i].empty()) {
+        out[name] = b->second->outputs[i];
+      }
+    }
+  return out;
+}
+
+// Graph inputs (or outputs) of the model and its reference model must have the same names,
+// and the same element types up to float32/float16/bfloat16 swaps.
+void check_same_io(const std::vector<const model::ValueInfo*>& ours,
+                   const std::vector<const model::ValueInfo*>& theirs, const std::string& what,
+                   const std::string& path) {
+  auto floating = [](int t) { return t == 1 || t == 10 || t == 16; };
+  auto fail = [&](const std::string& msg) { throw Error::in_option("reference_model", path, msg); };
+  for (const auto* v : ours) {
+    const auto t = std::find_if(theirs.begin(), theirs.end(),
+                                [&](const model::ValueInfo* x) { return x->name == v->name; });
+    if (t == theirs.end()) fail("it has no graph " + what + " '" + v->name + "'");
+    if (v->elem_type != (*t)->elem_type && !(floating(v->elem_type) && floating((*t)->elem_type)))
+      fail("graph " + what + " '" + v->name + "' is " + model::onnx_type_name(v->elem_type) +
+           " in the model and " + model::onnx_type_name((*t)->elem_type) + " in it");
+  }
+  for (const auto* t : theirs)
+    if (std::none_of(ours.begin(), ours.end(),
+                     [&](const model::ValueInfo* x) { return x->name == t->name; }))
+      fail("its graph " + what + " '" + t->name + "' is not one of the model's");
+}
+
+void check_same_io(const model::Model& m, const model::Model& r) {
+  std::vector<const model::ValueInfo*> mo, ro;
+  for (const auto& v : m.graph.outputs) mo.push_back(&v);
+  for (const auto& v : r.graph.outputs) ro.push_back(&v);
+  check_same_io(m.graph.runtime_inputs(), r.graph.runtime_inputs(), "input", r.path.string());
+  check_same_io(mo, ro, "output", r.path.string());
+}
+
+}  // namespace
+
 Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
                 const CheckOptions& o) {
   if (samples.empty()) throw Error(m.path.string(), "no input sets to check with");
@@ -1038,23 +1185,14 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   // A model that already stores values in 16 bits (one fpguard convert wrote, say) is
   // checked as it is: its float32 nodes stay float32, and the reference is its float32
   // twin (the same graph with every 16-bit value held in float32, no Cast rounding).
-  // (16-bit activations, that is: 16-bit weights cast to float32 are a float32 model.)
-  bool mixed = false;
-  for (const auto* v : m.graph.runtime_inputs())
-    mixed = mixed || v->elem_type == 10 || v->elem_type == 16;
-  for (const auto& n : m.graph.nodes)
-    mixed =
-        mixed || (n.op_type == "Cast" && (n.attr_int("to", 0) == 10 || n.attr_int("to", 0) == 16));
-  std::set<std::string> as_stored;  // float32 nodes of a mixed model
+  if (o.reference_model) check_same_io(m, *o.reference_model);
+  const bool mixed = stores_16bit(m) || o.reference_model;  // (converted: run as it is)
+  std::set<std::string> as_stored;                          // float32 nodes of a mixed model
+  std::map<std::string, int> types;
   if (mixed) {
     ref_opts.float32_storage = true;
-    const auto types = model::infer_elem_types(m);
-    for (const auto& n : m.graph.nodes) {
-      const auto* info = exec::Registry::global().find(n.op_type);
-      if (!info || info->kind == exec::OpKind::data_movement || n.outputs.empty()) continue;
-      if (auto t = types.find(n.outputs[0]); t != types.end() && t->second == 1)
-        as_stored.insert(n.name);
-    }
+    types = elem_types(m);
+    as_stored = float32_nodes(m, types);
   }
   // The local runs: the reference's options (storage, rounding, accumulation) on float32
   // carriers, fed with the reference's values.
@@ -1070,6 +1208,7 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   const exec::Executor ref_ex(m, ref_opts), emu_ex(ref_ex, emu_opts), local_ex(ref_ex, local_opts);
 
   Context ctx{.m = m, .o = o, .order = ref_ex.order()};
+  ctx.elem_types = std::move(types);
   ctx.diag.model = m.path.string();
   ctx.diag.precision = o.precision.name;
   ctx.diag.accumulate = o.accumulate ? o.accumulate->name : "float32";
@@ -1080,6 +1219,7 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   ctx.diag.rtol = o.rtol;
   ctx.diag.fail_on = o.fail_on;
   ctx.diag.generated = o.generated;
+  if (o.reference_model) ctx.diag.reference_model = o.reference_model->path.string();
   const auto& g = m.graph;
   Flattener flat{ctx, emu_opts.policy, m.path.string(), {}};
   flat.run(names_in_order(m, ref_ex.order()));
@@ -1106,6 +1246,14 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
               .local_ex = local_ex,
               .verdicts = verdicts};
   ls.steps_total = ctx.order.size() * samples.size();
+  std::optional<exec::Executor> orig_ex;
+  if (o.reference_model) {
+    exec::RunOptions orig_opts;
+    orig_opts.threads = o.threads;
+    orig_ex.emplace(*o.reference_model, orig_opts);
+    ls.orig_ex = &*orig_ex;
+    ls.matched = match_tensors(m, *o.reference_model);
+  }
   for (const auto& s : samples) ls.run_sample(s);
 
   for (std::size_t i = 0; i < verdicts.size(); ++i) judge(ctx.output_cmp[i], o, verdicts[i]);
@@ -1128,13 +1276,16 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
       t.headroom_bits = t.ref_absmax > 0 ? std::log2(o.precision.max() / t.ref_absmax)
                                          : std::numeric_limits<double>::infinity();
   }
-  if (mixed) ctx.diag.notes.push_back({.kind = NoteKind::mixed_storage, .count = as_stored.size()});
+  if (mixed && !o.reference_model)
+    ctx.diag.notes.push_back({.kind = NoteKind::mixed_storage, .count = as_stored.size()});
   // (Never for a model whose outputs changed: then something did run in the format.)
   if (!any_float_node && !outputs_changed(ctx.diag))
     ctx.diag.notes.push_back({.kind = NoteKind::no_float_node});
 
   find_origins(ctx, ref_ex, samples.front());
-  if (!ctx.diag.pass && ctx.diag.origins.empty()) ctx.diag.first_trouble = first_trouble(ctx);
+  if (!ctx.diag.pass && ctx.diag.origins.empty())
+    ctx.diag.first_trouble = first_trouble(
+        ctx, o.reference_model ? &TensorRecord::against_original : &TensorRecord::propagated);
   assess_damage(ctx);
   absorb(ctx.diag);
   apply_rules(ctx);

@@ -7,6 +7,7 @@
 
 #include "analysis.hpp"
 #include "fpguard/error.hpp"
+#include "fpguard/exec.hpp"
 
 namespace fpguard::analysis {
 
@@ -281,6 +282,157 @@ void large_range(const RuleContext& rc, std::vector<RuleFinding>& out) {
   }
 }
 
+// ---- rules for models another tool converted -------------------------------------------
+
+bool is_cast(const model::Node& n) {
+  return n.op_type == "Cast" && (n.domain.empty() || n.domain == "ai.onnx");
+}
+
+std::string type_name(int elem_type) {
+  return elem_type ? model::onnx_type_name(elem_type) : std::string();
+}
+
+// The declared element types of main-graph values: value_info and graph outputs.
+std::map<std::string, int> declared_types(const model::Graph& g) {
+  std::map<std::string, int> out;
+  for (const auto& v : g.value_info)
+    if (v.elem_type) out[v.name] = v.elem_type;
+  for (const auto& v : g.outputs)
+    if (v.elem_type) out[v.name] = v.elem_type;
+  return out;
+}
+
+// A main-graph Cast whose `to` is not the type its output is declared with.
+void cast_type(const RuleContext& rc, std::vector<RuleFinding>& out) {
+  const auto declared = declared_types(rc.ctx.m.graph);
+  for (std::size_t pos = 0; pos < rc.ctx.nodes.size(); ++pos) {
+    const auto& n = rc.node(pos);
+    if (!is_cast(n) || !rc.rec(pos).parent.empty() || n.outputs.empty()) continue;
+    const auto d = declared.find(n.outputs[0]);
+    const auto to = static_cast<int>(n.attr_int("to", 0));
+    if (d == declared.end() || d->second == to) continue;
+    auto& r = add(rc, out, "cast-type", pos);
+    r.tensor = n.outputs[0];
+    r.types = {type_name(to), type_name(d->second)};
+    r.count = 1, r.total = 1;  // the runtime rejects the model or the types drift: major
+  }
+}
+
+// Bits of a floating element type (0 for others).
+int float_bits(int elem_type) {
+  switch (elem_type) {
+    case 11:
+      return 64;
+    case 1:
+      return 32;
+    case 10:
+    case 16:
+      return 16;
+    default:
+      return 0;
+  }
+}
+
+// A Cast of a Cast's result: redundant, and a silent rounding when the middle type is
+// narrower than both ends (float32 -> float16 -> float32).
+void cast_chain(const RuleContext& rc, std::vector<RuleFinding>& out) {
+  for (std::size_t pos = 0; pos < rc.ctx.nodes.size(); ++pos) {
+    const auto& n = rc.node(pos);
+    if (!is_cast(n) || !n.has_input(0)) continue;
+    const auto p = rc.ctx.producer.find(n.inputs[0]);
+    if (p == rc.ctx.producer.end() || !is_cast(rc.node(p->second))) continue;
+    const auto& first = rc.node(p->second);
+    int from = 0;
+    if (first.has_input(0))
+      if (auto t = rc.ctx.elem_types.find(first.inputs[0]); t != rc.ctx.elem_types.end())
+        from = t->second;
+    const auto mid = static_cast<int>(first.attr_int("to", 0));
+    const auto to = static_cast<int>(n.attr_int("to", 0));
+    auto& r = add(rc, out, "cast-chain", pos);
+    r.tensor = n.inputs[0];
+    r.types = {type_name(from), type_name(mid), type_name(to)};
+    const bool narrows = float_bits(mid) && float_bits(mid) < float_bits(to) &&
+                         (!from || float_bits(mid) < float_bits(from));
+    r.count = narrows ? 1 : 0, r.total = 1;  // a rounding round trip: major
+  }
+}
+
+// A main-graph node that receives a 16-bit floating type its ONNX schema (at the model's
+// opset) does not accept: the same schema facts convert keeps such nodes in float32 by.
+void schema_type(const RuleContext& rc, std::vector<RuleFinding>& out) {
+  if (rc.ctx.elem_types.empty()) return;
+  for (std::size_t pos = 0; pos < rc.ctx.nodes.size(); ++pos) {
+    const auto& n = rc.node(pos);
+    if (!rc.rec(pos).parent.empty() || !(n.domain.empty() || n.domain == "ai.onnx")) continue;
+    const auto opset = rc.ctx.m.default_opset();
+    const auto typing = model::op_typing(n.op_type, n.domain, opset);
+    if (!typing.known) continue;
+    for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+      const auto t = n.has_input(i) ? rc.ctx.elem_types.find(n.inputs[i]) : rc.ctx.elem_types.end();
+      if (t == rc.ctx.elem_types.end() || (t->second != 10 && t->second != 16)) continue;
+      const auto& param = typing.input_param(i);
+      if (param.empty() || !typing.allowed.count(param) || typing.allows(param, t->second))
+        continue;
+      auto& r = add(rc, out, "schema-type", pos);
+      r.tensor = n.inputs[i];
+      r.types = {type_name(t->second)};
+      r.parameter = static_cast<double>(opset);
+      r.count = 1, r.total = 1;  // a runtime refuses it or has no kernel: major
+      break;
+    }
+  }
+}
+
+// Initializers a converter clipped, against the reference model's same-named ones: values
+// at the converted tensor's largest |value| whose original was larger (clipped to
+// +-max_finite_val), or (`floor`) at its smallest non-zero |value| whose original was smaller
+// and not zero (raised to +-min_positive_val).
+void clipped(const RuleContext& rc, std::vector<RuleFinding>& out, bool floor) {
+  if (!rc.ctx.o.reference_model) return;
+  const auto& orig = rc.ctx.o.reference_model->graph;
+  for (const auto& init : rc.ctx.m.graph.initializers) {
+    const NamedTensor* o = orig.find_initializer(init.name);
+    if (!o || !exec::is_float(init.tensor.dtype()) || !exec::is_float(o->tensor.dtype()) ||
+        o->tensor.size() != init.tensor.size() || init.tensor.size() == 0)
+      continue;
+    std::vector<double> c(init.tensor.size()), x(init.tensor.size());
+    to_double(init.tensor, c);
+    to_double(o->tensor, x);
+    double edge = floor ? INFINITY : 0;
+    for (double v : c)
+      if (std::isfinite(v) && v != 0)
+        edge = floor ? std::min(edge, std::fabs(v)) : std::max(edge, std::fabs(v));
+    if (!std::isfinite(edge) || edge == 0) continue;
+    const double tol = std::ldexp(1.0, -8);  // past rounding
+    std::uint64_t count = 0;
+    double worst = edge, part = 0, all = 0;
+    for (std::size_t k = 0; k < c.size(); ++k) {
+      const double a = std::fabs(x[k]);
+      if (std::isfinite(a)) all += a * a;
+      if (std::fabs(c[k]) != edge) continue;
+      const bool hit = floor ? a > 0 && a < edge * (1 - tol) : a > edge * (1 + tol);
+      if (!hit) continue;
+      ++count, part += std::isfinite(a) ? a * a : 0;
+      worst = floor ? std::min(worst, a) : std::max(worst, a);
+    }
+    if (!count) continue;
+    RuleFinding r;
+    r.id = floor ? "floored-initializer" : "clipped-initializer";
+    r.node = init.name, r.op_type = "initializer", r.format = rc.f.name;
+    r.count = count, r.total = c.size();
+    r.parameter = edge, r.observed = worst;
+    r.norm_share = all > 0 ? std::sqrt(part / all) : 0;
+    out.push_back(std::move(r));
+  }
+}
+
+void clipped_initializer(const RuleContext& rc, std::vector<RuleFinding>& out) {
+  clipped(rc, out, false);
+}
+void floored_initializer(const RuleContext& rc, std::vector<RuleFinding>& out) {
+  clipped(rc, out, true);
+}
+
 struct RuleRow {
   Rule rule;
   Check check;
@@ -325,6 +477,23 @@ const std::vector<RuleRow>& table() {
       {{"large-range",
         "activations with |x| >= 2^(m-1) are spaced 0.5 or more apart (512 in float16)"},
        large_range},
+      {{"cast-type", "a Cast whose `to` contradicts the type its output is declared with"},
+       cast_type},
+      {{"cast-chain",
+        "a Cast of a Cast's result: redundant, and a silent rounding when the middle type is "
+        "the narrowest"},
+       cast_chain},
+      {{"schema-type",
+        "an op receives a 16-bit type its ONNX schema does not accept at the model's opset"},
+       schema_type},
+      {{"clipped-initializer",
+        "with a reference model: initializer values a converter clipped to its largest "
+        "value (max_finite_val)"},
+       clipped_initializer},
+      {{"floored-initializer",
+        "with a reference model: small initializer values a converter raised to its "
+        "smallest (min_positive_val)"},
+       floored_initializer},
   };
   return t;
 }
@@ -362,7 +531,8 @@ namespace {
 // whose trouble is values flushing to zero measure how far they could shrink, the constant
 // rules none (NaN), the others how far they could grow.
 double margin_bits(const RuleFinding& r) {
-  if (r.id == "constant-overflow" || r.id == "constant-underflow")
+  if (r.id == "constant-overflow" || r.id == "constant-underflow" || !r.types.empty() ||
+      r.id == "clipped-initializer" || r.id == "floored-initializer")
     return std::numeric_limits<double>::quiet_NaN();
   if (r.id == "log" || r.id == "root-after-reduction") return std::log2(r.observed / r.limit);
   if (!(r.observed > 0)) return std::numeric_limits<double>::infinity();  // nothing seen

@@ -87,9 +87,20 @@ Json origin_json(const analysis::Origin& o) {
   return j;
 }
 
+Json tensor_fields(const analysis::TensorRecord& t, const Json& hist);
+
 Json tensor_json(const analysis::TensorRecord& t) {
   Json hist = Json::object();
   for (const auto& [e, c] : t.exponent_histogram) hist[std::to_string(e)] = c;
+  Json j = tensor_fields(t, hist);
+  if (!t.original.empty()) {  // (with a reference model only)
+    j["original"] = t.original;
+    j["against_original"] = comparison_json(t.against_original);
+  }
+  return j;
+}
+
+Json tensor_fields(const analysis::TensorRecord& t, const Json& hist) {
   return {{"name", t.name},
           {"ref_min", number(t.ref_min)},
           {"ref_max", number(t.ref_max)},
@@ -167,6 +178,7 @@ Json rule_json(const analysis::RuleFinding& r) {
           {"count", r.count},
           {"total", r.total},
           {"centred", r.centred},
+          {"types", r.types},
           {"margin_bits", number(r.margin_bits)},
           {"norm_share", number(r.norm_share)},
           {"severity", std::string(analysis::to_string(r.severity))},
@@ -266,6 +278,11 @@ struct Reader : detail::JsonReader {
     t.local = comparison(at(j, "local", path), path + ".\"local\"");
     t.propagated = comparison(at(j, "propagated", path), path + ".\"propagated\"");
     t.exponent_histogram = histogram(j, "exponent_histogram", path);
+    if (j.contains("original")) {  // with a reference model only
+      t.original = str(j, "original", path);
+      t.against_original =
+          comparison(at(j, "against_original", path), path + ".\"against_original\"");
+    }
     return t;
   }
 
@@ -314,8 +331,17 @@ struct Reader : detail::JsonReader {
     r.count = u64(j, "count", path);
     r.total = u64(j, "total", path);
     r.centred = boolean(j, "centred", path);
-    // null: NaN for the constant rules (no margin), +inf when nothing was seen.
-    const bool constant = r.id == "constant-overflow" || r.id == "constant-underflow";
+    if (j.contains("types")) {  // (absent in older files)
+      const Json& a = array(j, "types", path);
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        if (!a[i].is_string()) fail(detail::item(path, "types", i), "is not a string");
+        r.types.push_back(a[i].get<std::string>());
+      }
+    }
+    // null: NaN for the rules without a margin, +inf when nothing was seen.
+    const bool constant = r.id == "constant-overflow" || r.id == "constant-underflow" ||
+                          !r.types.empty() || r.id == "clipped-initializer" ||
+                          r.id == "floored-initializer";
     r.margin_bits = real(j, "margin_bits", path, constant ? NAN : INFINITY);
     r.norm_share = real(j, "norm_share", path);
     r.severity = kind(j, "severity", path, analysis::Severity::major);
@@ -413,6 +439,7 @@ Json to_json(const analysis::Diagnosis& d) {
           {"model", d.model},
           {"precision", d.precision},
           {"reference", d.reference},
+          {"reference_model", d.reference_model},
           {"accumulate", d.accumulate},
           {"samples", d.samples},
           {"inputs", d.generated.empty() ? "given" : "generated"},
@@ -453,6 +480,7 @@ analysis::Diagnosis diagnosis_from_json(const Json& j, const std::string& where)
   d.model = r.str(j, "model", "");
   d.precision = r.str(j, "precision", "");
   d.reference = r.str(j, "reference", "");
+  if (j.contains("reference_model")) d.reference_model = r.str(j, "reference_model", "");
   d.accumulate = r.str(j, "accumulate", "");
   d.samples = r.u64(j, "samples", "");
   const Json& tol = r.at(j, "tolerance", "");

@@ -26,7 +26,8 @@ void render_verdict(std::ostream& out, const analysis::Diagnosis& d, const Termi
   out << (d.pass ? t.good("PASS") : t.bad("FAIL")) << (qualifiers.empty() ? "" : " " + qualifiers)
       << "  " << d.model << " in " << d.precision
       << (d.accumulate != "float32" ? " accumulating in " + d.accumulate : "") << " (reference "
-      << d.reference << ", " << d.samples << " input set" << (d.samples > 1 ? "s" : "") << ")\n";
+      << (d.reference_model.empty() ? d.reference : d.reference_model + " in " + d.reference)
+      << ", " << d.samples << " input set" << (d.samples > 1 ? "s" : "") << ")\n";
   for (const auto& o : d.outputs) {
     std::string why;
     if (o.nonfinite)

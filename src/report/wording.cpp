@@ -195,6 +195,38 @@ std::string describe(const analysis::Fix& x) {
       rescale(x));
 }
 
+namespace {
+
+// The rules for models another tool converted; "" for other ids.
+std::string describe_converted(const analysis::RuleFinding& r) {
+  auto type = [&](std::size_t i) {
+    return i < r.types.size() && !r.types[i].empty() ? r.types[i] : std::string("?");
+  };
+  if (r.id == "cast-type")
+    return fmt::format("casts {} to {} but the model declares it {}", quoted(r.tensor), type(0),
+                       type(1));
+  if (r.id == "cast-chain")
+    return fmt::format("casts {}, already a Cast's result, again: {} -> {} -> {}{}",
+                       quoted(r.tensor), type(0), type(1), type(2),
+                       r.count ? " (a rounding round trip)" : " (redundant)");
+  if (r.id == "schema-type")
+    return fmt::format(
+        "{} receives {} in {}, a type its ONNX schema at opset {} does not accept; a runtime "
+        "refuses the model or has no kernel for it",
+        r.op_type, type(0), quoted(r.tensor), count(whole(r.parameter)));
+  if (r.id == "clipped-initializer")
+    return fmt::format(
+        "{} of {} values clipped to +-{} by the conversion (the original reaches {})",
+        count(r.count), count(r.total), num(r.parameter), num(r.observed));
+  if (r.id == "floored-initializer")
+    return fmt::format(
+        "{} of {} small values raised to +-{} by the conversion (the original goes down to {})",
+        count(r.count), count(r.total), num(r.parameter), num(r.observed));
+  return "";
+}
+
+}  // namespace
+
 std::string describe(const analysis::RuleFinding& r) {
   const Format f = format_of(r.format);
   const std::string& id = r.id;
@@ -250,6 +282,7 @@ std::string describe(const analysis::RuleFinding& r) {
         "{} reaches {}: {} spaces values there {} apart (ULP), so small differences between "
         "large values are lost",
         r.tensor, num(r.observed), f.name, num(r.parameter));
+  if (const std::string converted = describe_converted(r); !converted.empty()) return converted;
   return fmt::format("{} (observed {}, limit {})", id, num(r.observed), num(r.limit));
 }
 

@@ -146,7 +146,7 @@ def test_schema(j):
                     check(k in t[side], f"{side} has {k}")
     for r in j["rules"]:
         check(set(r) == {"id", "node", "op_type", "tensor", "format", "observed", "limit",
-                         "parameter", "count", "total", "centred", "margin_bits", "norm_share",
+                         "parameter", "count", "total", "centred", "types", "margin_bits", "norm_share",
                          "severity", "message"}, "rules[] fields", r)
         check(r["severity"] in ("major", "minor"), "rules[] severity", r["severity"])
     for n in j["notes"]:

@@ -32,7 +32,8 @@ struct CheckArgs {
   inputs::Options in;
   std::vector<std::string> precisions, keep, keep_ops, disabled, fail_on;
   std::string reference = "fp32", accumulate, accumulation = "sequential", json_file, target;
-  std::string annotate;  // --annotate OUT.onnx
+  std::string annotate;         // --annotate OUT.onnx
+  std::string reference_model;  // --reference-model ORIGINAL.onnx
   std::size_t samples = 1, top = 10;
   std::optional<double> atol, rtol;
   double min_cosine = 0.999;
@@ -127,6 +128,8 @@ void check(const CheckArgs& a) {
   const auto original_names = node_names(m);
   analysis::name_nodes(m);
   const auto [samples, generated] = inputs::gather_samples(a.in, m, a.samples);
+  std::optional<model::Model> original;
+  if (!a.reference_model.empty()) original = model::load(a.reference_model);
 
   std::vector<analysis::Diagnosis> results;
   bool all_pass = true;
@@ -134,6 +137,7 @@ void check(const CheckArgs& a) {
     analysis::CheckOptions o = shared;
     o.precision = f;
     o.generated = generated;
+    o.reference_model = original ? &*original : nullptr;
     report::Progress progress(term, "check " + f.name);
     o.progress = [&progress](std::size_t d, std::size_t t) { progress.update(d, t); };
     auto d = analysis::check(m, samples, o);
@@ -170,6 +174,9 @@ void add_check(CLI::App& app) {
       ->take_all();
   cmd->add_option("--reference", a->reference,
                   "Reference run: fp32 (default) or fp64 (every floating node in float64)");
+  cmd->add_option("--reference-model", a->reference_model,
+                  "A converted model's original: check the model as it is against it, run in "
+                  "float32");
   cmd->add_option("--accumulate", a->accumulate,
                   "Format MatMul/Gemm/Conv and sum reductions accumulate in (default float32)");
   cmd->add_option("--accumulation", a->accumulation,
