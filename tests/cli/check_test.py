@@ -28,23 +28,12 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from clitest import check, fails, failures, first_line, num, read_outputs, run  # noqa: E402
+from clitest import (check, check_json, fails, failures, first_line, num,  # noqa: E402
+                     read_outputs, run)
 import plan_derive  # noqa: E402
 
 FLOAT16_MAX = 65504.0
 FLOAT32_TINY = 2.0 ** -126
-
-
-def check_json(fpguard, tmp, model, inputs, *extra):
-    out = os.path.join(tmp, "check.json")
-    if os.path.exists(out):
-        os.remove(out)
-    r = run(fpguard, "check", model, "--inputs", inputs, "--json", out, "--quiet", *extra)
-    check(r.returncode in (0, 1), f"check {model} {extra} runs", r.stderr)
-    if r.returncode not in (0, 1):
-        return r, None
-    with open(out) as fh:
-        return r, json.load(fh)
 
 
 def cosine(a, b):

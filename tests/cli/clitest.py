@@ -36,6 +36,20 @@ def run(fpguard, *argv, timeout=300):
     return subprocess.run([fpguard, *argv], capture_output=True, text=True, timeout=timeout)
 
 
+def check_json(fpguard, tmp, model, inputs, *extra):
+    """`fpguard check MODEL --inputs INPUTS --json` with `extra`: (the run, the JSON), the
+    JSON None when check did not complete (exit 0 or 1)."""
+    out = os.path.join(tmp, "check.json")
+    if os.path.exists(out):
+        os.remove(out)
+    r = run(fpguard, "check", model, "--inputs", inputs, "--json", out, "--quiet", *extra)
+    check(r.returncode in (0, 1), f"check {model} {extra} runs", r.stderr)
+    if r.returncode not in (0, 1):
+        return r, None
+    with open(out) as fh:
+        return r, json.load(fh)
+
+
 def first_line(r):
     """The first line of a run's stdout (a verdict), "" when it printed nothing."""
     return r.stdout.splitlines()[0] if r.stdout else ""

@@ -32,7 +32,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from clitest import check, fails, failures, run  # noqa: E402
+from clitest import check, check_json, fails, failures, run  # noqa: E402
 
 CLIP_MAX, CLIP_MIN = 1e4, 1e-7  # onnxconverter-common's max_finite_val, min_positive_val
 NEW_RULES = ("cast-type", "cast-chain", "schema-type", "clipped-initializer",
@@ -125,15 +125,7 @@ def reference_run(x, w, b):
 
 
 def checked(f, tmp, model, inputs, *extra):
-    out = os.path.join(tmp, "check.json")
-    if os.path.exists(out):
-        os.remove(out)
-    r = run(f, "check", model, "--inputs", inputs, "--precision", "fp16", "--json", out, *extra)
-    check(r.returncode in (0, 1), f"check {os.path.basename(model)} {extra} runs", r.stderr)
-    if r.returncode not in (0, 1):
-        return r, None
-    with open(out) as fh:
-        return r, json.load(fh)
+    return check_json(f, tmp, model, inputs, "--precision", "fp16", *extra)
 
 
 def test_converted(f, tmp):
