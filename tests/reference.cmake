@@ -82,3 +82,9 @@ add_test(NAME cli.docs
          COMMAND "${FPGUARD_TEST_PYTHON}" ${_fpg_cli}/docs_test.py --fpguard $<TARGET_FILE:fpguard>
                  --source ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli.docs PROPERTIES LABELS "cli" TIMEOUT 900)
+
+# Scaled formats (OCP MX, NVFP4, scaled FP8) through `round`, against the NumPy reference
+# written from their definitions (tests/reference/mxref.py), values and codes bit for bit.
+add_test(NAME reference.mx
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${_fpg_ref}/mx_test.py --fpguard $<TARGET_FILE:fpguard>)
+set_tests_properties(reference.mx PROPERTIES LABELS "reference" TIMEOUT 300)

@@ -5,6 +5,7 @@ add_executable(unit_tests
   format_test.cpp
   round_test.cpp
   round_simd_test.cpp
+  scaled_test.cpp
   tensor_test.cpp
   vmath_test.cpp
 )

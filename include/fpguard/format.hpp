@@ -89,6 +89,81 @@ FInfo finfo(const Format& f);
 // tiny=6.10352e-05, dtype=float16)
 std::string to_torch_string(const FInfo& fi);
 
+// ---- Scaled formats ------------------------------------------------------------------
+// Low-precision elements sharing a scale, as accelerators run matrix products: OCP MX
+// block formats (v1.0: 32 elements, one E8M0 power-of-two scale), NVFP4 (16 E2M1
+// elements, an E4M3 block scale under a float32 tensor scale) and scaled FP8 (one float32
+// scale per tensor or per channel). Like a Format, a ScaledFormat is data: an element
+// format, a scale format, what one scale covers and the rule that chooses it; the named
+// ones are a table (scaled.cpp). Quantizing into one is in round.hpp (round_scaled).
+
+// How a scale is chosen from the largest magnitude (amax) of the values it covers.
+enum class ScaleRule {
+  // OCP MX: 2^(floor(log2 amax) - emax of the element format), clamped to the scale
+  // format's exponent range (E8M0: [-127, 127]).
+  power_of_two,
+  // Scaled FP8: amax / (element max), in the carrier's precision (1 when amax is 0).
+  amax,
+  // NVFP4: a tensor scale s_t = amax(tensor) / (element max * scale max), and per block
+  // s_b = amax(block) / (element max * s_t) rounded into the scale format.
+  two_level,
+};
+std::string_view to_string(ScaleRule r);
+
+// What one scale covers.
+enum class ScaleScope {
+  block,    // block_size consecutive elements along the blocking axis
+  tensor,   // the whole tensor
+  channel,  // one index of the channel axis (a weight's output channel)
+};
+std::string_view to_string(ScaleScope s);
+
+struct ScaledFormat {
+  std::string name;  // canonical: "mxfp8_e4m3", "nvfp4", "tensor:float8_e4m3fn", ...
+  Format element;
+  // float8_e8m0fnu (power_of_two), float8_e4m3fn (two_level) or float32 (amax).
+  Format scale;
+  ScaleScope scope = ScaleScope::block;
+  ScaleRule rule = ScaleRule::power_of_two;
+  int block_size = 0;  // elements per block (block scope), 0 otherwise
+  // MXINT8: elements are 8-bit two's complement integers k with value k * 2^-6; `element`
+  // holds the same values as a float format (e1m6, bias 1), whose codes are not theirs.
+  bool integer_elements = false;
+
+  bool operator==(const ScaledFormat& o) const;
+};
+
+// The named scaled formats, in display order.
+const std::vector<ScaledFormat>& named_scaled_formats();
+// Names parse_scaled_format accepts by table (canonical names and aliases).
+std::vector<std::string> scaled_format_names();
+// Resolves a named scaled format, an alias ("fp8" is tensor:float8_e4m3fn), or the custom
+// spellings "tensor:ELEMENT", "channel:ELEMENT" and "block:ELEMENT:SCALE:SIZE" (SCALE
+// float8_e8m0fnu for OCP MX power-of-two scales or float8_e4m3fn for NVFP4-style
+// two-level scales, 1 <= SIZE <= 65536); nullopt when `name` is none of these shapes. A
+// custom spelling equal to a named format resolves to it. Throws fpguard::Error for a
+// custom spelling that is malformed (a bad element or scale format, a bad size).
+std::optional<ScaledFormat> find_scaled_format(std::string_view name);
+// As find_scaled_format, but throws fpguard::Error with a "did you mean" for unknown names.
+ScaledFormat parse_scaled_format(std::string_view name);
+
+// The limits of a scaled format (`fpguard finfo mxfp8_e4m3`).
+struct ScaledInfo {
+  std::string name;
+  FInfo element, scale;
+  std::string scope;  // "block", "tensor", "channel"
+  std::string rule;   // "power_of_two", "amax", "two_level"
+  int block_size = 0;
+  double bits_per_value = 0;  // element bits + the scale's bits spread over its block
+  // Within one block (one scale): log2(element max / smallest positive element).
+  double block_range_bits = 0;
+  // Over all scales (power_of_two, two_level with a float32 tensor scale at 1): the largest
+  // value and the smallest positive one, and log2 of their ratio. Scaled FP8 (amax) takes
+  // any float32 scale: its range is float32's.
+  double max = 0, smallest_positive = 0, range_bits = 0;
+};
+ScaledInfo finfo(const ScaledFormat& f);
+
 // numpy.iinfo / torch.iinfo for the integer types.
 struct IInfo {
   std::string dtype;

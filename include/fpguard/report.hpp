@@ -277,6 +277,10 @@ Json to_json(const FInfo& i);
 FInfo finfo_from_json(const Json& j, const std::string& where);
 Json to_json(const IInfo& i);
 IInfo iinfo_from_json(const Json& j, const std::string& where);
+// A scaled format: its element and scale formats (as to_json(FInfo)), what one scale covers,
+// bits per value and dynamic ranges (docs/formats.md).
+Json to_json(const ScaledInfo& i);
+void render(std::ostream& out, const ScaledInfo& i);
 // Several formats (types) side by side, one row each.
 void render(std::ostream& out, const std::vector<FInfo>& infos, const Terminal& term);
 void render(std::ostream& out, const std::vector<IInfo>& infos, const Terminal& term);
@@ -290,6 +294,11 @@ struct RoundSummary {
   RoundCounts counts{};
   std::optional<DType> codes{};   // --encode: the dtype of the codes written
   std::optional<DType> stored{};  // --dtype: the dtype of the values written
+  // A scaled format: what it did, what one scale covers, and along which axis.
+  std::optional<ScaledCounts> scaled{};
+  std::string scope{};
+  int block_size = 0;
+  int axis = -1;
 };
 void render(std::ostream& out, const RoundSummary& s);
 

@@ -12,8 +12,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "fpguard/format.hpp"
 
@@ -116,5 +118,64 @@ void encode(std::span<const double> in, std::span<std::uint32_t> out, const Form
             const RoundOptions& o = {});
 void encode(std::span<const double> in, std::span<std::uint64_t> out, const Format& f,
             const RoundOptions& o = {});
+
+// ---- Scaled formats --------------------------------------------------------------------
+// Quantize-dequantize into a ScaledFormat (format.hpp) as the hardware does it: each scale
+// is chosen from the values it covers, each value is divided by its scale and rounded to
+// nearest-even into the element format (saturating at its max), and the result is the
+// element times its scale (docs/formats.md gives every rule). Scale arithmetic runs in the
+// carrier's precision (float32 for float arrays), the element rounding is exact.
+
+// Where the values lie: the tensor's shape and the axis the scales follow. Block scope:
+// blocks of block_size consecutive elements along `axis` (default the last; the last block
+// of a row may be short and is scaled by its own elements). Channel scope: one scale per
+// index of `axis`. Tensor scope ignores `axis`. Negative axes count from the end.
+struct ScaledLayout {
+  std::vector<std::int64_t> shape{};
+  int axis = -1;
+};
+
+// How to choose the scales, beyond the format's rule.
+struct ScaledOptions {
+  // A calibrated amax (static scaling: the maximum over calibration data, as TensorRT and
+  // ModelOpt use for activations) instead of the tensor's own: the amax of tensor-scope
+  // formats and the tensor scale s_t of two-level ones. Values beyond it saturate. Ignored
+  // by block and channel scales, which always follow their own values.
+  std::optional<double> amax{};
+};
+
+// What quantizing did, over values and over scales (blocks, channels, or the one tensor).
+struct ScaledCounts {
+  std::uint64_t values = 0;
+  std::uint64_t changed = 0;    // value differs (NaN staying NaN does not)
+  std::uint64_t saturated = 0;  // finite, beyond the element max once scaled: clamped to it
+  std::uint64_t underflow = 0;  // non-zero, became zero
+  std::uint64_t nan = 0;        // NaN or inf on input
+  std::uint64_t scales = 0;
+  std::uint64_t nan_scales = 0;        // scales set to NaN by a NaN or inf they cover
+  std::uint64_t saturated_scales = 0;  // scales covering a saturated value
+};
+
+// The encoding, for `round --encode`: one code per value, and per scale its code (E8M0,
+// E4M3) or, for the amax rule, its value; scales in row-major order of `scale_shape`
+// (block scope: the shape with the axis' extent replaced by its number of blocks; channel
+// scope: [channels]; tensor scope: []). A NaN scale's elements have code 0.
+struct ScaledCodes {
+  std::vector<std::uint16_t> codes;  // MXINT8: the int8's two's complement in the low byte
+  std::vector<std::uint8_t> scale_codes;
+  std::vector<double> scale_values;  // the scale of each, as a number
+  std::vector<std::int64_t> scale_shape;
+  double tensor_scale = 0;  // two_level: the float32 tensor scale s_t
+};
+
+// Quantize-dequantize `in` (of the layout's shape) into `f`; `out` may alias `in`. With
+// `codes`, also the encoding. Throws fpguard::Error (where "axis") for an axis out of range
+// and (where "shape") when the shape does not hold in.size() values: the only bad input.
+ScaledCounts round_scaled(std::span<const float> in, std::span<float> out, const ScaledLayout& l,
+                          const ScaledFormat& f, const ScaledOptions& o = {},
+                          ScaledCodes* codes = nullptr);
+ScaledCounts round_scaled(std::span<const double> in, std::span<double> out, const ScaledLayout& l,
+                          const ScaledFormat& f, const ScaledOptions& o = {},
+                          ScaledCodes* codes = nullptr);
 
 }  // namespace fpguard

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "fpguard/error.hpp"
+#include "table.hpp"
 
 namespace fpguard {
 
@@ -74,10 +75,8 @@ bool Format::operator==(const Format& o) const {
 
 namespace {
 
-struct Row {
-  Format format;
-  std::vector<std::string> aliases;
-};
+using detail::lower;
+using Row = detail::NamedRow<Format>;
 
 Row row(const char* name, int e, int m, int bias, NanEncoding nan,
         std::initializer_list<const char*> aliases, bool subnormals = true, bool is_signed = true) {
@@ -112,12 +111,6 @@ const std::vector<Row>& table() {
       row("float8_e8m0fnu", 8, 0, 127, N::fn, {"e8m0"}, /*subnormals=*/false, /*signed=*/false),
   };
   return rows;
-}
-
-std::string lower(std::string_view s) {
-  std::string r(s);
-  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return r;
 }
 
 // Parses eXmY[fn|fnuz]. Returns nullopt when `s` does not have that shape at all, and
@@ -171,40 +164,26 @@ std::optional<Format> parse_custom(std::string_view original, std::string_view s
 }  // namespace
 
 const std::vector<Format>& named_formats() {
-  static const std::vector<Format> formats = [] {
-    std::vector<Format> v;
-    for (const auto& r : table()) v.push_back(r.format);
-    return v;
-  }();
+  static const std::vector<Format> formats = detail::formats_of(table());
   return formats;
 }
 
 std::vector<std::string> format_names() {
-  std::vector<std::string> names;
-  for (const auto& r : table()) {
-    names.push_back(r.format.name);
-    for (const auto& a : r.aliases) names.push_back(a);
-  }
-  return names;
+  return detail::names_of(table());
 }
 
 std::optional<Format> find_format(std::string_view name) {
-  const std::string key = lower(name);
-  for (const auto& r : table()) {
-    if (key == r.format.name) return r.format;
-    for (const auto& a : r.aliases)
-      if (key == a) return r.format;
-  }
-  auto custom = parse_custom(name, key);
-  if (!custom) return std::nullopt;
-  for (const auto& f : named_formats())
-    if (f == *custom) return f;
-  return custom;
+  return detail::lookup(table(), lower(name),
+                        [&](const std::string& key) { return parse_custom(name, key); });
 }
 
 Format parse_format(std::string_view name) {
   if (auto f = find_format(name)) return *f;
   const std::string where = "format '" + std::string(name) + "'";
+  if (auto scaled = find_scaled_format(name))
+    throw Error(where,
+                "is a scaled format (elements sharing a scale); only a scalar format "
+                "(float16, float8_e4m3fn, ...) is accepted here");
   std::string msg = "unknown format";
   if (auto hint = did_you_mean(lower(name), format_names()); !hint.empty())
     msg += "; did you mean '" + hint + "'?";

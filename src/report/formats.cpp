@@ -47,6 +47,34 @@ Json to_json(const FInfo& i) {
           {"has_subnormals", i.has_subnormals}};
 }
 
+Json to_json(const ScaledInfo& i) {
+  return {{"format", i.name},
+          {"element", to_json(i.element)},
+          {"scale", to_json(i.scale)},
+          {"scope", i.scope},
+          {"rule", i.rule},
+          {"block_size", i.block_size},
+          {"bits_per_value", i.bits_per_value},
+          {"block_range_bits", i.block_range_bits},
+          {"max", i.max},
+          {"smallest_positive", i.smallest_positive},
+          {"range_bits", i.range_bits}};
+}
+
+void render(std::ostream& out, const ScaledInfo& i) {
+  const std::string covers =
+      i.scope == "block" ? fmt::format("block of {}", i.block_size) : i.scope;
+  out << fmt::format("{}: {} elements, one {} scale per {} ({} scales), {:.4g} bits per value\n",
+                     i.name, i.element.dtype, i.scale.dtype, covers, i.rule, i.bits_per_value);
+  out << fmt::format("  element: max {:g}, smallest subnormal {:g}, eps {:g}\n", i.element.max,
+                     i.element.smallest_subnormal, i.element.eps);
+  out << fmt::format("  within one scale: {:.3g} binades (max / smallest positive element)\n",
+                     i.block_range_bits);
+  out << fmt::format("  over all scales{}: max {:g}, smallest positive {:g} ({:.4g} binades)\n",
+                     i.rule == "two_level" ? " (tensor scale 1)" : "", i.max, i.smallest_positive,
+                     i.range_bits);
+}
+
 FInfo finfo_from_json(const Json& j, const std::string& where) {
   const detail::JsonReader r{where};
   FInfo i;
@@ -119,7 +147,27 @@ void render(std::ostream& out, const std::vector<IInfo>& infos, const Terminal& 
   table.render(out, term.width, "");
 }
 
+namespace {
+
+void render_scaled(std::ostream& out, const RoundSummary& s) {
+  const ScaledCounts& c = *s.scaled;
+  const std::string what =
+      s.scope == "block"
+          ? fmt::format("{} blocks of {} along axis {}", c.scales, s.block_size, s.axis)
+      : s.scope == "channel" ? fmt::format("{} channels of axis {}", c.scales, s.axis)
+                             : std::string("one tensor scale");
+  out << fmt::format(
+      "{}: {} {} values through {} ({}): {} changed, {} saturated (in {} scales), {} underflowed "
+      "to zero, {} NaN or inf in input ({} NaN scales){}\n",
+      s.output, c.values, to_string(s.input), s.format, what, c.changed, c.saturated,
+      c.saturated_scales, c.underflow, c.nan, c.nan_scales,
+      s.codes ? "; wrote codes and scales" : "");
+}
+
+}  // namespace
+
 void render(std::ostream& out, const RoundSummary& s) {
+  if (s.scaled) return render_scaled(out, s);
   const RoundOptions& o = s.options;
   const RoundCounts& c = s.counts;
   out << fmt::format(

@@ -22,27 +22,37 @@ void add_finfo(CLI::App& app) {
   auto names = std::make_shared<std::vector<std::string>>();
   auto all = std::make_shared<bool>(false);
   auto json = std::make_shared<bool>(false);
-  cmd->add_option("formats", *names, "Format names: float16, bf16, float8_e4m3fn, e5m7, ...");
+  cmd->add_option("formats", *names,
+                  "Format names: float16, bf16, float8_e4m3fn, e5m7, mxfp8_e4m3, nvfp4, ...");
   cmd->add_flag("--all", *all, "Every named format, side by side");
   cmd->add_flag("--json", *json, "Print a JSON array of objects");
   cmd->footer(
       "Examples:\n  fpguard finfo float16\n  fpguard finfo --all\n  fpguard finfo fp8_e4m3fn e5m7 "
-      "--json");
+      "--json\n  fpguard finfo mxfp4_e2m1 nvfp4 block:float8_e4m3fn:e8m0:16");
   cmd->callback([=] {
     std::vector<FInfo> infos;
+    std::vector<ScaledInfo> scaled;  // printed after the scalar formats
     if (*all)
       for (const auto& f : named_formats()) infos.push_back(finfo(f));
-    for (const auto& n : *names) infos.push_back(finfo(parse_format(n)));
-    if (infos.empty()) throw CLI::ValidationError("give format names or --all");
+    for (const auto& n : *names) {
+      if (auto s = find_scaled_format(n))
+        scaled.push_back(finfo(*s));
+      else
+        infos.push_back(finfo(parse_format(n)));
+    }
+    if (infos.empty() && scaled.empty()) throw CLI::ValidationError("give format names or --all");
     if (*json) {
       auto arr = report::Json::array();
       for (const auto& i : infos) arr.push_back(report::to_json(i));
+      for (const auto& i : scaled) arr.push_back(report::to_json(i));
       std::cout << arr.dump(2) << "\n";
-    } else if (infos.size() == 1) {
-      std::cout << to_torch_string(infos[0]) << "\n";
-    } else {
-      report::render(std::cout, infos, terminal());
+      return;
     }
+    if (infos.size() == 1)
+      std::cout << to_torch_string(infos[0]) << "\n";
+    else if (!infos.empty())
+      report::render(std::cout, infos, terminal());
+    for (const auto& i : scaled) report::render(std::cout, i);
   });
 }
 

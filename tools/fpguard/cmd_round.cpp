@@ -2,6 +2,7 @@
 // the input dtype (or --dtype) or, with --encode, the format's bit patterns. The file is
 // streamed: read, rounded, counted and written a piece at a time.
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <span>
@@ -24,6 +25,7 @@ struct RoundArgs {
   std::string format, input, output, rounding = "nearest-even", dtype;
   std::uint64_t seed = 0;
   bool saturate = false, flush = false, encode = false;
+  std::optional<int> axis;
 };
 
 DType code_dtype(const Format& f) {
@@ -133,7 +135,82 @@ RoundCounts stream(NpyReader& in, std::ostream& out, const Format& f, const Roun
   return total;
 }
 
+DType scaled_code_dtype(const ScaledFormat& f) {
+  if (f.integer_elements) return DType::int8;
+  return f.element.bits() <= 8 ? DType::uint8 : DType::uint16;
+}
+
+// The codes of a scaled format as .npz entries: codes, scales (codes, or float values for
+// the amax rule) and, for two-level scales, global_scale.
+std::vector<NamedTensor> scaled_entries(const ScaledCodes& c, const ScaledFormat& f, DType input,
+                                        const std::vector<std::int64_t>& shape) {
+  std::vector<NamedTensor> out;
+  const DType code_type = scaled_code_dtype(f);
+  Tensor codes = Tensor::uninitialized(code_type, shape);
+  if (code_type == DType::uint16)
+    std::copy(c.codes.begin(), c.codes.end(), codes.data<std::uint16_t>().begin());
+  else
+    for (std::size_t i = 0; i < c.codes.size(); ++i)
+      codes.bytes()[i] = static_cast<std::byte>(c.codes[i]);
+  out.push_back({"codes", std::move(codes)});
+  if (f.rule == ScaleRule::amax) {
+    Tensor scales(input, c.scale_shape);
+    for (std::size_t i = 0; i < c.scale_values.size(); ++i) {
+      if (input == DType::float32)
+        scales.data<float>()[i] = static_cast<float>(c.scale_values[i]);
+      else
+        scales.data<double>()[i] = c.scale_values[i];
+    }
+    out.push_back({"scales", std::move(scales)});
+  } else {
+    Tensor scales(DType::uint8, c.scale_shape);
+    std::copy(c.scale_codes.begin(), c.scale_codes.end(), scales.data<std::uint8_t>().begin());
+    out.push_back({"scales", std::move(scales)});
+  }
+  if (f.rule == ScaleRule::two_level) {
+    Tensor g(DType::float32, {});
+    g.data<float>()[0] = static_cast<float>(c.tensor_scale);
+    out.push_back({"global_scale", std::move(g)});
+  }
+  return out;
+}
+
+// A scaled format needs the whole tensor (its scales come from its amax): read at once.
+void run_scaled(const RoundArgs& a, const ScaledFormat& f) {
+  if (a.rounding != "nearest-even" || a.flush)
+    throw Error(a.rounding != "nearest-even" ? "--rounding" : "--flush-subnormals",
+                f.name + " rounds to nearest-even, saturating (its definition)");
+  if (!a.dtype.empty()) throw Error("--dtype " + a.dtype, "not available for scaled formats");
+  if (a.encode && std::filesystem::path(a.output).extension() != ".npz")
+    throw Error("-o " + a.output, "--encode of a scaled format writes an .npz (codes, scales)");
+  check_not_same_file(a.input, a.output, "-o");
+  Tensor x = read_npy(a.input);
+  if (x.dtype() != DType::float32 && x.dtype() != DType::float64)
+    throw Error(a.input, "dtype " + std::string(to_string(x.dtype())) +
+                             " is not supported by round (float32 or float64 only)");
+  ScaledLayout layout{.shape = x.shape(),
+                      .axis = a.axis.value_or(f.scope == ScaleScope::channel ? 0 : -1)};
+  ScaledCodes codes;
+  ScaledCodes* want = a.encode ? &codes : nullptr;
+  report::RoundSummary summary{
+      .output = a.output, .values = x.size(), .input = x.dtype(), .format = f.name};
+  summary.scaled = x.dtype() == DType::float32
+                       ? round_scaled(x.data<float>(), x.data<float>(), layout, f, {}, want)
+                       : round_scaled(x.data<double>(), x.data<double>(), layout, f, {}, want);
+  summary.scope = std::string(to_string(f.scope));
+  summary.block_size = f.block_size;
+  summary.axis = layout.axis;
+  if (a.encode) summary.codes = scaled_code_dtype(f);
+  if (a.encode)
+    write_npz(a.output, scaled_entries(codes, f, x.dtype(), x.shape()), false);
+  else
+    write_npy(a.output, x);
+  report::render(std::cout, summary);
+}
+
 void run(const RoundArgs& a) {
+  if (auto sf = find_scaled_format(a.format)) return run_scaled(a, *sf);
+  if (a.axis) throw Error("--axis", "only scaled formats (mxfp8_e4m3, nvfp4, fp8, ...) have one");
   const Format f = parse_format(a.format);
   RoundOptions o;
   o.rounding = parse_rounding(a.rounding);
@@ -163,7 +240,8 @@ void run(const RoundArgs& a) {
 }  // namespace
 
 void add_round(CLI::App& app) {
-  auto* cmd = app.add_subcommand("round", "Round a float32/float64 .npy into a format");
+  auto* cmd = app.add_subcommand(
+      "round", "Round a float32/float64 .npy into a format, scalar or scaled (MX, NVFP4, FP8)");
   auto a = std::make_shared<RoundArgs>();
   cmd->add_option("format", a->format, "Target format (float16, bf16, float8_e4m3fn, e5m7, ...)")
       ->required();
@@ -175,7 +253,11 @@ void add_round(CLI::App& app) {
   cmd->add_flag("--saturate", a->saturate, "Overflow to +-max instead of inf/NaN");
   cmd->add_flag("--flush-subnormals", a->flush, "Flush subnormal results to zero (FTZ)");
   cmd->add_flag("--encode", a->encode,
-                "Write the format's bit patterns (uint8/16/32/64) instead of values");
+                "Write the format's bit patterns (uint8/16/32/64) instead of values; for a "
+                "scaled format an .npz of codes, scales (and global_scale for nvfp4)");
+  cmd->add_option("--axis", a->axis,
+                  "Scaled formats: the axis blocks run along (default the last), or the "
+                  "channel axis of channel: formats (default 0)");
   cmd->add_option("--dtype", a->dtype,
                   "Write the values as float16 (a real <f2 .npy), bfloat16 (as float32 values), "
                   "float32 or float64 (default: the input's)");
@@ -183,7 +265,9 @@ void add_round(CLI::App& app) {
       "Examples:\n  fpguard round float16 x.npy -o x16.npy\n"
       "  fpguard round float8_e4m3fn x.npy -o codes.npy --encode --saturate\n"
       "  fpguard round bf16 x.npy -o y.npy --rounding stochastic --seed 7\n"
-      "  fpguard round float16 x.npy -o x16.npy --dtype float16");
+      "  fpguard round float16 x.npy -o x16.npy --dtype float16\n"
+      "  fpguard round mxfp4_e2m1 w.npy -o w4.npy --axis 1\n"
+      "  fpguard round nvfp4 w.npy -o w.npz --encode");
   cmd->callback([a] { run(*a); });
 }
 

@@ -1,0 +1,304 @@
+// Quantize-dequantize into scaled formats (OCP MX, NVFP4, scaled FP8): the exact generic
+// path. Values are visited one scale group at a time (a block, a channel, the tensor); each
+// group's scale comes from its largest finite magnitude, and its values are rounded with the
+// scalar round() of the element format. Scale arithmetic is written once, in the carrier
+// type T, so float arrays compute their scales in float32 as the hardware and ModelOpt do.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <string>
+
+#include "fpguard/error.hpp"
+#include "fpguard/round.hpp"
+
+namespace fpguard {
+
+namespace {
+
+// The tensor seen as [outer, n, inner] around the scales' axis.
+struct Dims {
+  std::size_t outer = 1, n = 1, inner = 1;
+  std::size_t axis = 0;
+};
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+Dims dims_of(const ScaledLayout& l, std::size_t size) {
+  std::vector<std::int64_t> shape = l.shape.empty() ? std::vector<std::int64_t>{1} : l.shape;
+  const auto rank = static_cast<int>(shape.size());
+  std::uint64_t total = 1;
+  for (auto d : shape) {
+    if (d < 0) throw Error("shape", "negative dimension in " + shape_text(l.shape));
+    total *= static_cast<std::uint64_t>(d);
+  }
+  if (total != size)
+    throw Error("shape",
+                shape_text(l.shape) + " does not hold " + std::to_string(size) + " values");
+  if (l.axis < -rank || l.axis >= rank)
+    throw Error("axis " + std::to_string(l.axis), "out of range for a tensor of rank " +
+                                                      std::to_string(rank) + " (shape " +
+                                                      shape_text(l.shape) + ")");
+  Dims d;
+  d.axis = static_cast<std::size_t>(l.axis < 0 ? l.axis + rank : l.axis);
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    const auto v = static_cast<std::size_t>(shape[i]);
+    if (i < d.axis) d.outer *= v;
+    if (i == d.axis) d.n = v;
+    if (i > d.axis) d.inner *= v;
+  }
+  return d;
+}
+
+// Calls fn(indices) for each scale group, in row-major order of the scale tensor.
+template <class F>
+void for_each_group(const Dims& d, const ScaledFormat& f, std::size_t size, F&& fn) {
+  std::vector<std::size_t> idx;
+  switch (f.scope) {
+    case ScaleScope::tensor:
+      idx.resize(size);
+      std::iota(idx.begin(), idx.end(), std::size_t{0});
+      fn(idx);
+      return;
+    case ScaleScope::channel:
+      for (std::size_t c = 0; c < d.n; ++c) {
+        idx.clear();
+        for (std::size_t o = 0; o < d.outer; ++o)
+          for (std::size_t i = 0; i < d.inner; ++i) idx.push_back((o * d.n + c) * d.inner + i);
+        fn(idx);
+      }
+      return;
+    case ScaleScope::block: {
+      const auto bs = static_cast<std::size_t>(f.block_size);
+      for (std::size_t o = 0; o < d.outer; ++o)
+        for (std::size_t b = 0; b < d.n; b += bs)
+          for (std::size_t i = 0; i < d.inner; ++i) {
+            idx.clear();
+            for (std::size_t k = b; k < std::min(b + bs, d.n); ++k)
+              idx.push_back((o * d.n + k) * d.inner + i);
+            fn(idx);
+          }
+      return;
+    }
+  }
+}
+
+std::vector<std::int64_t> scale_shape(const ScaledLayout& l, const Dims& d, const ScaledFormat& f) {
+  switch (f.scope) {
+    case ScaleScope::tensor:
+      return {};
+    case ScaleScope::channel:
+      return {static_cast<std::int64_t>(d.n)};
+    case ScaleScope::block: {
+      std::vector<std::int64_t> s = l.shape.empty() ? std::vector<std::int64_t>{1} : l.shape;
+      const auto bs = static_cast<std::size_t>(f.block_size);
+      s[d.axis] = static_cast<std::int64_t>((d.n + bs - 1) / bs);
+      return s;
+    }
+  }
+  return {};
+}
+
+// One group's scale, as the values are divided by it and multiplied back.
+template <class T>
+struct GroupScale {
+  bool nan = false;        // decode to NaN (a NaN or inf in a power_of_two / two_level group)
+  bool zero = false;       // decode to zeros (a two_level scale of 0)
+  int exponent = 0;        // power_of_two: the scale is 2^exponent
+  T scale = 1;             // amax: the scale; two_level: the block scale s_b
+  T divisor = 1;           // amax: scale; two_level: s_b * s_t
+  bool saturated = false;  // two_level: s_b clamped to the scale format's max
+  std::uint8_t code = 0;
+  double value = 1;  // the scale as a number (ScaledCodes::scale_values)
+};
+
+template <class T>
+class Quantizer {
+ public:
+  Quantizer(const ScaledFormat& f, const ScaledOptions& o, std::span<const T> in, std::span<T> out,
+            ScaledCodes* codes)
+      : f_(f), in_(in), out_(out), codes_(codes), thr_(overflow_threshold(f.element)) {
+    sat_.saturate = true;
+    if (o.amax) calibrated_ = static_cast<T>(*o.amax);
+    if (f.rule == ScaleRule::two_level) {
+      // s_t = amax / (element max * scale max), over the tensor's finite values.
+      T amax = 0;
+      for (T x : in)
+        if (std::isfinite(x)) amax = std::max(amax, std::abs(x));
+      tensor_scale_ = calibrated_.value_or(amax) / static_cast<T>(f.element.max() * f.scale.max());
+      if (codes) codes->tensor_scale = static_cast<double>(tensor_scale_);
+    }
+  }
+
+  void group(const std::vector<std::size_t>& idx, ScaledCounts& c) {
+    T amax = 0;
+    bool nonfinite = false;
+    for (std::size_t i : idx) {
+      const T x = in_[i];
+      if (std::isfinite(x))
+        amax = std::max(amax, std::abs(x));
+      else
+        nonfinite = true;
+    }
+    const GroupScale<T> s = choose(amax, nonfinite);
+    bool saturated = false;
+    for (std::size_t i : idx) saturated |= element(i, s, c);
+    ++c.scales;
+    c.nan_scales += s.nan;
+    c.saturated_scales += saturated || s.saturated;
+    if (codes_) {
+      codes_->scale_codes.push_back(s.code);
+      codes_->scale_values.push_back(s.value);
+    }
+  }
+
+ private:
+  GroupScale<T> choose(T amax, bool nonfinite) const {
+    GroupScale<T> s;
+    switch (f_.rule) {
+      case ScaleRule::power_of_two:
+        if (nonfinite) return nan_scale();
+        // floor(log2 0) is -inf: an all-zero block takes the smallest scale.
+        s.exponent = amax == 0 ? f_.scale.emin()
+                               : std::clamp(std::ilogb(amax) - f_.element.emax(), f_.scale.emin(),
+                                            f_.scale.emax());
+        s.value = std::ldexp(1.0, s.exponent);
+        s.code = static_cast<std::uint8_t>(encode(s.value, f_.scale));
+        return s;
+      case ScaleRule::amax:
+        if (calibrated_ && f_.scope == ScaleScope::tensor) amax = *calibrated_;
+        s.scale = s.divisor = amax == 0 ? T(1) : amax / static_cast<T>(f_.element.max());
+        s.value = static_cast<double>(s.scale);
+        return s;
+      case ScaleRule::two_level:
+        return two_level(amax, nonfinite);
+    }
+    return s;
+  }
+
+  GroupScale<T> nan_scale() const {
+    GroupScale<T> s;
+    s.nan = true;
+    s.value = std::numeric_limits<double>::quiet_NaN();
+    s.code = static_cast<std::uint8_t>(encode(s.value, f_.scale));
+    return s;
+  }
+
+  GroupScale<T> two_level(T amax, bool nonfinite) const {
+    if (nonfinite) return nan_scale();
+    GroupScale<T> s;
+    s.zero = tensor_scale_ == 0;
+    if (!s.zero) {
+      const T raw = amax / (static_cast<T>(f_.element.max()) * tensor_scale_);
+      s.saturated = raw > static_cast<T>(f_.scale.max());
+      s.scale = static_cast<T>(round(static_cast<double>(raw), f_.scale, sat_));
+      s.divisor = s.scale * tensor_scale_;
+      s.zero = s.scale == 0 || s.divisor == 0;
+    }
+    if (s.zero) s.scale = 0;
+    s.value = static_cast<double>(s.scale);
+    s.code = static_cast<std::uint8_t>(encode(s.value, f_.scale));
+    return s;
+  }
+
+  // Quantizes value i; returns whether it saturated.
+  bool element(std::size_t i, const GroupScale<T>& s, ScaledCounts& c) {
+    const T x = in_[i];
+    ++c.values;
+    c.nan += !std::isfinite(x);
+    double q = 0;  // x over its scale
+    T y = 0;
+    if (s.nan) {
+      y = std::numeric_limits<T>::quiet_NaN();
+    } else if (!s.zero) {
+      q = f_.rule == ScaleRule::power_of_two ? std::ldexp(static_cast<double>(x), -s.exponent)
+                                             : static_cast<double>(x / s.divisor);
+    }
+    const double p = round(q, f_.element, sat_);
+    if (!s.nan) y = decode_value(p, s);
+    const double aq = std::abs(q);
+    const bool saturated =
+        std::isfinite(x) && (aq > thr_.value || (thr_.inclusive && aq == thr_.value));
+    c.saturated += saturated;
+    c.underflow += std::isfinite(x) && x != 0 && y == 0;
+    c.changed +=
+        !(std::isnan(x) && std::isnan(y)) && !(x == y && std::signbit(x) == std::signbit(y));
+    out_[i] = y;
+    if (codes_) codes_->codes.push_back(s.nan ? std::uint16_t{0} : code_of(p));
+    return saturated;
+  }
+
+  T decode_value(double p, const GroupScale<T>& s) const {
+    switch (f_.rule) {
+      case ScaleRule::power_of_two:
+        return static_cast<T>(std::ldexp(p, s.exponent));
+      case ScaleRule::amax:
+        return static_cast<T>(p) * s.scale;
+      case ScaleRule::two_level:
+        return static_cast<T>(p) * s.scale * tensor_scale_;
+    }
+    return 0;
+  }
+
+  std::uint16_t code_of(double p) const {
+    if (f_.integer_elements)  // k * 2^-6 as the int8 k
+      return static_cast<std::uint8_t>(static_cast<std::int8_t>(std::ldexp(p, 6)));
+    return static_cast<std::uint16_t>(encode(p, f_.element));
+  }
+
+  const ScaledFormat& f_;
+  std::span<const T> in_;
+  std::span<T> out_;
+  ScaledCodes* codes_;
+  OverflowThreshold thr_;
+  RoundOptions sat_;
+  T tensor_scale_ = 1;
+  std::optional<T> calibrated_;
+};
+
+template <class T>
+ScaledCounts round_scaled_impl(std::span<const T> in, std::span<T> out, const ScaledLayout& l,
+                               const ScaledFormat& f, const ScaledOptions& o, ScaledCodes* codes) {
+  FPG_CHECK(in.size() == out.size());
+  const Dims d = dims_of(l, in.size());
+  if (codes) {
+    *codes = ScaledCodes{};
+    codes->codes.reserve(in.size());
+    codes->scale_shape = scale_shape(l, d, f);
+  }
+  // Groups read only their own values, so `out` aliasing `in` is safe group by group; the
+  // two_level tensor scale is taken before any group is written.
+  Quantizer<T> q(f, o, in, out, codes);
+  ScaledCounts c;
+  std::vector<std::uint16_t> ordered;
+  for_each_group(d, f, in.size(), [&](const std::vector<std::size_t>& idx) { q.group(idx, c); });
+  if (codes) {
+    // Codes were appended group by group: put each back at its value's position.
+    ordered.resize(in.size());
+    std::size_t k = 0;
+    for_each_group(d, f, in.size(), [&](const std::vector<std::size_t>& idx) {
+      for (std::size_t i : idx) ordered[i] = codes->codes[k++];
+    });
+    codes->codes = std::move(ordered);
+  }
+  return c;
+}
+
+}  // namespace
+
+ScaledCounts round_scaled(std::span<const float> in, std::span<float> out, const ScaledLayout& l,
+                          const ScaledFormat& f, const ScaledOptions& o, ScaledCodes* codes) {
+  return round_scaled_impl(in, out, l, f, o, codes);
+}
+
+ScaledCounts round_scaled(std::span<const double> in, std::span<double> out, const ScaledLayout& l,
+                          const ScaledFormat& f, const ScaledOptions& o, ScaledCodes* codes) {
+  return round_scaled_impl(in, out, l, f, o, codes);
+}
+
+}  // namespace fpguard

@@ -1,0 +1,179 @@
+// Scaled formats: the table and spellings (src/format/scaled.cpp) and the quantizer's
+// counts, layout and errors (src/round/scaled.cpp). Values and codes are compared bit for
+// bit with the NumPy reference in tests/reference/mx_test.py; here are the properties a
+// reference cannot see: what is counted, the error cases, aliasing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "fpguard/error.hpp"
+#include "fpguard/format.hpp"
+#include "fpguard/round.hpp"
+
+namespace fpguard {
+namespace {
+
+void expect_error(std::string_view name, const std::string& what) {
+  try {
+    (void)parse_scaled_format(name);
+    ADD_FAILURE() << name << " parsed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+TEST(ScaledFormat, TableFollowsTheSpecifications) {
+  const ScaledFormat mx = parse_scaled_format("mxfp8_e4m3");
+  EXPECT_EQ(mx.element, parse_format("float8_e4m3fn"));
+  EXPECT_EQ(mx.scale, parse_format("float8_e8m0fnu"));
+  EXPECT_EQ(mx.block_size, 32);
+  EXPECT_EQ(mx.rule, ScaleRule::power_of_two);
+  // emax_elem of OCP MX v1.0 table 1: the exponent of each element's largest normal.
+  EXPECT_EQ(parse_scaled_format("mxfp8_e5m2").element.emax(), 15);
+  EXPECT_EQ(parse_scaled_format("mxfp6_e3m2").element.emax(), 4);
+  EXPECT_EQ(parse_scaled_format("mxfp6_e2m3").element.emax(), 2);
+  EXPECT_EQ(parse_scaled_format("mxfp4_e2m1").element.emax(), 2);
+  const ScaledFormat i8 = parse_scaled_format("mxint8");
+  EXPECT_EQ(i8.element.emax(), 0);
+  EXPECT_EQ(i8.element.max(), 127.0 / 64);
+  EXPECT_EQ(i8.element.smallest_subnormal(), 1.0 / 64);
+  EXPECT_TRUE(i8.integer_elements);
+  const ScaledFormat nv = parse_scaled_format("nvfp4");
+  EXPECT_EQ(nv.block_size, 16);
+  EXPECT_EQ(nv.rule, ScaleRule::two_level);
+  EXPECT_EQ(nv.scale, parse_format("float8_e4m3fn"));
+  EXPECT_EQ(parse_scaled_format("fp8").name, "tensor:float8_e4m3fn");
+  EXPECT_EQ(parse_scaled_format("MXFP4").name, "mxfp4_e2m1");
+  EXPECT_EQ(parse_scaled_format("channel:e5m2").name, "channel:float8_e5m2");
+  EXPECT_EQ(parse_scaled_format("channel:e5m2").scope, ScaleScope::channel);
+}
+
+TEST(ScaledFormat, CustomSpellings) {
+  EXPECT_EQ(parse_scaled_format("block:e4m3:e8m0:32").name, "mxfp8_e4m3");
+  EXPECT_EQ(parse_scaled_format("block:fp4:e4m3:16").name, "nvfp4");
+  const ScaledFormat b = parse_scaled_format("block:float8_e4m3fn:e8m0:16");
+  EXPECT_EQ(b.name, "block:float8_e4m3fn:float8_e8m0fnu:16");
+  EXPECT_EQ(b.block_size, 16);
+  EXPECT_EQ(parse_scaled_format("block:bf16:e8m0:65536").block_size, 65536);
+  EXPECT_EQ(parse_scaled_format("tensor:float16").rule, ScaleRule::amax);
+  EXPECT_FALSE(find_scaled_format("float16").has_value());
+  EXPECT_FALSE(find_scaled_format("e4m3").has_value());
+}
+
+TEST(ScaledFormat, BadSpellingsThrowWithAReason) {
+  expect_error("block:e4m3:e8m0:0", "from 1 to 65536");
+  expect_error("block:e4m3:e8m0:65537", "from 1 to 65536");
+  expect_error("block:e4m3:e8m0:3x", "from 1 to 65536");
+  expect_error("block:e4m3:float16:32", "must be float8_e8m0fnu");
+  expect_error("block:e4m3:e5m2:32", "must be float8_e8m0fnu");
+  expect_error("block:e8m0:e8m0:32", "must be signed");
+  expect_error("block:float32:e8m0:32", "at most 16 bits");
+  expect_error("block:e4m3:e8m0", "block:ELEMENT:SCALE:SIZE");
+  expect_error("tensor:flaot8", "unknown element format");
+  expect_error("mxfp8_e4m4", "did you mean 'mxfp8_e4m3'?");
+  // A scaled format where a scalar one is expected names what it is.
+  try {
+    (void)parse_format("mxfp4_e2m1");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a scaled format"), std::string::npos);
+  }
+}
+
+TEST(ScaledFormat, FInfo) {
+  const ScaledInfo i = finfo(parse_scaled_format("mxfp8_e4m3"));
+  EXPECT_EQ(i.bits_per_value, 8.25);
+  EXPECT_EQ(i.max, 448 * std::ldexp(1.0, 127));
+  EXPECT_EQ(i.smallest_positive, std::ldexp(1.0, -9 - 127));
+  EXPECT_DOUBLE_EQ(i.block_range_bits, std::log2(448 * 512.0));
+  const ScaledInfo nv = finfo(parse_scaled_format("nvfp4"));
+  EXPECT_EQ(nv.bits_per_value, 4.5);
+  EXPECT_EQ(nv.max, 6 * 448.0);
+  EXPECT_EQ(nv.smallest_positive, 0.5 * std::ldexp(1.0, -9));
+}
+
+TEST(RoundScaled, CountsSaturationUnderflowAndNaNBlocks) {
+  // One block of 32 whose outlier 1e4 sets the scale 2^(13 - 2) for mxfp4: the small
+  // neighbours (below 2^10) flush to zero.
+  std::vector<float> x(64, 1.0f);
+  x[0] = 1e4f;
+  x[40] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> y(x.size());
+  const ScaledCounts c =
+      round_scaled(x, y, {.shape = {64}, .axis = 0}, parse_scaled_format("mxfp4_e2m1"));
+  EXPECT_EQ(c.values, 64u);
+  EXPECT_EQ(c.scales, 2u);
+  EXPECT_EQ(c.nan_scales, 1u);
+  EXPECT_EQ(c.nan, 1u);
+  EXPECT_EQ(c.underflow, 31u);
+  EXPECT_EQ(y[0], 8192.0f);  // 1e4 / 2^11 = 4.88 -> 4 (nearest-even on E2M1's 4, 6)
+  EXPECT_EQ(c.saturated, 0u);
+  for (int i = 32; i < 64; ++i) EXPECT_TRUE(std::isnan(y[i]));
+  // E2M1 saturation: 7.9 x 2^k in a block rounds past 6, to 6.
+  std::vector<float> s = {7.9f, 1.0f};
+  std::vector<float> t(2);
+  const ScaledCounts cs = round_scaled(s, t, {.shape = {2}}, parse_scaled_format("mxfp4_e2m1"));
+  EXPECT_EQ(t[0], 6.0f);
+  EXPECT_EQ(cs.saturated, 1u);
+  EXPECT_EQ(cs.saturated_scales, 1u);
+}
+
+TEST(RoundScaled, InPlaceEqualsOutOfPlaceAndCodesFollowTheValues) {
+  std::vector<float> x(3 * 5 * 7);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = std::sin(static_cast<float>(i)) * std::ldexp(1.0f, static_cast<int>(i % 13));
+  for (const char* name : {"mxfp6_e2m3", "nvfp4", "channel:float8_e4m3fn", "block:e5m2:e8m0:3"}) {
+    const ScaledFormat f = parse_scaled_format(name);
+    for (int axis : {0, 1, 2, -1}) {
+      const ScaledLayout l{.shape = {3, 5, 7}, .axis = axis};
+      std::vector<float> out(x.size()), in_place = x;
+      ScaledCodes codes;
+      (void)round_scaled(x, out, l, f, {}, &codes);
+      (void)round_scaled(in_place, in_place, l, f);
+      EXPECT_EQ(out, in_place) << name << " axis " << axis;
+      ASSERT_EQ(codes.codes.size(), x.size());
+      // Each value's code decodes to the value over its scale, wherever the axis runs.
+      if (f.rule != ScaleRule::power_of_two) continue;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        EXPECT_EQ(decode(codes.codes[i], f.element) == 0, out[i] == 0) << name << " " << i;
+      }
+    }
+  }
+}
+
+TEST(RoundScaled, CalibratedAmaxReplacesTheTensorsOwn) {
+  const std::vector<float> x = {1.0f, -2.0f, 0.5f};
+  std::vector<float> y(3);
+  // amax 4 calibrated: scale 4/448, so -2 is exactly -224 x scale; 8 would saturate.
+  (void)round_scaled(x, y, {.shape = {3}}, parse_scaled_format("fp8"), {.amax = 4.0});
+  const float scale = 4.0f / 448.0f;
+  EXPECT_EQ(y[1], -224.0f * scale);
+  const std::vector<float> big = {8.0f};
+  std::vector<float> z(1);
+  const ScaledCounts c =
+      round_scaled(big, z, {.shape = {1}}, parse_scaled_format("fp8"), {.amax = 4.0});
+  EXPECT_EQ(c.saturated, 1u);
+  EXPECT_EQ(z[0], 448.0f * scale);
+  // NVFP4's tensor scale follows the calibrated amax: s_t = 2688 / 2688 = 1.
+  ScaledCodes codes;
+  (void)round_scaled(x, y, {.shape = {3}}, parse_scaled_format("nvfp4"), {.amax = 2688.0}, &codes);
+  EXPECT_EQ(codes.tensor_scale, 1.0);
+}
+
+TEST(RoundScaled, LayoutErrorsName) {
+  std::vector<float> x(6), y(6);
+  const ScaledFormat f = parse_scaled_format("mxfp8_e4m3");
+  EXPECT_THROW((void)round_scaled(x, y, {.shape = {2, 3}, .axis = 2}, f), Error);
+  EXPECT_THROW((void)round_scaled(x, y, {.shape = {2, 3}, .axis = -3}, f), Error);
+  EXPECT_THROW((void)round_scaled(x, y, {.shape = {4, 3}, .axis = 0}, f), Error);
+  try {
+    (void)round_scaled(x, y, {.shape = {2, 3}, .axis = 5}, f);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("axis 5"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fpguard
