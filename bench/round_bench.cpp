@@ -60,3 +60,36 @@ FPG_ROUND_BENCH(float8_e4m3fn / generic_stochastic, "float8_e4m3fn", R::stochast
 FPG_ROUND_BENCH(float16 / nearest_even / threads : auto, "float16", R::nearest_even, false, 0);
 
 }  // namespace
+
+namespace {
+
+// Quantize-dequantize into a scaled format (issue 21: MX at >= 0.5x memcpy on one thread;
+// the NumPy reference, bench/numpy_mx.py, >= 20x slower). Blocks along the last axis of a
+// [rows, 4096] tensor, one thread.
+void BM_round_scaled(benchmark::State& state, const char* format, bool generic) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  const auto& in = input(bytes, static_cast<int>(state.range(1)));
+  std::vector<float> out(in.size());
+  const auto f = fpguard::parse_scaled_format(format);
+  const auto n = static_cast<std::int64_t>(in.size());
+  const fpguard::ScaledLayout l{.shape = {n / 4096, 4096}};
+  const fpguard::ScaledOptions o{.threads = 1, .generic = generic};
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(fpguard::round_scaled(in, out, l, f, o));
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
+}
+
+#define FPG_SCALED_BENCH(name, fmt, generic)             \
+  BENCHMARK_CAPTURE(BM_round_scaled, name, fmt, generic) \
+      ->ArgNames({"bytes", "wide"})                      \
+      ->ArgsProduct({{kSmall, kLarge}, {0, 1}})          \
+      ->UseRealTime()
+
+FPG_SCALED_BENCH(mxfp8_e4m3, "mxfp8_e4m3", false);
+FPG_SCALED_BENCH(mxfp4_e2m1, "mxfp4_e2m1", false);
+FPG_SCALED_BENCH(mxfp8_e4m3 / generic, "mxfp8_e4m3", true);
+FPG_SCALED_BENCH(nvfp4 / generic, "nvfp4", true);
+
+}  // namespace

@@ -3,9 +3,14 @@
 // bit with the NumPy reference in tests/reference/mx_test.py; here are the properties a
 // reference cannot see: what is counted, the error cases, aliasing.
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <random>
+#include <string_view>
 #include <vector>
 
 #include "fpguard/error.hpp"
@@ -160,6 +165,58 @@ TEST(RoundScaled, CalibratedAmaxReplacesTheTensorsOwn) {
   ScaledCodes codes;
   (void)round_scaled(x, y, {.shape = {3}}, parse_scaled_format("nvfp4"), {.amax = 2688.0}, &codes);
   EXPECT_EQ(codes.tensor_scale, 1.0);
+}
+
+// The fast path (MX blocks along a contiguous axis) equals the generic path bit for bit,
+// counts included: values across float32's whole range (subnormals, all-zero and NaN/inf
+// blocks, maxima at and one ulp under powers of two), short last blocks, every compiled
+// SIMD target, several thread counts.
+TEST(RoundScaled, FastPathEqualsGenericBitForBit) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd;
+  std::uniform_int_distribution<int> ex(-150, 127);
+  const std::size_t rows = 37, n = 333;  // 333 = 10 blocks of 32 + 13
+  std::vector<float> x(rows * n);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const int e = ex(rng);
+    x[i] = std::ldexp(nd(rng), e / (1 + static_cast<int>(i / n % 4)));  // rows of narrower range
+  }
+  for (std::size_t i = 0; i < 64; ++i) x[2 * n + i] = 0;  // zero blocks
+  x[3 * n + 5] = std::numeric_limits<float>::quiet_NaN();
+  x[4 * n + 40] = -std::numeric_limits<float>::infinity();
+  x[5 * n] = 2.0f;
+  x[5 * n + 33] = std::nextafter(4.0f, 0.0f);
+  for (std::size_t i = 0; i < n; ++i) x[6 * n + i] = std::ldexp(nd(rng), -140);  // subnormals
+  for (const char* name : {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4_e2m1",
+                           "mxint8", "block:e4m3:e8m0:7", "block:bf16:e8m0:32"}) {
+    const ScaledFormat f = parse_scaled_format(name);
+    const ScaledLayout l{.shape = {static_cast<std::int64_t>(rows), static_cast<std::int64_t>(n)}};
+    const bool custom_fine = std::string_view(name) == "block:bf16:e8m0:32";  // 2^-133 subnormals
+    EXPECT_EQ(has_fast_path(f, l), !custom_fine) << name;
+    std::vector<float> want(x.size());
+    const ScaledCounts cw = round_scaled(x, want, l, f, {.generic = true});
+    for (std::int64_t target : hwy::SupportedAndGeneratedTargets())
+      for (int threads : {1, 2, 3}) {
+        hwy::SetSupportedTargetsForTest(target);
+        SCOPED_TRACE(hwy::TargetName(target));
+        std::vector<float> got(x.size());
+        const ScaledCounts cg = round_scaled(x, got, l, f, {.threads = threads});
+        hwy::SetSupportedTargetsForTest(0);
+        for (std::size_t i = 0; i < x.size(); ++i)
+          ASSERT_TRUE(std::bit_cast<std::uint32_t>(got[i]) ==
+                          std::bit_cast<std::uint32_t>(want[i]) ||
+                      (std::isnan(got[i]) && std::isnan(want[i])))
+              << name << " at " << i << ": " << got[i] << " vs " << want[i];
+        EXPECT_EQ(cg.values, cw.values) << name;
+        EXPECT_EQ(cg.changed, cw.changed) << name;
+        EXPECT_EQ(cg.saturated, cw.saturated) << name;
+        EXPECT_EQ(cg.underflow, cw.underflow) << name;
+        EXPECT_EQ(cg.nan, cw.nan) << name;
+        EXPECT_EQ(cg.scales, cw.scales) << name;
+        EXPECT_EQ(cg.nan_scales, cw.nan_scales) << name;
+        EXPECT_EQ(cg.saturated_scales, cw.saturated_scales) << name;
+      }
+  }
 }
 
 TEST(RoundScaled, LayoutErrorsName) {

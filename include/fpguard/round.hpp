@@ -142,6 +142,11 @@ struct ScaledOptions {
   // formats and the tensor scale s_t of two-level ones. Values beyond it saturate. Ignored
   // by block and channel scales, which always follow their own values.
   std::optional<double> amax{};
+  // Threads: 0 = automatic (parallel only for large arrays), 1 = this thread.
+  int threads = 0;
+  // The exact generic path even where a fast path exists (the reference the fast path is
+  // tested against, bit for bit).
+  bool generic = false;
 };
 
 // What quantizing did, over values and over scales (blocks, channels, or the one tensor).
@@ -177,5 +182,8 @@ ScaledCounts round_scaled(std::span<const float> in, std::span<float> out, const
 ScaledCounts round_scaled(std::span<const double> in, std::span<double> out, const ScaledLayout& l,
                           const ScaledFormat& f, const ScaledOptions& o = {},
                           ScaledCodes* codes = nullptr);
+// Whether round_scaled on float arrays takes its SIMD fast path for this format and layout
+// (OCP MX power-of-two blocks along a contiguous axis; without codes and generic).
+bool has_fast_path(const ScaledFormat& f, const ScaledLayout& l);
 
 }  // namespace fpguard

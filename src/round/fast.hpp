@@ -42,4 +42,16 @@ void round_fast(const float* in, float* out, std::size_t n, const FastParams& p)
 // (nothing written) where the CPU has no such conversion.
 bool half_bits(const float* in, std::uint16_t* out, std::size_t n);
 
+// OCP MX quantize-dequantize (round_scaled's fast path, scaled_simd.cpp): `rows` rows of
+// `n` values, blocks of `bs` along each; the element rounds with `p` (nearest-even,
+// saturating), the scale exponent is floor(log2 amax) - emax clamped to [lo, hi]. Adds to c.
+struct MxParams {
+  FastParams p;
+  int emax = 0, lo = 0, hi = 0;
+  float thr = 0;  // the element's overflow threshold (saturation count), inclusive or not
+  bool inclusive = false;
+};
+void mx_round_fast(const float* in, float* out, std::size_t rows, std::size_t n, std::size_t bs,
+                   const MxParams& m, ScaledCounts& c);
+
 }  // namespace fpguard::detail

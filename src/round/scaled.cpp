@@ -9,9 +9,13 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 
+#include "core/parallel.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/round.hpp"
+#include "round/fast.hpp"
 
 namespace fpguard {
 
@@ -262,8 +266,9 @@ class Quantizer {
 };
 
 template <class T>
-ScaledCounts round_scaled_impl(std::span<const T> in, std::span<T> out, const ScaledLayout& l,
-                               const ScaledFormat& f, const ScaledOptions& o, ScaledCodes* codes) {
+ScaledCounts round_scaled_generic(std::span<const T> in, std::span<T> out, const ScaledLayout& l,
+                                  const ScaledFormat& f, const ScaledOptions& o,
+                                  ScaledCodes* codes) {
   FPG_CHECK(in.size() == out.size());
   const Dims d = dims_of(l, in.size());
   if (codes) {
@@ -289,6 +294,80 @@ ScaledCounts round_scaled_impl(std::span<const T> in, std::span<T> out, const Sc
   return c;
 }
 
+// ---- the fast path: OCP MX blocks along a contiguous axis, float32 ---------------------
+// The SIMD kernel of scaled_simd.cpp, equal to the generic path bit for bit:
+//  - x * 2^-e is exact unless it falls below float32's normal range (2^-126), where the
+//    element format (smallest subnormal >= 2^-100, asked below) rounds it to 0 either way;
+//  - p * 2^e is one rounding of the exact product, as the generic path's double product
+//    cast to float.
+using detail::MxParams;
+
+std::optional<MxParams> mx_fast(const ScaledFormat& f, const Dims& d) {
+  if (f.rule != ScaleRule::power_of_two || f.scope != ScaleScope::block || d.inner != 1 ||
+      f.element.smallest_subnormal() < std::ldexp(1.0, -100))
+    return std::nullopt;
+  RoundOptions sat;
+  sat.saturate = true;
+  const auto p = detail::fast_params(f.element, sat);
+  if (!p) return std::nullopt;
+  const OverflowThreshold t = overflow_threshold(f.element);
+  return MxParams{.p = *p,
+                  .emax = f.element.emax(),
+                  .lo = f.scale.emin(),
+                  .hi = f.scale.emax(),
+                  .thr = static_cast<float>(t.value),
+                  .inclusive = t.inclusive};
+}
+
+void add(ScaledCounts& a, const ScaledCounts& b) {
+  a.values += b.values;
+  a.changed += b.changed;
+  a.saturated += b.saturated;
+  a.underflow += b.underflow;
+  a.nan += b.nan;
+  a.scales += b.scales;
+  a.nan_scales += b.nan_scales;
+  a.saturated_scales += b.saturated_scales;
+}
+
+ScaledCounts mx_fast_path(std::span<const float> in, std::span<float> out, const Dims& d,
+                          const ScaledFormat& f, const MxParams& m, int threads) {
+  const auto bs = static_cast<std::size_t>(f.block_size);
+  ScaledCounts total;
+  // By rows; a tensor of few long rows is cut into rows of whole blocks first.
+  std::size_t rows = d.outer, n = d.n;
+  constexpr std::size_t kPiece = 4096;
+  if (rows < 64 && n % bs == 0 && n > kPiece) {
+    const std::size_t per = std::max<std::size_t>(1, kPiece / bs) * bs;
+    if (n % per == 0) {
+      rows *= n / per;
+      n = per;
+    }
+  }
+  detail::parallel_for(
+      rows, threads == 0 ? detail::resolve_threads(0, in.size()) : threads,
+      [&](std::size_t r0, std::size_t r1) {
+        ScaledCounts c;
+        detail::mx_round_fast(in.data() + r0 * n, out.data() + r0 * n, r1 - r0, n, bs, m, c);
+#pragma omp critical(fpguard_mx_counts)
+        add(total, c);
+      },
+      1);
+  return total;
+}
+
+template <class T>
+ScaledCounts round_scaled_impl(std::span<const T> in, std::span<T> out, const ScaledLayout& l,
+                               const ScaledFormat& f, const ScaledOptions& o, ScaledCodes* codes) {
+  if constexpr (std::is_same_v<T, float>) {
+    FPG_CHECK(in.size() == out.size());
+    const Dims d = dims_of(l, in.size());
+    if (!codes && !o.generic)
+      if (const auto m = mx_fast(f, d)) return mx_fast_path(in, out, d, f, *m, o.threads);
+  }
+  return round_scaled_generic(in, out, l, f, o, codes);
+}
+
 }  // namespace
 
 ScaledCounts round_scaled(std::span<const float> in, std::span<float> out, const ScaledLayout& l,
@@ -299,6 +378,12 @@ ScaledCounts round_scaled(std::span<const float> in, std::span<float> out, const
 ScaledCounts round_scaled(std::span<const double> in, std::span<double> out, const ScaledLayout& l,
                           const ScaledFormat& f, const ScaledOptions& o, ScaledCodes* codes) {
   return round_scaled_impl(in, out, l, f, o, codes);
+}
+
+bool has_fast_path(const ScaledFormat& f, const ScaledLayout& l) {
+  std::size_t size = 1;
+  for (auto d : l.shape) size *= static_cast<std::size_t>(std::max<std::int64_t>(d, 0));
+  return mx_fast(f, dims_of(l, size)).has_value();
 }
 
 }  // namespace fpguard
