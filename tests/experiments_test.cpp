@@ -604,6 +604,21 @@ TEST(Accum, Refusals) {
 
 // ---- targets --------------------------------------------------------------------------
 
+TEST(Targets, ScaledFormats) {
+  for (const auto& t : targets())
+    for (const auto& name : t.scaled_formats)
+      EXPECT_EQ(parse_scaled_format(name).name, name) << t.name;
+  const auto S = [](const char* n) { return parse_scaled_format(n); };
+  EXPECT_TRUE(runs_natively(find_target("b200"), S("nvfp4")));
+  EXPECT_TRUE(runs_natively(find_target("rtx5090"), S("mxfp4_e2m1")));
+  EXPECT_TRUE(runs_natively(find_target("mi355x"), S("mxfp6_e2m3")));
+  EXPECT_FALSE(runs_natively(find_target("mi355x"), S("nvfp4")));     // NVIDIA's
+  EXPECT_FALSE(runs_natively(find_target("h100"), S("mxfp8_e4m3")));  // no block scales
+  EXPECT_TRUE(runs_natively(find_target("h100"), S("fp8")));     // per-tensor: fp8 GEMM + epilogue
+  EXPECT_FALSE(runs_natively(find_target("mi300x"), S("fp8")));  // fnuz fp8 only
+  EXPECT_FALSE(runs_natively(find_target("a100"), S("channel:float8_e5m2")));
+}
+
 TEST(Targets, EveryFormatNameIsCanonical) {
   for (const auto& t : targets()) {
     for (const auto* list : {&t.matrix_formats, &t.vector_formats})

@@ -222,6 +222,9 @@ struct Target {
   std::string fastest;
   std::string notes;
   std::string sources;
+  // Block-scaled formats (format.hpp's ScaledFormat names) the matrix units run with
+  // hardware block scales: OCP MX (e8m0 per 32), NVFP4 (e4m3 per 16).
+  std::vector<std::string> scaled_formats{};
 };
 const std::vector<Target>& targets();
 // By name or alias, case-insensitive; throws Error("target '<name>'") with "did you mean".
@@ -231,6 +234,10 @@ bool runs_natively(const Target& t, const Format& f);
 // ... and in its matrix units.
 bool runs_in_matrix_units(const Target& t, const Format& f);
 Format recommended_format(const Target& t);
+// Whether the matrix units run a scaled format natively: block formats with hardware block
+// scales (Target::scaled_formats); per-tensor and per-channel scales, which a GEMM applies
+// in its epilogue, wherever the element format runs in the matrix units.
+bool runs_natively(const Target& t, const ScaledFormat& f);
 // For `check`/`plan --target`: throws Error("--target <name>") when the target cannot run
 // f natively, naming what it can run and what to use instead.
 void require_native(const Target& t, const Format& f);

@@ -268,6 +268,9 @@ TargetTable targets_from_json(const Json& j, const std::string& where);
 std::string_view runs_where(const Target& t, const Format& f);
 // One row per target; with a format, whether each runs it.
 void render(std::ostream& out, const TargetTable& t, const Terminal& term);
+// Whether each target runs a scaled format in its matrix units (runs_natively).
+void render(std::ostream& out, const std::vector<Target>& targets, const ScaledFormat& f,
+            const Terminal& term);
 // One target in full (aliases, formats, notes, sources).
 void render_detail(std::ostream& out, const Target& t);
 

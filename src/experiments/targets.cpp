@@ -127,6 +127,8 @@ std::vector<Target> make_targets() {
                std::string(kNvidiaSources) +
                    " (tcgen05.mma kinds f8f6f4, mxf8f6f4, mxf4, mxf4nvf4); NVIDIA Blackwell "
                    "architecture technical brief"});
+  t.back().scaled_formats = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2",
+                             "mxfp6_e2m3", "mxfp4_e2m1", "nvfp4"};
   t.push_back({"sm_120",
                {"rtx5090", "rtx-50", "rtx-pro-6000", "gb202"},
                "NVIDIA",
@@ -142,6 +144,8 @@ std::vector<Target> make_targets() {
                "cores. The exact per-kind coverage on sm_120 is from the PTX ISA tables; "
                "check your CUDA version's release notes.",
                std::string(kNvidiaSources) + "; NVIDIA RTX Blackwell GPU Architecture whitepaper"});
+  t.back().scaled_formats = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2",
+                             "mxfp6_e2m3", "mxfp4_e2m1", "nvfp4"};
   // ---- AMD ---------------------------------------------------------------------------
   t.push_back({"cdna2",
                {"mi200", "mi250", "mi250x", "mi210", "gfx90a"},
@@ -187,6 +191,7 @@ std::vector<Target> make_targets() {
                "ISA guide of your ROCm release.",
                "AMD CDNA 4 architecture whitepaper (2025); AMD Instinct MI350 series ISA "
                "reference guide"});
+  t.back().scaled_formats = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4_e2m1"};
   // ---- Intel -------------------------------------------------------------------------
   t.push_back({"sapphire-rapids",
                {"spr", "emerald-rapids", "emr", "xeon-4th-gen"},
@@ -300,6 +305,12 @@ bool runs_in_matrix_units(const Target& t, const Format& f) {
 
 bool runs_natively(const Target& t, const Format& f) {
   return contains(t.matrix_formats, f.name) || contains(t.vector_formats, f.name);
+}
+
+bool runs_natively(const Target& t, const ScaledFormat& f) {
+  if (f.scope != ScaleScope::block) return runs_in_matrix_units(t, f.element);
+  return std::find(t.scaled_formats.begin(), t.scaled_formats.end(), f.name) !=
+         t.scaled_formats.end();
 }
 
 Format recommended_format(const Target& t) {

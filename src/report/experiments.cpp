@@ -123,7 +123,8 @@ Json target_json(const Target& t) {
           {"recommended", t.recommended},
           {"fastest", t.fastest},
           {"notes", t.notes},
-          {"sources", t.sources}};
+          {"sources", t.sources},
+          {"scaled_formats", t.scaled_formats}};
 }
 
 Target target_at(const JsonReader& r, const Json& j, const std::string& path) {
@@ -139,6 +140,8 @@ Target target_at(const JsonReader& r, const Json& j, const std::string& path) {
   t.fastest = r.str(j, "fastest", path);
   t.notes = r.str(j, "notes", path);
   t.sources = r.str(j, "sources", path);
+  // Written since the scaled formats (issue 21); older files have none.
+  if (j.contains("scaled_formats")) t.scaled_formats = r.strings(j, "scaled_formats", path);
   return t;
 }
 
@@ -317,20 +320,35 @@ void render(std::ostream& out, const TargetTable& t, const Terminal& term) {
     table.render(out, term.width, "");
     return;
   }
-  Table table({{"target"}, {"vendor"}, {"recommended"}, {"fastest"}, {"matrix-unit formats"}});
+  Table table({{"target"},
+               {"vendor"},
+               {"recommended"},
+               {"fastest"},
+               {"matrix-unit formats"},
+               {"block-scaled"}});
   for (const auto& target : t.targets)
     table.add({target.name, target.vendor, target.recommended, target.fastest,
-               join(target.matrix_formats)});
+               join(target.matrix_formats),
+               target.scaled_formats.empty() ? "-" : join(target.scaled_formats)});
+  table.render(out, term.width, "");
+}
+
+void render(std::ostream& out, const std::vector<Target>& targets, const ScaledFormat& f,
+            const Terminal& term) {
+  Table table({{"target"}, {"runs"}, {f.name}});
+  for (const auto& target : targets)
+    table.add({target.name, runs_natively(target, f) ? "matrix" : "no", target.products});
   table.render(out, term.width, "");
 }
 
 void render_detail(std::ostream& out, const Target& t) {
   out << fmt::format(
       "{} ({}: {})\n  aliases:       {}\n  matrix units:  {}\n  vector units:  {}\n"
-      "  integer:       {}\n  recommended:   {}\n  fastest:       {}\n  notes:         {}\n"
-      "  sources:       {}\n",
+      "  block-scaled:  {}\n  integer:       {}\n  recommended:   {}\n  fastest:       {}\n"
+      "  notes:         {}\n  sources:       {}\n",
       t.name, t.vendor, t.products, join(t.aliases), join(t.matrix_formats), join(t.vector_formats),
-      join(t.integer_formats), t.recommended, t.fastest, t.notes, t.sources);
+      t.scaled_formats.empty() ? "none" : join(t.scaled_formats), join(t.integer_formats),
+      t.recommended, t.fastest, t.notes, t.sources);
 }
 
 }  // namespace fpguard::report

@@ -21,7 +21,11 @@ void run(const TargetsArgs& a) {
     t.targets.push_back(find_target(a.name));
   else
     t.targets = targets();
-  if (!a.format.empty()) t.format = parse_format(a.format);
+  const auto scaled = a.format.empty() ? std::nullopt : find_scaled_format(a.format);
+  if (!a.format.empty() && !scaled) t.format = parse_format(a.format);
+  if (scaled && !a.json)  // JSON: every target lists its scaled_formats
+    return report::render(std::cout, t.targets, *scaled,
+                          report::Terminal::detect(report::ColorMode::automatic, true));
   if (a.json)
     std::cout << report::to_json(t).dump(2) << "\n";
   else if (!a.name.empty() && !t.format)
@@ -36,11 +40,12 @@ void add_targets(CLI::App& app) {
   auto* cmd = app.add_subcommand("targets", "Formats each accelerator runs natively");
   auto a = std::make_shared<TargetsArgs>();
   cmd->add_option("name", a->name, "A target (sm_86, h100, cdna3, sapphire-rapids, ...)");
-  cmd->add_option("--format", a->format, "Show whether each target runs this format natively");
+  cmd->add_option("--format", a->format,
+                  "Show whether each target runs this format (scalar or scaled) natively");
   cmd->add_flag("--json", a->json, "Print JSON (schema in docs/experiments.md)");
   cmd->footer(
       "Examples:\n  fpguard targets\n  fpguard targets sm_86\n"
-      "  fpguard targets --format float8_e4m3fnuz");
+      "  fpguard targets --format float8_e4m3fnuz\n  fpguard targets --format nvfp4");
   cmd->callback([a] { run(*a); });
 }
 
