@@ -12,6 +12,7 @@
 
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
+#include "fpguard/io.hpp"
 #include "fpguard/limits.hpp"
 
 namespace fpguard::inputs {
@@ -352,8 +353,56 @@ std::vector<std::string> set_dirs(const std::string& dir) {
     }
     if (has_tensors) out.push_back(e.path().string());
   }
-  std::sort(out.begin(), out.end());
+  std::sort(out.begin(), out.end(),
+            [](const std::string& a, const std::string& b) { return natural_less(a, b); });
   return out;
+}
+
+bool natural_less(std::string_view a, std::string_view b) {
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (digit(a[i]) && digit(b[j])) {
+      std::size_t ie = i, je = j;
+      while (ie < a.size() && digit(a[ie])) ++ie;
+      while (je < b.size() && digit(b[je])) ++je;
+      // Leading zeros aside, the longer run is the larger number; then digit by digit.
+      std::size_t i0 = i, j0 = j;
+      while (i0 + 1 < ie && a[i0] == '0') ++i0;
+      while (j0 + 1 < je && b[j0] == '0') ++j0;
+      const auto x = a.substr(i0, ie - i0), y = b.substr(j0, je - j0);
+      if (x.size() != y.size()) return x.size() < y.size();
+      if (x != y) return x < y;
+      if (ie - i != je - j) return ie - i < je - j;  // fewer leading zeros first
+      i = ie, j = je;
+    } else {
+      if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
+      ++i, ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
+
+Shard parse_shard(std::string_view spec) {
+  const std::string s(spec);
+  const auto slash = s.find('/');
+  auto number = [&](const std::string& t, std::size_t& out) {
+    if (t.empty() || t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    out = std::stoul(t);
+    return true;
+  };
+  Shard sh;
+  if (slash == std::string::npos || !number(s.substr(0, slash), sh.index) ||
+      !number(s.substr(slash + 1), sh.count))
+    throw Error::in_option("shard", s, "expected I/N, e.g. 0/4");
+  if (sh.count == 0)
+    throw Error::in_option("shard", s, "the number of shards N must be at least 1");
+  if (sh.index >= sh.count)
+    throw Error::in_option("shard", s,
+                           "the shard index I must be less than N (shards are 0 to " +
+                               std::to_string(sh.count - 1) + ")");
+  return sh;
 }
 
 namespace {
@@ -371,19 +420,34 @@ std::vector<NamedTensor> tensors_of(std::vector<NamedValue> values, const model:
 }
 }  // namespace
 
-Samples gather_samples(const Options& o, const model::Model& m, std::size_t samples) {
+Samples gather_samples(const Options& o, const model::Model& m, std::size_t samples,
+                       const Shard& shard) {
   if (samples == 0) throw Error::in_option("samples", "0", "expected at least 1");
   Samples out;
   const auto dirs = o.inputs.empty() ? std::vector<std::string>{} : set_dirs(o.inputs);
+  if (shard.count > 1 && dirs.empty())
+    throw Error::in_option("shard", std::to_string(shard.index) + "/" + std::to_string(shard.count),
+                           "sharding takes a directory of input sets (one subdirectory each)");
   if (!dirs.empty()) {
-    for (const auto& dir : dirs) {
+    out.total = dirs.size();
+    for (std::size_t i = shard.index; i < dirs.size(); i += shard.count) {
       Options one = o;
-      one.inputs = dir;
+      one.inputs = dirs[i];
       out.sets.push_back(tensors_of(gather(one, m, 0, &out.generated), m));
+      out.indices.push_back(i);
+      out.names.push_back(std::filesystem::path(dirs[i]).filename().string());
     }
+    if (out.sets.empty())
+      throw Error::in_option(
+          "shard", std::to_string(shard.index) + "/" + std::to_string(shard.count),
+          "this shard has no input sets: there are only " + std::to_string(dirs.size()));
   } else {
-    for (std::size_t s = 0; s < samples; ++s)
+    out.total = samples;
+    for (std::size_t s = 0; s < samples; ++s) {
       out.sets.push_back(tensors_of(gather(o, m, s, s == 0 ? &out.generated : nullptr), m));
+      out.indices.push_back(s);
+      out.names.emplace_back();
+    }
   }
   // Once each (the sets of a directory may generate the same input), in first-seen order.
   std::vector<Generated> once;
@@ -391,6 +455,18 @@ Samples gather_samples(const Options& o, const model::Model& m, std::size_t samp
     if (std::find(once.begin(), once.end(), g) == once.end()) once.push_back(std::move(g));
   out.generated = std::move(once);
   return out;
+}
+
+std::string set_sha256(const std::vector<NamedTensor>& set) {
+  Sha256 h;
+  for (const auto& t : set) {
+    std::string head = t.name + '\0' + std::string(to_string(t.tensor.dtype()));
+    for (const auto d : t.tensor.shape()) head += ',' + std::to_string(d);
+    head += '\0';
+    h.update(head.data(), head.size());
+    h.update(t.tensor.bytes(), t.tensor.nbytes());
+  }
+  return h.hex();
 }
 
 Options absolute(const Options& o) {

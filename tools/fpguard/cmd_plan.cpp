@@ -91,7 +91,9 @@ void plan_command(const PlanArgs& a) {
   model::Model m = model::load(a.model);
   const auto original_names = node_names(m);
   analysis::name_nodes(m);
-  const auto [samples, generated] = inputs::gather_samples(a.in, m, a.samples);
+  const auto gathered = inputs::gather_samples(a.in, m, a.samples);
+  const auto& samples = gathered.sets;
+  const auto& generated = gathered.generated;
 
   analysis::Plan p;
   {
