@@ -210,5 +210,44 @@ TEST(Inputs, AbsolutePathsForThePlan) {
   EXPECT_FALSE(is_generator("uniform.npy"));
 }
 
+TEST(Inputs, NaturalOrderAndShards) {
+  EXPECT_TRUE(natural_less("set_2", "set_10"));
+  EXPECT_FALSE(natural_less("set_10", "set_2"));
+  EXPECT_TRUE(natural_less("a9b", "a10a"));
+  EXPECT_TRUE(natural_less("x1", "x01"));  // the same number: fewer leading zeros first
+  EXPECT_FALSE(natural_less("x01", "x1"));
+  EXPECT_TRUE(natural_less("abc", "abd"));
+  EXPECT_TRUE(natural_less("ab", "abc"));
+  EXPECT_FALSE(natural_less("abc", "abc"));
+  EXPECT_EQ(parse_shard("2/5"), (Shard{.index = 2, .count = 5}));
+  for (const char* bad : {"5/5", "0/0", "1", "a/2", "1/", "/2", "-1/2", "1/2/3"})
+    EXPECT_EQ(option_of([&] { parse_shard(bad); }), "shard") << bad;
+
+  // 12 sets test_data_set_0 .. 11: shard 1/3 reads sets 1, 4, 7, 10 (natural order).
+  const fs::path dir = fresh_dir("shard");
+  const model::Model m = identity_model(dir / "identity.onnx");
+  for (int s = 0; s < 12; ++s) {
+    const fs::path d = dir / "sets" / ("test_data_set_" + std::to_string(s));
+    fs::create_directories(d);
+    Tensor x(DType::float32, {1, 4});
+    for (auto& v : x.data<float>()) v = static_cast<float>(s);
+    write_npy(d / "x.npy", x);
+    Tensor k(DType::int64, {2});
+    write_npy(d / "k.npy", k);
+  }
+  const Samples got = gather_samples({.inputs = (dir / "sets").string()}, m, 1, {1, 3});
+  EXPECT_EQ(got.total, 12u);
+  EXPECT_EQ(got.indices, (std::vector<std::size_t>{1, 4, 7, 10}));
+  EXPECT_EQ(got.names, (std::vector<std::string>{"test_data_set_1", "test_data_set_4",
+                                                 "test_data_set_7", "test_data_set_10"}));
+  ASSERT_EQ(got.sets.size(), 4u);
+  EXPECT_EQ(got.sets[3][0].tensor.data<float>()[0], 10.0f);
+  EXPECT_EQ(set_sha256(got.sets[0]), set_sha256(got.sets[0]));
+  EXPECT_NE(set_sha256(got.sets[0]), set_sha256(got.sets[1]));
+  // Sharding takes a directory of sets.
+  EXPECT_EQ(option_of([&] { gather_samples({}, m, 1, {0, 2}); }), "shard");
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace fpguard::inputs
