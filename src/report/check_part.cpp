@@ -336,6 +336,17 @@ analysis::CheckOptions PartReader::options(const Json& j, const std::string& pat
   return o;
 }
 
+constexpr const char* kPartKind = "fpguard check part";
+
+// The schema_version, and the "kind" that tells a part from other files of that version.
+void schema(const detail::JsonReader& r, const Json& j) {
+  r.schema(j, kCheckPartSchema, "a partial check result (check --shard)");
+  if (!j.contains("kind") || j["kind"] != kPartKind)
+    throw Error(r.where, std::string("not a partial check result (check --shard): its \"kind\" "
+                                     "is not \"") +
+                             kPartKind + "\"");
+}
+
 }  // namespace
 
 Json to_json(const CheckPart& p) {
@@ -345,7 +356,7 @@ Json to_json(const CheckPart& p) {
     states.push_back(state_json(c.state));
   }
   return {{"schema_version", kCheckPartSchema},
-          {"kind", "fpguard check part"},
+          {"kind", kPartKind},
           {"identity",
            {{"model", file_id(p.model)},
             {"data", file_ids(p.data)},
@@ -364,7 +375,7 @@ Json to_json(const CheckPart& p) {
 
 CheckPart check_part_from_json(const Json& j, const std::string& where) {
   const PartReader r{{where}};
-  r.schema(j, kCheckPartSchema, "a partial check result (check --shard)");
+  schema(r, j);
   CheckPart p;
   const Json& id = r.object(j, "identity", "");
   const std::string ip = "\"identity\"";
@@ -432,7 +443,7 @@ Json read_check_part_json(const std::filesystem::path& path) {
     throw Error(where, "not JSON (expected a part written by fpguard check --shard)");
   }
   const detail::JsonReader r{where};
-  r.schema(j, kCheckPartSchema, "a partial check result (check --shard)");
+  schema(r, j);
   if (!j.contains("identity") || !j["identity"].is_object()) r.fail("\"identity\"", "is missing");
   const Json& id = j["identity"];
   const std::string ip = "\"identity\"";
