@@ -6,11 +6,13 @@
 // absolute for plan.json.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <set>
 
 #include "fpguard/error.hpp"
 #include "fpguard/inputs.hpp"
@@ -244,6 +246,26 @@ TEST(Inputs, NaturalOrderAndShards) {
   EXPECT_EQ(got.sets[3][0].tensor.data<float>()[0], 10.0f);
   EXPECT_EQ(set_sha256(got.sets[0]), set_sha256(got.sets[0]));
   EXPECT_NE(set_sha256(got.sets[0]), set_sha256(got.sets[1]));
+  // A subset first: the first 5, or 4 drawn with the seed (the same each time, in natural
+  // order), then sharded.
+  const std::string sets = (dir / "sets").string();
+  const Samples first = gather_samples({.inputs = sets, .max_sets = 5}, m, 1, {0, 2});
+  EXPECT_EQ(first.total, 5u);
+  EXPECT_EQ(first.names,
+            (std::vector<std::string>{"test_data_set_0", "test_data_set_2", "test_data_set_4"}));
+  const Options sample{.inputs = sets, .seed = 9, .sample_sets = 4};
+  const Samples a = gather_samples(sample, m, 1), b = gather_samples(sample, m, 1);
+  EXPECT_EQ(a.total, 4u);
+  EXPECT_EQ(a.names, b.names);
+  EXPECT_TRUE(std::is_sorted(a.names.begin(), a.names.end(),
+                             [](const auto& x, const auto& y) { return natural_less(x, y); }));
+  std::set<std::vector<std::string>> drawn;
+  for (std::uint64_t seed = 0; seed < 8; ++seed)
+    drawn.insert(gather_samples({.inputs = sets, .seed = seed, .sample_sets = 4}, m, 1).names);
+  EXPECT_GT(drawn.size(), 4u);  // other seeds, other samples
+  EXPECT_EQ(
+      option_of([&] { gather_samples({.inputs = sets, .max_sets = 2, .sample_sets = 2}, m, 1); }),
+      "sample_sets");
   // Sharding takes a directory of sets.
   EXPECT_EQ(option_of([&] { gather_samples({}, m, 1, {0, 2}); }), "shard");
   fs::remove_all(dir);

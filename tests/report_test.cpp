@@ -553,6 +553,12 @@ TEST(Json, PlanWrittenAndReadBack) {
   j = to_json(p);
   EXPECT_TRUE(j["inputs"]["inputs"].is_null());
   EXPECT_EQ(parse_plan(j.dump(), "plan.json").inputs, p.inputs);
+  // A subset of the sets, recorded only when chosen.
+  EXPECT_FALSE(j["inputs"].contains("max_sets"));
+  p.inputs->options.sample_sets = 40;
+  j = to_json(p);
+  EXPECT_EQ(j["inputs"]["sample_sets"], 40);
+  EXPECT_EQ(parse_plan(j.dump(), "plan.json").inputs, p.inputs);
   // A plan.json of before: no "inputs" at all.
   j.erase("inputs");
   EXPECT_FALSE(parse_plan(j.dump(), "plan.json").inputs);

@@ -29,6 +29,9 @@ struct Options {
   // later entry for a name replaces an earlier one.
   std::vector<std::string> shape{};
   std::uint64_t seed = 0;  // of the generators; input set s draws with seed + s
+  // Of a directory of sets (gather_samples): only the first `max_sets` (in natural order),
+  // or `sample_sets` drawn at random with `seed` (kept in natural order). 0: all.
+  std::size_t max_sets = 0, sample_sets = 0;
   // Refuse to generate: an input that would be drawn from a generator (asked for or by
   // default) is an Error (option "require_inputs") naming every such input.
   bool require_inputs = false;
@@ -89,7 +92,9 @@ Shard parse_shard(std::string_view spec);
 // The input sets of check, plan and convert (tensors only: an input of another type is
 // an Error naming the model): one per subdirectory of `inputs` when it holds sets, else
 // `samples` sets (set s generated with seed + s; given files are the same in every set).
-// With a `shard` of several, only its sets are read (a directory of sets is required).
+// A directory's sets are first narrowed to Options::max_sets or sample_sets; set indices
+// number the sets chosen. With a `shard` of several, only its sets are read (a directory of
+// sets is required).
 struct Samples {
   std::vector<std::vector<NamedTensor>> sets;
   std::vector<Generated> generated;  // once each, in the model's order

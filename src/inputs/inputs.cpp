@@ -420,11 +420,37 @@ std::vector<NamedTensor> tensors_of(std::vector<NamedValue> values, const model:
 }
 }  // namespace
 
+namespace {
+// The sets Options::max_sets or sample_sets choose, in natural order.
+std::vector<std::string> chosen_sets(std::vector<std::string> dirs, const Options& o) {
+  if (o.max_sets && o.sample_sets)
+    throw Error::in_option("sample_sets", std::to_string(o.sample_sets),
+                           "the sets are chosen by count (max_sets) or by sample, not both");
+  if (o.max_sets && o.max_sets < dirs.size()) dirs.resize(o.max_sets);
+  if (o.sample_sets && o.sample_sets < dirs.size()) {
+    // A partial Fisher-Yates shuffle on mt19937_64 (specified bit for bit by the standard):
+    // the same sets on every machine.
+    std::mt19937_64 rng(o.seed);
+    std::vector<std::size_t> idx(dirs.size());
+    for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    for (std::size_t i = 0; i < o.sample_sets; ++i)
+      std::swap(idx[i], idx[i + rng() % (idx.size() - i)]);
+    idx.resize(o.sample_sets);
+    std::sort(idx.begin(), idx.end());
+    std::vector<std::string> out;
+    for (const auto i : idx) out.push_back(dirs[i]);
+    dirs = std::move(out);
+  }
+  return dirs;
+}
+}  // namespace
+
 Samples gather_samples(const Options& o, const model::Model& m, std::size_t samples,
                        const Shard& shard) {
   if (samples == 0) throw Error::in_option("samples", "0", "expected at least 1");
   Samples out;
-  const auto dirs = o.inputs.empty() ? std::vector<std::string>{} : set_dirs(o.inputs);
+  const auto dirs =
+      o.inputs.empty() ? std::vector<std::string>{} : chosen_sets(set_dirs(o.inputs), o);
   if (shard.count > 1 && dirs.empty())
     throw Error::in_option("shard", std::to_string(shard.index) + "/" + std::to_string(shard.count),
                            "sharding takes a directory of input sets (one subdirectory each)");

@@ -364,7 +364,11 @@ Json to_json(const CheckPart& p) {
             {"reference_data", file_ids(p.reference_data)},
             {"sets", p.total_sets},
             {"input_options",
-             {{"input", p.inputs.input}, {"shape", p.inputs.shape}, {"seed", p.inputs.seed}}},
+             {{"input", p.inputs.input},
+              {"shape", p.inputs.shape},
+              {"seed", p.inputs.seed},
+              {"max_sets", p.inputs.max_sets},
+              {"sample_sets", p.inputs.sample_sets}}},
             {"options", options}}},
           {"inputs", p.inputs.inputs},
           {"shard", {{"index", p.shard.index}, {"count", p.shard.count}}},
@@ -390,6 +394,8 @@ CheckPart check_part_from_json(const Json& j, const std::string& where) {
   p.inputs.input = r.strings(io, "input", iop);
   p.inputs.shape = r.strings(io, "shape", iop);
   p.inputs.seed = r.u64(io, "seed", iop);
+  p.inputs.max_sets = r.u64(io, "max_sets", iop);
+  p.inputs.sample_sets = r.u64(io, "sample_sets", iop);
   p.inputs.inputs = r.str(j, "inputs", "");
   const Json& sh = r.object(j, "shard", "");
   p.shard = {.index = r.u64(sh, "index", "\"shard\""), .count = r.u64(sh, "count", "\"shard\"")};

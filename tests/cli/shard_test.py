@@ -4,7 +4,8 @@ sets of the examples, then `merge`, gives the JSON one `check` over all 12 sets 
 every field: counts, strings and booleans exactly, numbers to 1e-12 relative — with the
 parts in any order. Examples: superres in float16 (fails, an overflow origin), clean_cnn
 in float16 (passes), and a MatMul whose products cancel (an accuracy origin, whose
-contribution merge measures again on set 0).
+contribution merge measures again on set 0); also of a sample of the sets (--sample-sets K
+--seed S) and of the first K (--max-sets K).
 Sets are test_data_set_N directories, sharded in natural order (set 10 after set 9).
 Merging refuses parts of other options or models, a shard twice, a missing shard, and an
 unreadable part; --shard refuses malformed values: one line, exit 2, no output file.
@@ -115,8 +116,9 @@ def shard_parts(fpguard, tmp, model, sets, tag, extra):
     return parts
 
 
-def agree(fpguard, tmp, example, tag, extra, want_verdict):
-    """check over all sets == merge of the shards, in two orders."""
+def agree(fpguard, tmp, example, tag, extra, want_verdict, count=SETS):
+    """check over all sets (`count` of them chosen) == merge of the shards, in two
+    orders."""
     model = os.path.join(example, "model.onnx")
     sets = os.path.join(tmp, tag + "_sets")
     make_sets(example, sets, seed=len(tag))
@@ -125,11 +127,17 @@ def agree(fpguard, tmp, example, tag, extra, want_verdict):
     check(r.returncode in (0, 1), f"{tag}: check runs", r.stderr)
     want = load(whole)
     check(want["verdict"] == want_verdict, f"{tag}: verdict", want["verdict"])
-    check(want["samples"] == SETS, f"{tag}: all sets checked", want["samples"])
+    check(want["samples"] == count, f"{tag}: all sets checked", want["samples"])
     parts = shard_parts(fpguard, tmp, model, sets, tag, extra)
     names = load(parts[1])["set_names"]
-    check(names == [f"test_data_set_{i}" for i in (1, 4, 7, 10)],
-          f"{tag}: shard 1/3 takes sets 1, 4, 7, 10 (natural order)", names)
+    if count == SETS:
+        check(names == [f"test_data_set_{i}" for i in (1, 4, 7, 10)],
+              f"{tag}: shard 1/3 takes sets 1, 4, 7, 10 (natural order)", names)
+    else:  # a sample, in natural order: shard 1/3 has its 2nd, 5th, ... sets
+        chosen = sorted((n for p in parts for n in load(p)["set_names"]),
+                        key=lambda n: int(n.rsplit("_", 1)[1]))
+        check(len(chosen) == count and names == chosen[1::3],
+              f"{tag}: shard 1/3 takes sets 1, 4, ... of the sample", (names, chosen))
     for order in ([2, 0, 1], [1, 2, 0]):
         merged = os.path.join(tmp, tag + "_merged.json")
         m = run(fpguard, "merge", *[parts[i] for i in order], "--json", merged, "--quiet")
@@ -219,6 +227,10 @@ def main():
         check(any(o["kind"] == "overflow" for o in want["origins"]), "sr: an overflow origin",
               want["origins"])
         agree(a.fpguard, tmp, ex("clean_cnn"), "cnn", ["--precision", "float16"], "pass")
+        agree(a.fpguard, tmp, ex("superres"), "sample",
+              ["--precision", "float16", "--sample-sets", "7", "--seed", "4"], "fail", count=7)
+        agree(a.fpguard, tmp, ex("clean_cnn"), "max", ["--precision", "bfloat16", "--max-sets",
+                                                         "5"], "pass", count=5)
         cancel = cancelling_matmul(os.path.join(tmp, "cancel"))
         want, _ = agree(a.fpguard, tmp, cancel, "acc", ["--precision", "float16"], "fail")
         check([o["node"] for o in want["origins"] if o["kind"] == "accuracy"] == ["proj"],

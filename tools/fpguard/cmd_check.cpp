@@ -245,6 +245,7 @@ void add_check(CLI::App& app) {
                   "Accelerator (fpguard targets): picks the precision when --precision is "
                   "absent, refuses formats it cannot run natively");
   add_input_options(*cmd, a->in);
+  add_set_options(*cmd, a->in);
   cmd->add_option("--samples", a->samples,
                   "Number of generated input sets (seeds SEED, SEED+1, ...; default 1)");
   cmd->add_option("--atol", a->atol, "Pass only if |v - r| <= atol + rtol |r| everywhere");

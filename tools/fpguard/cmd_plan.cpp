@@ -146,6 +146,7 @@ void add_plan(CLI::App& app) {
                   "Accelerator: picks the precision when --precision is absent, refuses "
                   "formats it cannot run");
   add_input_options(*cmd, a->in);
+  add_set_options(*cmd, a->in);
   cmd->add_option("--samples", a->samples, "Generated input sets (default 1)");
   cmd->add_option("--atol", a->atol, "Tolerance: |v - r| <= atol + rtol |r| everywhere");
   cmd->add_option("--rtol", a->rtol, "See --atol");
