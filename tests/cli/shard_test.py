@@ -5,7 +5,8 @@ every field: counts, strings and booleans exactly, numbers to 1e-12 relative —
 parts in any order. Examples: superres in float16 (fails, an overflow origin), clean_cnn
 in float16 (passes), and a MatMul whose products cancel (an accuracy origin, whose
 contribution merge measures again on set 0); also of a sample of the sets (--sample-sets K
---seed S) and of the first K (--max-sets K).
+--seed S) and of the first K (--max-sets K); and of If/Loop bodies, whose first overflow's
+iteration and input shapes come from the earliest set, whichever shard holds it.
 Sets are test_data_set_N directories, sharded in natural order (set 10 after set 9).
 Merging refuses parts of other options or models, a shard twice, a missing shard, and an
 unreadable part; --shard refuses malformed values: one line, exit 2, no output file.
@@ -51,21 +52,30 @@ def cancelling_matmul(root):
     return root
 
 
+def write_sets(root, sets):
+    """Each {name: array} of `sets` as test_data_set_N/input_K.pb (K in the dict's order)."""
+    for s, arrays in enumerate(sets):
+        d = os.path.join(root, f"test_data_set_{s}")
+        os.makedirs(d)
+        for k, (name, x) in enumerate(arrays.items()):
+            with open(os.path.join(d, f"input_{k}.pb"), "wb") as fh:
+                fh.write(numpy_helper.from_array(x, name).SerializeToString())
+    return root
+
+
 def make_sets(example, root, seed):
     """SETS input sets of `example`: its sample input scaled by a seeded factor in
-    [0.25, 2] plus noise (about 1 in 1000 of its range), as test_data_set_N/input_0.pb."""
+    [0.25, 2] plus noise (about 1 in 1000 of its range)."""
     inputs = os.path.join(example, "inputs")
     (npy,) = [f for f in os.listdir(inputs) if f.endswith(".npy")]
     base = np.load(os.path.join(inputs, npy))
     rng = np.random.default_rng(seed)
+    sets = []
     for s in range(SETS):
         scale = 1.0 if s == 0 else rng.uniform(0.25, 2.0)
         x = base * scale + rng.normal(0, 1e-3 * float(np.abs(base).max()), base.shape)
-        d = os.path.join(root, f"test_data_set_{s}")
-        os.makedirs(d)
-        t = numpy_helper.from_array(x.astype(np.float32), npy[:-4])
-        with open(os.path.join(d, "input_0.pb"), "wb") as fh:
-            fh.write(t.SerializeToString())
+        sets.append({npy[:-4]: x.astype(np.float32)})
+    return write_sets(root, sets)
 
 
 def same(a, b, path="$"):
@@ -118,10 +128,13 @@ def shard_parts(fpguard, tmp, model, sets, tag, extra):
 
 def agree(fpguard, tmp, example, tag, extra, want_verdict, count=SETS):
     """check over all sets (`count` of them chosen) == merge of the shards, in two
-    orders."""
+    orders, on sets made from the example's input."""
     model = os.path.join(example, "model.onnx")
-    sets = os.path.join(tmp, tag + "_sets")
-    make_sets(example, sets, seed=len(tag))
+    sets = make_sets(example, os.path.join(tmp, tag + "_sets"), seed=len(tag))
+    return agree_on(fpguard, tmp, model, sets, tag, extra, want_verdict, count)
+
+
+def agree_on(fpguard, tmp, model, sets, tag, extra, want_verdict, count=SETS):
     whole = os.path.join(tmp, tag + "_all.json")
     r = run(fpguard, "check", model, "--inputs", sets, "--json", whole, "--quiet", *extra)
     check(r.returncode in (0, 1), f"{tag}: check runs", r.stderr)
@@ -148,6 +161,32 @@ def agree(fpguard, tmp, example, tag, extra, want_verdict, count=SETS):
             check(not diff, f"{tag}: merge {order} equals check over all sets", diff)
             os.remove(merged)
     return want, parts
+
+
+def control_flow(fpguard, tmp):
+    """Body nodes: a Loop's Add overflows float16 at an iteration that depends on the set
+    (set 0 not at all); an If inside a Loop takes its multiplying branch in some sets only.
+    What only the first occurrence records (the iteration of the first overflow, the input
+    shapes of a branch's node) comes from the earliest set, whichever shard holds it."""
+    import control_flow_test as cf
+    d = os.path.join(tmp, "cf")
+    os.makedirs(d)
+    loop, _ = cf.loop_model(d, 10, 1.0)
+    steps = [100.0] + [4000.0 * (1 + s % 4) for s in range(1, SETS)]
+    sets = write_sets(os.path.join(tmp, "loop_sets"),
+                      [{"x": np.array([v], np.float32)} for v in steps])
+    want, _ = agree_on(fpguard, tmp, loop, sets, "loop", ["--precision", "float16"], "fail")
+    got = [(o["node"], o["iteration"]) for o in want["origins"]]
+    with np.errstate(over="ignore"):
+        k = cf.first_f16_overflow(steps[1], 10)
+    check(got == [("loop/body/acc_add", [k])],
+          f"loop: the Add, first at iteration {k} (set 1's)", got)
+    nested, _ = cf.nested_model(d, 8)
+    sets = write_sets(os.path.join(tmp, "nested_sets"),
+                      [{"c": np.array(s % 3 == 2)} for s in range(SETS)])
+    want, _ = agree_on(fpguard, tmp, nested, sets, "nested", ["--precision", "float16"], "fail")
+    check(any(o["node"] == "loop/body/branch/then_branch/dbl" for o in want["origins"]),
+          "nested: the If's branch node is the origin", want["origins"])
 
 
 def parts_of(tmp, tag):
@@ -227,15 +266,16 @@ def main():
         check(any(o["kind"] == "overflow" for o in want["origins"]), "sr: an overflow origin",
               want["origins"])
         agree(a.fpguard, tmp, ex("clean_cnn"), "cnn", ["--precision", "float16"], "pass")
-        agree(a.fpguard, tmp, ex("superres"), "sample",
-              ["--precision", "float16", "--sample-sets", "7", "--seed", "4"], "fail", count=7)
-        agree(a.fpguard, tmp, ex("clean_cnn"), "max", ["--precision", "bfloat16", "--max-sets",
-                                                         "5"], "pass", count=5)
         cancel = cancelling_matmul(os.path.join(tmp, "cancel"))
         want, _ = agree(a.fpguard, tmp, cancel, "acc", ["--precision", "float16"], "fail")
         check([o["node"] for o in want["origins"] if o["kind"] == "accuracy"] == ["proj"],
               "acc: the MatMul is the accuracy origin", want["origins"])
         moved_sets(a.fpguard, tmp, cancel, want, parts_of(tmp, "acc"))
+        agree(a.fpguard, tmp, cancel, "sample",
+              ["--precision", "float16", "--sample-sets", "7", "--seed", "4"], "fail", count=7)
+        agree(a.fpguard, tmp, cancel, "max", ["--precision", "bfloat16", "--max-sets", "5"],
+              "fail", count=5)
+        control_flow(a.fpguard, tmp)
         refusals(a.fpguard, tmp, a.examples, parts)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
