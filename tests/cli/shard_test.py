@@ -139,7 +139,8 @@ def agree_on(fpguard, tmp, model, sets, tag, extra, want_verdict, count=SETS):
     r = run(fpguard, "check", model, "--inputs", sets, "--json", whole, "--quiet", *extra)
     check(r.returncode in (0, 1), f"{tag}: check runs", r.stderr)
     want = load(whole)
-    check(want["verdict"] == want_verdict, f"{tag}: verdict", want["verdict"])
+    if want_verdict:
+        check(want["verdict"] == want_verdict, f"{tag}: verdict", want["verdict"])
     check(want["samples"] == count, f"{tag}: all sets checked", want["samples"])
     parts = shard_parts(fpguard, tmp, model, sets, tag, extra)
     names = load(parts[1])["set_names"]
@@ -161,6 +162,22 @@ def agree_on(fpguard, tmp, model, sets, tag, extra, want_verdict, count=SETS):
             check(not diff, f"{tag}: merge {order} equals check over all sets", diff)
             os.remove(merged)
     return want, parts
+
+
+def converted(fpguard, tmp, example):
+    """A converted model checked against its original (--reference-model), in shards: the
+    parts identify both models."""
+    model = os.path.join(example, "model.onnx")
+    c16 = os.path.join(tmp, "cancel_fp16.onnx")
+    r = run(fpguard, "convert", model, "--precision", "float16", "-o", c16)
+    check(r.returncode in (0, 1), "convert runs", r.stderr)
+    sets = os.path.join(tmp, "acc_moved")  # (the sets moved_sets left)
+    want, parts = agree_on(fpguard, tmp, c16, sets, "ref",
+                           ["--precision", "float16", "--reference-model", model], None)
+    check(want["reference_model"] == model, "ref: the original is named", want["reference_model"])
+    ident = load(parts[0])["identity"]["reference_model"]
+    check(ident["path"] == model and len(ident["sha256"]) == 64, "ref: the part identifies it",
+          ident)
 
 
 def control_flow(fpguard, tmp):
@@ -275,6 +292,7 @@ def main():
               ["--precision", "float16", "--sample-sets", "7", "--seed", "4"], "fail", count=7)
         agree(a.fpguard, tmp, cancel, "max", ["--precision", "bfloat16", "--max-sets", "5"],
               "fail", count=5)
+        converted(a.fpguard, tmp, cancel)
         control_flow(a.fpguard, tmp)
         refusals(a.fpguard, tmp, a.examples, parts)
     finally:
