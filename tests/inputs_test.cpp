@@ -266,6 +266,19 @@ TEST(Inputs, NaturalOrderAndShards) {
   EXPECT_EQ(
       option_of([&] { gather_samples({.inputs = sets, .max_sets = 2, .sample_sets = 2}, m, 1); }),
       "sample_sets");
+  // .npz files are sets too (one each), in the same natural order.
+  const fs::path npz = dir / "npz";
+  fs::create_directories(npz);
+  for (int s = 0; s < 3; ++s) {
+    Tensor x(DType::float32, {1, 4});
+    for (auto& v : x.data<float>()) v = static_cast<float>(s);
+    write_npz(npz / ("set_" + std::to_string(10 - 4 * s) + ".npz"),
+              {{"x", x}, {"k", Tensor(DType::int64, {2})}}, false);
+  }
+  const Samples z = gather_samples({.inputs = npz.string()}, m, 1);
+  EXPECT_EQ(z.names, (std::vector<std::string>{"set_2.npz", "set_6.npz", "set_10.npz"}));
+  EXPECT_EQ(z.sets[0][0].name, "x");
+  EXPECT_EQ(z.sets[0][0].tensor.data<float>()[0], 2.0f);  // set_2.npz holds the 2s
   // Sharding takes a directory of sets.
   EXPECT_EQ(option_of([&] { gather_samples({}, m, 1, {0, 2}); }), "shard");
   fs::remove_all(dir);

@@ -73,12 +73,11 @@ struct Generated {
 std::vector<NamedValue> gather(const Options& o, const model::Model& m, std::uint64_t sample = 0,
                                std::vector<Generated>* generated = nullptr);
 
-// The subdirectories of `dir` that hold input sets (any directory with .npy or .pb
-// files), in natural order of their names (set_2 before set_10); empty when `dir` itself
-// is one set (or not a directory).
+// The input sets of `dir`: its subdirectories that hold .npy or .pb files, and its .npz
+// files (one set each, arrays named by graph input) unless `dir` holds .npy/.pb files
+// itself; in natural order of their names (natural_less: set_2 before set_10). Empty when
+// `dir` itself is one set (or not a directory).
 std::vector<std::string> set_dirs(const std::string& dir);
-// Natural order: runs of digits compare as numbers, the rest byte by byte.
-bool natural_less(std::string_view a, std::string_view b);
 
 // The input sets one process of a sharded check takes: those whose index (their position
 // in set_dirs) is `index` modulo `count`, so that every shard sees a spread of the data.

@@ -341,46 +341,28 @@ std::vector<NamedValue> gather(const Options& o, const model::Model& m, std::uin
 }
 
 std::vector<std::string> set_dirs(const std::string& dir) {
-  std::vector<std::string> out;
+  std::vector<std::string> out, npz;
+  bool own_tensors = false;  // `dir` is a set itself: its .npz files are not sets
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) return out;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    if (!e.is_directory()) continue;
+    const auto ext = e.path().extension();
+    if (!e.is_directory()) {
+      if (ext == ".npz" && e.is_regular_file()) npz.push_back(e.path().string());
+      own_tensors = own_tensors || ext == ".npy" || ext == ".pb";
+      continue;
+    }
     bool has_tensors = false;
     for (const auto& f : std::filesystem::directory_iterator(e.path(), ec)) {
-      const auto ext = f.path().extension();
-      if (ext == ".npy" || ext == ".pb") has_tensors = true;
+      const auto fx = f.path().extension();
+      if (fx == ".npy" || fx == ".pb") has_tensors = true;
     }
     if (has_tensors) out.push_back(e.path().string());
   }
+  if (!own_tensors) out.insert(out.end(), npz.begin(), npz.end());
   std::sort(out.begin(), out.end(),
             [](const std::string& a, const std::string& b) { return natural_less(a, b); });
   return out;
-}
-
-bool natural_less(std::string_view a, std::string_view b) {
-  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
-  std::size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    if (digit(a[i]) && digit(b[j])) {
-      std::size_t ie = i, je = j;
-      while (ie < a.size() && digit(a[ie])) ++ie;
-      while (je < b.size() && digit(b[je])) ++je;
-      // Leading zeros aside, the longer run is the larger number; then digit by digit.
-      std::size_t i0 = i, j0 = j;
-      while (i0 + 1 < ie && a[i0] == '0') ++i0;
-      while (j0 + 1 < je && b[j0] == '0') ++j0;
-      const auto x = a.substr(i0, ie - i0), y = b.substr(j0, je - j0);
-      if (x.size() != y.size()) return x.size() < y.size();
-      if (x != y) return x < y;
-      if (ie - i != je - j) return ie - i < je - j;  // fewer leading zeros first
-      i = ie, j = je;
-    } else {
-      if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
-      ++i, ++j;
-    }
-  }
-  return a.size() - i < b.size() - j;
 }
 
 Shard parse_shard(std::string_view spec) {
