@@ -293,7 +293,9 @@ def part(sha="aa", min_cosine=0.999):
     options = {"precision": "float16", "min_cosine": min_cosine}
     identity = {"model": {"path": "good.onnx", "sha256": sha}, "data": [],
                 "reference_model": None, "reference_data": [], "sets": 2,
-                "input_options": {"input": [], "shape": [], "seed": 0}, "options": [options]}
+                "input_options": {"input": [], "shape": [], "seed": 0, "max_sets": 0,
+                                  "sample_sets": 0},
+                "options": [options]}
     return (json.dumps({"schema_version": 1, "kind": "fpguard check part",
                         "identity": identity}) + "\n").encode()
 
