@@ -451,7 +451,8 @@ struct Lockstep {
   std::map<std::string, double> error{};
   std::map<std::string, std::pair<float, bool>> range{};
   std::map<std::string, Measured> measured{};
-  // This sample's reference absmax per value (constants: their scan's, in ctx.absmax).
+  // This sample's reference absmax per value, over every run of its body (constants: their
+  // scan's, in ctx.absmax).
   std::map<std::string, double> sample_absmax{};
   std::size_t set = 0;  // the global index of the sample being run
   // With a reference model: its executor (float32), this sample's values of the original's
@@ -509,7 +510,9 @@ void Lockstep::run_original(const std::vector<NamedTensor>& inputs) {
 
 void Lockstep::record_reference(TensorRecord& t, const std::string& key, const TensorStats& st) {
   const bool has_finite = st.count > st.nan + st.posinf + st.neginf;
-  sample_absmax[key] = has_finite ? st.absmax : 0.0;
+  // Over this sample's runs (a body value is recorded once per run of its body).
+  double& now = sample_absmax[key];
+  now = std::max(now, has_finite ? st.absmax : 0.0);
   if (has_finite) {
     const bool first = ctx.seen.insert(key).second;
     t.ref_min = first ? st.min : std::min(t.ref_min, st.min);
