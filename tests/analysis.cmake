@@ -27,6 +27,14 @@ add_test(NAME cli.check
                  --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)
 set_tests_properties(cli.check PROPERTIES LABELS analysis)
 
+# Sharded checks: check --shard I/N parts merged (fpguard merge) equal one check over all
+# input sets, in any order; mismatched, duplicate and missing parts refused
+# (cli/shard_test.py, docs/scale.md).
+add_test(NAME cli.shard
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/shard_test.py
+                 --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)
+set_tests_properties(cli.shard PROPERTIES LABELS analysis)
+
 # Nodes inside If/Loop bodies: origins named by path, loop iterations, subgraph constants,
 # --keep-fp32 paths, on small models built with onnx (cli/control_flow_test.py).
 add_test(NAME cli.control_flow

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <set>
 
 #include "analysis/compare.hpp"
 #include "fpguard/analysis.hpp"
@@ -636,6 +637,104 @@ TEST(Check, AggregatesOverSamples) {
   for (const auto& [e, n] : t.exponent_histogram) hist += n;
   EXPECT_EQ(hist, 4u);
   EXPECT_EQ(t.exponent_histogram.at(14), 1u);  // 30000 = 1.83 * 2^14
+}
+
+// Merging comparisons adds their sums as double-doubles: any order gives the exact sum
+// rounded once (values k 2^e whose exact sum an __int128 holds), where plain addition in
+// those orders gives different sums.
+TEST(Shard, MergedSumsAreExactInAnyOrder) {
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<std::int64_t> k(-(std::int64_t{1} << 40), std::int64_t{1} << 40);
+  std::uniform_int_distribution<int> e(-20, 20);
+  std::vector<Comparison> parts(2000);
+  __int128 exact = 0;  // in units of 2^-20
+  for (auto& c : parts) {
+    const std::int64_t m = k(rng);
+    const int x = e(rng);
+    c.dot = std::ldexp(static_cast<double>(m), x);
+    exact += static_cast<__int128>(m) << (x + 20);
+  }
+  const double want = std::ldexp(static_cast<double>(exact), -20);  // rounded once
+  std::set<double> plain;
+  for (int order = 0; order < 4; ++order) {
+    std::shuffle(parts.begin(), parts.end(), rng);
+    Comparison sum;
+    double naive = 0;
+    for (const auto& c : parts) sum.merge(c), naive += c.dot;
+    EXPECT_EQ(sum.dot, want) << order;
+    plain.insert(naive);
+    // Merged as a tree (shards of shards), the same.
+    Comparison left, right;
+    for (std::size_t i = 0; i < parts.size(); ++i) (i % 3 ? left : right).merge(parts[i]);
+    right.merge(left);
+    EXPECT_EQ(right.dot, want) << order;
+  }
+  EXPECT_GT(plain.size(), 1u);  // (the test would not see an order-dependent merge otherwise)
+}
+
+// A check's state accumulated in shards (every 2nd or 3rd set), merged in any order, gives
+// the state and the diagnosis of one check over all sets: accuracy origins (measured on
+// set 0) and every node's numbers.
+TEST(Shard, MergedStatesGiveTheDiagnosisOfOneCheck) {
+  const auto [b, x] = cancelling_matmul();
+  std::vector<std::vector<NamedTensor>> sets;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> scale(0.5f, 2.0f);
+  for (int s = 0; s < 6; ++s) {
+    Tensor t = x;
+    const float f = s == 0 ? 1.0f : scale(rng);
+    for (auto& v : t.data<float>()) v *= f;
+    sets.push_back({{"x", t}});
+  }
+  const CheckOptions o = fp16();
+  const Diagnosis want = check(b.m, sets, o);
+  ASSERT_EQ(origin_nodes(want, OriginKind::accuracy), std::vector<std::string>{"proj"});
+  for (const std::size_t n : {2, 3}) {
+    std::vector<CheckState> shards;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::vector<std::vector<NamedTensor>> mine;
+      std::vector<std::size_t> idx;
+      for (std::size_t s = i; s < sets.size(); s += n) mine.push_back(sets[s]), idx.push_back(s);
+      shards.push_back(accumulate(b.m, mine, o, idx));
+    }
+    CheckState all = shards.back();  // merged last to first
+    for (std::size_t i = n - 1; i-- > 0;) merge(all, shards[i]);
+    EXPECT_EQ(all.sets, (std::vector<std::size_t>{0, 1, 2, 3, 4, 5}));
+    bool read_first = false;
+    const Diagnosis d = finish(b.m, all, o, [&] {
+      read_first = true;
+      return sets.front();
+    });
+    EXPECT_TRUE(read_first);
+    EXPECT_EQ(d.samples, 6u);
+    EXPECT_EQ(d.pass, want.pass);
+    ASSERT_EQ(d.origins.size(), want.origins.size());
+    EXPECT_EQ(d.origins[0].contribution, want.origins[0].contribution);
+    EXPECT_EQ(d.outputs[0].nonfinite, want.outputs[0].nonfinite);
+    EXPECT_NEAR(d.outputs[0].cosine, want.outputs[0].cosine, 1e-15);
+    ASSERT_EQ(d.nodes.size(), want.nodes.size());
+    for (std::size_t i = 0; i < d.nodes.size(); ++i) {
+      const auto &p = d.nodes[i].outputs[0], &q = want.nodes[i].outputs[0];
+      EXPECT_EQ(d.nodes[i].runs, want.nodes[i].runs);
+      EXPECT_EQ(d.nodes[i].input_shapes, want.nodes[i].input_shapes);
+      EXPECT_EQ(d.nodes[i].input_absmax, want.nodes[i].input_absmax);
+      EXPECT_EQ(p.ref_min, q.ref_min);
+      EXPECT_EQ(p.ref_max, q.ref_max);
+      EXPECT_EQ(p.exponent_histogram, q.exponent_histogram);
+      EXPECT_EQ(p.local.count, q.local.count);
+      EXPECT_EQ(p.local.max_rel, q.local.max_rel);
+      EXPECT_NEAR(p.local.dd, q.local.dd, 1e-15 * q.local.dd);
+      EXPECT_NEAR(p.propagated.dot, q.propagated.dot, 1e-15 * std::fabs(q.propagated.dot));
+      EXPECT_EQ(d.nodes[i].damage, want.nodes[i].damage);
+    }
+  }
+  // A set in two states, and a state of another graph, are refused.
+  CheckState a = accumulate(b.m, {sets[0]}, o, {0});
+  EXPECT_THROW(merge(a, accumulate(b.m, {sets[0]}, o, {0})), Error);
+  const auto [other, y] = overflow_chain();
+  EXPECT_THROW(merge(a, accumulate(other.m, {{{"x", y}}}, o, {1})), Error);
+  EXPECT_THROW(finish(other.m, a, o, [&] { return sets.front(); }), Error);
+  EXPECT_THROW(accumulate(b.m, {sets[0], sets[1]}, o, {1, 0}), Error);  // not ascending
 }
 
 TEST(Check, KeepUnknownNodeIsAnError) {

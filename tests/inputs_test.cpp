@@ -6,11 +6,13 @@
 // absolute for plan.json.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <set>
 
 #include "fpguard/error.hpp"
 #include "fpguard/inputs.hpp"
@@ -208,6 +210,78 @@ TEST(Inputs, AbsolutePathsForThePlan) {
   EXPECT_EQ(absolute(a), a);
   EXPECT_TRUE(is_generator("normal:0:1"));
   EXPECT_FALSE(is_generator("uniform.npy"));
+}
+
+TEST(Inputs, NaturalOrderAndShards) {
+  EXPECT_TRUE(natural_less("set_2", "set_10"));
+  EXPECT_FALSE(natural_less("set_10", "set_2"));
+  EXPECT_TRUE(natural_less("a9b", "a10a"));
+  EXPECT_TRUE(natural_less("x1", "x01"));  // the same number: fewer leading zeros first
+  EXPECT_FALSE(natural_less("x01", "x1"));
+  EXPECT_TRUE(natural_less("abc", "abd"));
+  EXPECT_TRUE(natural_less("ab", "abc"));
+  EXPECT_FALSE(natural_less("abc", "abc"));
+  EXPECT_EQ(parse_shard("2/5"), (Shard{.index = 2, .count = 5}));
+  for (const char* bad : {"5/5", "0/0", "1", "a/2", "1/", "/2", "-1/2", "1/2/3"})
+    EXPECT_EQ(option_of([&] { parse_shard(bad); }), "shard") << bad;
+
+  // 12 sets test_data_set_0 .. 11: shard 1/3 reads sets 1, 4, 7, 10 (natural order).
+  const fs::path dir = fresh_dir("shard");
+  const model::Model m = identity_model(dir / "identity.onnx");
+  for (int s = 0; s < 12; ++s) {
+    const fs::path d = dir / "sets" / ("test_data_set_" + std::to_string(s));
+    fs::create_directories(d);
+    Tensor x(DType::float32, {1, 4});
+    for (auto& v : x.data<float>()) v = static_cast<float>(s);
+    write_npy(d / "x.npy", x);
+    Tensor k(DType::int64, {2});
+    write_npy(d / "k.npy", k);
+  }
+  const Samples got = gather_samples({.inputs = (dir / "sets").string()}, m, 1, {1, 3});
+  EXPECT_EQ(got.total, 12u);
+  EXPECT_EQ(got.indices, (std::vector<std::size_t>{1, 4, 7, 10}));
+  EXPECT_EQ(got.names, (std::vector<std::string>{"test_data_set_1", "test_data_set_4",
+                                                 "test_data_set_7", "test_data_set_10"}));
+  ASSERT_EQ(got.sets.size(), 4u);
+  EXPECT_EQ(got.sets[3][0].tensor.data<float>()[0], 10.0f);
+  EXPECT_EQ(set_sha256(got.sets[0]), set_sha256(got.sets[0]));
+  EXPECT_NE(set_sha256(got.sets[0]), set_sha256(got.sets[1]));
+  // A subset first: the first 5, or 4 drawn with the seed (the same each time, in natural
+  // order), then sharded.
+  const std::string sets = (dir / "sets").string();
+  const Samples first = gather_samples({.inputs = sets, .max_sets = 5}, m, 1, {0, 2});
+  EXPECT_EQ(first.total, 5u);
+  EXPECT_EQ(first.names,
+            (std::vector<std::string>{"test_data_set_0", "test_data_set_2", "test_data_set_4"}));
+  const Options sample{.inputs = sets, .seed = 9, .sample_sets = 4};
+  const Samples a = gather_samples(sample, m, 1), b = gather_samples(sample, m, 1);
+  EXPECT_EQ(a.total, 4u);
+  EXPECT_EQ(a.names, b.names);
+  EXPECT_TRUE(std::is_sorted(a.names.begin(), a.names.end(),
+                             [](const auto& x, const auto& y) { return natural_less(x, y); }));
+  std::set<std::vector<std::string>> drawn;
+  for (std::uint64_t seed = 0; seed < 8; ++seed)
+    drawn.insert(gather_samples({.inputs = sets, .seed = seed, .sample_sets = 4}, m, 1).names);
+  EXPECT_GT(drawn.size(), 4u);  // other seeds, other samples
+  EXPECT_EQ(
+      option_of([&] { gather_samples({.inputs = sets, .max_sets = 2, .sample_sets = 2}, m, 1); }),
+      "sample_sets");
+  // .npz files are sets too (one each), in the same natural order.
+  const fs::path npz = dir / "npz";
+  fs::create_directories(npz);
+  for (int s = 0; s < 3; ++s) {
+    Tensor x(DType::float32, {1, 4});
+    for (auto& v : x.data<float>()) v = static_cast<float>(s);
+    write_npz(npz / ("set_" + std::to_string(10 - 4 * s) + ".npz"),
+              {{"x", x}, {"k", Tensor(DType::int64, {2})}}, false);
+  }
+  const Samples z = gather_samples({.inputs = npz.string()}, m, 1);
+  EXPECT_EQ(z.names, (std::vector<std::string>{"set_2.npz", "set_6.npz", "set_10.npz"}));
+  EXPECT_EQ(z.sets[0][0].name, "x");
+  EXPECT_EQ(z.sets[0][0].tensor.data<float>()[0], 2.0f);  // set_2.npz holds the 2s
+  // Sharding takes a directory of sets.
+  EXPECT_EQ(option_of([&] { gather_samples({}, m, 1, {0, 2}); }), "shard");
+  fs::remove_all(dir);
 }
 
 }  // namespace

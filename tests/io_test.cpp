@@ -18,6 +18,7 @@
 #include <stdexcept>
 
 #include "fpguard/error.hpp"
+#include "fpguard/io.hpp"
 #include "fpguard/tensor.hpp"
 
 namespace fpguard {
@@ -763,6 +764,32 @@ TEST_F(Io, ReadTensorsDispatchesOnWhatThePathIs) {
                "unsupported tensor file (expected");
   expect_error([&] { read_tensors(path("missing.npy")); }, path("missing.npy").string(),
                "does not exist");
+}
+
+// The FIPS 180-4 examples (one and two blocks, and a million 'a's across many updates),
+// and a file's hash equal to that of its bytes.
+TEST(Sha256, StandardVectors) {
+  auto hex = [](const std::string& s) {
+    Sha256 h;
+    h.update(s.data(), s.size());
+    return h.hex();
+  };
+  EXPECT_EQ(hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  Sha256 m;
+  const std::string a(1000, 'a');  // (not a multiple of the 64-byte block)
+  for (int i = 0; i < 1000; ++i) m.update(a.data(), a.size());
+  EXPECT_EQ(m.hex(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  const fs::path f = fs::temp_directory_path() / ("fpguard_sha_" + std::to_string(::getpid()));
+  {
+    std::ofstream out(f, std::ios::binary);
+    out << "abc";
+  }
+  EXPECT_EQ(sha256_file(f), hex("abc"));
+  fs::remove(f);
+  EXPECT_THROW(sha256_file(f), Error);
 }
 
 }  // namespace

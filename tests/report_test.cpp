@@ -196,6 +196,48 @@ TEST(Json, DiagnosisRoundTripsExactly) {
   EXPECT_EQ(x.str(), y.str());
 }
 
+// A sharded check's part reads back exactly (every number, inf and NaN included), and
+// parts of other options are refused naming the option.
+TEST(Json, CheckPartRoundTripsExactly) {
+  CheckOptions o = fp16();
+  o.atol = 0.5;
+  o.fail_on = {analysis::OriginKind::nan};
+  o.generated = {{.name = "x", .generator = {.distribution = "normal", .a = 0, .b = 2}}};
+  CheckPart p{.model = {.path = "m.onnx", .sha256 = "ab"},
+              .inputs = {.input = {"k=uniform:0:1"}, .inputs = "/sets", .seed = 3},
+              .total_sets = 9,
+              .shard = {.index = 1, .count = 3},
+              .set_names = {"s1"},
+              .first_set_sha256 = "cd"};
+  p.checks.push_back(
+      {.options = o,
+       .state = analysis::accumulate(overflowing_graph().m, kOverflowingSample, o, {1})});
+  p.checks[0].state.nodes[0].input_error = INFINITY;
+  p.checks[0].state.output_cmp[0].lo.dot = 0x1p-60;
+  const Json j = to_json(p);
+  EXPECT_EQ(j["schema_version"], kCheckPartSchema);
+  const CheckPart back = check_part_from_json(Json::parse(j.dump()), "part.json");
+  EXPECT_EQ(to_json(back).dump(), j.dump());
+  EXPECT_EQ(back.checks[0].state.nodes[0].input_error, INFINITY);
+  EXPECT_EQ(back.checks[0].state.output_cmp[0].lo.dot, 0x1p-60);
+  EXPECT_EQ(back.checks[0].options.fail_on, o.fail_on);
+  EXPECT_EQ(back.checks[0].options.generated, o.generated);
+  EXPECT_NO_THROW(require_same_check(j, "a.json", j, "b.json"));
+  CheckPart other = back;
+  other.checks[0].options.min_cosine = 0.99;
+  try {
+    require_same_check(j, "a.json", to_json(other), "b.json");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "b.json: not a part of the same check as a.json: its option \"min_cosine\" is 0.99, "
+              "a.json's 0.999");
+  }
+  Json bad = j;
+  bad["states"][0]["nodes"][0]["input_error"] = "lots";
+  EXPECT_THROW(check_part_from_json(bad, "part.json"), Error);
+}
+
 // The verdict's data (generated inputs, absorbed origins, fail_on, the new output errors,
 // errors with no value) survives the round trip, and the text says the same from either.
 TEST(Json, VerdictDataRoundTrips) {
@@ -510,6 +552,12 @@ TEST(Json, PlanWrittenAndReadBack) {
   p.inputs->options.inputs = "";  // no directory: null
   j = to_json(p);
   EXPECT_TRUE(j["inputs"]["inputs"].is_null());
+  EXPECT_EQ(parse_plan(j.dump(), "plan.json").inputs, p.inputs);
+  // A subset of the sets, recorded only when chosen.
+  EXPECT_FALSE(j["inputs"].contains("max_sets"));
+  p.inputs->options.sample_sets = 40;
+  j = to_json(p);
+  EXPECT_EQ(j["inputs"]["sample_sets"], 40);
   EXPECT_EQ(parse_plan(j.dump(), "plan.json").inputs, p.inputs);
   // A plan.json of before: no "inputs" at all.
   j.erase("inputs");

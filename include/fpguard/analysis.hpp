@@ -27,6 +27,10 @@
 
 namespace fpguard::analysis {
 
+// Adds the double-double b_hi + b_lo to hi + lo (TwoSum, renormalised: hi stays the sum
+// rounded to double). Sums kept so merge in any order to within 2^-100 relative.
+void add_double_double(double& hi, double& lo, double b_hi, double b_lo);
+
 // One tensor of a run compared with the reference tensor, element by element. Counts
 // are over elements whose reference is finite. Errors are over elements finite in both.
 struct Comparison {
@@ -46,6 +50,13 @@ struct Comparison {
   // Sums for the cosine similarity and the signal-to-noise ratio.
   double dot = 0, vv = 0, rr = 0, dd = 0;
   std::uint64_t finite = 0;  // elements finite in both
+  // The five sums are double-doubles: the field above plus its compensation here (what
+  // rounding left out when comparisons were merged), so that merging per-sample or
+  // per-shard comparisons in any order gives the same sums to within 2^-100 relative.
+  // The fields above are always the sums rounded to double (|lo| <= half an ulp).
+  struct Low {
+    double rel = 0, dot = 0, vv = 0, rr = 0, dd = 0;
+  } lo{};
 
   double mean_rel() const { return finite ? sum_rel / static_cast<double>(finite) : 0; }
   // 1 when both are all zero; 0 when exactly one is; NaN when no element is finite in
@@ -386,6 +397,56 @@ void name_nodes(model::Model& m);
 // "reference_model".
 Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
                 const CheckOptions& o);
+
+// ---- sharded checks: accumulate over input sets, merge, finish ---------------------------
+// check() = finish(accumulate(all sets)). The state is everything the lockstep keeps, all
+// of it mergeable (counts, extremes, histograms, double-double sums), so states of
+// disjoint input sets (shards, on other processes or machines) merge into the state of
+// all of them, and finish() derives the same Diagnosis one check over all sets gives.
+
+inline constexpr std::size_t kNoSet = static_cast<std::size_t>(-1);
+
+// Per node: the input set (global index) in which what only the first occurrence sets was
+// recorded, so that merging keeps the earliest: its input shapes, its first overflow's
+// iteration, and each boundary input (NodeRecord::boundary_inputs, in that order).
+struct NodeFirsts {
+  std::size_t shapes = kNoSet;
+  std::size_t overflow = kNoSet;
+  std::vector<std::size_t> boundary{};
+};
+
+struct CheckState {
+  // The input sets accumulated: their global indices, ascending (set i of a check over
+  // several sets is its i-th).
+  std::vector<std::size_t> sets{};
+  // Every node in the order of Diagnosis::nodes, with the numbers aggregated so far
+  // (damage, headroom_bits and a non-floating node's precision are derived by finish()).
+  std::vector<NodeRecord> nodes{};
+  std::vector<NodeFirsts> firsts{};  // parallel to nodes
+  // Graph outputs: the emulated run against the reference (the verdicts' numbers), and the
+  // counts of the verdicts (name, nonfinite, outside_tolerance; the rest is judged).
+  std::vector<Comparison> output_cmp{};
+  std::vector<OutputVerdict> verdicts{};
+  // Per value key: the reference's largest |value| and smallest non-zero |value| over the
+  // sets, and the values whose finite reference values were recorded at least once.
+  std::map<std::string, double> absmax{};
+  std::map<std::string, double> min_abs_nonzero{};
+  std::set<std::string> seen{};
+};
+
+// Runs the lockstep of check() over `samples`, whose global indices are `sets` (ascending;
+// empty: 0, 1, ...), and returns what it keeps. Errors as check().
+CheckState accumulate(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
+                      const CheckOptions& o, std::vector<std::size_t> sets = {});
+// Adds `from` to `into` (same model and options). An input set in both, or states of
+// different graphs, are an Error.
+void merge(CheckState& into, const CheckState& from);
+// The Diagnosis of a state (the same model and options it was accumulated with). The
+// accuracy origins' contributions are measured on the state's first input set (its
+// smallest index), which `first_set` returns; it is called only when there are accuracy
+// candidates. A state of another graph is an Error.
+Diagnosis finish(const model::Model& m, CheckState state, const CheckOptions& o,
+                 const std::function<std::vector<NamedTensor>()>& first_set);
 
 }  // namespace fpguard::analysis
 

@@ -29,6 +29,9 @@ struct Options {
   // later entry for a name replaces an earlier one.
   std::vector<std::string> shape{};
   std::uint64_t seed = 0;  // of the generators; input set s draws with seed + s
+  // Of a directory of sets (gather_samples): only the first `max_sets` (in natural order),
+  // or `sample_sets` drawn at random with `seed` (kept in natural order). 0: all.
+  std::size_t max_sets = 0, sample_sets = 0;
   // Refuse to generate: an input that would be drawn from a generator (asked for or by
   // default) is an Error (option "require_inputs") naming every such input.
   bool require_inputs = false;
@@ -70,18 +73,42 @@ struct Generated {
 std::vector<NamedValue> gather(const Options& o, const model::Model& m, std::uint64_t sample = 0,
                                std::vector<Generated>* generated = nullptr);
 
-// The subdirectories of `dir` that hold input sets (any directory with .npy or .pb
-// files), sorted; empty when `dir` itself is one set (or not a directory).
+// The input sets of `dir`: its subdirectories that hold .npy or .pb files, and its .npz
+// files (one set each, arrays named by graph input) unless `dir` holds .npy/.pb files
+// itself; in natural order of their names (natural_less: set_2 before set_10). Empty when
+// `dir` itself is one set (or not a directory).
 std::vector<std::string> set_dirs(const std::string& dir);
+
+// The input sets one process of a sharded check takes: those whose index (their position
+// in set_dirs) is `index` modulo `count`, so that every shard sees a spread of the data.
+struct Shard {
+  std::size_t index = 0, count = 1;
+  bool operator==(const Shard&) const = default;
+};
+// "I/N" with I < N; else an Error in option "shard".
+Shard parse_shard(std::string_view spec);
 
 // The input sets of check, plan and convert (tensors only: an input of another type is
 // an Error naming the model): one per subdirectory of `inputs` when it holds sets, else
 // `samples` sets (set s generated with seed + s; given files are the same in every set).
+// A directory's sets are first narrowed to Options::max_sets or sample_sets; set indices
+// number the sets chosen. With a `shard` of several, only its sets are read (a directory of
+// sets is required).
 struct Samples {
   std::vector<std::vector<NamedTensor>> sets;
   std::vector<Generated> generated;  // once each, in the model's order
+  // Each set's index among all sets (ascending), and its directory's name ("" when
+  // generated or `inputs` is one set); `total`: how many sets there are before sharding.
+  std::vector<std::size_t> indices{};
+  std::vector<std::string> names{};
+  std::size_t total = 0;
 };
-Samples gather_samples(const Options& o, const model::Model& m, std::size_t samples);
+Samples gather_samples(const Options& o, const model::Model& m, std::size_t samples,
+                       const Shard& shard = {});
+
+// The SHA-256 of an input set's tensors (names, dtypes, shapes and bytes, in order): what
+// identifies the set a merge of sharded checks reads again.
+std::string set_sha256(const std::vector<NamedTensor>& set);
 
 // `o` with its file paths (the files of `input` and the `inputs` directory) absolute,
 // resolved against the current directory and lexically normalised; generator specs and

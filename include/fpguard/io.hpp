@@ -2,6 +2,8 @@
 // written to a temporary file beside the target and renamed over it when complete.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <ostream>
@@ -32,5 +34,23 @@ void check_not_same_file(const std::filesystem::path& input, const std::filesyst
 // again). Each Error names `flag`.
 void check_output_file(const std::filesystem::path& input, const std::filesystem::path& output,
                        const std::string& flag);
+
+// SHA-256 (FIPS 180-4), as lowercase hex: what identifies a model, its external data and an
+// input set in the partial results of a sharded check.
+class Sha256 {
+ public:
+  Sha256();
+  void update(const void* data, std::size_t n);
+  std::string hex();  // finishes the hash (the object is spent)
+
+ private:
+  void block(const unsigned char* p);
+  std::array<std::uint32_t, 8> state_;
+  std::array<unsigned char, 64> buffer_{};
+  std::size_t used_ = 0;
+  std::uint64_t length_ = 0;
+};
+// The SHA-256 of a file's bytes; Error(path) when it cannot be read.
+std::string sha256_file(const std::filesystem::path& path);
 
 }  // namespace fpguard

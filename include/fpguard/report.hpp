@@ -159,6 +159,51 @@ Json to_json(const std::vector<analysis::Diagnosis>& ds, const std::string& mode
 // Every error names `where`.
 analysis::Diagnosis diagnosis_from_json(const Json& j, const std::string& where);
 
+// ---- partial results of a sharded check (docs/scale.md) -----------------------------------
+// `check --shard I/N --json part.json` writes one: what identifies the check (the model and
+// its data by SHA-256, the input directory's size, every option that affects results) and
+// each precision's analysis::CheckState. `fpguard merge` reads the parts back, refuses
+// parts of different checks, merges the states and finishes the diagnosis.
+inline constexpr int kCheckPartSchema = 1;
+
+struct FileId {
+  std::string path;    // as given (the model, the reference model) or canonical (data)
+  std::string sha256;  // of its bytes
+  bool operator==(const FileId&) const = default;
+};
+
+struct CheckPart {
+  FileId model{};
+  std::vector<FileId> data{};  // the model's external data files
+  std::optional<FileId> reference_model{};
+  std::vector<FileId> reference_data{};
+  // The input options (inputs::absolute: the directory of sets, --input files, shapes,
+  // seed); all but the directory are part of the identity.
+  inputs::Options inputs{};
+  std::size_t total_sets = 0;
+  inputs::Shard shard{};
+  std::vector<std::string> set_names{};  // of the sets in states[k].sets, in that order
+  std::string first_set_sha256{};        // inputs::set_sha256 of its first set
+  struct Check {
+    analysis::CheckOptions options{};  // (reference_model, threads, progress: not recorded)
+    analysis::CheckState state{};
+  };
+  std::vector<Check> checks{};  // one per precision, in the order they were asked for
+};
+Json to_json(const CheckPart& p);
+// Read back exactly; every error names `where`.
+CheckPart check_part_from_json(const Json& j, const std::string& where);
+// Parts of one check have the same "identity" object (model and data hashes, the number
+// of input sets, the options of each precision): an Error naming `b_where` and the first
+// difference from `a_where`'s otherwise.
+void require_same_check(const Json& a, const std::string& a_where, const Json& b,
+                        const std::string& b_where);
+// A part file's JSON (the identity checked with require_same_check, then read with
+// check_part_from_json); Error(path) when it cannot be read or is not a part.
+Json read_check_part_json(const std::filesystem::path& path);
+// "shard 1/3: 4 of 12 input sets, written to part_1.json" (one line).
+std::string describe(const CheckPart& p, const std::string& file);
+
 struct CheckText {
   std::size_t top = 10;  // rows of the worst-node table and rule findings shown
 };

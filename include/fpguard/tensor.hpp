@@ -242,6 +242,10 @@ NamedValue read_optional_pb(const std::filesystem::path& path);
 // graph-input order). A .npy is named by its stem, a .pb as read_tensor_pb says. Two
 // files giving the same name, or no tensor file at all, are Errors naming the directory.
 std::vector<NamedTensor> read_tensor_dir(const std::filesystem::path& dir);
+// "Natural" order: digit runs compare as numbers (input_2 before input_10, the order of an
+// ONNX test_data_set's files and of a directory of sets), leading zeros aside (fewer
+// first), the rest byte by byte. A strict total order.
+bool natural_less(std::string_view a, std::string_view b);
 // Dispatches on what `path` is: a directory (read_tensor_dir), .npy (one tensor named by
 // the stem), .npz, or .pb; anything else is an Error naming it.
 std::vector<NamedTensor> read_tensors(const std::filesystem::path& path);

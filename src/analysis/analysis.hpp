@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -59,10 +60,12 @@ struct Context {
   // smallest non-zero |value|.
   std::map<std::string, double> absmax{};
   std::map<std::string, double> min_abs_nonzero{};
-  std::set<std::string> seen{};                            // values recorded at least once
-  std::vector<Comparison> output_cmp{};                    // graph outputs: emulated vs reference
-  std::vector<ConstantScan> constants{};                   // floating constants, scanned once
-  std::set<std::string> initializers{};                    // their keys (subgraphs' too)
+  std::set<std::string> seen{};           // values whose finite reference values were recorded
+  std::vector<NodeFirsts> firsts{};       // per position (CheckState::firsts)
+  std::vector<std::size_t> sets{};        // the input sets run (global indices)
+  std::vector<Comparison> output_cmp{};   // graph outputs: emulated vs reference
+  std::vector<ConstantScan> constants{};  // floating constants, scanned once
+  std::set<std::string> initializers{};   // their keys (subgraphs' too)
   std::map<std::string, const Tensor*> constant_values{};  // initializers and Constant values
   std::map<std::string, bool> constant_nonfinite{};        // scanned constants: inf/NaN present
   // The ONNX element type of main-graph values (model::infer_elem_types), for models that
@@ -75,9 +78,10 @@ struct Context {
 // The graph outputs of a finished reference session as compared: float64 carriers as
 // they are (the truth run), others as stored (floating ones converted to float32).
 std::vector<Tensor> reference_outputs(const exec::Session& ref);
-// Fills diag.origins (may run the model again: accuracy contributions, on `sample`).
+// Fills diag.origins (may run the model again: accuracy contributions, on the input set
+// `sample` returns, called only when there are candidates).
 void find_origins(Context& ctx, const exec::Executor& ref_ex,
-                  const std::vector<NamedTensor>& sample);
+                  const std::function<std::vector<NamedTensor>()>& sample);
 // Throws an Error for an id that names no rule.
 void check_rule_ids(const std::set<std::string>& ids);
 // Fills diag.rules, each finding with its margin and severity.

@@ -41,6 +41,15 @@ double Comparison::nrmse() const {
   return std::sqrt(dd / rr);
 }
 
+void add_double_double(double& hi, double& lo, double b_hi, double b_lo) {
+  // TwoSum of the leading parts, the compensations added to its error, renormalised.
+  const double s = hi + b_hi, bb = s - hi, err = (hi - (s - bb)) + (b_hi - bb);
+  const double e = err + (lo + b_lo);
+  hi = s + e;
+  lo = e - (hi - s);
+  if (!std::isfinite(hi)) lo = 0;  // inf/NaN sums carry no compensation
+}
+
 void Comparison::merge(const Comparison& o) {
   count += o.count;
   overflow += o.overflow;
@@ -50,11 +59,11 @@ void Comparison::merge(const Comparison& o) {
   max_abs = std::max(max_abs, o.max_abs);
   max_rel = std::max(max_rel, o.max_rel);
   max_scaled = std::max(max_scaled, o.max_scaled);
-  sum_rel += o.sum_rel;
-  dot += o.dot;
-  vv += o.vv;
-  rr += o.rr;
-  dd += o.dd;
+  add_double_double(sum_rel, lo.rel, o.sum_rel, o.lo.rel);
+  add_double_double(dot, lo.dot, o.dot, o.lo.dot);
+  add_double_double(vv, lo.vv, o.vv, o.lo.vv);
+  add_double_double(rr, lo.rr, o.rr, o.lo.rr);
+  add_double_double(dd, lo.dd, o.dd, o.lo.dd);
   finite += o.finite;
 }
 
@@ -442,6 +451,10 @@ struct Lockstep {
   std::map<std::string, double> error{};
   std::map<std::string, std::pair<float, bool>> range{};
   std::map<std::string, Measured> measured{};
+  // This sample's reference absmax per value, over every run of its body (constants: their
+  // scan's, in ctx.absmax).
+  std::map<std::string, double> sample_absmax{};
+  std::size_t set = 0;  // the global index of the sample being run
   // With a reference model: its executor (float32), this sample's values of the original's
   // tensors matched to ours (ours -> theirs) and its graph outputs by name.
   const exec::Executor* orig_ex = nullptr;
@@ -449,6 +462,13 @@ struct Lockstep {
   std::map<std::string, Tensor> original{};
 
   void run_sample(const std::vector<NamedTensor>& inputs);
+  // The reference absmax of value `key` in this sample (constants: theirs); nullopt when
+  // neither was recorded.
+  std::optional<double> absmax_now(const std::string& key) const {
+    if (auto s = sample_absmax.find(key); s != sample_absmax.end()) return s->second;
+    if (ctx.constant_nonfinite.count(key)) return ctx.absmax.at(key);
+    return std::nullopt;
+  }
   // Runs the next main-graph node in both sessions (bodies observed) and records it.
   void step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_bodies,
             exec::Observer& emu_bodies);
@@ -489,8 +509,12 @@ void Lockstep::run_original(const std::vector<NamedTensor>& inputs) {
 }
 
 void Lockstep::record_reference(TensorRecord& t, const std::string& key, const TensorStats& st) {
-  const bool first = ctx.seen.insert(key).second;
-  if (st.count > st.nan + st.posinf + st.neginf) {
+  const bool has_finite = st.count > st.nan + st.posinf + st.neginf;
+  // Over this sample's runs (a body value is recorded once per run of its body).
+  double& now = sample_absmax[key];
+  now = std::max(now, has_finite ? st.absmax : 0.0);
+  if (has_finite) {
+    const bool first = ctx.seen.insert(key).second;
     t.ref_min = first ? st.min : std::min(t.ref_min, st.min);
     t.ref_max = first ? st.max : std::max(t.ref_max, st.max);
     t.ref_absmax = std::max(t.ref_absmax, st.absmax);
@@ -577,8 +601,7 @@ bool BodyEmulated::inherited(const exec::BodyNode& b, const std::vector<const Te
   for (std::size_t i = 0; i < inputs.size() && i < view.inputs.size(); ++i) {
     if (!inputs[i] || !exec::is_float(inputs[i]->dtype())) continue;
     const std::string& key = view.inputs[i];
-    if (auto a = ctx.absmax.find(key); a != ctx.absmax.end())
-      rec.input_absmax = std::max(rec.input_absmax, a->second);
+    if (const auto a = ls.absmax_now(key)) rec.input_absmax = std::max(rec.input_absmax, *a);
     if (auto e = ls.error.find(key); e != ls.error.end())
       rec.input_error = std::max(rec.input_error, e->second);
     if (!b.format || !any_nonfinite(*inputs[i])) continue;
@@ -586,8 +609,10 @@ bool BodyEmulated::inherited(const exec::BodyNode& b, const std::vector<const Te
     if (!held || any_nonfinite(*held) || ctx.initializers.count(key) || !ctx.producer.count(key))
       broken = true;
     else if (std::find(rec.boundary_inputs.begin(), rec.boundary_inputs.end(), key) ==
-             rec.boundary_inputs.end())
+             rec.boundary_inputs.end()) {
       rec.boundary_inputs.push_back(key);
+      ctx.firsts[&rec - ctx.diag.nodes.data()].boundary.push_back(ls.set);
+    }
   }
   if (broken) rec.inputs_nonfinite = true;
   return broken;
@@ -601,9 +626,11 @@ void BodyEmulated::on_body_node(const exec::BodyNode& b, const std::vector<const
   NodeRecord& rec = ctx.diag.nodes[p->second];
   const model::Node& view = *ctx.nodes[p->second];
   ++rec.runs;
-  if (rec.input_shapes.empty())
+  if (rec.input_shapes.empty()) {
     for (const Tensor* t : inputs)
       rec.input_shapes.push_back(t ? t->shape() : std::vector<std::int64_t>{});
+    ctx.firsts[p->second].shapes = ls.set;
+  }
   const auto its = iterations(b);
   const bool local_run = b.format && !inherited(b, inputs, rec, view);
   const std::vector<NamedTensor> local =
@@ -625,8 +652,10 @@ void BodyEmulated::on_body_node(const exec::BodyNode& b, const std::vector<const
       if (l.name == out.name && l.tensor.dtype() == DType::float32) {
         const Comparison c = compare_to(l.tensor, out.tensor, *b.format);
         t.local.merge(c);
-        if (c.overflow + c.nan > 0 && rec.first_overflow_iteration.empty())
+        if (c.overflow + c.nan > 0 && rec.first_overflow_iteration.empty()) {
           rec.first_overflow_iteration = its;
+          ctx.firsts[p->second].overflow = ls.set;
+        }
       }
   }
 }
@@ -637,10 +666,12 @@ void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
   error.clear();
   range.clear();
   measured.clear();
+  sample_absmax.clear();
   for (const auto* vi : g.runtime_inputs())
     if (const Tensor* t = ref.value(vi->name); t && exec::is_float(t->dtype())) {
       const double a = absmax_of(*t);
       ctx.absmax[vi->name] = std::max(ctx.absmax[vi->name], a);
+      sample_absmax[vi->name] = a;
       range[vi->name] = {static_cast<float>(a), any_nonfinite(*t)};
     }
   if (orig_ex) run_original(inputs);
@@ -675,8 +706,13 @@ void Lockstep::step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_
     if (name.empty()) continue;
     const Tensor* r = ref.value(name);
     if (!r || !exec::is_float(r->dtype())) continue;
-    if (!ctx.absmax.count(name)) ctx.absmax[name] = absmax_of(*r);  // weights, constants
-    rec.input_absmax = std::max(rec.input_absmax, ctx.absmax[name]);
+    // This sample's (or the constant's); a value recorded nowhere else is measured here.
+    std::optional<double> a = absmax_now(name);
+    if (!a) {
+      a = sample_absmax[name] = absmax_of(*r);
+      ctx.absmax[name] = std::max(ctx.absmax[name], *a);
+    }
+    rec.input_absmax = std::max(rec.input_absmax, *a);
     if (auto e = error.find(name); e != error.end())
       rec.input_error = std::max(rec.input_error, e->second);
     if (i < probe.nonfinite.size() && probe.nonfinite[i]) {
@@ -687,16 +723,20 @@ void Lockstep::step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_
       if (any_nonfinite(*r) || s.kind != Source::float32_node)
         inherited = true;
       else if (std::find(rec.boundary_inputs.begin(), rec.boundary_inputs.end(), name) ==
-               rec.boundary_inputs.end())
+               rec.boundary_inputs.end()) {
         rec.boundary_inputs.push_back(name);
+        ctx.firsts[pos].boundary.push_back(set);
+      }
     }
   }
   if (inherited) rec.inputs_nonfinite = true;
-  if (rec.input_shapes.empty())
+  if (rec.input_shapes.empty()) {
     for (const auto& name : node.inputs) {
       const Tensor* r = name.empty() ? nullptr : ref.value(name);
       rec.input_shapes.push_back(r ? r->shape() : std::vector<std::int64_t>{});
     }
+    ctx.firsts[pos].shapes = set;
+  }
 
   ref.step(&ref_bodies);
   emu.step(&emu_bodies);
@@ -1008,6 +1048,7 @@ struct Flattener {
       if (!out.empty()) ctx.producer[out] = pos;
     }
     ctx.diag.nodes.push_back(std::move(rec));
+    ctx.firsts.emplace_back();
     return pos;
   }
 
@@ -1168,60 +1209,92 @@ void check_same_io(const model::Model& m, const model::Model& r) {
 
 }  // namespace
 
-Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
-                const CheckOptions& o) {
-  if (samples.empty()) throw Error(m.path.string(), "no input sets to check with");
+namespace {
+
+// The three runs' options of a check: the reference, the local runs (the reference's
+// options on float32 carriers, fed with the reference's values) and the emulated run.
+struct RunSetup {
+  exec::RunOptions ref, local, emu;
+  bool mixed = false;
+  std::set<std::string> as_stored;  // float32 nodes of a mixed model
+  std::map<std::string, int> types;
+};
+
+RunSetup run_setup(const model::Model& m, const CheckOptions& o) {
   check_rule_ids(o.disabled_rules);
   if (o.reference != DType::float32 && o.reference != DType::float64)
     throw Error(m.path.string(), "the reference runs on float32 or float64, not " +
                                      std::string(to_string(o.reference)));
-  exec::RunOptions ref_opts;
-  ref_opts.threads = o.threads;
-  ref_opts.policy.round_options = o.round_options;  // the local runs round with them
-  ref_opts.policy.accumulate = o.accumulate;        // and accumulate so
-  ref_opts.policy.accumulation = o.accumulation;
+  RunSetup r;
+  r.ref.threads = o.threads;
+  r.ref.policy.round_options = o.round_options;  // the local runs round with them
+  r.ref.policy.accumulate = o.accumulate;        // and accumulate so
+  r.ref.policy.accumulation = o.accumulation;
   // One rounding of each weight serves the emulated and the local runs.
-  ref_opts.weights = std::make_shared<exec::WeightCache>();
+  r.ref.weights = std::make_shared<exec::WeightCache>();
   // A model that already stores values in 16 bits (one fpguard convert wrote, say) is
   // checked as it is: its float32 nodes stay float32, and the reference is its float32
   // twin (the same graph with every 16-bit value held in float32, no Cast rounding).
   if (o.reference_model) check_same_io(m, *o.reference_model);
-  const bool mixed = stores_16bit(m) || o.reference_model;  // (converted: run as it is)
-  std::set<std::string> as_stored;                          // float32 nodes of a mixed model
-  std::map<std::string, int> types;
-  if (mixed) {
-    ref_opts.float32_storage = true;
-    types = elem_types(m);
-    as_stored = float32_nodes(m, types);
+  r.mixed = stores_16bit(m) || o.reference_model;  // (converted: run as it is)
+  if (r.mixed) {
+    r.ref.float32_storage = true;
+    r.types = elem_types(m);
+    r.as_stored = float32_nodes(m, r.types);
   }
-  // The local runs: the reference's options (storage, rounding, accumulation) on float32
-  // carriers, fed with the reference's values.
-  const exec::RunOptions local_opts = ref_opts;
-  ref_opts.carrier = o.reference;
-  exec::RunOptions emu_opts = local_opts;
-  emu_opts.float32_storage = false;
-  emu_opts.policy.default_format = o.precision;
-  emu_opts.policy.exclude_names = o.keep_fp32;
-  emu_opts.policy.exclude_names.insert(as_stored.begin(), as_stored.end());
-  emu_opts.policy.exclude_op_types = o.keep_fp32_ops;
-  emu_opts.policy.round_options = o.round_options;
-  const exec::Executor ref_ex(m, ref_opts), emu_ex(ref_ex, emu_opts), local_ex(ref_ex, local_opts);
+  r.local = r.ref;
+  r.ref.carrier = o.reference;
+  r.emu = r.local;
+  r.emu.float32_storage = false;
+  r.emu.policy.default_format = o.precision;
+  r.emu.policy.exclude_names = o.keep_fp32;
+  r.emu.policy.exclude_names.insert(r.as_stored.begin(), r.as_stored.end());
+  r.emu.policy.exclude_op_types = o.keep_fp32_ops;
+  r.emu.policy.round_options = o.round_options;
+  return r;
+}
 
-  Context ctx{.m = m, .o = o, .order = ref_ex.order()};
-  ctx.elem_types = std::move(types);
+// One check: its runs and context, built once; accumulate() runs input sets through the
+// lockstep, state()/install() move what it kept out and in, finish() derives the Diagnosis.
+struct Checker {
+  const model::Model& m;
+  const CheckOptions& o;
+  RunSetup setup;
+  const exec::Executor ref_ex, emu_ex, local_ex;
+  Context ctx;
+  std::vector<OutputVerdict> verdicts{};
+
+  Checker(const model::Model& model, const CheckOptions& opts)
+      : m(model),
+        o(opts),
+        setup(run_setup(model, opts)),
+        ref_ex(model, setup.ref),
+        emu_ex(ref_ex, setup.emu),
+        local_ex(ref_ex, setup.local),
+        ctx{.m = model, .o = opts, .order = ref_ex.order()} {
+    prepare();
+  }
+  void prepare();
+  void accumulate(const std::vector<std::vector<NamedTensor>>& samples,
+                  const std::vector<std::size_t>& sets);
+  CheckState state();
+  void install(CheckState st);
+  Diagnosis finish(const std::function<std::vector<NamedTensor>()>& first_set);
+};
+
+void Checker::prepare() {
+  ctx.elem_types = setup.types;
   ctx.diag.model = m.path.string();
   ctx.diag.precision = o.precision.name;
   ctx.diag.accumulate = o.accumulate ? o.accumulate->name : "float32";
   ctx.diag.reference = std::string(to_string(o.reference));
-  ctx.diag.samples = samples.size();
   ctx.diag.min_cosine = o.min_cosine;
   ctx.diag.atol = o.atol;
   ctx.diag.rtol = o.rtol;
   ctx.diag.fail_on = o.fail_on;
   ctx.diag.generated = o.generated;
   if (o.reference_model) ctx.diag.reference_model = o.reference_model->path.string();
-  const auto& g = m.graph;
-  Flattener flat{ctx, emu_opts.policy, m.path.string(), {}};
+  Flattener flat{ctx, setup.emu.policy, m.path.string(), {}};
   flat.run(names_in_order(m, ref_ex.order()));
   // --keep-fp32 names must exist (unnamed nodes: see name_nodes; body nodes by path).
   std::vector<std::string> names;
@@ -1234,10 +1307,14 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
       throw Error::in_option("keep_fp32", k, msg);
     }
   scan_constants(ctx, flat.constants);
-
-  std::vector<OutputVerdict> verdicts(g.outputs.size());
+  const auto& g = m.graph;
+  verdicts.resize(g.outputs.size());
   ctx.output_cmp.resize(g.outputs.size());
   for (std::size_t i = 0; i < g.outputs.size(); ++i) verdicts[i].name = g.outputs[i].name;
+}
+
+void Checker::accumulate(const std::vector<std::vector<NamedTensor>>& samples,
+                         const std::vector<std::size_t>& sets) {
   Lockstep ls{.m = m,
               .o = o,
               .ctx = ctx,
@@ -1254,8 +1331,64 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
     ls.orig_ex = &*orig_ex;
     ls.matched = match_tensors(m, *o.reference_model);
   }
-  for (const auto& s : samples) ls.run_sample(s);
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    ls.set = sets[i];
+    ls.run_sample(samples[i]);
+  }
+  ctx.diag.samples += samples.size();
+  ctx.sets.insert(ctx.sets.end(), sets.begin(), sets.end());
+}
 
+CheckState Checker::state() {
+  return {.sets = std::move(ctx.sets),
+          .nodes = std::move(ctx.diag.nodes),
+          .firsts = std::move(ctx.firsts),
+          .output_cmp = std::move(ctx.output_cmp),
+          .verdicts = std::move(verdicts),
+          .absmax = std::move(ctx.absmax),
+          .min_abs_nonzero = std::move(ctx.min_abs_nonzero),
+          .seen = std::move(ctx.seen)};
+}
+
+void Checker::install(CheckState st) {
+  const auto& ours = ctx.diag.nodes;
+  bool same = st.nodes.size() == ours.size() && st.firsts.size() == ours.size() &&
+              st.verdicts.size() == verdicts.size() && st.output_cmp.size() == verdicts.size();
+  for (std::size_t i = 0; same && i < ours.size(); ++i)
+    same = st.nodes[i].name == ours[i].name && st.nodes[i].outputs.size() == ours[i].outputs.size();
+  if (!same)
+    throw Error(m.path.string(), "the partial results are of another graph (" +
+                                     std::to_string(st.nodes.size()) + " nodes, the model has " +
+                                     std::to_string(ours.size()) + ")");
+  // Constants' absmax come from the model's scan (static); the rest from the state.
+  for (const auto& [k, a] : st.absmax) ctx.absmax[k] = std::max(ctx.absmax[k], a);
+  ctx.diag.samples = st.sets.size();
+  ctx.sets = std::move(st.sets);
+  // What the lockstep accumulated; names, op types, indices and precisions are the model's.
+  for (std::size_t i = 0; i < ours.size(); ++i) {
+    NodeRecord& to = ctx.diag.nodes[i];
+    NodeRecord& from = st.nodes[i];
+    to.runs = from.runs;
+    to.first_overflow_iteration = std::move(from.first_overflow_iteration);
+    to.inputs_nonfinite = from.inputs_nonfinite;
+    to.input_error = from.input_error;
+    to.input_absmax = from.input_absmax;
+    to.boundary_inputs = std::move(from.boundary_inputs);
+    to.input_shapes = std::move(from.input_shapes);
+    for (std::size_t k = 0; k < to.outputs.size(); ++k) {
+      from.outputs[k].name = to.outputs[k].name;
+      to.outputs[k] = std::move(from.outputs[k]);
+    }
+  }
+  ctx.firsts = std::move(st.firsts);
+  ctx.output_cmp = std::move(st.output_cmp);
+  verdicts = std::move(st.verdicts);
+  ctx.min_abs_nonzero = std::move(st.min_abs_nonzero);
+  ctx.seen = std::move(st.seen);
+}
+
+Diagnosis Checker::finish(const std::function<std::vector<NamedTensor>()>& first_set) {
+  if (ctx.sets.empty()) throw Error(m.path.string(), "no input sets to check with");
   for (std::size_t i = 0; i < verdicts.size(); ++i) judge(ctx.output_cmp[i], o, verdicts[i]);
   ctx.diag.pass =
       std::all_of(verdicts.begin(), verdicts.end(), [](const OutputVerdict& v) { return v.pass; });
@@ -1276,13 +1409,13 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
       t.headroom_bits = t.ref_absmax > 0 ? std::log2(o.precision.max() / t.ref_absmax)
                                          : std::numeric_limits<double>::infinity();
   }
-  if (mixed && !o.reference_model)
-    ctx.diag.notes.push_back({.kind = NoteKind::mixed_storage, .count = as_stored.size()});
+  if (setup.mixed && !o.reference_model)
+    ctx.diag.notes.push_back({.kind = NoteKind::mixed_storage, .count = setup.as_stored.size()});
   // (Never for a model whose outputs changed: then something did run in the format.)
   if (!any_float_node && !outputs_changed(ctx.diag))
     ctx.diag.notes.push_back({.kind = NoteKind::no_float_node});
 
-  find_origins(ctx, ref_ex, samples.front());
+  find_origins(ctx, ref_ex, first_set);
   if (!ctx.diag.pass && ctx.diag.origins.empty())
     ctx.diag.first_trouble = first_trouble(
         ctx, o.reference_model ? &TensorRecord::against_original : &TensorRecord::propagated);
@@ -1290,6 +1423,42 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   absorb(ctx.diag);
   apply_rules(ctx);
   return std::move(ctx.diag);
+}
+
+// 0, 1, ... for `n` sets; else `sets`, which must be ascending and one per sample.
+std::vector<std::size_t> set_indices(std::vector<std::size_t> sets, std::size_t n) {
+  if (sets.empty())
+    for (std::size_t i = 0; i < n; ++i) sets.push_back(i);
+  if (sets.size() != n || !std::is_sorted(sets.begin(), sets.end()) ||
+      std::adjacent_find(sets.begin(), sets.end()) != sets.end())
+    throw Error("sets", "expected one ascending, distinct index per input set (" +
+                            std::to_string(sets.size()) + " for " + std::to_string(n) + " sets)");
+  return sets;
+}
+
+}  // namespace
+
+Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
+                const CheckOptions& o) {
+  if (samples.empty()) throw Error(m.path.string(), "no input sets to check with");
+  Checker c(m, o);
+  c.accumulate(samples, set_indices({}, samples.size()));
+  return c.finish([&] { return samples.front(); });
+}
+
+CheckState accumulate(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
+                      const CheckOptions& o, std::vector<std::size_t> sets) {
+  if (samples.empty()) throw Error(m.path.string(), "no input sets to check with");
+  Checker c(m, o);
+  c.accumulate(samples, set_indices(std::move(sets), samples.size()));
+  return c.state();
+}
+
+Diagnosis finish(const model::Model& m, CheckState state, const CheckOptions& o,
+                 const std::function<std::vector<NamedTensor>()>& first_set) {
+  Checker c(m, o);
+  c.install(std::move(state));
+  return c.finish(first_set);
 }
 
 }  // namespace fpguard::analysis

@@ -374,7 +374,7 @@ void node_origins(Context& ctx, const Graphs& g) {
 // Accuracy origins: large local error with accurate inputs, ranked by what the node
 // alone (everything else in float32) does to the graph outputs.
 void accuracy_origins(Context& ctx, const Graphs& g, const exec::Executor& ref_ex,
-                      const std::vector<NamedTensor>& sample) {
+                      const std::function<std::vector<NamedTensor>()>& first_set) {
   const bool accuracy_failure =
       std::any_of(ctx.diag.outputs.begin(), ctx.diag.outputs.end(),
                   [](const OutputVerdict& v) { return !v.pass && v.nonfinite == 0; });
@@ -396,6 +396,7 @@ void accuracy_origins(Context& ctx, const Graphs& g, const exec::Executor& ref_e
   if (candidates.size() > 8) candidates.resize(8);
   if (candidates.empty()) return;
 
+  const std::vector<NamedTensor> sample = first_set();
   std::vector<Tensor> reference;
   {
     exec::Session ref(ref_ex, sample);
@@ -515,7 +516,7 @@ void assess_damage(Context& ctx) {
 }
 
 void find_origins(Context& ctx, const exec::Executor& ref_ex,
-                  const std::vector<NamedTensor>& sample) {
+                  const std::function<std::vector<NamedTensor>()>& sample) {
   const Graphs g(ctx);
   value_origins(ctx, g);
   node_origins(ctx, g);

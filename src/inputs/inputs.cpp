@@ -12,6 +12,7 @@
 
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
+#include "fpguard/io.hpp"
 #include "fpguard/limits.hpp"
 
 namespace fpguard::inputs {
@@ -340,20 +341,50 @@ std::vector<NamedValue> gather(const Options& o, const model::Model& m, std::uin
 }
 
 std::vector<std::string> set_dirs(const std::string& dir) {
-  std::vector<std::string> out;
+  std::vector<std::string> out, npz;
+  bool own_tensors = false;  // `dir` is a set itself: its .npz files are not sets
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) return out;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    if (!e.is_directory()) continue;
+    const auto ext = e.path().extension();
+    if (!e.is_directory()) {
+      if (ext == ".npz" && e.is_regular_file()) npz.push_back(e.path().string());
+      own_tensors = own_tensors || ext == ".npy" || ext == ".pb";
+      continue;
+    }
     bool has_tensors = false;
     for (const auto& f : std::filesystem::directory_iterator(e.path(), ec)) {
-      const auto ext = f.path().extension();
-      if (ext == ".npy" || ext == ".pb") has_tensors = true;
+      const auto fx = f.path().extension();
+      if (fx == ".npy" || fx == ".pb") has_tensors = true;
     }
     if (has_tensors) out.push_back(e.path().string());
   }
-  std::sort(out.begin(), out.end());
+  if (!own_tensors) out.insert(out.end(), npz.begin(), npz.end());
+  std::sort(out.begin(), out.end(),
+            [](const std::string& a, const std::string& b) { return natural_less(a, b); });
   return out;
+}
+
+Shard parse_shard(std::string_view spec) {
+  const std::string s(spec);
+  const auto slash = s.find('/');
+  auto number = [&](const std::string& t, std::size_t& out) {
+    if (t.empty() || t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    out = std::stoul(t);
+    return true;
+  };
+  Shard sh;
+  if (slash == std::string::npos || !number(s.substr(0, slash), sh.index) ||
+      !number(s.substr(slash + 1), sh.count))
+    throw Error::in_option("shard", s, "expected I/N, e.g. 0/4");
+  if (sh.count == 0)
+    throw Error::in_option("shard", s, "the number of shards N must be at least 1");
+  if (sh.index >= sh.count)
+    throw Error::in_option("shard", s,
+                           "the shard index I must be less than N (shards are 0 to " +
+                               std::to_string(sh.count - 1) + ")");
+  return sh;
 }
 
 namespace {
@@ -371,19 +402,60 @@ std::vector<NamedTensor> tensors_of(std::vector<NamedValue> values, const model:
 }
 }  // namespace
 
-Samples gather_samples(const Options& o, const model::Model& m, std::size_t samples) {
+namespace {
+// The sets Options::max_sets or sample_sets choose, in natural order.
+std::vector<std::string> chosen_sets(std::vector<std::string> dirs, const Options& o) {
+  if (o.max_sets && o.sample_sets)
+    throw Error::in_option("sample_sets", std::to_string(o.sample_sets),
+                           "the sets are chosen by count (max_sets) or by sample, not both");
+  if (o.max_sets && o.max_sets < dirs.size()) dirs.resize(o.max_sets);
+  if (o.sample_sets && o.sample_sets < dirs.size()) {
+    // A partial Fisher-Yates shuffle on mt19937_64 (specified bit for bit by the standard):
+    // the same sets on every machine.
+    std::mt19937_64 rng(o.seed);
+    std::vector<std::size_t> idx(dirs.size());
+    for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    for (std::size_t i = 0; i < o.sample_sets; ++i)
+      std::swap(idx[i], idx[i + rng() % (idx.size() - i)]);
+    idx.resize(o.sample_sets);
+    std::sort(idx.begin(), idx.end());
+    std::vector<std::string> out;
+    for (const auto i : idx) out.push_back(dirs[i]);
+    dirs = std::move(out);
+  }
+  return dirs;
+}
+}  // namespace
+
+Samples gather_samples(const Options& o, const model::Model& m, std::size_t samples,
+                       const Shard& shard) {
   if (samples == 0) throw Error::in_option("samples", "0", "expected at least 1");
   Samples out;
-  const auto dirs = o.inputs.empty() ? std::vector<std::string>{} : set_dirs(o.inputs);
+  const auto dirs =
+      o.inputs.empty() ? std::vector<std::string>{} : chosen_sets(set_dirs(o.inputs), o);
+  if (shard.count > 1 && dirs.empty())
+    throw Error::in_option("shard", std::to_string(shard.index) + "/" + std::to_string(shard.count),
+                           "sharding takes a directory of input sets (one subdirectory each)");
   if (!dirs.empty()) {
-    for (const auto& dir : dirs) {
+    out.total = dirs.size();
+    for (std::size_t i = shard.index; i < dirs.size(); i += shard.count) {
       Options one = o;
-      one.inputs = dir;
+      one.inputs = dirs[i];
       out.sets.push_back(tensors_of(gather(one, m, 0, &out.generated), m));
+      out.indices.push_back(i);
+      out.names.push_back(std::filesystem::path(dirs[i]).filename().string());
     }
+    if (out.sets.empty())
+      throw Error::in_option(
+          "shard", std::to_string(shard.index) + "/" + std::to_string(shard.count),
+          "this shard has no input sets: there are only " + std::to_string(dirs.size()));
   } else {
-    for (std::size_t s = 0; s < samples; ++s)
+    out.total = samples;
+    for (std::size_t s = 0; s < samples; ++s) {
       out.sets.push_back(tensors_of(gather(o, m, s, s == 0 ? &out.generated : nullptr), m));
+      out.indices.push_back(s);
+      out.names.emplace_back();
+    }
   }
   // Once each (the sets of a directory may generate the same input), in first-seen order.
   std::vector<Generated> once;
@@ -391,6 +463,18 @@ Samples gather_samples(const Options& o, const model::Model& m, std::size_t samp
     if (std::find(once.begin(), once.end(), g) == once.end()) once.push_back(std::move(g));
   out.generated = std::move(once);
   return out;
+}
+
+std::string set_sha256(const std::vector<NamedTensor>& set) {
+  Sha256 h;
+  for (const auto& t : set) {
+    std::string head = t.name + '\0' + std::string(to_string(t.tensor.dtype()));
+    for (const auto d : t.tensor.shape()) head += ',' + std::to_string(d);
+    head += '\0';
+    h.update(head.data(), head.size());
+    h.update(t.tensor.bytes(), t.tensor.nbytes());
+  }
+  return h.hex();
 }
 
 Options absolute(const Options& o) {

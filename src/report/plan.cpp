@@ -54,12 +54,16 @@ Json provenance_json(const std::optional<inputs::Provenance>& p) {
   for (const auto& g : p->generated)
     generated.push_back(
         {{"name", g.name}, {"generator", g.generator.spec()}, {"default", g.by_default}});
-  return {{"input", p->options.input},
-          {"inputs", p->options.inputs.empty() ? Json(nullptr) : Json(p->options.inputs)},
-          {"shape", p->options.shape},
-          {"seed", p->options.seed},
-          {"samples", p->samples},
-          {"generated", generated}};
+  Json j = {{"input", p->options.input},
+            {"inputs", p->options.inputs.empty() ? Json(nullptr) : Json(p->options.inputs)},
+            {"shape", p->options.shape},
+            {"seed", p->options.seed},
+            {"samples", p->samples},
+            {"generated", generated}};
+  // The subset of a directory of sets, only when one was chosen.
+  if (p->options.max_sets) j["max_sets"] = p->options.max_sets;
+  if (p->options.sample_sets) j["sample_sets"] = p->options.sample_sets;
+  return j;
 }
 
 std::optional<inputs::Provenance> provenance_from_json(const Json& j, const std::string& where) {
@@ -72,6 +76,8 @@ std::optional<inputs::Provenance> provenance_from_json(const Json& j, const std:
   if (!r.at(in, "inputs", path).is_null()) p.options.inputs = r.str(in, "inputs", path);
   p.options.shape = r.strings(in, "shape", path);
   p.options.seed = r.u64(in, "seed", path);
+  if (in.contains("max_sets")) p.options.max_sets = r.u64(in, "max_sets", path);
+  if (in.contains("sample_sets")) p.options.sample_sets = r.u64(in, "sample_sets", path);
   p.samples = r.u64(in, "samples", path);
   const Json& generated = r.array(in, "generated", path);
   for (std::size_t i = 0; i < generated.size(); ++i) {

@@ -20,33 +20,32 @@ std::string lower_extension(const fs::path& p) {
   return ext;
 }
 
-// "Natural" order: digit runs compare as numbers, so input_2 comes before input_10 (the
-// order of an ONNX test_data_set, which is the graph-input order).
-bool natural_less(const std::string& a, const std::string& b) {
+}  // namespace
+
+bool natural_less(std::string_view a, std::string_view b) {
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
   std::size_t i = 0, j = 0;
   while (i < a.size() && j < b.size()) {
-    if (std::isdigit(static_cast<unsigned char>(a[i])) &&
-        std::isdigit(static_cast<unsigned char>(b[j]))) {
+    if (digit(a[i]) && digit(b[j])) {
       std::size_t ie = i, je = j;
-      while (ie < a.size() && std::isdigit(static_cast<unsigned char>(a[ie]))) ++ie;
-      while (je < b.size() && std::isdigit(static_cast<unsigned char>(b[je]))) ++je;
-      const std::string_view da = std::string_view(a).substr(i, ie - i);
-      const std::string_view db = std::string_view(b).substr(j, je - j);
-      const auto na = da.find_first_not_of('0'), nb = db.find_first_not_of('0');
-      const std::string_view ta = na == std::string_view::npos ? "" : da.substr(na);
-      const std::string_view tb = nb == std::string_view::npos ? "" : db.substr(nb);
-      if (ta.size() != tb.size()) return ta.size() < tb.size();
-      if (ta != tb) return ta < tb;
+      while (ie < a.size() && digit(a[ie])) ++ie;
+      while (je < b.size() && digit(b[je])) ++je;
+      // Leading zeros aside, the longer run is the larger number; then digit by digit.
+      std::size_t i0 = i, j0 = j;
+      while (i0 + 1 < ie && a[i0] == '0') ++i0;
+      while (j0 + 1 < je && b[j0] == '0') ++j0;
+      const auto x = a.substr(i0, ie - i0), y = b.substr(j0, je - j0);
+      if (x.size() != y.size()) return x.size() < y.size();
+      if (x != y) return x < y;
+      if (ie - i != je - j) return ie - i < je - j;  // fewer leading zeros first
       i = ie, j = je;
-      continue;
+    } else {
+      if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
+      ++i, ++j;
     }
-    if (a[i] != b[j]) return a[i] < b[j];
-    ++i, ++j;
   }
   return a.size() - i < b.size() - j;
 }
-
-}  // namespace
 
 std::vector<NamedTensor> read_tensor_dir(const fs::path& dir) {
   const std::string where = dir.string();

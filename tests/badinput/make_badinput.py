@@ -282,7 +282,27 @@ def model_cases():
         "plan_malformed.json": b'{"schema_version": 1, "fp32_nodes": [\n',
         "plan_bad_scaled.json": b'{"schema_version": 1, "precision": "float16", '
                                 b'"fp32_nodes": [], "scaled": [{"value": "x", "k": 0}]}\n',
+        **part_cases(),
     }
+
+
+def part(sha="aa", min_cosine=0.999):
+    """The identity of a part of a sharded check (docs/scale.md), nothing else: merge
+    compares identities before it reads the states."""
+    import json
+    options = {"precision": "float16", "min_cosine": min_cosine}
+    identity = {"model": {"path": "good.onnx", "sha256": sha}, "data": [],
+                "reference_model": None, "reference_data": [], "sets": 2,
+                "input_options": {"input": [], "shape": [], "seed": 0, "max_sets": 0,
+                                  "sample_sets": 0},
+                "options": [options]}
+    return (json.dumps({"schema_version": 1, "kind": "fpguard check part",
+                        "identity": identity}) + "\n").encode()
+
+
+def part_cases():
+    return {"part_a.json": part(), "part_other_model.json": part(sha="bb"),
+            "part_other_options.json": part(min_cosine=0.99)}
 
 
 def files():

@@ -4,7 +4,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "fpguard/analysis.hpp"
 #include "fpguard/error.hpp"
+#include "fpguard/report.hpp"
 
 namespace fpguard::cli {
 
@@ -37,5 +39,21 @@ void add_targets(CLI::App& app);
 void add_check(CLI::App& app);  // `check` and `rules`
 void add_plan(CLI::App& app);
 void add_convert(CLI::App& app);
+void add_merge(CLI::App& app);  // `merge`: the parts of a sharded check
+
+// What check and merge write: --html, --json (- for stdout: then no text), then the text;
+// and how (--top, --threads, --quiet, --color).
+struct CheckOutputs {
+  std::string model{};  // as named on the command line (the JSON's "model")
+  std::string json{}, html{}, color = "auto";
+  std::size_t top = 10;
+  bool quiet = false;
+  int threads = 0;
+  report::Terminal terminal() const;
+};
+// Registers --json, --html, --top, --threads, --quiet and --color.
+void add_check_outputs(CLI::App& cmd, CheckOutputs& to);
+void write_check_results(const CheckOutputs& to, const std::vector<analysis::Diagnosis>& results,
+                         const report::Terminal& term);
 
 }  // namespace fpguard::cli

@@ -31,15 +31,15 @@ struct CheckArgs {
   std::string model;
   inputs::Options in;
   std::vector<std::string> precisions, keep, keep_ops, disabled, fail_on;
-  std::string reference = "fp32", accumulate, accumulation = "sequential", json_file, target;
+  std::string reference = "fp32", accumulate, accumulation = "sequential", target;
   std::string annotate;         // --annotate OUT.onnx
   std::string reference_model;  // --reference-model ORIGINAL.onnx
+  std::string shard;            // --shard I/N
   std::size_t samples = 1, top = 10;
   std::optional<double> atol, rtol;
   double min_cosine = 0.999;
-  std::string color = "auto", html_file;
-  bool saturate = false, quiet = false;
-  int threads = 0;
+  CheckOutputs out;  // --json, --html, --top, --threads, --quiet, --color
+  bool saturate = false;
 };
 
 // "a,b" "c" -> a, b, c
@@ -75,7 +75,7 @@ analysis::CheckOptions check_options(const CheckArgs& a) {
   o.min_cosine = a.min_cosine;
   o.atol = a.atol;
   o.rtol = a.rtol;
-  o.threads = a.threads;
+  o.threads = a.out.threads;
   return o;
 }
 
@@ -92,44 +92,127 @@ std::vector<Format> check_formats(const CheckArgs& a) {
   return formats;
 }
 
-// The files asked for (--html, --annotate, --json), then the text on stdout.
+// The files asked for (--annotate, --html, --json), then the text on stdout.
 void write_results(const CheckArgs& a, model::Model& m,
                    const std::vector<std::string>& original_names,
                    const std::vector<analysis::Diagnosis>& results, const report::Terminal& term) {
-  if (!a.html_file.empty())
-    write_file_atomic(a.html_file,
-                      [&](std::ostream& out) { report::write_html(out, results, {}); });
   // Several precisions: the first one annotates (docs/check.md).
   if (!a.annotate.empty()) write_annotated(m, original_names, a.annotate, results.front());
-  if (!a.json_file.empty()) {
-    const report::Json j = report::to_json(results, a.model);
-    if (a.json_file == "-") {
+  write_check_results(a.out, results, term);
+}
+
+}  // namespace
+
+report::Terminal CheckOutputs::terminal() const {
+  return report::Terminal::detect(report::parse_color(color, "--color " + color), quiet);
+}
+
+void add_check_outputs(CLI::App& cmd, CheckOutputs& to) {
+  cmd.add_option("--json", to.json, "Write the diagnosis as JSON to FILE (- for stdout)");
+  cmd.add_option("--html", to.html,
+                 "Write the diagnosis as one self-contained HTML page (charts, no network)");
+  cmd.add_option("--top", to.top,
+                 "Rows of the worst-node table and major rule findings shown (default 10)");
+  cmd.add_option("--threads", to.threads, "Threads (default: all cores)");
+  cmd.add_flag("--quiet", to.quiet, "No progress bar");
+  cmd.add_option("--color", to.color,
+                 "Colour the verdict: auto (default; off with NO_COLOR), always, never");
+}
+
+void write_check_results(const CheckOutputs& to, const std::vector<analysis::Diagnosis>& results,
+                         const report::Terminal& term) {
+  if (!to.html.empty())
+    write_file_atomic(to.html, [&](std::ostream& out) { report::write_html(out, results, {}); });
+  if (!to.json.empty()) {
+    const report::Json j = report::to_json(results, to.model);
+    if (to.json == "-") {
       std::cout << j.dump(2) << "\n";
       return;
     }
-    check_not_same_file(a.model, a.json_file, "--json");
-    write_file_atomic(a.json_file, [&](std::ostream& out) { out << j.dump(2) << "\n"; });
+    check_not_same_file(to.model, to.json, "--json");
+    write_file_atomic(to.json, [&](std::ostream& out) { out << j.dump(2) << "\n"; });
   }
   for (std::size_t i = 0; i < results.size(); ++i) {
     if (i) std::cout << "\n" << std::string(78, '-') << "\n";
-    report::render(std::cout, results[i], {.top = a.top}, term);
+    report::render(std::cout, results[i], {.top = to.top}, term);
   }
   if (results.size() > 1) report::render_side_by_side(std::cout, results, term);
+}
+
+namespace {
+
+// A model file and its external data files, by SHA-256.
+void identify(const model::Model& m, const std::string& path, report::FileId& file,
+              std::vector<report::FileId>& data) {
+  file = {.path = path, .sha256 = sha256_file(path)};
+  for (const auto& f : m.external_files)
+    data.push_back({.path = f.string(), .sha256 = sha256_file(f)});
+}
+
+// --shard I/N: this shard's sets accumulated for every precision, written as a part file.
+void check_shard(const CheckArgs& a, const model::Model& m, const inputs::Samples& samples,
+                 const model::Model* original, const std::vector<analysis::CheckOptions>& opts,
+                 const inputs::Shard& shard, const report::Terminal& term) {
+  report::CheckPart part{.inputs = inputs::absolute(a.in),
+                         .total_sets = samples.total,
+                         .shard = shard,
+                         .set_names = samples.names,
+                         .first_set_sha256 = inputs::set_sha256(samples.sets.front())};
+  identify(m, a.model, part.model, part.data);
+  if (original)
+    identify(*original, a.reference_model, part.reference_model.emplace(), part.reference_data);
+  for (auto o : opts) {
+    report::Progress progress(term, "check " + o.precision.name + " (shard)");
+    o.progress = [&progress](std::size_t d, std::size_t t) { progress.update(d, t); };
+    auto state = analysis::accumulate(m, samples.sets, o, samples.indices);
+    o.progress = nullptr;
+    part.checks.push_back({.options = std::move(o), .state = std::move(state)});
+  }
+  const report::Json j = report::to_json(part);
+  if (a.out.json == "-") {
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  check_not_same_file(a.model, a.out.json, "--json");
+  write_file_atomic(a.out.json, [&](std::ostream& out) { out << j.dump(1) << "\n"; });
+  if (!a.out.quiet) std::cout << report::describe(part, a.out.json) << "\n";
 }
 
 void check(const CheckArgs& a) {
   const analysis::CheckOptions shared = check_options(a);
   const std::vector<Format> formats = check_formats(a);
+  std::optional<inputs::Shard> shard;
+  if (!a.shard.empty()) {
+    shard = inputs::parse_shard(a.shard);
+    if (a.out.json.empty())
+      throw Error("--shard " + a.shard, "a shard writes its partial results with --json FILE");
+    if (!a.out.html.empty() || !a.annotate.empty())
+      throw Error("--shard " + a.shard,
+                  "a shard writes partial results only; fpguard merge writes the HTML");
+  }
   if (!a.annotate.empty()) check_output_file(a.model, a.annotate, kAnnotateFlag);
-  if (!a.html_file.empty()) check_output_file(a.model, a.html_file, "--html");
-  const report::Terminal term =
-      report::Terminal::detect(report::parse_color(a.color, "--color " + a.color), a.quiet);
+  if (!a.out.html.empty()) check_output_file(a.model, a.out.html, "--html");
+  if (shard && a.out.json != "-") check_output_file(a.model, a.out.json, "--json");
+  const report::Terminal term = a.out.terminal();
   model::Model m = model::load(a.model);
   const auto original_names = node_names(m);
   analysis::name_nodes(m);
-  const auto [samples, generated] = inputs::gather_samples(a.in, m, a.samples);
+  const auto gathered = inputs::gather_samples(a.in, m, a.samples, shard.value_or(inputs::Shard{}));
+  const auto& samples = gathered.sets;
+  const auto& generated = gathered.generated;
   std::optional<model::Model> original;
   if (!a.reference_model.empty()) original = model::load(a.reference_model);
+  if (shard) {
+    std::vector<analysis::CheckOptions> opts;
+    for (const auto& f : formats) {
+      analysis::CheckOptions o = shared;
+      o.precision = f;
+      o.generated = generated;
+      o.reference_model = original ? &*original : nullptr;
+      opts.push_back(std::move(o));
+    }
+    return check_shard(a, m, gathered, original ? &*original : nullptr, opts, *shard, term);
+  }
 
   std::vector<analysis::Diagnosis> results;
   bool all_pass = true;
@@ -162,6 +245,7 @@ void add_check(CLI::App& app) {
                   "Accelerator (fpguard targets): picks the precision when --precision is "
                   "absent, refuses formats it cannot run natively");
   add_input_options(*cmd, a->in);
+  add_set_options(*cmd, a->in);
   cmd->add_option("--samples", a->samples,
                   "Number of generated input sets (seeds SEED, SEED+1, ...; default 1)");
   cmd->add_option("--atol", a->atol, "Pass only if |v - r| <= atol + rtol |r| everywhere");
@@ -181,11 +265,9 @@ void add_check(CLI::App& app) {
                   "Format MatMul/Gemm/Conv and sum reductions accumulate in (default float32)");
   cmd->add_option("--accumulation", a->accumulation,
                   "Order of that accumulation: sequential (default), pairwise, blocked:K");
-  cmd->add_option("--top", a->top,
-                  "Rows of the worst-node table and major rule findings shown (default 10)");
-  cmd->add_option("--json", a->json_file, "Write the diagnosis as JSON to FILE (- for stdout)");
-  cmd->add_option("--html", a->html_file,
-                  "Write the diagnosis as one self-contained HTML page (charts, no network)");
+  cmd->add_option("--shard", a->shard,
+                  "Check only input sets I, I+N, ... of --inputs DIR and write partial results "
+                  "(--json) for fpguard merge (I/N)");
   cmd->add_option(kAnnotateFlag, a->annotate,
                   "Write the model with each node's findings (metadata_props, doc_string) to "
                   "OUT.onnx, for Netron; with several precisions, the first");
@@ -194,11 +276,11 @@ void add_check(CLI::App& app) {
       ->take_all();
   cmd->add_option("--disable-rule", a->disabled, "Turn off risk rules by id (ID,...)")->take_all();
   cmd->add_flag("--saturate", a->saturate, "Overflow saturates to +-max (FP8 with scaling)");
-  cmd->add_option("--threads", a->threads, "Threads (default: all cores)");
-  cmd->add_flag("--quiet", a->quiet, "No progress bar");
-  cmd->add_option("--color", a->color,
-                  "Colour the verdict: auto (default; off with NO_COLOR), always, never");
-  cmd->callback([a] { check(*a); });
+  add_check_outputs(*cmd, a->out);
+  cmd->callback([a] {
+    a->out.model = a->model;
+    check(*a);
+  });
 
   auto* rules = app.add_subcommand("rules", "List the risk rules of `fpguard check`");
   auto json_flag = std::make_shared<bool>(false);

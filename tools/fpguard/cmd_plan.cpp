@@ -91,7 +91,9 @@ void plan_command(const PlanArgs& a) {
   model::Model m = model::load(a.model);
   const auto original_names = node_names(m);
   analysis::name_nodes(m);
-  const auto [samples, generated] = inputs::gather_samples(a.in, m, a.samples);
+  const auto gathered = inputs::gather_samples(a.in, m, a.samples);
+  const auto& samples = gathered.sets;
+  const auto& generated = gathered.generated;
 
   analysis::Plan p;
   {
@@ -144,6 +146,7 @@ void add_plan(CLI::App& app) {
                   "Accelerator: picks the precision when --precision is absent, refuses "
                   "formats it cannot run");
   add_input_options(*cmd, a->in);
+  add_set_options(*cmd, a->in);
   cmd->add_option("--samples", a->samples, "Generated input sets (default 1)");
   cmd->add_option("--atol", a->atol, "Tolerance: |v - r| <= atol + rtol |r| everywhere");
   cmd->add_option("--rtol", a->rtol, "See --atol");

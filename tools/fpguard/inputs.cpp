@@ -14,4 +14,11 @@ void add_input_options(CLI::App& cmd, inputs::Options& o) {
                "Refuse to generate inputs (exit 2): every input from a file");
 }
 
+void add_set_options(CLI::App& cmd, inputs::Options& o) {
+  cmd.add_option("--max-sets", o.max_sets,
+                 "Of the input sets of --inputs DIR, only the first K (natural order; 0: all)");
+  cmd.add_option("--sample-sets", o.sample_sets,
+                 "Of the input sets of --inputs DIR, K drawn at random with --seed (0: all)");
+}
+
 }  // namespace fpguard::cli

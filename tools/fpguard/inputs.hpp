@@ -11,5 +11,7 @@ namespace fpguard::cli {
 
 // Registers --input, --inputs, --shape and --seed on a subcommand.
 void add_input_options(CLI::App& cmd, inputs::Options& o);
+// Registers --max-sets and --sample-sets (the commands that take many input sets).
+void add_set_options(CLI::App& cmd, inputs::Options& o);
 
 }  // namespace fpguard::cli

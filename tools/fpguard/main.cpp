@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   fpguard::cli::add_check(app);
   fpguard::cli::add_plan(app);
   fpguard::cli::add_convert(app);
+  fpguard::cli::add_merge(app);
   fpguard::cli::add_run(app);
   fpguard::cli::add_gemm_error(app);
   fpguard::cli::add_accum(app);

@@ -1,0 +1,471 @@
+// The partial results of a sharded check as JSON (docs/scale.md documents every field) and
+// read back exactly: numbers are written in full (shortest round-trip decimals; inf and NaN
+// as the strings "inf", "-inf", "nan"), so that a merge of parts gives the numbers one check
+// over all sets gives.
+#include <cmath>
+#include <fstream>
+
+#include "fpguard/error.hpp"
+#include "fpguard/report.hpp"
+#include "json_reader.hpp"
+
+namespace fpguard::report {
+
+namespace {
+
+using analysis::CheckState;
+using analysis::Comparison;
+
+// Lossless: a JSON number when finite, else "inf", "-inf" or "nan".
+Json exact(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+Json set_index(std::size_t i) {
+  return i == analysis::kNoSet ? Json(nullptr) : Json(i);
+}
+
+Json comparison_state(const Comparison& c) {
+  return {
+      {"count", c.count},
+      {"overflow", c.overflow},
+      {"nan", c.nan},
+      {"underflow", c.underflow},
+      {"subnormal", c.subnormal},
+      {"finite", c.finite},
+      {"max", {exact(c.max_abs), exact(c.max_rel), exact(c.max_scaled)}},
+      {"sums", {exact(c.sum_rel), exact(c.dot), exact(c.vv), exact(c.rr), exact(c.dd)}},
+      {"lo", {exact(c.lo.rel), exact(c.lo.dot), exact(c.lo.vv), exact(c.lo.rr), exact(c.lo.dd)}}};
+}
+
+Json tensor_state(const analysis::TensorRecord& t) {
+  Json hist = Json::object();
+  for (const auto& [e, c] : t.exponent_histogram) hist[std::to_string(e)] = c;
+  return {{"name", t.name},
+          {"floating", t.floating},
+          {"ref_min", exact(t.ref_min)},
+          {"ref_max", exact(t.ref_max)},
+          {"ref_absmax", exact(t.ref_absmax)},
+          {"ref_nonfinite", t.ref_nonfinite},
+          {"exponent_histogram", hist},
+          {"propagated", comparison_state(t.propagated)},
+          {"local", comparison_state(t.local)},
+          {"original", t.original},
+          {"against_original", comparison_state(t.against_original)}};
+}
+
+Json node_state(const analysis::NodeRecord& n, const analysis::NodeFirsts& f) {
+  Json outs = Json::array();
+  for (const auto& t : n.outputs) outs.push_back(tensor_state(t));
+  Json boundary = Json::array();
+  for (const auto s : f.boundary) boundary.push_back(s);
+  return {{"name", n.name},
+          {"runs", n.runs},
+          {"first_overflow_iteration", n.first_overflow_iteration},
+          {"inputs_nonfinite", n.inputs_nonfinite},
+          {"input_error", exact(n.input_error)},
+          {"input_absmax", exact(n.input_absmax)},
+          {"boundary_inputs", n.boundary_inputs},
+          {"input_shapes", n.input_shapes},
+          {"firsts",
+           {{"shapes", set_index(f.shapes)},
+            {"overflow", set_index(f.overflow)},
+            {"boundary", boundary}}},
+          {"outputs", outs}};
+}
+
+Json map_state(const std::map<std::string, double>& m) {
+  Json j = Json::object();
+  for (const auto& [k, v] : m) j[k] = exact(v);
+  return j;
+}
+
+Json state_json(const CheckState& s) {
+  Json nodes = Json::array();
+  for (std::size_t i = 0; i < s.nodes.size(); ++i)
+    nodes.push_back(node_state(s.nodes[i], s.firsts[i]));
+  Json outputs = Json::array();
+  for (std::size_t i = 0; i < s.verdicts.size(); ++i)
+    outputs.push_back({{"name", s.verdicts[i].name},
+                       {"nonfinite", s.verdicts[i].nonfinite},
+                       {"outside_tolerance", s.verdicts[i].outside_tolerance},
+                       {"comparison", comparison_state(s.output_cmp[i])}});
+  return {{"sets", s.sets},
+          {"outputs", outputs},
+          {"absmax", map_state(s.absmax)},
+          {"min_abs_nonzero", map_state(s.min_abs_nonzero)},
+          {"seen", s.seen},
+          {"nodes", nodes}};
+}
+
+Json optional_number(const std::optional<double>& v) {
+  return v ? Json(*v) : Json(nullptr);
+}
+
+Json strings_of(const std::set<std::string>& s) {
+  return Json(std::vector<std::string>(s.begin(), s.end()));
+}
+
+Json options_json(const analysis::CheckOptions& o) {
+  Json fail_on = Json::array();
+  for (const auto k : o.fail_on) fail_on.push_back(std::string(analysis::to_string(k)));
+  Json generated = Json::array();
+  for (const auto& g : o.generated)
+    generated.push_back(
+        {{"name", g.name}, {"generator", g.generator.spec()}, {"default", g.by_default}});
+  return {{"precision", o.precision.name},
+          {"keep_fp32", strings_of(o.keep_fp32)},
+          {"keep_fp32_ops", strings_of(o.keep_fp32_ops)},
+          {"rounding", std::string(to_string(o.round_options.rounding))},
+          {"saturate", o.round_options.saturate},
+          {"flush_subnormals", o.round_options.flush_subnormals},
+          {"rounding_seed", o.round_options.seed},
+          {"accumulate", o.accumulate ? Json(o.accumulate->name) : Json(nullptr)},
+          {"accumulation", to_string(o.accumulation)},
+          {"reference", std::string(to_string(o.reference))},
+          {"min_cosine", o.min_cosine},
+          {"atol", optional_number(o.atol)},
+          {"rtol", optional_number(o.rtol)},
+          {"disabled_rules", strings_of(o.disabled_rules)},
+          {"fail_on", fail_on},
+          {"generated", generated}};
+}
+
+Json file_id(const FileId& f) {
+  return {{"path", f.path}, {"sha256", f.sha256}};
+}
+
+Json file_ids(const std::vector<FileId>& fs) {
+  Json j = Json::array();
+  for (const auto& f : fs) j.push_back(file_id(f));
+  return j;
+}
+
+// ---- reading ---------------------------------------------------------------------------
+
+struct PartReader : detail::JsonReader {
+  double exact(const Json& v, const std::string& path) const {
+    if (v.is_number()) return v.get<double>();
+    if (v.is_string()) {
+      const std::string s = v.get<std::string>();
+      if (s == "inf") return INFINITY;
+      if (s == "-inf") return -INFINITY;
+      if (s == "nan") return NAN;
+    }
+    fail(path, "is not a number (or \"inf\", \"-inf\", \"nan\")");
+  }
+  double exact(const Json& j, const char* key, const std::string& path) const {
+    return exact(at(j, key, path), field(path, key));
+  }
+  // An array of `n` exact numbers.
+  std::vector<double> exacts(const Json& j, const char* key, const std::string& path,
+                             std::size_t n) const {
+    const Json& a = array(j, key, path);
+    if (a.size() != n) fail(field(path, key), "does not hold " + std::to_string(n) + " numbers");
+    std::vector<double> out;
+    for (std::size_t i = 0; i < n; ++i) out.push_back(exact(a[i], detail::item(path, key, i)));
+    return out;
+  }
+  std::size_t set(const Json& j, const char* key, const std::string& path) const {
+    return at(j, key, path).is_null() ? analysis::kNoSet : u64(j, key, path);
+  }
+
+  Comparison comparison(const Json& j, const std::string& path) const {
+    Comparison c;
+    c.count = u64(j, "count", path);
+    c.overflow = u64(j, "overflow", path);
+    c.nan = u64(j, "nan", path);
+    c.underflow = u64(j, "underflow", path);
+    c.subnormal = u64(j, "subnormal", path);
+    c.finite = u64(j, "finite", path);
+    const auto m = exacts(j, "max", path, 3), s = exacts(j, "sums", path, 5),
+               lo = exacts(j, "lo", path, 5);
+    c.max_abs = m[0], c.max_rel = m[1], c.max_scaled = m[2];
+    c.sum_rel = s[0], c.dot = s[1], c.vv = s[2], c.rr = s[3], c.dd = s[4];
+    c.lo = {.rel = lo[0], .dot = lo[1], .vv = lo[2], .rr = lo[3], .dd = lo[4]};
+    return c;
+  }
+
+  analysis::TensorRecord tensor(const Json& j, const std::string& path) const {
+    analysis::TensorRecord t;
+    t.name = str(j, "name", path);
+    t.floating = boolean(j, "floating", path);
+    t.ref_min = exact(j, "ref_min", path);
+    t.ref_max = exact(j, "ref_max", path);
+    t.ref_absmax = exact(j, "ref_absmax", path);
+    t.ref_nonfinite = u64(j, "ref_nonfinite", path);
+    t.exponent_histogram = histogram(j, "exponent_histogram", path);
+    t.propagated = comparison(at(j, "propagated", path), field(path, "propagated"));
+    t.local = comparison(at(j, "local", path), field(path, "local"));
+    t.original = str(j, "original", path);
+    t.against_original =
+        comparison(at(j, "against_original", path), field(path, "against_original"));
+    return t;
+  }
+
+  std::pair<analysis::NodeRecord, analysis::NodeFirsts> node(const Json& j,
+                                                             const std::string& path) const {
+    analysis::NodeRecord n;
+    n.name = str(j, "name", path);
+    n.runs = u64(j, "runs", path);
+    n.first_overflow_iteration = sizes(j, "first_overflow_iteration", path);
+    n.inputs_nonfinite = boolean(j, "inputs_nonfinite", path);
+    n.input_error = exact(j, "input_error", path);
+    n.input_absmax = exact(j, "input_absmax", path);
+    n.boundary_inputs = strings(j, "boundary_inputs", path);
+    const Json& shapes = array(j, "input_shapes", path);
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      if (!shapes[i].is_array()) fail(detail::item(path, "input_shapes", i), "is not an array");
+      n.input_shapes.push_back(integers(shapes, i, path));
+    }
+    const Json& f = object(j, "firsts", path);
+    const std::string fp = field(path, "firsts");
+    analysis::NodeFirsts firsts{.shapes = set(f, "shapes", fp), .overflow = set(f, "overflow", fp)};
+    for (const auto s : sizes(f, "boundary", fp)) firsts.boundary.push_back(s);
+    if (firsts.boundary.size() != n.boundary_inputs.size())
+      fail(field(fp, "boundary"), "does not hold one set per boundary input");
+    const Json& outs = array(j, "outputs", path);
+    for (std::size_t i = 0; i < outs.size(); ++i)
+      n.outputs.push_back(tensor(outs[i], detail::item(path, "outputs", i)));
+    return {std::move(n), std::move(firsts)};
+  }
+  // input_shapes[i] (an array of integers).
+  std::vector<std::int64_t> integers(const Json& shapes, std::size_t i,
+                                     const std::string& path) const {
+    std::vector<std::int64_t> out;
+    for (const auto& d : shapes[i]) {
+      if (!d.is_number_integer())
+        fail(detail::item(path, "input_shapes", i), "holds a non-integer");
+      out.push_back(d.get<std::int64_t>());
+    }
+    return out;
+  }
+
+  std::map<std::string, double> map(const Json& j, const char* key, const std::string& path) const {
+    std::map<std::string, double> out;
+    const Json& m = object(j, key, path);
+    for (auto it = m.begin(); it != m.end(); ++it)
+      out[it.key()] = exact(it.value(), field(path, key) + ".\"" + it.key() + "\"");
+    return out;
+  }
+
+  CheckState state(const Json& j, const std::string& path) const;
+  analysis::CheckOptions options(const Json& j, const std::string& path) const;
+  FileId file(const Json& j, const std::string& path) const {
+    return {.path = str(j, "path", path), .sha256 = str(j, "sha256", path)};
+  }
+  std::vector<FileId> files(const Json& j, const char* key, const std::string& path) const {
+    std::vector<FileId> out;
+    const Json& a = array(j, key, path);
+    for (std::size_t i = 0; i < a.size(); ++i)
+      out.push_back(file(a[i], detail::item(path, key, i)));
+    return out;
+  }
+};
+
+CheckState PartReader::state(const Json& j, const std::string& path) const {
+  CheckState s;
+  s.sets = sizes(j, "sets", path);
+  const Json& outs = array(j, "outputs", path);
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    const std::string p = detail::item(path, "outputs", i);
+    analysis::OutputVerdict v;
+    v.name = str(outs[i], "name", p);
+    v.nonfinite = u64(outs[i], "nonfinite", p);
+    v.outside_tolerance = u64(outs[i], "outside_tolerance", p);
+    s.verdicts.push_back(std::move(v));
+    s.output_cmp.push_back(comparison(at(outs[i], "comparison", p), field(p, "comparison")));
+  }
+  s.absmax = map(j, "absmax", path);
+  s.min_abs_nonzero = map(j, "min_abs_nonzero", path);
+  for (auto& k : strings(j, "seen", path)) s.seen.insert(std::move(k));
+  const Json& nodes = array(j, "nodes", path);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    auto [n, f] = node(nodes[i], detail::item(path, "nodes", i));
+    s.nodes.push_back(std::move(n));
+    s.firsts.push_back(std::move(f));
+  }
+  return s;
+}
+
+analysis::CheckOptions PartReader::options(const Json& j, const std::string& path) const {
+  analysis::CheckOptions o;
+  auto where = [&](const char* key) { return field(path, key); };
+  try {
+    o.precision = parse_format(str(j, "precision", path));
+    if (!at(j, "accumulate", path).is_null())
+      o.accumulate = parse_format(str(j, "accumulate", path));
+    o.accumulation =
+        parse_accumulation_order(str(j, "accumulation", path)).value_or(o.accumulation);
+    o.round_options.rounding = parse_rounding(str(j, "rounding", path));
+  } catch (const Error& e) {
+    fail(where("precision") + " or its neighbours", e.what());
+  }
+  for (auto& k : strings(j, "keep_fp32", path)) o.keep_fp32.insert(std::move(k));
+  for (auto& k : strings(j, "keep_fp32_ops", path)) o.keep_fp32_ops.insert(std::move(k));
+  o.round_options.saturate = boolean(j, "saturate", path);
+  o.round_options.flush_subnormals = boolean(j, "flush_subnormals", path);
+  o.round_options.seed = u64(j, "rounding_seed", path);
+  const std::string ref = str(j, "reference", path);
+  if (ref != "float32" && ref != "float64") fail(where("reference"), "is not float32 or float64");
+  o.reference = ref == "float64" ? DType::float64 : DType::float32;
+  o.min_cosine = real(j, "min_cosine", path);
+  if (!at(j, "atol", path).is_null()) o.atol = real(j, "atol", path);
+  if (!at(j, "rtol", path).is_null()) o.rtol = real(j, "rtol", path);
+  for (auto& k : strings(j, "disabled_rules", path)) o.disabled_rules.insert(std::move(k));
+  try {
+    o.fail_on = analysis::parse_fail_on(strings(j, "fail_on", path));
+  } catch (const Error& e) {
+    fail(where("fail_on"), e.what());
+  }
+  const Json& gs = array(j, "generated", path);
+  for (std::size_t i = 0; i < gs.size(); ++i) {
+    const std::string p = detail::item(path, "generated", i);
+    inputs::Generated g;
+    g.name = str(gs[i], "name", p);
+    try {
+      g.generator = inputs::parse_generator(str(gs[i], "generator", p), g.name);
+    } catch (const Error& e) {
+      fail(field(p, "generator"), e.what());
+    }
+    g.by_default = boolean(gs[i], "default", p);
+    o.generated.push_back(std::move(g));
+  }
+  return o;
+}
+
+constexpr const char* kPartKind = "fpguard check part";
+
+// The schema_version, and the "kind" that tells a part from other files of that version.
+void schema(const detail::JsonReader& r, const Json& j) {
+  r.schema(j, kCheckPartSchema, "a partial check result (check --shard)");
+  if (!j.contains("kind") || j["kind"] != kPartKind)
+    throw Error(r.where, std::string("not a partial check result (check --shard): its \"kind\" "
+                                     "is not \"") +
+                             kPartKind + "\"");
+}
+
+}  // namespace
+
+Json to_json(const CheckPart& p) {
+  Json options = Json::array(), states = Json::array();
+  for (const auto& c : p.checks) {
+    options.push_back(options_json(c.options));
+    states.push_back(state_json(c.state));
+  }
+  return {{"schema_version", kCheckPartSchema},
+          {"kind", kPartKind},
+          {"identity",
+           {{"model", file_id(p.model)},
+            {"data", file_ids(p.data)},
+            {"reference_model", p.reference_model ? file_id(*p.reference_model) : Json(nullptr)},
+            {"reference_data", file_ids(p.reference_data)},
+            {"sets", p.total_sets},
+            {"input_options",
+             {{"input", p.inputs.input},
+              {"shape", p.inputs.shape},
+              {"seed", p.inputs.seed},
+              {"max_sets", p.inputs.max_sets},
+              {"sample_sets", p.inputs.sample_sets}}},
+            {"options", options}}},
+          {"inputs", p.inputs.inputs},
+          {"shard", {{"index", p.shard.index}, {"count", p.shard.count}}},
+          {"set_names", p.set_names},
+          {"first_set_sha256", p.first_set_sha256},
+          {"states", states}};
+}
+
+CheckPart check_part_from_json(const Json& j, const std::string& where) {
+  const PartReader r{{where}};
+  schema(r, j);
+  CheckPart p;
+  const Json& id = r.object(j, "identity", "");
+  const std::string ip = "\"identity\"";
+  p.model = r.file(r.object(id, "model", ip), r.field(ip, "model"));
+  p.data = r.files(id, "data", ip);
+  if (!r.at(id, "reference_model", ip).is_null())
+    p.reference_model = r.file(r.object(id, "reference_model", ip), r.field(ip, "reference_model"));
+  p.reference_data = r.files(id, "reference_data", ip);
+  p.total_sets = r.u64(id, "sets", ip);
+  const Json& io = r.object(id, "input_options", ip);
+  const std::string iop = r.field(ip, "input_options");
+  p.inputs.input = r.strings(io, "input", iop);
+  p.inputs.shape = r.strings(io, "shape", iop);
+  p.inputs.seed = r.u64(io, "seed", iop);
+  p.inputs.max_sets = r.u64(io, "max_sets", iop);
+  p.inputs.sample_sets = r.u64(io, "sample_sets", iop);
+  p.inputs.inputs = r.str(j, "inputs", "");
+  const Json& sh = r.object(j, "shard", "");
+  p.shard = {.index = r.u64(sh, "index", "\"shard\""), .count = r.u64(sh, "count", "\"shard\"")};
+  p.set_names = r.strings(j, "set_names", "");
+  p.first_set_sha256 = r.str(j, "first_set_sha256", "");
+  const Json& options = r.array(id, "options", ip);
+  const Json& states = r.array(j, "states", "");
+  if (options.size() != states.size() || options.empty())
+    r.fail("\"states\"", "does not hold one state per check of \"identity\".\"options\"");
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    CheckPart::Check c{.options = r.options(options[i], detail::item(ip, "options", i)),
+                       .state = r.state(states[i], detail::item("", "states", i))};
+    if (c.state.sets.size() != p.set_names.size())
+      r.fail(detail::item("", "states", i), "does not hold one set per \"set_names\" entry");
+    p.checks.push_back(std::move(c));
+  }
+  return p;
+}
+
+void require_same_check(const Json& a, const std::string& a_where, const Json& b,
+                        const std::string& b_where) {
+  const Json& ia = a.at("identity");
+  const Json& ib = b.at("identity");
+  // In `b`, `what` is `theirs`; in `a`, `ours`.
+  auto differ = [&](const std::string& what, const Json& ours, const Json& theirs) {
+    throw Error(b_where, "not a part of the same check as " + a_where + ": its " + what + " is " +
+                             theirs.dump() + ", " + a_where + "'s " + ours.dump());
+  };
+  if (ia.at("model").at("sha256") != ib.at("model").at("sha256"))
+    differ("model (sha256)", ia.at("model").at("sha256"), ib.at("model").at("sha256"));
+  for (const char* key : {"data", "reference_model", "reference_data", "sets", "input_options"})
+    if (ia.at(key) != ib.at(key)) differ(std::string("\"") + key + "\"", ia.at(key), ib.at(key));
+  const Json& oa = ia.at("options");
+  const Json& ob = ib.at("options");
+  if (oa.size() != ob.size())
+    differ("number of precisions checked", Json(oa.size()), Json(ob.size()));
+  for (std::size_t i = 0; i < oa.size(); ++i)
+    for (auto it = oa[i].begin(); it != oa[i].end(); ++it)
+      if (ob[i].value(it.key(), Json()) != it.value())
+        differ("option \"" + it.key() + "\"", it.value(), ob[i].value(it.key(), Json()));
+}
+
+Json read_check_part_json(const std::filesystem::path& path) {
+  const std::string where = path.string();
+  std::ifstream in(path);
+  if (!in) throw Error(where, "cannot be read");
+  Json j;
+  try {
+    j = Json::parse(in);
+  } catch (const Json::exception&) {
+    throw Error(where, "not JSON (expected a part written by fpguard check --shard)");
+  }
+  const detail::JsonReader r{where};
+  schema(r, j);
+  if (!j.contains("identity") || !j["identity"].is_object()) r.fail("\"identity\"", "is missing");
+  const Json& id = j["identity"];
+  const std::string ip = "\"identity\"";
+  r.str(r.object(id, "model", ip), "sha256", r.field(ip, "model"));
+  for (const char* key : {"data", "reference_model", "reference_data", "sets", "input_options"})
+    r.at(id, key, ip);
+  const Json& options = r.array(id, "options", ip);
+  for (std::size_t i = 0; i < options.size(); ++i)
+    if (!options[i].is_object()) r.fail(detail::item(ip, "options", i), "is not an object");
+  return j;
+}
+
+std::string describe(const CheckPart& p, const std::string& file) {
+  return "shard " + std::to_string(p.shard.index) + "/" + std::to_string(p.shard.count) + ": " +
+         std::to_string(p.set_names.size()) + " of " + std::to_string(p.total_sets) +
+         " input sets checked, written to " + file + " (fpguard merge combines the parts)";
+}
+
+}  // namespace fpguard::report

@@ -1,0 +1,157 @@
+// `fpguard merge PART...`: the parts of a sharded check (check --shard I/N --json PART)
+// merged into the diagnosis one check over all input sets gives (docs/scale.md). Parts of
+// different checks, input sets in two parts, and missing sets are refused.
+#include <algorithm>
+#include <iostream>
+#include <map>
+
+#include "cli.hpp"
+#include "fpguard/analysis.hpp"
+#include "fpguard/error.hpp"
+#include "fpguard/inputs.hpp"
+#include "fpguard/io.hpp"
+#include "fpguard/model.hpp"
+#include "fpguard/report.hpp"
+
+namespace fpguard::cli {
+
+namespace {
+
+struct MergeArgs {
+  std::vector<std::string> parts;
+  std::string model, reference_model, inputs;
+  CheckOutputs out;  // --json, --html, --top, --threads, --quiet, --color
+};
+
+// Every set in exactly one part: the parts' sets are disjoint and cover all of them.
+void require_all_sets(const MergeArgs& a, const std::vector<report::CheckPart>& parts) {
+  std::map<std::size_t, std::size_t> owner;  // set -> part
+  for (std::size_t p = 0; p < parts.size(); ++p)
+    for (const auto s : parts[p].checks.front().state.sets) {
+      if (s >= parts[p].total_sets)
+        throw Error(a.parts[p], "input set " + std::to_string(s) + " is out of range (" +
+                                    std::to_string(parts[p].total_sets) + " sets)");
+      if (auto [it, fresh] = owner.emplace(s, p); !fresh)
+        throw Error(a.parts[p], "input set " + std::to_string(s) + " is also in " +
+                                    a.parts[it->second] +
+                                    " (the same shard given twice, or "
+                                    "overlapping shards)");
+    }
+  std::vector<std::size_t> missing;
+  for (std::size_t s = 0; s < parts.front().total_sets; ++s)
+    if (!owner.count(s)) missing.push_back(s);
+  if (missing.empty()) return;
+  std::string list;
+  for (std::size_t i = 0; i < missing.size() && i < 8; ++i)
+    list += (i ? ", " : "") + std::to_string(missing[i]);
+  if (missing.size() > 8) list += ", ...";
+  throw Error("merge", std::to_string(missing.size()) + " of " +
+                           std::to_string(parts.front().total_sets) +
+                           " input sets are in no part (" + list + "): a shard is missing");
+}
+
+// The model of the parts, from `path` (or the one they recorded), verified by SHA-256.
+model::Model load_verified(const std::string& path, const report::FileId& id,
+                           const std::vector<report::FileId>& data, const std::string& flag) {
+  const std::string file = path.empty() ? id.path : path;
+  if (sha256_file(file) != id.sha256)
+    throw Error(file, "is not the model the parts were checked with (its sha256 differs; " + flag +
+                          " names the right file)");
+  model::Model m = model::load(file);
+  bool same = m.external_files.size() == data.size();
+  for (std::size_t i = 0; same && i < data.size(); ++i)
+    same = sha256_file(m.external_files[i]) == data[i].sha256;
+  if (!same) throw Error(file, "its external data is not what the parts were checked with");
+  return m;
+}
+
+// The first input set (set 0), read again as the check read it and verified by SHA-256.
+std::vector<NamedTensor> first_set(const MergeArgs& a, const std::vector<report::CheckPart>& parts,
+                                   const model::Model& m) {
+  for (const auto& p : parts) {
+    const auto& sets = p.checks.front().state.sets;
+    if (sets.empty() || sets.front() != 0) continue;
+    inputs::Options o = p.inputs;
+    const std::string dir = a.inputs.empty() ? o.inputs : a.inputs;
+    o.inputs = (std::filesystem::path(dir) / p.set_names.front()).string();
+    std::vector<NamedValue> values;
+    try {
+      values = inputs::gather(o, m, 0);
+    } catch (const Error& e) {
+      throw Error(e.where(), e.problem() +
+                                 " (merge reads input set 0 again for the accuracy "
+                                 "origins; --inputs names the directory of sets)");
+    }
+    std::vector<NamedTensor> out;
+    for (auto& v : values) out.push_back({std::move(v.name), std::move(v.value.tensor)});
+    if (inputs::set_sha256(out) != p.first_set_sha256)
+      throw Error(o.inputs,
+                  "is not the input set 0 the parts were checked with (its sha256 "
+                  "differs; --inputs names the directory of sets)");
+    return out;
+  }
+  throw Error("merge", "no part holds input set 0");
+}
+
+void merge(const MergeArgs& a) {
+  if (!a.out.html.empty()) check_output_file(a.parts.front(), a.out.html, "--html");
+  if (!a.out.json.empty() && a.out.json != "-")
+    for (const auto& p : a.parts) check_not_same_file(p, a.out.json, "--json");
+  std::vector<report::Json> docs;
+  for (const auto& p : a.parts) {
+    docs.push_back(report::read_check_part_json(p));
+    report::require_same_check(docs.front(), a.parts.front(), docs.back(), p);
+  }
+  std::vector<report::CheckPart> parts;
+  for (std::size_t i = 0; i < docs.size(); ++i)
+    parts.push_back(report::check_part_from_json(docs[i], a.parts[i]));
+  docs.clear();
+  require_all_sets(a, parts);
+  const report::CheckPart& head = parts.front();
+  model::Model m = load_verified(a.model, head.model, head.data, "--model");
+  analysis::name_nodes(m);
+  std::optional<model::Model> original;
+  if (head.reference_model)
+    original = load_verified(a.reference_model, *head.reference_model, head.reference_data,
+                             "--reference-model");
+  const report::Terminal term = a.out.terminal();
+  std::vector<analysis::Diagnosis> results;
+  bool all_pass = true;
+  for (std::size_t k = 0; k < head.checks.size(); ++k) {
+    analysis::CheckState state = parts.front().checks[k].state;  // (first_set reads the sets)
+    for (std::size_t p = 1; p < parts.size(); ++p) analysis::merge(state, parts[p].checks[k].state);
+    analysis::CheckOptions o = head.checks[k].options;
+    o.reference_model = original ? &*original : nullptr;
+    o.threads = a.out.threads;
+    auto d = analysis::finish(m, std::move(state), o, [&] { return first_set(a, parts, m); });
+    d.model = head.model.path;  // as the check named them
+    if (head.reference_model) d.reference_model = head.reference_model->path;
+    all_pass = all_pass && d.pass;
+    results.push_back(std::move(d));
+  }
+  exit_code = all_pass ? 0 : 1;
+  CheckOutputs to = a.out;
+  to.model = head.model.path;
+  write_check_results(to, results, term);
+}
+
+}  // namespace
+
+void add_merge(CLI::App& app) {
+  auto a = std::make_shared<MergeArgs>();
+  auto* cmd = app.add_subcommand(
+      "merge", "Merge the parts of a sharded check (check --shard I/N) into its diagnosis");
+  cmd->add_option("parts", a->parts, "Part files written by check --shard I/N --json PART")
+      ->required();
+  cmd->add_option("--model", a->model,
+                  "The model, when it is no longer where the parts recorded it (verified by "
+                  "sha256)");
+  cmd->add_option("--reference-model", a->reference_model,
+                  "The reference model, likewise (with check --reference-model)");
+  cmd->add_option("--inputs", a->inputs,
+                  "The directory of input sets, likewise (read only for accuracy origins)");
+  add_check_outputs(*cmd, a->out);
+  cmd->callback([a] { merge(*a); });
+}
+
+}  // namespace fpguard::cli
