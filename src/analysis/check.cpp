@@ -795,6 +795,13 @@ std::vector<Tensor> reference_outputs(const exec::Session& ref) {
   return out;
 }
 
+void Context::scale(exec::PrecisionPolicy& p) const {
+  if (!o.scaled) return;
+  p.scaled = o.scaled;
+  p.amax_margin = o.amax_margin;
+  p.activation_amax = activation_amax;
+}
+
 Source Context::source_of(const std::string& name) const {
   std::string cur = name;
   for (int guard = 0; guard < 10000; ++guard) {
@@ -1001,7 +1008,9 @@ struct Flattener {
     rec.index = pos;
     rec.parent = parent;
     rec.emulated = f.has_value();
-    rec.precision = f ? f->name : "float32";
+    rec.precision = !f                                                  ? "float32"
+                    : policy.scaled && exec::is_scaled_operand(node, 0) ? policy.scaled->name
+                                                                        : f->name;
     for (const auto& out : view.outputs) {
       rec.outputs.push_back({});
       rec.outputs.back().name = out;
@@ -1196,7 +1205,7 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   }
   // The local runs: the reference's options (storage, rounding, accumulation) on float32
   // carriers, fed with the reference's values.
-  const exec::RunOptions local_opts = ref_opts;
+  exec::RunOptions local_opts = ref_opts;
   ref_opts.carrier = o.reference;
   exec::RunOptions emu_opts = local_opts;
   emu_opts.float32_storage = false;
@@ -1205,12 +1214,21 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
   emu_opts.policy.exclude_names.insert(as_stored.begin(), as_stored.end());
   emu_opts.policy.exclude_op_types = o.keep_fp32_ops;
   emu_opts.policy.round_options = o.round_options;
-  const exec::Executor ref_ex(m, ref_opts), emu_ex(ref_ex, emu_opts), local_ex(ref_ex, local_opts);
-
+  const exec::Executor ref_ex(m, ref_opts);
   Context ctx{.m = m, .o = o, .order = ref_ex.order()};
+  if (o.scaled && o.scaled->rule == ScaleRule::amax)  // static scales: one reference pass
+    ctx.activation_amax = exec::calibrate_activations(ref_ex, samples);
+  ctx.scale(emu_opts.policy);
+  ctx.scale(local_opts.policy);
+  const exec::Executor emu_ex(ref_ex, emu_opts), local_ex(ref_ex, local_opts);
+
   ctx.elem_types = std::move(types);
   ctx.diag.model = m.path.string();
-  ctx.diag.precision = o.precision.name;
+  ctx.diag.precision = o.scaled ? o.scaled->name : o.precision.name;
+  if (o.scaled) {
+    ctx.diag.other_precision = o.precision.name;
+    ctx.diag.amax_margin = o.amax_margin;
+  }
   ctx.diag.accumulate = o.accumulate ? o.accumulate->name : "float32";
   ctx.diag.reference = std::string(to_string(o.reference));
   ctx.diag.samples = samples.size();
