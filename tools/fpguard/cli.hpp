@@ -37,6 +37,8 @@ struct Precision {
   const std::string& name() const { return scaled ? scaled->name : format.name; }
 };
 Precision parse_precision(const std::string& name, const std::string& other);
+// --precision of a command that takes scalar formats only (`command`: its name).
+Format parse_scalar_precision(const std::string& name, const std::string& command);
 // --other-precision and --amax-margin of run and check.
 struct ScaledArgs {
   std::string other = "bfloat16";

@@ -24,6 +24,14 @@ Precision parse_precision(const std::string& name, const std::string& other) {
   return {.format = parse_format(name)};
 }
 
+Format parse_scalar_precision(const std::string& name, const std::string& command) {
+  if (find_scaled_format(name))
+    throw Error("--precision " + name, "a scaled format, but " + command +
+                                           " takes scalar formats only (run and check take "
+                                           "scaled ones)");
+  return parse_format(name);
+}
+
 void add_scaled_options(CLI::App& cmd, ScaledArgs& a) {
   cmd.add_option("--other-precision", a.other,
                  "With a scaled --precision (fp8, mxfp8_e4m3, nvfp4, ...): the format of every "
