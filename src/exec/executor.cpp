@@ -177,21 +177,24 @@ std::string scaled_key(const ScaledOperand& op, DType carrier) {
   return key + "|" + amax + "|" + std::string(to_string(carrier));
 }
 
-// A float32 or float64 carrier quantized into a scaled format (in its own carrier, as
-// rounded_copy), held in `carrier`.
+// A float32 or float64 carrier quantized into a scaled format, held in `carrier`. Unlike
+// rounded_copy it quantizes in the destination carrier: the scales are computed in its
+// precision (float32, as the hardware does), whichever session the value comes from, so
+// a weight's one cached copy does not depend on the run that asked first.
 Tensor scaled_copy(const Tensor& t, const ScaledOperand& op, DType carrier) {
-  Tensor r = Tensor::uninitialized(t.dtype(), t.shape());
-  if (t.dtype() == DType::float64) {
-    const auto in = t.data<double>();
-    round_scaled(std::span<const double>(in.data(), in.size()), r.data<double>(), op.layout,
+  Tensor r =
+      t.dtype() == carrier ? Tensor::uninitialized(t.dtype(), t.shape()) : convert(t, carrier);
+  const Tensor& in = t.dtype() == carrier ? t : r;
+  if (carrier == DType::float64) {
+    const auto x = in.data<double>();
+    round_scaled(std::span<const double>(x.data(), x.size()), r.data<double>(), op.layout,
                  op.format, op.options);
   } else {
-    const auto in = t.data<float>();
-    round_scaled(std::span<const float>(in.data(), in.size()), r.data<float>(), op.layout,
-                 op.format, op.options);
+    const auto x = in.data<float>();
+    round_scaled(std::span<const float>(x.data(), x.size()), r.data<float>(), op.layout, op.format,
+                 op.options);
   }
-  if (r.dtype() == carrier) return r;
-  return convert(r, carrier);
+  return r;
 }
 
 // The name of the node at `pos` of its graph's order as check reports it.
