@@ -34,6 +34,13 @@ add_test(NAME cli.shard
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/shard_test.py
                  --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)
 set_tests_properties(cli.shard PROPERTIES LABELS analysis)
+# Scaled precisions (fp8, MX, NVFP4) in run and check: MatMul, Gemm and grouped Conv against
+# NumPy on tests/reference/mxref.py, and check --precision fp8 on a folded-BatchNorm conv net
+# (cli/scaled_test.py).
+add_test(NAME cli.scaled
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/scaled_test.py
+                 --fpguard $<TARGET_FILE:fpguard>)
+set_tests_properties(cli.scaled PROPERTIES LABELS analysis)
 
 # Nodes inside If/Loop bodies: origins named by path, loop iterations, subgraph constants,
 # --keep-fp32 paths, on small models built with onnx (cli/control_flow_test.py).

@@ -351,5 +351,64 @@ TEST(Accumulation, ReductionsRoundEveryPartialSum) {
   }
 }
 
+// Scaled precisions: which operands are quantized, along which axes, with which amax
+// (docs/executor.md); the values themselves are tested end to end by cli/scaled_test.py.
+model::Node scaled_node(const std::string& op, const std::string& attr = "", std::int64_t v = 0) {
+  model::Node n;
+  n.name = "n";
+  n.op_type = op;
+  if (!attr.empty()) n.attributes.push_back({.name = attr, .value = v, .ref_attr_name = ""});
+  return n;
+}
+
+TEST(Scaled, OperandAxes) {
+  const PrecisionPolicy p;
+  const ScaledFormat mx = parse_scaled_format("mxfp8_e4m3");
+  const auto axis = [&](const model::Node& n, std::size_t i, std::vector<std::int64_t> shape) {
+    const auto op = scaled_operand(n, "n", i, shape, false, mx, p);
+    return op ? op->layout.axis : 99;
+  };
+  EXPECT_EQ(axis(scaled_node("MatMul"), 0, {2, 4, 8}), -1);  // A [..., M, K]
+  EXPECT_EQ(axis(scaled_node("MatMul"), 1, {2, 8, 3}), -2);  // B [..., K, N]
+  EXPECT_EQ(axis(scaled_node("MatMul"), 1, {8}), 0);         // a 1-D B is K
+  EXPECT_EQ(axis(scaled_node("Gemm"), 0, {4, 8}), 1);
+  EXPECT_EQ(axis(scaled_node("Gemm", "transA", 1), 0, {8, 4}), 0);
+  EXPECT_EQ(axis(scaled_node("Gemm"), 1, {8, 3}), 0);
+  EXPECT_EQ(axis(scaled_node("Gemm", "transB", 1), 1, {3, 8}), 1);
+  EXPECT_EQ(axis(scaled_node("Conv"), 1, {6, 4, 3, 3}), 1);
+  EXPECT_EQ(axis(scaled_node("Gemm"), 2, {3}), 99);  // the bias is not quantized
+  EXPECT_EQ(axis(scaled_node("Add"), 0, {3}), 99);
+  EXPECT_EQ(axis(scaled_node("Gemm"), 0, {4, 8, 1}), 99);  // left to the kernel's error
+  // Conv X [N, C, ...] with group 2: [N, 2, C/2, ...] blocked along the group's channels.
+  const auto x =
+      scaled_operand(scaled_node("Conv", "group", 2), "n", 0, {1, 8, 5, 5}, false, mx, p);
+  ASSERT_TRUE(x);
+  EXPECT_EQ(x->layout.shape, (std::vector<std::int64_t>{1, 2, 4, 5, 5}));
+  EXPECT_EQ(x->layout.axis, 2);
+}
+
+TEST(Scaled, ChannelScalesAndCalibratedAmax) {
+  PrecisionPolicy p;
+  p.activation_amax[{"n", 0}] = 3;
+  p.amax_margin = 2;
+  const ScaledFormat ch = parse_scaled_format("channel:float8_e4m3fn");
+  // Weights: per output channel (Gemm B [N, K] with transB: axis 0), their own amax.
+  const auto w = scaled_operand(scaled_node("Gemm", "transB", 1), "n", 1, {3, 8}, true, ch, p);
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->format.scope, ScaleScope::channel);
+  EXPECT_EQ(w->layout.axis, 0);
+  EXPECT_FALSE(w->options.amax);
+  // Activations: one static scale per tensor, the calibrated amax times 2^margin.
+  const auto a = scaled_operand(scaled_node("Gemm"), "n", 0, {4, 8}, false, ch, p);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->format.scope, ScaleScope::tensor);
+  EXPECT_EQ(a->options.amax, 12.0);
+  // Block formats ignore calibration.
+  const auto mx =
+      scaled_operand(scaled_node("Gemm"), "n", 0, {4, 8}, false, parse_scaled_format("nvfp4"), p);
+  ASSERT_TRUE(mx);
+  EXPECT_FALSE(mx->options.amax);
+}
+
 }  // namespace
 }  // namespace fpguard::exec

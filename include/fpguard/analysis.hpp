@@ -125,7 +125,8 @@ struct NodeRecord {
   // an If branch). Empty otherwise, and in the main graph.
   std::vector<std::size_t> first_overflow_iteration;
   // The format it ran in ("float32" when kept in float32 or moving data; "none" for a
-  // node without floating outputs).
+  // node without floating outputs; a scaled precision's name for the MatMul, Gemm and Conv
+  // nodes that quantize their operands into it).
   std::string precision;
   bool emulated = false;  // ran in a format other than float32
   std::vector<TensorRecord> outputs;
@@ -323,6 +324,12 @@ struct OutputVerdict {
 
 struct CheckOptions {
   Format precision = parse_format("float16");
+  // A scaled precision (exec::PrecisionPolicy::scaled): the MatMul, Gemm and Conv nodes
+  // quantize their operands into it, and `precision` is the format of everything else (the
+  // other precision). Amax-rule formats calibrate their activation scales on all the input
+  // sets' reference run first, and multiply them by 2^amax_margin.
+  std::optional<ScaledFormat> scaled{};
+  int amax_margin = 0;
   std::set<std::string> keep_fp32;      // node names kept in float32
   std::set<std::string> keep_fp32_ops;  // op types kept in float32
   RoundOptions round_options;
@@ -353,7 +360,10 @@ struct CheckOptions {
 
 struct Diagnosis {
   std::string model;
-  std::string precision;
+  std::string precision;  // a scaled precision's name when scaled
+  // A scaled precision: the format of the other ops, and the amax margin; "" otherwise.
+  std::string other_precision{};
+  int amax_margin = 0;
   std::string reference = "float32";
   // The original a converted model was checked against (its path); "" without one.
   std::string reference_model{};

@@ -169,12 +169,46 @@ struct PrecisionPolicy {
   // one, in this order (nullopt: float32, as GPUs do by default).
   std::optional<Format> accumulate;
   AccumulationOrder accumulation;
+  // A scaled precision (docs/executor.md): each MatMul, Gemm and Conv node that runs in a
+  // format quantizes its floating operands (inputs 0 and 1: A and B, X and W) into this one
+  // before its kernel, with scales along the reduction axis (scaled_operand); the node's
+  // format (the "other" precision) still rounds its bias and its outputs, and every other
+  // node runs in it as usual.
+  std::optional<ScaledFormat> scaled;
+  // Static activation scales for the amax rule: the calibrated largest |x| of an operand
+  // that is not an initializer, by (node path, input index) (calibrate_activations), times
+  // 2^amax_margin. An operand without an entry, and every operand of other rules, uses its
+  // own amax (dynamic scaling).
+  std::map<std::pair<std::string, std::size_t>, double> activation_amax;
+  int amax_margin = 0;
 
   std::optional<Format> format_for(const model::Node& n) const;
   // The same for a node known by `name`: a body node's path (BodyNode::path), which
   // exclude_names and node_formats match instead of the node's own name.
   std::optional<Format> format_for(const model::Node& n, const std::string& name) const;
 };
+
+// How a scaled precision quantizes input `input` of a node: the format as it applies to
+// this operand (activations of channel-scope formats take one scale per tensor), where
+// its scales lie, and the static amax (PrecisionPolicy::activation_amax) it uses, if any.
+struct ScaledOperand {
+  ScaledFormat format;
+  ScaledLayout layout;
+  ScaledOptions options;
+};
+// The floating operands a scaled precision quantizes: inputs 0 and 1 of MatMul, Gemm and
+// Conv; none for other ops.
+bool is_scaled_operand(const model::Node& n, std::size_t input);
+// Input `input` (of shape `shape`, an initializer when `weight`) of `n` under `f`: blocks
+// along the reduction axis (MatMul A: -1, B: -2; Gemm per transA/transB; Conv X and W: the
+// input-channel axis, X's channels split by group), channel scales along the output axis
+// (MatMul B: -1; Gemm B per transB; Conv W: 0) for weights, one per tensor for activations.
+// nullopt when the shape does not fit the op (its kernel then reports it). `path`: the
+// node's name as policies know it, for the calibrated amax of `policy`.
+std::optional<ScaledOperand> scaled_operand(const model::Node& n, const std::string& path,
+                                            std::size_t input,
+                                            const std::vector<std::int64_t>& shape, bool weight,
+                                            const ScaledFormat& f, const PrecisionPolicy& policy);
 
 // ---- observing ------------------------------------------------------------------------
 // One control-flow node around a body node (If, Loop, Scan, SequenceMap).
@@ -239,6 +273,9 @@ class WeightCache {
   // held in `carrier`; the address is stable for the cache's lifetime.
   const Tensor& get(const Tensor* source, const Tensor& weight, const Format& f,
                     const RoundOptions& o, DType carrier = DType::float32);
+  // The same for any quantization of `source`: `make()` computes it once per `key`.
+  const Tensor& get(const Tensor* source, const std::string& key,
+                    const std::function<Tensor()>& make);
 
  private:
   std::map<std::pair<const Tensor*, std::string>, Tensor> rounded_;
@@ -325,6 +362,11 @@ class Executor {
   void feed_one(Scope& scope, const std::string& name, const Tensor* tensor,
                 const Value* other) const;
   void add_initializers(const model::Graph& g, Scope& scope) const;
+  // Input `i` of `node` (named `path`), held by `s`, quantized into the policy's scaled
+  // format (PrecisionPolicy::scaled), once per value (weights once per cache); nullptr when
+  // it is not a scaled operand.
+  const Tensor* quantized_input(Slot& s, const model::Node& node, const std::string& path,
+                                std::size_t i) const;
 
   const model::Model& model_;
   RunOptions options_;
@@ -376,6 +418,15 @@ class Session {
   std::unique_ptr<Executor::Scope> scope_;
   std::size_t pos_ = 0;
 };
+
+// The calibration of a scaled precision's static activation scales
+// (PrecisionPolicy::activation_amax): runs `ex` (meant to emulate nothing: the reference) on
+// every input set and returns, per (node path, input index) of each operand that
+// is_scaled_operand, its largest finite |x| over all of them (initializers included).
+std::map<std::pair<std::string, std::size_t>, double> calibrate_activations(
+    const Executor& ex, const std::vector<std::vector<NamedTensor>>& samples);
+std::map<std::pair<std::string, std::size_t>, double> calibrate_activations(
+    const Executor& ex, const std::vector<std::vector<NamedValue>>& samples);
 
 // ---- helpers shared by kernels and the CLI --------------------------------------------
 bool is_float(DType d);

@@ -35,6 +35,11 @@ struct ConstantScan {
   double sumsq = 0, sumsq_underflow = 0, sumsq_overflow = 0;
 };
 
+// Calibrated activation amax by (node path, input index) (exec::calibrate_activations).
+using ActivationAmax = std::map<std::pair<std::string, std::size_t>, double>;
+// Gives `p` the check's scaled precision (CheckOptions::scaled), if any, with `amax`.
+void scale_policy(exec::PrecisionPolicy& p, const CheckOptions& o, const ActivationAmax& amax);
+
 struct Context {
   const model::Model& m;
   const CheckOptions& o;
@@ -71,8 +76,13 @@ struct Context {
   // The ONNX element type of main-graph values (model::infer_elem_types), for models that
   // store 16-bit values; empty otherwise.
   std::map<std::string, int> elem_types{};
+  // A scaled precision's calibrated activation amax (exec::calibrate_activations).
+  ActivationAmax activation_amax{};
 
   Source source_of(const std::string& value) const;
+  // Gives `p` the check's scaled precision (CheckOptions::scaled), if any, with its
+  // calibrated activation scales.
+  void scale(exec::PrecisionPolicy& p) const;
 };
 
 // The graph outputs of a finished reference session as compared: float64 carriers as

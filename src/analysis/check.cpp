@@ -835,6 +835,17 @@ std::vector<Tensor> reference_outputs(const exec::Session& ref) {
   return out;
 }
 
+void scale_policy(exec::PrecisionPolicy& p, const CheckOptions& o, const ActivationAmax& amax) {
+  if (!o.scaled) return;
+  p.scaled = o.scaled;
+  p.amax_margin = o.amax_margin;
+  p.activation_amax = amax;
+}
+
+void Context::scale(exec::PrecisionPolicy& p) const {
+  scale_policy(p, o, activation_amax);
+}
+
 Source Context::source_of(const std::string& name) const {
   std::string cur = name;
   for (int guard = 0; guard < 10000; ++guard) {
@@ -1041,7 +1052,9 @@ struct Flattener {
     rec.index = pos;
     rec.parent = parent;
     rec.emulated = f.has_value();
-    rec.precision = f ? f->name : "float32";
+    rec.precision = !f                                                  ? "float32"
+                    : policy.scaled && exec::is_scaled_operand(node, 0) ? policy.scaled->name
+                                                                        : f->name;
     for (const auto& out : view.outputs) {
       rec.outputs.push_back({});
       rec.outputs.back().name = out;
@@ -1254,23 +1267,41 @@ RunSetup run_setup(const model::Model& m, const CheckOptions& o) {
   return r;
 }
 
+// Static activation scales of amax-rule formats (scaled FP8): one reference pass over the
+// calibration sets (none: each activation follows its own amax).
+ActivationAmax calibrate(const exec::Executor& ref_ex, const CheckOptions& o,
+                         const std::vector<std::vector<NamedTensor>>* calibration) {
+  if (!o.scaled || o.scaled->rule != ScaleRule::amax || !calibration) return {};
+  return exec::calibrate_activations(ref_ex, *calibration);
+}
+
+exec::RunOptions scaled_run(exec::RunOptions r, const CheckOptions& o, const ActivationAmax& a) {
+  scale_policy(r.policy, o, a);
+  return r;
+}
+
 // One check: its runs and context, built once; accumulate() runs input sets through the
 // lockstep, state()/install() move what it kept out and in, finish() derives the Diagnosis.
 struct Checker {
   const model::Model& m;
   const CheckOptions& o;
   RunSetup setup;
-  const exec::Executor ref_ex, emu_ex, local_ex;
+  const exec::Executor ref_ex;
+  const ActivationAmax amax;
+  const exec::Executor emu_ex, local_ex;
   Context ctx;
   std::vector<OutputVerdict> verdicts{};
 
-  Checker(const model::Model& model, const CheckOptions& opts)
+  // `calibration`: the input sets static activation scales come from (scaled FP8).
+  Checker(const model::Model& model, const CheckOptions& opts,
+          const std::vector<std::vector<NamedTensor>>* calibration)
       : m(model),
         o(opts),
         setup(run_setup(model, opts)),
         ref_ex(model, setup.ref),
-        emu_ex(ref_ex, setup.emu),
-        local_ex(ref_ex, setup.local),
+        amax(calibrate(ref_ex, opts, calibration)),
+        emu_ex(ref_ex, scaled_run(setup.emu, opts, amax)),
+        local_ex(ref_ex, scaled_run(setup.local, opts, amax)),
         ctx{.m = model, .o = opts, .order = ref_ex.order()} {
     prepare();
   }
@@ -1284,8 +1315,13 @@ struct Checker {
 
 void Checker::prepare() {
   ctx.elem_types = setup.types;
+  ctx.activation_amax = amax;
   ctx.diag.model = m.path.string();
-  ctx.diag.precision = o.precision.name;
+  ctx.diag.precision = o.scaled ? o.scaled->name : o.precision.name;
+  if (o.scaled) {
+    ctx.diag.other_precision = o.precision.name;
+    ctx.diag.amax_margin = o.amax_margin;
+  }
   ctx.diag.accumulate = o.accumulate ? o.accumulate->name : "float32";
   ctx.diag.reference = std::string(to_string(o.reference));
   ctx.diag.min_cosine = o.min_cosine;
@@ -1294,7 +1330,8 @@ void Checker::prepare() {
   ctx.diag.fail_on = o.fail_on;
   ctx.diag.generated = o.generated;
   if (o.reference_model) ctx.diag.reference_model = o.reference_model->path.string();
-  Flattener flat{ctx, setup.emu.policy, m.path.string(), {}};
+  const exec::RunOptions emu = scaled_run(setup.emu, o, amax);  // as emu_ex runs
+  Flattener flat{ctx, emu.policy, m.path.string(), {}};
   flat.run(names_in_order(m, ref_ex.order()));
   // --keep-fp32 names must exist (unnamed nodes: see name_nodes; body nodes by path).
   std::vector<std::string> names;
@@ -1441,7 +1478,7 @@ std::vector<std::size_t> set_indices(std::vector<std::size_t> sets, std::size_t 
 Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
                 const CheckOptions& o) {
   if (samples.empty()) throw Error(m.path.string(), "no input sets to check with");
-  Checker c(m, o);
+  Checker c(m, o, &samples);
   c.accumulate(samples, set_indices({}, samples.size()));
   return c.finish([&] { return samples.front(); });
 }
@@ -1449,14 +1486,14 @@ Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor
 CheckState accumulate(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
                       const CheckOptions& o, std::vector<std::size_t> sets) {
   if (samples.empty()) throw Error(m.path.string(), "no input sets to check with");
-  Checker c(m, o);
+  Checker c(m, o, &samples);
   c.accumulate(samples, set_indices(std::move(sets), samples.size()));
   return c.state();
 }
 
 Diagnosis finish(const model::Model& m, CheckState state, const CheckOptions& o,
                  const std::function<std::vector<NamedTensor>()>& first_set) {
-  Checker c(m, o);
+  Checker c(m, o, nullptr);
   c.install(std::move(state));
   return c.finish(first_set);
 }

@@ -427,6 +427,7 @@ void accuracy_origins(Context& ctx, const Graphs& g, const exec::Executor& ref_e
   all.policy.round_options = ctx.o.round_options;
   all.policy.accumulate = ctx.o.accumulate;
   all.policy.accumulation = ctx.o.accumulation;
+  ctx.scale(all.policy);
   const double total = output_error(exec::Executor(ref_ex, all).run(sample));
   std::vector<Origin> found;
   for (const auto& [err, pos] : candidates) {
@@ -438,6 +439,7 @@ void accuracy_origins(Context& ctx, const Graphs& g, const exec::Executor& ref_e
     one.policy.round_options = ctx.o.round_options;
     one.policy.accumulate = ctx.o.accumulate;
     one.policy.accumulation = ctx.o.accumulation;
+    ctx.scale(one.policy);
     const double contribution = output_error(exec::Executor(ref_ex, one).run(sample));
     if (!(contribution >= 0.1 * total) || contribution == 0) continue;
     Origin o;
@@ -446,14 +448,14 @@ void accuracy_origins(Context& ctx, const Graphs& g, const exec::Executor& ref_e
     o.kind = OriginKind::accuracy;
     o.cause = Cause::local_error;
     o.outputs = output_names(g.node(pos));
-    o.format = ctx.formats[pos]->name;
+    o.format = rec.precision;  // a scaled precision's name at a node quantizing into it
     o.local_error = err;
     o.input_error = rec.input_error;
     o.contribution = contribution;
     o.total_error = total;
     o.keep_fp32 = {rec.name};
     o.fixes.push_back(keep_fix(o.keep_fp32));
-    if (ctx.o.precision.precision_bits() < 11) {
+    if (ctx.o.precision.precision_bits() < 11 && rec.precision == ctx.o.precision.name) {
       Fix f16;
       f16.kind = FixKind::format;
       f16.format = "float16";

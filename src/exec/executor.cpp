@@ -1,6 +1,7 @@
 // The executor: topological run, liveness-based freeing, per-node precision (the
 // emulation model of docs/executor.md), observer callbacks.
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 
 #include "fpguard/error.hpp"
@@ -165,6 +166,37 @@ std::string round_key(const Format& f, const RoundOptions& o, DType carrier) {
          std::to_string(o.seed) + "|" + std::string(to_string(carrier));
 }
 
+// What makes two quantized copies of one value differ: the format as applied (its scope
+// may differ from the named one's), the layout, the static amax and the carrier.
+std::string scaled_key(const ScaledOperand& op, DType carrier) {
+  std::string key = "scaled|" + op.format.name + "|" + std::string(to_string(op.format.scope)) +
+                    "|" + std::to_string(op.layout.axis) + "|";
+  for (const auto d : op.layout.shape) key += std::to_string(d) + ",";
+  char amax[40] = "own";
+  if (op.options.amax) std::snprintf(amax, sizeof amax, "%a", *op.options.amax);
+  return key + "|" + amax + "|" + std::string(to_string(carrier));
+}
+
+// A float32 or float64 carrier quantized into a scaled format, held in `carrier`. Unlike
+// rounded_copy it quantizes in the destination carrier: the scales are computed in its
+// precision (float32, as the hardware does), whichever session the value comes from, so
+// a weight's one cached copy does not depend on the run that asked first.
+Tensor scaled_copy(const Tensor& t, const ScaledOperand& op, DType carrier) {
+  Tensor r =
+      t.dtype() == carrier ? Tensor::uninitialized(t.dtype(), t.shape()) : convert(t, carrier);
+  const Tensor& in = t.dtype() == carrier ? t : r;
+  if (carrier == DType::float64) {
+    const auto x = in.data<double>();
+    round_scaled(std::span<const double>(x.data(), x.size()), r.data<double>(), op.layout,
+                 op.format, op.options);
+  } else {
+    const auto x = in.data<float>();
+    round_scaled(std::span<const float>(x.data(), x.size()), r.data<float>(), op.layout, op.format,
+                 op.options);
+  }
+  return r;
+}
+
 // The name of the node at `pos` of its graph's order as check reports it.
 std::string display_name(const model::Node& n, std::size_t pos) {
   return n.name.empty() ? n.op_type + "_" + std::to_string(pos) : n.name;
@@ -243,11 +275,15 @@ void Executor::plan(Plans& plans, const model::Graph& g, const std::vector<std::
 
 const Tensor& WeightCache::get(const Tensor* source, const Tensor& weight, const Format& f,
                                const RoundOptions& o, DType carrier) {
-  const std::lock_guard<std::mutex> lock(mutex_);
   // Same format, different rounding options or carrier: a different rounded tensor.
-  const auto key = std::make_pair(source, round_key(f, o, carrier));
-  auto w = rounded_.find(key);
-  if (w == rounded_.end()) w = rounded_.emplace(key, rounded_copy(weight, f, o, carrier)).first;
+  return get(source, round_key(f, o, carrier), [&] { return rounded_copy(weight, f, o, carrier); });
+}
+
+const Tensor& WeightCache::get(const Tensor* source, const std::string& key,
+                               const std::function<Tensor()>& make) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  auto w = rounded_.find({source, key});
+  if (w == rounded_.end()) w = rounded_.emplace(std::make_pair(source, key), make()).first;
   return w->second;  // std::map nodes never move
 }
 
@@ -463,6 +499,11 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
                                  " takes numeric tensors");
     const bool floating = is_float(v.dtype());
     if (carried_format.empty() && floating) carried_format = s.exact_in;
+    if (fmt && floating && policy.scaled)
+      if (const Tensor* q = quantized_input(s, node, here, ctx.inputs.size())) {
+        ctx.inputs.push_back(q);
+        continue;
+      }
     if (fmt && floating && s.exact_in != fmt->name) {
       if (s.weight) {
         ctx.inputs.push_back(
@@ -534,6 +575,21 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
       if (!slot.other) slot.t = std::move(produced[k++].tensor);
   }
   return out;
+}
+
+const Tensor* Executor::quantized_input(Slot& s, const model::Node& node, const std::string& path,
+                                        std::size_t i) const {
+  const auto& policy = options_.policy;
+  const Tensor& v = s.value();
+  const auto op = scaled_operand(node, path, i, v.shape(), s.weight, *policy.scaled, policy);
+  if (!op) return nullptr;
+  const DType carrier = options_.carrier;
+  const std::string key = scaled_key(*op, carrier);
+  if (s.weight)  // quantized once, as weights are rounded once
+    return &options_.weights->get(s.source, key, [&] { return scaled_copy(v, *op, carrier); });
+  auto [it, fresh] = s.rounded.try_emplace(key);
+  if (fresh) it->second = scaled_copy(v, *op, carrier);
+  return &it->second;
 }
 
 void Executor::add_initializers(const model::Graph& g, Scope& scope) const {

@@ -438,6 +438,8 @@ Json to_json(const analysis::Diagnosis& d) {
   return {{"schema_version", kCheckSchema},
           {"model", d.model},
           {"precision", d.precision},
+          {"other_precision", d.other_precision},
+          {"amax_margin", d.amax_margin},
           {"reference", d.reference},
           {"reference_model", d.reference_model},
           {"accumulate", d.accumulate},
@@ -479,6 +481,10 @@ analysis::Diagnosis diagnosis_from_json(const Json& j, const std::string& where)
   analysis::Diagnosis d;
   d.model = r.str(j, "model", "");
   d.precision = r.str(j, "precision", "");
+  if (j.contains("other_precision")) {  // (files before scaled precisions have neither)
+    d.other_precision = r.str(j, "other_precision", "");
+    d.amax_margin = static_cast<int>(r.i64(j, "amax_margin", ""));
+  }
   d.reference = r.str(j, "reference", "");
   if (j.contains("reference_model")) d.reference_model = r.str(j, "reference_model", "");
   d.accumulate = r.str(j, "accumulate", "");

@@ -25,6 +25,7 @@ void render_verdict(std::ostream& out, const analysis::Diagnosis& d, const Termi
   const std::string qualifiers = verdict_qualifiers(d);
   out << (d.pass ? t.good("PASS") : t.bad("FAIL")) << (qualifiers.empty() ? "" : " " + qualifiers)
       << "  " << d.model << " in " << d.precision
+      << (d.other_precision.empty() ? "" : " (other ops in " + d.other_precision + ")")
       << (d.accumulate != "float32" ? " accumulating in " + d.accumulate : "") << " (reference "
       << (d.reference_model.empty() ? d.reference : d.reference_model + " in " + d.reference)
       << ", " << d.samples << " input set" << (d.samples > 1 ? "s" : "") << ")\n";

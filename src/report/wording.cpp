@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "fpguard/error.hpp"
 #include "fpguard/format.hpp"
 #include "fpguard/report.hpp"
 #include "node_numbers.hpp"
@@ -34,8 +35,18 @@ std::uint64_t whole(double x) {
   return x >= 1.8e19 ? std::uint64_t{18000000000000000000u} : static_cast<std::uint64_t>(x);
 }
 
+// A scaled precision (a node quantizing into it) is known by its element format.
 Format format_of(const std::string& name) {
-  return find_format(name).value_or(parse_format("float16"));
+  if (auto f = find_format(name)) return *f;
+  try {
+    if (auto s = find_scaled_format(name)) {
+      Format e = s->element;
+      e.name = s->name;
+      return e;
+    }
+  } catch (const Error&) {  // a malformed custom spelling (a hand-edited JSON)
+  }
+  return parse_format("float16");
 }
 
 std::string overflow_what(const analysis::Origin& o, const Format& f) {

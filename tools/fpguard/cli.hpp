@@ -3,9 +3,12 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
 
 #include "fpguard/analysis.hpp"
 #include "fpguard/error.hpp"
+#include "fpguard/format.hpp"
 #include "fpguard/report.hpp"
 
 namespace fpguard::cli {
@@ -27,6 +30,23 @@ struct ParseProblem {
 ParseProblem explain(const CLI::App& app, const CLI::ParseError& e);
 // `fpguard` alone: the commands, one line each.
 std::string short_usage(const CLI::App& app);
+
+// --precision of run and check: a scalar format, or a scaled one (MatMul/Gemm/Conv operands
+// quantized into it) whose other ops run in --other-precision.
+struct Precision {
+  Format format;  // what the nodes run in: the other precision when scaled
+  std::optional<ScaledFormat> scaled{};
+  const std::string& name() const { return scaled ? scaled->name : format.name; }
+};
+Precision parse_precision(const std::string& name, const std::string& other);
+// --precision of a command that takes scalar formats only (`command`: its name).
+Format parse_scalar_precision(const std::string& name, const std::string& command);
+// --other-precision and --amax-margin of run and check.
+struct ScaledArgs {
+  std::string other = "bfloat16";
+  int amax_margin = 0;
+};
+void add_scaled_options(CLI::App& cmd, ScaledArgs& a);
 
 void add_finfo(CLI::App& app);
 void add_iinfo(CLI::App& app);

@@ -40,6 +40,7 @@ struct CheckArgs {
   double min_cosine = 0.999;
   CheckOutputs out;  // --json, --html, --top, --threads, --quiet, --color
   bool saturate = false;
+  ScaledArgs scaled;
 };
 
 // "a,b" "c" -> a, b, c
@@ -80,13 +81,15 @@ analysis::CheckOptions check_options(const CheckArgs& a) {
 }
 
 // --precision, or the one --target recommends; formats the target cannot run are refused.
-std::vector<Format> check_formats(const CheckArgs& a) {
-  std::vector<Format> formats;
-  for (const auto& p : split_commas(a.precisions)) formats.push_back(parse_format(p));
+// (A scaled precision is checked against the target by its element format.)
+std::vector<Precision> check_formats(const CheckArgs& a) {
+  std::vector<Precision> formats;
+  for (const auto& p : split_commas(a.precisions))
+    formats.push_back(parse_precision(p, a.scaled.other));
   if (!a.target.empty()) {
     const Target& t = find_target(a.target);
-    if (formats.empty()) formats.push_back(recommended_format(t));
-    for (const auto& f : formats) require_native(t, f);
+    if (formats.empty()) formats.push_back({.format = recommended_format(t)});
+    for (const auto& f : formats) require_native(t, f.scaled ? f.scaled->element : f.format);
   }
   if (formats.empty()) throw Error("--precision", "give at least one format (or --target)");
   return formats;
@@ -180,10 +183,14 @@ void check_shard(const CheckArgs& a, const model::Model& m, const inputs::Sample
 
 void check(const CheckArgs& a) {
   const analysis::CheckOptions shared = check_options(a);
-  const std::vector<Format> formats = check_formats(a);
+  const std::vector<Precision> formats = check_formats(a);
   std::optional<inputs::Shard> shard;
   if (!a.shard.empty()) {
     shard = inputs::parse_shard(a.shard);
+    for (const auto& f : formats)
+      if (f.scaled)  // its calibration spans every set, and parts do not record it yet
+        throw Error("--shard " + a.shard,
+                    "not available with a scaled precision (" + f.name() + ") yet");
     if (a.out.json.empty())
       throw Error("--shard " + a.shard, "a shard writes its partial results with --json FILE");
     if (!a.out.html.empty() || !a.annotate.empty())
@@ -206,7 +213,7 @@ void check(const CheckArgs& a) {
     std::vector<analysis::CheckOptions> opts;
     for (const auto& f : formats) {
       analysis::CheckOptions o = shared;
-      o.precision = f;
+      o.precision = f.format;
       o.generated = generated;
       o.reference_model = original ? &*original : nullptr;
       opts.push_back(std::move(o));
@@ -218,10 +225,12 @@ void check(const CheckArgs& a) {
   bool all_pass = true;
   for (const auto& f : formats) {
     analysis::CheckOptions o = shared;
-    o.precision = f;
+    o.precision = f.format;
+    o.scaled = f.scaled;
+    o.amax_margin = a.scaled.amax_margin;
     o.generated = generated;
     o.reference_model = original ? &*original : nullptr;
-    report::Progress progress(term, "check " + f.name);
+    report::Progress progress(term, "check " + f.name());
     o.progress = [&progress](std::size_t d, std::size_t t) { progress.update(d, t); };
     auto d = analysis::check(m, samples, o);
     all_pass = all_pass && d.pass;
@@ -239,8 +248,11 @@ void add_check(CLI::App& app) {
       "check", "Find where a low-precision deployment of a model breaks, and why (main job)");
   cmd->add_option("model", a->model, "ONNX model")->required();
   cmd->add_option("--precision", a->precisions,
-                  "Format(s) to check, e.g. float16 or float16,bfloat16,float8_e4m3fn")
+                  "Format(s) to check, e.g. float16 or float16,bfloat16,float8_e4m3fn, or "
+                  "scaled ones for MatMul/Gemm/Conv inputs (fp8, channel:float8_e4m3fn, "
+                  "mxfp8_e4m3, nvfp4, ...)")
       ->take_all();
+  add_scaled_options(*cmd, a->scaled);
   cmd->add_option("--target", a->target,
                   "Accelerator (fpguard targets): picks the precision when --precision is "
                   "absent, refuses formats it cannot run natively");

@@ -73,7 +73,7 @@ void plan_command(const PlanArgs& a) {
   if (a.emit != "" && a.emit != "trtexec" && a.emit != "ort")
     throw Error("--emit " + a.emit, "expected trtexec or ort");
   std::optional<Format> f;
-  if (!a.precision.empty()) f = parse_format(a.precision);
+  if (!a.precision.empty()) f = parse_scalar_precision(a.precision, "plan");
   if (!a.target.empty()) {
     const Target& t = find_target(a.target);
     if (!f) f = recommended_format(t);

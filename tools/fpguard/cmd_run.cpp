@@ -31,6 +31,7 @@ struct RunArgs {
   std::string precision = "float32", outputs_dir, dump_dir, accumulate, accumulation = "sequential";
   int repeat = 1, threads = 0;
   bool json = false;
+  ScaledArgs scaled;
 };
 
 // --dump-all: every node output that is a tensor, in execution order.
@@ -73,7 +74,8 @@ void run(const RunArgs& a) {
 
   exec::RunOptions opts;
   opts.threads = a.threads;
-  const Format fmt = parse_format(a.precision);
+  const Precision precision = parse_precision(a.precision, a.scaled.other);
+  const Format& fmt = precision.format;
   if (fmt.name == "float64") {
     // The truth run: every floating value carried in double; nothing is emulated.
     opts.carrier = DType::float64;
@@ -92,10 +94,21 @@ void run(const RunArgs& a) {
     else
       opts.policy.exclude_names.insert(e);
   }
+  const auto feed = inputs::gather(a.in, m);
+  std::optional<exec::Executor> reference;  // calibrates static activation scales
+  if (precision.scaled) {
+    opts.policy.scaled = precision.scaled;
+    opts.policy.amax_margin = a.scaled.amax_margin;
+    if (precision.scaled->rule == ScaleRule::amax) {
+      exec::RunOptions ref_opts;
+      ref_opts.threads = a.threads;
+      reference.emplace(m, ref_opts);
+      opts.policy.activation_amax = exec::calibrate_activations(*reference, {feed});
+    }
+  }
   DumpObserver dump;
   if (!a.dump_dir.empty()) opts.observer = &dump;
-  const exec::Executor ex(m, opts);
-  const auto feed = inputs::gather(a.in, m);
+  const exec::Executor ex = reference ? exec::Executor(*reference, opts) : exec::Executor(m, opts);
 
   std::vector<double> times;
   std::vector<NamedValue> outputs;
@@ -139,7 +152,9 @@ void add_run(CLI::App& app) {
   add_input_options(*cmd, a->in);
   cmd->add_option("--precision", a->precision,
                   "Format of every floating node (default float32; float64: the truth run, "
-                  "every floating value carried in double)");
+                  "every floating value carried in double), or a scaled format for "
+                  "MatMul/Gemm/Conv inputs (fp8, channel:float8_e4m3fn, mxfp8_e4m3, nvfp4, ...)");
+  add_scaled_options(*cmd, a->scaled);
   cmd->add_option("--accumulate", a->accumulate,
                   "Format MatMul/Gemm/Conv and sum reductions of emulated nodes accumulate in "
                   "(default float32)");

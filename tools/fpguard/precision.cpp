@@ -1,0 +1,44 @@
+// --precision of run and check: scalar formats and scaled ones (docs/executor.md).
+#include "cli.hpp"
+
+namespace fpguard::cli {
+
+Precision parse_precision(const std::string& name, const std::string& other) {
+  if (auto s = find_scaled_format(name)) {
+    const std::string where = "--other-precision " + other;
+    if (find_scaled_format(other))
+      throw Error(where,
+                  "a scaled format, but the ops other than MatMul, Gemm and Conv run in "
+                  "a scalar format such as bfloat16 or float16");
+    const Format f = parse_format(other);
+    if (f.name == "float32" || f.name == "float64")
+      throw Error(where,
+                  "not emulated, but with a scaled precision the other ops run in a "
+                  "low-precision format such as bfloat16 or float16");
+    return {.format = f, .scaled = *s};
+  }
+  // A misspelt scaled name gets its hint (scalar names keep parse_format's).
+  if (!find_format(name) && did_you_mean(name, format_names()).empty())
+    if (auto hint = did_you_mean(name, scaled_format_names()); !hint.empty())
+      throw Error("format '" + name + "'", "unknown format; did you mean '" + hint + "'?");
+  return {.format = parse_format(name)};
+}
+
+Format parse_scalar_precision(const std::string& name, const std::string& command) {
+  if (find_scaled_format(name))
+    throw Error("--precision " + name, "a scaled format, but " + command +
+                                           " takes scalar formats only (run and check take "
+                                           "scaled ones)");
+  return parse_format(name);
+}
+
+void add_scaled_options(CLI::App& cmd, ScaledArgs& a) {
+  cmd.add_option("--other-precision", a.other,
+                 "With a scaled --precision (fp8, mxfp8_e4m3, nvfp4, ...): the format of every "
+                 "op but MatMul/Gemm/Conv (default bfloat16)");
+  cmd.add_option("--amax-margin", a.amax_margin,
+                 "With fp8/tensor:/channel: precisions: multiply each calibrated activation amax "
+                 "by 2^M (default 0)");
+}
+
+}  // namespace fpguard::cli
