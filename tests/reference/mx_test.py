@@ -116,45 +116,44 @@ def run_round(ck, binary, tmp, fmt, x, axis, encode):
     return np.load(out)
 
 
-def compare_mx(ck, binary, tmp, fmt, name, x, axis):
-    case = f"{fmt}, {name}"
-    vals, codes, scales = mxref.quantize_mx(x, fmt, axis)
+def compare(ck, binary, tmp, fmt, case, x, axis, ref):
+    """`round` (values) and `round --encode` (codes, scales, global_scale) against `ref`, a
+    dict of the reference's arrays; float scales bit for bit, codes exactly."""
+    vals = ref["values"]
     got = run_round(ck, binary, tmp, fmt, x, axis, False)
     if got is not None:
         ck.check(same_bits(got, vals), case + ": values", first_difference(got, vals))
     enc = run_round(ck, binary, tmp, fmt, x, axis, True)
-    if enc is not None:
-        ck.check(enc["codes"].dtype == codes.dtype and np.array_equal(enc["codes"], codes),
-                 case + ": codes", f"{enc['codes'].dtype} vs {codes.dtype}")
-        ck.check(np.array_equal(enc["scales"], scales), case + ": scale codes",
-                 f"got {enc['scales'].ravel()[:8]}, expected {scales.ravel()[:8]}")
+    if enc is None:
+        return
+    codes, scales = ref["codes"], ref["scales"]
+    ck.check(enc["codes"].dtype == codes.dtype and np.array_equal(enc["codes"], codes),
+             case + ": codes", f"{enc['codes'].dtype} vs {codes.dtype}")
+    same = same_bits if scales.dtype.kind == "f" else np.array_equal
+    ck.check(same(enc["scales"], scales), case + ": scales",
+             f"got {enc['scales'].ravel()[:8]}, expected {scales.ravel()[:8]}")
+    if "global_scale" in ref:
+        g = ref["global_scale"]
+        ck.check(enc["global_scale"].dtype == np.float32 and enc["global_scale"] == g,
+                 case + ": global scale", f"got {enc['global_scale']!r}, expected {g!r}")
+
+
+def compare_mx(ck, binary, tmp, fmt, name, x, axis):
+    vals, codes, scales = mxref.quantize_mx(x, fmt, axis)
+    compare(ck, binary, tmp, fmt, f"{fmt}, {name}", x, axis,
+            {"values": vals, "codes": codes, "scales": scales})
 
 
 def compare_nvfp4(ck, binary, tmp, name, x, axis):
     vals, codes, scales, g = mxref.quantize_nvfp4(x, axis)
-    got = run_round(ck, binary, tmp, "nvfp4", x, axis, False)
-    if got is not None:
-        ck.check(same_bits(got, vals), name + ": values", first_difference(got, vals))
-    enc = run_round(ck, binary, tmp, "nvfp4", x, axis, True)
-    if enc is not None:
-        ck.check(np.array_equal(enc["codes"], codes), name + ": codes")
-        ck.check(np.array_equal(enc["scales"], scales), name + ": scale codes",
-                 f"got {enc['scales'].ravel()[:8]}, expected {scales.ravel()[:8]}")
-        ck.check(enc["global_scale"].dtype == np.float32 and enc["global_scale"] == g,
-                 name + ": global scale", f"got {enc['global_scale']!r}, expected {g!r}")
+    compare(ck, binary, tmp, "nvfp4", name, x, axis,
+            {"values": vals, "codes": codes, "scales": scales, "global_scale": g})
 
 
 def compare_amax(ck, binary, tmp, fmt, name, x, axis):
-    case = f"{fmt}, {name}"
     vals, codes, scales = mxref.quantize_amax(x, fmt, axis)
-    got = run_round(ck, binary, tmp, fmt, x, axis, False)
-    if got is not None:
-        ck.check(same_bits(got, vals), case + ": values", first_difference(got, vals))
-    enc = run_round(ck, binary, tmp, fmt, x, axis, True)
-    if enc is not None:
-        ck.check(np.array_equal(enc["codes"], codes), case + ": codes")
-        ck.check(same_bits(enc["scales"], scales), case + ": scales",
-                 f"got {enc['scales']!r}, expected {scales!r}")
+    compare(ck, binary, tmp, fmt, f"{fmt}, {name}", x, axis,
+            {"values": vals, "codes": codes, "scales": scales})
 
 
 def main():
