@@ -14,26 +14,49 @@ Each folder gets model.onnx and inputs/<input>.npy. Usage: make_bench_models.py 
 (needs Debian's /usr/bin/python3 with torch, onnx, numpy)."""
 import io
 import os
+import shutil
 import sys
 
 import numpy as np
+import onnx
 import torch
 import torch.nn as nn
 
 
-def export(model, x, in_name, out_name, folder):
+def export(model, x, in_name, out_name, folder, opset=13, external_data=False):
+    """Exports `model` (eval mode) on input `x` to folder/model.onnx and saves the inputs as
+    folder/inputs/<name>.npy. `x` and `in_name` may be tuples (several inputs), `out_name` a
+    list. With `external_data`, the weights go to folder/model.onnx.data (ONNX external
+    data). Everything is written into a temporary folder first and moved into place, the
+    model last, so an interrupted export leaves no half-written model."""
+    xs = x if isinstance(x, tuple) else (x,)
+    ins = list(in_name) if isinstance(in_name, (tuple, list)) else [in_name]
+    outs = list(out_name) if isinstance(out_name, (tuple, list)) else [out_name]
     model.eval()
-    os.makedirs(os.path.join(folder, "inputs"), exist_ok=True)
+    tmp = folder.rstrip("/") + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(os.path.join(tmp, "inputs"))
     buf = io.BytesIO()
     with torch.no_grad():
-        torch.onnx.export(model, (torch.from_numpy(x),), buf, opset_version=13,
-                          do_constant_folding=True, input_names=[in_name],
-                          output_names=[out_name], training=torch.onnx.TrainingMode.EVAL)
-    tmp = os.path.join(folder, "model.onnx.tmp")
-    with open(tmp, "wb") as f:
-        f.write(buf.getvalue())
-    os.replace(tmp, os.path.join(folder, "model.onnx"))
-    np.save(os.path.join(folder, "inputs", in_name + ".npy"), x)
+        torch.onnx.export(model, tuple(torch.from_numpy(a) for a in xs), buf,
+                          opset_version=opset, do_constant_folding=True, input_names=ins,
+                          output_names=outs, training=torch.onnx.TrainingMode.EVAL)
+    if external_data:
+        onnx.save_model(onnx.load_from_string(buf.getvalue()), os.path.join(tmp, "model.onnx"),
+                        save_as_external_data=True, all_tensors_to_one_file=True,
+                        location="model.onnx.data", size_threshold=1024)
+    else:
+        with open(os.path.join(tmp, "model.onnx"), "wb") as f:
+            f.write(buf.getvalue())
+    for a, name in zip(xs, ins):
+        np.save(os.path.join(tmp, "inputs", name + ".npy"), a)
+    os.makedirs(os.path.join(folder, "inputs"), exist_ok=True)
+    for f in sorted(os.listdir(os.path.join(tmp, "inputs"))):
+        os.replace(os.path.join(tmp, "inputs", f), os.path.join(folder, "inputs", f))
+    for f in sorted(os.listdir(tmp), key=lambda f: f == "model.onnx"):  # the model last
+        if f != "inputs":
+            os.replace(os.path.join(tmp, f), os.path.join(folder, f))
+    shutil.rmtree(tmp)
 
 
 class Block(nn.Module):
