@@ -43,6 +43,13 @@ add_test(NAME cli.run
                  --fpguard $<TARGET_FILE:fpguard>)
 set_tests_properties(cli.run PROPERTIES LABELS model)
 
+# Small versions of the real-architecture bench set (bench/make_real_models.py: DBNet-style
+# detector, CRNN with a bidirectional LSTM, U-Net): run against PyTorch, check in float16.
+add_test(NAME cli.realarch
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/realarch_test.py
+                 --fpguard $<TARGET_FILE:fpguard>)
+set_tests_properties(cli.realarch PROPERTIES LABELS "model;cli" TIMEOUT 300)
+
 # The float64 truth run against NumPy's float64, and check --reference fp64.
 add_test(NAME cli.fp64
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/fp64_test.py

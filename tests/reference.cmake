@@ -14,12 +14,13 @@ set(FPGUARD_TEST_PYTHON /usr/bin/python3 CACHE FILEPATH
 
 # The references are not optional: a test that silently does not run is no test. A
 # Python without numpy and torch stops the configuration, saying how to fix it.
-execute_process(COMMAND "${FPGUARD_TEST_PYTHON}" -c "import numpy, torch, onnx"
+execute_process(COMMAND "${FPGUARD_TEST_PYTHON}" -c "import numpy, torch, onnx, torchvision"
                 RESULT_VARIABLE _fpg_rc OUTPUT_QUIET ERROR_QUIET)
 if(NOT _fpg_rc EQUAL 0)
-  message(FATAL_ERROR "${FPGUARD_TEST_PYTHON} cannot import numpy, torch and onnx, which the "
-                      "reference tests need: run scripts/setup (python3-numpy, python3-torch, "
-                      "python3-onnx), set FPGUARD_TEST_PYTHON, or configure with "
+  message(FATAL_ERROR "${FPGUARD_TEST_PYTHON} cannot import numpy, torch, onnx and torchvision, "
+                      "which the reference tests need: run scripts/setup (python3-numpy, "
+                      "python3-torch, python3-onnx, python3-torchvision), set "
+                      "FPGUARD_TEST_PYTHON, or configure with "
                       "-DFPGUARD_BUILD_TESTS=OFF.")
 endif()
 set(_fpg_ref ${CMAKE_CURRENT_SOURCE_DIR}/reference)
