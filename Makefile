@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release -DFPGUARD_WERROR=ON
 
-.PHONY: all setup configure build cli run install test bench format clean
+.PHONY: all setup configure build cli run install test bench bench-real format clean
 all: build
 
 setup:
@@ -47,6 +47,17 @@ test: build
 
 bench: build
 	bench/run $(BUILD)
+
+# fpguard run against ONNX Runtime on the real-architecture set (bench/make_real_models.py:
+# ResNet-50, MobileNetV3, DBNet, CRNN, U-Net, BERT-base and GPT-2-small at 128 and 512),
+# 2 threads each, 10 runs each in 5 alternating rounds. Opt-in, not part of `make bench`:
+# the models take 2.2 GB and minutes to generate (once, into REAL_MODELS; gpt2_512 is the
+# last one written) and the comparison takes minutes (bench/README.md).
+REAL_MODELS ?= $(BUILD)/bench/real
+bench-real: cli
+	@test -f $(REAL_MODELS)/gpt2_512/model.onnx || /usr/bin/python3 bench/make_real_models.py $(REAL_MODELS)
+	NODE_PATH=$(BUILD)/ort-node/node_modules bench/ort_compare.js $(BUILD) 2 --models $(REAL_MODELS) \
+	  --repeat 10 --rounds 5
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.h')

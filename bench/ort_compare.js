@@ -3,26 +3,33 @@
 // the median time of one float32 run each, and their ratio. ONNX Runtime is a baseline
 // for this benchmark only; fpguard does not depend on it. Setup, once, outside the repo:
 //   mkdir /tmp/ort && cd /tmp/ort && ONNXRUNTIME_NODE_INSTALL_CUDA=skip npm install onnxruntime-node
-// then: NODE_PATH=/tmp/ort/node_modules bench/ort_compare.js BUILD_DIR [THREADS]
-// Models: the bench models (BUILD_DIR/bench/models) and examples/, each a folder with
-// model.onnx and inputs/<name>.npy (float32).
+// (or scripts/setup BUILD_DIR, which installs it into BUILD_DIR/ort-node), then:
+//   NODE_PATH=/tmp/ort/node_modules bench/ort_compare.js BUILD_DIR [THREADS] [--models DIR]
+//       [--repeat N] [--rounds R]
+// Models: each folder of DIR (default: the bench models, BUILD_DIR/bench/models, and
+// examples/) with model.onnx (+ external data) and inputs/<name>.npy (float32 or int64).
+// The two runtimes take turns: R rounds (default 4) of N/R ORT runs, then one `fpguard run
+// --repeat N/R` (N = 20 by default), so that a change in the machine's load hits both;
+// each side's time is the median of its round medians. The outputs are checked against
+// ORT's; the last line is the geometric mean of the ratios.
 'use strict';
 const fs = require('fs');
 const path = require('path');
 const { execFileSync } = require('child_process');
 const ort = require('onnxruntime-node');
 
-function readNpy(file) {  // little-endian float32, C order (what the model folders hold)
+function readNpy(file) {  // little-endian float32 or int64, C order (the model folders')
   const b = fs.readFileSync(file);
   const hlen = b[6] === 1 ? b.readUInt16LE(8) : b.readUInt32LE(8);
   const off = b[6] === 1 ? 10 : 12;
   const header = b.toString('latin1', off, off + hlen);
-  if (!header.includes("'<f4'") || header.includes("'fortran_order': True"))
-    throw new Error(`${file}: expected a C-order float32 .npy`);
+  const type = header.includes("'<f4'") ? 'float32' : header.includes("'<i8'") ? 'int64' : null;
+  if (!type || header.includes("'fortran_order': True"))
+    throw new Error(`${file}: expected a C-order float32 or int64 .npy`);
   const shape = header.match(/\(([^)]*)\)/)[1].split(',').filter((s) => s.trim()).map(Number);
-  const data = new Float32Array(b.buffer.slice(b.byteOffset + off + hlen,
-                                               b.byteOffset + b.length));
-  return new ort.Tensor('float32', data, shape);
+  const bytes = b.buffer.slice(b.byteOffset + off + hlen, b.byteOffset + b.length);
+  return new ort.Tensor(type, type === 'int64' ? new BigInt64Array(bytes) : new Float32Array(bytes),
+                        shape);
 }
 
 function median(xs) {
@@ -39,80 +46,128 @@ function feedsOf(dir) {
 
 // Peak memory: each side in a fresh process; "start" is its resident memory before the
 // model is loaded (the runtime and its libraries), "peak" its maximum resident set.
-// ORT: this script re-run as `--memory DIR THREADS` (one session, warm-up + 20 runs).
-async function memoryChild(dir, threads) {
+// ORT: this script re-run as `--memory DIR THREADS RUNS` (one session, warm-up + RUNS runs,
+// as many as one fpguard round).
+async function memoryChild(dir, threads, runs) {
   const start = process.memoryUsage().rss / 1048576;
   const session = await ort.InferenceSession.create(path.join(dir, 'model.onnx'), {
     intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential'});
   const feeds = feedsOf(dir);
-  for (let i = 0; i < 21; ++i) await session.run(feeds);
+  for (let i = 0; i <= runs; ++i) await session.run(feeds);
   // VmHWM, not resourceUsage().maxRSS: the latter keeps the parent's peak across exec.
   const status = fs.readFileSync('/proc/self/status', 'latin1');
   const peak = Number(status.match(/VmHWM:\s*(\d+)/)[1]) / 1024;
   console.log(JSON.stringify({start, peak}));
 }
 
+function parseArgs(argv) {
+  const o = {build: 'build', threads: require('os').cpus().length, models: [], repeat: 20,
+             rounds: 4};
+  const positional = [];
+  for (let i = 0; i < argv.length; ++i) {
+    const flag = {'--models': 'models', '--repeat': 'repeat', '--rounds': 'rounds'}[argv[i]];
+    if (!flag) { positional.push(argv[i]); continue; }
+    if (i + 1 >= argv.length) throw new Error(`${argv[i]} needs a value`);
+    if (flag === 'models') o.models.push(argv[++i]); else o[flag] = Number(argv[++i]);
+  }
+  if (positional[0]) o.build = positional[0];
+  if (positional[1]) o.threads = Number(positional[1]);
+  if (!o.models.length)
+    o.models = [path.join(o.build, 'bench', 'models'), path.join(__dirname, '..', 'examples')];
+  if (!(o.repeat >= 1 && o.rounds >= 1 && o.threads >= 1))
+    throw new Error('--repeat, --rounds and THREADS must be positive numbers');
+  o.perRound = Math.ceil(o.repeat / o.rounds);
+  return o;
+}
+
+function fpguardJson(o, model, dir, extra) {
+  return JSON.parse(execFileSync(path.join(o.build, 'fpguard'),
+                                 ['run', model, '--inputs', path.join(dir, 'inputs'), '--repeat',
+                                  String(o.perRound), '--threads', String(o.threads), '--json',
+                                  ...extra], {maxBuffer: 1 << 26}));
+}
+
+// The outputs must agree: |fpguard - ORT| <= 1e-4 |ORT| + 1e-5 (float32 GEMMs sum in
+// different orders), else the timing compares different computations. Returns the worst
+// error in units of that tolerance and the largest absolute difference.
+function compareOutputs(outDir, ortOut) {
+  const files = JSON.parse(fs.readFileSync(path.join(outDir, 'outputs.json'))).tensors;
+  let worst = 0, maxAbs = 0;
+  for (const t of files) {
+    const got = readNpy(path.join(outDir, t.file)).data, want = ortOut[t.name].data;
+    for (let i = 0; i < want.length; ++i) {
+      const d = Math.abs(Number(got[i]) - Number(want[i]));
+      maxAbs = Math.max(maxAbs, d);
+      worst = Math.max(worst, d / (1e-4 * Math.abs(Number(want[i])) + 1e-5));
+    }
+  }
+  return {worst, maxAbs};
+}
+
+// One model: R rounds of (N/R ORT runs, one `fpguard run --repeat N/R`), the outputs of the
+// first fpguard round compared with ORT's, the emulated float16 run, peak memory.
+async function compareModel(o, dir) {
+  const model = path.join(dir, 'model.onnx');
+  const feeds = feedsOf(dir);
+  const session = await ort.InferenceSession.create(model, {
+    intraOpNumThreads: o.threads, interOpNumThreads: 1, executionMode: 'sequential'});
+  const ortOut = await session.run(feeds);  // warm-up, and the outputs to compare
+  const outDir = fs.mkdtempSync(path.join(require('os').tmpdir(), 'ort_compare_'));
+  const ortRounds = [], fpgRounds = [];
+  let fpg = null;
+  for (let r = 0; r < o.rounds; ++r) {
+    const times = [];
+    for (let i = 0; i < o.perRound; ++i) {
+      const t0 = process.hrtime.bigint();
+      await session.run(feeds);
+      times.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    }
+    ortRounds.push(median(times));
+    const j = fpguardJson(o, model, dir, r ? [] : ['--outputs', outDir]);
+    fpgRounds.push(j.timing.median_run_ms);
+    fpg = fpg || j;
+  }
+  const diff = compareOutputs(outDir, ortOut);
+  fs.rmSync(outDir, {recursive: true});
+  const fpgMs = median(fpgRounds), ortMs = median(ortRounds);
+  // The emulated run (every floating node in float16): target <= 1.3x the float32 run.
+  const fp16Ms = fpguardJson(o, model, dir, ['--precision', 'float16']).timing.median_run_ms;
+  const ortMemRaw = JSON.parse(execFileSync(process.execPath, [__filename, '--memory', dir,
+                                                               String(o.threads),
+                                                               String(o.perRound)]));
+  return {ortMs, fpgMs, fp16Ms, diff, ortMem: ortMemRaw.peak - ortMemRaw.start,
+          fpgMem: fpg.memory.peak_rss_mib - fpg.memory.start_rss_mib};
+}
+
 async function main() {
-  if (process.argv[2] === '--memory') return memoryChild(process.argv[3], Number(process.argv[4]));
-  const build = process.argv[2] || 'build';
-  const threads = Number(process.argv[3] || require('os').cpus().length);
-  const repeat = 20;
-  const roots = [path.join(build, 'bench', 'models'), path.join(__dirname, '..', 'examples')];
+  if (process.argv[2] === '--memory')
+    return memoryChild(process.argv[3], Number(process.argv[4]), Number(process.argv[5]));
+  const o = parseArgs(process.argv.slice(2));
   console.log(`${'model'.padEnd(20)} ${'ORT ms'.padStart(9)} ${'fpguard ms'.padStart(11)} ` +
               `${'fpguard / ORT'.padStart(14)}${'ORT MiB'.padStart(9)} ${'fpg MiB'.padStart(9)} ` +
-              `${'mem ratio'.padStart(9)} ${'fp16/fp32'.padStart(9)}  (threads ${threads}, median of ${repeat}; memory: ` +
-              `peak resident minus resident before loading the model)`);
-  for (const root of roots) {
+              `${'mem ratio'.padStart(9)} ${'fp16/fp32'.padStart(9)} ${'max abs diff'.padStart(12)}` +
+              `  (threads ${o.threads}, ${o.rounds} rounds of ${o.perRound} runs each, ` +
+              `alternating; memory: peak resident minus resident before loading the model)`);
+  const ratios = [];
+  for (const root of o.models) {
     if (!fs.existsSync(root)) continue;
     for (const name of fs.readdirSync(root).sort()) {
       const dir = path.join(root, name);
-      const model = path.join(dir, 'model.onnx');
-      if (!fs.existsSync(model)) continue;
-      const feeds = feedsOf(dir);
-      const session = await ort.InferenceSession.create(model, {
-        intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential'});
-      await session.run(feeds);  // warm-up
-      const times = [];
-      for (let i = 0; i < repeat; ++i) {
-        const t0 = process.hrtime.bigint();
-        await session.run(feeds);
-        times.push(Number(process.hrtime.bigint() - t0) / 1e6);
-      }
-      const ortMs = median(times);
-      const outDir = fs.mkdtempSync(path.join(require('os').tmpdir(), 'ort_compare_'));
-      const out = execFileSync(path.join(build, 'fpguard'),
-                               ['run', model, '--inputs', path.join(dir, 'inputs'), '--repeat',
-                                String(repeat), '--threads', String(threads), '--json',
-                                '--outputs', outDir]);
-      // The emulated run (every floating node in float16): target <= 1.3x the float32 run.
-      const fp16Ms = JSON.parse(execFileSync(path.join(build, 'fpguard'),
-                                             ['run', model, '--inputs', path.join(dir, 'inputs'),
-                                              '--repeat', String(repeat), '--threads',
-                                              String(threads), '--json', '--precision',
-                                              'float16'])).timing.median_run_ms;
-      const fpg = JSON.parse(out);
-      const fpgMs = fpg.timing.median_run_ms;
-      const fpgMem = fpg.memory.peak_rss_mib - fpg.memory.start_rss_mib;
-      const ortMemRaw = JSON.parse(execFileSync(process.execPath, [__filename, '--memory', dir,
-                                                                   String(threads)]));
-      const ortMem = ortMemRaw.peak - ortMemRaw.start;
-      // The outputs must agree: |fpguard - ORT| <= 1e-4 |ORT| + 1e-5 (float32 GEMMs sum in
-      // different orders), else the timing compares different computations.
-      const ortOut = await session.run(feeds);
-      const files = JSON.parse(fs.readFileSync(path.join(outDir, 'outputs.json'))).tensors;
-      let worst = 0;
-      for (const t of files) {
-        const got = readNpy(path.join(outDir, t.file)).data, want = ortOut[t.name].data;
-        for (let i = 0; i < want.length; ++i)
-          worst = Math.max(worst, Math.abs(got[i] - want[i]) / (1e-4 * Math.abs(want[i]) + 1e-5));
-      }
-      fs.rmSync(outDir, {recursive: true});
-      console.log(`${name.padEnd(20)} ${ortMs.toFixed(2).padStart(9)} ` +
-                  `${fpgMs.toFixed(2).padStart(11)} ${(fpgMs / ortMs).toFixed(2).padStart(14)}` +
-                  `${ortMem.toFixed(0).padStart(9)} ${fpgMem.toFixed(0).padStart(9)} ` +
-                  `${(fpgMem / ortMem).toFixed(2).padStart(9)} ${(fp16Ms / fpgMs).toFixed(2).padStart(9)}` +
-                  (worst <= 1 ? '' : `  outputs DIFFER (${worst.toFixed(1)}x the tolerance)`));
+      if (!fs.existsSync(path.join(dir, 'model.onnx'))) continue;
+      const m = await compareModel(o, dir);
+      ratios.push(m.fpgMs / m.ortMs);
+      console.log(`${name.padEnd(20)} ${m.ortMs.toFixed(2).padStart(9)} ` +
+                  `${m.fpgMs.toFixed(2).padStart(11)} ${(m.fpgMs / m.ortMs).toFixed(2).padStart(14)}` +
+                  `${m.ortMem.toFixed(0).padStart(9)} ${m.fpgMem.toFixed(0).padStart(9)} ` +
+                  `${(m.fpgMem / m.ortMem).toFixed(2).padStart(9)} ` +
+                  `${(m.fp16Ms / m.fpgMs).toFixed(2).padStart(9)} ${m.diff.maxAbs.toExponential(2).padStart(12)}` +
+                  (m.diff.worst <= 1 ? '' : `  outputs DIFFER (${m.diff.worst.toFixed(1)}x the tolerance)`));
     }
+  }
+  if (ratios.length) {
+    const geo = Math.exp(ratios.reduce((a, r) => a + Math.log(r), 0) / ratios.length);
+    console.log(`geometric mean of fpguard / ORT over ${ratios.length} models: ${geo.toFixed(2)}` +
+                ` (worst ${Math.max(...ratios).toFixed(2)})`);
   }
 }
 
