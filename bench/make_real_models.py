@@ -28,9 +28,10 @@ weights are N(0, 0.02) as in BERT's and GPT-2's initialisation. Each folder gets
     make_real_models.py OUT_DIR [NAME ...]      (default: all; Debian's /usr/bin/python3
                                                  with torch, torchvision, onnx, numpy)
 
-Generation takes about 2 minutes on a 2-core VM and 2.2 GB of disk (the transformers'
-external data: 4 x ~0.5 GB). The model functions take their widths as arguments, so the
-tests export small versions of the same architectures (tests/cli/realarch_test.py)."""
+Generation takes about 3 minutes of CPU (8 minutes of wall time on a loaded 2-core VM) and
+2.2 GB of disk (the transformers' external data: 4 x ~0.5 GB). The model functions take
+their widths as arguments, so the tests export small versions of the same architectures
+(tests/cli/realarch_test.py)."""
 import os
 import sys
 
