@@ -266,6 +266,47 @@ TEST(Executor, IfBranchesReadOuterValues) {
   EXPECT_EQ(out[0].tensor.data<float>()[1], -2.0f);  // else: -x
 }
 
+// The profiler times each node the runs ran, a taken branch's node by its path; a local
+// evaluation of a node is not a run of it; the values are those of an unprofiled run.
+TEST(Profiler, CountsEachNodeOfEachRunOnce) {
+  const auto m = model::load(kData / "subgraph.onnx");
+  Tensor c(DType::bool_, {});
+  c.data<std::uint8_t>()[0] = 1;
+  const Tensor x = floats({2}, {-1, 2});
+  Profiler profiler;
+  const Executor plain(m);
+  RunOptions with_profiler;
+  with_profiler.profiler = &profiler;
+  const Executor timed(m, with_profiler);
+  for (int r = 0; r < 3; ++r) {
+    const auto got = timed.run({{"x0", x}, {"c", c}});
+    const auto want = plain.run({{"x0", x}, {"c", c}});
+    EXPECT_EQ(got[0].tensor.data<float>()[1], want[0].tensor.data<float>()[1]);
+  }
+  {
+    Session s(timed, std::vector<NamedTensor>{{"x0", x}, {"c", c}});
+    s.evaluate_next(std::nullopt);  // not a run of Relu
+    s.step();                       // a run that never ends counts no run
+  }
+  const Profile p = profiler.profile();
+  EXPECT_EQ(p.runs, 3u);
+  std::vector<std::pair<std::string, std::uint64_t>> seen;
+  for (const auto& n : p.nodes) {
+    seen.emplace_back(n.path, n.calls);
+    EXPECT_GE(n.ms, 0);
+  }
+  const std::vector<std::pair<std::string, std::uint64_t>> want = {
+      {"relu", 4}, {"branch", 3}, {"branch/then_branch/then_add", 3}};
+  EXPECT_EQ(seen, want);
+  EXPECT_EQ(p.nodes[2].op_type, "Add");
+  const auto types = by_op_type(p);
+  ASSERT_EQ(types.size(), 3u);
+  for (const auto& t : types) EXPECT_EQ(t.nodes, 1u);
+  profiler.clear();
+  EXPECT_TRUE(profiler.profile().nodes.empty());
+  EXPECT_EQ(profiler.profile().runs, 0u);
+}
+
 TEST(Registry, KnowsTheCommonOps) {
   for (const char* op : {"Add", "MatMul", "Gemm", "Softmax", "LayerNormalization", "Reshape",
                          "Transpose", "ReduceMean", "Cast", "Where", "Gather", "Concat"})

@@ -50,6 +50,12 @@ add_test(NAME cli.realarch
                  --fpguard $<TARGET_FILE:fpguard>)
 set_tests_properties(cli.realarch PROPERTIES LABELS "model;cli" TIMEOUT 300)
 
+# `run --profile`: every node once, op-type counts against onnx, shares, JSON = text, body paths.
+add_test(NAME cli.profile
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/profile_test.py
+                 --fpguard $<TARGET_FILE:fpguard>)
+set_tests_properties(cli.profile PROPERTIES LABELS model)
+
 # The float64 truth run against NumPy's float64, and check --reference fp64.
 add_test(NAME cli.fp64
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/fp64_test.py

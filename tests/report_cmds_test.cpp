@@ -521,5 +521,41 @@ TEST(RunJson, BadFieldIsNamed) {
   EXPECT_EQ(ops_json({"Add", "Mul"}).dump(), R"({"schema_version":1,"ops":["Add","Mul"]})");
 }
 
+TEST(ProfileJson, RoundTripsAndRendersTheTables) {
+  exec::Profile p;
+  p.runs = 4;
+  p.nodes = {{.path = "conv1", .op_type = "Conv", .calls = 4, .ms = 2},
+             {.path = "loop/body/relu", .op_type = "Relu", .calls = 12, .ms = 0.5},
+             {.path = "conv2", .op_type = "Conv", .calls = 4, .ms = 1},
+             {.path = "loop", .op_type = "Loop", .calls = 4, .ms = 0.5}};
+  const Json j = to_json(p);
+  EXPECT_EQ(j["schema_version"], kProfileSchema);
+  EXPECT_EQ(j["total_ms"], 4.0);
+  EXPECT_EQ(j["op_types"][0]["op_type"], "Conv");
+  EXPECT_EQ(j["op_types"][0]["nodes"], 2);
+  EXPECT_EQ(j["op_types"][0]["average_ms"], 1.5);
+  EXPECT_EQ(j["op_types"][0]["share"], 75.0);
+  EXPECT_EQ(j["nodes"][1]["name"], "loop/body/relu");
+  EXPECT_EQ(j["nodes"][1]["share"], 12.5);
+  const exec::Profile back = profile_from_json(Json::parse(j.dump(2)), "p.json");
+  EXPECT_EQ(to_json(back).dump(), j.dump());
+  std::ostringstream t;
+  render(t, p, 2, Terminal{});
+  EXPECT_EQ(t.str(),
+            "profile: 4 ms a run in 4 nodes (median of 4 runs)\n"
+            "  op type  nodes  total ms  average ms  share\n"
+            "  Conv         2         3         1.5  75.0%\n"
+            "  Loop         1       0.5         0.5  12.5%\n"
+            "  Relu         1       0.5         0.5  12.5%\n"
+            "\n"
+            "  node   op type  calls  ms  share\n"
+            "  conv1  Conv         4   2  50.0%\n"
+            "  conv2  Conv         4   1  25.0%\n"
+            "  (2 slowest of 4 nodes; --profile-top 0 shows all)\n");
+  Json bad = j;
+  bad["nodes"][2].erase("ms");
+  EXPECT_EQ(problem([&] { profile_from_json(bad, "in.json"); }), "\"nodes\"[2].\"ms\" is missing");
+}
+
 }  // namespace
 }  // namespace fpguard::report

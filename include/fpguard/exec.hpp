@@ -12,6 +12,8 @@
 // take them (kValues); they are never rounded.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -282,6 +284,68 @@ class WeightCache {
   std::mutex mutex_;
 };
 
+// ---- profiling ---------------------------------------------------------------------------
+// Where a run's time goes (`fpguard run --profile`). Each node's time is its own: the
+// kernel, the rounding of its inputs and outputs, its bookkeeping, but not the nodes of
+// its bodies (an If's or Loop's time excludes theirs) nor the observer's. Body nodes are
+// named by their path (BodyNode::path) and sum over every run of their body.
+struct NodeTime {
+  std::string path;  // the display name ("Conv_3") or a body node's path
+  std::string op_type;
+  std::uint64_t calls = 0;  // over all runs together (a Loop body node: once per iteration)
+  double ms = 0;            // in a run: the median over the runs
+};
+// One op type: how many distinct nodes of it ran, and their time.
+struct OpTypeTime {
+  std::string op_type;
+  std::uint64_t nodes = 0;
+  double ms = 0;  // its nodes' times summed
+};
+struct Profile {
+  std::vector<NodeTime> nodes;  // in the order they first ran
+  std::uint64_t runs = 0;       // completed runs the medians are taken over
+  double total_ms() const;      // the nodes' times summed
+};
+// The op types of `p`, slowest first (ties by name).
+std::vector<OpTypeTime> by_op_type(const Profile& p);
+
+// Collects the time of each node over the runs of an executor given it
+// (RunOptions::profiler). Not thread-safe: one run at a time. A run counts when its last
+// main-graph node has run (Session::step); a node's time is the median of its times in
+// each run (robust to a run whose threads lost their core); clear() starts afresh (after
+// a warm-up run).
+class Profiler {
+ public:
+  Profile profile() const;
+  void clear();
+
+ private:
+  friend class Executor;
+  friend class Session;
+  struct Frame {
+    std::size_t index = 0;
+    std::chrono::steady_clock::time_point start{};
+    std::chrono::steady_clock::duration nested{};  // of the nodes of its bodies
+  };
+  // A node starts (`node` identifies it across runs); stop() records its own time before
+  // the observer sees it; leave() ends it (after the observer, or by an exception).
+  void enter(const model::Node& node, const std::string& path);
+  void stop();
+  void leave();
+  void end_run();  // the last main-graph node ran
+  struct Guard {   // leave()s when it goes out of scope; nothing when `p` is null
+    Profiler* p = nullptr;
+    ~Guard() {
+      if (p) p->leave();
+    }
+  };
+  std::vector<NodeTime> nodes_;              // ms: in the run under way
+  std::vector<std::vector<double>> run_ms_;  // per node, its ms in each completed run
+  std::map<const model::Node*, std::size_t> index_;
+  std::vector<Frame> stack_;
+  std::uint64_t runs_ = 0;
+};
+
 struct RunOptions {
   PrecisionPolicy policy;
   int threads = 0;  // 0: all hardware threads
@@ -295,6 +359,8 @@ struct RunOptions {
   // high-precision truth run (weights and inputs widened to double, kernels computing in
   // double; float16/bfloat16 storage and Casts to them still round to that format).
   DType carrier = DType::float32;
+  // Times every node of every run (nullptr: nothing is timed, nothing costs).
+  Profiler* profiler = nullptr;
 };
 
 class Session;
@@ -336,21 +402,24 @@ class Executor {
   static void plan(Plans& plans, const model::Graph& g, const std::vector<std::string>& outer,
                    const std::string& where);
   void init_options();  // the weight cache, the carrier's check, the threads
-  // Runs a subgraph (a body of `enclosing.back()`) on `scope`; `observer` sees its nodes.
+  // Runs a subgraph (a body of `enclosing.back()`) on `scope`; `observer` sees its nodes,
+  // `profiler` (if any) times them.
   void run_graph(const model::Graph& g, Scope& scope, Observer* observer,
-                 const std::vector<Enclosing>& enclosing) const;
+                 const std::vector<Enclosing>& enclosing, Profiler* profiler) const;
   // Runs `node` (at `pos` of its graph's order) on the values of `scope` in `fmt`
   // (nullopt: float32); `observer` sees its kernel inputs and outputs. The outputs are
   // returned, not stored. Floating values of the scope held in another carrier are
   // converted to this executor's (rounded to `fmt` in their own carrier first).
   // `enclosing`: the control-flow nodes around it (empty in the main graph), `path` its
   // name as policies and observers know it (BodyNode::path; its display name in the main
-  // graph).
+  // graph). `profiler` (if any) times it and its bodies' nodes: the runs of the graph,
+  // not the evaluations of a node in another format.
   std::vector<std::pair<std::string, Slot>> run_node(const model::Node& node, std::size_t pos,
                                                      Scope& scope, const std::optional<Format>& fmt,
                                                      Observer* observer,
                                                      const std::vector<Enclosing>& enclosing = {},
-                                                     const std::string& path = {}) const;
+                                                     const std::string& path = {},
+                                                     Profiler* profiler = nullptr) const;
   // Shows a body node to `observer` (Observer::on_body_node).
   void observe_body(Observer& observer, const model::Node& node, std::size_t pos, Scope& scope,
                     const std::optional<Format>& fmt, const std::vector<Enclosing>& enclosing,

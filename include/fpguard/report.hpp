@@ -372,10 +372,22 @@ struct RunSummary {
   double load_ms = 0, median_run_ms = 0;
   std::uint64_t runs = 0;
   double peak_rss_mib = 0, start_rss_mib = 0;
+  std::optional<exec::Profile> profile{};  // --profile: "profile" in the JSON
+  std::size_t profile_top = 20;            // rows of its node table (text only; 0: all)
 };
 Json to_json(const RunSummary& r);
 RunSummary run_from_json(const Json& j, const std::string& where);
 void render(std::ostream& out, const RunSummary& r, const Terminal& term);
+// `fpguard run --profile` (docs/executor.md): {"schema_version", "runs", "total_ms",
+// "op_types": [{op_type, nodes, total_ms, average_ms, share}] slowest first, "nodes":
+// [{name, op_type, calls, ms, share}] in the order they first ran}; times per run (each
+// node's median), shares percent of total_ms. The reader takes back the runs and the nodes (the
+// rest is derived from them).
+inline constexpr int kProfileSchema = 1;
+Json to_json(const exec::Profile& p);
+exec::Profile profile_from_json(const Json& j, const std::string& where);
+// The op types (count, total, average, share), then the `top` slowest nodes (0: all).
+void render(std::ostream& out, const exec::Profile& p, std::size_t top, const Terminal& term);
 // Values as files (`fpguard run --outputs DIR`, `--dump-all DIR`): each tensor as a .npy
 // (bfloat16 as float32, exactly), a sequence as one .npy per element, and outputs.json,
 // {"schema_version": 1, "tensors": [...]}, listing them in order (docs/executor.md).

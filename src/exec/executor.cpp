@@ -420,12 +420,16 @@ std::vector<NamedValue> Executor::run_values(const std::vector<NamedValue>& inpu
 
 std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
     const model::Node& node, std::size_t pos, Scope& scope, const std::optional<Format>& fmt,
-    Observer* observer, const std::vector<Enclosing>& enclosing, const std::string& path) const {
+    Observer* observer, const std::vector<Enclosing>& enclosing, const std::string& path,
+    Profiler* profiler) const {
   const auto* info = Registry::global().find(node.op_type);
   const bool moves_data = info->kind == OpKind::data_movement;
   const auto& policy = options_.policy;
   const DType carrier = options_.carrier;
 
+  const std::string here = path.empty() ? display_name(node, pos) : path;
+  if (profiler) profiler->enter(node, here);
+  const Profiler::Guard timing{profiler};
   KernelContext ctx{node,
                     model_.default_opset(),
                     {},
@@ -443,7 +447,6 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
                     carrier,
                     {},
                     {}};
-  const std::string here = path.empty() ? display_name(node, pos) : path;
   std::map<const model::Graph*, std::size_t> runs;  // of each body, for Enclosing::iteration
   ctx.run_subgraph = [&](const model::Graph& sub, std::vector<Value> in) {
     std::vector<Enclosing> chain = enclosing;
@@ -461,7 +464,7 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
           in[i].is_tensor() ? make_slot(in[i].tensor, options_.float32_storage, options_.carrier)
                             : make_slot(std::move(in[i]));
     add_initializers(sub, inner);
-    run_graph(sub, inner, observer, chain);
+    run_graph(sub, inner, observer, chain, profiler);
     std::vector<Value> out;
     for (const auto& o : sub.outputs) {
       Slot* s = inner.find(o.name);
@@ -562,6 +565,7 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
     s.t = std::move(t);
     out.emplace_back(node.outputs[i], std::move(s));
   }
+  if (profiler) profiler->stop();
   if (observer) {  // lend the outputs to the observer without copying them
     std::vector<NamedTensor> produced;
     for (auto& [name, slot] : out)
@@ -623,7 +627,7 @@ void free_dead(const Plan& plan, std::size_t pos, Values& values) {
 }  // namespace
 
 void Executor::run_graph(const model::Graph& g, Scope& scope, Observer* observer,
-                         const std::vector<Enclosing>& enclosing) const {
+                         const std::vector<Enclosing>& enclosing, Profiler* profiler) const {
   const Plan& plan = plans_->at(&g);
   const std::string prefix = enclosing.back().path + "/" + enclosing.back().attribute + "/";
   for (std::size_t pos = 0; pos < plan.order.size(); ++pos) {
@@ -632,7 +636,7 @@ void Executor::run_graph(const model::Graph& g, Scope& scope, Observer* observer
     const std::string path = prefix + display_name(node, pos);
     const std::optional<Format> fmt =
         info->kind == OpKind::data_movement ? std::nullopt : options_.policy.format_for(node, path);
-    for (auto& [name, slot] : run_node(node, pos, scope, fmt, observer, enclosing, path))
+    for (auto& [name, slot] : run_node(node, pos, scope, fmt, observer, enclosing, path, profiler))
       scope.values[name] = std::move(slot);
     free_dead(plan, pos, scope.values);
   }
@@ -665,6 +669,79 @@ void Executor::observe_body(Observer& observer, const model::Node& node, std::si
   observer.on_body_node(b, inputs, outputs);
 }
 
+// ---- Profiler -------------------------------------------------------------------------
+
+void Profiler::enter(const model::Node& node, const std::string& path) {
+  auto [it, fresh] = index_.try_emplace(&node, nodes_.size());
+  if (fresh) {
+    nodes_.push_back({.path = path, .op_type = node.op_type});
+    run_ms_.emplace_back(runs_, 0.0);  // absent from the runs before
+  }
+  stack_.push_back({.index = it->second, .start = std::chrono::steady_clock::now()});
+}
+
+void Profiler::stop() {
+  const Frame& f = stack_.back();
+  const auto own = std::chrono::steady_clock::now() - f.start - f.nested;
+  nodes_[f.index].ms += std::chrono::duration<double, std::milli>(own).count();
+  ++nodes_[f.index].calls;
+}
+
+void Profiler::leave() {
+  const auto all = std::chrono::steady_clock::now() - stack_.back().start;
+  stack_.pop_back();
+  if (!stack_.empty()) stack_.back().nested += all;
+}
+
+void Profiler::end_run() {
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    run_ms_[i].push_back(nodes_[i].ms);
+    nodes_[i].ms = 0;
+  }
+  ++runs_;
+}
+
+Profile Profiler::profile() const {
+  Profile p{.nodes = nodes_, .runs = runs_};
+  if (runs_ == 0) return p;  // the run under way, as far as it went
+  for (std::size_t i = 0; i < p.nodes.size(); ++i) {
+    std::vector<double> v = run_ms_[i];
+    std::sort(v.begin(), v.end());
+    const std::size_t h = v.size() / 2;
+    p.nodes[i].ms = v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+  }
+  return p;
+}
+
+void Profiler::clear() {
+  FPG_CHECK(stack_.empty());
+  nodes_.clear();
+  run_ms_.clear();
+  index_.clear();
+  runs_ = 0;
+}
+
+double Profile::total_ms() const {
+  double t = 0;
+  for (const auto& n : nodes) t += n.ms;
+  return t;
+}
+
+std::vector<OpTypeTime> by_op_type(const Profile& p) {
+  std::map<std::string, OpTypeTime> m;
+  for (const auto& n : p.nodes) {
+    auto& o = m[n.op_type];
+    o.op_type = n.op_type;
+    ++o.nodes;
+    o.ms += n.ms;
+  }
+  std::vector<OpTypeTime> out;
+  for (auto& [op, t] : m) out.push_back(t);
+  std::stable_sort(out.begin(), out.end(),
+                   [](const OpTypeTime& a, const OpTypeTime& b) { return a.ms > b.ms; });
+  return out;
+}
+
 // ---- Session --------------------------------------------------------------------------
 
 Session::Session(const Executor& ex, const std::vector<NamedTensor>& inputs)
@@ -695,9 +772,12 @@ void Session::step(Observer* observer) {
   const auto& plan = ex_.plans_->at(&ex_.model_.graph);
   if (pos_ > 0) free_dead(plan, pos_ - 1, scope_->values);
   const auto& node = next();
-  for (auto& [name, slot] : ex_.run_node(node, pos_, *scope_, node_format(ex_, node), observer))
+  Profiler* profiler = ex_.options_.profiler;
+  for (auto& [name, slot] :
+       ex_.run_node(node, pos_, *scope_, node_format(ex_, node), observer, {}, {}, profiler))
     scope_->values[name] = std::move(slot);
   ++pos_;
+  if (profiler && done()) profiler->end_run();
 }
 
 std::vector<NamedTensor> Session::evaluate_next(const std::optional<Format>& fmt,

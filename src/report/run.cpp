@@ -109,11 +109,13 @@ Json to_json(const RunSummary& r) {
     }
     outs.push_back(std::move(j));
   }
-  return {
+  Json j = {
       {"schema_version", kRunSchema},
       {"outputs", outs},
       {"timing", {{"load_ms", r.load_ms}, {"median_run_ms", r.median_run_ms}, {"runs", r.runs}}},
       {"memory", {{"peak_rss_mib", r.peak_rss_mib}, {"start_rss_mib", r.start_rss_mib}}}};
+  if (r.profile) j["profile"] = to_json(*r.profile);
+  return j;
 }
 
 RunSummary run_from_json(const Json& j, const std::string& where) {
@@ -130,10 +132,11 @@ RunSummary run_from_json(const Json& j, const std::string& where) {
   const Json& memory = r.object(j, "memory", "");
   s.peak_rss_mib = r.real(memory, "peak_rss_mib", "\"memory\"");
   s.start_rss_mib = r.real(memory, "start_rss_mib", "\"memory\"");
+  if (j.contains("profile")) s.profile = profile_from_json(j["profile"], where + ": \"profile\"");
   return s;
 }
 
-void render(std::ostream& out, const RunSummary& r, const Terminal&) {
+void render(std::ostream& out, const RunSummary& r, const Terminal& term) {
   for (const auto& o : r.outputs) {
     if (o.kind == ValueKind::tensor) {
       out << o.name << "  " << summary_text(o.items.at(0)) << "\n";
@@ -148,6 +151,9 @@ void render(std::ostream& out, const RunSummary& r, const Terminal&) {
   out << fmt::format("load {} ms, run {} ms (median of {}), peak memory {} MiB ({} MiB at start)\n",
                      fixed(r.load_ms, 2), fixed(r.median_run_ms, 2), r.runs,
                      fixed(r.peak_rss_mib, 0), fixed(r.start_rss_mib, 0));
+  if (!r.profile) return;
+  out << "\n";
+  render(out, *r.profile, r.profile_top, term);
 }
 
 Json ops_json(const std::vector<std::string>& names) {

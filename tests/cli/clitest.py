@@ -81,3 +81,13 @@ def read_outputs(d):
         else:
             out[t["name"]] = np.load(os.path.join(d, t["file"]))
     return out
+
+
+def finish(label):
+    """The exit status of a test script: 1 after printing the failure count, else 0 after
+    `label: all checks passed`."""
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        return 1
+    print(f"{label}: all checks passed")
+    return 0

@@ -31,6 +31,9 @@ struct RunArgs {
   std::string precision = "float32", outputs_dir, dump_dir, accumulate, accumulation = "sequential";
   int repeat = 1, threads = 0;
   bool json = false;
+  bool profile = false;      // --profile given
+  std::string profile_file;  // --profile FILE
+  std::size_t profile_top = 20;
   ScaledArgs scaled;
 };
 
@@ -68,6 +71,7 @@ double peak_rss_mib() {
 void run(const RunArgs& a) {
   using clock = std::chrono::steady_clock;
   const double base_mib = rss_mib();  // before the model: the program and its libraries
+  if (!a.profile_file.empty()) check_output_file(a.model, a.profile_file, "--profile");
   const auto t0 = clock::now();
   const model::Model m = model::load(a.model);
   const double load_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
@@ -108,6 +112,8 @@ void run(const RunArgs& a) {
   }
   DumpObserver dump;
   if (!a.dump_dir.empty()) opts.observer = &dump;
+  exec::Profiler profiler;
+  if (a.profile) opts.profiler = &profiler;
   const exec::Executor ex = reference ? exec::Executor(*reference, opts) : exec::Executor(m, opts);
 
   std::vector<double> times;
@@ -117,6 +123,7 @@ void run(const RunArgs& a) {
     outputs = ex.run_values(feed);
     times.push_back(std::chrono::duration<double, std::milli>(clock::now() - s).count());
     if (r == 0 && opts.observer) opts.observer = nullptr;  // dump the first run only
+    if (r == 0 && a.repeat > 1) profiler.clear();          // the first run warms up
   }
   std::sort(times.begin(), times.end());
   const double median = times[times.size() / 2];
@@ -136,6 +143,12 @@ void run(const RunArgs& a) {
   summary.runs = times.size();
   summary.peak_rss_mib = peak_rss_mib();
   summary.start_rss_mib = base_mib;
+  if (a.profile) summary.profile = profiler.profile();
+  summary.profile_top = a.profile_top;
+  if (!a.profile_file.empty()) {
+    const auto j = report::to_json(*summary.profile);
+    write_file_atomic(a.profile_file, [&](std::ostream& out) { out << j.dump(2) << "\n"; });
+  }
   if (a.json)
     std::cout << report::to_json(summary).dump(2) << "\n";
   else
@@ -167,7 +180,17 @@ void add_run(CLI::App& app) {
   cmd->add_option("--repeat", a->repeat, "Run N times and report the median time");
   cmd->add_option("--threads", a->threads, "Threads (default: all cores)");
   cmd->add_flag("--json", a->json, "Print JSON");
-  cmd->callback([a] { run(*a); });
+  auto* profile = cmd->add_option("--profile", a->profile_file,
+                                  "Time every node and op type (median of the runs after the "
+                                  "first when --repeat > 1) and print it; with FILE, also "
+                                  "write it there as JSON");
+  profile->expected(0, 1);
+  cmd->add_option("--profile-top", a->profile_top,
+                  "Nodes in the profile's node table, slowest first (default 20; 0: all)");
+  cmd->callback([a, profile] {
+    a->profile = profile->count() > 0;
+    run(*a);
+  });
 
   auto json_flag = std::make_shared<bool>(false);
   auto* ops = app.add_subcommand("ops", "List the operators `fpguard run` supports");
