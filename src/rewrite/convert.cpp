@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "fpguard/analysis.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
 #include "fpguard/rewrite.hpp"
@@ -384,6 +385,33 @@ model::Model convert(const model::Model& m, const ConvertOptions& o, ConvertRepo
   ConvertReport local;
   Converter c(m, o, report ? *report : local);
   return c.run();
+}
+
+}  // namespace fpguard::rewrite
+
+namespace fpguard::rewrite {
+
+model::Model apply_plan(const model::Model& m, const analysis::PlanFile& plan, ConvertOptions& o,
+                        const std::string& where, const std::string& model_name) {
+  model::Model out = m;
+  const Format f = parse_format(plan.precision);
+  for (const auto& [value, k] : plan.scaled) {
+    std::string why;
+    const auto s = find_scale(out, value, {}, f, &why, k);
+    if (!s)
+      throw Error(where, "cannot scale '" + value + "' by 2^-" + std::to_string(k) + " in " +
+                             model_name + " (" + why + ")");
+    out = apply_scale(out, *s);
+  }
+  std::set<std::string> names;
+  for (const auto& n : out.graph.nodes) names.insert(n.name);
+  for (const auto& n : plan.fp32_nodes) {
+    if (!names.count(n))
+      throw Error(where,
+                  "node '" + n + "' is not in " + model_name + " (a plan for another model?)");
+    o.keep_fp32.insert(n);
+  }
+  return out;
 }
 
 }  // namespace fpguard::rewrite

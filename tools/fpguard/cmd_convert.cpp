@@ -130,22 +130,7 @@ void convert_command(const ConvertArgs& a) {
                       ", which convert does not write; deploy it with a quantization tool that "
                       "excludes the plan's fp32_nodes (--scale-only writes its rescaled model)");
     // The plan's exact scale rewrites first: its node names include what they add.
-    for (const auto& [value, k] : plan->scaled) {
-      std::string why;
-      const auto s = rewrite::find_scale(m, value, {}, parse_format(precision), &why, k);
-      if (!s)
-        throw Error("--plan " + a.plan, "cannot scale '" + value + "' by 2^-" + std::to_string(k) +
-                                            " in " + a.model + " (" + why + ")");
-      m = rewrite::apply_scale(m, *s);
-    }
-    std::set<std::string> names;
-    for (const auto& n : m.graph.nodes) names.insert(n.name);
-    for (const auto& n : plan->fp32_nodes) {
-      if (!names.count(n))
-        throw Error("--plan " + a.plan,
-                    "node '" + n + "' is not in " + a.model + " (a plan for another model?)");
-      o.keep_fp32.insert(n);
-    }
+    m = rewrite::apply_plan(m, *plan, o, "--plan " + a.plan, a.model);
   }
   if (a.scale_only) {  // the float32 model with the plan's scale rewrites, for other tools
     if (a.plan.empty()) throw Error("--scale-only", "needs --plan");
