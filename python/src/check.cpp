@@ -64,7 +64,12 @@ analysis::CheckOptions check_options(const py::dict& d) {
 inputs::Samples input_sets(const LoadedModel& l, const py::object& sets, const py::dict& d,
                            inputs::Options* used = nullptr) {
   inputs::Samples s;
+  const auto samples = option<std::size_t>(d, "samples", 1);
   if (!sets.is_none()) {
+    if (samples != 1)
+      throw Error::in_option("samples", std::to_string(samples),
+                             "applies to generated inputs (inputs=None); give a list of input "
+                             "sets instead");
     for (py::handle set : sets) s.sets.push_back(input_set(set.cast<py::list>()));
     if (s.sets.empty()) throw Error::in_option("inputs", "", "no input set given");
     s.total = s.sets.size();
@@ -73,7 +78,6 @@ inputs::Samples input_sets(const LoadedModel& l, const py::object& sets, const p
   inputs::Options o;
   o.seed = option<std::uint64_t>(d, "seed", 0);
   o.shape = option<std::vector<std::string>>(d, "shape", {});
-  const auto samples = option<std::size_t>(d, "samples", 1);
   if (used) *used = o;
   return without_gil([&] { return inputs::gather_samples(o, l.model, samples); });
 }

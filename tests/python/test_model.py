@@ -213,6 +213,8 @@ def test_check_plan_convert_errors(cli, tmp_path):
         "input 'image': has dtype float64 but the model declares float32")
     assert error_of(fpguard.check, m, [{}]) == f"{path}: input 'image' was not given"
     assert error_of(fpguard.check, m, []) == "inputs: no input set given"
+    assert error_of(fpguard.check, m, {}, samples=2) == "samples 2: applies to generated " \
+        "inputs (inputs=None); give a list of input sets instead"
     assert error_of(fpguard.plan, m, precision="float32") == \
         "precision float32: nothing to plan: it is float32"
     assert error_of(fpguard.plan, m, objective="fewest") == \
