@@ -250,3 +250,16 @@ def test_ctrl_c_stops_a_long_check():
     timer.join()
     assert 0.5 <= elapsed < 3, elapsed
     assert fpguard.check(m).verdict == "pass"  # and the module still works
+
+
+def test_stubs_and_all_name_what_exists():
+    """_fpguard.pyi declares exactly the extension's functions and classes, and every name
+    of fpguard.__all__ exists."""
+    import ast
+    from fpguard import _fpguard
+
+    stub = os.path.join(os.path.dirname(fpguard.__file__), "_fpguard.pyi")
+    tree = ast.parse(open(stub, encoding="utf-8").read())
+    declared = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    assert declared == {n for n in dir(_fpguard) if not n.startswith("__")}
+    assert all(hasattr(fpguard, n) for n in fpguard.__all__)
