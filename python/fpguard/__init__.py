@@ -235,8 +235,7 @@ def _input_set(inputs: Any, func: str) -> list:
             out.append((name, x.detach().contiguous().view(torch.int16).numpy().view("uint16"),
                         None))
             continue
-        a = _as_numpy(x, where, func, "numeric and bool arrays")
-        out.append((name, a if hasattr(a, "dtype") else __import__("numpy").asarray(a), None))
+        out.append((name, _as_numpy(x, where, func, "numeric and bool arrays"), None))
     return out
 
 

@@ -34,12 +34,12 @@ std::vector<NamedTensor> input_set(const py::list& items) {
   for (py::handle item : items) {
     const auto t = item.cast<py::tuple>();
     const std::string name = t[0].cast<std::string>();
-    const py::array a = t[1].cast<py::array>();
+    const std::string where = "input '" + name + "'";
+    const py::array a = as_array(t[1], where.c_str());
     const std::string dname = t[2].is_none() ? str(a.dtype()) : t[2].cast<std::string>();
     const std::optional<DType> d = dtype_named(dname);
-    if (!d || *d == DType::string)
-      throw Error("input '" + name + "'", "dtype " + dname + " is not supported");
-    set.push_back({name, tensor_copy(a, *d, "input '" + name + "'")});
+    if (!d || *d == DType::string) throw Error(where, "dtype " + dname + " is not supported");
+    set.push_back({name, tensor_copy(a, *d, where)});
   }
   return set;
 }

@@ -130,6 +130,10 @@ def test_run_errors_as_the_cli(cli, tmp_path):
     assert error_of(fpguard.run, path, {"x": x.astype(object)}).startswith(
         "input 'x': dtype object is not supported")
     assert error_of(fpguard.run, path, [x]) == "inputs: a list is not a dict of arrays"
+    assert error_of(fpguard.run, path, {"x": object()}) == "input 'x': dtype object is not supported"
+    # A list is read by numpy.asarray: float64, not the declared float32.
+    assert error_of(fpguard.run, path, {"x": x.tolist()}) == \
+        f"{path}: input 'x': has dtype float64 but the model declares float32"
     assert error_of(fpguard.load, tmp_path / "none.onnx") == \
         cli_error(cli("run", str(tmp_path / "none.onnx"), check=False))
 
