@@ -77,6 +77,20 @@ std::optional<ScaleRewrite> find_scale(const model::Model& m, const std::string&
 // undo points, rescaled constants as new initializers.
 model::Model apply_scale(const model::Model& m, const ScaleRewrite& s);
 
+// ---- verification ---------------------------------------------------------------------
+// One graph output of a converted model against the float32 original on the same inputs.
+struct Verified {
+  std::string output{};
+  double cosine = 1, max_abs_error = 0;
+  std::uint64_t nonfinite = 0;  // non-finite where the original is finite
+  bool pass = true;             // no such value and cosine >= min_cosine
+};
+// Runs `original` on `sample` and `converted` on it converted to its declared input types,
+// and compares each floating output (check's criterion, in float32), in graph order.
+std::vector<Verified> verify(const model::Model& original, const model::Model& converted,
+                             const std::vector<NamedTensor>& sample, double min_cosine,
+                             int threads);
+
 // ---- plans ----------------------------------------------------------------------------
 // What convert does with a plan (analysis::PlanFile, plan.json read back) on `m`, whose
 // unnamed nodes carry analysis::name_nodes' names as they did when it was planned: the

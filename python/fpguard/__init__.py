@@ -402,15 +402,22 @@ def plan(model: Any, inputs: Any = None, precision: Any = "float16",
 
 def convert(model: Any, plan: Any, out_path: Any, keep_io_types: bool = True,
             precision: Any = None, keep_fp32: Sequence[str] = (),
-            keep_fp32_ops: Sequence[str] = (), external_data: bool = False) -> Dict[str, Any]:
+            keep_fp32_ops: Sequence[str] = (), external_data: bool = False,
+            verify: bool = True, inputs: Optional[Mapping[str, Any]] = None,
+            min_cosine: float = 0.999, threads: int = 0) -> Dict[str, Any]:
     """`fpguard convert`: writes the mixed-precision model of `plan` (a Plan, the path of a
     plan.json, or None with `precision`) to out_path, atomically and never over the input
-    model. keep_io_types: graph inputs and outputs stay float32 (Casts inside). Returns what
-    it did: {path, precision, low_nodes, fp32_nodes, casts, initializers_converted,
-    kept_by_spec, warnings}. It does not verify the result: check the converted model, or
-    run both with fpguard.run."""
+    model. keep_io_types: graph inputs and outputs stay float32 (Casts inside).
+
+    verify: then runs the written model against the float32 original on `inputs` (one
+    input set as for run; None: the inputs the plan records, else generated as the CLI
+    does), with check's criterion (min_cosine). Returns what it did: {path, precision,
+    low_nodes, fp32_nodes, casts, initializers_converted, kept_by_spec, warnings,
+    verified: [{output, cosine, max_abs_error, nonfinite, pass}], pass (None unverified)}."""
     p = plan._held if isinstance(plan, Plan) else (None if plan is None else _os.fspath(plan))
     options = dict(precision=precision, keep_fp32=list(keep_fp32),
                    keep_fp32_ops=list(keep_fp32_ops), keep_io_types=keep_io_types,
-                   external_data=external_data)
-    return _fpguard.convert(_loaded(model), p, _os.fspath(out_path), options)
+                   external_data=external_data, verify=verify, min_cosine=min_cosine,
+                   threads=threads)
+    sets = None if inputs is None else [_input_set(inputs, "convert")]
+    return _fpguard.convert(_loaded(model), p, _os.fspath(out_path), sets, options)

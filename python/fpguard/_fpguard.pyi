@@ -184,5 +184,9 @@ def run(
 def check(model: _Model, sets: Optional[list[_InputSet]], options: dict[str, Any]) -> _Diagnosis: ...
 def plan(model: _Model, sets: Optional[list[_InputSet]], options: dict[str, Any]) -> _Plan: ...
 def convert(
-    model: _Model, plan: Union[_Plan, str, None], out_path: str, options: dict[str, Any]
+    model: _Model,
+    plan: Union[_Plan, str, None],
+    out_path: str,
+    sets: Optional[list[_InputSet]],
+    options: dict[str, Any],
 ) -> dict[str, Any]: ...

@@ -14,6 +14,7 @@
 #include "bindings.hpp"
 #include "fpguard/analysis.hpp"
 #include "fpguard/error.hpp"
+#include "fpguard/exec.hpp"
 #include "fpguard/inputs.hpp"
 #include "fpguard/io.hpp"
 #include "fpguard/report.hpp"
@@ -137,14 +138,43 @@ std::optional<analysis::PlanFile> plan_file(const py::object& plan) {
   return report::read_plan("plan " + path, path);
 }
 
-py::dict convert(py::handle m, const py::object& plan, const std::string& out_path,
-                 const py::dict& d) {
-  const LoadedModel& l = m.cast<const LoadedModel&>();
-  check_not_same_file(l.path, out_path, "out_path");
-  rewrite::ConvertOptions o;
+// convert's report, with the verification's outputs (empty when not verified).
+py::dict convert_report(const std::string& path, const rewrite::ConvertOptions& o,
+                        const rewrite::ConvertReport& rep,
+                        const std::optional<std::vector<rewrite::Verified>>& verified) {
+  py::dict r;
+  r["path"] = path;
+  r["precision"] = o.precision.name;
+  r["low_nodes"] = rep.low_nodes;
+  r["fp32_nodes"] = rep.fp32_nodes;
+  r["casts"] = rep.casts;
+  r["initializers_converted"] = rep.initializers_converted;
+  r["kept_by_spec"] = rep.kept_by_spec;
+  r["warnings"] = rep.warnings;
+  py::list outputs;
+  bool pass = true;
+  for (const auto& v : verified.value_or(std::vector<rewrite::Verified>{})) {
+    py::dict d;
+    d["output"] = v.output;
+    d["cosine"] = v.cosine;
+    d["max_abs_error"] = v.max_abs_error;
+    d["nonfinite"] = v.nonfinite;
+    d["pass"] = v.pass;
+    outputs.append(d);
+    pass = pass && v.pass;
+  }
+  r["verified"] = outputs;
+  r["pass"] = verified ? py::object(py::bool_(pass)) : py::object(py::none());
+  return r;
+}
+
+// The model convert writes, from `plan` (or none) and the options; sets o.precision.
+model::Model converted_model(const LoadedModel& l, const py::object& plan,
+                             const std::optional<analysis::PlanFile>& p, const py::dict& d,
+                             rewrite::ConvertOptions& o) {
   std::string precision = d["precision"].is_none() ? "" : format_of(d["precision"]).name;
   model::Model converted = l.model;
-  if (const auto p = plan_file(plan)) {
+  if (p) {
     const std::string where = py::isinstance<analysis::Plan>(plan) ? "plan" : "plan " + str(plan);
     const std::string planned = parse_format(p->precision).name;
     if (!precision.empty() && precision != planned)
@@ -163,23 +193,42 @@ py::dict convert(py::handle m, const py::object& plan, const std::string& out_pa
   for (const auto& k : option<std::vector<std::string>>(d, "keep_fp32_ops", {}))
     o.keep_fp32_ops.insert(k);
   o.keep_io_types = option<bool>(d, "keep_io_types", true);
+  return converted;
+}
+
+py::dict convert(py::handle m, const py::object& plan, const std::string& out_path,
+                 const py::object& sets, const py::dict& d) {
+  const LoadedModel& l = m.cast<const LoadedModel&>();
+  check_not_same_file(l.path, out_path, "out_path");
+  const std::optional<analysis::PlanFile> p = plan_file(plan);
+  rewrite::ConvertOptions o;
+  const model::Model converted = converted_model(l, plan, p, d, o);
   model::SaveOptions so;
   if (option<bool>(d, "external_data", false)) so.external = model::SaveOptions::External::always;
+  // The verification's inputs before anything is written: bad inputs leave no output. The
+  // plan's recorded inputs, as `fpguard convert` verifies on, when none are given.
+  const bool verify = option<bool>(d, "verify", true);
+  std::vector<NamedTensor> sample;
+  if (verify && !sets.is_none()) {
+    sample = input_sets(l, sets, d).sets.front();
+    const exec::Executor original(l.model);
+    exec::Session checks_inputs(original, sample);  // their names, dtypes and shapes
+  }
+  if (verify && sets.is_none()) {
+    const inputs::Options io = p && p->inputs ? p->inputs->options : inputs::Options{};
+    sample = without_gil([&] { return inputs::gather_samples(io, l.model, 1); }).sets.front();
+  }
+  const double min_cosine = option<double>(d, "min_cosine", 0.999);
+  const int threads = option<int>(d, "threads", 0);
   rewrite::ConvertReport rep;
+  std::optional<std::vector<rewrite::Verified>> verified;
   without_gil([&] {
     model::save(rewrite::convert(converted, o, &rep), out_path, so);
+    if (verify)
+      verified = rewrite::verify(l.model, model::load(out_path), sample, min_cosine, threads);
     return 0;
   });
-  py::dict r;
-  r["path"] = out_path;
-  r["precision"] = o.precision.name;
-  r["low_nodes"] = rep.low_nodes;
-  r["fp32_nodes"] = rep.fp32_nodes;
-  r["casts"] = rep.casts;
-  r["initializers_converted"] = rep.initializers_converted;
-  r["kept_by_spec"] = rep.kept_by_spec;
-  r["warnings"] = rep.warnings;
-  return r;
+  return convert_report(out_path, o, rep, verified);
 }
 
 void bind_results(py::module_& m) {
@@ -209,7 +258,7 @@ void bind_check(py::module_& m) {
   m.def("check", &check, py::arg("model"), py::arg("sets"), py::arg("options"));
   m.def("plan", &plan, py::arg("model"), py::arg("sets"), py::arg("options"));
   m.def("convert", &convert, py::arg("model"), py::arg("plan"), py::arg("out_path"),
-        py::arg("options"));
+        py::arg("sets"), py::arg("options"));
 }
 
 }  // namespace fpguard::python

@@ -391,6 +391,38 @@ model::Model convert(const model::Model& m, const ConvertOptions& o, ConvertRepo
 
 namespace fpguard::rewrite {
 
+std::vector<Verified> verify(const model::Model& original, const model::Model& converted,
+                             const std::vector<NamedTensor>& sample, double min_cosine,
+                             int threads) {
+  exec::RunOptions ro;
+  ro.threads = threads;
+  const auto want = exec::Executor(original, ro).run(sample);
+  std::vector<NamedTensor> feed;
+  for (const auto& t : sample) {
+    NamedTensor f = t;
+    for (const auto& vi : converted.graph.inputs)
+      if (vi.name == t.name && vi.elem_type != model::onnx_elem_type(t.tensor.dtype()))
+        if (auto d = model::dtype_of(vi.elem_type)) f.tensor = exec::convert(t.tensor, *d);
+    feed.push_back(std::move(f));
+  }
+  const auto got = exec::Executor(converted, ro).run(feed);
+  std::vector<Verified> out;
+  for (std::size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    if (!exec::is_float(want[i].tensor.dtype())) continue;
+    const Tensor r = exec::convert(want[i].tensor, DType::float32);
+    const Tensor v = exec::convert(got[i].tensor, DType::float32);
+    const auto c = analysis::compare(std::span<const float>(r.data<float>().data(), r.size()),
+                                     std::span<const float>(v.data<float>().data(), v.size()),
+                                     parse_format("float32"));
+    out.push_back({.output = want[i].name,
+                   .cosine = c.cosine(),
+                   .max_abs_error = c.max_abs,
+                   .nonfinite = c.overflow + c.nan,
+                   .pass = c.overflow + c.nan == 0 && c.cosine() >= min_cosine});
+  }
+  return out;
+}
+
 model::Model apply_plan(const model::Model& m, const analysis::PlanFile& plan, ConvertOptions& o,
                         const std::string& where, const std::string& model_name) {
   model::Model out = m;

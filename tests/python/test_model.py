@@ -191,12 +191,25 @@ def test_convert_is_the_cli(cli, tmp_path):
     keep = ["/ln1/Sqrt", "/attn/Softmax"]
     cli("plan", path, "--precision", "float16", "--keep-fp32", ",".join(keep), "-o",
         str(tmp_path / "plan.json"), "--quiet")
-    cli("convert", path, "--plan", str(tmp_path / "plan.json"), "--keep-io-types", "-o",
-        str(tmp_path / "cli.onnx"))
+    text = cli("convert", path, "--plan", str(tmp_path / "plan.json"), "--keep-io-types", "-o",
+               str(tmp_path / "cli.onnx")).stdout
     p = fpguard.plan(path, precision="float16", keep_fp32=keep)
     r = fpguard.convert(path, p, tmp_path / "py.onnx")
     assert (tmp_path / "py.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
     assert r["precision"] == "float16" and r["fp32_nodes"] >= len(keep) and r["casts"] > 0
+    # The verification: the CLI's numbers, on the inputs the plan records.
+    (v,) = r["verified"]
+    assert r["pass"] is True and v["pass"] is True and v["nonfinite"] == 0
+    assert (f"  verified {v['output']}: ok   vs the float32 model: cosine {v['cosine']:.6f}, "
+            f"max abs error {v['max_abs_error']:.4g}\n") in text
+    # Against run on both models, on given inputs: the same cosine.
+    _, feed = example_inputs(path)
+    r = fpguard.convert(path, p, tmp_path / "py3.onnx", inputs=feed)
+    want = fpguard.run(path, feed)["hidden"].astype(np.float64).ravel()
+    got = fpguard.run(tmp_path / "py3.onnx", feed)["hidden"].astype(np.float64).ravel()
+    cosine = want @ got / np.sqrt((want @ want) * (got @ got))
+    assert abs(r["verified"][0]["cosine"] - cosine) < 1e-9
+    assert fpguard.convert(path, p, tmp_path / "py4.onnx", verify=False)["pass"] is None
     # From the plan file, and without keep_io_types.
     fpguard.convert(path, tmp_path / "plan.json", tmp_path / "py2.onnx", keep_io_types=False)
     cli("convert", path, "--plan", str(tmp_path / "plan.json"), "-o", str(tmp_path / "c2.onnx"))
@@ -236,6 +249,8 @@ def test_check_plan_convert_errors(cli, tmp_path):
     assert error_of(fpguard.convert, m, p16, out, precision="bfloat16") == \
         "plan: the plan is for float16, not bfloat16"
     assert error_of(p16.save, path).startswith("path: ")
+    assert error_of(fpguard.convert, m, p16, out, inputs={"image": np.ones(3)}).endswith(
+        "input 'image': has dtype float64 but the model declares float32")
     assert error_of(fpguard.convert, EXAMPLES[1], p16, out) == \
         f"plan: node '/fc/Gemm' is not in {EXAMPLES[1]} (a plan for another model?)"
     assert not out.exists() and os.listdir(tmp_path) == []
