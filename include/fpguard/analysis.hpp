@@ -354,7 +354,7 @@ struct CheckOptions {
   // the original run in float32 (see check()), and the clipping rules compare initializers.
   const model::Model* reference_model = nullptr;
   int threads = 0;
-  // Called after each node of each sample: (done, total) node steps.
+  // After each node of each sample: (done, total) node steps. An exception it throws cancels.
   std::function<void(std::size_t, std::size_t)> progress;
 };
 

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fpguard/analysis.hpp"
 #include "fpguard/format.hpp"
 #include "fpguard/model.hpp"
 
@@ -75,5 +76,32 @@ std::optional<ScaleRewrite> find_scale(const model::Model& m, const std::string&
 // The rewritten model: a Mul by 2^-k where the subgraph reads `value`, Muls back at the
 // undo points, rescaled constants as new initializers.
 model::Model apply_scale(const model::Model& m, const ScaleRewrite& s);
+
+// ---- verification ---------------------------------------------------------------------
+// One graph output of a converted model against the float32 original on the same inputs.
+struct Verified {
+  std::string output{};
+  double cosine = 1, max_abs_error = 0;
+  std::uint64_t nonfinite = 0;  // non-finite where the original is finite
+  bool pass = true;             // no such value and cosine >= min_cosine
+};
+// Runs `original` on `sample` and `converted` on it converted to its declared input types,
+// and compares each floating output (check's criterion, in float32), in graph order.
+std::vector<Verified> verify(const model::Model& original, const model::Model& converted,
+                             const std::vector<NamedTensor>& sample, double min_cosine,
+                             int threads);
+
+// ---- plans ----------------------------------------------------------------------------
+// What convert does with a plan (analysis::PlanFile, plan.json read back) on `m`, whose
+// unnamed nodes carry analysis::name_nodes' names as they did when it was planned: the
+// model with the plan's exact scale rewrites applied in order (their nodes are named in
+// fp32_nodes), and o.keep_fp32 extended by its fp32_nodes. Errors name `where` (the plan),
+// and `model_name` for a node the model lacks (a plan for another model).
+model::Model apply_plan(const model::Model& m, const analysis::PlanFile& plan, ConvertOptions& o,
+                        const std::string& where, const std::string& model_name);
+
+// The planner's scale rewrites (analysis::PlanOptions::scaler) for format `f`: find_scale
+// and apply_scale (the analysis layer does not depend on this one).
+decltype(analysis::PlanOptions::scaler) exact_scaler(const Format& f);
 
 }  // namespace fpguard::rewrite

@@ -3,11 +3,14 @@
 #include <pybind11/numpy.h>
 
 #include <cstdint>
+#include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bindings.hpp"
 #include "fpguard/error.hpp"
+#include "fpguard/exec.hpp"
 
 namespace fpguard::python {
 
@@ -35,6 +38,38 @@ py::array as_array(py::handle x, const char* name) {
   auto a = py::array::ensure(x);
   if (!a)
     throw Error(name, "a " + str(py::type::handle_of(x).attr("__name__")) + " is not an array");
+  return a;
+}
+
+std::optional<DType> dtype_named(const std::string& name) {
+  for (int i = 0; i < static_cast<int>(DType::string); ++i) {
+    const auto d = static_cast<DType>(i);
+    if (to_string(d) == name) return d;
+  }
+  return std::nullopt;
+}
+
+Tensor tensor_copy(const py::array& a, DType d, const std::string& name) {
+  const py::array c = plain(a) ? a : contiguous(a);
+  Tensor t = Tensor::uninitialized(d, {c.shape(), c.shape() + c.ndim()});
+  if (t.nbytes() != static_cast<std::size_t>(c.nbytes()))
+    throw Error(name, "dtype " + str(c.dtype()) + " has an unexpected item size");
+  if (t.nbytes()) std::memcpy(t.bytes(), c.data(), t.nbytes());
+  return t;
+}
+
+py::array array_copy(const Tensor& t) {
+  if (t.dtype() == DType::bfloat16) return array_copy(exec::convert(t, DType::float32));
+  if (t.dtype() == DType::string) {
+    py::list items;
+    for (const auto& s : t.data<std::string>()) items.append(py::str(s));
+    return py::module_::import("numpy")
+        .attr("array")(items, "str")
+        .attr("reshape")(py::tuple(py::cast(t.shape())))
+        .cast<py::array>();
+  }
+  py::array a(py::dtype(std::string(to_string(t.dtype()))), t.shape());
+  if (t.nbytes()) std::memcpy(a.mutable_data(), t.bytes(), t.nbytes());
   return a;
 }
 

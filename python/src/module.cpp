@@ -24,6 +24,8 @@ PYBIND11_MODULE(_fpguard, m) {
   fpguard::python::bind_round(m);
   fpguard::python::bind_stats(m);
   fpguard::python::bind_safety(m);
+  fpguard::python::bind_model(m);
+  fpguard::python::bind_check(m);
   for (const char* name : {"finfo", "iinfo", "Stats", "FormatStats"})
     m.attr(name).attr("__module__") = "fpguard";
 }

@@ -4,7 +4,6 @@
 // in place; other dtypes through a Tensor of their own dtype, as inspect reads a file.
 #include <pybind11/stl.h>
 
-#include <cstring>
 #include <map>
 #include <optional>
 #include <span>
@@ -22,15 +21,6 @@ namespace fpguard::python {
 namespace {
 
 using report::InspectedTensor;
-
-// The DType NumPy spells `name` ("float16", "bool", "bfloat16" of ml_dtypes).
-std::optional<DType> dtype_named(const std::string& name) {
-  for (int i = 0; i < static_cast<int>(DType::string); ++i) {
-    const auto d = static_cast<DType>(i);
-    if (to_string(d) == name) return d;
-  }
-  return std::nullopt;
-}
 
 std::vector<Format> formats_of(py::handle formats) {
   // One format (a name, a dtype, a finfo), or any iterable of them.
@@ -60,14 +50,10 @@ Stats stats_in_place(const py::array& a, const std::vector<Format>& f, const Sta
   return fpguard::stats(x, f, o);
 }
 
-// `a` copied into a Tensor of dtype `d` (bytes as they are: NumPy's layout is the
-// Tensor's for every numeric dtype).
+// `a` copied into a Tensor of dtype `d`.
 Stats stats_of_copy(const py::array& a, DType d, const std::vector<Format>& f,
                     const StatsOptions& o) {
-  Tensor t = Tensor::uninitialized(d, {a.shape(), a.shape() + a.ndim()});
-  if (t.nbytes() != static_cast<std::size_t>(a.nbytes()))
-    throw Error("a", "dtype " + str(a.dtype()) + " has an unexpected item size");
-  std::memcpy(t.bytes(), a.data(), t.nbytes());
+  Tensor t = tensor_copy(a, d, "a");
   py::gil_scoped_release nogil;
   return fpguard::stats(t, f, o);
 }

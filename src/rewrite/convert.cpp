@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "fpguard/analysis.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
 #include "fpguard/rewrite.hpp"
@@ -384,6 +385,65 @@ model::Model convert(const model::Model& m, const ConvertOptions& o, ConvertRepo
   ConvertReport local;
   Converter c(m, o, report ? *report : local);
   return c.run();
+}
+
+}  // namespace fpguard::rewrite
+
+namespace fpguard::rewrite {
+
+std::vector<Verified> verify(const model::Model& original, const model::Model& converted,
+                             const std::vector<NamedTensor>& sample, double min_cosine,
+                             int threads) {
+  exec::RunOptions ro;
+  ro.threads = threads;
+  const auto want = exec::Executor(original, ro).run(sample);
+  std::vector<NamedTensor> feed;
+  for (const auto& t : sample) {
+    NamedTensor f = t;
+    for (const auto& vi : converted.graph.inputs)
+      if (vi.name == t.name && vi.elem_type != model::onnx_elem_type(t.tensor.dtype()))
+        if (auto d = model::dtype_of(vi.elem_type)) f.tensor = exec::convert(t.tensor, *d);
+    feed.push_back(std::move(f));
+  }
+  const auto got = exec::Executor(converted, ro).run(feed);
+  std::vector<Verified> out;
+  for (std::size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    if (!exec::is_float(want[i].tensor.dtype())) continue;
+    const Tensor r = exec::convert(want[i].tensor, DType::float32);
+    const Tensor v = exec::convert(got[i].tensor, DType::float32);
+    const auto c = analysis::compare(std::span<const float>(r.data<float>().data(), r.size()),
+                                     std::span<const float>(v.data<float>().data(), v.size()),
+                                     parse_format("float32"));
+    out.push_back({.output = want[i].name,
+                   .cosine = c.cosine(),
+                   .max_abs_error = c.max_abs,
+                   .nonfinite = c.overflow + c.nan,
+                   .pass = c.overflow + c.nan == 0 && c.cosine() >= min_cosine});
+  }
+  return out;
+}
+
+model::Model apply_plan(const model::Model& m, const analysis::PlanFile& plan, ConvertOptions& o,
+                        const std::string& where, const std::string& model_name) {
+  model::Model out = m;
+  const Format f = parse_format(plan.precision);
+  for (const auto& [value, k] : plan.scaled) {
+    std::string why;
+    const auto s = find_scale(out, value, {}, f, &why, k);
+    if (!s)
+      throw Error(where, "cannot scale '" + value + "' by 2^-" + std::to_string(k) + " in " +
+                             model_name + " (" + why + ")");
+    out = apply_scale(out, *s);
+  }
+  std::set<std::string> names;
+  for (const auto& n : out.graph.nodes) names.insert(n.name);
+  for (const auto& n : plan.fp32_nodes) {
+    if (!names.count(n))
+      throw Error(where,
+                  "node '" + n + "' is not in " + model_name + " (a plan for another model?)");
+    o.keep_fp32.insert(n);
+  }
+  return out;
 }
 
 }  // namespace fpguard::rewrite

@@ -323,3 +323,17 @@ model::Model apply_scale(const model::Model& m, const ScaleRewrite& s) {
 }
 
 }  // namespace fpguard::rewrite
+
+namespace fpguard::rewrite {
+
+decltype(analysis::PlanOptions::scaler) exact_scaler(const Format& f) {
+  return [f](const model::Model& m, const std::string& value,
+             const std::map<std::string, double>& absmax,
+             std::string* why) -> std::optional<std::pair<model::Model, analysis::Scaled>> {
+    const auto s = find_scale(m, value, absmax, f, why);
+    if (!s) return std::nullopt;
+    return std::make_pair(apply_scale(m, *s), analysis::Scaled{"", value, s->k});
+  };
+}
+
+}  // namespace fpguard::rewrite

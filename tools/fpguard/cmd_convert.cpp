@@ -62,34 +62,15 @@ inputs::Options verify_inputs(const ConvertArgs& a, const analysis::PlanFile* pl
 // input set, with check's pass criterion; false when an output misses it.
 bool verify(const ConvertArgs& a, const model::Model& original,
             const std::vector<NamedTensor>& sample) {
-  exec::RunOptions ro;
-  ro.threads = a.threads;
-  model::Model saved = model::load(a.output);
-  const auto want = exec::Executor(original, ro).run(sample);
-  std::vector<NamedTensor> feed;
-  for (const auto& t : sample) {
-    NamedTensor f = t;
-    for (const auto& vi : saved.graph.inputs)
-      if (vi.name == t.name && vi.elem_type != model::onnx_elem_type(t.tensor.dtype()))
-        if (auto d = model::dtype_of(vi.elem_type)) f.tensor = exec::convert(t.tensor, *d);
-    feed.push_back(std::move(f));
-  }
-  const auto got = exec::Executor(saved, ro).run(feed);
+  const model::Model saved = model::load(a.output);
   bool pass = true;
-  for (std::size_t i = 0; i < want.size() && i < got.size(); ++i) {
-    if (!exec::is_float(want[i].tensor.dtype())) continue;
-    const Tensor r = exec::convert(want[i].tensor, DType::float32);
-    const Tensor v = exec::convert(got[i].tensor, DType::float32);
-    const auto c = analysis::compare(std::span<const float>(r.data<float>().data(), r.size()),
-                                     std::span<const float>(v.data<float>().data(), v.size()),
-                                     parse_format("float32"));
-    const bool ok = c.overflow + c.nan == 0 && c.cosine() >= a.min_cosine;
-    pass = pass && ok;
+  for (const auto& v : rewrite::verify(original, saved, sample, a.min_cosine, a.threads)) {
+    pass = pass && v.pass;
     std::cout << fmt::format(
         "  verified {}: {} vs the float32 model: cosine {:.6f}, max abs "
         "error {:.4g}{}\n",
-        want[i].name, ok ? "ok  " : "FAIL", c.cosine(), c.max_abs,
-        c.overflow + c.nan ? fmt::format(", {} non-finite", c.overflow + c.nan) : "");
+        v.output, v.pass ? "ok  " : "FAIL", v.cosine, v.max_abs_error,
+        v.nonfinite ? fmt::format(", {} non-finite", v.nonfinite) : "");
   }
   return pass;
 }
@@ -130,22 +111,7 @@ void convert_command(const ConvertArgs& a) {
                       ", which convert does not write; deploy it with a quantization tool that "
                       "excludes the plan's fp32_nodes (--scale-only writes its rescaled model)");
     // The plan's exact scale rewrites first: its node names include what they add.
-    for (const auto& [value, k] : plan->scaled) {
-      std::string why;
-      const auto s = rewrite::find_scale(m, value, {}, parse_format(precision), &why, k);
-      if (!s)
-        throw Error("--plan " + a.plan, "cannot scale '" + value + "' by 2^-" + std::to_string(k) +
-                                            " in " + a.model + " (" + why + ")");
-      m = rewrite::apply_scale(m, *s);
-    }
-    std::set<std::string> names;
-    for (const auto& n : m.graph.nodes) names.insert(n.name);
-    for (const auto& n : plan->fp32_nodes) {
-      if (!names.count(n))
-        throw Error("--plan " + a.plan,
-                    "node '" + n + "' is not in " + a.model + " (a plan for another model?)");
-      o.keep_fp32.insert(n);
-    }
+    m = rewrite::apply_plan(m, *plan, o, "--plan " + a.plan, a.model);
   }
   if (a.scale_only) {  // the float32 model with the plan's scale rewrites, for other tools
     if (a.plan.empty()) throw Error("--scale-only", "needs --plan");

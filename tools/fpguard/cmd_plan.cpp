@@ -32,18 +32,6 @@ struct PlanArgs {
   int threads = 0;
 };
 
-// The rewrite layer's exact power-of-two scaling, for the planner (which does not depend on
-// the rewrite layer).
-auto exact_scaler(const Format& fmt) {
-  return [fmt](const model::Model& mm, const std::string& value,
-               const std::map<std::string, double>& absmax,
-               std::string* why) -> std::optional<std::pair<model::Model, analysis::Scaled>> {
-    const auto s = rewrite::find_scale(mm, value, absmax, fmt, why);
-    if (!s) return std::nullopt;
-    return std::make_pair(rewrite::apply_scale(mm, *s), analysis::Scaled{"", value, s->k});
-  };
-}
-
 // The planner's options from the flags, in format `f`.
 analysis::PlanOptions plan_options(const PlanArgs& a, const Format& f) {
   analysis::PlanOptions po;
@@ -63,7 +51,7 @@ analysis::PlanOptions plan_options(const PlanArgs& a, const Format& f) {
   po.check.threads = a.threads;
   po.max_passes = a.max_passes;
   if (a.scale == "auto")
-    po.scaler = exact_scaler(f);
+    po.scaler = rewrite::exact_scaler(f);
   else if (a.scale != "none")
     throw Error("--scale " + a.scale, "expected auto or none");
   return po;
