@@ -89,3 +89,9 @@ set_tests_properties(cli.docs PROPERTIES LABELS "cli" TIMEOUT 900)
 add_test(NAME reference.mx
          COMMAND "${FPGUARD_TEST_PYTHON}" ${_fpg_ref}/mx_test.py --fpguard $<TARGET_FILE:fpguard>)
 set_tests_properties(reference.mx PROPERTIES LABELS "reference" TIMEOUT 300)
+
+# `inspect` with scaled formats: every block finding recomputed with the same NumPy
+# reference (tests/reference/mx_inspect_test.py).
+add_test(NAME reference.mx_inspect
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${_fpg_ref}/mx_inspect_test.py --fpguard $<TARGET_FILE:fpguard>)
+set_tests_properties(reference.mx_inspect PROPERTIES LABELS "reference" TIMEOUT 300)

@@ -43,7 +43,12 @@ std::vector<Format> formats(std::initializer_list<const char*> names) {
 InspectedTensor inspected(const std::string& name, const Tensor& t) {
   StatsOptions o;
   o.threads = 1;
-  return {name, t.dtype(), t.shape(), stats(t, formats({"float16", "float8_e4m3fn", "e5m7"}), o)};
+  return {.name = name,
+          .dtype = t.dtype(),
+          .shape = t.shape(),
+          .stats = stats(t, formats({"float16", "float8_e4m3fn", "e5m7"}), o),
+          .scaled = {scaled_stats(t, parse_scaled_format("mxfp4_e2m1"), -1, o),
+                     scaled_stats(t, parse_scaled_format("block:float8_e4m3fn:e8m0:2"), 0, o)}};
 }
 
 // An overflow (70000 in fp16), an underflow, a NaN and an inf, a zero; an all-zero tensor
@@ -62,6 +67,9 @@ TEST(InspectJson, RoundTripsExactly) {
   EXPECT_EQ(j["tensors"][0]["formats"]["float16"]["verdict"], "nonfinite");
   EXPECT_TRUE(j["tensors"][1]["formats"]["float16"]["headroom_bits"].is_null());
   EXPECT_TRUE(j["tensors"][2]["min"].is_null());
+  EXPECT_EQ(j["tensors"][0]["scaled_formats"]["mxfp4_e2m1"]["verdict"], "nonfinite");
+  EXPECT_EQ(j["tensors"][1]["scaled_formats"]["block:float8_e4m3fn:float8_e8m0fnu:2"]["verdict"],
+            "ok");
   const auto back = inspect_from_json(Json::parse(j.dump(2)), "in.json");
   EXPECT_EQ(to_json(back).dump(), j.dump());
   ASSERT_EQ(back.size(), 3u);
@@ -70,6 +78,10 @@ TEST(InspectJson, RoundTripsExactly) {
   EXPECT_EQ(back[0].stats.formats[2].format.name, "e5m7");  // a custom format by its name
   EXPECT_EQ(back[1].stats.formats[0].headroom_bits, INFINITY);
   EXPECT_EQ(back[0].stats.tensor.exponent_histogram, ts[0].stats.tensor.exponent_histogram);
+  ASSERT_EQ(back[0].scaled.size(), 2u);
+  EXPECT_EQ(back[0].scaled[1].format.block_size, 2);  // a custom block format by its name
+  EXPECT_EQ(back[0].scaled[1].axis, 0);
+  EXPECT_EQ(back[0].scaled[0].block_range_histogram, ts[0].scaled[0].block_range_histogram);
   // One tensor alone, as the library's Stats.
   const Stats s = stats_from_json(j["tensors"][0], "in.json");
   EXPECT_EQ(s.tensor.std, ts[0].stats.tensor.std);
@@ -108,6 +120,17 @@ TEST(InspectJson, BadFieldIsNamed) {
   EXPECT_NE(problem([&] {
               inspect_from_json(j, "in.json");
             }).find("\"tensors\"[0].\"formats\".\"fp17\" is not a format"),
+            std::string::npos);
+  j = good;
+  j["tensors"][0]["scaled_formats"]["mxfp4_e2m1"]["verdict"] = "overflowish";
+  EXPECT_EQ(problem([&] { inspect_from_json(j, "in.json"); }),
+            "\"tensors\"[0].\"scaled_formats\".\"mxfp4_e2m1\".\"verdict\" is not a known kind "
+            "('overflowish')");
+  j = good;
+  j["tensors"][0]["scaled_formats"]["mxfp5"] = j["tensors"][0]["scaled_formats"]["mxfp4_e2m1"];
+  EXPECT_NE(problem([&] {
+              inspect_from_json(j, "in.json");
+            }).find("\"tensors\"[0].\"scaled_formats\".\"mxfp5\" is not a scaled format"),
             std::string::npos);
   j = good;
   j["schema_version"] = 2;

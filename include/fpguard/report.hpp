@@ -254,8 +254,9 @@ inline constexpr int kInspectSchema = 1;
 struct InspectedTensor {
   std::string name;
   DType dtype = DType::float32;
-  std::vector<std::int64_t> shape;
-  Stats stats;
+  std::vector<std::int64_t> shape{};
+  Stats stats{};
+  std::vector<ScaledFormatStats> scaled{};  // the scaled formats asked, in order
 };
 Json to_json(const InspectedTensor& t);  // one entry of "tensors"
 // {"schema_version", "tensors": [...]}.
@@ -274,6 +275,8 @@ void render(std::ostream& out, const InspectedTensor& t, const InspectText& o,
             const Terminal& term);
 // What the columns mean, once after the tensors.
 void render_inspect_legend(std::ostream& out);
+// The same for the scaled formats' columns, after the tensors when any was asked.
+void render_scaled_legend(std::ostream& out);
 
 // One page of tensors: a summary table (verdict per format), then per tensor its
 // statistics, its per-format findings and its exponent histogram against each format.

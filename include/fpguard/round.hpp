@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -182,6 +183,11 @@ ScaledCounts round_scaled(std::span<const float> in, std::span<float> out, const
 ScaledCounts round_scaled(std::span<const double> in, std::span<double> out, const ScaledLayout& l,
                           const ScaledFormat& f, const ScaledOptions& o = {},
                           ScaledCodes* codes = nullptr);
+// The values each scale covers, as round_scaled groups them: fn(indices) once per scale, in
+// row-major order of the scale tensor (ScaledCodes::scale_shape), each group's indices in
+// order along the axis. Throws as round_scaled does for a bad layout.
+void for_each_scale_group(const ScaledLayout& l, const ScaledFormat& f, std::size_t size,
+                          const std::function<void(std::span<const std::size_t>)>& fn);
 // Whether round_scaled on float arrays takes its SIMD fast path for this format and layout
 // (OCP MX power-of-two blocks along a contiguous axis; without codes and generic).
 bool has_fast_path(const ScaledFormat& f, const ScaledLayout& l);

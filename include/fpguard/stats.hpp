@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fpguard/format.hpp"
+#include "fpguard/round.hpp"
 #include "fpguard/tensor.hpp"
 
 namespace fpguard {
@@ -28,7 +29,9 @@ struct TensorStats {
   std::map<int, std::uint64_t> exponent_histogram;
 };
 
-enum class Verdict { ok, overflow, underflow, precision, nonfinite };
+// block_underflow: scaled formats only (ScaledFormatStats), values flushed to zero by the
+// scale a larger neighbour set.
+enum class Verdict { ok, overflow, underflow, precision, nonfinite, block_underflow };
 std::string_view to_string(Verdict v);
 
 struct FormatStats {
@@ -72,5 +75,47 @@ Stats stats(std::span<const double> x, const std::vector<Format>& formats,
             const StatsOptions& o = {});
 // Any dtype: float16/bfloat16 are widened to float, integers and bool to double.
 Stats stats(const Tensor& t, const std::vector<Format>& formats, const StatsOptions& o = {});
+
+// ---- Scaled formats --------------------------------------------------------------------
+// How a tensor fares quantized into a ScaledFormat (round_scaled, along an axis): what the
+// shared scales do to it. A "block" is what one scale covers: an MX or NVFP4 block, one
+// channel (channel scope), or the whole tensor (tensor scope).
+struct ScaledFormatStats {
+  ScaledFormat format;
+  int axis = -1;  // the blocking (or channel) axis as asked; negative counts from the end
+  std::uint64_t blocks = 0;
+  std::uint64_t nan_blocks = 0;  // decoded to NaN by a NaN or inf they hold
+  // Blocks with a value clamped to the element max once scaled (or, two-level, a block
+  // scale clamped to the scale format's max), and the values clamped.
+  std::uint64_t saturated_blocks = 0, saturated = 0;
+  // Non-zero finite values that became zero while a larger value of their block did not:
+  // flushed by the scale a neighbour set; and the blocks with at least one.
+  std::uint64_t flushed = 0, flushed_blocks = 0;
+  // Non-zero finite values whose whole block became zero (the scale itself underflowed).
+  std::uint64_t underflow = 0;
+  // As FormatStats, over the finite non-zero values (flushed values count: error 1).
+  std::uint64_t precision_loss = 0;
+  double max_abs_error = 0, max_rel_error = 0, mean_rel_error = 0;
+  // Block dynamic range: log2(largest / smallest non-zero magnitude) over the finite values
+  // of each block that has a non-zero one; its floor -> blocks, and the largest (0 when no
+  // block has a non-zero value). element_range_bits is what one scale can hold
+  // (finfo(format).block_range_bits): blocks wider than it lose their smallest values.
+  std::map<int, std::uint64_t> block_range_histogram;
+  double max_block_range_bits = 0, element_range_bits = 0;
+  // nonfinite; block_underflow (more than kVerdictFraction of the non-zero values flushed);
+  // underflow (the same, by scales that underflowed); precision; ok. Scales follow the
+  // values, so there is no overflow verdict: saturation shows in the counts and errors.
+  Verdict verdict = Verdict::ok;
+};
+
+// `axis` (scope block or channel) as ScaledLayout::axis; threads as StatsOptions (margin and
+// distribution do not apply). Throws fpguard::Error (where "axis") for an axis out of range.
+ScaledFormatStats scaled_stats(std::span<const float> x, const ScaledLayout& l,
+                               const ScaledFormat& f, const StatsOptions& o = {});
+ScaledFormatStats scaled_stats(std::span<const double> x, const ScaledLayout& l,
+                               const ScaledFormat& f, const StatsOptions& o = {});
+// Any dtype, widened as stats() widens it; the layout is the tensor's shape and `axis`.
+ScaledFormatStats scaled_stats(const Tensor& t, const ScaledFormat& f, int axis = -1,
+                               const StatsOptions& o = {});
 
 }  // namespace fpguard

@@ -531,14 +531,45 @@ void write_html(std::ostream& out, const analysis::Plan& p, const HtmlText& o) {
       << "</code></p></footer></body></html>\n";
 }
 
+namespace {
+
+void verdict_cell(std::ostream& out, Verdict verdict) {
+  out << "<td class=\"" << (verdict == Verdict::ok ? "ok" : "bad") << "\">" << to_string(verdict)
+      << "</td>";
+}
+
+// The scaled formats of one tensor (docs/inspect.md): what their shared scales did.
+void scaled_table(std::ostream& out, const std::vector<ScaledFormatStats>& scaled) {
+  out << "<table class=\"scaled-table\"><tr><th>scaled format</th><th>verdict</th>"
+      << "<th class=\"r\">axis</th><th class=\"r\">blocks</th><th class=\"r\">saturated "
+      << "blocks</th><th class=\"r\">flushed values</th><th class=\"r\">blocks with a flushed "
+      << "value</th><th class=\"r\">underflow</th><th class=\"r\">widest block</th>"
+      << "<th class=\"r\">one scale holds</th><th class=\"r\">max rel error</th></tr>\n";
+  for (const auto& f : scaled) {
+    out << "<tr><td>" << esc(f.format.name) << "</td>";
+    verdict_cell(out, f.verdict);
+    out << "<td class=\"r\">" << f.axis << "</td><td class=\"r\">" << vc(f.blocks)
+        << "</td><td class=\"r\">" << vc(f.saturated_blocks) << "</td><td class=\"r\">"
+        << vc(f.flushed) << "</td><td class=\"r\">" << vc(f.flushed_blocks)
+        << "</td><td class=\"r\">" << vc(f.underflow) << "</td><td class=\"r\">"
+        << esc(bits(f.max_block_range_bits)) << "</td><td class=\"r\">"
+        << esc(bits(f.element_range_bits)) << "</td><td class=\"r\">" << v(f.max_rel_error)
+        << "</td></tr>\n";
+  }
+  out << "</table>\n";
+}
+
+}  // namespace
+
 void write_html(std::ostream& out, const std::vector<InspectedTensor>& ts, const HtmlText&) {
   page_head(out, "fpguard inspect");
   out << "<section id=\"summary\"><h1>fpguard inspect: " << ts.size() << " tensor"
       << (ts.size() == 1 ? "" : "s") << "</h1><table id=\"summary-table\"><tr><th>tensor</th>"
       << "<th>dtype</th><th>shape</th><th class=\"r\">absmax</th>";
-  const std::vector<FormatStats>* formats = ts.empty() ? nullptr : &ts.front().stats.formats;
-  if (formats)
-    for (const auto& f : *formats) out << "<th>" << esc(f.format.name) << "</th>";
+  if (!ts.empty()) {
+    for (const auto& f : ts.front().stats.formats) out << "<th>" << esc(f.format.name) << "</th>";
+    for (const auto& f : ts.front().scaled) out << "<th>" << esc(f.format.name) << "</th>";
+  }
   out << "</tr>\n";
   auto shape_text = [](const std::vector<std::int64_t>& shape) {
     std::string s = "[";
@@ -550,9 +581,8 @@ void write_html(std::ostream& out, const std::vector<InspectedTensor>& ts, const
     out << "<tr><td><a href=\"#tensor-" << i << "\">" << esc(t.name) << "</a></td><td>"
         << to_string(t.dtype) << "</td><td>" << shape_text(t.shape) << "</td><td class=\"r\">"
         << v(t.stats.tensor.absmax) << "</td>";
-    for (const auto& f : t.stats.formats)
-      out << "<td class=\"" << (f.verdict == Verdict::ok ? "ok" : "bad") << "\">"
-          << to_string(f.verdict) << "</td>";
+    for (const auto& f : t.stats.formats) verdict_cell(out, f.verdict);
+    for (const auto& f : t.scaled) verdict_cell(out, f.verdict);
     out << "</tr>\n";
   }
   out << "</table></section>\n";
@@ -583,6 +613,7 @@ void write_html(std::ostream& out, const std::vector<InspectedTensor>& ts, const
           << v(f.headroom_bits, bits(f.headroom_bits)) << "</td><td class=\"r\">"
           << v(f.max_rel_error) << "</td></tr>\n";
     out << "</table>\n";
+    if (!t.scaled.empty()) scaled_table(out, t.scaled);
     for (std::size_t k = 0; k < t.stats.formats.size(); ++k) {
       out << "<h3>exponents against " << esc(t.stats.formats[k].format.name) << "</h3>\n";
       histogram_chart(out, s.exponent_histogram, t.name, t.stats.formats[k].format, i * 16 + k);

@@ -50,6 +50,58 @@ FormatStats format_from_json(const detail::JsonReader& r, const std::string& nam
   return f;
 }
 
+Json histogram_json(const std::map<int, std::uint64_t>& h) {
+  Json out = Json::object();
+  for (const auto& [k, c] : h) out[std::to_string(k)] = c;
+  return out;
+}
+
+Json scaled_json(const ScaledFormatStats& s) {
+  return {{"axis", s.axis},
+          {"blocks", s.blocks},
+          {"nan_blocks", s.nan_blocks},
+          {"saturated_blocks", s.saturated_blocks},
+          {"saturated", s.saturated},
+          {"flushed", s.flushed},
+          {"flushed_blocks", s.flushed_blocks},
+          {"underflow", s.underflow},
+          {"precision_loss", s.precision_loss},
+          {"max_abs_error", number(s.max_abs_error)},
+          {"max_rel_error", number(s.max_rel_error)},
+          {"mean_rel_error", number(s.mean_rel_error)},
+          {"block_range_histogram", histogram_json(s.block_range_histogram)},
+          {"max_block_range_bits", number(s.max_block_range_bits)},
+          {"element_range_bits", number(s.element_range_bits)},
+          {"verdict", std::string(to_string(s.verdict))}};
+}
+
+ScaledFormatStats scaled_from_json(const detail::JsonReader& r, const std::string& name,
+                                   const Json& j, const std::string& path) {
+  ScaledFormatStats s;
+  try {
+    s.format = parse_scaled_format(name);
+  } catch (const Error& e) {
+    r.fail(path, "is not a scaled format (" + e.problem() + ")");
+  }
+  s.axis = static_cast<int>(r.i64(j, "axis", path));
+  s.blocks = r.u64(j, "blocks", path);
+  s.nan_blocks = r.u64(j, "nan_blocks", path);
+  s.saturated_blocks = r.u64(j, "saturated_blocks", path);
+  s.saturated = r.u64(j, "saturated", path);
+  s.flushed = r.u64(j, "flushed", path);
+  s.flushed_blocks = r.u64(j, "flushed_blocks", path);
+  s.underflow = r.u64(j, "underflow", path);
+  s.precision_loss = r.u64(j, "precision_loss", path);
+  s.max_abs_error = r.real(j, "max_abs_error", path);
+  s.max_rel_error = r.real(j, "max_rel_error", path);
+  s.mean_rel_error = r.real(j, "mean_rel_error", path);
+  s.block_range_histogram = r.histogram(j, "block_range_histogram", path);
+  s.max_block_range_bits = r.real(j, "max_block_range_bits", path);
+  s.element_range_bits = r.real(j, "element_range_bits", path);
+  s.verdict = r.kind(j, "verdict", path, Verdict::block_underflow);
+  return s;
+}
+
 Stats stats_at(const detail::JsonReader& r, const Json& j, const std::string& path) {
   Stats s;
   TensorStats& ts = s.tensor;
@@ -78,6 +130,12 @@ InspectedTensor tensor_at(const detail::JsonReader& r, const Json& j, const std:
   t.dtype = r.kind(j, "dtype", path, DType::string);
   t.shape = r.integers(j, "shape", path);
   t.stats = stats_at(r, j, path);
+  if (j.contains("scaled_formats")) {
+    const Json& scaled = r.object(j, "scaled_formats", path);
+    const std::string sp = detail::JsonReader::field(path, "scaled_formats");
+    for (auto it = scaled.begin(); it != scaled.end(); ++it)
+      t.scaled.push_back(scaled_from_json(r, it.key(), it.value(), sp + ".\"" + it.key() + "\""));
+  }
   return t;
 }
 
@@ -103,43 +161,86 @@ std::string shape_string(const std::vector<std::int64_t>& shape) {
   return s + "]";
 }
 
-void render_histogram(std::ostream& out, const TensorStats& ts, const Terminal& term) {
+// A histogram as a bar chart: one row per key, bars scaled to the largest count.
+void render_bars(std::ostream& out, const std::string& title, const std::string& key,
+                 const std::string& unit, const std::map<int, std::uint64_t>& h,
+                 const Terminal& term) {
   std::uint64_t peak = 0;
-  for (const auto& [e, c] : ts.exponent_histogram) peak = std::max(peak, c);
-  out << "  exponent histogram (floor(log2|x|): count)\n";
-  Table table({{"log2", Align::right}, {"count", Align::right}, {""}});
-  for (const auto& [e, c] : ts.exponent_histogram) {
+  for (const auto& [k, c] : h) peak = std::max(peak, c);
+  out << "  " << title << "\n";
+  Table table({{key, Align::right}, {unit, Align::right}, {""}});
+  for (const auto& [k, c] : h) {
     const auto bar = static_cast<std::size_t>(
         std::ceil(40.0 * static_cast<double>(c) / static_cast<double>(peak)));
-    table.add({std::to_string(e), count(c), std::string(bar, '#')});
+    table.add({std::to_string(k), count(c), std::string(bar, '#')});
   }
   table.render(out, term.width);
+}
+
+// "15 (46.9%)": a count of blocks and its share of them.
+std::string of_blocks(std::uint64_t n, std::uint64_t blocks) {
+  if (n == 0) return "0";
+  return fmt::format("{} ({:.1f}%)", count(n),
+                     100.0 * static_cast<double>(n) / static_cast<double>(blocks));
+}
+
+void render_scaled(std::ostream& out, const InspectedTensor& t, const InspectText& o,
+                   const Terminal& term) {
+  Table table({{"scaled format"},
+               {"verdict"},
+               {"axis", Align::right},
+               {"blocks", Align::right},
+               {"saturated", Align::right},
+               {"flushed", Align::right},
+               {"flushed_blocks", Align::right},
+               {"underflow", Align::right},
+               {"range", Align::right},
+               {"max_rel_err", Align::right},
+               {"mean_rel_err", Align::right}});
+  for (const auto& s : t.scaled) {
+    const std::string_view v = to_string(s.verdict);
+    table.add({s.format.name, s.verdict == Verdict::ok ? term.good(v) : term.bad(v),
+               std::to_string(s.axis), count(s.blocks), of_blocks(s.saturated_blocks, s.blocks),
+               count(s.flushed), of_blocks(s.flushed_blocks, s.blocks), count(s.underflow),
+               bits(s.max_block_range_bits) + "/" + bits(s.element_range_bits),
+               num(s.max_rel_error), num(s.mean_rel_error)});
+  }
+  table.render(out, term.width);
+  if (!o.histogram) return;
+  for (const auto& s : t.scaled)
+    if (!s.block_range_histogram.empty())
+      render_bars(out, s.format.name + ": block dynamic range (floor(log2 max/min|x|>0): blocks)",
+                  "bits", "blocks", s.block_range_histogram, term);
 }
 
 }  // namespace
 
 Json to_json(const InspectedTensor& t) {
   const TensorStats& ts = t.stats.tensor;
-  Json hist = Json::object();
-  for (const auto& [e, c] : ts.exponent_histogram) hist[std::to_string(e)] = c;
   Json formats = Json::object();
   for (const auto& f : t.stats.formats) formats[f.format.name] = format_json(f);
-  return {{"name", t.name},
-          {"dtype", std::string(to_string(t.dtype))},
-          {"shape", t.shape},
-          {"count", ts.count},
-          {"nan", ts.nan},
-          {"posinf", ts.posinf},
-          {"neginf", ts.neginf},
-          {"zeros", ts.zeros},
-          {"min", number(ts.min)},
-          {"max", number(ts.max)},
-          {"absmax", number(ts.absmax)},
-          {"min_abs_nonzero", number(ts.min_abs_nonzero)},
-          {"mean", number(ts.mean)},
-          {"std", number(ts.std)},
-          {"exponent_histogram", hist},
-          {"formats", formats}};
+  Json out = {{"name", t.name},
+              {"dtype", std::string(to_string(t.dtype))},
+              {"shape", t.shape},
+              {"count", ts.count},
+              {"nan", ts.nan},
+              {"posinf", ts.posinf},
+              {"neginf", ts.neginf},
+              {"zeros", ts.zeros},
+              {"min", number(ts.min)},
+              {"max", number(ts.max)},
+              {"absmax", number(ts.absmax)},
+              {"min_abs_nonzero", number(ts.min_abs_nonzero)},
+              {"mean", number(ts.mean)},
+              {"std", number(ts.std)},
+              {"exponent_histogram", histogram_json(ts.exponent_histogram)},
+              {"formats", formats}};
+  if (!t.scaled.empty()) {
+    Json scaled = Json::object();
+    for (const auto& f : t.scaled) scaled[f.format.name] = scaled_json(f);
+    out["scaled_formats"] = scaled;
+  }
+  return out;
 }
 
 Json to_json(const std::vector<InspectedTensor>& ts) {
@@ -193,8 +294,11 @@ void render(std::ostream& out, const InspectedTensor& t, const InspectText& o,
                f.scale_for_square < 1 ? pow2(f.scale_for_square) : "-", num(f.max_rel_error),
                num(f.mean_rel_error)});
   }
-  table.render(out, term.width);
-  if (o.histogram && !ts.exponent_histogram.empty()) render_histogram(out, ts, term);
+  if (!t.stats.formats.empty()) table.render(out, term.width);
+  if (o.histogram && !ts.exponent_histogram.empty())
+    render_bars(out, "exponent histogram (floor(log2|x|): count)", "log2", "count",
+                ts.exponent_histogram, term);
+  if (!t.scaled.empty()) render_scaled(out, t, o, term);
 }
 
 void render_inspect_legend(std::ostream& out) {
@@ -203,6 +307,14 @@ void render_inspect_legend(std::ostream& out) {
          "underflow; scale_sq: the same for a tensor that will be squared, shown when its "
          "square would pass the margin; errors: relative rounding errors of the finite "
          "values)\n";
+}
+
+void render_scaled_legend(std::ostream& out) {
+  out << "(scaled formats: a block is what one scale covers; saturated: blocks with a value "
+         "clamped to the element max; flushed: non-zero values that became zero while a larger "
+         "one of their block did not, and flushed_blocks the blocks with one; underflow: "
+         "non-zero values whose whole block became zero; range: the widest block's "
+         "log2(max/min|x|>0) / what one scale holds)\n";
 }
 
 }  // namespace fpguard::report

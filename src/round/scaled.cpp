@@ -380,6 +380,13 @@ ScaledCounts round_scaled(std::span<const double> in, std::span<double> out, con
   return round_scaled_impl(in, out, l, f, o, codes);
 }
 
+void for_each_scale_group(const ScaledLayout& l, const ScaledFormat& f, std::size_t size,
+                          const std::function<void(std::span<const std::size_t>)>& fn) {
+  for_each_group(dims_of(l, size), f, size, [&](const std::vector<std::size_t>& idx) {
+    fn(std::span<const std::size_t>(idx));
+  });
+}
+
 bool has_fast_path(const ScaledFormat& f, const ScaledLayout& l) {
   std::size_t size = 1;
   for (auto d : l.shape) size *= static_cast<std::size_t>(std::max<std::int64_t>(d, 0));

@@ -11,10 +11,12 @@
 #include <limits>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "fpguard/format.hpp"
 #include "fpguard/round.hpp"
 #include "fpguard/stats.hpp"
+#include "fpguard/tensor.hpp"
 #include "round/fast.hpp"
 
 namespace fpguard::detail {
@@ -187,5 +189,23 @@ Moments chunk_all(std::span<const float> x, BaseAcc& a, std::span<const FusedFor
 template <class T>
 void chunk_format_fast(std::span<const T> x, std::span<const T> r, const FormatPlan& p,
                        FormatAcc& a);
+
+// Calls fn with the tensor's values as a span of float or double: float32 and float64 as
+// they are, float16 and bfloat16 widened to float (exactly), integers and bool to double.
+template <class F>
+decltype(auto) with_real_values(const Tensor& t, F&& fn) {
+  if (t.dtype() == DType::float32) return fn(t.data<float>());
+  if (t.dtype() == DType::float64) return fn(t.data<double>());
+  if (t.dtype() == DType::float16 || t.dtype() == DType::bfloat16) {
+    const Format f = parse_format(t.dtype() == DType::float16 ? "float16" : "bfloat16");
+    std::vector<float> wide(t.size());
+    const auto codes = t.data<std::uint16_t>();
+    for (std::size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<float>(decode(codes[i], f));
+    return fn(std::span<const float>(wide));
+  }
+  std::vector<double> wide(t.size());
+  to_double(t, wide);
+  return fn(std::span<const double>(wide));
+}
 
 }  // namespace fpguard::detail

@@ -29,6 +29,8 @@ std::string_view to_string(Verdict v) {
       return "precision";
     case Verdict::nonfinite:
       return "nonfinite";
+    case Verdict::block_underflow:
+      return "block_underflow";
   }
   return "?";
 }
@@ -244,24 +246,7 @@ Stats stats(std::span<const double> x, const std::vector<Format>& formats, const
 }
 
 Stats stats(const Tensor& t, const std::vector<Format>& formats, const StatsOptions& o) {
-  switch (t.dtype()) {
-    case DType::float32:
-      return stats(t.data<float>(), formats, o);
-    case DType::float64:
-      return stats(t.data<double>(), formats, o);
-    default:
-      break;
-  }
-  if (t.dtype() == DType::float16 || t.dtype() == DType::bfloat16) {
-    const Format f = parse_format(t.dtype() == DType::float16 ? "float16" : "bfloat16");
-    std::vector<float> wide(t.size());
-    const auto codes = t.data<std::uint16_t>();
-    for (std::size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<float>(decode(codes[i], f));
-    return stats(std::span<const float>(wide), formats, o);
-  }
-  std::vector<double> wide(t.size());
-  to_double(t, wide);
-  return stats(std::span<const double>(wide), formats, o);
+  return detail::with_real_values(t, [&](auto x) { return stats(x, formats, o); });
 }
 
 }  // namespace fpguard

@@ -311,9 +311,10 @@ def test_inspect(f, tmp, shots):
         np.save(path, data)
         files.append(path)
     html = os.path.join(tmp, "inspect.html")
-    r = run(f, "inspect", *files, "--html", html)
+    formats = ["--formats", "float16,bfloat16,float8_e4m3fn,float8_e5m2,mxfp4_e2m1,nvfp4"]
+    r = run(f, "inspect", *files, *formats, "--html", html)
     check(r.returncode == 0 and os.path.exists(html), "inspect --html", r.stderr)
-    rj = run(f, "inspect", *files, "--json")
+    rj = run(f, "inspect", *files, *formats, "--json")
     if r.returncode != 0 or rj.returncode != 0:
         return
     j = json.loads(rj.stdout)
@@ -335,6 +336,11 @@ def test_inspect(f, tmp, shots):
             check(any(fname in x and fs["verdict"] in x for x in text),
                   f"inspect {t['name']}: {fname} verdict {fs['verdict']}")
             check(str(fs["overflow"]) in shown, f"inspect {t['name']}: {fname} overflow count")
+        for fname, fs in t["scaled_formats"].items():
+            check(any(x.startswith(fname) and fs["verdict"] in x for x in text),
+                  f"inspect {t['name']}: {fname} verdict {fs['verdict']}")
+            check(str(fs["flushed"]) in shown and str(fs["blocks"]) in shown,
+                  f"inspect {t['name']}: {fname} flushed values and blocks")
         bars = [dom.text[k] for k in dom.find("title", inside=sid) if " values" in dom.text[k]]
         check(len(bars) == len(t["exponent_histogram"]) * len(t["formats"]),
               f"inspect {t['name']}: a bar per exponent per format",

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
+#include <variant>
 
 #include "fpguard/analysis.hpp"
 #include "fpguard/error.hpp"
@@ -39,6 +40,9 @@ struct Precision {
   const std::string& name() const { return scaled ? scaled->name : format.name; }
 };
 Precision parse_precision(const std::string& name, const std::string& other);
+// A scalar or a scaled format by name; a misspelt name gets a "did you mean" from both
+// tables.
+std::variant<Format, ScaledFormat> parse_any_format(const std::string& name);
 // --precision of a command that takes scalar formats only (`command`: its name).
 Format parse_scalar_precision(const std::string& name, const std::string& command);
 // --other-precision and --amax-margin of run and check.

@@ -1,0 +1,123 @@
+// What shared scales do to a tensor: it is quantized with round_scaled (the fast path where
+// there is one), then each scale group (round_scaled's own grouping) is compared with what
+// it became: values flushed by a neighbour's scale, blocks that underflowed, saturated or
+// went NaN, rounding errors, and each block's dynamic range.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "fpguard/stats.hpp"
+#include "stats/kernels.hpp"
+
+namespace fpguard {
+
+namespace {
+
+template <class T>
+class GroupWalk {
+ public:
+  GroupWalk(std::span<const T> x, std::span<const T> y, ScaledFormatStats& s)
+      : x_(x), y_(y), s_(s), loss_(std::exp2(-0.5 * s.format.element.precision_bits())) {}
+
+  void operator()(std::span<const std::size_t> idx) {
+    double amax = 0, amin = std::numeric_limits<double>::infinity();
+    std::uint64_t zeroed = 0;
+    bool kept = false;  // a non-zero value stayed non-zero
+    for (std::size_t i : idx) {
+      const auto x = static_cast<double>(x_[i]), y = static_cast<double>(y_[i]);
+      if (!std::isfinite(x)) {
+        nonfinite_ = true;
+        continue;
+      }
+      const double err = std::abs(y - x);
+      if (std::isnan(y)) continue;  // a NaN block: no error to measure
+      s_.max_abs_error = std::max(s_.max_abs_error, err);
+      if (x == 0) continue;
+      ++nonzero_;
+      amax = std::max(amax, std::abs(x));
+      amin = std::min(amin, std::abs(x));
+      zeroed += y == 0;
+      kept |= y != 0;
+      const double rel = err / std::abs(x);
+      s_.max_rel_error = std::max(s_.max_rel_error, rel);
+      sum_rel_ += rel;
+      s_.precision_loss += rel > loss_;
+    }
+    if (zeroed > 0 && kept) {
+      s_.flushed += zeroed;
+      ++s_.flushed_blocks;
+    } else {
+      s_.underflow += zeroed;
+    }
+    if (amax > 0) {
+      const double bits = std::log2(amax / amin);
+      ++s_.block_range_histogram[static_cast<int>(std::floor(bits))];
+      s_.max_block_range_bits = std::max(s_.max_block_range_bits, bits);
+    }
+  }
+
+  void finish() {
+    s_.mean_rel_error = nonzero_ ? sum_rel_ / static_cast<double>(nonzero_) : 0.0;
+    const double threshold = kVerdictFraction * static_cast<double>(nonzero_);
+    if (nonfinite_)
+      s_.verdict = Verdict::nonfinite;
+    else if (static_cast<double>(s_.flushed) > threshold)
+      s_.verdict = Verdict::block_underflow;
+    else if (static_cast<double>(s_.underflow) > threshold)
+      s_.verdict = Verdict::underflow;
+    else if (static_cast<double>(s_.precision_loss) > threshold)
+      s_.verdict = Verdict::precision;
+    else
+      s_.verdict = Verdict::ok;
+  }
+
+ private:
+  std::span<const T> x_, y_;
+  ScaledFormatStats& s_;
+  double loss_;  // relative error past which half the element's bits are lost
+  double sum_rel_ = 0;
+  std::uint64_t nonzero_ = 0;
+  bool nonfinite_ = false;
+};
+
+template <class T>
+ScaledFormatStats run(std::span<const T> x, const ScaledLayout& l, const ScaledFormat& f,
+                      const StatsOptions& o) {
+  ScaledFormatStats s;
+  s.format = f;
+  s.axis = l.axis;
+  s.element_range_bits = finfo(f).block_range_bits;
+  std::vector<T> y(x.size());
+  ScaledOptions so;
+  so.threads = o.threads;
+  const ScaledCounts c = round_scaled(x, std::span<T>(y), l, f, so);
+  s.blocks = c.scales;
+  s.nan_blocks = c.nan_scales;
+  s.saturated_blocks = c.saturated_scales;
+  s.saturated = c.saturated;
+  GroupWalk<T> walk(x, y, s);
+  for_each_scale_group(l, f, x.size(), [&](std::span<const std::size_t> idx) { walk(idx); });
+  walk.finish();
+  return s;
+}
+
+}  // namespace
+
+ScaledFormatStats scaled_stats(std::span<const float> x, const ScaledLayout& l,
+                               const ScaledFormat& f, const StatsOptions& o) {
+  return run(x, l, f, o);
+}
+
+ScaledFormatStats scaled_stats(std::span<const double> x, const ScaledLayout& l,
+                               const ScaledFormat& f, const StatsOptions& o) {
+  return run(x, l, f, o);
+}
+
+ScaledFormatStats scaled_stats(const Tensor& t, const ScaledFormat& f, int axis,
+                               const StatsOptions& o) {
+  const ScaledLayout l{.shape = t.shape(), .axis = axis};
+  return detail::with_real_values(t, [&](auto x) { return scaled_stats(x, l, f, o); });
+}
+
+}  // namespace fpguard
