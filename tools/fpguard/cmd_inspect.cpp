@@ -75,7 +75,7 @@ void add_inspect(CLI::App& app) {
                   "Comma-separated formats (default float16,bfloat16,float8_e4m3fn,float8_e5m2)");
   cmd->add_option("--margin", a->margin,
                   "Scale so that absmax lands at or under margin x format max (default 0.5)");
-  cmd->add_option("--threads", a->threads, "Threads (default: all cores)");
+  cmd->add_option("--threads", a->threads, "Threads (default: the cores this process may use)");
   cmd->add_flag("--json", a->json, "Print JSON (schema in docs/inspect.md)");
   cmd->add_flag("--histogram", a->histogram, "Print the exponent histogram of each tensor");
   cmd->add_flag("--strict", a->strict, "Exit 1 if any verdict is not ok");
