@@ -5,7 +5,8 @@ input sets of the examples give the JSON one process over all 12 sets gives, eve
 superres in float16 (fails, an overflow origin), clean_cnn (passes), and a MatMul whose
 products cancel (an accuracy origin, measured on set 0 on rank 0). `plan` under -n 2 writes
 the plan one process writes. A corrupt set on rank 1 ends the job within 30 s with exit 2,
-that rank's one error line, naming the set, once, and no output file.
+that rank's one error line, naming the set, once, and no output file; generated inputs
+and --shard are refused likewise.
 
     mpi_test.py --fpguard PATH --examples DIR --mpirun MPIRUN
     mpi_test.py --no-mpi        (a build without MPI: reports the skip, exit 77)
@@ -117,6 +118,22 @@ def corrupt(a, tmp, example):
         check(took < 30, f"{cmd[0]}: within 30 s", took)
 
 
+def refused(a, tmp, example):
+    """Generated inputs (no --inputs DIR), and --shard, are refused on every rank alike."""
+    model = os.path.join(example, "model.onnx")
+    out = os.path.join(tmp, "refused.json")
+    for case, extra, needle in (
+            ("no directory of sets", [], "--inputs DIR"),
+            ("--shard", ["--inputs", os.path.join(tmp, "sr_sets"), "--shard", "0/2"],
+             "under mpirun the ranks are the shards")):
+        m = mpirun(a, 2, "check", model, "--precision", "float16", "--json", out, *extra,
+                   timeout=30)
+        ours = [ln for ln in m.stderr.splitlines() if ln.startswith("fpguard: ")]
+        check(m.returncode == 2 and len(ours) == 1 and needle in ours[0],
+              f"{case}: exit 2, one line", (m.returncode, m.stderr))
+    check(not os.path.exists(out), "refusals leave no output", out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fpguard")
@@ -145,6 +162,7 @@ def main():
               "acc: the MatMul is the accuracy origin", want["origins"])
         plan(a, tmp, ex("superres"))
         corrupt(a, tmp, ex("superres"))
+        refused(a, tmp, ex("superres"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     finish()
