@@ -500,6 +500,11 @@ struct PlanOptions {
   std::size_t max_passes = 48;  // check() runs at most (each is three model runs)
   // Called before each pass: (pass number, what it tries).
   std::function<void(std::size_t, const PlanStep&)> progress;
+  // How a pass checks a model with these options; empty: check(model, samples, options).
+  // The CLI under mpirun spreads each pass's input sets over the ranks (accumulate, merge,
+  // finish: the same Diagnosis); plan() then sees only the first set, for the float32
+  // outputs that verify a scale rewrite.
+  std::function<Diagnosis(const model::Model&, const CheckOptions&)> check_pass;
 };
 
 // Why the plan keeps a node in float32.

@@ -19,6 +19,9 @@ void set_memory_limit(std::uint64_t bytes);
 // Memory this process can still use: /proc/meminfo MemAvailable, lowered to what the
 // cgroup (v2 memory.max, v1 memory.limit_in_bytes) leaves; UINT64_MAX when unknown.
 std::uint64_t available_memory();
+// The cores this process may run on (sched_getaffinity: what taskset, a cpuset or mpirun's
+// binding of a rank leaves it), at least 1: the default thread count. Read once.
+int available_cores();
 
 // Throws Error(where, "tensor needs N bytes, more than the memory limit of M bytes
 // (--max-memory)") when `bytes` exceeds memory_limit().

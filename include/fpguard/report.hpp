@@ -87,15 +87,16 @@ struct Terminal {
   std::string dim(std::string_view s) const;
 };
 
-// One line on stderr, redrawn in place: "label [#####.....] 42% ETA 3s", or a free-text
-// step; erased when done. Silent unless terminal.progress.
+// One line on stderr, redrawn in place: "label [#####.....] 42% ETA 3s" (with a detail:
+// "label [#####.....] 42% 5/12 sets ETA 3s"), or a free-text step; erased when done.
+// Silent unless terminal.progress.
 class Progress {
  public:
   Progress(const Terminal& t, std::string label);
   ~Progress();
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
-  void update(std::size_t done, std::size_t total);
+  void update(std::size_t done, std::size_t total, std::string_view detail = {});
   void step(std::string_view what);
 
  private:
@@ -201,6 +202,10 @@ void require_same_check(const Json& a, const std::string& a_where, const Json& b
 // A part file's JSON (the identity checked with require_same_check, then read with
 // check_part_from_json); Error(path) when it cannot be read or is not a part.
 Json read_check_part_json(const std::filesystem::path& path);
+// One state alone, as a part's "states" hold it, and back exactly (what the ranks of an
+// mpirun job exchange); errors name `where`.
+Json to_json(const analysis::CheckState& s);
+analysis::CheckState check_state_from_json(const Json& j, const std::string& where);
 // "shard 1/3: 4 of 12 input sets, written to part_1.json" (one line).
 std::string describe(const CheckPart& p, const std::string& file);
 

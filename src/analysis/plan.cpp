@@ -157,12 +157,15 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
   for (const auto& k : forced) p.reasons[k] = Reason{.kind = KeepReason::forced};
   std::vector<std::string> added;  // in the order the search added them
 
+  auto check_pass = [&](const model::Model& mm, const CheckOptions& c) {
+    return o.check_pass ? o.check_pass(mm, c) : check(mm, samples, c);
+  };
   auto run = [&](const std::set<std::string>& s, const PlanStep& what) {
     if (o.progress) o.progress(p.passes + 1, what);
     CheckOptions c = o.check;
     c.keep_fp32 = s;
     ++p.passes;
-    return check(m, samples, c);
+    return check_pass(m, c);
   };
   auto add = [&](const std::string& n, const Reason& why) {
     if (!position.count(n) || !keep.insert(n).second) return false;
@@ -234,7 +237,7 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
     c.keep_fp32 = keep;
     ++p.passes;
     if (o.progress) o.progress(p.passes, {.kind = PlanStepKind::scaling, .node = org.node});
-    const Diagnosis t = check(m, samples, c);
+    const Diagnosis t = check_pass(m, c);
     const bool gone = std::none_of(t.origins.begin(), t.origins.end(), [&](const Origin& x) {
       return x.node == org.node && (x.kind == OriginKind::overflow || x.kind == OriginKind::nan);
     });

@@ -1,12 +1,14 @@
 #include "fpguard/limits.hpp"
 
 #include <malloc.h>
+#include <sched.h>
 
 #include <atomic>
 #include <cctype>
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <thread>
 
 #include "fpguard/error.hpp"
 
@@ -59,6 +61,16 @@ std::uint64_t cgroup_headroom() {
 }
 
 }  // namespace
+
+int available_cores() {
+  static const int cores = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }();
+  return cores;
+}
 
 std::uint64_t available_memory() {
   const std::uint64_t a = mem_available(), c = cgroup_headroom();

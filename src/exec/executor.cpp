@@ -2,7 +2,6 @@
 // emulation model of docs/executor.md), observer callbacks.
 #include <algorithm>
 #include <cstdio>
-#include <thread>
 
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
@@ -320,9 +319,7 @@ void Executor::init_options() {
   if (options_.carrier != DType::float32 && options_.carrier != DType::float64)
     throw Error(where_, "the carrier must be float32 or float64, not " +
                             std::string(to_string(options_.carrier)));
-  // (hardware_concurrency reads sysfs: once per process.)
-  static const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (options_.threads <= 0) options_.threads = cores;
+  if (options_.threads <= 0) options_.threads = available_cores();
   ops::set_blas_threads(options_.threads);
 }
 

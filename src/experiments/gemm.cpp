@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <limits>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -19,6 +18,7 @@
 #include "experiments/kernels.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/experiments.hpp"
+#include "fpguard/limits.hpp"
 #include "fpguard/round.hpp"
 
 namespace fpguard {
@@ -55,8 +55,7 @@ Format outer_format(const Format& acc) {
 }
 
 int thread_count(int requested, std::size_t rows) {
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int t = requested > 0 ? requested : hw;
+  const int t = requested > 0 ? requested : available_cores();
   return static_cast<int>(
       std::min<std::size_t>(static_cast<std::size_t>(t), std::max<std::size_t>(rows, 1)));
 }

@@ -377,6 +377,14 @@ Json to_json(const CheckPart& p) {
           {"states", states}};
 }
 
+Json to_json(const CheckState& s) {
+  return state_json(s);
+}
+
+CheckState check_state_from_json(const Json& j, const std::string& where) {
+  return PartReader{{where}}.state(j, "");
+}
+
 CheckPart check_part_from_json(const Json& j, const std::string& where) {
   const PartReader r{{where}};
   schema(r, j);

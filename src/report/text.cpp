@@ -196,7 +196,7 @@ Progress::~Progress() {
   if (on_ && drawn_) std::cerr << "\r\033[K" << std::flush;
 }
 
-void Progress::update(std::size_t done, std::size_t total) {
+void Progress::update(std::size_t done, std::size_t total, std::string_view detail) {
   if (!on_ || total == 0) return;
   const int pct = static_cast<int>(100 * done / total);
   if (pct == last_) return;
@@ -209,7 +209,8 @@ void Progress::update(std::size_t done, std::size_t total) {
     eta = fmt::format(" ETA {:.0f}s",
                       spent * static_cast<double>(total - done) / static_cast<double>(done));
   std::cerr << "\r\033[K" << label_ << " [" << std::string(filled, '#')
-            << std::string(30 - filled, '.') << "] " << pct << "%" << eta << std::flush;
+            << std::string(30 - filled, '.') << "] " << pct << "%" << (detail.empty() ? "" : " ")
+            << detail << eta << std::flush;
 }
 
 void Progress::step(std::string_view what) {

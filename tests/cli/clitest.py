@@ -5,6 +5,7 @@ import json
 import math
 import os
 import subprocess
+import sys
 
 import numpy as np
 
@@ -15,6 +16,14 @@ def check(cond, what, detail=""):
     if not cond:
         failures.append(f"{what}: {detail}")
         print(f"FAIL {what}: {detail}")
+
+
+def finish():
+    """Ends a test: exit 1 with the count of failures, else prints ok."""
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        sys.exit(1)
+    print("ok")
 
 
 def num(v):

@@ -71,11 +71,15 @@ struct CheckOutputs {
   std::string model{};  // as named on the command line (the JSON's "model")
   std::string json{}, html{}, color = "auto";
   std::size_t top = 10;
-  bool quiet = false;
+  bool quiet = false, progress = false;
   int threads = 0;
   report::Terminal terminal() const;
 };
-// Registers --json, --html, --top, --threads, --quiet and --color.
+// The terminal of check, merge and plan: --color, --quiet, --progress (the bar even when
+// stderr is not a terminal). Under mpirun, rank 0's (colour only when asked: its stdout is
+// OpenMPI's pseudo-terminal, not mpirun's) and silent on the other ranks.
+report::Terminal terminal(const std::string& color, bool quiet, bool progress);
+// Registers --json, --html, --top, --threads, --quiet, --progress and --color.
 void add_check_outputs(CLI::App& cmd, CheckOutputs& to);
 void write_check_results(const CheckOutputs& to, const std::vector<analysis::Diagnosis>& results,
                          const report::Terminal& term);

@@ -14,6 +14,7 @@
 
 #include "annotate.hpp"
 #include "cli.hpp"
+#include "distributed.hpp"
 #include "fpguard/analysis.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
@@ -22,6 +23,7 @@
 #include "fpguard/model.hpp"
 #include "fpguard/report.hpp"
 #include "inputs.hpp"
+#include "mpi.hpp"
 
 namespace fpguard::cli {
 
@@ -106,8 +108,27 @@ void write_results(const CheckArgs& a, model::Model& m,
 
 }  // namespace
 
+report::Terminal terminal(const std::string& color, bool quiet, bool progress) {
+  const report::ColorMode mode = report::parse_color(color, "--color " + color);
+  const mpi::World& w = mpi::world();
+  if (!w.root()) return report::Terminal::detect(report::ColorMode::never, true);
+  if (!w.distributed()) {
+    report::Terminal t = report::Terminal::detect(mode, quiet);
+    t.progress = t.progress || (progress && !quiet);
+    return t;
+  }
+  // Rank 0 of an mpirun job writes to OpenMPI's pseudo-terminal whatever mpirun's own
+  // stdout is, and to a pipe on stderr: automatic colour and fitting are off, progress
+  // only with --progress.
+  report::Terminal t = report::Terminal::detect(
+      mode == report::ColorMode::always ? mode : report::ColorMode::never, quiet);
+  t.width = 0;
+  t.progress = progress && !quiet;
+  return t;
+}
+
 report::Terminal CheckOutputs::terminal() const {
-  return report::Terminal::detect(report::parse_color(color, "--color " + color), quiet);
+  return cli::terminal(color, quiet, progress);
 }
 
 void add_check_outputs(CLI::App& cmd, CheckOutputs& to) {
@@ -116,8 +137,10 @@ void add_check_outputs(CLI::App& cmd, CheckOutputs& to) {
                  "Write the diagnosis as one self-contained HTML page (charts, no network)");
   cmd.add_option("--top", to.top,
                  "Rows of the worst-node table and major rule findings shown (default 10)");
-  cmd.add_option("--threads", to.threads, "Threads (default: all cores)");
+  cmd.add_option("--threads", to.threads, "Threads (default: the cores this process may use)");
   cmd.add_flag("--quiet", to.quiet, "No progress bar");
+  cmd.add_flag("--progress", to.progress,
+               "The progress bar even when stderr is not a terminal (mpirun: on rank 0)");
   cmd.add_option("--color", to.color,
                  "Colour the verdict: auto (default; off with NO_COLOR), always, never");
 }
@@ -181,9 +204,62 @@ void check_shard(const CheckArgs& a, const model::Model& m, const inputs::Sample
   if (!a.out.quiet) std::cout << report::describe(part, a.out.json) << "\n";
 }
 
+// Under mpirun: every rank checks its input sets (index mod ranks == rank), the ranks
+// exchange and merge their states, and rank 0 finishes and writes the diagnosis. All that
+// can fail on one rank alone (reading the model, the sets, the output checks) happens
+// inside the exchange, so that every rank learns of it.
+void check_ranks(const CheckArgs& a, const analysis::CheckOptions& shared,
+                 const std::vector<Precision>& formats) {
+  const mpi::World& w = mpi::world();
+  for (const auto& f : formats)
+    if (f.scaled)  // as --shard: its calibration spans every set
+      throw Error("mpirun", "not available with a scaled precision (" + f.name() + ") yet");
+  if (!a.shard.empty()) throw Error("--shard " + a.shard, "under mpirun the ranks are the shards");
+  const report::Terminal term = a.out.terminal();
+  std::optional<model::Model> m, original;
+  std::vector<std::string> original_names;
+  distributed::RankSets sets;
+  std::vector<analysis::CheckOptions> opts;
+  auto states = distributed::merged_states([&] {
+    if (w.root()) {
+      if (!a.annotate.empty()) check_output_file(a.model, a.annotate, kAnnotateFlag);
+      if (!a.out.html.empty()) check_output_file(a.model, a.out.html, "--html");
+    }
+    m = model::load(a.model);
+    original_names = node_names(*m);
+    analysis::name_nodes(*m);
+    if (!a.reference_model.empty()) original = model::load(a.reference_model);
+    sets = distributed::gather_rank_sets(a.in, *m);
+    std::vector<analysis::CheckState> out;
+    for (const auto& f : formats) {
+      analysis::CheckOptions o = shared;
+      o.precision = f.format;
+      o.generated = sets.generated;
+      o.reference_model = original ? &*original : nullptr;
+      opts.push_back(o);
+      if (sets.own.sets.empty()) continue;
+      report::Progress bar(term, "check " + f.name());
+      o.progress = distributed::progress(bar, sets);
+      out.push_back(analysis::accumulate(*m, sets.own.sets, o, sets.own.indices));
+    }
+    return out;
+  });
+  if (!w.root()) return;
+  std::vector<analysis::Diagnosis> results;
+  bool all_pass = true;
+  for (std::size_t k = 0; k < states.size(); ++k) {
+    auto d = analysis::finish(*m, std::move(states[k]), opts[k], [&] { return sets.first; });
+    all_pass = all_pass && d.pass;
+    results.push_back(std::move(d));
+  }
+  exit_code = all_pass ? 0 : 1;
+  write_results(a, *m, original_names, results, term);
+}
+
 void check(const CheckArgs& a) {
   const analysis::CheckOptions shared = check_options(a);
   const std::vector<Precision> formats = check_formats(a);
+  if (mpi::world().distributed()) return check_ranks(a, shared, formats);
   std::optional<inputs::Shard> shard;
   if (!a.shard.empty()) {
     shard = inputs::parse_shard(a.shard);

@@ -181,7 +181,7 @@ void add_convert(CLI::App& app) {
   cmd->add_flag("--scale-only", a->scale_only,
                 "Write the float32 model with the plan's scale rewrites only (for TensorRT's "
                 "--layerPrecisions, or to emulate the plan with fpguard run)");
-  cmd->add_option("--threads", a->threads, "Threads (default: all cores)");
+  cmd->add_option("--threads", a->threads, "Threads (default: the cores this process may use)");
   cmd->callback([a, cmd] {
     a->seed_given = cmd->count("--seed") > 0;
     convert_command(*a);

@@ -63,7 +63,7 @@ void add_gemm_error(CLI::App& app) {
   cmd->add_option("--distribution", a->distribution, "normal (default) or uniform:LO:HI");
   cmd->add_option("--samples", a->samples, "Matrix pairs per size (default 1)");
   cmd->add_option("--seed", a->seed, "Seed (default 0)");
-  cmd->add_option("--threads", a->threads, "Threads (default: all cores)");
+  cmd->add_option("--threads", a->threads, "Threads (default: the cores this process may use)");
   cmd->add_flag("--json", a->json, "Print JSON (schema in docs/experiments.md)");
   cmd->add_option("--color", a->color,
                   "Colour a bound violation: auto (default; off with NO_COLOR), always, never");

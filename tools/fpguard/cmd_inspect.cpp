@@ -102,7 +102,7 @@ void add_inspect(CLI::App& app) {
                   "Scale so that absmax lands at or under margin x format max (default 0.5)");
   cmd->add_option("--axis", a->axis,
                   "Axis the blocks (or channels) of scaled formats follow (default -1, the last)");
-  cmd->add_option("--threads", a->threads, "Threads (default: all cores)");
+  cmd->add_option("--threads", a->threads, "Threads (default: the cores this process may use)");
   cmd->add_flag("--json", a->json, "Print JSON (schema in docs/inspect.md)");
   cmd->add_flag("--histogram", a->histogram, "Print the exponent histogram of each tensor");
   cmd->add_flag("--strict", a->strict, "Exit 1 if any verdict is not ok");

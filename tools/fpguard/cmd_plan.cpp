@@ -7,6 +7,7 @@
 
 #include "annotate.hpp"
 #include "cli.hpp"
+#include "distributed.hpp"
 #include "fpguard/analysis.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/experiments.hpp"
@@ -14,6 +15,7 @@
 #include "fpguard/report.hpp"
 #include "fpguard/rewrite.hpp"
 #include "inputs.hpp"
+#include "mpi.hpp"
 
 namespace fpguard::cli {
 
@@ -28,7 +30,7 @@ struct PlanArgs {
   std::optional<double> atol, rtol;
   double min_cosine = 0.999;
   std::string color = "auto", html_file;
-  bool saturate = false, quiet = false;
+  bool saturate = false, quiet = false, progress = false;
   int threads = 0;
 };
 
@@ -57,6 +59,39 @@ analysis::PlanOptions plan_options(const PlanArgs& a, const Format& f) {
   return po;
 }
 
+// What plan reads: the model and its input sets; under mpirun, this rank's sets and set 0
+// (distributed.hpp), read inside an exchange so that a failure on one rank reaches all.
+struct PlanInputs {
+  model::Model m{};
+  std::vector<std::string> original_names{};
+  inputs::Samples gathered{};  // under mpirun: set 0 alone
+  distributed::RankSets sets{};
+};
+
+PlanInputs read_inputs(const PlanArgs& a) {
+  const mpi::World& w = mpi::world();
+  PlanInputs in;
+  distributed::exchange([&] {
+    if (w.root()) {
+      if (!a.output.empty()) check_not_same_file(a.model, a.output, "-o");
+      if (!a.html_file.empty()) check_output_file(a.model, a.html_file, "--html");
+      if (!a.annotate.empty()) check_output_file(a.model, a.annotate, kAnnotateFlag);
+    }
+    in.m = model::load(a.model);
+    in.original_names = node_names(in.m);
+    analysis::name_nodes(in.m);
+    if (!w.distributed()) {
+      in.gathered = inputs::gather_samples(a.in, in.m, a.samples);
+      return std::string();
+    }
+    in.sets = distributed::gather_rank_sets(a.in, in.m);
+    in.gathered.sets = {in.sets.first};
+    in.gathered.generated = in.sets.generated;
+    return std::string();
+  });
+  return in;
+}
+
 void plan_command(const PlanArgs& a) {
   if (a.emit != "" && a.emit != "trtexec" && a.emit != "ort")
     throw Error("--emit " + a.emit, "expected trtexec or ort");
@@ -70,18 +105,16 @@ void plan_command(const PlanArgs& a) {
   if (!f) throw Error("--precision", "give the format to plan for (or --target)");
   if (f->name == "float32") throw Error("--precision float32", "nothing to plan: it is float32");
   analysis::PlanOptions po = plan_options(a, *f);
-  if (!a.output.empty()) check_not_same_file(a.model, a.output, "-o");
-  if (!a.html_file.empty()) check_output_file(a.model, a.html_file, "--html");
-  if (!a.annotate.empty()) check_output_file(a.model, a.annotate, kAnnotateFlag);
-
-  const report::Terminal term =
-      report::Terminal::detect(report::parse_color(a.color, "--color " + a.color), a.quiet);
-  model::Model m = model::load(a.model);
-  const auto original_names = node_names(m);
-  analysis::name_nodes(m);
-  const auto gathered = inputs::gather_samples(a.in, m, a.samples);
-  const auto& samples = gathered.sets;
-  const auto& generated = gathered.generated;
+  const mpi::World& w = mpi::world();
+  const report::Terminal term = terminal(a.color, a.quiet, a.progress);
+  PlanInputs in = read_inputs(a);
+  model::Model& m = in.m;
+  const auto& samples = in.gathered.sets;
+  const auto& generated = in.gathered.generated;
+  if (w.distributed())
+    po.check_pass = [&in](const model::Model& mm, const analysis::CheckOptions& c) {
+      return distributed::check(mm, in.sets, c);
+    };
 
   analysis::Plan p;
   {
@@ -91,19 +124,22 @@ void plan_command(const PlanArgs& a) {
     };
     p = analysis::plan(m, samples, po);
   }
-  // plan.json records the inputs, files made absolute, for convert to verify on them.
-  p.inputs = inputs::Provenance{
-      .options = inputs::absolute(a.in), .samples = a.samples, .generated = generated};
-  exit_code = p.meets ? 0 : 1;
+  std::optional<analysis::Diagnosis> annotated;
   if (!a.annotate.empty()) {
     // The numbers beside each node's plan are those of `fpguard check` in the plan's
     // precision: the model as given, every node in it (one more check run).
     report::Progress progress(term, "check " + f->name);
     analysis::CheckOptions co = po.check;
     co.progress = [&progress](std::size_t d, std::size_t t) { progress.update(d, t); };
-    const auto d = analysis::check(m, samples, co);
-    write_annotated(m, original_names, a.annotate, d, &p);
+    annotated =
+        w.distributed() ? distributed::check(m, in.sets, co) : analysis::check(m, samples, co);
   }
+  if (!w.root()) return;
+  // plan.json records the inputs, files made absolute, for convert to verify on them.
+  p.inputs = inputs::Provenance{
+      .options = inputs::absolute(a.in), .samples = a.samples, .generated = generated};
+  exit_code = p.meets ? 0 : 1;
+  if (annotated) write_annotated(m, in.original_names, a.annotate, *annotated, &p);
 
   const report::Json j = report::to_json(p);
   if (!a.output.empty())
@@ -160,8 +196,10 @@ void add_plan(CLI::App& app) {
                   "Print only the settings: trtexec (TensorRT 10 flags) or ort "
                   "(onnxconverter-common node_block_list)");
   cmd->add_flag("--saturate", a->saturate, "Overflow saturates to +-max");
-  cmd->add_option("--threads", a->threads, "Threads (default: all cores)");
+  cmd->add_option("--threads", a->threads, "Threads (default: the cores this process may use)");
   cmd->add_flag("--quiet", a->quiet, "No progress line");
+  cmd->add_flag("--progress", a->progress,
+                "The progress line even when stderr is not a terminal (mpirun: on rank 0)");
   cmd->add_option("--color", a->color,
                   "Colour the verdict: auto (default; off with NO_COLOR), always, never");
   cmd->callback([a] { plan_command(*a); });

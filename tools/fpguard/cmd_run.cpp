@@ -178,7 +178,7 @@ void add_run(CLI::App& app) {
   cmd->add_option("--outputs", a->outputs_dir, "Write outputs as .npy + outputs.json here");
   cmd->add_option("--dump-all", a->dump_dir, "Write every node output as .npy + outputs.json here");
   cmd->add_option("--repeat", a->repeat, "Run N times and report the median time");
-  cmd->add_option("--threads", a->threads, "Threads (default: all cores)");
+  cmd->add_option("--threads", a->threads, "Threads (default: the cores this process may use)");
   cmd->add_flag("--json", a->json, "Print JSON");
   auto* profile = cmd->add_option("--profile", a->profile_file,
                                   "Time every node and op type (median of the runs after the "

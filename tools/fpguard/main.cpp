@@ -2,6 +2,7 @@
 // into one line on stderr and exit code 2; the work is in the library.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "fpguard/io.hpp"
 #include "fpguard/limits.hpp"
 #include "fpguard/version.hpp"
+#include "mpi.hpp"
 
 namespace fpguard::cli {
 
@@ -28,7 +30,37 @@ std::string where_of(const Error& e) {
 
 }  // namespace fpguard::cli
 
-int main(int argc, char** argv) {
+namespace {
+
+// `fpguard: error: WHERE: WHAT` on stderr: always exactly one line (names and header text
+// quoted from a hostile file may hold newlines, NULs or terminal escapes; they are shown
+// as \xNN); `prefix` goes before WHERE.
+void print_error(const std::string& where, const std::string& what, const std::string& prefix) {
+  using fpguard::one_line;
+  const std::string line = "fpguard: error: " + prefix + one_line(where) +
+                           (where.empty() ? "" : ": ") + one_line(what) + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+// Exit 2 with the error. Under mpirun, rank 0 alone prints: an error of one rank reaches
+// every rank through the exchange of results (distributed.cpp), and the others are those
+// of the command line, the same on every rank.
+int fail(const std::string& where, const std::string& what) {
+  if (fpguard::cli::mpi::world().root()) print_error(where, what, "");
+  return 2;
+}
+
+// A failure of this rank alone, outside the exchanges (out of memory between them): a
+// rank other than 0 says so itself and leaves without MPI_Finalize, so that mpirun ends
+// the job instead of the other ranks waiting for it.
+int local_failure(const std::string& where, const std::string& what) {
+  const auto& w = fpguard::cli::mpi::world();
+  if (w.root()) return fail(where, what);
+  print_error(where, what, "rank " + std::to_string(w.rank) + ": ");
+  std::_Exit(2);
+}
+
+int run(int argc, char** argv) {
   fpguard::reuse_freed_memory();
   CLI::App app{"fpguard: make low-precision (FP16/BF16/FP8/FP6/FP4) deployment safe", "fpguard"};
   app.set_version_flag("--version", std::string("fpguard ") + fpguard::kVersion);
@@ -57,15 +89,6 @@ int main(int argc, char** argv) {
   fpguard::cli::add_accum(app);
   fpguard::cli::add_targets(app);
 
-  auto fail = [](const std::string& where, const std::string& what) {
-    // Always exactly one line: names and header text quoted from a hostile file may hold
-    // newlines, NULs or terminal escapes; they are shown as \xNN.
-    using fpguard::one_line;
-    const std::string line =
-        "fpguard: error: " + one_line(where) + (where.empty() ? "" : ": ") + one_line(what) + "\n";
-    std::fwrite(line.data(), 1, line.size(), stderr);
-    return 2;
-  };
   if (argc == 1) {
     std::fputs(fpguard::cli::short_usage(app).c_str(), stderr);
     return 2;
@@ -99,11 +122,18 @@ int main(int argc, char** argv) {
   } catch (const fpguard::Error& e) {
     return fail(fpguard::cli::where_of(e), e.problem());
   } catch (const std::bad_alloc&) {
-    return fail("", "out of memory");
+    return local_failure("", "out of memory");
   } catch (const std::exception& e) {
     // What no check anticipated (a system error, a file changing underneath) is still one
     // line and exit 2, not an abort. The fuzz harnesses count these as findings.
-    return fail("", std::string("unexpected error: ") + e.what());
+    return local_failure("", std::string("unexpected error: ") + e.what());
   }
   return fpguard::cli::exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fpguard::cli::mpi::start(&argc, &argv);
+  return fpguard::cli::mpi::stop(run(argc, argv));
 }

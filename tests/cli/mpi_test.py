@@ -1,0 +1,172 @@
+#!/usr/bin/python3
+"""check and plan under mpirun (docs/scale.md): `mpirun -n 2` and `-n 3` on 12 generated
+input sets of the examples give the JSON one process over all 12 sets gives, every field
+(shard_test's comparison: counts, strings and booleans exactly, numbers to 1e-12 relative):
+superres in float16 on 2 ranks (fails, an overflow origin), clean_cnn on 3 (passes), and a
+MatMul whose products cancel on 2 (an accuracy origin, measured on set 0 on rank 0).
+`plan` under -n 2 writes the plan one process writes. A corrupt set on rank 1 ends the job
+within 30 s with exit 2, that rank's one error line, naming the set, once, and no output
+file; generated inputs and --shard are refused likewise.
+
+    mpi_test.py --fpguard PATH --examples DIR --mpirun MPIRUN
+    mpi_test.py --no-mpi        (a build without MPI: reports the skip, exit 77)
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from clitest import check, finish, run  # noqa: E402
+from shard_test import SETS, cancelling_matmul, load, make_sets, same  # noqa: E402
+
+SKIP = 77
+
+
+def rank_env():
+    """The ranks' environment: in the sanitizer build (ASAN_OPTIONS set), OpenMPI's own
+    leaks suppressed (lsan-openmpi.supp says why and how narrowly)."""
+    env = dict(os.environ)
+    if "ASAN_OPTIONS" in env:
+        supp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lsan-openmpi.supp")
+        env["ASAN_OPTIONS"] += ":fast_unwind_on_malloc=0:malloc_context_size=64"
+        env["LSAN_OPTIONS"] = ":".join(
+            x for x in (env.get("LSAN_OPTIONS", ""), f"suppressions={supp}") if x)
+    return env
+
+
+def mpirun(a, n, *argv, timeout=120):
+    """`fpguard ARGV` on n ranks of this machine (as root too, more ranks than cores)."""
+    cmd = [a.mpirun, "--allow-run-as-root", "--oversubscribe", "-n", str(n), a.fpguard, *argv]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=rank_env())
+
+
+def agree(a, tmp, model, sets, tag, extra, want_verdict, ranks=(2, 3)):
+    """check over all sets in one process == the same check on `ranks` ranks."""
+    whole = os.path.join(tmp, tag + "_one.json")
+    r = run(a.fpguard, "check", model, "--inputs", sets, "--json", whole, "--quiet", *extra)
+    check(r.returncode in (0, 1), f"{tag}: check runs", r.stderr)
+    want = load(whole)
+    check(want["verdict"] == want_verdict, f"{tag}: verdict", want["verdict"])
+    check(want["samples"] == SETS, f"{tag}: all sets checked", want["samples"])
+    for n in ranks:
+        out = os.path.join(tmp, f"{tag}_{n}.json")
+        m = mpirun(a, n, "check", model, "--inputs", sets, "--json", out, "--quiet", *extra)
+        check(m.returncode == r.returncode, f"{tag}: -n {n} exits as one process does",
+              (m.returncode, r.returncode, m.stderr[-2000:]))
+        check(m.stdout == r.stdout, f"{tag}: -n {n} prints what one process prints (rank 0 only)",
+              (m.stdout[-1500:], r.stdout[-1500:]))
+        if os.path.exists(out):
+            diff = same(want, load(out))
+            check(not diff, f"{tag}: -n {n} equals one process over all sets", diff)
+        else:
+            check(False, f"{tag}: -n {n} writes --json", m.stderr[-2000:])
+    return want
+
+
+def plan(a, tmp, example):
+    model = os.path.join(example, "model.onnx")
+    sets = os.path.join(tmp, "sr_sets")
+    one, two = os.path.join(tmp, "plan_one.json"), os.path.join(tmp, "plan_2.json")
+    r = run(a.fpguard, "plan", model, "--precision", "float16", "--inputs", sets, "-o", one,
+            "--quiet")
+    check(r.returncode in (0, 1), "plan runs", r.stderr)
+    m = mpirun(a, 2, "plan", model, "--precision", "float16", "--inputs", sets, "-o", two,
+               "--quiet")
+    check(m.returncode == r.returncode, "plan -n 2 exits as one process does",
+          (m.returncode, r.returncode, m.stderr[-2000:]))
+    check(m.stdout.replace(two, one) == r.stdout, "plan -n 2 prints what one process prints",
+          (m.stdout[-1500:], r.stdout[-1500:]))
+    if os.path.exists(one) and os.path.exists(two):
+        want = load(one)
+        check(want["passes"] > 1, "plan: several passes (checks) to agree on", want["passes"])
+        diff = same(want, load(two))
+        check(not diff, "plan -n 2 equals the one-process plan", diff)
+    else:
+        check(False, "plan -n 2 writes the plan", m.stderr[-2000:])
+
+
+def corrupt(a, tmp, example):
+    """Set 4 (rank 1 of 3: 4 mod 3) is not a TensorProto: the job ends, exit 2, in time."""
+    model = os.path.join(example, "model.onnx")
+    sets = os.path.join(tmp, "bad_sets")
+    shutil.copytree(os.path.join(tmp, "sr_sets"), sets)
+    bad = os.path.join(sets, "test_data_set_4", "input_0.pb")
+    with open(bad, "wb") as fh:
+        fh.write(b"\xff\x13 not a tensor \x00" * 8)
+    for cmd in (["check", model, "--precision", "float16", "--inputs", sets],
+                ["plan", model, "--precision", "float16", "--inputs", sets]):
+        out = os.path.join(tmp, "bad.json")
+        flag = "--json" if cmd[0] == "check" else "-o"
+        start = time.monotonic()
+        try:
+            m = mpirun(a, 3, *cmd, flag, out, "--quiet", timeout=30)
+        except subprocess.TimeoutExpired:
+            check(False, f"{cmd[0]}: a corrupt set ends the job within 30 s", "timed out")
+            continue
+        took = time.monotonic() - start
+        check(m.returncode == 2, f"{cmd[0]}: a corrupt set: exit 2", (m.returncode, m.stderr))
+        ours = [ln for ln in m.stderr.splitlines() if ln.startswith("fpguard: ")]
+        check(len(ours) == 1 and ours[0].startswith("fpguard: error: "),
+              f"{cmd[0]}: one error line", m.stderr)
+        check("test_data_set_4" in m.stderr, f"{cmd[0]}: the error names the set", m.stderr)
+        check(m.stdout == "", f"{cmd[0]}: nothing on stdout", m.stdout)
+        check(not os.path.exists(out), f"{cmd[0]}: no output file", out)
+        check(took < 30, f"{cmd[0]}: within 30 s", took)
+
+
+def refused(a, tmp, example):
+    """Generated inputs (no --inputs DIR), and --shard, are refused on every rank alike."""
+    model = os.path.join(example, "model.onnx")
+    out = os.path.join(tmp, "refused.json")
+    for case, extra, needle in (
+            ("no directory of sets", [], "--inputs DIR"),
+            ("--shard", ["--inputs", os.path.join(tmp, "sr_sets"), "--shard", "0/2"],
+             "under mpirun the ranks are the shards")):
+        m = mpirun(a, 2, "check", model, "--precision", "float16", "--json", out, *extra,
+                   timeout=30)
+        ours = [ln for ln in m.stderr.splitlines() if ln.startswith("fpguard: ")]
+        check(m.returncode == 2 and len(ours) == 1 and needle in ours[0],
+              f"{case}: exit 2, one line", (m.returncode, m.stderr))
+    check(not os.path.exists(out), "refusals leave no output", out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fpguard")
+    ap.add_argument("--examples")
+    ap.add_argument("--mpirun")
+    ap.add_argument("--no-mpi", action="store_true")
+    a = ap.parse_args()
+    if a.no_mpi:
+        print("skipped: fpguard was built without MPI (scripts/setup installs OpenMPI)")
+        sys.exit(SKIP)
+    tmp = tempfile.mkdtemp(prefix="fpguard_mpi_")
+    try:
+        ex = lambda n: os.path.join(a.examples, n)  # noqa: E731
+        f16 = ["--precision", "float16"]
+        sets = make_sets(ex("superres"), os.path.join(tmp, "sr_sets"), seed=2)
+        want = agree(a, tmp, ex("superres/model.onnx"), sets, "sr", f16, "fail", ranks=(2,))
+        check(any(o["kind"] == "overflow" for o in want["origins"]), "sr: an overflow origin",
+              want["origins"])
+        sets = make_sets(ex("clean_cnn"), os.path.join(tmp, "cnn_sets"), seed=3)
+        agree(a, tmp, ex("clean_cnn/model.onnx"), sets, "cnn", f16, "pass", ranks=(3,))
+        cancel = cancelling_matmul(os.path.join(tmp, "cancel"))
+        sets = make_sets(cancel, os.path.join(tmp, "acc_sets"), seed=3)
+        want = agree(a, tmp, os.path.join(cancel, "model.onnx"), sets, "acc", f16, "fail",
+                     ranks=(2,))
+        check([o["node"] for o in want["origins"] if o["kind"] == "accuracy"] == ["proj"],
+              "acc: the MatMul is the accuracy origin", want["origins"])
+        plan(a, tmp, ex("superres"))
+        corrupt(a, tmp, ex("superres"))
+        refused(a, tmp, ex("superres"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+// The one seam between fpguard and MPI (docs/scale.md): the rank and size of an mpirun
+// job, and an allgather of byte strings. Only mpi.cpp sees MPI, and only in a build with
+// it (FPGUARD_WITH_MPI); without it, and in a process not started by mpirun, the world is
+// one process and allgather returns its own bytes. The library never sees MPI.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace fpguard::cli::mpi {
+
+struct World {
+  int rank = 0, size = 1;
+  bool distributed() const { return size > 1; }
+  bool root() const { return rank == 0; }
+};
+
+// Called first thing in main: MPI_Init when the build has MPI and the process was started
+// by mpirun (OMPI_COMM_WORLD_SIZE or PMIX_RANK set). A plain `fpguard` never initialises
+// MPI: a singleton MPI_Init costs about 0.35 s a process here, and OpenMPI may warn.
+void start(int* argc, char*** argv);
+// MPI_Finalize when started; returns `code`, the process's exit code.
+int stop(int code);
+const World& world();
+// Collective: every rank calls it the same number of times, in the same order. Returns
+// every rank's `bytes`, in rank order.
+std::vector<std::string> allgather(const std::string& bytes);
+
+}  // namespace fpguard::cli::mpi
