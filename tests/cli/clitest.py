@@ -18,14 +18,6 @@ def check(cond, what, detail=""):
         print(f"FAIL {what}: {detail}")
 
 
-def finish():
-    """Ends a test: exit 1 with the count of failures, else prints ok."""
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("ok")
-
-
 def num(v):
     """The report layer's number policy (src/report/text.cpp)."""
     if v is None or (isinstance(v, float) and math.isnan(v)):

@@ -165,8 +165,8 @@ def main():
         refused(a, tmp, ex("superres"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    finish()
+    return finish("mpi")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
