@@ -224,6 +224,10 @@ struct Enclosing {
 };
 
 // A node of a subgraph as an observer sees it.
+// The name a node goes by in check, plan, policies and profiles: its own, or
+// "<OpType>_<pos>" for an unnamed node at `pos` of its graph's topological order.
+std::string display_name(const model::Node& n, std::size_t pos);
+
 struct BodyNode {
   const model::Node& node;
   std::size_t position = 0;  // in its own graph's topological order

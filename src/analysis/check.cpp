@@ -287,10 +287,8 @@ std::vector<std::string> names_in_order(const model::Model& m,
                                         const std::vector<std::size_t>& order) {
   const auto& g = m.graph;
   std::vector<std::string> names(g.nodes.size());
-  for (std::size_t pos = 0; pos < order.size(); ++pos) {
-    const auto& n = g.nodes[order[pos]];
-    names[order[pos]] = n.name.empty() ? n.op_type + "_" + std::to_string(pos) : n.name;
-  }
+  for (std::size_t pos = 0; pos < order.size(); ++pos)
+    names[order[pos]] = exec::display_name(g.nodes[order[pos]], pos);
   return names;
 }
 
@@ -1087,7 +1085,7 @@ struct Flattener {
     for (std::size_t pos = 0; pos < order.size(); ++pos) {
       const auto& n = g.nodes[order[pos]];
       model::Node copy = n;
-      copy.name = prefix + (n.name.empty() ? n.op_type + "_" + std::to_string(pos) : n.name);
+      copy.name = prefix + exec::display_name(n, pos);
       for (auto& in : copy.inputs)
         if (!in.empty()) in = key(in);
       for (auto& o : copy.outputs)

@@ -10,6 +10,10 @@
 
 namespace fpguard::exec {
 
+std::string display_name(const model::Node& n, std::size_t pos) {
+  return n.name.empty() ? n.op_type + "_" + std::to_string(pos) : n.name;
+}
+
 const Tensor& KernelContext::in(std::size_t i) const {
   if (!has(i)) fail("input " + std::to_string(i) + " is missing");
   return *inputs[i];
@@ -194,11 +198,6 @@ Tensor scaled_copy(const Tensor& t, const ScaledOperand& op, DType carrier) {
                  op.options);
   }
   return r;
-}
-
-// The name of the node at `pos` of its graph's order as check reports it.
-std::string display_name(const model::Node& n, std::size_t pos) {
-  return n.name.empty() ? n.op_type + "_" + std::to_string(pos) : n.name;
 }
 
 // The name of the graph attribute of `n` that holds `g` (a body it runs).

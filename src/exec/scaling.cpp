@@ -105,7 +105,7 @@ struct Calibration : Observer {
   }
   void on_node(const model::Node& node, std::size_t pos, const std::vector<const Tensor*>& inputs,
                const std::vector<NamedTensor>&) override {
-    see(node, node.name.empty() ? node.op_type + "_" + std::to_string(pos) : node.name, inputs);
+    see(node, display_name(node, pos), inputs);
   }
   void on_body_node(const BodyNode& b, const std::vector<const Tensor*>& inputs,
                     const std::vector<NamedTensor>&) override {
