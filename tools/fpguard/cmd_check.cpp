@@ -97,6 +97,21 @@ std::vector<Precision> check_formats(const CheckArgs& a) {
   return formats;
 }
 
+// The options of one precision's check: the shared ones, its format, the inputs it runs on
+// and the original model it is compared with.
+analysis::CheckOptions precision_options(const analysis::CheckOptions& shared, const Precision& f,
+                                         const CheckArgs& a,
+                                         const std::vector<inputs::Generated>& generated,
+                                         const model::Model* original) {
+  analysis::CheckOptions o = shared;
+  o.precision = f.format;
+  o.scaled = f.scaled;
+  o.amax_margin = a.scaled.amax_margin;
+  o.generated = generated;
+  o.reference_model = original;
+  return o;
+}
+
 // The files asked for (--annotate, --html, --json), then the text on stdout.
 void write_results(const CheckArgs& a, model::Model& m,
                    const std::vector<std::string>& original_names,
@@ -232,10 +247,8 @@ void check_ranks(const CheckArgs& a, const analysis::CheckOptions& shared,
     sets = distributed::gather_rank_sets(a.in, *m);
     std::vector<analysis::CheckState> out;
     for (const auto& f : formats) {
-      analysis::CheckOptions o = shared;
-      o.precision = f.format;
-      o.generated = sets.generated;
-      o.reference_model = original ? &*original : nullptr;
+      analysis::CheckOptions o =
+          precision_options(shared, f, a, sets.generated, original ? &*original : nullptr);
       opts.push_back(o);
       if (sets.own.sets.empty()) continue;
       report::Progress bar(term, "check " + f.name());
@@ -287,25 +300,16 @@ void check(const CheckArgs& a) {
   if (!a.reference_model.empty()) original = model::load(a.reference_model);
   if (shard) {
     std::vector<analysis::CheckOptions> opts;
-    for (const auto& f : formats) {
-      analysis::CheckOptions o = shared;
-      o.precision = f.format;
-      o.generated = generated;
-      o.reference_model = original ? &*original : nullptr;
-      opts.push_back(std::move(o));
-    }
+    for (const auto& f : formats)
+      opts.push_back(precision_options(shared, f, a, generated, original ? &*original : nullptr));
     return check_shard(a, m, gathered, original ? &*original : nullptr, opts, *shard, term);
   }
 
   std::vector<analysis::Diagnosis> results;
   bool all_pass = true;
   for (const auto& f : formats) {
-    analysis::CheckOptions o = shared;
-    o.precision = f.format;
-    o.scaled = f.scaled;
-    o.amax_margin = a.scaled.amax_margin;
-    o.generated = generated;
-    o.reference_model = original ? &*original : nullptr;
+    analysis::CheckOptions o =
+        precision_options(shared, f, a, generated, original ? &*original : nullptr);
     report::Progress progress(term, "check " + f.name());
     o.progress = [&progress](std::size_t d, std::size_t t) { progress.update(d, t); };
     auto d = analysis::check(m, samples, o);
