@@ -67,6 +67,9 @@ struct Comparison {
   // sqrt(sum (v - r)^2 / sum r^2): the relative RMS error (0 when equal).
   double nrmse() const;
   void merge(const Comparison& o);
+  // The check's pass criterion: nothing went non-finite where the reference is finite, and
+  // the cosine is at least `min_cosine`.
+  bool meets(double min_cosine) const { return overflow + nan == 0 && cosine() >= min_cosine; }
 };
 
 // The scale-relative error's floor is 2^-kScaleFloorBits of the reference's absmax.

@@ -241,5 +241,8 @@ bool runs_natively(const Target& t, const ScaledFormat& f);
 // For `check`/`plan --target`: throws Error("--target <name>") when the target cannot run
 // f natively, naming what it can run and what to use instead.
 void require_native(const Target& t, const Format& f);
+// The same for a scaled precision: a block format (MX, NVFP4, block:...) the target's matrix
+// units run by name; scaled FP8 (tensor:/channel:) by its element format.
+void require_native(const Target& t, const ScaledFormat& f);
 
 }  // namespace fpguard

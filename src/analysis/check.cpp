@@ -905,7 +905,7 @@ FirstTrouble first_trouble(const Context& ctx, Comparison TensorRecord::*which) 
         const Comparison& c = t.*which;
         if (!t.floating || !c.count) continue;
         const double cos = c.cosine();
-        const bool bad = nonfinite ? c.overflow + c.nan > 0 : !(cos >= ctx.o.min_cosine);
+        const bool bad = nonfinite ? c.overflow + c.nan > 0 : !c.meets(ctx.o.min_cosine);
         if (!bad) continue;
         return {.tensor = t.name,
                 .node = rec.name,

@@ -325,4 +325,15 @@ void require_native(const Target& t, const Format& f) {
                              "; recommended: " + t.recommended);
 }
 
+void require_native(const Target& t, const ScaledFormat& f) {
+  if (f.scope != ScaleScope::block) return require_native(t, f.element);
+  if (runs_natively(t, f)) return;
+  throw Error::in_option(
+      "target", t.name,
+      t.name + " (" + t.products + ") does not run the block format " + f.name +
+          " natively; its matrix units run " +
+          (t.scaled_formats.empty() ? std::string("no block format") : join(t.scaled_formats)) +
+          "; recommended: " + t.recommended);
+}
+
 }  // namespace fpguard

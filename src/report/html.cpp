@@ -391,6 +391,48 @@ void worst_section(std::ostream& out, const analysis::Diagnosis& d, std::size_t 
          "finite.</p></section>\n";
 }
 
+// With a reference model: the main-graph tensors matched to the original's, those that left
+// the pass criterion against the original's float32 run first, in topological order (the
+// first is where the converted model starts to differ), then a count of those within it.
+void original_section(std::ostream& out, const analysis::Diagnosis& d, std::size_t top) {
+  if (d.reference_model.empty()) return;
+  struct Row {
+    const analysis::NodeRecord* node;
+    const analysis::TensorRecord* t;
+  };
+  std::vector<Row> off;
+  std::size_t matched = 0;
+  for (const auto& n : d.nodes)
+    for (const auto& t : n.outputs) {
+      if (!t.floating || !t.against_original.count) continue;
+      ++matched;
+      if (!t.against_original.meets(d.min_cosine)) off.push_back({&n, &t});
+    }
+  out << "<section class=\"against-original\"><h2>Against the original model</h2><p class=\"sub\">"
+      << "Each tensor matched to one of " << esc(d.reference_model)
+      << "'s, compared with the original run in " << esc(d.reference) << ": "
+      << vc(matched - off.size()) << " of " << vc(matched)
+      << " within the criterion (finite where the original is, cosine &ge; "
+      << v(d.min_cosine, fmt::format("{}", d.min_cosine)) << ").</p>\n";
+  if (!off.empty()) {
+    out << "<table class=\"original-table\"><tr><th>tensor</th><th>original</th><th>node</th>"
+           "<th>op</th><th class=\"r\">cosine</th><th class=\"r\">relative RMS error</th>"
+           "<th class=\"r\">max abs error</th><th class=\"r\">non-finite</th></tr>\n";
+    for (std::size_t i = 0; i < off.size() && i < top; ++i) {
+      const auto& c = off[i].t->against_original;
+      out << "<tr><td>" << esc(off[i].t->name) << "</td><td>" << esc(off[i].t->original)
+          << "</td><td>" << esc(off[i].node->name) << "</td><td>" << esc(off[i].node->op_type)
+          << "</td><td class=\"r\">" << v_cosine(c.cosine()) << "</td><td class=\"r\">"
+          << v_na(c.nrmse()) << "</td><td class=\"r\">" << v_na(c.max_abs)
+          << "</td><td class=\"r\">" << vc(c.overflow + c.nan) << "</td></tr>\n";
+    }
+    out << "</table>\n";
+    if (off.size() > top)
+      out << "<p class=\"note\">" << vc(off.size() - top) << " more outside the criterion.</p>\n";
+  }
+  out << "</section>\n";
+}
+
 void rules_section(std::ostream& out, const analysis::Diagnosis& d) {
   out << "<section class=\"rules\"><h2>Risk rules (" << d.rules.size() << ")</h2>\n";
   if (d.rules.empty()) out << "<p>None fired.</p>\n";
@@ -444,6 +486,7 @@ void check_body(std::ostream& out, const analysis::Diagnosis& d, std::size_t top
   error_chart(out, d, f);
   out << "</section>\n";
   worst_section(out, d, top);
+  original_section(out, d, top);
   rules_section(out, d);
   out << "</article>\n";
 }

@@ -875,6 +875,21 @@ def test_target(f, ex, tmp):
                                   "float8_e4m3fn"], "--target sm_86", "float8_e4m3fn")
     fails(f, "unknown target", ["check", model, "--target", "sm_68"], "sm_68", "did you mean")
     fails(f, "no precision", ["check", model], "--precision")
+    # Scaled precisions: a block format runs where the table lists it by name (a native
+    # element format is not enough); scaled FP8 where the element format runs.
+    blocks = {n for n, r in rows.items() if "mxfp8_e4m3" in r.get("scaled_formats", [])}
+    check("sm_100" in blocks and "sm_90" not in blocks, "setup: sm_100 runs MXFP8, sm_90 not",
+          sorted(blocks))
+    for name, precision in (("sm_100", "mxfp8_e4m3"), ("sm_90", "fp8")):
+        r, j = check_json(f, tmp, model, inputs, "--target", name, "--precision", precision)
+        check(j is not None, f"--target {name} --precision {precision} is accepted", r.stderr)
+    fails(f, "block format the target cannot run", ["check", model, "--target", "sm_90",
+          "--precision", "mxfp8_e4m3"], "--target sm_90", "mxfp8_e4m3")
+    fails(f, "custom block format no target runs", ["check", model, "--target", "sm_100",
+          "--precision", "block:float8_e4m3fn:e8m0:16"], "--target sm_100",
+          "block:float8_e4m3fn:float8_e8m0fnu:16")
+    fails(f, "scaled fp8 before sm_89", ["check", model, "--target", "sm_86", "--precision",
+                                         "fp8"], "--target sm_86", "float8_e4m3fn")
 
 
 def test_errors(f, ex, tmp):

@@ -365,6 +365,65 @@ def chain_model(path, n):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
+def test_reference_model(f, tmp, shots):
+    """`check converted.onnx --reference-model original.onnx --html`: the against-original
+    section counts the matched tensors and lists those outside the pass criterion in the
+    JSON's topological order, with their cosine and relative RMS error. The converted model
+    is the mimic converter's (reference_model_test.py)."""
+    import numpy as np
+    from reference_model_test import layernorm, mimic_convert
+    orig, conv = os.path.join(tmp, "ln.onnx"), os.path.join(tmp, "ln_fp16.onnx")
+    layernorm(orig)
+    mimic_convert(orig, conv)
+    d_in = os.path.join(tmp, "ln_in")
+    os.makedirs(d_in)
+    np.save(os.path.join(d_in, "x.npy"),
+            np.array([[0, 300, -300, 10, 5, -5, 0, 1], [1, 2, 3, 4, 5, 6, 7, 8]], np.float32))
+    html, j, dom = render(f, tmp, "check_reference_model",
+                          ["check", conv, "--inputs", d_in, "--precision", "fp16",
+                           "--reference-model", orig])
+    if html is None:
+        return
+    self_contained("reference_model", html)
+    check_article("reference_model", dom, j)
+    art = "check-" + j["precision"]
+    check(dom.find("section", cls="against-original", inside=art),
+          "reference_model: section against-original")
+    min_cos = j["tolerance"]["min_cosine"]
+    matched, off = 0, []
+    for n in j["nodes"]:
+        for t in n["outputs"]:
+            c = t.get("against_original")
+            if not t.get("floating", True) or not c or not c["count"]:
+                continue
+            matched += 1
+            cos = c["cosine"]
+            if c["overflow"] + c["nan"] > 0 or cos is None or not cos >= min_cos:
+                off.append((t["name"], t["original"], c))
+    check(matched > 0 and off, "reference_model: the JSON has matched tensors, some outside",
+          (matched, len(off)))
+    sub = [dom.text[i] for i in dom.find("p", cls="sub", inside=art)]
+    check(any(f"{matched - len(off)} of {matched} within" in s for s in sub),
+          "reference_model: the count of matched tensors within the criterion", sub)
+    rows = in_table(dom, "tr", "original-table", art)[1:]
+    check(len(rows) == len(off), "reference_model: a row per tensor outside the criterion",
+          (len(rows), [o[0] for o in off]))
+    cells = in_table(dom, "td", "original-table", art)
+    per_row = len(cells) // max(len(rows), 1)
+    for k, (name, original, c) in enumerate(off[:len(rows)]):
+        row = cells[k * per_row:(k + 1) * per_row]
+        check([dom.text[i] for i in row[:2]] == [name, original],
+              f"reference_model: row {k} is {name} (matched to {original})",
+              [dom.text[i] for i in row[:2]])
+        # A number cell holds one span with the exact value: the element right after it.
+        for col, key in ((4, "cosine"), (5, "rel_rms_error")):
+            shown, want = dom.attrs(row[col] + 1).get("data-v"), c[key]
+            ok = dom.text[row[col] + 1] == "n/a" if want is None else (
+                shown is not None and float(shown) == want)
+            check(ok, f"reference_model: {name}'s {key}", (shown, want))
+    if shots:
+        screenshot("check_reference_model", html, shots)
+
 def test_size(f, tmp):
     model = os.path.join(tmp, "chain.onnx")
     chain_model(model, 1000)
@@ -410,6 +469,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_check(a.fpguard, a.examples, tmp, a.screenshots)
         test_plan(a.fpguard, a.examples, tmp, a.screenshots)
+        test_reference_model(a.fpguard, tmp, a.screenshots)
         test_inspect(a.fpguard, tmp, a.screenshots)
         test_size(a.fpguard, tmp)
         test_bad_paths(a.fpguard, a.examples, tmp)

@@ -83,7 +83,8 @@ analysis::CheckOptions check_options(const CheckArgs& a) {
 }
 
 // --precision, or the one --target recommends; formats the target cannot run are refused.
-// (A scaled precision is checked against the target by its element format.)
+// (A scaled precision: its block format, or scaled FP8's element format, and the format the
+// other ops run in.)
 std::vector<Precision> check_formats(const CheckArgs& a) {
   std::vector<Precision> formats;
   for (const auto& p : split_commas(a.precisions))
@@ -91,7 +92,10 @@ std::vector<Precision> check_formats(const CheckArgs& a) {
   if (!a.target.empty()) {
     const Target& t = find_target(a.target);
     if (formats.empty()) formats.push_back({.format = recommended_format(t)});
-    for (const auto& f : formats) require_native(t, f.scaled ? f.scaled->element : f.format);
+    for (const auto& f : formats) {
+      require_native(t, f.format);
+      if (f.scaled) require_native(t, *f.scaled);
+    }
   }
   if (formats.empty()) throw Error("--precision", "give at least one format (or --target)");
   return formats;
