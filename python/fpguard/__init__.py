@@ -79,6 +79,8 @@ def _type_error(name: str, expected: str, value: Any) -> TypeError:
 
 
 def _int(value: Any, name: str) -> int:
+    if type(value) is int:  # the common case first: a call on 16 elements costs ~5 us
+        return value
     if isinstance(value, bool):
         raise _type_error(name, "an integer", value)
     try:
@@ -88,6 +90,8 @@ def _int(value: Any, name: str) -> int:
 
 
 def _float(value: Any, name: str) -> float:
+    if type(value) is float:
+        return value
     if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
         raise _type_error(name, "a number", value)
     return float(value)
@@ -98,12 +102,16 @@ def _opt_float(value: Any, name: str) -> Optional[float]:
 
 
 def _bool(value: Any, name: str) -> bool:
+    if value is True or value is False:
+        return value
     if type(value).__name__ not in ("bool", "bool_"):
         raise _type_error(name, "a bool", value)
     return bool(value)
 
 
 def _str(value: Any, name: str) -> str:
+    if type(value) is str:
+        return value
     if not isinstance(value, str):
         raise _type_error(name, "a str", value)
     return value
@@ -131,6 +139,8 @@ def _torch_tensor(x):
 def _as_numpy(x, name, func, accepts):
     """A torch tensor's NumPy view (no copy), an object with __dlpack__ (on the CPU) as a
     read-only NumPy view of its memory (no copy); anything else as it is."""
+    if type(x).__name__ == "ndarray":  # the common case first
+        return x
     if not _torch_tensor(x):
         if hasattr(x, "__dlpack__") and type(x).__name__ != "ndarray":
             import numpy
@@ -182,10 +192,16 @@ def round(a: Any, fmt: Any, rounding: str = "nearest-even", saturate: bool = Fal
     (default the last; channel: formats: the channel axis, default 0), as `fpguard round
     --axis`; it rounds to nearest-even and saturates by definition.
     """
-    flags = _round_flags(rounding, saturate, flush_subnormals, seed)
-    a_np = _as_numpy(a, "a", "round", _FLOATS)
-    out_np = None if out is None else _as_numpy(out, "out", "round", _FLOATS)
-    r = _fpguard.round(a_np, fmt, *flags, out_np, _axis(axis))
+    # The checks and conversions only where needed: a call on 16 elements costs ~5 us.
+    if not (type(rounding) is str and type(seed) is int and type(saturate) is bool and
+            type(flush_subnormals) is bool and axis is None):
+        rounding, saturate, flush_subnormals, seed = _round_flags(rounding, saturate,
+                                                                  flush_subnormals, seed)
+        axis = _axis(axis)
+    a_np = a if type(a).__name__ == "ndarray" else _as_numpy(a, "a", "round", _FLOATS)
+    out_np = out if out is None or type(out).__name__ == "ndarray" else \
+        _as_numpy(out, "out", "round", _FLOATS)
+    r = _fpguard.round(a_np, fmt, rounding, saturate, flush_subnormals, seed, out_np, axis)
     return out if out is not None else _like(r, a)
 
 
