@@ -280,6 +280,14 @@ class LossScaler(_fpguard.LossScaler):
     does (docs/python.md): LossScaler(init_scale=65536.0, growth_factor=2.0,
     backoff_factor=0.5, growth_interval=2000, enabled=True)."""
 
+    def __init__(self, init_scale: float = 65536.0, growth_factor: float = 2.0,
+                 backoff_factor: float = 0.5, growth_interval: int = 2000,
+                 enabled: bool = True) -> None:
+        super().__init__(_float(init_scale, "init_scale"),
+                         _float(growth_factor, "growth_factor"),
+                         _float(backoff_factor, "backoff_factor"),
+                         _int(growth_interval, "growth_interval"), _bool(enabled, "enabled"))
+
     def unscale_(self, grads: Any) -> bool:
         """Multiplies the gradients (an array or tensor, or a list of them; float32 or
         float64, C-contiguous) in place by 1/scale and returns whether any was inf or NaN."""

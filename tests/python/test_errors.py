@@ -148,5 +148,10 @@ def test_wrong_scalar_types_are_type_errors(tmp_path):
     assert type_error_of(fpguard.gemm_error, sizes=["16"]) == \
         "sizes: expected an integer, got str"
     assert type_error_of(fpguard.accum, "fp16", value="1") == "value: expected a number, got str"
+    assert type_error_of(fpguard.LossScaler, init_scale="1") == \
+        "init_scale: expected a number, got str"
+    assert type_error_of(fpguard.LossScaler, growth_interval=2.5) == \
+        "growth_interval: expected an integer, got float"
+    assert fpguard.LossScaler(init_scale=1024, growth_interval=np.int64(3)).get_scale() == 1024
     # Wrong values of the right type stay fpguard.Error.
     assert error_of(fpguard.round, x, "fp16", seed=-1).startswith("seed -1: ")
