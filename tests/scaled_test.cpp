@@ -16,6 +16,7 @@
 #include "fpguard/error.hpp"
 #include "fpguard/format.hpp"
 #include "fpguard/round.hpp"
+#include "fpguard/scaled.hpp"
 
 namespace fpguard {
 namespace {
@@ -84,6 +85,47 @@ TEST(ScaledFormat, BadSpellingsThrowWithAReason) {
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("is a scaled format"), std::string::npos);
+  }
+}
+
+// The precision of run and check: one parser for the CLI and Python.
+TEST(Precision, ScalarOrScaledWithTheOtherOpsFormat) {
+  const Precision f = parse_precision("fp16", "nvfp4");  // other: ignored for a scalar one
+  EXPECT_EQ(f.format.name, "float16");
+  EXPECT_FALSE(f.scaled.has_value());
+  const Precision mx = parse_precision("mxfp8_e4m3", "float16");
+  EXPECT_EQ(mx.format.name, "float16");
+  EXPECT_EQ(mx.name(), "mxfp8_e4m3");
+  EXPECT_EQ(parse_precision("fp8", "bf16").scaled->name, "tensor:float8_e4m3fn");
+  EXPECT_EQ(std::get<ScaledFormat>(parse_any_format("nvfp4")).block_size, 16);
+  EXPECT_EQ(std::get<Format>(parse_any_format("e4m3")).name, "float8_e4m3fn");
+}
+
+TEST(Precision, RefusalsNameTheOptionNotAFlag) {
+  const auto option_of = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.option() + " " + e.value() + ": " + e.problem();
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(option_of([] {
+              parse_precision("nvfp4", "mxfp4_e2m1");
+            }).rfind("other_precision mxfp4_e2m1: a scaled format", 0),
+            0u);
+  EXPECT_EQ(option_of([] {
+              parse_precision("nvfp4", "fp32");
+            }).rfind("other_precision fp32: not emulated", 0),
+            0u);
+  EXPECT_EQ(option_of([] { parse_scalar_precision("nvfp4", "plan"); }),
+            "precision nvfp4: a scaled format, but plan takes scalar formats only (run and "
+            "check take scaled ones)");
+  try {
+    (void)parse_any_format("nvfp5");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "format 'nvfp5': unknown format; did you mean 'nvfp4'?");
   }
 }
 

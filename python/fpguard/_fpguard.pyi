@@ -49,6 +49,25 @@ class iinfo:
     def __hash__(self) -> int: ...
 
 def formats() -> list[finfo]: ...
+
+class scaled_finfo:
+    name: str
+    dtype: str
+    element: finfo
+    scale: finfo
+    scope: str
+    rule: str
+    block_size: int
+    bits_per_value: float
+    block_range_bits: float
+    max: float
+    smallest_positive: float
+    range_bits: float
+    def __init__(self, name: str) -> None: ...
+    def to_dict(self) -> dict[str, Any]: ...
+    def __eq__(self, other: object) -> bool: ...
+
+def _scaled_finfo(type: Any) -> Optional[scaled_finfo]: ...
 def integer_types() -> list[iinfo]: ...
 def format_names() -> list[str]: ...
 def round(
@@ -59,6 +78,7 @@ def round(
     flush_subnormals: bool = ...,
     seed: int = ...,
     out: Optional[npt.NDArray[np.floating[Any]]] = ...,
+    axis: Optional[int] = ...,
 ) -> npt.NDArray[np.floating[Any]]: ...
 def encode(
     a: npt.ArrayLike,
@@ -67,7 +87,8 @@ def encode(
     saturate: bool = ...,
     flush_subnormals: bool = ...,
     seed: int = ...,
-) -> npt.NDArray[np.unsignedinteger[Any]]: ...
+    axis: Optional[int] = ...,
+) -> Union[npt.NDArray[np.unsignedinteger[Any]], dict[str, npt.NDArray[Any]]]: ...
 def decode(codes: npt.ArrayLike, fmt: FormatLike) -> npt.NDArray[np.float64]: ...
 
 class FormatStats:
@@ -150,7 +171,7 @@ class LossScaler:
 
 # ---- models (python/src/model.cpp, check.cpp; the package wraps them) --------------------
 _ValueInfoTuple = tuple[str, Optional[str], Optional[tuple[Union[int, str, None], ...]], str]
-_NodeTuple = tuple[str, str, str, str, tuple[str, ...], tuple[str, ...]]
+_NodeTuple = tuple[str, str, str, str, tuple[str, ...], tuple[str, ...], str]
 _InputSet = list[tuple[str, npt.NDArray[Any], Optional[str]]]
 
 class _Model:
@@ -177,6 +198,8 @@ def run(
     model: _Model,
     inputs: _InputSet,
     precision: Optional[FormatLike],
+    other_precision: str,
+    amax_margin: int,
     keep_fp32: list[str],
     keep_fp32_ops: list[str],
     threads: int,
@@ -190,3 +213,18 @@ def convert(
     sets: Optional[list[_InputSet]],
     options: dict[str, Any],
 ) -> dict[str, Any]: ...
+
+# ---- experiments (python/src/experiments.cpp): the CLI's --json text ---------------------
+def gemm_error(
+    sizes: list[int],
+    formats: list[FormatLike],
+    accumulate: str,
+    accumulation: str,
+    output: str,
+    distribution: str,
+    samples: int,
+    seed: int,
+    threads: int,
+) -> str: ...
+def accum(formats: Optional[list[FormatLike]], value: float, start: float, n: int) -> str: ...
+def targets(name: Optional[str], format: Optional[str]) -> str: ...

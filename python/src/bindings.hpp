@@ -12,6 +12,7 @@
 
 #include "fpguard/format.hpp"
 #include "fpguard/model.hpp"
+#include "fpguard/scaled.hpp"
 #include "fpguard/tensor.hpp"
 
 namespace fpguard::python {
@@ -24,11 +25,19 @@ void bind_stats(py::module_& m);
 void bind_safety(py::module_& m);
 void bind_model(py::module_& m);
 void bind_check(py::module_& m);
+void bind_experiments(py::module_& m);
 
 // The format `x` names: a format name or alias as the CLI takes it ("float16", "bf16",
 // "e5m7"), a numpy.dtype or numpy scalar type, a torch.dtype, or a finfo. Throws
 // fpguard::Error (unknown names with a "did you mean") like parse_format.
 Format format_of(py::handle x);
+
+// The precision `x` names (precision= of run and check): anything format_of takes, or a
+// scaled format's name ("mxfp8_e4m3", "fp8", "block:E:S:N"), whose other ops run in `other`
+// (parse_precision: the CLI's parser, with its "did you mean" and refusals).
+Precision precision_of(py::handle x, const std::string& other);
+// The name of a format argument that is a string, else "" (a dtype, a finfo).
+std::string name_of(py::handle x);
 
 // Arrays (arrays.cpp).
 bool is_float32(const py::array& a);

@@ -33,7 +33,11 @@ T option(const py::dict& o, const char* key, T def) {
 // those of CheckOptions by their names, and the input options (seed, shape).
 analysis::CheckOptions check_options(const py::dict& d) {
   analysis::CheckOptions o;
-  o.precision = format_of(d["precision"]);
+  const Precision p =
+      precision_of(d["precision"], option<std::string>(d, "other_precision", "bfloat16"));
+  o.precision = p.format;
+  o.scaled = p.scaled;
+  o.amax_margin = option<int>(d, "amax_margin", 0);
   const std::string reference = option<std::string>(d, "reference", "float32");
   if (reference == "float64" || reference == "fp64")
     o.reference = DType::float64;
@@ -100,6 +104,9 @@ analysis::Diagnosis check(py::handle m, const py::object& sets, const py::dict& 
 analysis::Plan plan(py::handle m, const py::object& sets, const py::dict& d) {
   const LoadedModel& l = m.cast<const LoadedModel&>();
   analysis::PlanOptions po;
+  // As `fpguard plan`: scalar formats only.
+  if (const std::string name = name_of(d["precision"]); !name.empty())
+    (void)parse_scalar_precision(name, "plan");
   po.check = check_options(d);
   if (po.check.precision.name == "float32")
     throw Error::in_option("precision", "float32", "nothing to plan: it is float32");

@@ -4,10 +4,12 @@
 #include <pybind11/stl.h>
 
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "bindings.hpp"
 #include "fpguard/error.hpp"
+#include "fpguard/report.hpp"
 
 namespace fpguard::python {
 
@@ -111,7 +113,67 @@ void bind_iinfo(py::module_& m) {
       .def("__hash__", [](const IInfo& i) { return py::hash(py::str(i.dtype)); });
 }
 
+// The limits of a scaled format (`fpguard finfo mxfp8_e4m3`): str() is the CLI's text,
+// to_dict() its --json object; fpguard.finfo gives one for a scaled format's name.
+void bind_scaled_finfo(py::module_& m) {
+  py::class_<ScaledInfo>(m, "scaled_finfo",
+                         "Limits of a scaled format (MX, NVFP4, scaled FP8): the element and "
+                         "scale formats as finfo objects, the block size, the bits per value "
+                         "and the dynamic range (fpguard finfo mxfp8_e4m3).")
+      .def(py::init([](const std::string& name) { return finfo(parse_scaled_format(name)); }),
+           py::arg("name"))
+      .def_readonly("name", &ScaledInfo::name)
+      .def_readonly("element", &ScaledInfo::element)
+      .def_readonly("scale", &ScaledInfo::scale)
+      .def_readonly("scope", &ScaledInfo::scope)
+      .def_readonly("rule", &ScaledInfo::rule)
+      .def_readonly("block_size", &ScaledInfo::block_size)
+      .def_readonly("bits_per_value", &ScaledInfo::bits_per_value)
+      .def_readonly("block_range_bits", &ScaledInfo::block_range_bits)
+      .def_readonly("max", &ScaledInfo::max)
+      .def_readonly("smallest_positive", &ScaledInfo::smallest_positive)
+      .def_readonly("range_bits", &ScaledInfo::range_bits)
+      .def_property_readonly("dtype", [](const ScaledInfo& i) { return i.name; })
+      .def("to_dict",
+           [](const ScaledInfo& i) {
+             return py::module_::import("json").attr("loads")(report::to_json(i).dump());
+           })
+      .def("__str__",
+           [](const ScaledInfo& i) {
+             std::ostringstream out;
+             report::render(out, i);
+             std::string s = out.str();
+             while (!s.empty() && s.back() == '\n') s.pop_back();
+             return s;
+           })
+      .def("__repr__",
+           [](const ScaledInfo& i) {
+             return "scaled_finfo(name=" + i.name + ", element=" + i.element.dtype +
+                    ", scale=" + i.scale.dtype + ", scope=" + i.scope +
+                    ", block_size=" + std::to_string(i.block_size) + ")";
+           })
+      .def("__eq__", [](const ScaledInfo& a, py::handle b) {
+        return py::isinstance<ScaledInfo>(b) && a.name == b.cast<const ScaledInfo&>().name;
+      });
+  // fpguard.finfo(x) of a name: a scaled_finfo for a scaled format, else None (then finfo).
+  m.def("_scaled_finfo", [](py::handle x) -> py::object {
+    // As `fpguard finfo`: a name that is no scaled format is a scalar one (or its error).
+    if (!py::isinstance<py::str>(x)) return py::none();
+    const auto s = find_scaled_format(name_of(x));
+    return s ? py::cast(finfo(*s)) : py::object(py::none());
+  });
+}
+
 }  // namespace
+
+std::string name_of(py::handle x) {
+  return py::isinstance<py::str>(x) ? real_part(x.cast<std::string>()) : std::string();
+}
+
+Precision precision_of(py::handle x, const std::string& other) {
+  if (py::isinstance<py::str>(x)) return parse_precision(name_of(x), other);
+  return {.format = format_of(x)};
+}
 
 Format format_of(py::handle x) {
   if (py::isinstance<FInfo>(x)) return parse_format(x.cast<const FInfo&>().dtype);
@@ -123,6 +185,7 @@ Format format_of(py::handle x) {
 void bind_formats(py::module_& m) {
   bind_finfo(m);
   bind_iinfo(m);
+  bind_scaled_finfo(m);
   m.def(
       "formats",
       [] {

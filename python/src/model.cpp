@@ -76,14 +76,64 @@ py::list value_infos(const std::vector<model::ValueInfo>& vs, bool runtime_only,
   return out;
 }
 
-// (name as in the file, display name, op_type, domain, inputs, outputs) per main-graph node.
+// A node by its path (the names check, policies and --keep-fp32 use): its display name in
+// the main graph, "<outer>/<attribute>/<name or OpType_pos>" in a body, numbered by the
+// body's topological order as the executor runs it (Executor::plan: a body sees the values
+// of every enclosing graph).
+struct NodeAt {
+  const model::Node* node = nullptr;
+  std::string path{}, parent{};
+};
+
+std::vector<std::string> visible_in(const model::Graph& g, std::vector<std::string> outer) {
+  for (const auto& v : g.inputs) outer.push_back(v.name);
+  for (const auto& t : g.initializers) outer.push_back(t.name);
+  for (const auto& n : g.nodes)
+    for (const auto& o : n.outputs) outer.push_back(o);
+  return outer;
+}
+
+void body_nodes(const model::Node& node, const std::string& path,
+                const std::vector<std::string>& visible, const std::string& where,
+                std::vector<NodeAt>& out) {
+  for (const auto& a : node.attributes) {
+    std::vector<const model::Graph*> graphs;
+    if (const auto* sg = std::get_if<model::GraphPtr>(&a.value)) graphs.push_back(sg->get());
+    if (const auto* sgs = std::get_if<std::vector<model::GraphPtr>>(&a.value))
+      for (const auto& sg : *sgs) graphs.push_back(sg.get());
+    for (const model::Graph* g : graphs) {
+      const auto order = model::topological_order(*g, where, visible);
+      const auto inner = visible_in(*g, visible);
+      for (std::size_t pos = 0; pos < order.size(); ++pos) {
+        const model::Node& n = g->nodes[order[pos]];
+        const std::string here = path + "/" + a.name + "/" + exec::display_name(n, pos);
+        out.push_back({.node = &n, .path = here, .parent = path});
+        body_nodes(n, here, inner, where, out);
+      }
+    }
+  }
+}
+
+// (name as in the file, display name or path, op_type, domain, inputs, outputs, parent) per
+// node: the main graph's in file order (named by load), each control-flow node followed by
+// its bodies' nodes, nested as deep as the model goes.
 py::list nodes(const LoadedModel& l) {
+  const auto& g = l.model.graph;
+  const auto visible = visible_in(g, {});
+  std::vector<NodeAt> all;
+  for (const auto& n : g.nodes) {
+    all.push_back({.node = &n, .path = n.name});
+    body_nodes(n, n.name, visible, l.path, all);
+  }
   py::list out;
-  const auto& ns = l.model.graph.nodes;
-  for (std::size_t i = 0; i < ns.size(); ++i)
-    out.append(py::make_tuple(l.file_names[i], ns[i].name, ns[i].op_type, ns[i].domain,
-                              py::tuple(py::cast(ns[i].inputs)),
-                              py::tuple(py::cast(ns[i].outputs))));
+  for (const auto& at : all) {
+    const model::Node& n = *at.node;
+    const bool main = at.parent.empty();
+    const std::string file_name = main ? l.file_names[&n - g.nodes.data()] : n.name;
+    out.append(py::make_tuple(file_name, at.path, n.op_type, n.domain,
+                              py::tuple(py::cast(n.inputs)), py::tuple(py::cast(n.outputs)),
+                              at.parent));
+  }
   return out;
 }
 
@@ -106,6 +156,11 @@ class InterruptObserver : public exec::Observer {
                const std::vector<NamedTensor>&) override {
     poll_interrupt();
   }
+  // A Loop of many iterations is one main-graph node: its body's nodes poll too.
+  void on_body_node(const exec::BodyNode&, const std::vector<const Tensor*>&,
+                    const std::vector<NamedTensor>&) override {
+    poll_interrupt();
+  }
 };
 
 py::object value_object(const Value& v) {
@@ -118,34 +173,41 @@ py::object value_object(const Value& v) {
 
 // The options of one run: `precision` None or float32 runs as the model is, float64 is the
 // truth run (every floating value carried in double), anything else emulates that format
-// with the nodes of keep_fp32 (names) and keep_fp32_ops (op types) in float32.
-exec::RunOptions run_options(const py::object& precision, const std::vector<std::string>& keep,
+// with the nodes of keep_fp32 (names) and keep_fp32_ops (op types) in float32; a scaled
+// precision quantizes the MatMul/Gemm/Conv operands, the other ops run in `other`.
+exec::RunOptions run_options(const py::object& precision, const std::string& other, int amax_margin,
+                             const std::vector<std::string>& keep,
                              const std::vector<std::string>& keep_ops, int threads) {
   exec::RunOptions o;
   o.threads = threads;
-  const std::optional<Format> f =
-      precision.is_none() ? std::nullopt : std::optional<Format>(format_of(precision));
-  if (f && f->name == "float64")
+  const std::optional<Precision> p =
+      precision.is_none() ? std::nullopt : std::optional(precision_of(precision, other));
+  if (p && p->format.name == "float64")
     o.carrier = DType::float64;
-  else if (f && f->name != "float32")
-    o.policy.default_format = *f;
+  else if (p && p->format.name != "float32")
+    o.policy.default_format = p->format;
+  if (p && p->scaled) {
+    o.policy.scaled = p->scaled;
+    o.policy.amax_margin = amax_margin;
+  }
   o.policy.exclude_names.insert(keep.begin(), keep.end());
   o.policy.exclude_op_types.insert(keep_ops.begin(), keep_ops.end());
   return o;
 }
 
 py::dict run(py::handle m, const py::list& inputs, const py::object& precision,
-             const std::vector<std::string>& keep, const std::vector<std::string>& keep_ops,
-             int threads) {
+             const std::string& other, int amax_margin, const std::vector<std::string>& keep,
+             const std::vector<std::string>& keep_ops, int threads) {
   const LoadedModel& l = m.cast<const LoadedModel&>();
   if (threads < 0)
     throw Error::in_option("threads", std::to_string(threads), "must be 0 (automatic) or more");
-  exec::RunOptions o = run_options(precision, keep, keep_ops, threads);
+  exec::RunOptions o = run_options(precision, other, amax_margin, keep, keep_ops, threads);
   std::vector<NamedValue> feed;
   for (auto& t : input_set(inputs)) feed.push_back({t.name, Value(std::move(t.tensor))});
   InterruptObserver interrupt;
   o.observer = &interrupt;
-  const auto outputs = without_gil([&] { return exec::Executor(l.model, o).run_values(feed); });
+  const auto outputs =
+      without_gil([&] { return exec::calibrated_executor(l.model, o, {feed}).run_values(feed); });
   py::dict out;
   for (const auto& [name, v] : outputs) out[py::str(name)] = value_object(v);
   return out;
@@ -169,7 +231,8 @@ void bind_model(py::module_& m) {
       .def_property_readonly("nodes", &nodes);
   m.def("load", &load, py::arg("path"));
   m.def("run", &run, py::arg("model"), py::arg("inputs"), py::arg("precision"),
-        py::arg("keep_fp32"), py::arg("keep_fp32_ops"), py::arg("threads"));
+        py::arg("other_precision"), py::arg("amax_margin"), py::arg("keep_fp32"),
+        py::arg("keep_fp32_ops"), py::arg("threads"));
 }
 
 }  // namespace fpguard::python

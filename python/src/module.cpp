@@ -26,6 +26,7 @@ PYBIND11_MODULE(_fpguard, m) {
   fpguard::python::bind_safety(m);
   fpguard::python::bind_model(m);
   fpguard::python::bind_check(m);
+  fpguard::python::bind_experiments(m);
   for (const char* name : {"finfo", "iinfo", "Stats", "FormatStats"})
     m.attr(name).attr("__module__") = "fpguard";
 }

@@ -1,10 +1,12 @@
-// fpguard.round, fpguard.encode, fpguard.decode on NumPy arrays (torch tensors arrive as
-// their .numpy() views, python/fpguard/__init__.py). Contiguous input is read in place;
+// fpguard.round, fpguard.encode, fpguard.decode on NumPy arrays, in scalar formats and in
+// scaled ones (MX, NVFP4, scaled FP8: along `axis`, as `fpguard round --axis`) (torch tensors
+// arrive as their .numpy() views, python/fpguard/__init__.py). Contiguous input is read in place;
 // `out` is written in place; the GIL is released while the kernels run.
 #include <pybind11/numpy.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,8 +41,61 @@ void round_into(const py::array& in, py::array& out, const Format& f, const Roun
   fpguard::round(src, dst, f, o);
 }
 
+// The scaled format `fmt` names (a misspelt one with its "did you mean"), or nullopt for a
+// scalar format.
+std::optional<ScaledFormat> scaled_of(py::handle fmt) {
+  const std::string name = name_of(fmt);
+  if (name.empty()) return std::nullopt;
+  auto any = parse_any_format(name);
+  if (auto* s = std::get_if<ScaledFormat>(&any)) return *s;
+  return std::nullopt;
+}
+
+// A scaled format rounds to nearest-even, saturating, by its definition (as `round` says).
+ScaledLayout scaled_layout(const ScaledFormat& f, const py::array& in, const std::string& rounding,
+                           bool flush_subnormals, const py::object& axis) {
+  if (rounding != "nearest-even" || flush_subnormals)
+    throw Error::in_option(flush_subnormals ? "flush_subnormals" : "rounding",
+                           flush_subnormals ? "" : rounding,
+                           f.name + " rounds to nearest-even, saturating (its definition)");
+  ScaledLayout l{.shape = {in.shape(), in.shape() + in.ndim()}};
+  l.axis = axis.is_none() ? (f.scope == ScaleScope::channel ? 0 : -1) : axis.cast<int>();
+  return l;
+}
+
+template <class T>
+void round_scaled_into(const py::array& in, py::array& out, const ScaledLayout& l,
+                       const ScaledFormat& f, ScaledCodes* codes) {
+  const std::span<const T> src(static_cast<const T*>(in.data()),
+                               static_cast<std::size_t>(in.size()));
+  const std::span<T> dst(static_cast<T*>(out.mutable_data()), static_cast<std::size_t>(out.size()));
+  py::gil_scoped_release nogil;
+  fpguard::round_scaled(src, dst, l, f, {}, codes);
+}
+
+// Quantize-dequantize into a scaled format (`out` may be `a`); with `codes`, the encoding.
+py::array round_scaled_array(py::handle a, const ScaledFormat& f, const std::string& rounding,
+                             bool flush_subnormals, py::handle out, const py::object& axis,
+                             ScaledCodes* codes, const char* func) {
+  py::array in = float_input(a, func);
+  const ScaledLayout l = scaled_layout(f, in, rounding, flush_subnormals, axis);
+  py::array dst = float_result(in, out, func);
+  if (overlap_partially(in, dst)) in = py::array(in.attr("copy")());
+  if (is_float32(in))
+    round_scaled_into<float>(in, dst, l, f, codes);
+  else
+    round_scaled_into<double>(in, dst, l, f, codes);
+  return dst;
+}
+
 py::object round_array(py::handle a, py::handle fmt, const std::string& rounding, bool saturate,
-                       bool flush_subnormals, py::handle seed, py::handle out) {
+                       bool flush_subnormals, py::handle seed, py::handle out,
+                       const py::object& axis) {
+  if (const auto s = scaled_of(fmt))
+    return round_scaled_array(a, *s, rounding, flush_subnormals, out, axis, nullptr, "round");
+  if (!axis.is_none())
+    throw Error::in_option("axis", str(axis),
+                           "only scaled formats (mxfp8_e4m3, nvfp4, fp8, ...) have one");
   const Format f = format_of(fmt);
   const RoundOptions o = options(rounding, saturate, flush_subnormals, seed);
   py::array in = float_input(a, "round");
@@ -77,8 +132,27 @@ py::array encode_as(const py::array& in, const Format& f, const RoundOptions& o)
   return out;
 }
 
-py::array encode_array(py::handle a, py::handle fmt, const std::string& rounding, bool saturate,
-                       bool flush_subnormals, py::handle seed) {
+// A scaled format's encoding as `round --encode` writes its .npz: {codes, scales[,
+// global_scale]} (scaled_code_tensors).
+py::dict encode_scaled(py::handle a, const ScaledFormat& f, const std::string& rounding,
+                       bool flush_subnormals, const py::object& axis) {
+  ScaledCodes codes;
+  const py::array values =
+      round_scaled_array(a, f, rounding, flush_subnormals, py::none(), axis, &codes, "encode");
+  const DType input = is_float32(values) ? DType::float32 : DType::float64;
+  py::dict out;
+  for (const auto& t :
+       scaled_code_tensors(codes, f, input, {values.shape(), values.shape() + values.ndim()}))
+    out[py::str(t.name)] = array_copy(t.tensor);
+  return out;
+}
+
+py::object encode_array(py::handle a, py::handle fmt, const std::string& rounding, bool saturate,
+                        bool flush_subnormals, py::handle seed, const py::object& axis) {
+  if (const auto s = scaled_of(fmt)) return encode_scaled(a, *s, rounding, flush_subnormals, axis);
+  if (!axis.is_none())
+    throw Error::in_option("axis", str(axis),
+                           "only scaled formats (mxfp8_e4m3, nvfp4, fp8, ...) have one");
   const Format f = format_of(fmt);
   const RoundOptions o = options(rounding, saturate, flush_subnormals, seed);
   const py::array in = float_input(a, "encode");
@@ -125,9 +199,10 @@ py::array decode_array(py::handle codes, py::handle fmt) {
 void bind_round(py::module_& m) {
   m.def("round", &round_array, py::arg("a"), py::arg("fmt"), py::arg("rounding") = "nearest-even",
         py::arg("saturate") = false, py::arg("flush_subnormals") = false, py::arg("seed") = 0,
-        py::arg("out") = py::none());
+        py::arg("out") = py::none(), py::arg("axis") = py::none());
   m.def("encode", &encode_array, py::arg("a"), py::arg("fmt"), py::arg("rounding") = "nearest-even",
-        py::arg("saturate") = false, py::arg("flush_subnormals") = false, py::arg("seed") = 0);
+        py::arg("saturate") = false, py::arg("flush_subnormals") = false, py::arg("seed") = 0,
+        py::arg("axis") = py::none());
   m.def("decode", &decode_array, py::arg("codes"), py::arg("fmt"));
 }
 

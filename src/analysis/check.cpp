@@ -444,6 +444,11 @@ struct Lockstep {
   const exec::Executor& local_ex;
   std::vector<OutputVerdict>& verdicts;
   std::size_t steps_done = 0, steps_total = 0;
+  // The progress hook (the cancellation point): after each main-graph node, and between
+  // the body-node runs of a control-flow node (a Loop of 100k iterations is one step).
+  void poll() const {
+    if (o.progress) o.progress(steps_done, steps_total);
+  }
   // This sample's: propagated relative RMS error, reference absmax and whether any value is
   // inf/NaN, and numbers per value.
   std::map<std::string, double> error{};
@@ -562,6 +567,7 @@ struct BodyReference : exec::Observer {
                const std::vector<NamedTensor>&) override {}
   void on_body_node(const exec::BodyNode& b, const std::vector<const Tensor*>&,
                     const std::vector<NamedTensor>& outputs) override {
+    ls.poll();
     const auto p = ls.ctx.path_pos.find(b.path);
     if (p == ls.ctx.path_pos.end()) return;
     NodeRecord& rec = ls.ctx.diag.nodes[p->second];
@@ -618,6 +624,7 @@ bool BodyEmulated::inherited(const exec::BodyNode& b, const std::vector<const Te
 
 void BodyEmulated::on_body_node(const exec::BodyNode& b, const std::vector<const Tensor*>& inputs,
                                 const std::vector<NamedTensor>& outputs) {
+  ls.poll();
   Context& ctx = ls.ctx;
   const auto p = ctx.path_pos.find(b.path);
   if (p == ctx.path_pos.end()) return;
@@ -680,7 +687,7 @@ void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
     ref_bodies.kept.clear();
     ref_bodies.kept_bytes = 0;
     ++steps_done;
-    if (o.progress) o.progress(steps_done, steps_total);
+    poll();
   }
   judge_outputs(ref, emu);
 }

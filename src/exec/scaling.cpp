@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "fpguard/exec.hpp"
+#include "fpguard/scaled.hpp"
 
 namespace fpguard::exec {
 
@@ -134,6 +135,16 @@ std::map<std::pair<std::string, std::size_t>, double> calibrate_activations(
 std::map<std::pair<std::string, std::size_t>, double> calibrate_activations(
     const Executor& ex, const std::vector<std::vector<NamedValue>>& samples) {
   return calibrate(ex, samples);
+}
+
+Executor calibrated_executor(const model::Model& m, RunOptions o,
+                             const std::vector<std::vector<NamedValue>>& samples) {
+  if (!o.policy.scaled || o.policy.scaled->rule != ScaleRule::amax) return Executor(m, o);
+  RunOptions plain;
+  plain.threads = o.threads;
+  const Executor reference(m, plain);
+  o.policy.activation_amax = calibrate_activations(reference, samples);
+  return Executor(reference, o);
 }
 
 }  // namespace fpguard::exec

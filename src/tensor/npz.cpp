@@ -3,6 +3,7 @@
 // and each entry is read to its end, where libzip checks its CRC and size.
 #include <zip.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <istream>
@@ -13,6 +14,7 @@
 #include "fpguard/error.hpp"
 #include "fpguard/io.hpp"
 #include "fpguard/limits.hpp"
+#include "fpguard/scaled.hpp"
 #include "fpguard/tensor.hpp"
 
 namespace fpguard {
@@ -245,6 +247,50 @@ void write_npz(const std::filesystem::path& path, const std::vector<NamedTensor>
     }
   });
   zip_source_close(archive.get());
+}
+
+namespace {
+
+DType scaled_code_dtype(const ScaledFormat& f) {
+  if (f.integer_elements) return DType::int8;
+  return f.element.bits() <= 8 ? DType::uint8 : DType::uint16;
+}
+
+}  // namespace
+
+// The codes of a scaled format as .npz entries: codes, scales (codes, or float values for
+// the amax rule) and, for two-level scales, global_scale.
+std::vector<NamedTensor> scaled_code_tensors(const ScaledCodes& c, const ScaledFormat& f,
+                                             DType input, const std::vector<std::int64_t>& shape) {
+  std::vector<NamedTensor> out;
+  const DType code_type = scaled_code_dtype(f);
+  Tensor codes = Tensor::uninitialized(code_type, shape);
+  if (code_type == DType::uint16)
+    std::copy(c.codes.begin(), c.codes.end(), codes.data<std::uint16_t>().begin());
+  else
+    for (std::size_t i = 0; i < c.codes.size(); ++i)
+      codes.bytes()[i] = static_cast<std::byte>(c.codes[i]);
+  out.push_back({"codes", std::move(codes)});
+  if (f.rule == ScaleRule::amax) {
+    Tensor scales(input, c.scale_shape);
+    for (std::size_t i = 0; i < c.scale_values.size(); ++i) {
+      if (input == DType::float32)
+        scales.data<float>()[i] = static_cast<float>(c.scale_values[i]);
+      else
+        scales.data<double>()[i] = c.scale_values[i];
+    }
+    out.push_back({"scales", std::move(scales)});
+  } else {
+    Tensor scales(DType::uint8, c.scale_shape);
+    std::copy(c.scale_codes.begin(), c.scale_codes.end(), scales.data<std::uint8_t>().begin());
+    out.push_back({"scales", std::move(scales)});
+  }
+  if (f.rule == ScaleRule::two_level) {
+    Tensor g(DType::float32, {});
+    g.data<float>()[0] = static_cast<float>(c.tensor_scale);
+    out.push_back({"global_scale", std::move(g)});
+  }
+  return out;
 }
 
 }  // namespace fpguard

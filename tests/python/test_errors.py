@@ -100,3 +100,58 @@ def test_other_bad_arguments():
     # Control characters in a name are shown as \xNN, as the CLI shows them.
     assert error_of(fpguard.finfo, "bf\n16") == \
         "format 'bf\\x0a16': unknown format; did you mean 'bf16'?"
+
+
+def type_error_of(f, *args, **kwargs):
+    with pytest.raises(TypeError) as e:
+        f(*args, **kwargs)
+    assert not isinstance(e.value, ValueError)
+    msg = str(e.value)
+    assert "\n" not in msg and msg
+    return msg
+
+
+def test_wrong_scalar_types_are_type_errors(tmp_path):
+    """A value of the wrong type is a TypeError naming the argument (fpguard.Error, a
+    ValueError, stays for values of the right type that are wrong)."""
+    x = np.ones(4, np.float32)
+    assert type_error_of(fpguard.round, x, "fp16", seed="x") == \
+        "seed: expected an integer, got str"
+    assert type_error_of(fpguard.round, x, "fp16", seed=1.5) == \
+        "seed: expected an integer, got float"
+    assert type_error_of(fpguard.round, x, "fp16", saturate="yes") == \
+        "saturate: expected a bool, got str"
+    assert type_error_of(fpguard.round, x, "fp16", rounding=1) == \
+        "rounding: expected a str, got int"
+    assert type_error_of(fpguard.round, x, "mxfp8_e4m3", axis="0") == \
+        "axis: expected an integer, got str"
+    assert type_error_of(fpguard.encode, x, "fp16", flush_subnormals=None) == \
+        "flush_subnormals: expected a bool, got NoneType"
+    assert type_error_of(fpguard.stats, x, margin=[1]) == "margin: expected a number, got list"
+    assert type_error_of(fpguard.stats, x, threads="2") == \
+        "threads: expected an integer, got str"
+    assert type_error_of(fpguard.safe_rsqrt, x, eps_scale="1") == \
+        "eps_scale: expected a number, got str"
+    # numpy scalars are numbers and integers.
+    assert fpguard.round(x, "fp16", seed=np.uint64(3)).shape == (4,)
+    assert fpguard.stats(x, margin=np.float32(0.5)).to_dict() == fpguard.stats(x).to_dict()
+    path = str(tmp_path / "none.onnx")  # the types are checked before the model is read
+    assert type_error_of(fpguard.check, path, samples="2") == \
+        "samples: expected an integer, got str"
+    assert type_error_of(fpguard.check, path, keep_fp32=[1]) == \
+        "keep_fp32: expected a list of str, got int"
+    assert type_error_of(fpguard.check, path, atol="0.1") == "atol: expected a number, got str"
+    assert type_error_of(fpguard.plan, path, max_passes=2.0) == \
+        "max_passes: expected an integer, got float"
+    assert type_error_of(fpguard.run, path, {}, amax_margin="1") == \
+        "amax_margin: expected an integer, got str"
+    assert type_error_of(fpguard.gemm_error, sizes=["16"]) == \
+        "sizes: expected an integer, got str"
+    assert type_error_of(fpguard.accum, "fp16", value="1") == "value: expected a number, got str"
+    assert type_error_of(fpguard.LossScaler, init_scale="1") == \
+        "init_scale: expected a number, got str"
+    assert type_error_of(fpguard.LossScaler, growth_interval=2.5) == \
+        "growth_interval: expected an integer, got float"
+    assert fpguard.LossScaler(init_scale=1024, growth_interval=np.int64(3)).get_scale() == 1024
+    # Wrong values of the right type stay fpguard.Error.
+    assert error_of(fpguard.round, x, "fp16", seed=-1).startswith("seed -1: ")

@@ -207,3 +207,34 @@ def test_multidimensional_and_empty():
     assert fpguard.round(np.zeros((0, 3), np.float32), "fp8_e4m3fn").shape == (0, 3)
     assert fpguard.round([1.0, 1 + 2.0**-12], "float16").tolist() == [1.0, 1.0]
 
+
+
+class DLPackOnly:
+    """An array known only through the DLPack protocol (as a JAX or CuPy CPU array is)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, stream=None):
+        return self.a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+def test_dlpack_without_a_copy():
+    """round and stats read an object with __dlpack__ where its memory is (tracemalloc sees
+    NumPy's allocations: a copy of 4 MiB would show); a torch tensor is written in place."""
+    x = random_f32(1 << 20, 5)
+    d, y = DLPackOnly(x), np.empty_like(x)
+    fpguard.round(d, "float16", out=y)  # warm-up
+    assert peak_allocation(lambda: fpguard.round(d, "float16", out=y)) < 64 << 10
+    with np.errstate(over="ignore"):
+        assert_same(y, x.astype(np.float16).astype(np.float32), "DLPack")
+    assert peak_allocation(lambda: fpguard.stats(d, threads=1)) < 64 << 10
+    assert fpguard.stats(d).to_dict() == fpguard.stats(x).to_dict()
+    assert_same(fpguard.round(DLPackOnly(torch.from_numpy(x)), "float16"), y, "torch DLPack")
+    t = torch.from_numpy(x.copy())
+    ptr = t.data_ptr()
+    assert fpguard.round(t, "bfloat16", out=t) is t and t.data_ptr() == ptr
+    assert_same(t.numpy(), torch.from_numpy(x).bfloat16().float().numpy(), "in place")

@@ -11,6 +11,7 @@
 #include "fpguard/error.hpp"
 #include "fpguard/format.hpp"
 #include "fpguard/report.hpp"
+#include "fpguard/scaled.hpp"
 
 namespace fpguard::cli {
 
@@ -32,19 +33,6 @@ ParseProblem explain(const CLI::App& app, const CLI::ParseError& e);
 // `fpguard` alone: the commands, one line each.
 std::string short_usage(const CLI::App& app);
 
-// --precision of run and check: a scalar format, or a scaled one (MatMul/Gemm/Conv operands
-// quantized into it) whose other ops run in --other-precision.
-struct Precision {
-  Format format;  // what the nodes run in: the other precision when scaled
-  std::optional<ScaledFormat> scaled{};
-  const std::string& name() const { return scaled ? scaled->name : format.name; }
-};
-Precision parse_precision(const std::string& name, const std::string& other);
-// A scalar or a scaled format by name; a misspelt name gets a "did you mean" from both
-// tables.
-std::variant<Format, ScaledFormat> parse_any_format(const std::string& name);
-// --precision of a command that takes scalar formats only (`command`: its name).
-Format parse_scalar_precision(const std::string& name, const std::string& command);
 // --other-precision and --amax-margin of run and check.
 struct ScaledArgs {
   std::string other = "bfloat16";

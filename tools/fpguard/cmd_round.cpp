@@ -135,46 +135,6 @@ RoundCounts stream(NpyReader& in, std::ostream& out, const Format& f, const Roun
   return total;
 }
 
-DType scaled_code_dtype(const ScaledFormat& f) {
-  if (f.integer_elements) return DType::int8;
-  return f.element.bits() <= 8 ? DType::uint8 : DType::uint16;
-}
-
-// The codes of a scaled format as .npz entries: codes, scales (codes, or float values for
-// the amax rule) and, for two-level scales, global_scale.
-std::vector<NamedTensor> scaled_entries(const ScaledCodes& c, const ScaledFormat& f, DType input,
-                                        const std::vector<std::int64_t>& shape) {
-  std::vector<NamedTensor> out;
-  const DType code_type = scaled_code_dtype(f);
-  Tensor codes = Tensor::uninitialized(code_type, shape);
-  if (code_type == DType::uint16)
-    std::copy(c.codes.begin(), c.codes.end(), codes.data<std::uint16_t>().begin());
-  else
-    for (std::size_t i = 0; i < c.codes.size(); ++i)
-      codes.bytes()[i] = static_cast<std::byte>(c.codes[i]);
-  out.push_back({"codes", std::move(codes)});
-  if (f.rule == ScaleRule::amax) {
-    Tensor scales(input, c.scale_shape);
-    for (std::size_t i = 0; i < c.scale_values.size(); ++i) {
-      if (input == DType::float32)
-        scales.data<float>()[i] = static_cast<float>(c.scale_values[i]);
-      else
-        scales.data<double>()[i] = c.scale_values[i];
-    }
-    out.push_back({"scales", std::move(scales)});
-  } else {
-    Tensor scales(DType::uint8, c.scale_shape);
-    std::copy(c.scale_codes.begin(), c.scale_codes.end(), scales.data<std::uint8_t>().begin());
-    out.push_back({"scales", std::move(scales)});
-  }
-  if (f.rule == ScaleRule::two_level) {
-    Tensor g(DType::float32, {});
-    g.data<float>()[0] = static_cast<float>(c.tensor_scale);
-    out.push_back({"global_scale", std::move(g)});
-  }
-  return out;
-}
-
 // A scaled format needs the whole tensor (its scales come from its amax): read at once.
 void run_scaled(const RoundArgs& a, const ScaledFormat& f) {
   if (a.rounding != "nearest-even" || a.flush)
@@ -200,11 +160,13 @@ void run_scaled(const RoundArgs& a, const ScaledFormat& f) {
   summary.scope = std::string(to_string(f.scope));
   summary.block_size = f.block_size;
   summary.axis = layout.axis;
-  if (a.encode) summary.codes = scaled_code_dtype(f);
-  if (a.encode)
-    write_npz(a.output, scaled_entries(codes, f, x.dtype(), x.shape()), false);
-  else
+  if (a.encode) {
+    const auto entries = scaled_code_tensors(codes, f, x.dtype(), x.shape());
+    summary.codes = entries.front().tensor.dtype();
+    write_npz(a.output, entries, false);
+  } else {
     write_npy(a.output, x);
+  }
   report::render(std::cout, summary);
 }
 

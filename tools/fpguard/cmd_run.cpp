@@ -99,22 +99,15 @@ void run(const RunArgs& a) {
       opts.policy.exclude_names.insert(e);
   }
   const auto feed = inputs::gather(a.in, m);
-  std::optional<exec::Executor> reference;  // calibrates static activation scales
   if (precision.scaled) {
     opts.policy.scaled = precision.scaled;
     opts.policy.amax_margin = a.scaled.amax_margin;
-    if (precision.scaled->rule == ScaleRule::amax) {
-      exec::RunOptions ref_opts;
-      ref_opts.threads = a.threads;
-      reference.emplace(m, ref_opts);
-      opts.policy.activation_amax = exec::calibrate_activations(*reference, {feed});
-    }
   }
   DumpObserver dump;
   if (!a.dump_dir.empty()) opts.observer = &dump;
   exec::Profiler profiler;
   if (a.profile) opts.profiler = &profiler;
-  const exec::Executor ex = reference ? exec::Executor(*reference, opts) : exec::Executor(m, opts);
+  const exec::Executor ex = exec::calibrated_executor(m, opts, {feed});
 
   std::vector<double> times;
   std::vector<NamedValue> outputs;

@@ -1,41 +1,8 @@
-// --precision of run and check: scalar formats and scaled ones (docs/executor.md).
+// --other-precision and --amax-margin of run and check (the parser of precisions is the
+// library's: parse_precision, format.hpp).
 #include "cli.hpp"
 
 namespace fpguard::cli {
-
-std::variant<Format, ScaledFormat> parse_any_format(const std::string& name) {
-  if (auto s = find_scaled_format(name)) return *s;
-  // A misspelt scaled name gets its hint (scalar names keep parse_format's).
-  if (!find_format(name) && did_you_mean(name, format_names()).empty())
-    if (auto hint = did_you_mean(name, scaled_format_names()); !hint.empty())
-      throw Error("format '" + name + "'", "unknown format; did you mean '" + hint + "'?");
-  return parse_format(name);
-}
-
-Precision parse_precision(const std::string& name, const std::string& other) {
-  const auto any = parse_any_format(name);
-  const auto* s = std::get_if<ScaledFormat>(&any);
-  if (!s) return {.format = std::get<Format>(any)};
-  const std::string where = "--other-precision " + other;
-  if (find_scaled_format(other))
-    throw Error(where,
-                "a scaled format, but the ops other than MatMul, Gemm and Conv run in "
-                "a scalar format such as bfloat16 or float16");
-  const Format f = parse_format(other);
-  if (f.name == "float32" || f.name == "float64")
-    throw Error(where,
-                "not emulated, but with a scaled precision the other ops run in a "
-                "low-precision format such as bfloat16 or float16");
-  return {.format = f, .scaled = *s};
-}
-
-Format parse_scalar_precision(const std::string& name, const std::string& command) {
-  if (find_scaled_format(name))
-    throw Error("--precision " + name, "a scaled format, but " + command +
-                                           " takes scalar formats only (run and check take "
-                                           "scaled ones)");
-  return parse_format(name);
-}
 
 void add_scaled_options(CLI::App& cmd, ScaledArgs& a) {
   cmd.add_option("--other-precision", a.other,
