@@ -120,6 +120,7 @@ struct ScaledOperandRecord {
   std::uint64_t underflow = 0, subnormal = 0;
   std::uint64_t saturated = 0, saturated_blocks = 0, clipped = 0, clipped_blocks = 0;
   void merge(const ScaledOperandRecord& o);
+  bool operator==(const ScaledOperandRecord&) const = default;
 };
 
 struct NodeRecord {

@@ -482,8 +482,12 @@ struct Lockstep {
   // Runs the next main-graph node in both sessions (bodies observed) and records it.
   void step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_bodies,
             exec::Observer& emu_bodies);
-  // What a scaled precision's scales do to the next node's operands in its local run.
-  void record_scaled(const model::Node& node, NodeRecord& rec, const exec::Session& ref) const;
+  // What a scaled precision's scales do to the next node's operands in its local run; a
+  // weight's counts, the same in every run, measured once (by node record and input).
+  std::map<std::pair<const NodeRecord*, std::size_t>, ScaledOperandRecord> weight_scaled{};
+  void record_scaled(const model::Node& node, NodeRecord& rec, const exec::Session& ref);
+  ScaledOperandRecord measure_scaled(const model::Node& node, const NodeRecord& rec,
+                                     std::size_t input, const Tensor& r, bool weight) const;
   // Adds one reference statistics of value `key` (output record `t`) to the aggregate.
   void record_reference(TensorRecord& t, const std::string& key, const TensorStats& st);
   void judge_outputs(const exec::Session& ref, const exec::Session& emu);
@@ -491,38 +495,17 @@ struct Lockstep {
   void run_original(const std::vector<NamedTensor>& inputs);
 };
 
-void Lockstep::record_scaled(const model::Node& node, NodeRecord& rec,
-                             const exec::Session& ref) const {
-  const exec::PrecisionPolicy& policy = local_ex.options().policy;
+void Lockstep::record_scaled(const model::Node& node, NodeRecord& rec, const exec::Session& ref) {
   for (std::size_t i = 0; i < node.inputs.size(); ++i) {
     if (!exec::is_scaled_operand(node, i) || node.inputs[i].empty()) continue;
     const Tensor* r = ref.value(node.inputs[i]);
     if (!r || !exec::is_float(r->dtype())) continue;
     const bool weight = ctx.initializers.count(node.inputs[i]) > 0;
-    const auto op =
-        exec::scaled_operand(node, rec.name, i, r->shape(), weight, *policy.scaled, policy);
-    if (!op) continue;
-    StatsOptions so;
-    so.threads = o.threads;
-    const ScaledFormatStats st = with_values(*r, [&](auto xs) {
-      return scaled_stats(xs, op->layout, op->format, so, op->options.amax);
-    });
-    const ScaledOperandRecord add{.input = i,
-                                  .value = node.inputs[i],
-                                  .format = op->format.name,
-                                  .weight = weight,
-                                  .nonzero = st.nonzero,
-                                  .blocks = st.blocks,
-                                  .flushed = st.flushed,
-                                  .flushed_blocks = st.flushed_blocks,
-                                  .swamped = st.swamped,
-                                  .swamped_blocks = st.swamped_blocks,
-                                  .underflow = st.underflow,
-                                  .subnormal = st.subnormal,
-                                  .saturated = st.saturated,
-                                  .saturated_blocks = st.saturated_blocks,
-                                  .clipped = st.clipped,
-                                  .clipped_blocks = st.clipped_blocks};
+    const auto cached = weight_scaled.find({&rec, i});
+    const ScaledOperandRecord add =
+        cached != weight_scaled.end() ? cached->second : measure_scaled(node, rec, i, *r, weight);
+    if (weight) weight_scaled.emplace(std::make_pair(&rec, i), add);
+    if (add.format.empty()) continue;  // the shape does not fit the op
     auto it = std::find_if(rec.scaled_operands.begin(), rec.scaled_operands.end(),
                            [&](const ScaledOperandRecord& x) { return x.input == i; });
     if (it == rec.scaled_operands.end())
@@ -530,6 +513,34 @@ void Lockstep::record_scaled(const model::Node& node, NodeRecord& rec,
     else
       it->merge(add);
   }
+}
+
+ScaledOperandRecord Lockstep::measure_scaled(const model::Node& node, const NodeRecord& rec,
+                                             std::size_t i, const Tensor& r, bool weight) const {
+  const exec::PrecisionPolicy& policy = local_ex.options().policy;
+  const auto op =
+      exec::scaled_operand(node, rec.name, i, r.shape(), weight, *policy.scaled, policy);
+  if (!op) return {};
+  StatsOptions so;
+  so.threads = o.threads;
+  const ScaledFormatStats st = with_values(
+      r, [&](auto xs) { return scaled_stats(xs, op->layout, op->format, so, op->options.amax); });
+  return {.input = i,
+          .value = node.inputs[i],
+          .format = op->format.name,
+          .weight = weight,
+          .nonzero = st.nonzero,
+          .blocks = st.blocks,
+          .flushed = st.flushed,
+          .flushed_blocks = st.flushed_blocks,
+          .swamped = st.swamped,
+          .swamped_blocks = st.swamped_blocks,
+          .underflow = st.underflow,
+          .subnormal = st.subnormal,
+          .saturated = st.saturated,
+          .saturated_blocks = st.saturated_blocks,
+          .clipped = st.clipped,
+          .clipped_blocks = st.clipped_blocks};
 }
 
 void Lockstep::run_original(const std::vector<NamedTensor>& inputs) {
@@ -1469,6 +1480,7 @@ void Checker::install(CheckState st) {
     to.input_absmax = from.input_absmax;
     to.boundary_inputs = std::move(from.boundary_inputs);
     to.input_shapes = std::move(from.input_shapes);
+    to.scaled_operands = std::move(from.scaled_operands);
     for (std::size_t k = 0; k < to.outputs.size(); ++k) {
       from.outputs[k].name = to.outputs[k].name;
       to.outputs[k] = std::move(from.outputs[k]);
