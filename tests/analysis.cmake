@@ -54,6 +54,13 @@ add_test(NAME cli.scaled
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/scaled_test.py
                  --fpguard $<TARGET_FILE:fpguard>)
 set_tests_properties(cli.scaled PROPERTIES LABELS analysis)
+# Scaled-precision origins (block_underflow, scale_underflow, block_saturation) and plan
+# with a scaled precision, counts against NumPy on tests/reference/mxref.py
+# (cli/mx_origins_test.py).
+add_test(NAME cli.mx_origins
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/mx_origins_test.py
+                 --fpguard $<TARGET_FILE:fpguard>)
+set_tests_properties(cli.mx_origins PROPERTIES LABELS analysis)
 
 # Nodes inside If/Loop bodies: origins named by path, loop iterations, subgraph constants,
 # --keep-fp32 paths, on small models built with onnx (cli/control_flow_test.py).

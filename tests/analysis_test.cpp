@@ -675,6 +675,59 @@ TEST(Shard, MergedSumsAreExactInAnyOrder) {
 // A check's state accumulated in shards (every 2nd or 3rd set), merged in any order, gives
 // the state and the diagnosis of one check over all sets: accuracy origins (measured on
 // set 0) and every node's numbers.
+// A scaled precision's operand counts (hand-derived in graph_util.hpp's outlier_matmul):
+// the origin they make, and states of disjoint sets merge into exactly one check's counts.
+TEST(Shard, ScaledOperandCountsMergeExactly) {
+  const auto [b, x] = test::outlier_matmul();
+  CheckOptions o = fp16();
+  o.precision = parse_format("bfloat16");
+  o.scaled = parse_scaled_format("mxfp4_e2m1");
+  std::vector<std::vector<NamedTensor>> sets;
+  for (int s = 0; s < 3; ++s) {  // x * 2^s: the same blocks, scaled exactly
+    Tensor t = x;
+    for (auto& v : t.data<float>()) v = std::ldexp(v, s);
+    sets.push_back({{"x", t}});
+  }
+  const Diagnosis want = check(b.m, sets, o);
+  ASSERT_EQ(want.nodes.size(), 1u);
+  const auto& ops = want.nodes[0].scaled_operands;
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].input, 0u);
+  EXPECT_EQ(ops[0].value, "x");
+  EXPECT_EQ(ops[0].format, "mxfp4_e2m1");
+  EXPECT_FALSE(ops[0].weight);
+  EXPECT_EQ(ops[0].nonzero, 3u * 128);
+  EXPECT_EQ(ops[0].blocks, 3u * 4);
+  EXPECT_EQ(ops[0].swamped, 3u * 62);
+  EXPECT_EQ(ops[0].swamped_blocks, 3u * 2);
+  EXPECT_EQ(ops[0].flushed, ops[0].swamped);
+  EXPECT_EQ(ops[0].clipped, 0u);
+  EXPECT_TRUE(ops[1].weight);
+  EXPECT_EQ(ops[1].blocks, 3u * 8);  // W [64, 4] along K: two blocks per column
+  EXPECT_EQ(ops[1].flushed, 0u);
+  ASSERT_EQ(want.origins.size(), 1u);
+  const auto& org = want.origins[0];
+  EXPECT_EQ(org.kind, OriginKind::block_underflow);
+  EXPECT_EQ(org.cause, analysis::Cause::outlier_scale);
+  EXPECT_EQ(org.node, "mm");
+  EXPECT_EQ(org.related, "x");
+  EXPECT_EQ(org.affected, 3u * 62);
+  EXPECT_EQ(org.total, 3u * 128);
+  EXPECT_EQ(org.blocks_affected, 3u * 2);
+  EXPECT_EQ(org.blocks, 3u * 4);
+  ASSERT_GE(org.fixes.size(), 3u);
+  EXPECT_EQ(org.fixes[0].kind, analysis::FixKind::keep_fp32);
+  EXPECT_EQ(org.fixes[1].kind, analysis::FixKind::scaled_format);
+  EXPECT_EQ(org.fixes[1].format, "block:float4_e2m1fn:float8_e8m0fnu:8");
+  EXPECT_EQ(org.fixes[2].format, "nvfp4");
+  CheckState all = accumulate(b.m, {sets[2]}, o, {2});
+  merge(all, accumulate(b.m, {sets[0], sets[1]}, o, {0, 1}));
+  const Diagnosis d = finish(b.m, all, o, [&] { return sets.front(); });
+  EXPECT_TRUE(d.nodes[0].scaled_operands == ops);  // every field
+  ASSERT_EQ(d.origins.size(), 1u);
+  EXPECT_EQ(d.origins[0].affected, org.affected);
+}
+
 TEST(Shard, MergedStatesGiveTheDiagnosisOfOneCheck) {
   const auto [b, x] = cancelling_matmul();
   std::vector<std::vector<NamedTensor>> sets;

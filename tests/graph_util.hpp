@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fpguard/error.hpp"
@@ -50,5 +51,18 @@ struct GraphBuilder {
     return *this;
   }
 };
+
+// x [2, 64] -> MatMul(W = ones [64, 4]) -> y, and an x whose row r is 64 then 31 ones (one
+// MX block: the 64 sets its scale to 2^(6 - emax)), then 32 ones (a second block). In
+// mxfp4_e2m1 (emax 2) the first block's scale is 16 and its ones (1/16 < 0.25, half E2M1's
+// smallest subnormal) flush to zero: 31 swamped values per row; the second block is exact.
+inline std::pair<GraphBuilder, Tensor> outlier_matmul() {
+  GraphBuilder b({2, 64});
+  b.init("W", floats({64, 4}, std::vector<float>(64 * 4, 1.0f)));
+  b.node("mm", "MatMul", {"x", "W"}, "y").output("y");
+  std::vector<float> x(2 * 64, 1.0f);
+  x[0] = x[64] = 64.0f;
+  return {b, floats({2, 64}, x)};
+}
 
 }  // namespace fpguard::test

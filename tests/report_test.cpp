@@ -196,6 +196,37 @@ TEST(Json, DiagnosisRoundTripsExactly) {
   EXPECT_EQ(x.str(), y.str());
 }
 
+// A scaled precision's check: the operand counts and the block_underflow origin (its
+// operand, blocks, scaled_format fixes) read back exactly, in the check's JSON and in a part.
+TEST(Json, ScaledOriginsRoundTrip) {
+  const auto [b, x] = test::outlier_matmul();
+  CheckOptions o = fp16();
+  o.precision = parse_format("bfloat16");
+  o.scaled = parse_scaled_format("mxfp4_e2m1");
+  const Diagnosis d = analysis::check(b.m, {{{"x", x}}}, o);
+  ASSERT_EQ(d.origins.size(), 1u);
+  ASSERT_EQ(d.origins[0].kind, analysis::OriginKind::block_underflow);
+  const Json j = to_json(d);
+  EXPECT_EQ(j["origins"][0]["kind"], "block_underflow");
+  EXPECT_EQ(j["origins"][0]["operand"], 0);
+  EXPECT_EQ(j["origins"][0]["blocks_affected"], 2);
+  EXPECT_EQ(j["origins"][0]["fixes"][2]["kind"], "scaled_format");
+  EXPECT_EQ(j["nodes"][0]["scaled_operands"][0]["swamped"], 62);
+  const Diagnosis back = diagnosis_from_json(Json::parse(j.dump(2)), "check.json");
+  EXPECT_EQ(to_json(back).dump(), j.dump());
+  EXPECT_EQ(back.origins[0].blocks, 4u);
+  EXPECT_EQ(back.nodes[0].scaled_operands[1].blocks, 8u);
+  CheckPart p{.model = {.path = "m.onnx", .sha256 = "ab"}, .total_sets = 1, .set_names = {"s0"}};
+  p.checks.push_back({.options = o, .state = analysis::accumulate(b.m, {{{"x", x}}}, o, {0})});
+  const Json pj = to_json(p);
+  const CheckPart pb = check_part_from_json(Json::parse(pj.dump()), "part.json");
+  EXPECT_EQ(to_json(pb).dump(), pj.dump());
+  EXPECT_EQ(pb.checks[0].state.nodes[0].scaled_operands[0].swamped, 62u);
+  Json bad = j;
+  bad["nodes"][0]["scaled_operands"][0]["swamped"] = -1;
+  EXPECT_THROW(diagnosis_from_json(bad, "check.json"), Error);
+}
+
 // A sharded check's part reads back exactly (every number, inf and NaN included), and
 // parts of other options are refused naming the option.
 TEST(Json, CheckPartRoundTripsExactly) {

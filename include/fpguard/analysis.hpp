@@ -107,6 +107,25 @@ struct TensorRecord {
   Comparison against_original{};
 };
 
+// What a scaled precision's shared scales did to one operand of a MatMul, Gemm or Conv:
+// its local run's operand (the reference input) quantized as the emulated run quantizes it
+// (exec::scaled_operand: the same format, axis and calibrated amax), as scaled_stats counts
+// it; summed over the node's runs. Counts only, so merging is exact.
+struct ScaledOperandRecord {
+  std::size_t input = 0;      // 0: A / X, 1: B / W
+  std::string value{};        // the value it reads
+  std::string format{};       // as it applies (a channel-scope activation: "tensor:...")
+  bool weight = false;        // an initializer
+  std::uint64_t nonzero = 0;  // finite non-zero values
+  std::uint64_t blocks = 0;   // scales (blocks, channels, or one per tensor)
+  // ScaledFormatStats' counts of the same names.
+  std::uint64_t flushed = 0, flushed_blocks = 0, swamped = 0, swamped_blocks = 0;
+  std::uint64_t underflow = 0, subnormal = 0;
+  std::uint64_t saturated = 0, saturated_blocks = 0, clipped = 0, clipped_blocks = 0;
+  void merge(const ScaledOperandRecord& o);
+  bool operator==(const ScaledOperandRecord&) const = default;
+};
+
 struct NodeRecord {
   // The ONNX node name, or "<OpType>_<topological index>"; for a node of a subgraph (an
   // If/Loop/Scan body) its path, "<outer node>/<attribute>/<node>" ("If_0/then_branch/Mul_2"),
@@ -153,12 +172,32 @@ struct NodeRecord {
   std::vector<std::string> boundary_inputs;
   // The shapes of its inputs in the first sample ({} for omitted ones).
   std::vector<std::vector<std::int64_t>> input_shapes;
+  // A MatMul, Gemm or Conv of a main graph whose operands a scaled precision quantizes, in
+  // its local runs: per operand, by input index.
+  std::vector<ScaledOperandRecord> scaled_operands{};
 };
 
-enum class OriginKind { overflow, nan, underflow, accuracy };
+// The last three are of scaled precisions (CheckOptions::scaled), found from a scaled
+// operand's counts (ScaledOperandRecord; docs/check.md gives the thresholds):
+//  - block_underflow: block scales (MX, NVFP4) set by outliers flush their neighbours to 0;
+//  - block_saturation: values clipped far past rounding by a saturated scale;
+//  - scale_underflow: a per-tensor/channel amax (scaled FP8) set by rare outliers puts most
+//    values into the element's subnormals or to 0.
+enum class OriginKind {
+  overflow,
+  nan,
+  underflow,
+  accuracy,
+  block_underflow,
+  block_saturation,
+  scale_underflow
+};
 std::string_view to_string(OriginKind k);
-// The origin kinds named by `words` ("overflow", "nan", "underflow": the kinds an output
-// can absorb), for CheckOptions::fail_on. An unknown word is an Error in option "fail_on".
+// The origin kinds named by `words` (every kind but accuracy: the kinds an output can
+// absorb), for CheckOptions::fail_on. An unknown word is an Error in option "fail_on".
+// scale_underflow: the share of an operand's non-zero values that must go subnormal or to
+// zero ("most of them"); block_underflow and block_saturation take kVerdictFraction.
+inline constexpr double kMostFraction = 0.5;
 std::set<OriginKind> parse_fail_on(const std::vector<std::string>& words);
 
 // What an origin is, beyond its kind: which of the known mechanisms the numbers show.
@@ -174,6 +213,10 @@ enum class Cause {
   invalid,       // NaN: inf - inf, 0 * inf, 0/0, a root or log of a negative value
   flush,         // underflow: results flush to zero
   local_error,   // accuracy: large error of its own with accurate inputs
+  // block_underflow, scale_underflow: a scale set by outliers (a block's largest value, a
+  // tensor's amax) flushes the other values or puts them below the element's normal range
+  outlier_scale,
+  clipped,  // block_saturation: a saturated scale clips values far past rounding
 };
 std::string_view to_string(Cause c);
 
@@ -185,6 +228,9 @@ enum class FixKind {
   format,         // run in `format` instead
   replace_value,  // use `replacement` instead of the constant's worst value `value_seen`
   guard,          // make the divisor/argument safe: an epsilon of at least `replacement`
+  // quantize the operands into the scaled format `format` instead (a smaller block, NVFP4's
+  // finer scale, MX blocks instead of one scale per tensor): a precision of the whole model
+  scaled_format,
 };
 std::string_view to_string(FixKind k);
 
@@ -240,6 +286,12 @@ struct Origin {
   double contribution = 0, total_error = 0;
   // A body node: NodeRecord::first_overflow_iteration.
   std::vector<std::size_t> iteration{};
+  // Scaled-precision kinds: the operand (`related` is the value it reads, `format` the scaled
+  // format as it applies to it), its scales and those affected (blocks swamped or clipped;
+  // scale_underflow counts no blocks: 0), summed over runs; `affected` of `total` count its
+  // values (flushed in swamped blocks; clipped; subnormal or zero) of its non-zero ones.
+  std::size_t operand = 0;
+  std::uint64_t blocks = 0, blocks_affected = 0;
 };
 
 // When a check fails and no origin is found: the first tensor in topological order

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -91,8 +92,24 @@ struct ScaledFormatStats {
   // Non-zero finite values that became zero while a larger value of their block did not:
   // flushed by the scale a neighbour set; and the blocks with at least one.
   std::uint64_t flushed = 0, flushed_blocks = 0;
+  // Of those, the ones in blocks where at least half of the non-zero values were flushed:
+  // one large value (an outlier) set the scale and swamped the block, as opposed to the
+  // smallest few of an ordinary block rounding away; and those blocks.
+  std::uint64_t swamped = 0, swamped_blocks = 0;
   // Non-zero finite values whose whole block became zero (the scale itself underflowed).
   std::uint64_t underflow = 0;
+  // Finite non-zero values: what the counts are fractions of.
+  std::uint64_t nonzero = 0;
+  // Amax-rule formats (scaled FP8, one scale per tensor or channel) only, 0 for others:
+  // non-zero values whose element became a non-zero subnormal of the element format (an
+  // amax far above them put them below its normal range).
+  std::uint64_t subnormal = 0;
+  // Finite values beyond the largest magnitude their block decodes to by more than the
+  // element's precision loss (below): clamped far past rounding, as a scale that saturated
+  // (NVFP4's E4M3 block scale at 448, a calibrated amax below the values) clamps them. The
+  // clamping OCP MX blocks do by design (at most 1 - max / 2^(emax + 1) of the value) is not
+  // counted. And the blocks holding one.
+  std::uint64_t clipped = 0, clipped_blocks = 0;
   // As FormatStats, over the finite non-zero values (flushed values count: error 1).
   std::uint64_t precision_loss = 0;
   double max_abs_error = 0, max_rel_error = 0, mean_rel_error = 0;
@@ -111,9 +128,12 @@ struct ScaledFormatStats {
 // `axis` (scope block or channel) as ScaledLayout::axis; threads as StatsOptions (margin and
 // distribution do not apply). Throws fpguard::Error (where "axis") for an axis out of range.
 ScaledFormatStats scaled_stats(std::span<const float> x, const ScaledLayout& l,
-                               const ScaledFormat& f, const StatsOptions& o = {});
+                               const ScaledFormat& f, const StatsOptions& o = {},
+                               std::optional<double> amax = std::nullopt);
 ScaledFormatStats scaled_stats(std::span<const double> x, const ScaledLayout& l,
-                               const ScaledFormat& f, const StatsOptions& o = {});
+                               const ScaledFormat& f, const StatsOptions& o = {},
+                               std::optional<double> amax = std::nullopt);
+// `amax`: a calibrated amax, as ScaledOptions::amax (the check's static activation scales).
 // Any dtype, widened as stats() widens it; the layout is the tensor's shape and `axis`.
 ScaledFormatStats scaled_stats(const Tensor& t, const ScaledFormat& f, int axis = -1,
                                const StatsOptions& o = {});

@@ -187,6 +187,12 @@ std::string_view to_string(OriginKind k) {
       return "underflow";
     case OriginKind::accuracy:
       return "accuracy";
+    case OriginKind::block_underflow:
+      return "block_underflow";
+    case OriginKind::block_saturation:
+      return "block_saturation";
+    case OriginKind::scale_underflow:
+      return "scale_underflow";
   }
   return "?";
 }
@@ -215,6 +221,10 @@ std::string_view to_string(Cause c) {
       return "flush";
     case Cause::local_error:
       return "local_error";
+    case Cause::outlier_scale:
+      return "outlier_scale";
+    case Cause::clipped:
+      return "clipped";
   }
   return "?";
 }
@@ -231,6 +241,8 @@ std::string_view to_string(FixKind k) {
       return "replace_value";
     case FixKind::guard:
       return "guard";
+    case FixKind::scaled_format:
+      return "scaled_format";
   }
   return "?";
 }
@@ -475,12 +487,66 @@ struct Lockstep {
   // Runs the next main-graph node in both sessions (bodies observed) and records it.
   void step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_bodies,
             exec::Observer& emu_bodies);
+  // What a scaled precision's scales do to the next node's operands in its local run; a
+  // weight's counts, the same in every run, measured once (by node record and input).
+  std::map<std::pair<const NodeRecord*, std::size_t>, ScaledOperandRecord> weight_scaled{};
+  void record_scaled(const model::Node& node, NodeRecord& rec, const exec::Session& ref);
+  ScaledOperandRecord measure_scaled(const model::Node& node, const NodeRecord& rec,
+                                     std::size_t input, const Tensor& r, bool weight) const;
   // Adds one reference statistics of value `key` (output record `t`) to the aggregate.
   void record_reference(TensorRecord& t, const std::string& key, const TensorStats& st);
   void judge_outputs(const exec::Session& ref, const exec::Session& emu);
   // Runs the original on `inputs` and keeps the values matched to ours and its outputs.
   void run_original(const std::vector<NamedTensor>& inputs);
 };
+
+void Lockstep::record_scaled(const model::Node& node, NodeRecord& rec, const exec::Session& ref) {
+  for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+    if (!exec::is_scaled_operand(node, i) || node.inputs[i].empty()) continue;
+    const Tensor* r = ref.value(node.inputs[i]);
+    if (!r || !exec::is_float(r->dtype())) continue;
+    const bool weight = ctx.initializers.count(node.inputs[i]) > 0;
+    const auto cached = weight_scaled.find({&rec, i});
+    const ScaledOperandRecord add =
+        cached != weight_scaled.end() ? cached->second : measure_scaled(node, rec, i, *r, weight);
+    if (weight) weight_scaled.emplace(std::make_pair(&rec, i), add);
+    if (add.format.empty()) continue;  // the shape does not fit the op
+    auto it = std::find_if(rec.scaled_operands.begin(), rec.scaled_operands.end(),
+                           [&](const ScaledOperandRecord& x) { return x.input == i; });
+    if (it == rec.scaled_operands.end())
+      rec.scaled_operands.push_back(add);
+    else
+      it->merge(add);
+  }
+}
+
+ScaledOperandRecord Lockstep::measure_scaled(const model::Node& node, const NodeRecord& rec,
+                                             std::size_t i, const Tensor& r, bool weight) const {
+  const exec::PrecisionPolicy& policy = local_ex.options().policy;
+  const auto op =
+      exec::scaled_operand(node, rec.name, i, r.shape(), weight, *policy.scaled, policy);
+  if (!op) return {};
+  StatsOptions so;
+  so.threads = o.threads;
+  const ScaledFormatStats st = with_values(
+      r, [&](auto xs) { return scaled_stats(xs, op->layout, op->format, so, op->options.amax); });
+  return {.input = i,
+          .value = node.inputs[i],
+          .format = op->format.name,
+          .weight = weight,
+          .nonzero = st.nonzero,
+          .blocks = st.blocks,
+          .flushed = st.flushed,
+          .flushed_blocks = st.flushed_blocks,
+          .swamped = st.swamped,
+          .swamped_blocks = st.swamped_blocks,
+          .underflow = st.underflow,
+          .subnormal = st.subnormal,
+          .saturated = st.saturated,
+          .saturated_blocks = st.saturated_blocks,
+          .clipped = st.clipped,
+          .clipped_blocks = st.clipped_blocks};
+}
 
 void Lockstep::run_original(const std::vector<NamedTensor>& inputs) {
   original.clear();
@@ -735,6 +801,7 @@ void Lockstep::step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_
     }
   }
   if (inherited) rec.inputs_nonfinite = true;
+  if (fmt && local_ex.options().policy.scaled) record_scaled(node, rec, ref);
   if (rec.input_shapes.empty()) {
     for (const auto& name : node.inputs) {
       const Tensor* r = name.empty() ? nullptr : ref.value(name);
@@ -952,8 +1019,9 @@ void absorb(Diagnosis& d) {
 }  // namespace
 
 std::set<OriginKind> parse_fail_on(const std::vector<std::string>& words) {
-  constexpr OriginKind absorbable[] = {OriginKind::overflow, OriginKind::nan,
-                                       OriginKind::underflow};
+  constexpr OriginKind absorbable[] = {OriginKind::overflow,         OriginKind::nan,
+                                       OriginKind::underflow,        OriginKind::block_underflow,
+                                       OriginKind::block_saturation, OriginKind::scale_underflow};
   std::vector<std::string> names;
   for (const OriginKind k : absorbable) names.emplace_back(to_string(k));
   std::set<OriginKind> out;
@@ -963,7 +1031,9 @@ std::set<OriginKind> parse_fail_on(const std::vector<std::string>& words) {
       out.insert(absorbable[it - names.begin()]);
       continue;
     }
-    std::string msg = "expected overflow, nan or underflow";
+    std::string msg =
+        "expected overflow, nan, underflow, block_underflow, block_saturation or "
+        "scale_underflow";
     if (w == to_string(OriginKind::accuracy))
       msg = "accuracy origins are only found when an output fails; " + msg;
     else if (auto hint = did_you_mean(w, names); !hint.empty())
@@ -1417,6 +1487,7 @@ void Checker::install(CheckState st) {
     to.input_absmax = from.input_absmax;
     to.boundary_inputs = std::move(from.boundary_inputs);
     to.input_shapes = std::move(from.input_shapes);
+    to.scaled_operands = std::move(from.scaled_operands);
     for (std::size_t k = 0; k < to.outputs.size(); ++k) {
       from.outputs[k].name = to.outputs[k].name;
       to.outputs[k] = std::move(from.outputs[k]);

@@ -371,6 +371,108 @@ void node_origins(Context& ctx, const Graphs& g) {
   }
 }
 
+// ---- scaled precisions: what shared scales do to a GEMM's operands ---------------------
+
+// A scaled format by its parts, under its table name when it has one (block:E:S:32 of MX
+// elements is the named MX format); nullopt when no format has these parts.
+std::optional<std::string> scaled_name(const Format& element, std::string_view scale, int block) {
+  const auto f = find_scaled_format("block:" + element.name + ":" + std::string(scale) + ":" +
+                                    std::to_string(block));
+  if (!f) return std::nullopt;
+  for (const auto& named : named_scaled_formats())
+    if (named == *f) return named.name;
+  return f->name;
+}
+
+void push_scaled(std::vector<Fix>& v, const std::optional<std::string>& format,
+                 const std::string& current) {
+  if (!format || *format == current) return;
+  Fix fix;
+  fix.kind = FixKind::scaled_format;
+  fix.format = *format;
+  v.push_back(std::move(fix));
+}
+
+// Another scaled format that removes the trouble of `kind` from `f`'s operands, cheapest
+// first: a block a quarter the size (an outlier then flushes at most a quarter of the
+// neighbours), NVFP4's finer scale for MX FP4 (blocks of 16, an E4M3 scale), or OCP MX blocks
+// of the same element for one scale per tensor or channel (each block follows its values).
+void scaled_fixes(OriginKind kind, const ScaledFormat& f, std::vector<Fix>& fixes) {
+  if (f.integer_elements) return;
+  if (f.scope == ScaleScope::block && kind == OriginKind::block_underflow && f.block_size >= 4)
+    push_scaled(fixes, scaled_name(f.element, f.scale.name, f.block_size / 4), f.name);
+  const bool mx_fp4 = f.rule == ScaleRule::power_of_two && f.element.bits() == 4;
+  if (mx_fp4 && kind == OriginKind::block_underflow) push_scaled(fixes, "nvfp4", f.name);
+  if (f.rule != ScaleRule::power_of_two)
+    push_scaled(fixes, scaled_name(f.element, "float8_e8m0fnu", 32), f.name);
+}
+
+// The scaled-precision origin of one operand, if its counts show one (docs/check.md):
+// block_underflow when blocks swamped by an outlier hold at least kVerdictFraction of its
+// non-zero values; block_saturation when as many were clipped far past rounding;
+// scale_underflow (one scale per tensor or channel) when at least half of them went
+// subnormal or to zero.
+std::optional<Origin> operand_origin(const ScaledOperandRecord& s, const ScaledFormat& f) {
+  const auto n = static_cast<double>(s.nonzero);
+  if (s.nonzero == 0) return std::nullopt;
+  Origin o;
+  o.related = s.value;
+  o.format = s.format;
+  o.operand = s.input;
+  o.total = s.nonzero;
+  o.blocks = s.blocks;
+  const std::uint64_t low = s.subnormal + s.flushed + s.underflow;
+  if (f.scope == ScaleScope::block && static_cast<double>(s.swamped) >= kVerdictFraction * n) {
+    o.kind = OriginKind::block_underflow;
+    o.affected = s.swamped;
+    o.blocks_affected = s.swamped_blocks;
+  } else if (f.rule == ScaleRule::amax && static_cast<double>(low) >= kMostFraction * n) {
+    o.kind = OriginKind::scale_underflow;
+    o.affected = low;
+  } else if (static_cast<double>(s.clipped) >= kVerdictFraction * n) {
+    o.kind = OriginKind::block_saturation;
+    o.affected = s.clipped;
+    o.blocks_affected = s.clipped_blocks;
+  } else {
+    return std::nullopt;
+  }
+  o.cause = o.kind == OriginKind::block_saturation ? Cause::clipped : Cause::outlier_scale;
+  return o;
+}
+
+void scaled_origins(Context& ctx, const Graphs& g) {
+  if (!ctx.o.scaled) return;
+  std::set<std::string> already;
+  for (const auto& o : ctx.diag.origins) already.insert(o.node);
+  for (std::size_t pos = 0; pos < ctx.nodes.size(); ++pos) {
+    const NodeRecord& rec = ctx.diag.nodes[pos];
+    if (!ctx.formats[pos] || rec.inputs_nonfinite || already.count(rec.name)) continue;
+    std::optional<Origin> worst;  // the operand with the largest share affected
+    for (const auto& s : rec.scaled_operands) {
+      auto o = operand_origin(s, parse_scaled_format(s.format));
+      if (o && (!worst || o->affected * worst->total > worst->affected * o->total))
+        worst = std::move(o);
+    }
+    if (!worst) continue;
+    Origin o = std::move(*worst);
+    o.node = rec.name;
+    o.op_type = rec.op_type;
+    o.outputs = output_names(g.node(pos));
+    o.input_absmax = rec.input_absmax;
+    o.consumers = g.chain(pos);
+    for (const auto& t : rec.outputs)
+      if (t.floating) {
+        o.absmax = std::max(o.absmax, t.ref_absmax);
+        o.local_error = std::max(o.local_error, t.local.finite ? t.local.nrmse() : 0.0);
+      }
+    o.input_error = rec.input_error;
+    o.keep_fp32 = {rec.name};
+    o.fixes.push_back(keep_fix(o.keep_fp32));
+    scaled_fixes(o.kind, parse_scaled_format(o.format), o.fixes);
+    ctx.diag.origins.push_back(std::move(o));
+  }
+}
+
 // Accuracy origins: large local error with accurate inputs, ranked by what the node
 // alone (everything else in float32) does to the graph outputs.
 void accuracy_origins(Context& ctx, const Graphs& g, const exec::Executor& ref_ex,
@@ -522,6 +624,7 @@ void find_origins(Context& ctx, const exec::Executor& ref_ex,
   const Graphs g(ctx);
   value_origins(ctx, g);
   node_origins(ctx, g);
+  scaled_origins(ctx, g);
   accuracy_origins(ctx, g, ref_ex, sample);
 }
 

@@ -136,7 +136,7 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
           const PlanOptions& o) {
   Plan p;
   p.model = original.path.string();
-  p.precision = o.check.precision.name;
+  p.precision = o.check.scaled ? o.check.scaled->name : o.check.precision.name;
   p.min_cosine = o.check.min_cosine;
   p.atol = o.check.atol;
   p.rtol = o.check.rtol;

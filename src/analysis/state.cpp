@@ -54,6 +54,21 @@ void merge_boundaries(NodeRecord& a, NodeFirsts& af, const NodeRecord& b, const 
   }
 }
 
+// Both nodes' scaled operands, matched by input index, in input order.
+void merge_scaled(std::vector<ScaledOperandRecord>& a, const std::vector<ScaledOperandRecord>& b) {
+  for (const auto& x : b) {
+    auto it = std::find_if(a.begin(), a.end(),
+                           [&](const ScaledOperandRecord& y) { return y.input == x.input; });
+    if (it == a.end())
+      a.push_back(x);
+    else
+      it->merge(x);
+  }
+  std::sort(a.begin(), a.end(), [](const ScaledOperandRecord& x, const ScaledOperandRecord& y) {
+    return x.input < y.input;
+  });
+}
+
 void merge_node(NodeRecord& a, NodeFirsts& af, const NodeRecord& b, const NodeFirsts& bf,
                 const std::set<std::string>& a_seen, const std::set<std::string>& b_seen) {
   a.runs += b.runs;
@@ -69,6 +84,7 @@ void merge_node(NodeRecord& a, NodeFirsts& af, const NodeRecord& b, const NodeFi
   a.input_error = std::max(a.input_error, b.input_error);
   a.input_absmax = std::max(a.input_absmax, b.input_absmax);
   merge_boundaries(a, af, b, bf);
+  merge_scaled(a.scaled_operands, b.scaled_operands);
   for (std::size_t i = 0; i < a.outputs.size(); ++i) {
     const std::string& key = a.outputs[i].name;
     merge_tensor(a.outputs[i], a_seen.count(key) > 0, b.outputs[i], b_seen.count(key) > 0);
@@ -76,6 +92,24 @@ void merge_node(NodeRecord& a, NodeFirsts& af, const NodeRecord& b, const NodeFi
 }
 
 }  // namespace
+
+void ScaledOperandRecord::merge(const ScaledOperandRecord& o) {
+  if (value.empty()) value = o.value;
+  if (format.empty()) format = o.format;
+  weight = weight || o.weight;
+  nonzero += o.nonzero;
+  blocks += o.blocks;
+  flushed += o.flushed;
+  flushed_blocks += o.flushed_blocks;
+  swamped += o.swamped;
+  swamped_blocks += o.swamped_blocks;
+  underflow += o.underflow;
+  subnormal += o.subnormal;
+  saturated += o.saturated;
+  saturated_blocks += o.saturated_blocks;
+  clipped += o.clipped;
+  clipped_blocks += o.clipped_blocks;
+}
 
 void merge(CheckState& into, const CheckState& from) {
   bool same = into.nodes.size() == from.nodes.size() && into.firsts.size() == into.nodes.size() &&

@@ -8,6 +8,7 @@
 #include "fpguard/error.hpp"
 #include "fpguard/report.hpp"
 #include "json_reader.hpp"
+#include "scaled_operands.hpp"
 
 namespace fpguard::report {
 
@@ -33,6 +34,11 @@ Json comparison_json(const Comparison& c) {
           {"sums", {{"rel", c.sum_rel}, {"dot", c.dot}, {"vv", c.vv}, {"rr", c.rr}, {"dd", c.dd}}}};
 }
 
+bool scaled_kind(analysis::OriginKind k) {
+  return k == analysis::OriginKind::block_underflow ||
+         k == analysis::OriginKind::block_saturation || k == analysis::OriginKind::scale_underflow;
+}
+
 Json fix_json(const analysis::Fix& f) {
   Json j = {{"kind", std::string(analysis::to_string(f.kind))}, {"nodes", f.nodes}};
   if (!f.value.empty()) j["value"] = f.value;
@@ -43,7 +49,8 @@ Json fix_json(const analysis::Fix& f) {
     j["undo"] = f.undo;
     j["before_model"] = f.before_model;
   }
-  if (f.kind != analysis::FixKind::keep_fp32 && f.kind != analysis::FixKind::format)
+  if (f.kind != analysis::FixKind::keep_fp32 && f.kind != analysis::FixKind::format &&
+      f.kind != analysis::FixKind::scaled_format)
     j["replacement"] = number(f.replacement);
   if (f.kind == analysis::FixKind::replace_value) j["value_seen"] = number(f.value_seen);
   return j;
@@ -83,6 +90,11 @@ Json origin_json(const analysis::Origin& o) {
   if (o.kind == analysis::OriginKind::accuracy) {
     j["contribution"] = number(o.contribution);
     j["total_error"] = number(o.total_error);
+  }
+  if (scaled_kind(o.kind)) {
+    j["operand"] = o.operand;
+    j["blocks"] = o.blocks;
+    j["blocks_affected"] = o.blocks_affected;
   }
   return j;
 }
@@ -134,7 +146,8 @@ Json node_json(const analysis::NodeRecord& n) {
           {"parent", n.parent},
           {"runs", n.runs},
           {"first_overflow_iteration", n.first_overflow_iteration},
-          {"outputs", outs}};
+          {"outputs", outs},
+          {"scaled_operands", detail::scaled_operands_json(n.scaled_operands)}};
 }
 
 Json generated_json(const inputs::Generated& g) {
@@ -212,7 +225,7 @@ struct Reader : detail::JsonReader {
 
   analysis::Fix fix(const Json& j, const std::string& path) const {
     analysis::Fix f;
-    f.kind = kind(j, "kind", path, analysis::FixKind::guard);
+    f.kind = kind(j, "kind", path, analysis::FixKind::scaled_format);
     f.nodes = strings(j, "nodes", path);
     if (j.contains("value")) f.value = str(j, "value", path);
     if (j.contains("format")) f.format = str(j, "format", path);
@@ -235,8 +248,8 @@ struct Reader : detail::JsonReader {
     analysis::Origin o;
     o.node = str(j, "node", path);
     o.op_type = str(j, "op_type", path);
-    o.kind = kind(j, "kind", path, analysis::OriginKind::accuracy);
-    o.cause = kind(j, "cause", path, analysis::Cause::local_error);
+    o.kind = kind(j, "kind", path, analysis::OriginKind::scale_underflow);
+    o.cause = kind(j, "cause", path, analysis::Cause::clipped);
     o.outputs = strings(j, "outputs", path);
     o.format = str(j, "format", path);
     o.affected = u64(j, "affected", path);
@@ -262,6 +275,11 @@ struct Reader : detail::JsonReader {
     if (o.kind == analysis::OriginKind::accuracy) {
       o.contribution = real(j, "contribution", path);
       o.total_error = real(j, "total_error", path);
+    }
+    if (scaled_kind(o.kind)) {
+      o.operand = u64(j, "operand", path);
+      o.blocks = u64(j, "blocks", path);
+      o.blocks_affected = u64(j, "blocks_affected", path);
     }
     return o;
   }
@@ -315,6 +333,7 @@ struct Reader : detail::JsonReader {
     const Json& outs = array(j, "outputs", path);
     for (std::size_t i = 0; i < outs.size(); ++i)
       n.outputs.push_back(tensor(outs[i], path + ".\"outputs\"[" + std::to_string(i) + "]"));
+    n.scaled_operands = detail::read_scaled_operands(*this, j, path);
     return n;
   }
 
@@ -384,11 +403,11 @@ struct Reader : detail::JsonReader {
       const std::string p = detail::item(path, key, i);
       if (!a[i].is_string()) fail(p, "is not a string");
       const std::string s = a[i].get<std::string>();
-      bool known = false;
-      for (const auto k : {analysis::OriginKind::overflow, analysis::OriginKind::nan,
-                           analysis::OriginKind::underflow})
-        if (analysis::to_string(k) == s) out.insert(k), known = true;
-      if (!known) fail(p, "is not overflow, nan or underflow ('" + s + "')");
+      try {
+        out.merge(analysis::parse_fail_on({s}));
+      } catch (const Error& e) {
+        fail(p, std::string("is not a kind --fail-on takes: ") + e.what());
+      }
     }
     return out;
   }

@@ -8,6 +8,7 @@
 #include "fpguard/error.hpp"
 #include "fpguard/report.hpp"
 #include "json_reader.hpp"
+#include "scaled_operands.hpp"
 
 namespace fpguard::report {
 
@@ -73,7 +74,8 @@ Json node_state(const analysis::NodeRecord& n, const analysis::NodeFirsts& f) {
            {{"shapes", set_index(f.shapes)},
             {"overflow", set_index(f.overflow)},
             {"boundary", boundary}}},
-          {"outputs", outs}};
+          {"outputs", outs},
+          {"scaled_operands", detail::scaled_operands_json(n.scaled_operands)}};
 }
 
 Json map_state(const std::map<std::string, double>& m) {
@@ -229,6 +231,7 @@ struct PartReader : detail::JsonReader {
     const Json& outs = array(j, "outputs", path);
     for (std::size_t i = 0; i < outs.size(); ++i)
       n.outputs.push_back(tensor(outs[i], detail::item(path, "outputs", i)));
+    n.scaled_operands = detail::read_scaled_operands(*this, j, path);
     return {std::move(n), std::move(firsts)};
   }
   // input_shapes[i] (an array of integers).

@@ -109,7 +109,7 @@ std::string_view write_plan_hint(const PlanText& o) {
 // writes; for the others (FP8, FP4, ...) a quantization tool, given the rescaled model and
 // the float32 nodes to exclude.
 void render_deployment(std::ostream& out, const analysis::Plan& p, const PlanText& o) {
-  if (rewrite::can_convert(parse_format(p.precision))) {
+  if (const auto f = find_format(p.precision); f && rewrite::can_convert(*f)) {
     std::string list;
     for (const auto& n : p.fp32_nodes) list += (list.empty() ? "" : ",") + n;
     out << "  fpguard: fpguard convert " << o.model_arg << " --precision " << p.precision

@@ -119,6 +119,43 @@ std::string at_iteration(const std::vector<std::size_t>& its) {
                      its.size() > 1 ? " (outermost loop first)" : "");
 }
 
+namespace {
+
+// "3 of 12 blocks (25%)".
+std::string share(std::uint64_t part, std::uint64_t whole, const char* noun) {
+  const double pct = whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0;
+  return fmt::format("{} of {} {} ({}%)", count(part), count(whole), noun,
+                     num(std::round(pct * 10) / 10));
+}
+
+// The scaled-precision origins: what the scales did to one of a GEMM's operands.
+std::string scaled_origin(const analysis::Origin& o, const std::string& who) {
+  const std::string operand =
+      fmt::format("its operand {} (input {}) in {}", quoted(o.related), o.operand, o.format);
+  switch (o.kind) {
+    case analysis::OriginKind::block_underflow:
+      return fmt::format(
+          "{}: in {} the block scale an outlier set flushes its neighbours to zero: {} "
+          "flushed, in {}; relative RMS error of its own {}{}",
+          who, operand, share(o.affected, o.total, "non-zero values"),
+          share(o.blocks_affected, o.blocks, "blocks"), num(o.local_error), feeds(o));
+    case analysis::OriginKind::block_saturation:
+      return fmt::format(
+          "{}: in {} a saturated scale clips values far past rounding: {} clipped, in {}; "
+          "relative RMS error of its own {}{}",
+          who, operand, share(o.affected, o.total, "non-zero values"),
+          share(o.blocks_affected, o.blocks, "blocks"), num(o.local_error), feeds(o));
+    default:
+      return fmt::format(
+          "{}: in {} the amax rare outliers set puts {} into the element format's subnormals or "
+          "to zero; relative RMS error of its own {}{}",
+          who, operand, share(o.affected, o.total, "non-zero values"), num(o.local_error),
+          feeds(o));
+  }
+}
+
+}  // namespace
+
 std::string describe(const analysis::Origin& o) {
   const Format f = format_of(o.format);
   const std::string who =
@@ -156,9 +193,36 @@ std::string describe(const analysis::Origin& o) {
           who, num(o.local_error), num(o.input_error), f.name, num(u), f.name, num(o.contribution),
           num(std::round(100 * o.contribution / o.total_error)), f.name, num(o.total_error));
     }
+    case analysis::OriginKind::block_underflow:
+    case analysis::OriginKind::block_saturation:
+    case analysis::OriginKind::scale_underflow:
+      return scaled_origin(o, who);
   }
   return "";
 }
+
+namespace {
+
+// A scaled format instead: what it changes, and the flag (it applies to the whole model).
+std::string scaled_format_fix(const analysis::Fix& x) {
+  std::optional<ScaledFormat> f;
+  try {
+    f = find_scaled_format(x.format);
+  } catch (const Error&) {  // a malformed custom spelling (a hand-edited JSON)
+  }
+  std::string what = "quantize its operands into " + x.format;
+  if (f && f->rule == ScaleRule::two_level)
+    what = fmt::format("use NVFP4's finer scale ({}): blocks of {} under a {} scale", x.format,
+                       f->block_size, f->scale.name);
+  else if (f && f->scope == ScaleScope::block)
+    what = fmt::format(
+        "use blocks of {} ({}): each block's scale follows its own values, so an outlier "
+        "reaches only its {} neighbours",
+        f->block_size, x.format, f->block_size - 1);
+  return fmt::format("{} (--precision {}, for the whole model)", what, x.format);
+}
+
+}  // namespace
 
 std::string describe(const analysis::Fix& x) {
   switch (x.kind) {
@@ -184,6 +248,8 @@ std::string describe(const analysis::Fix& x) {
           "make the divisor/argument safe in {}: an epsilon of at least {} (its smallest normal), "
           "or clamp",
           x.format, num(x.replacement));
+    case FixKind::scaled_format:
+      return scaled_format_fix(x);
     case FixKind::scale:
       break;
   }

@@ -1,7 +1,8 @@
 // What shared scales do to a tensor: it is quantized with round_scaled (the fast path where
 // there is one), then each scale group (round_scaled's own grouping) is compared with what
 // it became: values flushed by a neighbour's scale, blocks that underflowed, saturated or
-// went NaN, rounding errors, and each block's dynamic range.
+// went NaN, rounding errors, and each block's dynamic range; blocks swamped by one value,
+// values clipped far past rounding, and (scaled FP8) values pushed into the subnormals.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -17,12 +18,21 @@ namespace {
 template <class T>
 class GroupWalk {
  public:
-  GroupWalk(std::span<const T> x, std::span<const T> y, ScaledFormatStats& s)
-      : x_(x), y_(y), s_(s), loss_(std::exp2(-0.5 * s.format.element.precision_bits())) {}
+  // `codes`: the element codes (amax-rule formats), for the subnormal count; else empty.
+  GroupWalk(std::span<const T> x, std::span<const T> y, std::span<const std::uint16_t> codes,
+            ScaledFormatStats& s)
+      : x_(x),
+        y_(y),
+        codes_(codes),
+        s_(s),
+        loss_(std::exp2(-0.5 * s.format.element.precision_bits())) {}
 
   void operator()(std::span<const std::size_t> idx) {
     double amax = 0, amin = std::numeric_limits<double>::infinity();
-    std::uint64_t zeroed = 0;
+    double top = 0;  // the largest magnitude the block decodes to
+    for (std::size_t i : idx)
+      if (std::isfinite(y_[i])) top = std::max(top, std::abs(static_cast<double>(y_[i])));
+    std::uint64_t zeroed = 0, nonzero = 0, clipped = 0;
     bool kept = false;  // a non-zero value stayed non-zero
     for (std::size_t i : idx) {
       const auto x = static_cast<double>(x_[i]), y = static_cast<double>(y_[i]);
@@ -34,7 +44,12 @@ class GroupWalk {
       if (std::isnan(y)) continue;  // a NaN block: no error to measure
       s_.max_abs_error = std::max(s_.max_abs_error, err);
       if (x == 0) continue;
-      ++nonzero_;
+      ++nonzero;
+      clipped += top > 0 && std::abs(x) > top && (std::abs(x) - top) > loss_ * std::abs(x);
+      if (!codes_.empty() && y != 0) {
+        const double e = std::abs(decode(codes_[i], s_.format.element));
+        s_.subnormal += e > 0 && e < s_.format.element.smallest_normal();
+      }
       amax = std::max(amax, std::abs(x));
       amin = std::min(amin, std::abs(x));
       zeroed += y == 0;
@@ -44,9 +59,16 @@ class GroupWalk {
       sum_rel_ += rel;
       s_.precision_loss += rel > loss_;
     }
+    nonzero_ += nonzero;
+    s_.clipped += clipped;
+    s_.clipped_blocks += clipped > 0;
     if (zeroed > 0 && kept) {
       s_.flushed += zeroed;
       ++s_.flushed_blocks;
+      if (2 * zeroed >= nonzero) {
+        s_.swamped += zeroed;
+        ++s_.swamped_blocks;
+      }
     } else {
       s_.underflow += zeroed;
     }
@@ -58,6 +80,7 @@ class GroupWalk {
   }
 
   void finish() {
+    s_.nonzero = nonzero_;
     s_.mean_rel_error = nonzero_ ? sum_rel_ / static_cast<double>(nonzero_) : 0.0;
     const double threshold = kVerdictFraction * static_cast<double>(nonzero_);
     if (nonfinite_)
@@ -74,6 +97,7 @@ class GroupWalk {
 
  private:
   std::span<const T> x_, y_;
+  std::span<const std::uint16_t> codes_;
   ScaledFormatStats& s_;
   double loss_;  // relative error past which half the element's bits are lost
   double sum_rel_ = 0;
@@ -83,7 +107,7 @@ class GroupWalk {
 
 template <class T>
 ScaledFormatStats run(std::span<const T> x, const ScaledLayout& l, const ScaledFormat& f,
-                      const StatsOptions& o) {
+                      const StatsOptions& o, std::optional<double> amax) {
   ScaledFormatStats s;
   s.format = f;
   s.axis = l.axis;
@@ -91,12 +115,16 @@ ScaledFormatStats run(std::span<const T> x, const ScaledLayout& l, const ScaledF
   std::vector<T> y(x.size());
   ScaledOptions so;
   so.threads = o.threads;
-  const ScaledCounts c = round_scaled(x, std::span<T>(y), l, f, so);
+  so.amax = amax;
+  // Amax-rule formats take the generic path anyway (no fast path): their codes cost little.
+  ScaledCodes codes;
+  const bool subnormals = f.rule == ScaleRule::amax;
+  const ScaledCounts c = round_scaled(x, std::span<T>(y), l, f, so, subnormals ? &codes : nullptr);
   s.blocks = c.scales;
   s.nan_blocks = c.nan_scales;
   s.saturated_blocks = c.saturated_scales;
   s.saturated = c.saturated;
-  GroupWalk<T> walk(x, y, s);
+  GroupWalk<T> walk(x, y, codes.codes, s);
   for_each_scale_group(l, f, x.size(), [&](std::span<const std::size_t> idx) { walk(idx); });
   walk.finish();
   return s;
@@ -105,13 +133,15 @@ ScaledFormatStats run(std::span<const T> x, const ScaledLayout& l, const ScaledF
 }  // namespace
 
 ScaledFormatStats scaled_stats(std::span<const float> x, const ScaledLayout& l,
-                               const ScaledFormat& f, const StatsOptions& o) {
-  return run(x, l, f, o);
+                               const ScaledFormat& f, const StatsOptions& o,
+                               std::optional<double> amax) {
+  return run(x, l, f, o, amax);
 }
 
 ScaledFormatStats scaled_stats(std::span<const double> x, const ScaledLayout& l,
-                               const ScaledFormat& f, const StatsOptions& o) {
-  return run(x, l, f, o);
+                               const ScaledFormat& f, const StatsOptions& o,
+                               std::optional<double> amax) {
+  return run(x, l, f, o, amax);
 }
 
 ScaledFormatStats scaled_stats(const Tensor& t, const ScaledFormat& f, int axis,

@@ -30,12 +30,14 @@ struct PlanArgs {
   std::optional<double> atol, rtol;
   double min_cosine = 0.999;
   std::string color = "auto", html_file;
+  ScaledArgs scaled;  // --other-precision, --amax-margin
   bool saturate = false, quiet = false, progress = false;
   int threads = 0;
 };
 
-// The planner's options from the flags, in format `f`.
-analysis::PlanOptions plan_options(const PlanArgs& a, const Format& f) {
+// The planner's options from the flags, in precision `p`.
+analysis::PlanOptions plan_options(const PlanArgs& a, const Precision& p) {
+  const Format& f = p.format;
   analysis::PlanOptions po;
   if (a.objective == "fewest-fp32")
     po.objective = analysis::Objective::fewest_fp32;
@@ -44,6 +46,8 @@ analysis::PlanOptions plan_options(const PlanArgs& a, const Format& f) {
   else
     throw Error("--objective " + a.objective, "expected fewest-fp32 or fewest-casts");
   po.check.precision = f;
+  po.check.scaled = p.scaled;
+  po.check.amax_margin = a.scaled.amax_margin;
   po.check.keep_fp32 = std::set<std::string>(a.keep.begin(), a.keep.end());
   po.check.keep_fp32_ops = std::set<std::string>(a.keep_ops.begin(), a.keep_ops.end());
   po.check.round_options.saturate = a.saturate;
@@ -95,15 +99,19 @@ PlanInputs read_inputs(const PlanArgs& a) {
 void plan_command(const PlanArgs& a) {
   if (a.emit != "" && a.emit != "trtexec" && a.emit != "ort")
     throw Error("--emit " + a.emit, "expected trtexec or ort");
-  std::optional<Format> f;
-  if (!a.precision.empty()) f = parse_scalar_precision(a.precision, "plan");
+  std::optional<Precision> f;
+  if (!a.precision.empty()) f = parse_precision(a.precision, a.scaled.other);
   if (!a.target.empty()) {
+    if (f && f->scaled)
+      throw Error("--target " + a.target,
+                  "not available with a scaled precision (" + f->name() + ") yet");
     const Target& t = find_target(a.target);
-    if (!f) f = recommended_format(t);
-    require_native(t, *f);
+    if (!f) f = Precision{.format = recommended_format(t)};
+    require_native(t, f->format);
   }
   if (!f) throw Error("--precision", "give the format to plan for (or --target)");
-  if (f->name == "float32") throw Error("--precision float32", "nothing to plan: it is float32");
+  if (f->format.name == "float32")
+    throw Error("--precision float32", "nothing to plan: it is float32");
   analysis::PlanOptions po = plan_options(a, *f);
   const mpi::World& w = mpi::world();
   const report::Terminal term = terminal(a.color, a.quiet, a.progress);
@@ -128,7 +136,7 @@ void plan_command(const PlanArgs& a) {
   if (!a.annotate.empty()) {
     // The numbers beside each node's plan are those of `fpguard check` in the plan's
     // precision: the model as given, every node in it (one more check run).
-    report::Progress progress(term, "check " + f->name);
+    report::Progress progress(term, "check " + f->name());
     analysis::CheckOptions co = po.check;
     co.progress = [&progress](std::size_t d, std::size_t t) { progress.update(d, t); };
     annotated =
@@ -165,7 +173,10 @@ void add_plan(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "plan", "Find the nodes to keep in float32 so that a low precision meets a tolerance");
   cmd->add_option("model", a->model, "ONNX model")->required();
-  cmd->add_option("--precision", a->precision, "Format to plan for (float16, bfloat16, ...)");
+  cmd->add_option("--precision", a->precision,
+                  "Format to plan for (float16, bfloat16, ...; or a scaled one, fp8, mxfp8_e4m3, "
+                  "...: MatMul, Gemm and Conv quantize their operands into it)");
+  add_scaled_options(*cmd, a->scaled);
   cmd->add_option("--target", a->target,
                   "Accelerator: picks the precision when --precision is absent, refuses "
                   "formats it cannot run");
