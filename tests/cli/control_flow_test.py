@@ -4,7 +4,8 @@ on small models built here with onnx:
 
 - an If whose then-branch overflows float16: the body node, named by its path
   (`If_0/then_branch/scale`), is the origin; its overflow count equals NumPy's;
-  `--keep-fp32` on that path passes;
+  `--keep-fp32` on that path passes; `--annotate` writes its attributes on the node inside
+  the branch;
 - a Loop whose accumulator, reading a captured outer tensor, overflows float16 at iteration
   k: the origin names k, which NumPy's float16 loop finds independently; the body node's
   input range is the captured tensor's; it ran once per iteration;
@@ -35,6 +36,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from annotate_test import node_metadata  # noqa: E402
 from clitest import check, fails, failures, read_outputs, run  # noqa: E402
 
 F16_MAX = 65504.0
@@ -113,6 +115,22 @@ def test_if(f, tmp):
         check(node(j, "If_0/else_branch/same") is not None, "if: the other branch is listed too",
               [n["name"] for n in j["nodes"]])
         check(origin in r.stdout, "if fp16: the text names the path", r.stdout[-800:])
+    # --annotate: the body node's attributes are on the node inside the branch.
+    annotated = os.path.join(tmp, "if.annotated.onnx")
+    r, j = checked(f, tmp, path, inputs, "--annotate", annotated)
+    if j and os.path.exists(annotated):
+        m = onnx.load(annotated)
+        onnx.checker.check_model(m, full_check=True)
+        then_g = next(a.g for a in m.graph.node[0].attribute if a.name == "then_branch")
+        meta = dict(node_metadata(then_g.node[0]))
+        local = node(j, origin)["outputs"][0]["local"]
+        check(meta.get("fpguard.precision") == "float16" and
+              meta.get("fpguard.origin", "").startswith("overflow") and
+              meta.get("fpguard.overflow_local") == str(local["overflow"] + local["nan"]) and
+              "[fpguard]" in then_g.node[0].doc_string,
+              "if: --annotate writes the body node's attributes on it", meta)
+        check(dict(node_metadata(m.graph.node[0])).get("fpguard.precision") == "float32",
+              "if: the If itself is annotated too", node_metadata(m.graph.node[0]))
     r, j = checked(f, tmp, path, inputs, "--keep-fp32", origin)
     check(j is not None and j["verdict"] == "pass", "if: --keep-fp32 on the path passes",
           r.stdout[-600:])
