@@ -15,7 +15,9 @@
   converted in float16 and bfloat16, whole in float16 on inputs in range; each passes the
   checker and strict shape inference and equals the emulated plan bit for bit; the body
   nodes compute in the format between Casts, a captured value is cast once, in the graph
-  that defines it; the float16 ones run in ONNX Runtime too.
+  that defines it; the float16 ones run in ONNX Runtime too; a --keep-fp32 body path that
+  names no node gets a "did you mean" over all paths, a plan naming a body node the model
+  lacks is a plan for another model.
 - bad input: a plan for another model, a malformed plan, a precision that contradicts the
   plan, -o onto the input, formats convert cannot write.
 - a second runtime: every model convert writes here runs in ONNX Runtime (onnxruntime-node,
@@ -400,6 +402,19 @@ def control_flow(f, tmp):
                 check(kept or (cast_to(b, add.input[0]) == TensorProto.BFLOAT16 and
                                cast_to(m.graph, add.input[1]) == TensorProto.BFLOAT16),
                       f"loop {precision}: the body's Casts", list(add.input))
+    # A --keep-fp32 path that names no node: one line with a "did you mean" over all paths,
+    # and a plan naming a body node the model lacks: a plan for another model.
+    never = os.path.join(d, "never.onnx")
+    fails(f, "convert --keep-fp32 unknown body path",
+          ["convert", if_path, "--precision", "fp16", "--keep-fp32", "If_0/then_branch/scal", "-o",
+           never], "If_0/then_branch/scal'", "did you mean 'If_0/then_branch/scale'")
+    other = os.path.join(d, "other.plan.json")
+    with open(other, "w") as fh:
+        json.dump({"schema_version": 1, "precision": "float16", "fp32_nodes": ["loop/body/acc_add"]},
+                  fh)
+    fails(f, "plan naming a body node the model lacks",
+          ["convert", if_path, "--plan", other, "-o", never], "loop/body/acc_add", "another model")
+    check(not os.path.exists(never), "no output on error")
     # Whole models in float16 on inputs in range: every body node in float16.
     small = os.path.join(d, "if_small")
     os.makedirs(small)
