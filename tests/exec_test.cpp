@@ -266,6 +266,14 @@ TEST(Executor, IfBranchesReadOuterValues) {
   EXPECT_EQ(out[0].tensor.data<float>()[1], -2.0f);  // else: -x
 }
 
+// Every node by the name policies know it by: a body's nodes by path, right before the
+// node holding them (attributes in file order: onnx.helper sorts them by name).
+TEST(Executor, NodePathsNameBodyNodesBeforeTheirNode) {
+  const auto m = model::load(kData / "subgraph.onnx");
+  EXPECT_EQ(node_paths(m), (std::vector<std::string>{"relu", "branch/else_branch/else_neg",
+                                                     "branch/then_branch/then_add", "branch"}));
+}
+
 // The profiler times each node the runs ran, a taken branch's node by its path; a local
 // evaluation of a node is not a run of it; the values are those of an unprofiled run.
 TEST(Profiler, CountsEachNodeOfEachRunOnce) {

@@ -110,6 +110,22 @@ TEST(Load, MlpHasNodesInitializersAndIo) {
   EXPECT_EQ(m.graph.inputs[0].shape, (std::vector<Dim>{{2, ""}, {4, ""}}));
 }
 
+// Shape inference types the values of each body in that body's map (the then-branch's
+// Add of the outer float Relu output), not in the main graph's.
+TEST(Typing, EveryGraphGetsItsOwnTypes) {
+  const Model m = load(kData / "subgraph.onnx");
+  const auto types = infer_graph_elem_types(m);
+  const Graph* then_g = nullptr;
+  for (const auto& n : m.graph.nodes)
+    if (const auto* a = n.find_attr("then_branch")) then_g = std::get<GraphPtr>(a->value).get();
+  ASSERT_NE(then_g, nullptr);
+  ASSERT_EQ(types.size(), 3u);  // main, then, else
+  EXPECT_EQ(types.at(then_g).at("t"), 1);
+  EXPECT_FALSE(types.at(then_g).count("y"));
+  EXPECT_EQ(types.at(&m.graph).at("y"), 1);
+  EXPECT_FALSE(types.at(&m.graph).count("t"));
+}
+
 TEST(Load, AttributeOfTheWrongTypeNamesTheNode) {
   const Model m = load(kData / "mlp.onnx");
   try {

@@ -638,7 +638,8 @@ struct PlanFile {
 
 // The Cast nodes converting `m` with `fp32` kept (a diagnosis of that configuration gives
 // each node's precision) implies: one per (value, target type) at each boundary between
-// float32 and low-precision nodes, graph inputs and outputs keeping their types.
+// float32 and low-precision nodes, graph inputs and outputs keeping their types. Main-graph
+// nodes only: the Casts convert puts inside If/Loop/Scan bodies are not counted yet.
 std::size_t count_casts(const model::Model& m, const Diagnosis& d);
 
 }  // namespace fpguard::analysis

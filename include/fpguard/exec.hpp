@@ -228,6 +228,21 @@ struct Enclosing {
 // "<OpType>_<pos>" for an unnamed node at `pos` of its graph's topological order.
 std::string display_name(const model::Node& n, std::size_t pos);
 
+// Every node of `g` and of its subgraphs (If/Loop/Scan bodies, nested as deep as the model
+// goes), each with the name check, plan, convert and policies know it by: a main-graph
+// node its display name, a body node its path (BodyNode::path), and the graph holding it.
+// Each graph in topological order, a body's nodes right before the node that holds them
+// (the order of analysis::Diagnosis::nodes). `where` prefixes errors (the file). The
+// mutable form edits nodes in place: subgraphs shared with another copy of the model
+// (model::Graph keeps them as shared pointers) change there too (model::unshare_subgraphs).
+void for_each_node(const model::Graph& g, const std::string& where,
+                   const std::function<void(const model::Node&, const std::string& path,
+                                            const model::Graph& graph)>& f);
+void for_each_node(model::Graph& g, const std::string& where,
+                   const std::function<void(model::Node&, const std::string& path)>& f);
+// The names of for_each_node, in its order.
+std::vector<std::string> node_paths(const model::Model& m);
+
 struct BodyNode {
   const model::Node& node;
   std::size_t position = 0;  // in its own graph's topological order

@@ -174,6 +174,10 @@ std::string save_to_bytes(const Model& m);
 // (not a graph input, initializer or node output): the values a subgraph captures from
 // its enclosing scopes.
 std::vector<std::string> outer_references(const Graph& g);
+// Gives the nodes of `g` their own copies of their subgraphs, nested as deep as the model
+// goes: a copied Model shares its bodies with the original (GraphPtr), so a copy edits its
+// bodies only after this.
+void unshare_subgraphs(Graph& g);
 // Inputs a node reads: its declared inputs plus what its subgraph attributes capture.
 std::vector<std::string> node_reads(const Node& n);
 // Node indices in an order where each node comes after the producers of what it reads
@@ -206,6 +210,11 @@ OpTyping op_typing(const std::string& op, const std::string& domain, std::int64_
 // The element type of every value of the main graph ONNX shape inference can type
 // (inputs, initializers, node outputs): name -> ONNX elem type.
 std::map<std::string, int> infer_elem_types(const Model& m);
+
+// The same for every graph of `m`: the main graph and each subgraph (If/Loop/Scan bodies,
+// nested), keyed by the graph's address in `m`; a subgraph's map holds its own values (its
+// inputs, outputs, initializers and typed node outputs), not those of enclosing graphs.
+std::map<const Graph*, std::map<std::string, int>> infer_graph_elem_types(const Model& m);
 
 // ONNX data type code <-> DType (nullopt for types without a DType: STRING, FLOAT8...).
 std::optional<DType> dtype_of(int onnx_elem_type);

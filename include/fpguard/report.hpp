@@ -417,8 +417,10 @@ Json ops_json(const std::vector<std::string>& names);
 // plan's reason). The model gets fpguard.precision, fpguard.verdict (and fpguard.plan).
 // Nothing else changes: same nodes, values and attributes. Annotating again replaces
 // the earlier fpguard keys and lines; other keys and the node's own doc_string stay.
-// Nodes are matched by their display names (analysis::display_names); a diagnosis naming
-// a node the model lacks is an Error. Nodes inside subgraphs are not annotated.
+// Nodes are matched by their display names (analysis::display_names), body nodes by their
+// paths (exec::node_paths), whose attributes are written on the node inside its subgraph
+// (the model's subgraphs are unshared first: a copy it shares them with is left alone); a
+// diagnosis naming a node the model lacks is an Error.
 inline constexpr std::string_view kAnnotationPrefix = "fpguard.";
 inline constexpr std::string_view kAnnotationMarker = "[fpguard]";
 model::Model annotate(const model::Model& m, const analysis::Diagnosis& d,

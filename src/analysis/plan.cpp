@@ -21,7 +21,7 @@ namespace fpguard::analysis {
 
 namespace {
 
-struct Values {                                 // producers and readers of the main graph's values
+struct Values {                                 // producers and readers of a graph's values
   std::map<std::string, std::size_t> producer;  // value -> node index
   std::map<std::string, std::vector<std::size_t>> readers;  // value -> node indices
   explicit Values(const model::Graph& g) {
@@ -144,11 +144,11 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
   model::Model& m = p.rewritten;
   std::vector<std::string> names;
   std::map<std::string, std::size_t> position;
-  auto index_nodes = [&] {
+  auto index_nodes = [&] {  // main-graph names by index; every node's position by name
     names = display_names(m);
-    const auto order = model::topological_order(m.graph, m.path.string());
+    const auto paths = exec::node_paths(m);
     position.clear();
-    for (std::size_t pos = 0; pos < order.size(); ++pos) position[names[order[pos]]] = pos;
+    for (std::size_t pos = 0; pos < paths.size(); ++pos) position[paths[pos]] = pos;
   };
   index_nodes();
 
@@ -185,8 +185,9 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
   // function (outputs within float32 rounding, relative RMS <= 1e-5) and the node no
   // longer overflows in the format. On success the plan continues on the rewritten model.
   auto try_scale = [&](const Origin& org, const Diagnosis& d) {
-    // (Body nodes, named by path, are not planned yet: position knows main-graph nodes.)
-    if (!o.scaler || !position.count(org.node) || !scale_tried.insert(org.node).second)
+    // (Scale rewrites apply to main-graph nodes: a body node's overflow is kept in float32.)
+    if (!o.scaler || std::find(names.begin(), names.end(), org.node) == names.end() ||
+        !scale_tried.insert(org.node).second)
       return false;
     const auto it = std::find_if(d.nodes.begin(), d.nodes.end(),
                                  [&](const NodeRecord& r) { return r.name == org.node; });
@@ -351,8 +352,16 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
   }
   p.casts = count_casts(m, best);
 
-  // Islands: float32 nodes connected through values (looking through data movement).
-  const Values vals(m.graph);
+  // Islands: float32 nodes connected through values (looking through data movement), each
+  // within its graph (a body node joins the islands of its body).
+  std::map<std::string, std::pair<const model::Node*, const model::Graph*>> located;
+  std::map<const model::Node*, std::string> path_of;
+  exec::for_each_node(m.graph, m.path.string(),
+                      [&](const model::Node& n, const std::string& path, const model::Graph& g) {
+                        located[path] = {&n, &g};
+                        path_of[&n] = path;
+                      });
+  std::map<const model::Graph*, Values> values;
   std::map<std::string, std::string> parent;
   std::function<std::string(const std::string&)> root = [&](const std::string& x) {
     auto& px = parent[x];
@@ -360,11 +369,11 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
     return px = root(px);
   };
   std::set<std::string> index_names(best_keep.begin(), best_keep.end());
-  std::map<std::string, std::size_t> index_of;
-  for (std::size_t i = 0; i < names.size(); ++i) index_of[names[i]] = i;
   for (const auto& n : p.fp32_nodes) {
     root(n);
-    std::vector<std::string> frontier(m.graph.nodes[index_of[n]].inputs);
+    const auto [node, graph] = located.at(n);
+    const Values& vals = values.try_emplace(graph, *graph).first->second;
+    std::vector<std::string> frontier(node->inputs);
     std::set<std::string> seen;
     while (!frontier.empty()) {
       const std::string v = frontier.back();
@@ -372,10 +381,10 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
       if (v.empty() || !seen.insert(v).second) continue;
       auto pr = vals.producer.find(v);
       if (pr == vals.producer.end()) continue;
-      const auto& src = m.graph.nodes[pr->second];
+      const auto& src = graph->nodes[pr->second];
       const auto* info = exec::Registry::global().find(src.op_type);
-      if (index_names.count(names[pr->second]))
-        parent[root(names[pr->second])] = root(n);
+      if (const std::string& name = path_of.at(&src); index_names.count(name))
+        parent[root(name)] = root(n);
       else if (info && info->kind == exec::OpKind::data_movement)
         frontier.insert(frontier.end(), src.inputs.begin(), src.inputs.end());
     }

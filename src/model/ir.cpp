@@ -99,6 +99,21 @@ std::vector<std::string> outer_references(const Graph& g) {
   return out;
 }
 
+void unshare_subgraphs(Graph& g) {
+  for (auto& n : g.nodes)
+    for (auto& a : n.attributes) {
+      if (auto* sg = std::get_if<GraphPtr>(&a.value)) {
+        *sg = std::make_shared<Graph>(**sg);
+        unshare_subgraphs(**sg);
+      }
+      if (auto* sgs = std::get_if<std::vector<GraphPtr>>(&a.value))
+        for (auto& sg : *sgs) {
+          sg = std::make_shared<Graph>(*sg);
+          unshare_subgraphs(*sg);
+        }
+    }
+}
+
 std::vector<std::string> node_reads(const Node& n) {
   std::vector<std::string> out;
   for (const auto& i : n.inputs)

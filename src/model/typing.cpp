@@ -64,7 +64,9 @@ bool OpTyping::allows(const std::string& param, int elem_type) const {
   return it != allowed.end() && it->second.count(elem_type);
 }
 
-std::map<std::string, int> infer_elem_types(const Model& m) {
+namespace {
+
+onnx::ModelProto inferred(const Model& m) {
   onnx::ModelProto mp;
   if (!mp.ParseFromString(save_to_bytes(m)))
     throw Error(m.path.string(), "cannot serialise the model for shape inference");
@@ -76,16 +78,49 @@ std::map<std::string, int> infer_elem_types(const Model& m) {
   } catch (const std::exception& e) {
     throw Error(m.path.string(), std::string("ONNX shape inference failed: ") + e.what());
   }
+  return mp;
+}
+
+std::map<std::string, int> graph_types(const onnx::GraphProto& g) {
   std::map<std::string, int> out;
   auto take = [&](const onnx::ValueInfoProto& v) {
     if (v.type().has_tensor_type() && v.type().tensor_type().elem_type() != 0)
       out[v.name()] = v.type().tensor_type().elem_type();
   };
-  const auto& g = mp.graph();
   for (const auto& v : g.input()) take(v);
   for (const auto& v : g.output()) take(v);
   for (const auto& v : g.value_info()) take(v);
   for (const auto& t : g.initializer()) out[t.name()] = t.data_type();
+  return out;
+}
+
+// `g`'s types and its subgraphs', walking the IR graph and its inferred proto together
+// (save writes nodes and attributes in the IR's order).
+void collect(const Graph& g, const onnx::GraphProto& p,
+             std::map<const Graph*, std::map<std::string, int>>& out) {
+  out[&g] = graph_types(p);
+  for (std::size_t i = 0; i < g.nodes.size() && static_cast<int>(i) < p.node_size(); ++i)
+    for (const auto& a : g.nodes[i].attributes)
+      for (const auto& pa : p.node(static_cast<int>(i)).attribute()) {
+        if (pa.name() != a.name) continue;
+        if (const auto* sg = std::get_if<GraphPtr>(&a.value); sg && pa.has_g())
+          collect(**sg, pa.g(), out);
+        if (const auto* sgs = std::get_if<std::vector<GraphPtr>>(&a.value))
+          for (std::size_t k = 0; k < sgs->size() && static_cast<int>(k) < pa.graphs_size(); ++k)
+            collect(*(*sgs)[k], pa.graphs(static_cast<int>(k)), out);
+      }
+}
+
+}  // namespace
+
+std::map<std::string, int> infer_elem_types(const Model& m) {
+  return graph_types(inferred(m).graph());
+}
+
+std::map<const Graph*, std::map<std::string, int>> infer_graph_elem_types(const Model& m) {
+  const onnx::ModelProto mp = inferred(m);
+  std::map<const Graph*, std::map<std::string, int>> out;
+  collect(m.graph, mp.graph(), out);
   return out;
 }
 

@@ -1,6 +1,7 @@
-// Netron annotations: each node's findings written into the model itself, as
-// NodeProto.metadata_props ("fpguard.*" keys, numbers in report::num) and a few lines of
-// its doc_string, so that clicking a node shows them. Nothing the runtime reads changes.
+// Netron annotations: each node's findings written into the model itself (a body node's on
+// the node inside its subgraph), as NodeProto.metadata_props ("fpguard.*" keys, numbers in
+// report::num) and a few lines of its doc_string, so that clicking a node shows them.
+// Nothing the runtime reads changes.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <map>
 
 #include "fpguard/error.hpp"
+#include "fpguard/exec.hpp"
 #include "fpguard/report.hpp"
 #include "node_numbers.hpp"
 
@@ -63,27 +65,50 @@ void add_numbers(const analysis::NodeRecord& r, const std::string& format, Notes
       x.local_overflow, x.propagated_overflow, num_na(x.local), num_na(x.propagated)));
 }
 
+// A node of the model, under the name a diagnosis knows it by (a body node by its path),
+// and the prefix of its graph's value keys ("" in the main graph, "<outer>/<attribute>/").
+struct Located {
+  model::Node* node = nullptr;
+  std::string prefix;
+};
+
+// Every node of `m` (subgraphs included) by name; a diagnosis of another model is refused.
+std::map<std::string, Located> locate(model::Model& m, const analysis::Diagnosis& d) {
+  std::map<std::string, Located> out;
+  exec::for_each_node(m.graph, m.path.string(), [&](model::Node& n, const std::string& path) {
+    const auto at = path.rfind(n.name.empty() ? n.op_type + "_" : n.name);
+    out.emplace(path, Located{.node = &n, .prefix = path.substr(0, at)});
+  });
+  for (const auto& r : d.nodes)
+    if (!out.count(r.name))
+      throw Error(m.path.string(),
+                  "the diagnosis names node '" + r.name + "', which this model does not have");
+  return out;
+}
+
 // Origins go on their node; a value's (initializer, graph input) on the nodes reading it.
-void add_origins(const model::Model& m, const analysis::Diagnosis& d,
-                 const std::map<std::string, std::size_t>& by_name, std::vector<Notes>& notes) {
+void add_origins(const analysis::Diagnosis& d, const std::map<std::string, Located>& nodes,
+                 std::map<std::string, Notes>& notes) {
   for (const auto& o : d.origins) {
-    std::vector<std::size_t> targets;
+    std::vector<std::string> targets;
     std::string tag =
         fmt::format("{} ({})", analysis::to_string(o.kind), analysis::to_string(o.cause));
-    if (auto it = by_name.find(o.node); it != by_name.end()) {
-      targets.push_back(it->second);
+    if (nodes.count(o.node)) {
+      targets.push_back(o.node);
     } else {
       tag = fmt::format("{} ({} '{}')", analysis::to_string(o.kind), analysis::to_string(o.cause),
                         o.node);
-      for (std::size_t i = 0; i < m.graph.nodes.size(); ++i) {
-        const auto& in = m.graph.nodes[i].inputs;
-        if (std::find(in.begin(), in.end(), o.node) != in.end()) targets.push_back(i);
-      }
+      for (const auto& [path, at] : nodes)
+        for (const auto& in : at.node->inputs)
+          if (!in.empty() && at.prefix + in == o.node) {
+            targets.push_back(path);
+            break;
+          }
     }
-    for (auto i : targets) {
-      notes[i].origins.push_back(tag);
-      notes[i].lines.push_back("origin: " + describe(o));
-      for (const auto& f : o.fixes) notes[i].lines.push_back("fix: " + describe(f));
+    for (const auto& t : targets) {
+      notes[t].origins.push_back(tag);
+      notes[t].lines.push_back("origin: " + describe(o));
+      for (const auto& f : o.fixes) notes[t].lines.push_back("fix: " + describe(f));
     }
   }
 }
@@ -98,18 +123,6 @@ std::string plan_value(const analysis::Plan& p, const analysis::NodeRecord& r) {
     if (s.node == r.name)
       return fmt::format("{}, after scaling '{}' by 2^-{}", p.precision, s.value, s.k);
   return p.precision;
-}
-
-// Display name -> node index of `m`; a diagnosis of another model is refused.
-std::map<std::string, std::size_t> node_index(const model::Model& m, const analysis::Diagnosis& d) {
-  const auto names = analysis::display_names(m);
-  std::map<std::string, std::size_t> by_name;
-  for (std::size_t i = 0; i < names.size(); ++i) by_name.emplace(names[i], i);
-  for (const auto& r : d.nodes)
-    if (r.parent.empty() && !by_name.count(r.name))
-      throw Error(m.path.string(),
-                  "the diagnosis names node '" + r.name + "', which this model does not have");
-  return by_name;
 }
 
 void write_notes(model::Node& node, const Notes& n) {
@@ -138,31 +151,23 @@ void annotate_model_metadata(model::Model& m, const analysis::Diagnosis& d,
 }  // namespace
 
 void annotate_in_place(model::Model& m, const analysis::Diagnosis& d, const analysis::Plan* plan) {
-  const auto by_name = node_index(m, d);
-  std::vector<Notes> notes(m.graph.nodes.size());
-  std::vector<bool> seen(m.graph.nodes.size());
-  // (Body nodes, named by path, are not annotated yet: only the main graph's nodes.)
-  for (const auto& r : d.nodes) {
-    if (!r.parent.empty()) continue;
-    const std::size_t i = by_name.at(r.name);
-    seen[i] = true;
-    add_numbers(r, d.precision, notes[i]);
-  }
-  add_origins(m, d, by_name, notes);
-  for (auto& n : notes) {
+  model::unshare_subgraphs(m.graph);  // body nodes are written in this model only
+  const auto nodes = locate(m, d);
+  std::map<std::string, Notes> notes;
+  for (const auto& r : d.nodes) add_numbers(r, d.precision, notes[r.name]);
+  add_origins(d, nodes, notes);
+  for (auto& [path, n] : notes) {
     std::string joined;
     for (const auto& o : n.origins) joined += (joined.empty() ? "" : "; ") + o;
     if (!joined.empty()) n.set("origin", joined);
   }
   if (plan)
     for (const auto& r : d.nodes) {
-      if (!r.parent.empty()) continue;
-      auto& n = notes[by_name.at(r.name)];
+      auto& n = notes[r.name];
       n.set("plan", plan_value(*plan, r));
       n.lines.push_back("plan: " + n.meta.back().second);
     }
-  for (std::size_t i = 0; i < notes.size(); ++i)
-    if (seen[i]) write_notes(m.graph.nodes[i], notes[i]);
+  for (const auto& [path, n] : notes) write_notes(*nodes.at(path).node, n);
   annotate_model_metadata(m, d, plan);
 }
 

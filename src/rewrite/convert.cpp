@@ -1,6 +1,7 @@
-// Mixed-precision conversion (rewrite::convert). One pass over the main graph in
-// topological order decides each node's type class and rewires its inputs to values of
-// the type it needs, creating converted initializers and Cast nodes on first need.
+// Mixed-precision conversion (rewrite::convert). One pass over each graph in topological
+// order (the main graph, and each If/Loop/Scan body when the pass reaches the node holding
+// it) decides each node's type class and rewires its inputs to values of the type it
+// needs, creating converted initializers and Cast nodes on first need.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -38,6 +39,8 @@ void rename_captured(model::Graph& g, const std::string& from, const std::string
   for (const auto& n : g.nodes)
     for (const auto& o : n.outputs)
       if (o == from) return;
+  for (auto& v : g.outputs)
+    if (v.name == from) v.name = to;
   for (auto& n : g.nodes) {
     for (auto& in : n.inputs)
       if (in == from) in = to;
@@ -49,6 +52,79 @@ void rename_captured(model::Graph& g, const std::string& from, const std::string
   }
 }
 
+// The graphs of a node's attribute (one, or a list), to replace.
+std::vector<model::GraphPtr*> graphs_of(model::Attribute& a) {
+  std::vector<model::GraphPtr*> out;
+  if (auto* sg = std::get_if<model::GraphPtr>(&a.value)) out.push_back(sg);
+  if (auto* sgs = std::get_if<std::vector<model::GraphPtr>>(&a.value))
+    for (auto& sg : *sgs) out.push_back(&sg);
+  return out;
+}
+
+// Every value and node name of `g` and its subgraphs.
+void collect_names(const model::Graph& g, std::set<std::string>& names) {
+  for (const auto& v : g.inputs) names.insert(v.name);
+  for (const auto& v : g.outputs) names.insert(v.name);
+  for (const auto& t : g.initializers) names.insert(t.name);
+  for (const auto& n : g.nodes) {
+    names.insert(n.name);
+    for (const auto& x : n.outputs) names.insert(x);
+    for (const auto& a : n.attributes) {
+      if (const auto* sg = std::get_if<model::GraphPtr>(&a.value)) collect_names(**sg, names);
+      if (const auto* sgs = std::get_if<std::vector<model::GraphPtr>>(&a.value))
+        for (const auto& sg : *sgs) collect_names(*sg, names);
+    }
+  }
+}
+
+// One graph under conversion, the main graph or a body, and what the pass knows of its
+// values. A body reads the values of its enclosing graphs by name: lookups go from the
+// innermost scope out, and what converts a value (a Cast, an initializer in the format) is
+// made in the graph that defines it, before the node that holds the body, so a Loop casts a
+// captured value once, not once per iteration.
+struct Scope {
+  const model::Graph& g;  // as in the source model
+  Scope* parent = nullptr;
+  std::string prefix{};                // of its nodes' paths: "" (main), "<outer>/<attribute>/"
+  std::vector<std::string> visible{};  // the values its subgraphs see
+  std::set<std::string> own{};         // values it defines (and the pass adds to it)
+  std::map<std::string, int> orig{};   // original elem type of what shape inference typed
+  std::map<std::string, int> cur{};    // elem type in the converted graph
+  std::map<std::pair<std::string, int>, std::string> as{};  // (value, type) -> its name
+  std::map<std::string, const Tensor*> initializer{};       // float initializers
+  std::map<std::string, const Tensor*> constant{};          // Constant node values (float)
+  std::set<std::string> constlike{};  // constants or data movement of constants only
+  std::map<std::string, std::vector<std::size_t>> readers{};  // value -> reading node indices
+  std::vector<std::size_t> order{};                           // topological
+  std::vector<int> compute_class{};  // per node index; 0: not a floating compute node
+  std::vector<model::Node> nodes{};  // the converted graph's
+  std::vector<NamedTensor> new_initializers{};
+
+  Scope* find(const std::string& v) {
+    for (Scope* x = this; x; x = x->parent)
+      if (x->own.count(v)) return x;
+    return nullptr;
+  }
+  int orig_of(const std::string& v) {
+    Scope* w = find(v);
+    return w && w->orig.count(v) ? w->orig[v] : 0;
+  }
+  int cur_of(const std::string& v) {
+    Scope* w = find(v);
+    return w && w->cur.count(v) ? w->cur[v] : 0;
+  }
+  bool is_constlike(const std::string& v) {
+    Scope* w = find(v);
+    return w && w->constlike.count(v);
+  }
+  bool all_readers(const std::string& v, int cls) const {
+    auto it = readers.find(v);
+    return it != readers.end() && !it->second.empty() &&
+           std::all_of(it->second.begin(), it->second.end(),
+                       [&](std::size_t r) { return compute_class[r] == cls; });
+  }
+};
+
 struct Converter {
   const model::Model& src;
   const ConvertOptions& o;
@@ -57,14 +133,8 @@ struct Converter {
   int low = 0;         // ONNX elem type of the format
   std::string suffix;  // "fp16" / "bf16"
   std::int64_t opset = 0;
-  std::map<std::string, int> orig;  // original elem type of every value shape inference typed
-  std::map<std::string, int> cur;   // elem type of a value in the converted graph
-  std::set<std::string> names;      // every value and node name in use
-  std::map<std::pair<std::string, int>, std::string> as;  // (value, type) -> its name
-  std::map<std::string, const Tensor*> initializer;       // original float initializers
-  std::map<std::string, const Tensor*> constant;          // Constant node values (float)
-  std::vector<model::Node> nodes;                         // the converted main graph
-  std::vector<NamedTensor> new_initializers;
+  std::map<const model::Graph*, std::map<std::string, int>> types;  // of every source graph
+  std::set<std::string> names;  // every value and node name in use
 
   Converter(const model::Model& m, const ConvertOptions& opt, ConvertReport& r)
       : src(m), o(opt), rep(r), out(m) {}
@@ -76,66 +146,317 @@ struct Converter {
     return s;
   }
 
-  // A name for `value` as a value of type `want` (creating what it takes).
-  std::string as_type(const std::string& value, int want) {
-    const int have = cur.count(value) ? cur[value] : 0;
-    if (have == want || have == 0) return value;
-    auto key = std::make_pair(value, want);
-    if (auto it = as.find(key); it != as.end()) return it->second;
-    std::string name;
-    const Tensor* t = initializer.count(value) ? initializer[value]
-                      : constant.count(value)  ? constant[value]
-                                               : nullptr;
-    if (t && want == low) {  // store the constant in the format: no Cast at run time
-      const Tensor f32 = exec::convert(*t, DType::float32);
-      std::uint64_t over = 0;
-      for (float v : f32.data<float>())
-        if (std::isfinite(v) && std::fabs(v) > o.precision.max()) ++over;
-      if (over == 0) {
-        name = unique(value + "_" + suffix);
-        Tensor lowt = exec::convert(f32, low == 10 ? DType::float16 : DType::bfloat16);
-        const Tensor back = exec::convert(lowt, DType::float32);
-        std::uint64_t flushed = 0;
-        double smallest = INFINITY;
-        for (std::size_t i = 0; i < f32.size(); ++i)
-          if (f32.data<float>()[i] != 0 && back.data<float>()[i] == 0) {
-            ++flushed;
-            smallest = std::min(smallest, std::fabs(static_cast<double>(f32.data<float>()[i])));
-          }
-        if (flushed)
-          rep.warnings.push_back(fmt::format(
-              "'{}': {} non-zero value{} flush{} to zero in {} (smallest {:.4g}), as the "
-              "emulation predicted",
-              value, flushed, flushed > 1 ? "s" : "", flushed > 1 ? "" : "es", o.precision.name,
-              smallest));
-        new_initializers.push_back({name, std::move(lowt)});
-        ++rep.initializers_converted;
-      } else {
-        rep.warnings.push_back("'" + value + "': " + std::to_string(over) + " values beyond " +
-                               o.precision.name +
-                               " max: kept float32, a Cast converts it at run time (to inf)");
-      }
-    }
-    if (name.empty()) {  // a Cast node
-      name = unique(value + "_" + (want == low ? suffix : std::string("fp32")));
-      model::Node c;
-      c.name = unique(name + "_cast");
-      c.op_type = "Cast";
-      c.inputs = {value};
-      c.outputs = {name};
-      c.attributes.push_back({"to", std::int64_t{want}, ""});
-      nodes.push_back(std::move(c));
-      ++rep.casts;
-    }
-    cur[name] = want;
-    as[key] = name;
-    return name;
-  }
-
+  DType low_dtype() const { return low == 10 ? DType::float16 : DType::bfloat16; }
+  std::string as_type(Scope& s, const std::string& value, int want);
+  std::string stored_low(Scope& w, const std::string& value, const Tensor& t);
+  void open(Scope& s, const std::vector<std::string>& outer);
+  void classify(Scope& s);
+  void convert_node(Scope& s, std::size_t pos);
+  int node_class(Scope& s, std::size_t idx, const model::OpTyping& typing, bool moves);
+  bool attr_typed_low(Scope& s, model::Node& n);
+  void rewire_inputs(Scope& s, model::Node& n, int cls, bool computes);
+  model::GraphPtr convert_body(Scope& parent, const model::Graph& g, const std::string& prefix);
+  void keep_output_types(Scope& s);
+  void finish(Scope& s, model::Graph& g);
+  void check_options();
   model::Model run();
 };
 
-model::Model Converter::run() {
+// `value` (a float initializer or Constant) stored in the format, or "" when values lie
+// beyond its range (then a Cast converts it at run time, to inf, as the emulation does).
+std::string Converter::stored_low(Scope& w, const std::string& value, const Tensor& t) {
+  const Tensor f32 = exec::convert(t, DType::float32);
+  const std::string label = w.prefix + value;
+  std::uint64_t over = 0;
+  for (float v : f32.data<float>())
+    if (std::isfinite(v) && std::fabs(v) > o.precision.max()) ++over;
+  if (over) {
+    rep.warnings.push_back("'" + label + "': " + std::to_string(over) + " values beyond " +
+                           o.precision.name +
+                           " max: kept float32, a Cast converts it at run time (to inf)");
+    return "";
+  }
+  const std::string name = unique(value + "_" + suffix);
+  Tensor lowt = exec::convert(f32, low_dtype());
+  const Tensor back = exec::convert(lowt, DType::float32);
+  std::uint64_t flushed = 0;
+  double smallest = INFINITY;
+  for (std::size_t i = 0; i < f32.size(); ++i)
+    if (f32.data<float>()[i] != 0 && back.data<float>()[i] == 0) {
+      ++flushed;
+      smallest = std::min(smallest, std::fabs(static_cast<double>(f32.data<float>()[i])));
+    }
+  if (flushed)
+    rep.warnings.push_back(
+        fmt::format("'{}': {} non-zero value{} flush{} to zero in {} (smallest {:.4g}), as the "
+                    "emulation predicted",
+                    label, flushed, flushed > 1 ? "s" : "", flushed > 1 ? "" : "es",
+                    o.precision.name, smallest));
+  w.new_initializers.push_back({name, std::move(lowt)});
+  ++rep.initializers_converted;
+  return name;
+}
+
+// A name for `value` as a value of type `want` (creating what it takes, in the graph that
+// defines the value).
+std::string Converter::as_type(Scope& s, const std::string& value, int want) {
+  Scope* w = s.find(value);
+  if (!w) return value;
+  const int have = w->cur.count(value) ? w->cur[value] : 0;
+  if (have == want || have == 0) return value;
+  const auto key = std::make_pair(value, want);
+  if (auto it = w->as.find(key); it != w->as.end()) return it->second;
+  std::string name;
+  const Tensor* t = w->initializer.count(value) ? w->initializer[value]
+                    : w->constant.count(value)  ? w->constant[value]
+                                                : nullptr;
+  if (t && want == low) name = stored_low(*w, value, *t);
+  if (name.empty()) {  // a Cast node
+    name = unique(value + "_" + (want == low ? suffix : std::string("fp32")));
+    model::Node c;
+    c.name = unique(name + "_cast");
+    c.op_type = "Cast";
+    c.inputs = {value};
+    c.outputs = {name};
+    c.attributes.push_back({"to", std::int64_t{want}, ""});
+    w->nodes.push_back(std::move(c));
+    ++rep.casts;
+  }
+  w->own.insert(name);
+  w->cur[name] = want;
+  w->as[key] = name;
+  return name;
+}
+
+// What the pass knows of `s`'s graph before converting it; `outer`: what it sees of its
+// enclosing graphs.
+void Converter::open(Scope& s, const std::vector<std::string>& outer) {
+  const auto& g = s.g;
+  s.orig = types[&g];
+  s.cur = s.orig;
+  s.visible = outer;
+  for (const auto& v : g.inputs) s.own.insert(v.name);
+  for (const auto& t : g.initializers) {
+    s.own.insert(t.name);
+    if (t.tensor.dtype() == DType::float32) s.initializer[t.name] = &t.tensor;
+  }
+  for (const auto& n : g.nodes) {
+    for (const auto& x : n.outputs)
+      if (!x.empty()) s.own.insert(x);
+    if (n.op_type == "Constant" && !n.outputs.empty())
+      if (const Tensor* t = n.attr_tensor("value"); t && t->dtype() == DType::float32)
+        s.constant[n.outputs[0]] = t;
+  }
+  s.visible.insert(s.visible.end(), s.own.begin(), s.own.end());
+  for (const auto& [name, t] : s.initializer) s.constlike.insert(name);
+  for (const auto& [name, t] : s.constant) s.constlike.insert(name);
+  for (std::size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& in : g.nodes[i].inputs) s.readers[in].push_back(i);
+  s.order = model::topological_order(g, src.path.string(), outer);
+  classify(s);
+}
+
+// The class of compute nodes: low unless kept, not floating, or not allowed by the spec.
+void Converter::classify(Scope& s) {
+  s.compute_class.assign(s.g.nodes.size(), 0);
+  for (std::size_t pos = 0; pos < s.order.size(); ++pos) {
+    const auto idx = s.order[pos];
+    const auto& n = s.g.nodes[idx];
+    const auto* info = exec::Registry::global().find(n.op_type);
+    if (info && info->kind == exec::OpKind::data_movement) continue;
+    if (n.outputs.empty() || !s.orig.count(n.outputs[0]) || s.orig[n.outputs[0]] != kFloat)
+      continue;
+    const std::string path = s.prefix + exec::display_name(n, pos);
+    int c = low;
+    if (o.keep_fp32.count(path) || o.keep_fp32_ops.count(n.op_type) || has_subgraph(n)) c = kFloat;
+    const auto typing = model::op_typing(n.op_type, n.domain, opset);
+    if (c == low && (!typing.known || !typing.allows(typing.output_param(0), low))) {
+      c = kFloat;
+      rep.kept_by_spec.push_back("'" + path + "' (" + n.op_type + ")");
+    }
+    s.compute_class[idx] = c;
+    ++(c == low ? rep.low_nodes : rep.fp32_nodes);
+  }
+}
+
+// The type class a node's main values take: its compute class, or for data movement its
+// data's: low when any main input already is; over constants only (an Identity of a
+// weight), low when every reader computes in the format.
+int Converter::node_class(Scope& s, std::size_t idx, const model::OpTyping& typing, bool moves) {
+  if (s.compute_class[idx]) return s.compute_class[idx];
+  const auto& n = s.g.nodes[idx];
+  if (!moves || !typing.known || has_subgraph(n)) return kFloat;
+  const std::string main = typing.output_param(0);
+  bool any_low = false, all_const = true, any_float = false;
+  for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+    const std::string& in = n.inputs[i];
+    if (in.empty() || typing.input_param(i) != main || s.orig_of(in) != kFloat) continue;
+    any_float = true;
+    if (s.cur_of(in) == low) any_low = true;
+    if (!s.is_constlike(in)) all_const = false;
+  }
+  const bool readers_low = !n.outputs.empty() && s.all_readers(n.outputs[0], low);
+  if (any_float && all_const)
+    for (const auto& x : n.outputs) s.constlike.insert(x);
+  return (any_low || (any_float && all_const && readers_low)) && typing.allows(main, low) ? low
+                                                                                          : kFloat;
+}
+
+// Ops whose float output type comes from an attribute (ConstantOfShape's value, Random*'s
+// dtype) produce the format directly when every reader computes in it: true when `n` now
+// does.
+bool Converter::attr_typed_low(Scope& s, model::Node& n) {
+  if ((n.op_type != "ConstantOfShape" && n.op_type.rfind("Random", 0) != 0) || n.outputs.empty() ||
+      !s.orig.count(n.outputs[0]) || s.orig[n.outputs[0]] != kFloat ||
+      !s.all_readers(n.outputs[0], low))
+    return false;
+  bool set = false;
+  for (auto& a : n.attributes) {
+    if (a.name == "dtype") a.value = std::int64_t{low}, set = true;
+    if (auto* t = std::get_if<Tensor>(&a.value); t && a.name == "value") {
+      *t = exec::convert(exec::convert(*t, DType::float32), low_dtype());
+      set = true;
+    }
+  }
+  if (!set && n.op_type.rfind("Random", 0) == 0)
+    n.attributes.push_back({"dtype", std::int64_t{low}, ""});
+  if (!set && n.op_type == "ConstantOfShape") {  // the default value is float 0
+    Tensor zero(low_dtype(), {1});
+    std::fill(zero.bytes(), zero.bytes() + zero.nbytes(), std::byte{0});
+    n.attributes.push_back({"value", std::move(zero), ""});
+  }
+  return true;
+}
+
+// Each float input becomes a value of the type the node needs: its class for inputs of
+// its main type parameter, float32 for a parameter of its own that does not allow what it
+// gets, and float32 for everything a node holding a body reads (bodies are typed float32).
+void Converter::rewire_inputs(Scope& s, model::Node& n, int cls, bool computes) {
+  const auto typing = model::op_typing(n.op_type, n.domain, opset);
+  const std::string main = typing.known ? typing.output_param(0) : std::string();
+  for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+    std::string& in = n.inputs[i];
+    if (in.empty() || s.orig_of(in) != kFloat) continue;
+    const std::string& p = typing.input_param(i);
+    const int have = s.cur_of(in) ? s.cur_of(in) : kFloat;
+    if (has_subgraph(n))
+      in = as_type(s, in, kFloat);
+    else if (typing.known && p == main && computes)
+      in = as_type(s, in, cls);
+    else if (!typing.known || !typing.allows(p, have))
+      in = as_type(s, in, kFloat);
+  }
+}
+
+// Converts the node at `pos` of `s`'s order into s.nodes (its bodies first, recursively).
+void Converter::convert_node(Scope& s, std::size_t pos) {
+  const std::size_t idx = s.order[pos];
+  const std::string path = s.prefix + exec::display_name(s.g.nodes[idx], pos);
+  model::Node n = s.g.nodes[idx];
+  if (!s.prefix.empty()) n.name = exec::display_name(n, pos);  // paths stay as they were
+  if (n.op_type == "Constant") {  // converted where read (as_type), kept as it is
+    s.nodes.push_back(std::move(n));
+    return;
+  }
+  const auto typing = model::op_typing(n.op_type, n.domain, opset);
+  const auto* info = exec::Registry::global().find(n.op_type);
+  const bool moves = info && info->kind == exec::OpKind::data_movement;
+  const int cls = node_class(s, idx, typing, moves);
+  if (n.op_type == "Cast" && n.attr_int("to", 0) == kFloat && !n.outputs.empty() &&
+      s.all_readers(n.outputs[0], low))  // a Cast to float read in the format casts to it
+    for (auto& a : n.attributes)
+      if (a.name == "to") a.value = std::int64_t{low};
+  const bool typed_low = attr_typed_low(s, n);
+  const bool computes = s.compute_class[idx] || moves;
+  rewire_inputs(s, n, cls, computes);
+  for (auto& a : n.attributes)
+    for (auto* sg : graphs_of(a)) *sg = convert_body(s, **sg, path + "/" + a.name + "/");
+  const std::string main = typing.known ? typing.output_param(0) : std::string();
+  for (std::size_t j = 0; j < n.outputs.size(); ++j) {
+    const std::string& x = n.outputs[j];
+    if (x.empty() || !s.orig.count(x)) continue;
+    if (n.op_type == "Cast")
+      s.cur[x] = static_cast<int>(n.attr_int("to", s.orig[x]));
+    else if (typed_low && j == 0)
+      s.cur[x] = low;
+    else if (s.orig[x] == kFloat)
+      s.cur[x] = typing.known && typing.output_param(j) == main && computes ? cls : kFloat;
+  }
+  s.nodes.push_back(std::move(n));
+}
+
+// A body converted: its nodes in their classes, Casts inside it at its boundaries, its
+// inputs and outputs of the types declared (the node holding it is unchanged).
+model::GraphPtr Converter::convert_body(Scope& parent, const model::Graph& g,
+                                        const std::string& prefix) {
+  Scope s{.g = g, .parent = &parent, .prefix = prefix};
+  open(s, parent.visible);
+  for (std::size_t pos = 0; pos < s.order.size(); ++pos) convert_node(s, pos);
+  auto body = std::make_shared<model::Graph>(g);
+  for (auto& v : body->outputs) {
+    const int want = v.elem_type ? v.elem_type : s.orig_of(v.name);
+    if (want == kFloat) v.name = as_type(s, v.name, want);
+  }
+  finish(s, *body);
+  return body;
+}
+
+// Graph outputs of the main graph keep float32 with --keep-io-types (a Cast at the end),
+// else take the type their producer gives them.
+void Converter::keep_output_types(Scope& s) {
+  for (auto& v : out.graph.outputs) {
+    if (!s.cur.count(v.name) || s.cur[v.name] == s.orig[v.name]) continue;
+    if (!o.keep_io_types) {
+      v.elem_type = s.cur[v.name];
+      continue;
+    }
+    const std::string inner = unique(v.name + "_" + suffix);
+    for (auto& n : s.nodes) {
+      for (auto& x : n.outputs)
+        if (x == v.name) x = inner;
+      for (auto& x : n.inputs)
+        if (x == v.name) x = inner;
+      for (auto& a : n.attributes)
+        for (auto* sg : graphs_of(a)) rename_captured(**sg, v.name, inner);
+    }
+    for (auto& [key, name] : s.as)
+      if (name == v.name) name = inner;
+    s.cur[inner] = s.cur[v.name];
+    model::Node c;
+    c.name = unique(v.name + "_cast");
+    c.op_type = "Cast";
+    c.inputs = {inner};
+    c.outputs = {v.name};
+    c.attributes.push_back({"to", std::int64_t{s.orig[v.name]}, ""});
+    s.nodes.push_back(std::move(c));
+    ++rep.casts;
+    s.cur[v.name] = s.orig[v.name];
+  }
+}
+
+// `g` (a copy of the scope's source graph) gets the converted nodes and initializers, loses
+// the initializers and Constant nodes nothing reads any more, and its declared types
+// follow the values.
+void Converter::finish(Scope& s, model::Graph& g) {
+  g.nodes = std::move(s.nodes);
+  for (auto& t : s.new_initializers) g.initializers.push_back(std::move(t));
+  std::set<std::string> read;
+  for (const auto& n : g.nodes)
+    for (const auto& x : model::node_reads(n)) read.insert(x);
+  for (const auto& v : g.outputs) read.insert(v.name);
+  std::set<std::string> inputs;
+  for (const auto& v : g.inputs) inputs.insert(v.name);
+  std::erase_if(g.initializers,
+                [&](const NamedTensor& t) { return !read.count(t.name) && !inputs.count(t.name); });
+  std::erase_if(g.nodes, [&](const model::Node& n) {
+    return n.op_type == "Constant" && !n.outputs.empty() && !read.count(n.outputs[0]);
+  });
+  for (auto& vi : g.value_info)
+    if (s.cur.count(vi.name) && vi.elem_type != 0) vi.elem_type = s.cur[vi.name];
+}
+
+// The format and the node paths to keep: Errors before anything is converted.
+void Converter::check_options() {
   if (!can_convert(o.precision)) {
     std::string formats;
     for (const auto f : kConvertFormats)
@@ -150,228 +471,31 @@ model::Model Converter::run() {
   if (low == 16 && opset < 13)
     throw Error(src.path.string(), "bfloat16 needs opset 13 or later (the model has opset " +
                                        std::to_string(opset) + ")");
-  const auto& g = src.graph;
-  std::set<std::string> node_names;
-  for (const auto& n : g.nodes) node_names.insert(n.name);
+  const auto paths = exec::node_paths(src);
   for (const auto& k : o.keep_fp32)
-    if (!node_names.count(k)) {
-      std::vector<std::string> all(node_names.begin(), node_names.end());
+    if (std::find(paths.begin(), paths.end(), k) == paths.end()) {
       std::string msg = "the model has no node named '" + k + "'";
-      if (auto hint = did_you_mean(k, all); !hint.empty()) msg += "; did you mean '" + hint + "'?";
+      if (auto hint = did_you_mean(k, paths); !hint.empty())
+        msg += "; did you mean '" + hint + "'?";
       throw Error(src.path.string(), msg);
     }
-  orig = model::infer_elem_types(src);
-  cur = orig;
-  for (const auto& v : g.inputs) names.insert(v.name);
-  for (const auto& t : g.initializers) {
-    names.insert(t.name);
-    if (t.tensor.dtype() == DType::float32) initializer[t.name] = &t.tensor;
-  }
-  for (const auto& n : g.nodes) {
-    names.insert(n.name);
-    for (const auto& x : n.outputs) names.insert(x);
-    if (n.op_type == "Constant" && !n.outputs.empty())
-      if (const Tensor* t = n.attr_tensor("value"); t && t->dtype() == DType::float32)
-        constant[n.outputs[0]] = t;
-  }
+}
+
+model::Model Converter::run() {
+  check_options();
+  types = model::infer_graph_elem_types(src);
+  collect_names(src.graph, names);
+  Scope main{.g = src.graph};
+  open(main, {});
   if (!o.keep_io_types)
     for (auto& v : out.graph.inputs)
-      if (v.elem_type == kFloat && !initializer.count(v.name)) {
+      if (v.elem_type == kFloat && !main.initializer.count(v.name)) {
         v.elem_type = low;
-        cur[v.name] = low;
+        main.cur[v.name] = low;
       }
-
-  // Values that are constants or data movement of constants only.
-  std::set<std::string> constlike;
-  for (const auto& [name, t] : initializer) constlike.insert(name);
-  for (const auto& [name, t] : constant) constlike.insert(name);
-  // Readers of each value, for Cast look-ahead.
-  std::map<std::string, std::vector<std::size_t>> readers;
-  for (std::size_t i = 0; i < g.nodes.size(); ++i)
-    for (const auto& in : g.nodes[i].inputs) readers[in].push_back(i);
-
-  // The class of compute nodes: low unless kept, not floating, or not allowed by the spec.
-  const auto order = model::topological_order(g, src.path.string());
-  std::vector<int> compute_class(g.nodes.size(), 0);  // 0: not a floating compute node
-  for (const auto idx : order) {
-    const auto& n = g.nodes[idx];
-    const auto* info = exec::Registry::global().find(n.op_type);
-    if (info && info->kind == exec::OpKind::data_movement) continue;
-    if (n.outputs.empty() || !orig.count(n.outputs[0]) || orig[n.outputs[0]] != kFloat) continue;
-    int c = low;
-    if (o.keep_fp32.count(n.name) || o.keep_fp32_ops.count(n.op_type) || has_subgraph(n))
-      c = kFloat;
-    const auto typing = model::op_typing(n.op_type, n.domain, opset);
-    if (c == low && (!typing.known || !typing.allows(typing.output_param(0), low))) {
-      c = kFloat;
-      rep.kept_by_spec.push_back("'" + n.name + "' (" + n.op_type + ")");
-    }
-    compute_class[idx] = c;
-    ++(c == low ? rep.low_nodes : rep.fp32_nodes);
-  }
-
-  for (const auto idx : order) {
-    model::Node n = g.nodes[idx];
-    const auto typing = model::op_typing(n.op_type, n.domain, opset);
-    const auto* info = exec::Registry::global().find(n.op_type);
-    const bool moves = info && info->kind == exec::OpKind::data_movement;
-    if (n.op_type == "Constant") {  // converted where read (as_type), kept as it is
-      nodes.push_back(std::move(n));
-      continue;
-    }
-    const std::string main = typing.known ? typing.output_param(0) : std::string();
-    int cls = kFloat;
-    if (compute_class[idx]) {
-      cls = compute_class[idx];
-    } else if (moves && typing.known && !has_subgraph(n)) {
-      // Data movement follows its data: low when any main input already is; over constants
-      // only (an Identity of a weight), low when every reader computes in the format.
-      bool any_low = false, all_const = true, any_float = false;
-      for (std::size_t i = 0; i < n.inputs.size(); ++i) {
-        const std::string& in = n.inputs[i];
-        if (in.empty() || typing.input_param(i) != main || !orig.count(in) || orig[in] != kFloat)
-          continue;
-        any_float = true;
-        if (cur.count(in) && cur[in] == low) any_low = true;
-        if (!constlike.count(in)) all_const = false;
-      }
-      bool readers_low = !n.outputs.empty() && !readers[n.outputs[0]].empty();
-      if (readers_low)
-        for (auto r : readers[n.outputs[0]]) readers_low = readers_low && compute_class[r] == low;
-      if (any_float && all_const)
-        for (const auto& x : n.outputs) constlike.insert(x);
-      cls = (any_low || (any_float && all_const && readers_low)) && typing.allows(main, low)
-                ? low
-                : kFloat;
-    }
-    if (n.op_type == "Cast" && n.attr_int("to", 0) == kFloat && !n.outputs.empty()) {
-      // A Cast to float whose readers all compute in the format casts to it directly.
-      const auto& rs = readers[n.outputs[0]];
-      const bool all_low = !rs.empty() && std::all_of(rs.begin(), rs.end(), [&](std::size_t r) {
-        return compute_class[r] == low;
-      });
-      if (all_low)
-        for (auto& a : n.attributes)
-          if (a.name == "to") a.value = std::int64_t{low};
-    }
-    // Ops whose float output type comes from an attribute (ConstantOfShape's value,
-    // Random*'s dtype) produce the format directly when every reader computes in it.
-    bool attr_typed_low = false;
-    if ((n.op_type == "ConstantOfShape" || n.op_type.rfind("Random", 0) == 0) &&
-        !n.outputs.empty() && orig.count(n.outputs[0]) && orig[n.outputs[0]] == kFloat) {
-      const auto& rs = readers[n.outputs[0]];
-      attr_typed_low = !rs.empty() && std::all_of(rs.begin(), rs.end(), [&](std::size_t r) {
-        return compute_class[r] == low;
-      });
-      if (attr_typed_low) {
-        bool set = false;
-        for (auto& a : n.attributes) {
-          if (a.name == "dtype") a.value = std::int64_t{low}, set = true;
-          if (auto* t = std::get_if<Tensor>(&a.value); t && a.name == "value") {
-            *t = exec::convert(exec::convert(*t, DType::float32),
-                               low == 10 ? DType::float16 : DType::bfloat16);
-            set = true;
-          }
-        }
-        if (!set && n.op_type.rfind("Random", 0) == 0)
-          n.attributes.push_back({"dtype", std::int64_t{low}, ""});
-        if (!set && n.op_type == "ConstantOfShape") {  // the default value is float 0
-          Tensor zero(low == 10 ? DType::float16 : DType::bfloat16, {1});
-          std::fill(zero.bytes(), zero.bytes() + zero.nbytes(), std::byte{0});
-          n.attributes.push_back({"value", std::move(zero), ""});
-        }
-      }
-    }
-    for (std::size_t i = 0; i < n.inputs.size(); ++i) {
-      std::string& in = n.inputs[i];
-      if (in.empty() || !orig.count(in) || orig[in] != kFloat) continue;
-      const std::string& p = typing.input_param(i);
-      if (has_subgraph(n))  // If/Loop/Scan bodies were typed for float32
-        in = as_type(in, kFloat);
-      else if (typing.known && p == main && (compute_class[idx] || moves))
-        in = as_type(in, cls);
-      else if (!typing.known || !typing.allows(p, cur.count(in) ? cur[in] : kFloat))
-        in = as_type(in, kFloat);  // a parameter of its own that needs float32
-    }
-    // Subgraphs read outer values by name: they must still be float32.
-    for (auto& a : n.attributes) {
-      std::vector<model::GraphPtr*> subs;
-      if (auto* sg = std::get_if<model::GraphPtr>(&a.value)) subs.push_back(sg);
-      if (auto* sgs = std::get_if<std::vector<model::GraphPtr>>(&a.value))
-        for (auto& sg : *sgs) subs.push_back(&sg);
-      for (auto* sg : subs) {
-        auto copy = std::make_shared<model::Graph>(**sg);
-        for (const auto& v : model::outer_references(*copy))
-          if (cur.count(v) && cur[v] != orig[v] && orig[v] == kFloat)
-            rename_captured(*copy, v, as_type(v, kFloat));
-        *sg = copy;
-      }
-    }
-    for (std::size_t j = 0; j < n.outputs.size(); ++j) {
-      const std::string& x = n.outputs[j];
-      if (x.empty() || !orig.count(x)) continue;
-      if (n.op_type == "Cast") {
-        cur[x] = static_cast<int>(n.attr_int("to", orig[x]));
-        continue;
-      }
-      if (attr_typed_low && j == 0) {
-        cur[x] = low;
-        continue;
-      }
-      if (orig[x] != kFloat) continue;
-      const bool follows =
-          typing.known && typing.output_param(j) == main && (compute_class[idx] || moves);
-      cur[x] = follows ? cls : kFloat;
-    }
-    nodes.push_back(std::move(n));
-  }
-
-  // Graph outputs keep float32 with --keep-io-types (a Cast at the end), else take the
-  // type their producer gives them.
-  for (auto& v : out.graph.outputs) {
-    if (!cur.count(v.name) || cur[v.name] == orig[v.name]) continue;
-    if (!o.keep_io_types) {
-      v.elem_type = cur[v.name];
-      continue;
-    }
-    const std::string inner = unique(v.name + "_" + suffix);
-    for (auto& n : nodes) {
-      for (auto& x : n.outputs)
-        if (x == v.name) x = inner;
-      for (auto& x : n.inputs)
-        if (x == v.name) x = inner;
-    }
-    for (auto& [key, name] : as)
-      if (name == v.name) name = inner;
-    cur[inner] = cur[v.name];
-    model::Node c;
-    c.name = unique(v.name + "_cast");
-    c.op_type = "Cast";
-    c.inputs = {inner};
-    c.outputs = {v.name};
-    c.attributes.push_back({"to", std::int64_t{orig[v.name]}, ""});
-    nodes.push_back(std::move(c));
-    ++rep.casts;
-    cur[v.name] = orig[v.name];
-  }
-
-  out.graph.nodes = std::move(nodes);
-  for (auto& t : new_initializers) out.graph.initializers.push_back(std::move(t));
-  // Drop initializers and Constant nodes nothing reads any more.
-  std::set<std::string> read;
-  for (const auto& n : out.graph.nodes)
-    for (const auto& x : model::node_reads(n)) read.insert(x);
-  for (const auto& v : out.graph.outputs) read.insert(v.name);
-  std::set<std::string> inputs;
-  for (const auto& v : out.graph.inputs) inputs.insert(v.name);
-  std::erase_if(out.graph.initializers,
-                [&](const NamedTensor& t) { return !read.count(t.name) && !inputs.count(t.name); });
-  std::erase_if(out.graph.nodes, [&](const model::Node& n) {
-    return n.op_type == "Constant" && !n.outputs.empty() && !read.count(n.outputs[0]);
-  });
-  // Declared types follow the values.
-  for (auto& vi : out.graph.value_info)
-    if (cur.count(vi.name) && vi.elem_type != 0) vi.elem_type = cur[vi.name];
+  for (std::size_t pos = 0; pos < main.order.size(); ++pos) convert_node(main, pos);
+  keep_output_types(main);
+  finish(main, out.graph);
   return std::move(out);
 }
 
@@ -435,10 +559,9 @@ model::Model apply_plan(const model::Model& m, const analysis::PlanFile& plan, C
                              model_name + " (" + why + ")");
     out = apply_scale(out, *s);
   }
-  std::set<std::string> names;
-  for (const auto& n : out.graph.nodes) names.insert(n.name);
+  const auto paths = exec::node_paths(out);
   for (const auto& n : plan.fp32_nodes) {
-    if (!names.count(n))
+    if (std::find(paths.begin(), paths.end(), n) == paths.end())
       throw Error(where,
                   "node '" + n + "' is not in " + model_name + " (a plan for another model?)");
     o.keep_fp32.insert(n);

@@ -4,7 +4,8 @@ on small models built here with onnx:
 
 - an If whose then-branch overflows float16: the body node, named by its path
   (`If_0/then_branch/scale`), is the origin; its overflow count equals NumPy's;
-  `--keep-fp32` on that path passes;
+  `--keep-fp32` on that path passes; `--annotate` writes its attributes on the node inside
+  the branch;
 - a Loop whose accumulator, reading a captured outer tensor, overflows float16 at iteration
   k: the origin names k, which NumPy's float16 loop finds independently; the body node's
   input range is the captured tensor's; it ran once per iteration;
@@ -12,6 +13,11 @@ on small models built here with onnx:
   origin name it by its path;
 - an If nested in a Loop: the origin is `loop/body/branch/then_branch/dbl`, first at the
   iteration NumPy finds;
+- a Scan whose body is an RNN cell, h' = tanh(x_t W + h U + b), whose pre-activation
+  term x_t W passes float16's max at the step NumPy finds while the whole pre-activation is
+  0 (float16's hidden state saturates at 1): the origin is `rnn/body/xw` at that
+  iteration; the plan keeps it by path, and convert writes a model onnx.checker accepts
+  whose outputs meet the tolerance against NumPy's float64 cell;
 - each in bfloat16, whose range suffices: PASS;
 - a --keep-fp32 path that names no node: one line, exit 2, with a "did you mean";
 - a failure without origin (a Cast to float16 overflows, nothing computes in the format):
@@ -30,7 +36,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from clitest import check, fails, failures, run  # noqa: E402
+from annotate_test import node_metadata  # noqa: E402
+from clitest import check, fails, failures, read_outputs, run  # noqa: E402
 
 F16_MAX = 65504.0
 
@@ -108,6 +115,22 @@ def test_if(f, tmp):
         check(node(j, "If_0/else_branch/same") is not None, "if: the other branch is listed too",
               [n["name"] for n in j["nodes"]])
         check(origin in r.stdout, "if fp16: the text names the path", r.stdout[-800:])
+    # --annotate: the body node's attributes are on the node inside the branch.
+    annotated = os.path.join(tmp, "if.annotated.onnx")
+    r, j = checked(f, tmp, path, inputs, "--annotate", annotated)
+    if j and os.path.exists(annotated):
+        m = onnx.load(annotated)
+        onnx.checker.check_model(m, full_check=True)
+        then_g = next(a.g for a in m.graph.node[0].attribute if a.name == "then_branch")
+        meta = dict(node_metadata(then_g.node[0]))
+        local = node(j, origin)["outputs"][0]["local"]
+        check(meta.get("fpguard.precision") == "float16" and
+              meta.get("fpguard.origin", "").startswith("overflow") and
+              meta.get("fpguard.overflow_local") == str(local["overflow"] + local["nan"]) and
+              "[fpguard]" in then_g.node[0].doc_string,
+              "if: --annotate writes the body node's attributes on it", meta)
+        check(dict(node_metadata(m.graph.node[0])).get("fpguard.precision") == "float32",
+              "if: the If itself is annotated too", node_metadata(m.graph.node[0]))
     r, j = checked(f, tmp, path, inputs, "--keep-fp32", origin)
     check(j is not None and j["verdict"] == "pass", "if: --keep-fp32 on the path passes",
           r.stdout[-600:])
@@ -266,6 +289,106 @@ def test_nested(f, tmp):
     check(j is not None and j["verdict"] == "pass", "nested bf16 passes", r.stdout[-600:])
 
 
+def scan_rnn_model(tmp):
+    """An RNN cell in a Scan: h' = tanh(x_t W + h U + b), ys = the h' of each step. Hidden
+    unit 1 is a constant 1 (tanh(16)); unit 0's pre-activation is 8192 x_t - 32768 h_1 -
+    32768, so x_t = 8 makes x_t W = 65536, beyond float16's max, while the whole
+    pre-activation is 0: in float16 the hidden state saturates at 1 instead of tanh(0) = 0.
+    W, U and b are outer initializers the body captures. Every value is a power of two
+    times a small integer: exact in bfloat16."""
+    T = TensorProto.FLOAT
+    w = numpy_helper.from_array(np.array([[8192, 0]], np.float32), "W")
+    u = numpy_helper.from_array(np.array([[0, 0], [-32768, 0]], np.float32), "U")
+    b = numpy_helper.from_array(np.array([-32768, 16], np.float32), "b")
+    h0 = numpy_helper.from_array(np.array([[0, 1]], np.float32), "h0")
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["x_t", "W"], ["xw"], name="xw"),
+         helper.make_node("MatMul", ["h_in", "U"], ["hu"], name="hu"),
+         helper.make_node("Add", ["xw", "hu"], ["s"], name="sum"),
+         helper.make_node("Add", ["s", "b"], ["pre"], name="bias"),
+         helper.make_node("Tanh", ["pre"], ["h_out"], name="cell"),
+         helper.make_node("Identity", ["h_out"], ["y_t"], name="emit")],
+        "body", [helper.make_tensor_value_info("h_in", T, [1, 2]),
+                 helper.make_tensor_value_info("x_t", T, [1, 1])],
+        [helper.make_tensor_value_info("h_out", T, [1, 2]),
+         helper.make_tensor_value_info("y_t", T, [1, 2])])
+    g = helper.make_graph(
+        [helper.make_node("Scan", ["h0", "x"], ["h_last", "ys"], name="rnn", body=body,
+                          num_scan_inputs=1)],
+        "g", [helper.make_tensor_value_info("x", T, [6, 1, 1])],
+        [helper.make_tensor_value_info("h_last", T, [1, 2]),
+         helper.make_tensor_value_info("ys", T, [6, 1, 2])], [w, u, b, h0])
+    path = os.path.join(tmp, "rnn.onnx")
+    save(g, path)
+    xs = np.array([1, 2, 4, 8, 2, 1], np.float32).reshape(6, 1, 1)
+    return path, inputs_dir(tmp, "rnn_in", x=xs), xs
+
+
+def rnn_reference(xs, dtype=np.float64):
+    """The cell in NumPy: (ys, h_last); with dtype float16, x_t W rounded to float16 (its
+    MatMul's output) and the rest in float32, as a float16 kernel with float32 accumulation
+    computes it."""
+    w = np.array([[8192, 0]]); u = np.array([[0, 0], [-32768, 0]]); b = np.array([-32768, 16])
+    h, ys = np.array([[0.0, 1.0]]), []
+    for x in xs:
+        xw = (x.astype(np.float64) @ w).astype(dtype).astype(np.float64)
+        h = np.tanh(xw + h @ u + b)
+        ys.append(h)
+    return np.stack(ys), h
+
+
+def test_scan_rnn(f, tmp):
+    path, inputs, xs = scan_rnn_model(tmp)
+    origin = "rnn/body/xw"
+    # NumPy: the steps whose x_t W overflows float16, and the float64 hidden states.
+    over = [t for t, x in enumerate(xs) if np.isinf(np.float16(np.float32(x[0, 0]) * 8192))]
+    ys64, _ = rnn_reference(xs)
+    ys16, _ = rnn_reference(xs, np.float16)
+    check(over == [3] and abs(ys64[3, 0, 0]) < 1e-6 and ys16[3, 0, 0] == 1,
+          "NumPy: step 3 overflows float16, the state saturates at 1 instead of 0",
+          (over, ys64[3], ys16[3]))
+    r, j = checked(f, tmp, path, inputs)
+    if j:
+        check(j["verdict"] == "fail", "rnn fp16 fails", j["verdict"])
+        got = [(o["node"], o["iteration"], o["affected"]) for o in j["origins"]]
+        check(got == [(origin, [over[0]], len(over))],
+              f"rnn fp16: the origin is {origin}, first at iteration {over[0]}", got)
+        n = node(j, origin)
+        check(n is not None and n["runs"] == len(xs) and n["parent"] == "rnn",
+              "rnn: the body node ran once per step", n)
+        check(origin in r.stdout and f"first at iteration {over[0]}" in r.stdout,
+              "rnn fp16: the text names the path and the iteration", r.stdout[-800:])
+    r, j = checked(f, tmp, path, inputs, precision="bfloat16")
+    check(j is not None and j["verdict"] == "pass" and not j["origins"], "rnn bf16 passes",
+          r.stdout[-600:])
+    # plan + convert: a model onnx.checker accepts, whose outputs meet the tolerance
+    # against NumPy's float64 cell.
+    plan = os.path.join(tmp, "rnn.plan.json")
+    r = run(f, "plan", path, "--inputs", inputs, "--precision", "fp16", "-o", plan, "--quiet")
+    check(r.returncode == 0, "rnn: plan", (r.stdout[-600:], r.stderr))
+    with open(plan) as fh:
+        p = json.load(fh)
+    check(origin in p["fp32_nodes"] and all(n.startswith("rnn/body/") for n in p["fp32_nodes"]),
+          "rnn: the plan keeps the body node by path", p["fp32_nodes"])
+    out = os.path.join(tmp, "rnn16.onnx")
+    r = run(f, "convert", path, "--plan", plan, "--keep-io-types", "-o", out)
+    check(r.returncode == 0 and "FAIL" not in r.stdout, "rnn: convert verifies",
+          (r.returncode, r.stdout, r.stderr))
+    m = onnx.load(out)
+    try:
+        onnx.checker.check_model(m, full_check=True)
+    except Exception as e:  # noqa: BLE001 - any checker failure is the finding
+        check(False, "rnn: the converted model passes onnx.checker", e)
+    got = os.path.join(tmp, "rnn16_out")
+    r = run(f, "run", out, "--inputs", inputs, "--outputs", got)
+    ys = read_outputs(got)["ys"].astype(np.float64) if r.returncode == 0 else None
+    if ys is not None:
+        cos = float(np.sum(ys * ys64) / np.sqrt(np.sum(ys * ys) * np.sum(ys64 * ys64)))
+        check(cos >= 0.999 and np.abs(ys - ys64).max() <= 2 ** -9,
+              "rnn: the converted model meets the tolerance against NumPy",
+              (cos, np.abs(ys - ys64).max()))
+
+
 def test_no_origin(f, tmp):
     """y = Cast(Cast(x, float16), float32): nothing computes in the format, yet x = 70000
     becomes inf (NumPy: float16(70000) is inf) in the Cast to float16. No origin: the report
@@ -298,7 +421,7 @@ def main():
     ap.add_argument("--fpguard", required=True)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        for t in (test_if, test_loop, test_constant, test_nested, test_no_origin):
+        for t in (test_if, test_loop, test_constant, test_nested, test_scan_rnn, test_no_origin):
             sub = os.path.join(tmp, t.__name__)
             os.makedirs(sub)
             t(a.fpguard, sub)

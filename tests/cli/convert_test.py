@@ -7,9 +7,17 @@
   converted model's outputs (real 16-bit storage) equal the emulated prediction of the
   plan bit for bit; its verification against the float32 model passes; check passes on it.
 - crafted graphs (onnx.helper): an initializer shared by a float32 and a float16 node, a
-  graph output produced by a float32 node, an If whose branch reads an outer value that
-  became float16, a Cast to float feeding float16 nodes, a Resize whose `scales` must stay
-  float32; bfloat16.
+  graph output produced by a float32 node, an If whose float32 branch node (kept by path)
+  reads an outer value that became float16, a Cast to float feeding float16 nodes, a Resize
+  whose `scales` must stay float32; bfloat16.
+- control flow (the models of control_flow_test.py: If, Loop reading a captured tensor, If
+  in a Loop, a branch initializer beyond float16's max, a Scan RNN cell): planned and
+  converted in float16 and bfloat16, whole in float16 on inputs in range; each passes the
+  checker and strict shape inference and equals the emulated plan bit for bit; the body
+  nodes compute in the format between Casts, a captured value is cast once, in the graph
+  that defines it; the float16 ones run in ONNX Runtime too; a --keep-fp32 body path that
+  names no node gets a "did you mean" over all paths, a plan naming a body node the model
+  lacks is a plan for another model.
 - bad input: a plan for another model, a malformed plan, a precision that contradicts the
   plan, -o onto the input, formats convert cannot write.
 - a second runtime: every model convert writes here runs in ONNX Runtime (onnxruntime-node,
@@ -39,9 +47,12 @@ from clitest import check, fails, failures, read_outputs, run  # noqa: E402
 CONVERTED = []
 
 
-def example_inputs(ex, name):
-    d = os.path.join(ex, name, "inputs")
+def dir_inputs(d):
     return {f[:-4]: np.load(os.path.join(d, f)) for f in sorted(os.listdir(d))}
+
+
+def example_inputs(ex, name):
+    return dir_inputs(os.path.join(ex, name, "inputs"))
 
 
 def valid(path, what):
@@ -207,7 +218,8 @@ def crafted(f, tmp):
     np.save(os.path.join(tmp, "c.npy"), np.array(True))
     np.save(os.path.join(tmp, "x.npy"), rng.normal(0, 1, (2, 4)).astype(np.float32))
     r = run(f, "convert", src, "--precision", "fp16", "-o", out, "--input",
-            "c=" + os.path.join(tmp, "c.npy"), "--input", "x=" + os.path.join(tmp, "x.npy"))
+            "c=" + os.path.join(tmp, "c.npy"), "--input", "x=" + os.path.join(tmp, "x.npy"),
+            "--keep-fp32", "branch/then_branch/neg")
     check(r.returncode == 0 and "verified" in r.stdout, "if: converts and verifies",
           (r.stdout, r.stderr))
     CONVERTED.append((out, {"x": np.load(os.path.join(tmp, "x.npy")), "c": np.array(True)},
@@ -215,8 +227,10 @@ def crafted(f, tmp):
     m = valid(out, "if")
     branch = next(n for n in m.graph.node if n.op_type == "If")
     then_in = branch.attribute[[a.name for a in branch.attribute].index("then_branch")].g
-    check(then_in.node[0].input[0] == "h_fp32", "the branch reads a float32 copy",
-          list(then_in.node[0].input))
+    else_in = branch.attribute[[a.name for a in branch.attribute].index("else_branch")].g
+    check(then_in.node[0].input[0] == "h_fp32" and else_in.node[0].input[0] == "h",
+          "the float32 branch node reads a float32 copy, the float16 one h itself",
+          (list(then_in.node[0].input), list(else_in.node[0].input)))
 
     # Cast(to=FLOAT) feeding float16 nodes becomes Cast(to=FLOAT16); Resize keeps its
     # float32 scales.
@@ -302,6 +316,130 @@ def exact(f, tmp):
     check(r.returncode == 0, "exact: converts", (r.stdout, r.stderr))
     x = (np.arange(12, dtype=np.float32).reshape(3, 4) - 6) / 8
     CONVERTED.append((out, {"x": x}, "exact"))
+
+
+def body(m, node_name, attr):
+    """The graph attribute `attr` of the main-graph node `node_name`."""
+    n = next(n for n in m.graph.node if n.name == node_name)
+    return next(a.g for a in n.attribute if a.name == attr)
+
+
+def cf_case(f, tmp, label, model, inputs, precision, plan=True):
+    """One control-flow model converted (with its plan, or all of it in `precision`) with
+    --keep-io-types: it passes the checker and strict shape inference, and its outputs
+    (real 16-bit storage) equal the emulated plan, `run --precision P --exclude <plan
+    nodes>` on the original, bit for bit. Returns (converted model, plan's fp32 nodes)."""
+    keep = []
+    argv = ["convert", model, "--keep-io-types", "--inputs", inputs]
+    if plan:
+        pj = os.path.join(tmp, label + ".plan.json")
+        r = run(f, "plan", model, "--inputs", inputs, "--precision", precision, "-o", pj,
+                "--quiet")
+        check(r.returncode == 0, f"{label}: plan", (r.stdout[-500:], r.stderr))
+        with open(pj) as fh:
+            keep = json.load(fh)["fp32_nodes"]
+        argv += ["--plan", pj]
+    else:
+        argv += ["--precision", precision]
+    out = os.path.join(tmp, label + ".onnx")
+    r = run(f, *argv, "-o", out)
+    check(r.returncode == 0 and "verified" in r.stdout and "FAIL" not in r.stdout,
+          f"{label}: convert verifies", (r.returncode, r.stdout, r.stderr))
+    if r.returncode != 0:
+        return None, keep
+    m = valid(out, label)
+    oc, oe = os.path.join(tmp, label + "_oc"), os.path.join(tmp, label + "_oe")
+    run(f, "run", out, "--inputs", inputs, "--outputs", oc)
+    emulate = ["run", model, "--inputs", inputs, "--precision", precision, "--outputs", oe]
+    run(f, *(emulate + (["--exclude"] + keep if keep else [])))
+    a, b = read_outputs(oc), read_outputs(oe)
+    check(a.keys() == b.keys() and len(a) > 0, f"{label}: the same outputs", (a.keys(), b.keys()))
+    for k in a:
+        check(np.array_equal(a[k].astype(np.float32), b[k].astype(np.float32)),
+              f"{label}: converted == emulated plan ({k})",
+              float(np.abs(a[k].astype(np.float32) - b[k].astype(np.float32)).max()))
+    return m, keep
+
+
+def cast_to(g, value):
+    """The `to` of the Cast in `g` producing `value`, or None."""
+    for n in g.node:
+        if n.op_type == "Cast" and n.output[0] == value:
+            return n.attribute[0].i
+    return None
+
+
+def control_flow(f, tmp):
+    """The models of control_flow_test.py (If, Loop reading a captured tensor, If nested in a
+    Loop, a branch initializer beyond float16's max, a Scan RNN cell), planned and converted
+    in float16 and bfloat16; in-range inputs converted whole in float16 too."""
+    import control_flow_test as cf  # noqa: E402 - the models are built there
+    H = TensorProto.FLOAT16
+    d = os.path.join(tmp, "cf")
+    os.makedirs(d)
+    if_path, if_in, _ = cf.if_model(d)
+    loop_path, loop_in = cf.loop_model(d, 10, 10000.0)
+    nested_path, nested_in = cf.nested_model(d, 8)
+    const_path, const_in = cf.const_model(d)
+    rnn_path, rnn_in, _ = cf.scan_rnn_model(d)
+    cases = [("if", if_path, if_in), ("loop", loop_path, loop_in),
+             ("nested", nested_path, nested_in), ("const", const_path, const_in),
+             ("rnn", rnn_path, rnn_in)]
+    for label, model, inputs in cases:
+        for precision in ("fp16", "bf16"):
+            m, keep = cf_case(f, d, f"{label}_{precision}", model, inputs, precision)
+            if m is not None and precision == "fp16":
+                CONVERTED.append((os.path.join(d, f"{label}_{precision}.onnx"),
+                                  dir_inputs(inputs), "fp16"))
+            if label == "loop" and m is not None:
+                add = next(n for n in body(m, "loop", "body").node if n.name == "acc_add")
+                kept = precision == "fp16"
+                check(keep == (["loop/body/acc_add"] if kept else []),
+                      f"loop {precision}: the plan keeps the body node by path", keep)
+                # bfloat16: the Add reads the carried value through a Cast in the body and
+                # the captured x through one in the main graph (once, not per iteration).
+                b = body(m, "loop", "body")
+                check(kept or (cast_to(b, add.input[0]) == TensorProto.BFLOAT16 and
+                               cast_to(m.graph, add.input[1]) == TensorProto.BFLOAT16),
+                      f"loop {precision}: the body's Casts", list(add.input))
+    # A --keep-fp32 path that names no node: one line with a "did you mean" over all paths,
+    # and a plan naming a body node the model lacks: a plan for another model.
+    never = os.path.join(d, "never.onnx")
+    fails(f, "convert --keep-fp32 unknown body path",
+          ["convert", if_path, "--precision", "fp16", "--keep-fp32", "If_0/then_branch/scal", "-o",
+           never], "If_0/then_branch/scal'", "did you mean 'If_0/then_branch/scale'")
+    other = os.path.join(d, "other.plan.json")
+    with open(other, "w") as fh:
+        json.dump({"schema_version": 1, "precision": "float16", "fp32_nodes": ["loop/body/acc_add"]},
+                  fh)
+    fails(f, "plan naming a body node the model lacks",
+          ["convert", if_path, "--plan", other, "-o", never], "loop/body/acc_add", "another model")
+    check(not os.path.exists(never), "no output on error")
+    # Whole models in float16 on inputs in range: every body node in float16.
+    small = os.path.join(d, "if_small")
+    os.makedirs(small)
+    np.save(os.path.join(small, "x.npy"), np.array([1, 2, 3, -4], np.float32))
+    np.save(os.path.join(small, "c.npy"), np.array(True))
+    loop_small = os.path.join(d, "loop_small")
+    os.makedirs(loop_small)
+    np.save(os.path.join(loop_small, "x.npy"), np.array([1.5], np.float32))
+    short = os.path.join(d, "short")  # 4 doublings of 1000 stay within float16's range
+    os.makedirs(short)
+    short_path, short_in = cf.nested_model(short, 4)
+    for label, model, inputs in (("if_all16", if_path, small), ("loop_all16", loop_path, loop_small),
+                                 ("nested_all16", short_path, short_in)):
+        m, _ = cf_case(f, d, label, model, inputs, "fp16", plan=False)
+        if m is None:
+            continue
+        CONVERTED.append((os.path.join(d, label + ".onnx"), dir_inputs(inputs), "fp16"))
+        if label == "if_all16":
+            then_g = body(m, "If_0", "then_branch")
+            mul = next(n for n in then_g.node if n.name == "scale")
+            inits = {i.name: i.data_type for i in then_g.initializer}
+            check(inits.get(mul.input[1]) == H and cast_to(m.graph, mul.input[0]) == H and
+                  cast_to(then_g, then_g.output[0].name) == TensorProto.FLOAT,
+                  "if all fp16: the branch computes in float16 between Casts",
+                  (list(mul.input), inits, [o.name for o in then_g.output]))
 
 
 def declared_inputs(model):
@@ -432,6 +570,7 @@ def main():
         test_examples(a.fpguard, a.examples, tmp)
         crafted(a.fpguard, tmp)
         exact(a.fpguard, tmp)
+        control_flow(a.fpguard, tmp)
         external_data(a.fpguard, a.examples, tmp)
         errors(a.fpguard, a.examples, tmp)
         in_onnx_runtime(a.fpguard, a.examples, a.ort_node, tmp)
