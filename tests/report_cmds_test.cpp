@@ -551,9 +551,11 @@ TEST(ProfileJson, RoundTripsAndRendersTheTables) {
              {.path = "loop/body/relu", .op_type = "Relu", .calls = 12, .ms = 0.5},
              {.path = "conv2", .op_type = "Conv", .calls = 4, .ms = 1},
              {.path = "loop", .op_type = "Loop", .calls = 4, .ms = 0.5}};
+  p.outside_ms = 0.25;
   const Json j = to_json(p);
   EXPECT_EQ(j["schema_version"], kProfileSchema);
   EXPECT_EQ(j["total_ms"], 4.0);
+  EXPECT_EQ(j["outside_ms"], 0.25);
   EXPECT_EQ(j["op_types"][0]["op_type"], "Conv");
   EXPECT_EQ(j["op_types"][0]["nodes"], 2);
   EXPECT_EQ(j["op_types"][0]["average_ms"], 1.5);
@@ -565,7 +567,7 @@ TEST(ProfileJson, RoundTripsAndRendersTheTables) {
   std::ostringstream t;
   render(t, p, 2, Terminal{});
   EXPECT_EQ(t.str(),
-            "profile: 4 ms a run in 4 nodes (median of 4 runs)\n"
+            "profile: 4 ms a run in 4 nodes, 0.25 ms outside them (median of 4 runs)\n"
             "  op type  nodes  total ms  average ms  share\n"
             "  Conv         2         3         1.5  75.0%\n"
             "  Loop         1       0.5         0.5  12.5%\n"
@@ -575,6 +577,9 @@ TEST(ProfileJson, RoundTripsAndRendersTheTables) {
             "  conv1  Conv         4   2  50.0%\n"
             "  conv2  Conv         4   1  25.0%\n"
             "  (2 slowest of 4 nodes; --profile-top 0 shows all)\n");
+  Json older = j;  // written before outside_ms was
+  older.erase("outside_ms");
+  EXPECT_EQ(profile_from_json(older, "old.json").outside_ms, 0.0);
   Json bad = j;
   bad["nodes"][2].erase("ms");
   EXPECT_EQ(problem([&] { profile_from_json(bad, "in.json"); }), "\"nodes\"[2].\"ms\" is missing");

@@ -75,6 +75,14 @@ struct KernelContext {
   // Ops registered with kValues only (else empty): a sequence or empty optional made for
   // output i instead of a tensor (set_output).
   std::vector<std::optional<Value>> output_values;
+  // Per input (may be shorter than inputs: false): a weight whose tensor keeps its address
+  // and values for the executor's life (a model initializer, or its rounded copy in the
+  // WeightCache). What a kernel derives from it alone may be kept in `prepared`.
+  std::vector<char> stable_inputs;
+  // The executor's store of what kernels prepare once (oneDNN primitives, weights
+  // reordered into their layout); nullptr: nothing is kept.
+  class PreparedCache* prepared = nullptr;
+  bool stable(std::size_t i) const { return i < stable_inputs.size() && stable_inputs[i]; }
 
   std::size_t num_inputs() const { return inputs.size(); }
   bool has(std::size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
@@ -303,6 +311,27 @@ class WeightCache {
   std::mutex mutex_;
 };
 
+// What kernels prepare once per node and keep for every later run (a oneDNN convolution's
+// primitive and its weights reordered into the primitive's layout): (node, key) -> an
+// object of the kernel's choosing, made under the lock the first time. Thread-safe; an
+// executor owns one, shared by its Sessions. Keys must name everything the object
+// depends on besides the node (input shapes, the address of a stable input).
+class PreparedCache {
+ public:
+  template <class T>
+  std::shared_ptr<const T> get(const model::Node& node, const std::string& key,
+                               const std::function<std::shared_ptr<const T>()>& make) {
+    return std::static_pointer_cast<const T>(
+        get_any(node, key, [&]() -> std::shared_ptr<const void> { return make(); }));
+  }
+
+ private:
+  std::shared_ptr<const void> get_any(const model::Node& node, const std::string& key,
+                                      const std::function<std::shared_ptr<const void>()>& make);
+  std::map<std::pair<const model::Node*, std::string>, std::shared_ptr<const void>> items_;
+  std::mutex mutex_;
+};
+
 // ---- profiling ---------------------------------------------------------------------------
 // Where a run's time goes (`fpguard run --profile`). Each node's time is its own: the
 // kernel, the rounding of its inputs and outputs, its bookkeeping, but not the nodes of
@@ -324,6 +353,10 @@ struct Profile {
   std::vector<NodeTime> nodes;  // in the order they first ran
   std::uint64_t runs = 0;       // completed runs the medians are taken over
   double total_ms() const;      // the nodes' times summed
+  // A run's time outside every node (median over the runs): from the session's start
+  // (feeding the inputs) to its last node, less the nodes' times; the executor's work
+  // between nodes (freeing dead values, looking values up, building each kernel's context).
+  double outside_ms = 0;
 };
 // The op types of `p`, slowest first (ties by name).
 std::vector<OpTypeTime> by_op_type(const Profile& p);
@@ -351,8 +384,9 @@ class Profiler {
   void enter(const model::Node& node, const std::string& path);
   void stop();
   void leave();
-  void end_run();  // the last main-graph node ran
-  struct Guard {   // leave()s when it goes out of scope; nothing when `p` is null
+  void start_run();  // a session starts (before its inputs are fed)
+  void end_run();    // the last main-graph node ran
+  struct Guard {     // leave()s when it goes out of scope; nothing when `p` is null
     Profiler* p = nullptr;
     ~Guard() {
       if (p) p->leave();
@@ -363,6 +397,8 @@ class Profiler {
   std::map<const model::Node*, std::size_t> index_;
   std::vector<Frame> stack_;
   std::uint64_t runs_ = 0;
+  std::chrono::steady_clock::time_point run_start_{};
+  std::vector<double> outside_ms_;  // per completed run
 };
 
 struct RunOptions {
@@ -459,6 +495,9 @@ class Executor {
   const model::Model& model_;
   RunOptions options_;
   std::shared_ptr<const Plans> plans_;  // shared by the executors of one model
+  // Kernels' prepared state (KernelContext::prepared); its keys hold addresses of this
+  // executor's weights, so it is never shared with another executor.
+  std::shared_ptr<PreparedCache> prepared_ = std::make_shared<PreparedCache>();
   std::string where_;
 };
 

@@ -39,4 +39,16 @@ std::uint64_t parse_byte_size(std::string_view text, const std::string& where);
 // unchanged: what is kept is what the run had already used.
 void reuse_freed_memory();
 
+// Process-wide OpenMP policy for programs that run models: unless the user chose one
+// (OMP_WAIT_POLICY or GOMP_SPINCOUNT set), sets OMP_WAIT_POLICY=passive, so that threads
+// waiting at a barrier or for work sleep instead of spinning for libgomp's default
+// 300,000 iterations. Spinning wins microseconds per parallel region on an idle machine
+// and loses everything when a core is busy: a spinning thread holds the core its
+// descheduled partner needs (bench/README.md: 2-thread runs 10x slower under load).
+// Returns whether it set the variable. libgomp reads its environment once, when it is
+// loaded, before main() (and glibc resets the environment after an executable's
+// .preinit_array has run), so a program that gets true must start again for it to take
+// effect: the CLI re-executes itself (tools/fpguard/main.cpp).
+bool prefer_passive_openmp_wait();
+
 }  // namespace fpguard

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -138,6 +139,11 @@ void reuse_freed_memory() {
   // beyond 1 GiB of free space.
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+bool prefer_passive_openmp_wait() {
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return false;
+  return setenv("OMP_WAIT_POLICY", "passive", 0) == 0;
 }
 
 }  // namespace fpguard

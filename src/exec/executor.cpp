@@ -285,6 +285,22 @@ const Tensor& WeightCache::get(const Tensor* source, const std::string& key,
   return w->second;  // std::map nodes never move
 }
 
+std::shared_ptr<const void> PreparedCache::get_any(
+    const model::Node& node, const std::string& key,
+    const std::function<std::shared_ptr<const void>()>& make) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  auto [it, fresh] = items_.try_emplace({&node, key});
+  if (fresh) {
+    try {
+      it->second = make();
+    } catch (...) {
+      items_.erase(it);
+      throw;
+    }
+  }
+  return it->second;
+}
+
 Executor::Executor(const model::Model& m, RunOptions options)
     : model_(m), options_(std::move(options)), where_(m.path.string()) {
   init_options();
@@ -328,6 +344,7 @@ const std::vector<std::size_t>& Executor::order() const {
 
 template <class Named>
 std::unique_ptr<Executor::Scope> Executor::feed(const std::vector<Named>& inputs) const {
+  if (options_.profiler) options_.profiler->start_run();
   const auto& g = model_.graph;
   auto scope = std::make_unique<Scope>();
   for (const auto& in : inputs) {
@@ -442,7 +459,9 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
                     options_.float32_storage,
                     carrier,
                     {},
-                    {}};
+                    {},
+                    {},
+                    prepared_.get()};
   std::map<const model::Graph*, std::size_t> runs;  // of each body, for Enclosing::iteration
   ctx.run_subgraph = [&](const model::Graph& sub, std::vector<Value> in) {
     std::vector<Enclosing> chain = enclosing;
@@ -498,13 +517,19 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
                                  " takes numeric tensors");
     const bool floating = is_float(v.dtype());
     if (carried_format.empty() && floating) carried_format = s.exact_in;
+    // A weight read in place (the model's tensor) or through the WeightCache keeps its
+    // address; one widened into this run's scope does not, nor does a per-run copy.
+    ctx.stable_inputs.resize(ctx.inputs.size() + 1);
+    auto& stable = ctx.stable_inputs.back();
     if (fmt && floating && policy.scaled)
       if (const Tensor* q = quantized_input(s, node, here, ctx.inputs.size())) {
+        stable = s.weight;
         ctx.inputs.push_back(q);
         continue;
       }
     if (fmt && floating && s.exact_in != fmt->name) {
       if (s.weight) {
+        stable = true;
         ctx.inputs.push_back(
             &options_.weights->get(s.source, v, *fmt, policy.round_options, carrier));
       } else {
@@ -516,6 +541,7 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
       rounded.push_back(convert(v, carrier));
       ctx.inputs.push_back(&rounded.back());
     } else {
+      stable = s.weight && s.view;
       ctx.inputs.push_back(&v);
     }
   }
@@ -689,23 +715,36 @@ void Profiler::leave() {
   if (!stack_.empty()) stack_.back().nested += all;
 }
 
+void Profiler::start_run() {
+  run_start_ = std::chrono::steady_clock::now();
+}
+
 void Profiler::end_run() {
+  const std::chrono::duration<double, std::milli> all =
+      std::chrono::steady_clock::now() - run_start_;
+  double inside = 0;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    inside += nodes_[i].ms;
     run_ms_[i].push_back(nodes_[i].ms);
     nodes_[i].ms = 0;
   }
+  outside_ms_.push_back(std::max(0.0, all.count() - inside));
   ++runs_;
 }
+
+namespace {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+}  // namespace
 
 Profile Profiler::profile() const {
   Profile p{.nodes = nodes_, .runs = runs_};
   if (runs_ == 0) return p;  // the run under way, as far as it went
-  for (std::size_t i = 0; i < p.nodes.size(); ++i) {
-    std::vector<double> v = run_ms_[i];
-    std::sort(v.begin(), v.end());
-    const std::size_t h = v.size() / 2;
-    p.nodes[i].ms = v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
-  }
+  for (std::size_t i = 0; i < p.nodes.size(); ++i) p.nodes[i].ms = median(run_ms_[i]);
+  p.outside_ms = median(outside_ms_);
   return p;
 }
 
@@ -713,6 +752,7 @@ void Profiler::clear() {
   FPG_CHECK(stack_.empty());
   nodes_.clear();
   run_ms_.clear();
+  outside_ms_.clear();
   index_.clear();
   runs_ = 0;
 }

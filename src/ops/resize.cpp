@@ -5,6 +5,7 @@
 // (double).
 #include <cmath>
 
+#include "core/parallel.hpp"
 #include "ops/ops.hpp"
 
 namespace fpguard::ops {
@@ -125,6 +126,62 @@ Taps taps_for(const KernelContext& ctx, const Params& p, double xo, std::int64_t
   return t;
 }
 
+// Whether only the last two axes move (the others keep their elements: one tap of weight
+// 1 each), with no tap outside the input: then resample_planes computes the result.
+bool planar(const std::vector<AxisPlan>& plans, const Shape& in, const Shape& out) {
+  const std::size_t r = plans.size();
+  if (r < 2) return false;
+  for (std::size_t d = 0; d < r; ++d)
+    for (std::size_t o = 0; o < plans[d].taps.size(); ++o) {
+      const Taps& t = plans[d].taps[o];
+      if (t.outside) return false;
+      if (d + 2 < r && (in[d] != out[d] || t.index.size() != 1 ||
+                        t.index[0] != static_cast<std::int64_t>(o) || t.weight[0] != 1.0))
+        return false;
+    }
+  return true;
+}
+
+// resample's arithmetic, plane by plane (planes split across threads): the same double
+// products and sums in the same order (a leading axis' weight 1 changes no product), so
+// the same bits, without the per-element odometer, the double copy of the input and the
+// double output (dbnet's six Resizes: 291 -> see bench/README.md).
+template <class T>
+void resample_planes(KernelContext& ctx, const std::vector<AxisPlan>& plans, const Shape& in_shape,
+                     const Shape& out_shape) {
+  const std::size_t r = in_shape.size();
+  const auto ih = in_shape[r - 2], iw = in_shape[r - 1], oh = out_shape[r - 2],
+             ow = out_shape[r - 1];
+  const auto planes = product(out_shape) / std::max<std::int64_t>(1, oh * ow);
+  const T* px = ctx.in(0).data<T>().data();
+  T* po = ctx.out_uninit(0, carrier_dtype<T>(), out_shape).template data<T>().data();
+  const auto& rows = plans[r - 2].taps;
+  const auto& cols = plans[r - 1].taps;
+  detail::parallel_for(
+      static_cast<std::size_t>(planes),
+      detail::resolve_threads(ctx.threads > 1 ? 0 : 1, static_cast<std::size_t>(planes * oh * ow)),
+      [&](std::size_t lo, std::size_t hi) {
+        for (auto p = static_cast<std::int64_t>(lo); p < static_cast<std::int64_t>(hi); ++p) {
+          const T* plane = px + p * ih * iw;
+          T* dst = po + p * oh * ow;
+          for (std::int64_t y = 0; y < oh; ++y) {
+            const Taps& ty = rows[static_cast<std::size_t>(y)];
+            for (std::int64_t x = 0; x < ow; ++x) {
+              const Taps& tx = cols[static_cast<std::size_t>(x)];
+              double acc = 0;
+              for (std::size_t i = 0; i < ty.index.size(); ++i) {
+                const T* row = plane + ty.index[i] * iw;
+                for (std::size_t j = 0; j < tx.index.size(); ++j)
+                  acc += ty.weight[i] * tx.weight[j] * static_cast<double>(row[tx.index[j]]);
+              }
+              dst[y * ow + x] = static_cast<T>(acc);
+            }
+          }
+        }
+      },
+      1);
+}
+
 void resample(KernelContext& ctx, const Params& p, const std::vector<double>& scales,
               const Shape& out_shape, const std::vector<double>& roi, double extrapolation) {
   const Tensor& x = ctx.in(0);
@@ -144,6 +201,10 @@ void resample(KernelContext& ctx, const Params& p, const std::vector<double>& sc
           source_coordinate(p, o, scales[d], in[d], static_cast<double>(in[d]) * scales[d], rs, re);
       plans[d].taps.push_back(taps_for(ctx, p, xo, in[d], scales[d]));
     }
+  if (planar(plans, in, out_shape)) {
+    if (x.dtype() == DType::float32) return resample_planes<float>(ctx, plans, in, out_shape);
+    if (x.dtype() == DType::float64) return resample_planes<double>(ctx, plans, in, out_shape);
+  }
   std::vector<double> xin(x.size());
   to_double(x, xin);
   Tensor out_d(DType::float64, out_shape);

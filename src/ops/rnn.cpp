@@ -1,7 +1,8 @@
 // RNN, GRU and LSTM (forward, reverse, bidirectional; layout 0/1; sequence_lens; clip;
 // activations with alpha/beta; GRU linear_before_reset; LSTM peepholes and input_forget).
-// Plain loops: the gate products are small next to the models' MatMuls; batching them
-// into one sgemm per step is a follow-up.
+// The input products of every step are one gemm per direction before the steps (they do
+// not depend on the state); the recurrent product is one gemm per step; the gates are
+// plain loops.
 #include <cmath>
 #include <functional>
 
@@ -70,6 +71,19 @@ std::vector<Act<T>> activations(const KernelContext& ctx, const std::vector<std:
 
 enum class Cell { rnn, gru, lstm };
 
+// The products of one direction as ops::gemm computes MatMul, without the accumulation
+// model (which RNN, GRU and LSTM have never applied): `rows` x `cols` = A (rows x k)
+// times B^T (B: cols x k, a W or R of the node) + `bias` (per column).
+template <class T>
+void gate_products(const KernelContext& ctx, std::int64_t rows, std::int64_t cols, std::int64_t k,
+                   const T* a, const T* b, const T* bias, T* out) {
+  KernelContext plain = ctx;
+  plain.accumulate = nullptr;
+  gemm(plain, false, true, rows, cols, k, T{1}, a, k, b, k, T{0}, out, cols);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < cols; ++j) out[r * cols + j] += bias[j];
+}
+
 template <class T, Cell cell>
 void recurrent(KernelContext& ctx) {
   constexpr std::int64_t G = cell == Cell::rnn ? 1 : (cell == Cell::gru ? 3 : 4);
@@ -120,9 +134,6 @@ void recurrent(KernelContext& ctx) {
   Tensor y(carrier_dtype<T>(), ys), yh(carrier_dtype<T>(), hs), yc(carrier_dtype<T>(), hs);
   auto px = x.data<T>(), pw = w.data<T>(), pr = r.data<T>();
   auto py = y.data<T>(), pyh = yh.data<T>(), pyc = yc.data<T>();
-  auto xat = [&](std::int64_t t, std::int64_t b, std::int64_t k) {
-    return px[static_cast<std::size_t>((layout ? (b * seq + t) : (t * batch + b)) * in + k)];
-  };
   auto yat = [&](std::int64_t t, std::int64_t d, std::int64_t b) -> T* {
     return py.data() +
            (layout ? ((b * seq + t) * dirs + d) : ((t * dirs + d) * batch + b)) * hidden;
@@ -131,7 +142,12 @@ void recurrent(KernelContext& ctx) {
     return p.data() + (layout ? (b * dirs + d) : (d * batch + b)) * hidden;
   };
   auto clipv = [clip](T v) { return clip > 0 ? std::clamp(v, -clip, clip) : v; };
-  std::vector<T> gx(static_cast<std::size_t>(G * hidden)), gh(gx.size());
+  // Row (t, b) of X (in its layout's order) times W^T: every step's input products.
+  std::vector<T> gx_all(static_cast<std::size_t>(seq * batch * G * hidden)),
+      gh(static_cast<std::size_t>(G * hidden));
+  auto gx_row = [&](std::int64_t t, std::int64_t b) {
+    return gx_all.data() + (layout ? (b * seq + t) : (t * batch + b)) * G * hidden;
+  };
   for (std::int64_t d = 0; d < dirs; ++d) {
     const bool reverse = direction == "reverse" || d == 1;
     const T* W = pw.data() + d * G * hidden * in;
@@ -141,6 +157,7 @@ void recurrent(KernelContext& ctx) {
     const Act<T>& f = acts[static_cast<std::size_t>(d) * na];
     const Act<T>& g = acts[std::min(static_cast<std::size_t>(d) * na + 1, acts.size() - 1)];
     const Act<T>& hact = acts[std::min(static_cast<std::size_t>(d) * na + 2, acts.size() - 1)];
+    gate_products(ctx, seq * batch, G * hidden, in, px.data(), W, Wb, gx_all.data());
     for (std::int64_t b = 0; b < batch; ++b) {
       std::vector<T> h(h0.begin() + (d * batch + b) * hidden,
                        h0.begin() + (d * batch + b + 1) * hidden);
@@ -149,13 +166,8 @@ void recurrent(KernelContext& ctx) {
       const auto len = std::min(lens[static_cast<std::size_t>(b)], seq);
       for (std::int64_t s = 0; s < len; ++s) {
         const auto t = reverse ? len - 1 - s : s;
-        for (std::int64_t j = 0; j < G * hidden; ++j) {
-          T a = Wb[j], bb = Rb[j];
-          for (std::int64_t k = 0; k < in; ++k) a += W[j * in + k] * xat(t, b, k);
-          for (std::int64_t k = 0; k < hidden; ++k)
-            bb += R[j * hidden + k] * h[static_cast<std::size_t>(k)];
-          gx[static_cast<std::size_t>(j)] = a, gh[static_cast<std::size_t>(j)] = bb;
-        }
+        const T* gx = gx_row(t, b);
+        gate_products(ctx, 1, G * hidden, hidden, h.data(), R, Rb, gh.data());
         std::vector<T> hn(static_cast<std::size_t>(hidden));
         for (std::int64_t k = 0; k < hidden; ++k) {
           const auto K = static_cast<std::size_t>(k), H = static_cast<std::size_t>(hidden);

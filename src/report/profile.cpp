@@ -45,6 +45,7 @@ Json to_json(const exec::Profile& p) {
   return {{"schema_version", kProfileSchema},
           {"runs", p.runs},
           {"total_ms", total},
+          {"outside_ms", p.outside_ms},
           {"op_types", std::move(types)},
           {"nodes", std::move(nodes)}};
 }
@@ -54,6 +55,8 @@ exec::Profile profile_from_json(const Json& j, const std::string& where) {
   r.schema(j, kProfileSchema, "profile");
   exec::Profile p;
   p.runs = r.u64(j, "runs", "");
+  // Written since 2026-12-02; a profile from before has none (read as 0).
+  if (j.contains("outside_ms")) p.outside_ms = r.real(j, "outside_ms", "");
   const Json& nodes = r.array(j, "nodes", "");
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const std::string path = detail::item("", "nodes", i);
@@ -67,8 +70,8 @@ exec::Profile profile_from_json(const Json& j, const std::string& where) {
 
 void render(std::ostream& out, const exec::Profile& p, std::size_t top, const Terminal& term) {
   const double total = p.total_ms();
-  out << fmt::format("profile: {} ms a run in {} nodes (median of {} run{})\n", num(total),
-                     p.nodes.size(), p.runs, p.runs == 1 ? "" : "s");
+  out << fmt::format("profile: {} ms a run in {} nodes, {} ms outside them (median of {} run{})\n",
+                     num(total), p.nodes.size(), num(p.outside_ms), p.runs, p.runs == 1 ? "" : "s");
   Table types({{"op type"},
                {"nodes", Align::right},
                {"total ms", Align::right},

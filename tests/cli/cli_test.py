@@ -10,6 +10,7 @@ reproducible stochastic rounding).
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 
@@ -80,6 +81,26 @@ def check_help(c, cli):
             c.check(s in r.stdout and ("Usage" in r.stdout or "usage" in r.stdout),
                     f"{s} {flag}: usage text", r.stdout)
             c.equal(r.stderr, "", f"{s} {flag}: nothing on stderr")
+
+
+def check_openmp_wait(c, cli):
+    """OpenMP threads sleep while they wait unless the user chose (include/fpguard/limits.hpp):
+    libgomp prints the spin count it runs with under OMP_DISPLAY_ENV=verbose, once per
+    process that loads it (the first, then the re-executed one)."""
+    def spin_counts(**env):
+        e = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+        e.update(env, OMP_DISPLAY_ENV="verbose")
+        r = subprocess.run([cli.fpguard, "--version"], capture_output=True, text=True, env=e,
+                           timeout=60)
+        c.check(r.returncode == 0, f"--version with {env}: exit 0", r.stderr)
+        return re.findall(r"GOMP_SPINCOUNT = '(\d+)'", r.stderr)
+    counts = spin_counts()
+    c.check(len(counts) == 2 and counts[-1] == "0", "default: passive waiting (no spinning)",
+            counts)
+    c.equal(spin_counts(GOMP_SPINCOUNT="1234"), ["1234"], "GOMP_SPINCOUNT is the user's")
+    active = spin_counts(OMP_WAIT_POLICY="active")
+    c.check(len(active) == 1 and int(active[0]) > 300000, "OMP_WAIT_POLICY=active is kept",
+            active)
 
 
 def check_finfo(c, cli):
@@ -373,7 +394,7 @@ def main():
     c = fpgref.Checker("cli_test")
     with tempfile.TemporaryDirectory() as tmp:
         cli = Cli(c, os.path.abspath(args.fpguard), tmp)
-        for part in (check_help, check_finfo, check_errors, check_round, check_round_storage):
+        for part in (check_help, check_openmp_wait, check_finfo, check_errors, check_round, check_round_storage):
             c.run_case(part.__name__, part, c, cli)
     c.finish()
 

@@ -73,6 +73,10 @@ def example(f, tmp):
     check(abs(sum(t["share"] for t in j["op_types"]) - 100) < 1e-6, "op type shares sum to 100")
     total = sum(n["ms"] for n in j["nodes"])
     check(abs(j["total_ms"] - total) <= 1e-9 * max(1, total), "total_ms", (j["total_ms"], total))
+    check(j["outside_ms"] >= 0, "outside_ms", j.get("outside_ms"))
+    head = f"profile: {num(j['total_ms'])} ms a run in {len(names)} nodes, {num(j['outside_ms'])} ms " \
+           f"outside them (median of 2 runs)"
+    check(head in r.stdout, "the profile's first line: the JSON's numbers", r.stdout[:300])
     for t in j["op_types"]:
         ms = sum(n["ms"] for n in j["nodes"] if n["op_type"] == t["op_type"])
         check(abs(t["total_ms"] - ms) <= 1e-9 * max(1, ms), f"{t['op_type']} total_ms", (t, ms))

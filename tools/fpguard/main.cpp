@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "cli.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/io.hpp"
@@ -134,6 +136,10 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // OpenMP threads sleep while they wait unless the user chose otherwise; libgomp has
+  // read its environment already, so the process starts again (once: the variable is set
+  // now). Should the exec fail, the run goes on with libgomp's default.
+  if (fpguard::prefer_passive_openmp_wait()) execv("/proc/self/exe", argv);
   fpguard::cli::mpi::start(&argc, &argv);
   return fpguard::cli::mpi::stop(run(argc, argv));
 }
