@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "fpguard/error.hpp"
+#include "fpguard/exec.hpp"
 #include "fpguard/format.hpp"
 #include "fpguard/round.hpp"
-#include "fpguard/scaled.hpp"
 
 namespace fpguard {
 namespace {

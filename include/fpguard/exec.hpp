@@ -555,6 +555,12 @@ std::map<std::pair<std::string, std::size_t>, double> calibrate_activations(
 std::map<std::pair<std::string, std::size_t>, double> calibrate_activations(
     const Executor& ex, const std::vector<std::vector<NamedValue>>& samples);
 
+// The executor of `m` in `o` that `fpguard run` and fpguard.run use: a scaled precision of
+// the amax rule (o.policy.scaled: fp8, tensor:, channel:) first gets its activations' amax
+// calibrated on `samples` by a run that emulates nothing (static scaling, as deployed).
+Executor calibrated_executor(const model::Model& m, RunOptions o,
+                             const std::vector<std::vector<NamedValue>>& samples);
+
 // ---- helpers shared by kernels and the CLI --------------------------------------------
 bool is_float(DType d);
 // Converts values to another dtype (float -> int truncates toward zero, saturating;

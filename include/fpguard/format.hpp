@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 namespace fpguard {
@@ -146,6 +147,26 @@ std::vector<std::string> scaled_format_names();
 std::optional<ScaledFormat> find_scaled_format(std::string_view name);
 // As find_scaled_format, but throws fpguard::Error with a "did you mean" for unknown names.
 ScaledFormat parse_scaled_format(std::string_view name);
+
+// A scalar or a scaled format by name; a misspelt name gets a "did you mean" from both
+// tables (a scalar-looking one keeps parse_format's). Throws fpguard::Error.
+std::variant<Format, ScaledFormat> parse_any_format(const std::string& name);
+
+// The precision a model runs in (run, check, plan; the CLI's --precision/--other-precision
+// and Python's precision=/other_precision=): a scalar format, or a scaled one whose
+// MatMul/Gemm/Conv operands are quantized into it while the other ops run in `format`.
+struct Precision {
+  Format format{};  // what the nodes run in: the other precision when scaled
+  std::optional<ScaledFormat> scaled{};
+  const std::string& name() const { return scaled ? scaled->name : format.name; }
+};
+// `name` (any format), with `other` the format of the other ops when `name` is scaled
+// (ignored otherwise): a scalar low-precision format, else
+// Error::in_option("other_precision", other, ...).
+Precision parse_precision(const std::string& name, const std::string& other);
+// The precision of an analysis that takes scalar formats only (`command`: its name, as
+// the message words it): Error::in_option("precision", name, ...) for a scaled one.
+Format parse_scalar_precision(const std::string& name, const std::string& command);
 
 // The limits of a scaled format (`fpguard finfo mxfp8_e4m3`).
 struct ScaledInfo {

@@ -212,6 +212,15 @@ std::vector<NamedTensor> read_npz(std::span<const std::byte> bytes, const std::s
 // unique and non-empty; bfloat16 is refused as for write_npy.
 void write_npz(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors,
                bool compress);
+struct ScaledCodes;   // fpguard/round.hpp
+struct ScaledFormat;  // fpguard/format.hpp
+// The encoding of a scaled format (round_scaled's ScaledCodes of a tensor of dtype `input`
+// and shape `shape`) as `fpguard round --encode` writes it and fpguard.encode returns it:
+// "codes" (int8 for MXINT8, else uint8 up to 8 bits, uint16), "scales" (their codes as
+// uint8, or for the amax rule their values in `input`'s dtype) and, for two-level scales,
+// "global_scale" (a float32 scalar): the entries of the .npz.
+std::vector<NamedTensor> scaled_code_tensors(const ScaledCodes& c, const ScaledFormat& f,
+                                             DType input, const std::vector<std::int64_t>& shape);
 
 // ---- ONNX TensorProto (.pb) ----------------------------------------------------------
 // One serialized onnx.TensorProto, as in ONNX test_data_set_N/input_0.pb. Every DType is

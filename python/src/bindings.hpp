@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "fpguard/exec.hpp"
 #include "fpguard/format.hpp"
 #include "fpguard/model.hpp"
-#include "fpguard/scaled.hpp"
 #include "fpguard/tensor.hpp"
 
 namespace fpguard::python {

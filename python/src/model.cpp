@@ -76,63 +76,48 @@ py::list value_infos(const std::vector<model::ValueInfo>& vs, bool runtime_only,
   return out;
 }
 
-// A node by its path (the names check, policies and --keep-fp32 use): its display name in
-// the main graph, "<outer>/<attribute>/<name or OpType_pos>" in a body, numbered by the
-// body's topological order as the executor runs it (Executor::plan: a body sees the values
-// of every enclosing graph).
-struct NodeAt {
-  const model::Node* node = nullptr;
-  std::string path{}, parent{};
-};
-
-std::vector<std::string> visible_in(const model::Graph& g, std::vector<std::string> outer) {
-  for (const auto& v : g.inputs) outer.push_back(v.name);
-  for (const auto& t : g.initializers) outer.push_back(t.name);
-  for (const auto& n : g.nodes)
-    for (const auto& o : n.outputs) outer.push_back(o);
-  return outer;
-}
-
-void body_nodes(const model::Node& node, const std::string& path,
-                const std::vector<std::string>& visible, const std::string& where,
-                std::vector<NodeAt>& out) {
+// The nodes of the graphs `node` holds (If/Loop/Scan bodies, attributes in file order), each
+// graph's in the order exec::for_each_node walks it, each followed by the nodes it holds.
+using Walked =
+    std::map<const model::Graph*, std::vector<std::pair<const model::Node*, std::string>>>;
+void held_by(const model::Node& node, const std::string& path, const Walked& walked,
+             std::vector<std::tuple<const model::Node*, std::string, std::string>>& out) {
   for (const auto& a : node.attributes) {
     std::vector<const model::Graph*> graphs;
     if (const auto* sg = std::get_if<model::GraphPtr>(&a.value)) graphs.push_back(sg->get());
     if (const auto* sgs = std::get_if<std::vector<model::GraphPtr>>(&a.value))
       for (const auto& sg : *sgs) graphs.push_back(sg.get());
-    for (const model::Graph* g : graphs) {
-      const auto order = model::topological_order(*g, where, visible);
-      const auto inner = visible_in(*g, visible);
-      for (std::size_t pos = 0; pos < order.size(); ++pos) {
-        const model::Node& n = g->nodes[order[pos]];
-        const std::string here = path + "/" + a.name + "/" + exec::display_name(n, pos);
-        out.push_back({.node = &n, .path = here, .parent = path});
-        body_nodes(n, here, inner, where, out);
-      }
-    }
+    for (const model::Graph* g : graphs)
+      if (auto w = walked.find(g); w != walked.end())
+        for (const auto& [n, here] : w->second) {
+          out.emplace_back(n, here, path);
+          held_by(*n, here, walked, out);
+        }
   }
 }
 
 // (name as in the file, display name or path, op_type, domain, inputs, outputs, parent) per
-// node: the main graph's in file order (named by load), each control-flow node followed by
-// its bodies' nodes, nested as deep as the model goes.
+// node, named as check, policies and keep_fp32 name them (exec::for_each_node): the main
+// graph's in file order (named by load), each control-flow node followed by its bodies'
+// nodes, nested as deep as the model goes.
 py::list nodes(const LoadedModel& l) {
   const auto& g = l.model.graph;
-  const auto visible = visible_in(g, {});
-  std::vector<NodeAt> all;
+  Walked walked;
+  exec::for_each_node(g, l.path,
+                      [&](const model::Node& n, const std::string& path, const model::Graph& in) {
+                        walked[&in].emplace_back(&n, path);
+                      });
+  std::vector<std::tuple<const model::Node*, std::string, std::string>> all;
   for (const auto& n : g.nodes) {
-    all.push_back({.node = &n, .path = n.name});
-    body_nodes(n, n.name, visible, l.path, all);
+    all.emplace_back(&n, n.name, "");
+    held_by(n, n.name, walked, all);
   }
   py::list out;
-  for (const auto& at : all) {
-    const model::Node& n = *at.node;
-    const bool main = at.parent.empty();
-    const std::string file_name = main ? l.file_names[&n - g.nodes.data()] : n.name;
-    out.append(py::make_tuple(file_name, at.path, n.op_type, n.domain,
-                              py::tuple(py::cast(n.inputs)), py::tuple(py::cast(n.outputs)),
-                              at.parent));
+  for (const auto& [node, path, parent] : all) {
+    const model::Node& n = *node;
+    const std::string file_name = parent.empty() ? l.file_names[&n - g.nodes.data()] : n.name;
+    out.append(py::make_tuple(file_name, path, n.op_type, n.domain, py::tuple(py::cast(n.inputs)),
+                              py::tuple(py::cast(n.outputs)), parent));
   }
   return out;
 }

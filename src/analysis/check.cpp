@@ -1031,9 +1031,9 @@ std::set<OriginKind> parse_fail_on(const std::vector<std::string>& words) {
       out.insert(absorbable[it - names.begin()]);
       continue;
     }
-    std::string msg =
-        "expected overflow, nan, underflow, block_underflow, block_saturation or "
-        "scale_underflow";
+    std::string msg = "expected " + names.front();
+    for (std::size_t k = 1; k < names.size(); ++k)
+      msg += (k + 1 < names.size() ? ", " : " or ") + names[k];
     if (w == to_string(OriginKind::accuracy))
       msg = "accuracy origins are only found when an output fails; " + msg;
     else if (auto hint = did_you_mean(w, names); !hint.empty())

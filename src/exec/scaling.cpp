@@ -6,7 +6,6 @@
 #include <limits>
 
 #include "fpguard/exec.hpp"
-#include "fpguard/scaled.hpp"
 
 namespace fpguard::exec {
 

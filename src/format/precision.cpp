@@ -2,7 +2,6 @@
 // --other-precision and for Python's precision= and other_precision= (docs/executor.md).
 #include "fpguard/error.hpp"
 #include "fpguard/format.hpp"
-#include "fpguard/scaled.hpp"
 
 namespace fpguard {
 

@@ -14,7 +14,7 @@
 #include "fpguard/error.hpp"
 #include "fpguard/io.hpp"
 #include "fpguard/limits.hpp"
-#include "fpguard/scaled.hpp"
+#include "fpguard/round.hpp"
 #include "fpguard/tensor.hpp"
 
 namespace fpguard {

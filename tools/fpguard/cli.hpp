@@ -9,9 +9,9 @@
 
 #include "fpguard/analysis.hpp"
 #include "fpguard/error.hpp"
+#include "fpguard/exec.hpp"
 #include "fpguard/format.hpp"
 #include "fpguard/report.hpp"
-#include "fpguard/scaled.hpp"
 
 namespace fpguard::cli {
 
