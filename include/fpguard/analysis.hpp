@@ -409,7 +409,8 @@ struct CheckOptions {
   // the original run in float32 (see check()), and the clipping rules compare initializers.
   const model::Model* reference_model = nullptr;
   int threads = 0;
-  // After each node of each sample: (done, total) node steps. An exception it throws cancels.
+  // After each main-graph node of each sample, and between the body-node runs of a
+  // control-flow node: (done, total) main-graph node steps. An exception it throws cancels.
   std::function<void(std::size_t, std::size_t)> progress;
 };
 

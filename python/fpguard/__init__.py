@@ -501,14 +501,16 @@ def _shapes(shape: Optional[Mapping[str, Sequence[int]]]) -> List[str]:
 
 
 def _common_options(precision, keep_fp32, keep_fp32_ops, samples, seed, shape, atol, rtol,
-                    min_cosine, saturate, threads) -> dict:
+                    min_cosine, saturate, threads, other_precision, amax_margin) -> dict:
     """The options check and plan share, their types checked."""
     return dict(precision=precision, keep_fp32=_strs(keep_fp32, "keep_fp32"),
                 keep_fp32_ops=_strs(keep_fp32_ops, "keep_fp32_ops"),
                 samples=_int(samples, "samples"), seed=_int(seed, "seed"),
                 shape=_shapes(shape), atol=_opt_float(atol, "atol"),
                 rtol=_opt_float(rtol, "rtol"), min_cosine=_float(min_cosine, "min_cosine"),
-                saturate=_bool(saturate, "saturate"), threads=_int(threads, "threads"))
+                saturate=_bool(saturate, "saturate"), threads=_int(threads, "threads"),
+                other_precision=_str(other_precision, "other_precision"),
+                amax_margin=_int(amax_margin, "amax_margin"))
 
 
 def check(model: Any, inputs: Any = None, precision: Any = "float16",
@@ -531,14 +533,13 @@ def check(model: Any, inputs: Any = None, precision: Any = "float16",
     (mxfp8_e4m3, nvfp4, fp8, ...) runs as in `run`, with other_precision and amax_margin.
     The GIL is released while it runs; Ctrl-C raises KeyboardInterrupt promptly."""
     options = dict(_common_options(precision, keep_fp32, keep_fp32_ops, samples, seed, shape,
-                                   atol, rtol, min_cosine, saturate, threads),
+                                   atol, rtol, min_cosine, saturate, threads, other_precision,
+                                   amax_margin),
                    reference=_str(reference, "reference"),
                    fail_on=_strs(fail_on, "fail_on"),
                    disable_rules=_strs(disable_rules, "disable_rules"),
                    accumulate=None if accumulate is None else _str(accumulate, "accumulate"),
-                   accumulation=_str(accumulation, "accumulation"),
-                   other_precision=_str(other_precision, "other_precision"),
-                   amax_margin=_int(amax_margin, "amax_margin"))
+                   accumulation=_str(accumulation, "accumulation"))
     return Diagnosis(_fpguard.check(_loaded(model), _sets(inputs, "check"), options))
 
 
@@ -547,14 +548,17 @@ def plan(model: Any, inputs: Any = None, precision: Any = "float16",
          seed: int = 0, shape: Optional[Mapping[str, Sequence[int]]] = None,
          atol: Optional[float] = None, rtol: Optional[float] = None,
          min_cosine: float = 0.999, objective: str = "fewest-fp32", scale: str = "auto",
-         max_passes: int = 48, saturate: bool = False, threads: int = 0) -> Plan:
+         max_passes: int = 48, saturate: bool = False, threads: int = 0,
+         other_precision: str = "bfloat16", amax_margin: int = 0) -> Plan:
     """`fpguard plan`: the nodes to keep in float32 (and the exact scale rewrites) for
     `model` to meet the tolerance in `precision`. Inputs and options as check's and the
     CLI's flags of the same names (objective: fewest-fp32 or fewest-casts; scale: auto or
-    none). Returns a Plan (.save(path) writes plan.json). Like `fpguard plan`, it takes
-    scalar formats only."""
+    none). Returns a Plan (.save(path) writes plan.json). A scaled precision (mxfp8_e4m3,
+    nvfp4, fp8, ...) plans as `fpguard plan` does: the GEMMs its scales break stay float32,
+    with other_precision and amax_margin as in check; convert does not write such a plan."""
     options = dict(_common_options(precision, keep_fp32, keep_fp32_ops, samples, seed, shape,
-                                   atol, rtol, min_cosine, saturate, threads),
+                                   atol, rtol, min_cosine, saturate, threads, other_precision,
+                                   amax_margin),
                    objective=_str(objective, "objective"), scale=_str(scale, "scale"),
                    max_passes=_int(max_passes, "max_passes"))
     return Plan(_fpguard.plan(_loaded(model), _sets(inputs, "plan"), options))

@@ -104,10 +104,7 @@ analysis::Diagnosis check(py::handle m, const py::object& sets, const py::dict& 
 analysis::Plan plan(py::handle m, const py::object& sets, const py::dict& d) {
   const LoadedModel& l = m.cast<const LoadedModel&>();
   analysis::PlanOptions po;
-  // As `fpguard plan`: scalar formats only.
-  if (const std::string name = name_of(d["precision"]); !name.empty())
-    (void)parse_scalar_precision(name, "plan");
-  po.check = check_options(d);
+  po.check = check_options(d);  // a scaled precision too, as `fpguard plan` takes
   if (po.check.precision.name == "float32")
     throw Error::in_option("precision", "float32", "nothing to plan: it is float32");
   const auto objective = option<std::string>(d, "objective", "fewest-fp32");

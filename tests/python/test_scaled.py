@@ -157,6 +157,37 @@ def test_precision_refusals_are_the_cli(cli):
         "other_precision" + want[len("--other-precision"):]
     assert error_of(fpguard.check, path, precision="mxfp8_e4m4") == \
         cli_says("--precision", "mxfp8_e4m4")
-    # The CLI's plan takes scaled precisions now; Python's plan does not yet, and says so.
-    assert error_of(fpguard.plan, path, precision="mxfp8_e4m3").startswith(
-        "precision mxfp8_e4m3: a scaled format, but plan takes scalar formats only")
+    assert error_of(fpguard.plan, path, precision="mxfp8_e4m4") == \
+        cli_says("--precision", "mxfp8_e4m4")
+
+
+@pytest.mark.parametrize("example,precision,margin", [("clean_cnn", "mxfp4_e2m1", 0),
+                                                      ("transformer_block", "fp8", -4)])
+def test_plan_in_a_scaled_precision_is_the_cli(cli, tmp_path, example, precision, margin):
+    """plan.json as the CLI's (field by field), with other_precision and amax_margin, on
+    examples where the plan keeps GEMMs; then convert refuses the plan as the CLI does (ONNX
+    has no block-scaled types to write)."""
+    path = EXAMPLE[example]
+    d, feed = example_inputs(path)
+    # (No scale rewrites: the float32 nodes alone are then the plan's fix.)
+    flags = ["--precision", precision, "--other-precision", "float16", "--amax-margin",
+             str(margin), "--scale", "none"]
+    cli("plan", path, "--inputs", d, *flags, "-o", str(tmp_path / "cli.json"), "--quiet")
+    p = fpguard.plan(path, feed, precision=precision, other_precision="float16",
+                     amax_margin=margin, scale="none")
+    want = json.loads((tmp_path / "cli.json").read_text())
+    # Arrays given are no files: the plan records no inputs for convert to verify on.
+    assert p.to_dict()["inputs"] is None and want.pop("inputs")
+    assert {k: v for k, v in p.to_dict().items() if k != "inputs"} == want
+    assert p.precision == fpguard.finfo(precision).name and p.fp32_nodes
+    # The plan's float32 nodes are what the check in that precision needs: it fails
+    # without them and passes with them.
+    def verdict(keep):
+        return fpguard.check(path, feed, precision=precision, other_precision="float16",
+                             amax_margin=margin, keep_fp32=keep).verdict
+    assert verdict([]) == "fail" and verdict(p.fp32_nodes) == "pass"
+    want = cli_error(cli("convert", path, "--plan", str(tmp_path / "cli.json"), "-o",
+                         str(tmp_path / "cli.onnx"), check=False))
+    assert error_of(fpguard.convert, path, p, tmp_path / "py.onnx") == \
+        want.replace("plan " + str(tmp_path / "cli.json"), "plan", 1)
+    assert not (tmp_path / "py.onnx").exists() and not (tmp_path / "cli.onnx").exists()
