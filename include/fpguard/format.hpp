@@ -164,9 +164,6 @@ struct Precision {
 // (ignored otherwise): a scalar low-precision format, else
 // Error::in_option("other_precision", other, ...).
 Precision parse_precision(const std::string& name, const std::string& other);
-// The precision of an analysis that takes scalar formats only (`command`: its name, as
-// the message words it): Error::in_option("precision", name, ...) for a scaled one.
-Format parse_scalar_precision(const std::string& name, const std::string& command);
 
 // The limits of a scaled format (`fpguard finfo mxfp8_e4m3`).
 struct ScaledInfo {

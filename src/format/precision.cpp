@@ -30,12 +30,4 @@ Precision parse_precision(const std::string& name, const std::string& other) {
   return {.format = f, .scaled = *s};
 }
 
-Format parse_scalar_precision(const std::string& name, const std::string& command) {
-  if (find_scaled_format(name))
-    throw Error::in_option("precision", name,
-                           "a scaled format, but " + command +
-                               " takes scalar formats only (run and check take scaled ones)");
-  return parse_format(name);
-}
-
 }  // namespace fpguard
