@@ -5,7 +5,8 @@
             values: the conversion itself, which is what each costs a user);
   stats:    fpguard.stats(x, formats=[float16, bfloat16, float8_e4m3fn]) vs NumPy counting
             the same (bench/numpy_stats.py, the C++ benchmark's NumPy peer);
-  overhead: one fpguard.round call on 16 elements (out= given), and one fpguard.stats call.
+  overhead: one fpguard.round call on 16 elements (out= given), wall and CPU time, and one
+            fpguard.stats call.
 The process is pinned to one CPU first (fpguard's automatic thread count is the CPUs it may
 run on) and torch.set_num_threads(1). Best of `repeats` runs each; prints one JSON object.
 
@@ -40,9 +41,11 @@ def best(f, repeats):
     return min(times)
 
 
-def per_call(f, calls=20000):
-    """Median over 5 batches of the time of one call, in microseconds."""
-    batches = sorted(timeit.repeat(f, number=calls, repeat=5))
+def per_call(f, calls=20000, timer=time.perf_counter):
+    """Median over 5 batches of the time of one call, in microseconds. With
+    timer=time.process_time: the CPU time of one call, which other processes on the same
+    CPU do not inflate as they do the wall time (a loaded machine)."""
+    batches = sorted(timeit.repeat(f, number=calls, repeat=5, timer=timer))
     return batches[2] / calls * 1e6
 
 
@@ -60,6 +63,8 @@ def main():
     }
     small, small_out = x[:16].copy(), np.empty(16, np.float32)
     r["round_16_us"] = per_call(lambda: fpguard.round(small, "float16", out=small_out))
+    r["round_16_cpu_us"] = per_call(lambda: fpguard.round(small, "float16", out=small_out),
+                                    timer=time.process_time)
     r["stats_16_us"] = per_call(lambda: fpguard.stats(small, formats=FORMATS, threads=1), 2000)
     r["vs_torch_half"] = r["round_torch_half_s"] / r["round_fpguard_s"]
     r["vs_numpy_astype"] = r["round_numpy_astype_s"] / r["round_fpguard_s"]
