@@ -511,6 +511,20 @@ model::Model convert(const model::Model& m, const ConvertOptions& o, ConvertRepo
   return c.run();
 }
 
+decltype(analysis::PlanOptions::count_casts) cast_counter() {
+  return [](const model::Model& m, const analysis::CheckOptions& c) {
+    ConvertOptions o{.precision = c.precision,
+                     .keep_fp32 = c.keep_fp32,
+                     .keep_fp32_ops = c.keep_fp32_ops,
+                     .keep_io_types = true};
+    if (!can_convert(o.precision) || (o.precision.name == "bfloat16" && m.default_opset() < 13))
+      o.precision = parse_format("float16");
+    ConvertReport rep;
+    (void)convert(m, o, &rep);
+    return rep.casts;
+  };
+}
+
 }  // namespace fpguard::rewrite
 
 namespace fpguard::rewrite {

@@ -324,12 +324,25 @@ def body(m, node_name, attr):
     return next(a.g for a in n.attribute if a.name == attr)
 
 
+def all_casts(g):
+    """The Cast nodes of graph `g` and of every body in it, nested as deep as it goes."""
+    n = 0
+    for node in g.node:
+        n += node.op_type == "Cast"
+        for a in node.attribute:
+            for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                n += all_casts(sub)
+    return n
+
+
 def cf_case(f, tmp, label, model, inputs, precision, plan=True):
     """One control-flow model converted (with its plan, or all of it in `precision`) with
-    --keep-io-types: it passes the checker and strict shape inference, and its outputs
-    (real 16-bit storage) equal the emulated plan, `run --precision P --exclude <plan
-    nodes>` on the original, bit for bit. Returns (converted model, plan's fp32 nodes)."""
+    --keep-io-types: it passes the checker and strict shape inference, its outputs (real
+    16-bit storage) equal the emulated plan, `run --precision P --exclude <plan nodes>` on
+    the original, bit for bit, and the plan's cast count is the number of Cast nodes the
+    conversion added, bodies included. Returns (converted model, plan's fp32 nodes)."""
     keep = []
+    casts = None
     argv = ["convert", model, "--keep-io-types", "--inputs", inputs]
     if plan:
         pj = os.path.join(tmp, label + ".plan.json")
@@ -337,7 +350,8 @@ def cf_case(f, tmp, label, model, inputs, precision, plan=True):
                 "--quiet")
         check(r.returncode == 0, f"{label}: plan", (r.stdout[-500:], r.stderr))
         with open(pj) as fh:
-            keep = json.load(fh)["fp32_nodes"]
+            p = json.load(fh)
+        keep, casts = p["fp32_nodes"], p["casts"]
         argv += ["--plan", pj]
     else:
         argv += ["--precision", precision]
@@ -348,6 +362,8 @@ def cf_case(f, tmp, label, model, inputs, precision, plan=True):
     if r.returncode != 0:
         return None, keep
     m = valid(out, label)
+    added = all_casts(m.graph) - all_casts(onnx.load(model).graph)
+    check(casts is None or casts == added, f"{label}: the plan's cast count", (casts, added))
     oc, oe = os.path.join(tmp, label + "_oc"), os.path.join(tmp, label + "_oe")
     run(f, "run", out, "--inputs", inputs, "--outputs", oc)
     emulate = ["run", model, "--inputs", inputs, "--precision", precision, "--outputs", oe]
