@@ -1206,27 +1206,71 @@ void scan_constants(Context& ctx, const std::vector<ConstantJob>& jobs) {
 
 namespace {
 
-// model::infer_elem_types, or where the declared value_info contradicts what ONNX infers (a
-// converter's mistake the cast-type rule reports), the same without the value_info.
+// The element type of every value of every graph of `m` ONNX shape inference types, by
+// key (Context::elem_types): a main-graph value by its name, a body's by "<prefix><name>".
+std::map<std::string, int> keyed_types(const model::Model& m) {
+  const auto per_graph = model::infer_graph_elem_types(m);
+  std::map<const model::Graph*, std::string> prefix{{&m.graph, ""}};
+  exec::for_each_node(m.graph, m.path.string(),
+                      [&](const model::Node& n, const std::string& path, const model::Graph&) {
+                        for (const auto& a : n.attributes)
+                          for (const auto* sg : subgraphs(a))
+                            prefix[sg] = path + "/" + a.name + "/";
+                      });
+  std::map<std::string, int> out;
+  for (const auto& [g, types] : per_graph)
+    if (const auto p = prefix.find(g); p != prefix.end())
+      for (const auto& [name, t] : types) out[p->second + name] = t;
+  return out;
+}
+
+// keyed_types, or where the declared value_info contradicts what ONNX infers (a converter's
+// mistake the cast-type rule reports), the same without the main graph's value_info.
 std::map<std::string, int> elem_types(const model::Model& m) {
   try {
-    return model::infer_elem_types(m);
+    return keyed_types(m);
   } catch (const Error&) {
     if (m.graph.value_info.empty()) throw;
   }
   model::Model bare = m;
   bare.graph.value_info.clear();
-  return model::infer_elem_types(bare);
+  return keyed_types(bare);
+}
+
+bool is_16bit(int elem_type) {
+  return elem_type == 10 || elem_type == 16;
 }
 
 // 16-bit activations: 16-bit graph inputs or Casts to 16 bits (16-bit weights cast to
 // float32 are a float32 model).
 bool stores_16bit(const model::Model& m) {
   for (const auto* v : m.graph.runtime_inputs())
-    if (v->elem_type == 10 || v->elem_type == 16) return true;
+    if (is_16bit(v->elem_type)) return true;
   return std::any_of(m.graph.nodes.begin(), m.graph.nodes.end(), [](const model::Node& n) {
-    return n.op_type == "Cast" && (n.attr_int("to", 0) == 10 || n.attr_int("to", 0) == 16);
+    return n.op_type == "Cast" && is_16bit(static_cast<int>(n.attr_int("to", 0)));
   });
+}
+
+// Any 16-bit value in any graph (inputs, initializers, Constants, Casts), declared or not:
+// the values the schema-type rule needs typed.
+bool holds_16bit(const model::Model& m) {
+  auto graph = [](const model::Graph& g) {
+    return std::any_of(g.inputs.begin(), g.inputs.end(),
+                       [](const model::ValueInfo& v) { return is_16bit(v.elem_type); }) ||
+           std::any_of(g.initializers.begin(), g.initializers.end(), [](const NamedTensor& t) {
+             return t.tensor.dtype() == DType::float16 || t.tensor.dtype() == DType::bfloat16;
+           });
+  };
+  bool found = graph(m.graph);
+  exec::for_each_node(
+      m.graph, m.path.string(),
+      [&](const model::Node& n, const std::string&, const model::Graph& g) {
+        const Tensor* t = n.op_type == "Constant" ? n.attr_tensor("value") : nullptr;
+        found = found || graph(g) ||
+                (n.op_type == "Cast" && is_16bit(static_cast<int>(n.attr_int("to", 0)))) ||
+                (t && (t->dtype() == DType::float16 || t->dtype() == DType::bfloat16));
+      });
+  return found;
 }
 
 // The compute nodes of a mixed model whose output is float32 (they stay float32).
@@ -1325,9 +1369,9 @@ RunSetup run_setup(const model::Model& m, const CheckOptions& o) {
   // twin (the same graph with every 16-bit value held in float32, no Cast rounding).
   if (o.reference_model) check_same_io(m, *o.reference_model);
   r.mixed = stores_16bit(m) || o.reference_model;  // (converted: run as it is)
+  if (r.mixed || holds_16bit(m)) r.types = elem_types(m);
   if (r.mixed) {
     r.ref.float32_storage = true;
-    r.types = elem_types(m);
     r.as_stored = float32_nodes(m, r.types);
   }
   r.local = r.ref;

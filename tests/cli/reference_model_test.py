@@ -15,8 +15,17 @@ on small models built here with onnx:
   failure names the first matched tensor that leaves the tolerance (the clipped weight's
   reader), the output's cosine being NumPy's with the clipped weights;
 - crafted defects: a Cast whose `to` contradicts the declared type, a Cast of a Cast, a
-  float16 CumSum at opset 13 (its schema takes float16 from opset 14): each rule fires
-  naming the node; a model `fpguard convert` wrote has none of them;
+  float16 CumSum at opset 13 (its schema takes float16 from opset 14), declared or only
+  inferred (a float16 initializer; a Cast's output inside an If's branch): each rule fires
+  naming the node (a body node by its path); a model `fpguard convert` wrote has none of
+  them;
+- control flow converted by `mimic_convert_bodies` (bodies computing in float16, their
+  initializers converted and clipped): body tensors are matched by key and compared with the
+  original's run by run; the node where an overflow inside a Loop body starts (at NumPy's
+  iteration) is the one checking the original names as its origin (the converted check
+  names it as the first trouble: its body nodes' own float32 runs still round to their
+  16-bit storage); a clipped branch initializer without overflow makes the body
+  tensor the first trouble (with NumPy's cosine);
 - bad input: a reference model whose graph input or output differs: one line, exit 2.
 
     reference_model_test.py --fpguard PATH
@@ -266,6 +275,27 @@ def test_rules(f, tmp):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), p)
     got, _ = rule_nodes(f, tmp, p, x32.astype(np.float16), "schema-type")
     check(got == ["cumsum"], "schema-type names the CumSum fed float16 at opset 13", got)
+    # The same with no 16-bit value declared anywhere, only inferred: a float16 initializer
+    # summed in the main graph, and a float16 Cast's output summed inside an If's branch.
+    p = os.path.join(tmp, "schema_inferred.onnx")
+    k = numpy_helper.from_array(np.linspace(0, 1, 8, dtype=np.float16).reshape(1, 8), "k")
+    cast_sum = [helper.make_node("Cast", ["x"], ["h"], "to16", to=H),
+                helper.make_node("CumSum", ["h", "axis"], ["s"], "cumsum"),
+                helper.make_node("Cast", ["s"], ["t"], "to32", to=F)]
+    then_g = helper.make_graph(cast_sum, "then", [], [vi("t", F)])
+    else_g = helper.make_graph([helper.make_node("Identity", ["x"], ["e"], "same")], "else", [],
+                               [vi("e", F)])
+    c = numpy_helper.from_array(np.array(True), "c")
+    g = helper.make_graph([helper.make_node("CumSum", ["k", "axis"], ["ks"], "ksum"),
+                           helper.make_node("Cast", ["ks"], ["k32"], "k32", to=F),
+                           helper.make_node("If", ["c"], ["b"], "branch", then_branch=then_g,
+                                            else_branch=else_g),
+                           helper.make_node("Add", ["b", "k32"], ["y"], "add")],
+                          "g", [vi("x", F)], [vi("y", F)], [axis, k, c])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), p)
+    got, _ = rule_nodes(f, tmp, p, x32, "schema-type")
+    check(sorted(got or []) == ["branch/then_branch/cumsum", "ksum"],
+          "schema-type names CumSums fed inferred float16, in a body too", got)
     # A model fpguard convert wrote has none of the converter rules.
     orig, conv = os.path.join(tmp, "ln.onnx"), os.path.join(tmp, "ln_clean.onnx")
     layernorm(orig)
