@@ -475,6 +475,10 @@ struct Lockstep {
   const exec::Executor* orig_ex = nullptr;
   std::map<std::string, std::string> matched{};
   std::map<std::string, Tensor> original{};
+  // The original's node value keys (exec::value_keys), and this sample's values of its
+  // matched body tensors by (key, iterations of the enclosing bodies).
+  std::map<std::string, exec::NodeKeys> orig_keys{};
+  std::map<std::pair<std::string, std::vector<std::size_t>>, Tensor> original_body{};
 
   void run_sample(const std::vector<NamedTensor>& inputs);
   // The reference absmax of value `key` in this sample (constants: theirs); nullopt when
@@ -546,35 +550,6 @@ ScaledOperandRecord Lockstep::measure_scaled(const model::Node& node, const Node
           .saturated_blocks = st.saturated_blocks,
           .clipped = st.clipped,
           .clipped_blocks = st.clipped_blocks};
-}
-
-void Lockstep::run_original(const std::vector<NamedTensor>& inputs) {
-  original.clear();
-  const auto& og = orig_ex->model().graph;
-  std::vector<NamedTensor> fed;
-  for (const auto& in : inputs) {
-    const auto v = std::find_if(og.inputs.begin(), og.inputs.end(),
-                                [&](const model::ValueInfo& x) { return x.name == in.name; });
-    DType want = in.tensor.dtype();
-    if (v != og.inputs.end() && exec::is_float(want))
-      if (const auto dt = model::dtype_of(v->elem_type)) want = *dt;
-    fed.push_back(
-        {in.name, want != in.tensor.dtype() ? exec::convert(in.tensor, want) : in.tensor});
-  }
-  std::set<std::string> wanted;
-  for (const auto& [ours, theirs] : matched) wanted.insert(theirs);
-  exec::Session os(*orig_ex, fed);
-  while (!os.done()) {
-    const model::Node& n = os.next();
-    os.step();
-    for (const auto& out : n.outputs)
-      if (const Tensor* t = out.empty() || !wanted.count(out) ? nullptr : os.value(out);
-          t && exec::is_float(t->dtype()))
-        original[out] = *t;
-  }
-  for (const auto& o : os.outputs())
-    original[o.name] =
-        exec::is_float(o.tensor.dtype()) ? exec::convert(o.tensor, DType::float32) : o.tensor;
 }
 
 void Lockstep::record_reference(TensorRecord& t, const std::string& key, const TensorStats& st) {
@@ -719,6 +694,12 @@ void BodyEmulated::on_body_node(const exec::BodyNode& b, const std::vector<const
       ls.error[key] = c.nrmse();
       ref.kept.erase(k);
     }
+    if (auto mt = ls.matched.find(key); mt != ls.matched.end())
+      if (auto ov = ls.original_body.find({mt->second, its});
+          ov != ls.original_body.end() && ov->second.size() == out.tensor.size()) {
+        t.original = mt->second;
+        t.against_original.merge(compare_to(ov->second, out.tensor, b.format ? *b.format : fp32));
+      }
     for (const auto& l : local)
       if (l.name == out.name && l.tensor.dtype() == DType::float32) {
         const Comparison c = compare_to(l.tensor, out.tensor, *b.format);
@@ -729,6 +710,59 @@ void BodyEmulated::on_body_node(const exec::BodyNode& b, const std::vector<const
         }
       }
   }
+}
+
+void Lockstep::run_original(const std::vector<NamedTensor>& inputs) {
+  original.clear();
+  const auto& og = orig_ex->model().graph;
+  std::vector<NamedTensor> fed;
+  for (const auto& in : inputs) {
+    const auto v = std::find_if(og.inputs.begin(), og.inputs.end(),
+                                [&](const model::ValueInfo& x) { return x.name == in.name; });
+    DType want = in.tensor.dtype();
+    if (v != og.inputs.end() && exec::is_float(want))
+      if (const auto dt = model::dtype_of(v->elem_type)) want = *dt;
+    fed.push_back(
+        {in.name, want != in.tensor.dtype() ? exec::convert(in.tensor, want) : in.tensor});
+  }
+  std::set<std::string> wanted;
+  for (const auto& [ours, theirs] : matched) wanted.insert(theirs);
+  // Its matched body values, per run of their body (while kKeptBytes last).
+  struct Bodies : exec::Observer {
+    Lockstep& ls;
+    const std::set<std::string>& wanted;
+    std::size_t bytes = 0;
+    Bodies(Lockstep& l, const std::set<std::string>& w) : ls(l), wanted(w) {}
+    void on_node(const model::Node&, std::size_t, const std::vector<const Tensor*>&,
+                 const std::vector<NamedTensor>&) override {}
+    void on_body_node(const exec::BodyNode& b, const std::vector<const Tensor*>&,
+                      const std::vector<NamedTensor>& outputs) override {
+      ls.poll();
+      const auto k = ls.orig_keys.find(b.path);
+      if (k == ls.orig_keys.end()) return;
+      for (const auto& out : outputs) {
+        const std::size_t i = output_index(b.node, out.name);
+        if (i >= k->second.outputs.size() || !wanted.count(k->second.outputs[i]) ||
+            !exec::is_float(out.tensor.dtype()) || bytes + out.tensor.nbytes() > kKeptBytes)
+          continue;
+        bytes += out.tensor.nbytes();
+        ls.original_body[{k->second.outputs[i], iterations(b)}] = out.tensor;
+      }
+    }
+  } bodies(*this, wanted);
+  original_body.clear();
+  exec::Session os(*orig_ex, fed);
+  while (!os.done()) {
+    const model::Node& n = os.next();
+    os.step(&bodies);
+    for (const auto& out : n.outputs)
+      if (const Tensor* t = out.empty() || !wanted.count(out) ? nullptr : os.value(out);
+          t && exec::is_float(t->dtype()))
+        original[out] = *t;
+  }
+  for (const auto& o : os.outputs())
+    original[o.name] =
+        exec::is_float(o.tensor.dtype()) ? exec::convert(o.tensor, DType::float32) : o.tensor;
 }
 
 void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
@@ -1285,27 +1319,35 @@ std::set<std::string> float32_nodes(const model::Model& m,
   return out;
 }
 
-// The converted model's main-graph tensors matched to the original's: by name, else through a
-// same-named node's output at the same index (a converter renamed the tensor).
+// The paths of `m`'s named nodes (subgraphs included).
+std::set<std::string> named_paths(const model::Model& m) {
+  std::set<std::string> out;
+  exec::for_each_node(m.graph, m.path.string(),
+                      [&](const model::Node& n, const std::string& path, const model::Graph&) {
+                        if (!n.name.empty()) out.insert(path);
+                      });
+  return out;
+}
+
+// The converted model's tensors, subgraphs included, matched to the original's by key
+// (exec::value_keys): by the same key, else through the output at the same index of the
+// named node at the same path (a converter renamed the tensor).
 std::map<std::string, std::string> match_tensors(const model::Model& m, const model::Model& r) {
+  const auto theirs_by_path = exec::value_keys(r);
+  const auto theirs_named = named_paths(r), ours_named = named_paths(m);
   std::set<std::string> theirs;
-  std::map<std::string, const model::Node*> by_name;
-  for (const auto& n : r.graph.nodes) {
-    theirs.insert(n.outputs.begin(), n.outputs.end());
-    if (!n.name.empty()) by_name[n.name] = &n;
-  }
+  for (const auto& [path, k] : theirs_by_path) theirs.insert(k.outputs.begin(), k.outputs.end());
   std::map<std::string, std::string> out;
-  for (const auto& n : m.graph.nodes)
-    for (std::size_t i = 0; i < n.outputs.size(); ++i) {
-      const std::string& name = n.outputs[i];
-      if (name.empty()) continue;
-      if (theirs.count(name)) {
-        out[name] = name;
-      } else if (auto b = by_name.find(n.name); !n.name.empty() && b != by_name.end() &&
-                                                i < b->second->outputs.size() &&
-                                                !b->second->outputs[i].empty()) {
-        out[name] = b->second->outputs[i];
-      }
+  for (const auto& [path, k] : exec::value_keys(m))
+    for (std::size_t i = 0; i < k.outputs.size(); ++i) {
+      const std::string& key = k.outputs[i];
+      if (key.empty()) continue;
+      const auto b = theirs_by_path.find(path);
+      if (theirs.count(key))
+        out[key] = key;
+      else if (ours_named.count(path) && theirs_named.count(path) && b != theirs_by_path.end() &&
+               i < b->second.outputs.size() && !b->second.outputs[i].empty())
+        out[key] = b->second.outputs[i];
     }
   return out;
 }
@@ -1486,6 +1528,7 @@ void Checker::accumulate(const std::vector<std::vector<NamedTensor>>& samples,
     orig_ex.emplace(*o.reference_model, orig_opts);
     ls.orig_ex = &*orig_ex;
     ls.matched = match_tensors(m, *o.reference_model);
+    ls.orig_keys = exec::value_keys(*o.reference_model);
   }
   for (std::size_t i = 0; i < samples.size(); ++i) {
     ls.set = sets[i];
