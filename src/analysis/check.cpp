@@ -491,6 +491,15 @@ struct Lockstep {
   // Runs the next main-graph node in both sessions (bodies observed) and records it.
   void step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_bodies,
             exec::Observer& emu_bodies);
+  // The inputs of the node at `pos` about to run (`nonfinite`: those its format breaks,
+  // InputProbe's): their range, error and boundaries; true when its trouble is inherited.
+  bool record_inputs(const model::Node& node, std::size_t pos, const exec::Session& ref,
+                     const std::vector<bool>& nonfinite);
+  // Its outputs after both runs: the reference's statistics, the emulated run against it,
+  // the local run (`local`, when it ran in a format) and the original (a reference model).
+  void record_outputs(const model::Node& node, std::size_t pos, const exec::Session& ref,
+                      const exec::Session& emu, const std::vector<NamedTensor>* local,
+                      bool inherited);
   // What a scaled precision's scales do to the next node's operands in its local run; a
   // weight's counts, the same in every run, measured once (by node record and input).
   std::map<std::pair<const NodeRecord*, std::size_t>, ScaledOperandRecord> weight_scaled{};
@@ -804,7 +813,17 @@ void Lockstep::step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_
   std::vector<NamedTensor> local;
   InputProbe probe(ctx, range, fmt ? *fmt : fp32);
   if (fmt) local = ref.evaluate_next(fmt, &probe, &local_ex);
-  // Inputs: where they come from, how accurate and how large they are.
+  const bool inherited = record_inputs(node, pos, ref, probe.nonfinite);
+  if (fmt && local_ex.options().policy.scaled) record_scaled(node, rec, ref);
+
+  ref.step(&ref_bodies);
+  emu.step(&emu_bodies);
+  record_outputs(node, pos, ref, emu, fmt ? &local : nullptr, inherited);
+}
+
+bool Lockstep::record_inputs(const model::Node& node, std::size_t pos, const exec::Session& ref,
+                             const std::vector<bool>& nonfinite) {
+  NodeRecord& rec = ctx.diag.nodes[pos];
   bool inherited = false;
   for (std::size_t i = 0; i < node.inputs.size(); ++i) {
     const std::string& name = node.inputs[i];
@@ -820,7 +839,7 @@ void Lockstep::step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_
     rec.input_absmax = std::max(rec.input_absmax, *a);
     if (auto e = error.find(name); e != error.end())
       rec.input_error = std::max(rec.input_error, e->second);
-    if (i < probe.nonfinite.size() && probe.nonfinite[i]) {
+    if (i < nonfinite.size() && nonfinite[i]) {
       // Rounding the reference input to the node's format broke it. Trouble started
       // upstream (at an emulated producer, a constant or a graph input) unless the
       // value comes from a float32 node: then the precision boundary is here.
@@ -835,7 +854,6 @@ void Lockstep::step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_
     }
   }
   if (inherited) rec.inputs_nonfinite = true;
-  if (fmt && local_ex.options().policy.scaled) record_scaled(node, rec, ref);
   if (rec.input_shapes.empty()) {
     for (const auto& name : node.inputs) {
       const Tensor* r = name.empty() ? nullptr : ref.value(name);
@@ -843,15 +861,20 @@ void Lockstep::step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_
     }
     ctx.firsts[pos].shapes = set;
   }
+  return inherited;
+}
 
-  ref.step(&ref_bodies);
-  emu.step(&emu_bodies);
-
+void Lockstep::record_outputs(const model::Node& node, std::size_t pos, const exec::Session& ref,
+                              const exec::Session& emu, const std::vector<NamedTensor>* local,
+                              bool inherited) {
+  const Format fp32 = parse_format("float32");
+  const std::optional<Format> fmt = ctx.formats[pos];
+  NodeRecord& rec = ctx.diag.nodes[pos];
   std::size_t li = 0;  // local holds the non-empty outputs in order
   for (std::size_t i = 0; i < node.outputs.size(); ++i) {
     const std::string& name = node.outputs[i];
     if (name.empty()) continue;
-    const Tensor* local_out = fmt && li < local.size() ? &local[li++].tensor : nullptr;
+    const Tensor* local_out = local && li < local->size() ? &(*local)[li++].tensor : nullptr;
     TensorRecord& t = rec.outputs[i];
     const Tensor* r = ref.value(name);
     const Tensor* e = emu.value(name);
