@@ -10,6 +10,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include "analysis.hpp"
@@ -256,13 +257,19 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
     best_keep = keep;
     // Prune: return what the search added to low precision where the tolerance still
     // holds, last added first (the early seeds are the ones the origins demand).
+    std::optional<std::size_t> kept_casts;  // casts(keep), counted once per configuration
     for (auto it = added.rbegin(); it != added.rend() && p.passes < o.max_passes; ++it) {
       if (!keep.count(*it)) continue;
       std::set<std::string> trial = keep;
       trial.erase(*it);
       Diagnosis t = run(trial, {.kind = PlanStepKind::pruning, .node = *it});
       if (!acceptable(t)) continue;
-      if (o.objective == Objective::fewest_casts && casts(trial) > casts(keep)) continue;
+      if (o.objective == Objective::fewest_casts) {
+        if (!kept_casts) kept_casts = casts(keep);
+        const std::size_t n = casts(trial);
+        if (n > *kept_casts) continue;
+        kept_casts = n;
+      }
       keep = std::move(trial);
       best = std::move(t);
       p.reasons.erase(*it);
