@@ -14,6 +14,7 @@
 #include "fpguard/analysis.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
+#include "fpguard/rewrite.hpp"
 #include "fpguard/stats.hpp"
 #include "graph_util.hpp"
 
@@ -567,11 +568,12 @@ TEST(Origins, PrecisionBoundaryFromAFloat32Node) {
 }
 
 // The planner covers the overflow with the smallest float32 region that removes it (the
-// origin and every node reading its out-of-range values), and counts the casts.
+// origin and every node reading its out-of-range values), and counts the casts (convert's).
 TEST(Plan, CoversAnOverflowWithItsRegion) {
   const auto [b, x] = overflow_chain();
   PlanOptions o;
   o.check = fp16();
+  o.count_casts = rewrite::cast_counter();
   const Plan p = plan(b.m, {{{"x", x}}}, o);
   EXPECT_TRUE(p.meets);
   EXPECT_EQ(p.fp32_nodes, (std::vector<std::string>{"boom", "shift", "act"}));

@@ -561,6 +561,11 @@ struct PlanOptions {
   // finish: the same Diagnosis); plan() then sees only the first set, for the float32
   // outputs that verify a scale rewrite.
   std::function<Diagnosis(const model::Model&, const CheckOptions&)> check_pass;
+  // The Cast nodes converting a model with the options' float32 nodes (keep_fp32,
+  // keep_fp32_ops) adds, graph inputs and outputs keeping their types, bodies included.
+  // `fpguard plan` passes rewrite::cast_counter (convert itself: one definition of where a
+  // Cast goes); empty: not counted (Plan::casts 0, and fewest_casts prunes as fewest_fp32).
+  std::function<std::size_t(const model::Model&, const CheckOptions&)> count_casts;
 };
 
 // Why the plan keeps a node in float32.
@@ -608,7 +613,7 @@ struct Plan {
   std::vector<std::string> fp32_nodes;    // topological order
   std::map<std::string, Reason> reasons;  // fp32 node -> why
   std::vector<Island> islands;
-  std::size_t casts = 0;                     // Cast nodes the conversion adds (inputs/outputs kept)
+  std::size_t casts = 0;  // Cast nodes convert adds (inputs/outputs kept; PlanOptions::count_casts)
   std::size_t passes = 0;                    // check() runs used
   std::size_t float_nodes = 0;               // floating compute nodes
   std::size_t low_nodes = 0;                 // ... of them in the low-precision format
@@ -636,11 +641,5 @@ struct PlanFile {
   std::vector<std::pair<std::string, int>> scaled;  // (value, k), in order
   std::optional<inputs::Provenance> inputs{};       // absent in older plans
 };
-
-// The Cast nodes converting `m` with `fp32` kept (a diagnosis of that configuration gives
-// each node's precision) implies: one per (value, target type) at each boundary between
-// float32 and low-precision nodes, graph inputs and outputs keeping their types. Main-graph
-// nodes only: the Casts convert puts inside If/Loop/Scan bodies are not counted yet.
-std::size_t count_casts(const model::Model& m, const Diagnosis& d);
 
 }  // namespace fpguard::analysis

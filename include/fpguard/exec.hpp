@@ -250,6 +250,14 @@ void for_each_node(model::Graph& g, const std::string& where,
                    const std::function<void(model::Node&, const std::string& path)>& f);
 // The names of for_each_node, in its order.
 std::vector<std::string> node_paths(const model::Model& m);
+// What each node reads and writes, by value key: a value of the main graph by its name, one
+// a body defines by "<body prefix><name>" (the prefix of its nodes' paths); a body reading a
+// value of an enclosing graph reads that graph's key (as analysis::Diagnosis names values).
+// Per node path, its inputs' and outputs' keys in order ("" for an omitted one).
+struct NodeKeys {
+  std::vector<std::string> inputs, outputs;
+};
+std::map<std::string, NodeKeys> value_keys(const model::Model& m);
 
 struct BodyNode {
   const model::Node& node;

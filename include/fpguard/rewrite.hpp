@@ -104,4 +104,10 @@ model::Model apply_plan(const model::Model& m, const analysis::PlanFile& plan, C
 // and apply_scale (the analysis layer does not depend on this one).
 decltype(analysis::PlanOptions::scaler) exact_scaler(const Format& f);
 
+// The planner's Cast count (analysis::PlanOptions::count_casts): the Cast nodes convert adds
+// with keep_io_types, keeping the check options' keep_fp32 and keep_fp32_ops, in their
+// precision (float16's placement for a format convert does not write, or for bfloat16
+// before opset 13).
+decltype(analysis::PlanOptions::count_casts) cast_counter();
+
 }  // namespace fpguard::rewrite

@@ -120,6 +120,7 @@ analysis::Plan plan(py::handle m, const py::object& sets, const py::dict& d) {
   else if (scale != "none")
     throw Error::in_option("scale", scale, "expected auto or none");
   po.max_passes = option<std::size_t>(d, "max_passes", 48);
+  po.count_casts = rewrite::cast_counter();
   po.progress = [](std::size_t, const analysis::PlanStep&) { poll_interrupt(); };
   inputs::Options used;
   const inputs::Samples s = input_sets(l, sets, d, &used);

@@ -73,8 +73,8 @@ struct Context {
   std::set<std::string> initializers{};   // their keys (subgraphs' too)
   std::map<std::string, const Tensor*> constant_values{};  // initializers and Constant values
   std::map<std::string, bool> constant_nonfinite{};        // scanned constants: inf/NaN present
-  // The ONNX element type of main-graph values (model::infer_elem_types), for models that
-  // store 16-bit values; empty otherwise.
+  // The ONNX element type of every value shape inference types (model::infer_graph_elem_types),
+  // by key, subgraphs included, for models that hold a 16-bit value anywhere; empty otherwise.
   std::map<std::string, int> elem_types{};
   // A scaled precision's calibrated activation amax (exec::calibrate_activations).
   ActivationAmax activation_amax{};

@@ -475,6 +475,10 @@ struct Lockstep {
   const exec::Executor* orig_ex = nullptr;
   std::map<std::string, std::string> matched{};
   std::map<std::string, Tensor> original{};
+  // The original's node value keys (exec::value_keys), and this sample's values of its
+  // matched body tensors by (key, iterations of the enclosing bodies).
+  std::map<std::string, exec::NodeKeys> orig_keys{};
+  std::map<std::pair<std::string, std::vector<std::size_t>>, Tensor> original_body{};
 
   void run_sample(const std::vector<NamedTensor>& inputs);
   // The reference absmax of value `key` in this sample (constants: theirs); nullopt when
@@ -487,6 +491,15 @@ struct Lockstep {
   // Runs the next main-graph node in both sessions (bodies observed) and records it.
   void step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_bodies,
             exec::Observer& emu_bodies);
+  // The inputs of the node at `pos` about to run (`nonfinite`: those its format breaks,
+  // InputProbe's): their range, error and boundaries; true when its trouble is inherited.
+  bool record_inputs(const model::Node& node, std::size_t pos, const exec::Session& ref,
+                     const std::vector<bool>& nonfinite);
+  // Its outputs after both runs: the reference's statistics, the emulated run against it,
+  // the local run (`local`, when it ran in a format) and the original (a reference model).
+  void record_outputs(const model::Node& node, std::size_t pos, const exec::Session& ref,
+                      const exec::Session& emu, const std::vector<NamedTensor>* local,
+                      bool inherited);
   // What a scaled precision's scales do to the next node's operands in its local run; a
   // weight's counts, the same in every run, measured once (by node record and input).
   std::map<std::pair<const NodeRecord*, std::size_t>, ScaledOperandRecord> weight_scaled{};
@@ -546,35 +559,6 @@ ScaledOperandRecord Lockstep::measure_scaled(const model::Node& node, const Node
           .saturated_blocks = st.saturated_blocks,
           .clipped = st.clipped,
           .clipped_blocks = st.clipped_blocks};
-}
-
-void Lockstep::run_original(const std::vector<NamedTensor>& inputs) {
-  original.clear();
-  const auto& og = orig_ex->model().graph;
-  std::vector<NamedTensor> fed;
-  for (const auto& in : inputs) {
-    const auto v = std::find_if(og.inputs.begin(), og.inputs.end(),
-                                [&](const model::ValueInfo& x) { return x.name == in.name; });
-    DType want = in.tensor.dtype();
-    if (v != og.inputs.end() && exec::is_float(want))
-      if (const auto dt = model::dtype_of(v->elem_type)) want = *dt;
-    fed.push_back(
-        {in.name, want != in.tensor.dtype() ? exec::convert(in.tensor, want) : in.tensor});
-  }
-  std::set<std::string> wanted;
-  for (const auto& [ours, theirs] : matched) wanted.insert(theirs);
-  exec::Session os(*orig_ex, fed);
-  while (!os.done()) {
-    const model::Node& n = os.next();
-    os.step();
-    for (const auto& out : n.outputs)
-      if (const Tensor* t = out.empty() || !wanted.count(out) ? nullptr : os.value(out);
-          t && exec::is_float(t->dtype()))
-        original[out] = *t;
-  }
-  for (const auto& o : os.outputs())
-    original[o.name] =
-        exec::is_float(o.tensor.dtype()) ? exec::convert(o.tensor, DType::float32) : o.tensor;
 }
 
 void Lockstep::record_reference(TensorRecord& t, const std::string& key, const TensorStats& st) {
@@ -719,6 +703,12 @@ void BodyEmulated::on_body_node(const exec::BodyNode& b, const std::vector<const
       ls.error[key] = c.nrmse();
       ref.kept.erase(k);
     }
+    if (auto mt = ls.matched.find(key); mt != ls.matched.end())
+      if (auto ov = ls.original_body.find({mt->second, its});
+          ov != ls.original_body.end() && ov->second.size() == out.tensor.size()) {
+        t.original = mt->second;
+        t.against_original.merge(compare_to(ov->second, out.tensor, b.format ? *b.format : fp32));
+      }
     for (const auto& l : local)
       if (l.name == out.name && l.tensor.dtype() == DType::float32) {
         const Comparison c = compare_to(l.tensor, out.tensor, *b.format);
@@ -729,6 +719,59 @@ void BodyEmulated::on_body_node(const exec::BodyNode& b, const std::vector<const
         }
       }
   }
+}
+
+void Lockstep::run_original(const std::vector<NamedTensor>& inputs) {
+  original.clear();
+  const auto& og = orig_ex->model().graph;
+  std::vector<NamedTensor> fed;
+  for (const auto& in : inputs) {
+    const auto v = std::find_if(og.inputs.begin(), og.inputs.end(),
+                                [&](const model::ValueInfo& x) { return x.name == in.name; });
+    DType want = in.tensor.dtype();
+    if (v != og.inputs.end() && exec::is_float(want))
+      if (const auto dt = model::dtype_of(v->elem_type)) want = *dt;
+    fed.push_back(
+        {in.name, want != in.tensor.dtype() ? exec::convert(in.tensor, want) : in.tensor});
+  }
+  std::set<std::string> wanted;
+  for (const auto& [ours, theirs] : matched) wanted.insert(theirs);
+  // Its matched body values, per run of their body (while kKeptBytes last).
+  struct Bodies : exec::Observer {
+    Lockstep& ls;
+    const std::set<std::string>& wanted;
+    std::size_t bytes = 0;
+    Bodies(Lockstep& l, const std::set<std::string>& w) : ls(l), wanted(w) {}
+    void on_node(const model::Node&, std::size_t, const std::vector<const Tensor*>&,
+                 const std::vector<NamedTensor>&) override {}
+    void on_body_node(const exec::BodyNode& b, const std::vector<const Tensor*>&,
+                      const std::vector<NamedTensor>& outputs) override {
+      ls.poll();
+      const auto k = ls.orig_keys.find(b.path);
+      if (k == ls.orig_keys.end()) return;
+      for (const auto& out : outputs) {
+        const std::size_t i = output_index(b.node, out.name);
+        if (i >= k->second.outputs.size() || !wanted.count(k->second.outputs[i]) ||
+            !exec::is_float(out.tensor.dtype()) || bytes + out.tensor.nbytes() > kKeptBytes)
+          continue;
+        bytes += out.tensor.nbytes();
+        ls.original_body[{k->second.outputs[i], iterations(b)}] = out.tensor;
+      }
+    }
+  } bodies(*this, wanted);
+  original_body.clear();
+  exec::Session os(*orig_ex, fed);
+  while (!os.done()) {
+    const model::Node& n = os.next();
+    os.step(&bodies);
+    for (const auto& out : n.outputs)
+      if (const Tensor* t = out.empty() || !wanted.count(out) ? nullptr : os.value(out);
+          t && exec::is_float(t->dtype()))
+        original[out] = *t;
+  }
+  for (const auto& o : os.outputs())
+    original[o.name] =
+        exec::is_float(o.tensor.dtype()) ? exec::convert(o.tensor, DType::float32) : o.tensor;
 }
 
 void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
@@ -770,7 +813,17 @@ void Lockstep::step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_
   std::vector<NamedTensor> local;
   InputProbe probe(ctx, range, fmt ? *fmt : fp32);
   if (fmt) local = ref.evaluate_next(fmt, &probe, &local_ex);
-  // Inputs: where they come from, how accurate and how large they are.
+  const bool inherited = record_inputs(node, pos, ref, probe.nonfinite);
+  if (fmt && local_ex.options().policy.scaled) record_scaled(node, rec, ref);
+
+  ref.step(&ref_bodies);
+  emu.step(&emu_bodies);
+  record_outputs(node, pos, ref, emu, fmt ? &local : nullptr, inherited);
+}
+
+bool Lockstep::record_inputs(const model::Node& node, std::size_t pos, const exec::Session& ref,
+                             const std::vector<bool>& nonfinite) {
+  NodeRecord& rec = ctx.diag.nodes[pos];
   bool inherited = false;
   for (std::size_t i = 0; i < node.inputs.size(); ++i) {
     const std::string& name = node.inputs[i];
@@ -786,7 +839,7 @@ void Lockstep::step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_
     rec.input_absmax = std::max(rec.input_absmax, *a);
     if (auto e = error.find(name); e != error.end())
       rec.input_error = std::max(rec.input_error, e->second);
-    if (i < probe.nonfinite.size() && probe.nonfinite[i]) {
+    if (i < nonfinite.size() && nonfinite[i]) {
       // Rounding the reference input to the node's format broke it. Trouble started
       // upstream (at an emulated producer, a constant or a graph input) unless the
       // value comes from a float32 node: then the precision boundary is here.
@@ -801,7 +854,6 @@ void Lockstep::step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_
     }
   }
   if (inherited) rec.inputs_nonfinite = true;
-  if (fmt && local_ex.options().policy.scaled) record_scaled(node, rec, ref);
   if (rec.input_shapes.empty()) {
     for (const auto& name : node.inputs) {
       const Tensor* r = name.empty() ? nullptr : ref.value(name);
@@ -809,15 +861,20 @@ void Lockstep::step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_
     }
     ctx.firsts[pos].shapes = set;
   }
+  return inherited;
+}
 
-  ref.step(&ref_bodies);
-  emu.step(&emu_bodies);
-
+void Lockstep::record_outputs(const model::Node& node, std::size_t pos, const exec::Session& ref,
+                              const exec::Session& emu, const std::vector<NamedTensor>* local,
+                              bool inherited) {
+  const Format fp32 = parse_format("float32");
+  const std::optional<Format> fmt = ctx.formats[pos];
+  NodeRecord& rec = ctx.diag.nodes[pos];
   std::size_t li = 0;  // local holds the non-empty outputs in order
   for (std::size_t i = 0; i < node.outputs.size(); ++i) {
     const std::string& name = node.outputs[i];
     if (name.empty()) continue;
-    const Tensor* local_out = fmt && li < local.size() ? &local[li++].tensor : nullptr;
+    const Tensor* local_out = local && li < local->size() ? &(*local)[li++].tensor : nullptr;
     TensorRecord& t = rec.outputs[i];
     const Tensor* r = ref.value(name);
     const Tensor* e = emu.value(name);
@@ -1206,27 +1263,71 @@ void scan_constants(Context& ctx, const std::vector<ConstantJob>& jobs) {
 
 namespace {
 
-// model::infer_elem_types, or where the declared value_info contradicts what ONNX infers (a
-// converter's mistake the cast-type rule reports), the same without the value_info.
+// The element type of every value of every graph of `m` ONNX shape inference types, by
+// key (Context::elem_types): a main-graph value by its name, a body's by "<prefix><name>".
+std::map<std::string, int> keyed_types(const model::Model& m) {
+  const auto per_graph = model::infer_graph_elem_types(m);
+  std::map<const model::Graph*, std::string> prefix{{&m.graph, ""}};
+  exec::for_each_node(m.graph, m.path.string(),
+                      [&](const model::Node& n, const std::string& path, const model::Graph&) {
+                        for (const auto& a : n.attributes)
+                          for (const auto* sg : subgraphs(a))
+                            prefix[sg] = path + "/" + a.name + "/";
+                      });
+  std::map<std::string, int> out;
+  for (const auto& [g, types] : per_graph)
+    if (const auto p = prefix.find(g); p != prefix.end())
+      for (const auto& [name, t] : types) out[p->second + name] = t;
+  return out;
+}
+
+// keyed_types, or where the declared value_info contradicts what ONNX infers (a converter's
+// mistake the cast-type rule reports), the same without the main graph's value_info.
 std::map<std::string, int> elem_types(const model::Model& m) {
   try {
-    return model::infer_elem_types(m);
+    return keyed_types(m);
   } catch (const Error&) {
     if (m.graph.value_info.empty()) throw;
   }
   model::Model bare = m;
   bare.graph.value_info.clear();
-  return model::infer_elem_types(bare);
+  return keyed_types(bare);
+}
+
+bool is_16bit(int elem_type) {
+  return elem_type == 10 || elem_type == 16;
 }
 
 // 16-bit activations: 16-bit graph inputs or Casts to 16 bits (16-bit weights cast to
 // float32 are a float32 model).
 bool stores_16bit(const model::Model& m) {
   for (const auto* v : m.graph.runtime_inputs())
-    if (v->elem_type == 10 || v->elem_type == 16) return true;
+    if (is_16bit(v->elem_type)) return true;
   return std::any_of(m.graph.nodes.begin(), m.graph.nodes.end(), [](const model::Node& n) {
-    return n.op_type == "Cast" && (n.attr_int("to", 0) == 10 || n.attr_int("to", 0) == 16);
+    return n.op_type == "Cast" && is_16bit(static_cast<int>(n.attr_int("to", 0)));
   });
+}
+
+// Any 16-bit value in any graph (inputs, initializers, Constants, Casts), declared or not:
+// the values the schema-type rule needs typed.
+bool holds_16bit(const model::Model& m) {
+  auto graph = [](const model::Graph& g) {
+    return std::any_of(g.inputs.begin(), g.inputs.end(),
+                       [](const model::ValueInfo& v) { return is_16bit(v.elem_type); }) ||
+           std::any_of(g.initializers.begin(), g.initializers.end(), [](const NamedTensor& t) {
+             return t.tensor.dtype() == DType::float16 || t.tensor.dtype() == DType::bfloat16;
+           });
+  };
+  bool found = graph(m.graph);
+  exec::for_each_node(
+      m.graph, m.path.string(),
+      [&](const model::Node& n, const std::string&, const model::Graph& g) {
+        const Tensor* t = n.op_type == "Constant" ? n.attr_tensor("value") : nullptr;
+        found = found || graph(g) ||
+                (n.op_type == "Cast" && is_16bit(static_cast<int>(n.attr_int("to", 0)))) ||
+                (t && (t->dtype() == DType::float16 || t->dtype() == DType::bfloat16));
+      });
+  return found;
 }
 
 // The compute nodes of a mixed model whose output is float32 (they stay float32).
@@ -1241,27 +1342,35 @@ std::set<std::string> float32_nodes(const model::Model& m,
   return out;
 }
 
-// The converted model's main-graph tensors matched to the original's: by name, else through a
-// same-named node's output at the same index (a converter renamed the tensor).
+// The paths of `m`'s named nodes (subgraphs included).
+std::set<std::string> named_paths(const model::Model& m) {
+  std::set<std::string> out;
+  exec::for_each_node(m.graph, m.path.string(),
+                      [&](const model::Node& n, const std::string& path, const model::Graph&) {
+                        if (!n.name.empty()) out.insert(path);
+                      });
+  return out;
+}
+
+// The converted model's tensors, subgraphs included, matched to the original's by key
+// (exec::value_keys): by the same key, else through the output at the same index of the
+// named node at the same path (a converter renamed the tensor).
 std::map<std::string, std::string> match_tensors(const model::Model& m, const model::Model& r) {
+  const auto theirs_by_path = exec::value_keys(r);
+  const auto theirs_named = named_paths(r), ours_named = named_paths(m);
   std::set<std::string> theirs;
-  std::map<std::string, const model::Node*> by_name;
-  for (const auto& n : r.graph.nodes) {
-    theirs.insert(n.outputs.begin(), n.outputs.end());
-    if (!n.name.empty()) by_name[n.name] = &n;
-  }
+  for (const auto& [path, k] : theirs_by_path) theirs.insert(k.outputs.begin(), k.outputs.end());
   std::map<std::string, std::string> out;
-  for (const auto& n : m.graph.nodes)
-    for (std::size_t i = 0; i < n.outputs.size(); ++i) {
-      const std::string& name = n.outputs[i];
-      if (name.empty()) continue;
-      if (theirs.count(name)) {
-        out[name] = name;
-      } else if (auto b = by_name.find(n.name); !n.name.empty() && b != by_name.end() &&
-                                                i < b->second->outputs.size() &&
-                                                !b->second->outputs[i].empty()) {
-        out[name] = b->second->outputs[i];
-      }
+  for (const auto& [path, k] : exec::value_keys(m))
+    for (std::size_t i = 0; i < k.outputs.size(); ++i) {
+      const std::string& key = k.outputs[i];
+      if (key.empty()) continue;
+      const auto b = theirs_by_path.find(path);
+      if (theirs.count(key))
+        out[key] = key;
+      else if (ours_named.count(path) && theirs_named.count(path) && b != theirs_by_path.end() &&
+               i < b->second.outputs.size() && !b->second.outputs[i].empty())
+        out[key] = b->second.outputs[i];
     }
   return out;
 }
@@ -1325,9 +1434,9 @@ RunSetup run_setup(const model::Model& m, const CheckOptions& o) {
   // twin (the same graph with every 16-bit value held in float32, no Cast rounding).
   if (o.reference_model) check_same_io(m, *o.reference_model);
   r.mixed = stores_16bit(m) || o.reference_model;  // (converted: run as it is)
+  if (r.mixed || holds_16bit(m)) r.types = elem_types(m);
   if (r.mixed) {
     r.ref.float32_storage = true;
-    r.types = elem_types(m);
     r.as_stored = float32_nodes(m, r.types);
   }
   r.local = r.ref;
@@ -1442,6 +1551,7 @@ void Checker::accumulate(const std::vector<std::vector<NamedTensor>>& samples,
     orig_ex.emplace(*o.reference_model, orig_opts);
     ls.orig_ex = &*orig_ex;
     ls.matched = match_tensors(m, *o.reference_model);
+    ls.orig_keys = exec::value_keys(*o.reference_model);
   }
   for (std::size_t i = 0; i < samples.size(); ++i) {
     ls.set = sets[i];

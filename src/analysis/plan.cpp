@@ -10,6 +10,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include "analysis.hpp"
@@ -33,13 +34,6 @@ struct Values {                                 // producers and readers of a gr
     }
   }
 };
-
-// Node index -> its record in a diagnosis (records are in topological order).
-std::map<std::string, const NodeRecord*> by_name(const Diagnosis& d) {
-  std::map<std::string, const NodeRecord*> out;
-  for (const auto& n : d.nodes) out[n.name] = &n;
-  return out;
-}
 
 double worst_cosine(const std::vector<OutputVerdict>& v) {
   double c = 1;
@@ -67,70 +61,6 @@ bool acceptable(const Diagnosis& d) {
 }
 
 }  // namespace
-
-std::size_t count_casts(const model::Model& m, const Diagnosis& d) {
-  const auto& g = m.graph;
-  const auto names = display_names(m);
-  const auto recs = by_name(d);
-  enum Class { none, fp32, low };
-  std::map<std::string, Class> value_class;
-  std::set<std::string> constants;
-  for (const auto& t : g.initializers) constants.insert(t.name);
-  for (const auto& vi : g.inputs)
-    if (!constants.count(vi.name)) value_class[vi.name] = fp32;  // inputs keep their type
-  std::set<std::pair<std::string, Class>> casts;
-  const auto order = model::topological_order(g, m.path.string());
-  for (const auto idx : order) {
-    const auto& n = g.nodes[idx];
-    auto it = recs.find(names[idx]);
-    if (it == recs.end()) continue;
-    const NodeRecord& r = *it->second;
-    bool floating = false;
-    for (const auto& t : r.outputs) floating = floating || t.floating;
-    if (!floating) continue;
-    if (n.op_type == "Constant") {  // converted statically, like an initializer
-      constants.insert(n.outputs[0]);
-      continue;
-    }
-    Class c = r.emulated ? low : fp32;
-    const bool moves =
-        r.precision == "float32" && !r.emulated && exec::Registry::global().find(n.op_type) &&
-        exec::Registry::global().find(n.op_type)->kind == exec::OpKind::data_movement;
-    if (moves) {  // data movement takes its inputs' type: low if any is low
-      bool only_constants = true, any_input = false;
-      for (const auto& in : n.inputs)
-        if (!in.empty() && (constants.count(in) || value_class.count(in))) {
-          any_input = true;
-          if (!constants.count(in) && value_class[in] != none) only_constants = false;
-        }
-      if (any_input && only_constants) {  // moves constants: converted statically too
-        for (const auto& t : r.outputs)
-          if (t.floating) constants.insert(t.name);
-        continue;
-      }
-      c = fp32;
-      bool any = false;
-      for (const auto& in : n.inputs)
-        if (auto v = value_class.find(in); v != value_class.end() && v->second != none) {
-          any = true;
-          if (v->second == low) c = low;
-        }
-      if (!any) c = fp32;
-    }
-    for (const auto& in : n.inputs) {
-      if (in.empty() || constants.count(in)) continue;
-      auto v = value_class.find(in);
-      if (v == value_class.end() || v->second == none) continue;
-      if (v->second != c) casts.insert({in, c});
-    }
-    for (const auto& t : r.outputs)
-      if (!t.name.empty()) value_class[t.name] = t.floating ? c : none;
-  }
-  for (const auto& o : g.outputs)
-    if (auto v = value_class.find(o.name); v != value_class.end() && v->second == low)
-      casts.insert({o.name, fp32});
-  return casts.size();
-}
 
 Plan plan(const model::Model& original, const std::vector<std::vector<NamedTensor>>& samples,
           const PlanOptions& o) {
@@ -166,6 +96,12 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
     c.keep_fp32 = s;
     ++p.passes;
     return check_pass(m, c);
+  };
+  auto casts = [&](const std::set<std::string>& s) -> std::size_t {  // convert's, on m
+    if (!o.count_casts) return 0;
+    CheckOptions c = o.check;
+    c.keep_fp32 = s;
+    return o.count_casts(m, c);
   };
   auto add = [&](const std::string& n, const Reason& why) {
     if (!position.count(n) || !keep.insert(n).second) return false;
@@ -321,14 +257,19 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
     best_keep = keep;
     // Prune: return what the search added to low precision where the tolerance still
     // holds, last added first (the early seeds are the ones the origins demand).
+    std::optional<std::size_t> kept_casts;  // casts(keep), counted once per configuration
     for (auto it = added.rbegin(); it != added.rend() && p.passes < o.max_passes; ++it) {
       if (!keep.count(*it)) continue;
       std::set<std::string> trial = keep;
       trial.erase(*it);
       Diagnosis t = run(trial, {.kind = PlanStepKind::pruning, .node = *it});
       if (!acceptable(t)) continue;
-      if (o.objective == Objective::fewest_casts && count_casts(m, t) > count_casts(m, best))
-        continue;
+      if (o.objective == Objective::fewest_casts) {
+        if (!kept_casts) kept_casts = casts(keep);
+        const std::size_t n = casts(trial);
+        if (n > *kept_casts) continue;
+        kept_casts = n;
+      }
       keep = std::move(trial);
       best = std::move(t);
       p.reasons.erase(*it);
@@ -350,7 +291,7 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
         info && info->kind == exec::OpKind::compute)
       ++p.float_nodes, p.low_nodes += r.emulated;
   }
-  p.casts = count_casts(m, best);
+  p.casts = casts(best_keep);
 
   // Islands: float32 nodes connected through values (looking through data movement), each
   // within its graph (a body node joins the islands of its body).

@@ -357,13 +357,14 @@ void cast_chain(const RuleContext& rc, std::vector<RuleFinding>& out) {
   }
 }
 
-// A main-graph node that receives a 16-bit floating type its ONNX schema (at the model's
-// opset) does not accept: the same schema facts convert keeps such nodes in float32 by.
+// A node (a body node too) that receives a 16-bit floating type its ONNX schema (at the
+// model's opset) does not accept, by the types shape inference gives every value, declared
+// or not: the same schema facts convert keeps such nodes in float32 by.
 void schema_type(const RuleContext& rc, std::vector<RuleFinding>& out) {
   if (rc.ctx.elem_types.empty()) return;
   for (std::size_t pos = 0; pos < rc.ctx.nodes.size(); ++pos) {
     const auto& n = rc.node(pos);
-    if (!rc.rec(pos).parent.empty() || !(n.domain.empty() || n.domain == "ai.onnx")) continue;
+    if (!(n.domain.empty() || n.domain == "ai.onnx")) continue;
     const auto opset = rc.ctx.m.default_opset();
     const auto typing = model::op_typing(n.op_type, n.domain, opset);
     if (!typing.known) continue;

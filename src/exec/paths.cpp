@@ -1,5 +1,7 @@
 // Node paths: every node of a model, subgraphs included, under the name check, plan,
 // convert and policies know it by (exec::for_each_node).
+#include <map>
+
 #include "fpguard/exec.hpp"
 
 namespace fpguard::exec {
@@ -16,21 +18,28 @@ std::vector<G*> graphs_of(const model::Attribute& a) {
   return out;
 }
 
-// Walks `g` (its nodes prefixed by `prefix`), whose subgraphs see `outer` and its values.
+using Keys = std::map<std::string, std::string>;  // value name -> key, where visible
+
+// Walks `g` (its nodes prefixed by `prefix`), whose subgraphs see `outer` and its values;
+// `keys` holds the keys of the values of the enclosing graphs.
 template <class G, class F>
-void walk(G& g, const std::string& prefix, std::vector<std::string> outer, const std::string& where,
-          const F& f) {
+void walk(G& g, const std::string& prefix, std::vector<std::string> outer, Keys keys,
+          const std::string& where, const F& f) {
   const auto order = model::topological_order(g, where, outer);
-  for (const auto& v : g.inputs) outer.push_back(v.name);
-  for (const auto& t : g.initializers) outer.push_back(t.name);
+  auto own = [&](const std::string& v) {
+    outer.push_back(v);
+    keys[v] = prefix + v;
+  };
+  for (const auto& v : g.inputs) own(v.name);
+  for (const auto& t : g.initializers) own(t.name);
   for (const auto& n : g.nodes)
-    for (const auto& o : n.outputs) outer.push_back(o);
+    for (const auto& o : n.outputs) own(o);
   for (std::size_t pos = 0; pos < order.size(); ++pos) {
     auto& n = g.nodes[order[pos]];
     const std::string path = prefix + display_name(n, pos);
     for (const auto& a : n.attributes)
-      for (auto* sg : graphs_of<G>(a)) walk(*sg, path + "/" + a.name + "/", outer, where, f);
-    f(n, path, g);
+      for (auto* sg : graphs_of<G>(a)) walk(*sg, path + "/" + a.name + "/", outer, keys, where, f);
+    f(n, path, g, keys);
   }
 }
 
@@ -39,13 +48,16 @@ void walk(G& g, const std::string& prefix, std::vector<std::string> outer, const
 void for_each_node(const model::Graph& g, const std::string& where,
                    const std::function<void(const model::Node&, const std::string& path,
                                             const model::Graph& graph)>& f) {
-  walk(g, "", {}, where, f);
+  walk(g, "", {}, {}, where,
+       [&](const model::Node& n, const std::string& path, const model::Graph& graph, const Keys&) {
+         f(n, path, graph);
+       });
 }
 
 void for_each_node(model::Graph& g, const std::string& where,
                    const std::function<void(model::Node&, const std::string& path)>& f) {
-  walk(g, "", {}, where,
-       [&](model::Node& n, const std::string& path, model::Graph&) { f(n, path); });
+  walk(g, "", {}, {}, where,
+       [&](model::Node& n, const std::string& path, model::Graph&, const Keys&) { f(n, path); });
 }
 
 std::vector<std::string> node_paths(const model::Model& m) {
@@ -54,6 +66,21 @@ std::vector<std::string> node_paths(const model::Model& m) {
                 [&](const model::Node&, const std::string& path, const model::Graph&) {
                   out.push_back(path);
                 });
+  return out;
+}
+
+std::map<std::string, NodeKeys> value_keys(const model::Model& m) {
+  std::map<std::string, NodeKeys> out;
+  auto of = [](const Keys& keys, const std::string& v) {
+    const auto k = v.empty() ? keys.end() : keys.find(v);
+    return k == keys.end() ? v : k->second;
+  };
+  walk(m.graph, "", {}, {}, m.path.string(),
+       [&](const model::Node& n, const std::string& path, const model::Graph&, const Keys& keys) {
+         auto& k = out[path];
+         for (const auto& v : n.inputs) k.inputs.push_back(of(keys, v));
+         for (const auto& v : n.outputs) k.outputs.push_back(of(keys, v));
+       });
   return out;
 }
 

@@ -65,20 +65,12 @@ void add_numbers(const analysis::NodeRecord& r, const std::string& format, Notes
       x.local_overflow, x.propagated_overflow, num_na(x.local), num_na(x.propagated)));
 }
 
-// A node of the model, under the name a diagnosis knows it by (a body node by its path),
-// and the prefix of its graph's value keys ("" in the main graph, "<outer>/<attribute>/").
-struct Located {
-  model::Node* node = nullptr;
-  std::string prefix;
-};
-
-// Every node of `m` (subgraphs included) by name; a diagnosis of another model is refused.
-std::map<std::string, Located> locate(model::Model& m, const analysis::Diagnosis& d) {
-  std::map<std::string, Located> out;
-  exec::for_each_node(m.graph, m.path.string(), [&](model::Node& n, const std::string& path) {
-    const auto at = path.rfind(n.name.empty() ? n.op_type + "_" : n.name);
-    out.emplace(path, Located{.node = &n, .prefix = path.substr(0, at)});
-  });
+// Every node of `m` (subgraphs included) by the name a diagnosis knows it by (a body node
+// by its path); a diagnosis of another model is refused.
+std::map<std::string, model::Node*> locate(model::Model& m, const analysis::Diagnosis& d) {
+  std::map<std::string, model::Node*> out;
+  exec::for_each_node(m.graph, m.path.string(),
+                      [&](model::Node& n, const std::string& path) { out.emplace(path, &n); });
   for (const auto& r : d.nodes)
     if (!out.count(r.name))
       throw Error(m.path.string(),
@@ -86,8 +78,10 @@ std::map<std::string, Located> locate(model::Model& m, const analysis::Diagnosis
   return out;
 }
 
-// Origins go on their node; a value's (initializer, graph input) on the nodes reading it.
-void add_origins(const analysis::Diagnosis& d, const std::map<std::string, Located>& nodes,
+// Origins go on their node; a value's (initializer, graph input) on the nodes reading it
+// (`keys`: exec::value_keys), body nodes reading it from an enclosing graph included.
+void add_origins(const analysis::Diagnosis& d, const std::map<std::string, model::Node*>& nodes,
+                 const std::map<std::string, exec::NodeKeys>& keys,
                  std::map<std::string, Notes>& notes) {
   for (const auto& o : d.origins) {
     std::vector<std::string> targets;
@@ -98,12 +92,9 @@ void add_origins(const analysis::Diagnosis& d, const std::map<std::string, Locat
     } else {
       tag = fmt::format("{} ({} '{}')", analysis::to_string(o.kind), analysis::to_string(o.cause),
                         o.node);
-      for (const auto& [path, at] : nodes)
-        for (const auto& in : at.node->inputs)
-          if (!in.empty() && at.prefix + in == o.node) {
-            targets.push_back(path);
-            break;
-          }
+      for (const auto& [path, k] : keys)
+        if (std::find(k.inputs.begin(), k.inputs.end(), o.node) != k.inputs.end())
+          targets.push_back(path);
     }
     for (const auto& t : targets) {
       notes[t].origins.push_back(tag);
@@ -155,7 +146,7 @@ void annotate_in_place(model::Model& m, const analysis::Diagnosis& d, const anal
   const auto nodes = locate(m, d);
   std::map<std::string, Notes> notes;
   for (const auto& r : d.nodes) add_numbers(r, d.precision, notes[r.name]);
-  add_origins(d, nodes, notes);
+  add_origins(d, nodes, exec::value_keys(m), notes);
   for (auto& [path, n] : notes) {
     std::string joined;
     for (const auto& o : n.origins) joined += (joined.empty() ? "" : "; ") + o;
@@ -167,7 +158,7 @@ void annotate_in_place(model::Model& m, const analysis::Diagnosis& d, const anal
       n.set("plan", plan_value(*plan, r));
       n.lines.push_back("plan: " + n.meta.back().second);
     }
-  for (const auto& [path, n] : notes) write_notes(*nodes.at(path).node, n);
+  for (const auto& [path, n] : notes) write_notes(*nodes.at(path), n);
   annotate_model_metadata(m, d, plan);
 }
 

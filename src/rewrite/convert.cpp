@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <set>
 
@@ -155,7 +156,9 @@ struct Converter {
   int node_class(Scope& s, std::size_t idx, const model::OpTyping& typing, bool moves);
   bool attr_typed_low(Scope& s, model::Node& n);
   void rewire_inputs(Scope& s, model::Node& n, int cls, bool computes);
-  model::GraphPtr convert_body(Scope& parent, const model::Graph& g, const std::string& prefix);
+  Scope open_body(Scope& parent, const model::Graph& g, const std::string& prefix);
+  std::vector<bool> low_outputs(Scope& s, const model::Node& n, std::deque<Scope>& bodies);
+  model::GraphPtr close_body(Scope& s, const std::vector<bool>& low_out);
   void keep_output_types(Scope& s);
   void finish(Scope& s, model::Graph& g);
   void check_options();
@@ -369,8 +372,15 @@ void Converter::convert_node(Scope& s, std::size_t pos) {
   const bool typed_low = attr_typed_low(s, n);
   const bool computes = s.compute_class[idx] || moves;
   rewire_inputs(s, n, cls, computes);
+  std::deque<Scope> bodies;
+  std::vector<model::GraphPtr*> slots;
   for (auto& a : n.attributes)
-    for (auto* sg : graphs_of(a)) *sg = convert_body(s, **sg, path + "/" + a.name + "/");
+    for (auto* sg : graphs_of(a)) {
+      bodies.push_back(open_body(s, **sg, path + "/" + a.name + "/"));
+      slots.push_back(sg);
+    }
+  const std::vector<bool> low_out = low_outputs(s, n, bodies);
+  for (std::size_t b = 0; b < bodies.size(); ++b) *slots[b] = close_body(bodies[b], low_out);
   const std::string main = typing.known ? typing.output_param(0) : std::string();
   for (std::size_t j = 0; j < n.outputs.size(); ++j) {
     const std::string& x = n.outputs[j];
@@ -380,20 +390,49 @@ void Converter::convert_node(Scope& s, std::size_t pos) {
     else if (typed_low && j == 0)
       s.cur[x] = low;
     else if (s.orig[x] == kFloat)
-      s.cur[x] = typing.known && typing.output_param(j) == main && computes ? cls : kFloat;
+      s.cur[x] = low_out[j]                                                   ? low
+                 : typing.known && typing.output_param(j) == main && computes ? cls
+                                                                              : kFloat;
   }
   s.nodes.push_back(std::move(n));
 }
 
-// A body converted: its nodes in their classes, Casts inside it at its boundaries, its
-// inputs and outputs of the types declared (the node holding it is unchanged).
-model::GraphPtr Converter::convert_body(Scope& parent, const model::Graph& g,
-                                        const std::string& prefix) {
+// A body converted but for its outputs (close_body): its nodes in their classes, Casts
+// inside it at its boundaries.
+Scope Converter::open_body(Scope& parent, const model::Graph& g, const std::string& prefix) {
   Scope s{.g = g, .parent = &parent, .prefix = prefix};
   open(s, parent.visible);
   for (std::size_t pos = 0; pos < s.order.size(); ++pos) convert_node(s, pos);
-  auto body = std::make_shared<model::Graph>(g);
-  for (auto& v : body->outputs) {
+  return s;
+}
+
+// The outputs of `n` (its bodies converted, `bodies`) that stay in the format: an If's
+// output that every branch gives in the format and every reader computes in (float32
+// between them would be a Cast out of each branch and one back).
+std::vector<bool> Converter::low_outputs(Scope& s, const model::Node& n,
+                                         std::deque<Scope>& bodies) {
+  std::vector<bool> out(n.outputs.size(), false);
+  if (n.op_type != "If" || bodies.empty()) return out;
+  for (std::size_t j = 0; j < n.outputs.size(); ++j) {
+    const std::string& x = n.outputs[j];
+    bool low_all = !x.empty() && s.orig.count(x) && s.orig[x] == kFloat && s.all_readers(x, low);
+    for (auto& b : bodies)
+      low_all = low_all && j < b.g.outputs.size() && b.cur_of(b.g.outputs[j].name) == low;
+    out[j] = low_all;
+  }
+  return out;
+}
+
+// The body of `s` with its outputs of the types declared, or in the format where `low_out`
+// says so (the node holding it is unchanged otherwise).
+model::GraphPtr Converter::close_body(Scope& s, const std::vector<bool>& low_out) {
+  auto body = std::make_shared<model::Graph>(s.g);
+  for (std::size_t j = 0; j < body->outputs.size(); ++j) {
+    auto& v = body->outputs[j];
+    if (j < low_out.size() && low_out[j]) {
+      v.elem_type = low;
+      continue;
+    }
     const int want = v.elem_type ? v.elem_type : s.orig_of(v.name);
     if (want == kFloat) v.name = as_type(s, v.name, want);
   }
@@ -509,6 +548,20 @@ model::Model convert(const model::Model& m, const ConvertOptions& o, ConvertRepo
   ConvertReport local;
   Converter c(m, o, report ? *report : local);
   return c.run();
+}
+
+decltype(analysis::PlanOptions::count_casts) cast_counter() {
+  return [](const model::Model& m, const analysis::CheckOptions& c) {
+    ConvertOptions o{.precision = c.precision,
+                     .keep_fp32 = c.keep_fp32,
+                     .keep_fp32_ops = c.keep_fp32_ops,
+                     .keep_io_types = true};
+    if (!can_convert(o.precision) || (o.precision.name == "bfloat16" && m.default_opset() < 13))
+      o.precision = parse_format("float16");
+    ConvertReport rep;
+    (void)convert(m, o, &rep);
+    return rep.casts;
+  };
 }
 
 }  // namespace fpguard::rewrite

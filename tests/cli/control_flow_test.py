@@ -20,6 +20,8 @@ on small models built here with onnx:
   whose outputs meet the tolerance against NumPy's float64 cell;
 - each in bfloat16, whose range suffices: PASS;
 - a --keep-fp32 path that names no node: one line, exit 2, with a "did you mean";
+- value origins on outer tensors (an initializer, a graph input) read only inside a branch:
+  the origins and --annotate name the body nodes reading them;
 - a failure without origin (a Cast to float16 overflows, nothing computes in the format):
   one line names the first tensor that went non-finite and its producer.
 
@@ -389,6 +391,56 @@ def test_scan_rnn(f, tmp):
               (cos, np.abs(ys - ys64).max()))
 
 
+def captured_model(tmp):
+    """y = If(c, then: x * big + s, else: x), where `big` (2^20, beyond float16's max) is a
+    main-graph initializer and `s` (1e5) a graph input, both read inside the branch only."""
+    F = TensorProto.FLOAT
+    x = helper.make_tensor_value_info("x", F, [3])
+    s = helper.make_tensor_value_info("s", F, [3])
+    c = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    y = helper.make_tensor_value_info("y", F, [3])
+    big = numpy_helper.from_array(np.full(3, 2.0 ** 20, np.float32), "big")
+    then_g = helper.make_graph([helper.make_node("Mul", ["x", "big"], ["m"], name="gain"),
+                                helper.make_node("Add", ["m", "s"], ["t"], name="shift")],
+                               "then", [], [helper.make_tensor_value_info("t", F, [3])])
+    else_g = helper.make_graph([helper.make_node("Identity", ["x"], ["e"], name="same")], "else",
+                               [], [helper.make_tensor_value_info("e", F, [3])])
+    g = helper.make_graph([helper.make_node("If", ["c"], ["y"], name="branch",
+                                            then_branch=then_g, else_branch=else_g)],
+                          "g", [x, s, c], [y], [big])
+    path = os.path.join(tmp, "captured.onnx")
+    save(g, path)
+    return path, inputs_dir(tmp, "captured_in", x=np.array([1e-3, -2e-3, 5e-4], np.float32),
+                            s=np.full(3, 1e5, np.float32), c=np.array(True))
+
+
+def test_captured_origin(f, tmp):
+    """Value origins on outer tensors (an initializer, a graph input) that only body nodes
+    read: the origins list those body nodes (keep_fp32), and --annotate writes each origin
+    on the body node reading it, not on the If."""
+    path, inputs = captured_model(tmp)
+    annotated = os.path.join(tmp, "captured.annotated.onnx")
+    r, j = checked(f, tmp, path, inputs, "--annotate", annotated)
+    if not j:
+        return
+    got = {o["node"]: (o["cause"], o["keep_fp32"]) for o in j["origins"]}
+    check(got.get("big") == ("constant", ["branch/then_branch/gain"]) and
+          got.get("s") == ("input", ["branch/then_branch/shift"]),
+          "captured: the value origins name their body readers", got)
+    check(os.path.exists(annotated), "captured: --annotate writes", r.stderr)
+    if not os.path.exists(annotated):
+        return
+    m = onnx.load(annotated)
+    then_g = next(a.g for a in m.graph.node[0].attribute if a.name == "then_branch")
+    meta = {n.name: dict(node_metadata(n)).get("fpguard.origin", "") for n in then_g.node}
+    check("'big'" in meta.get("gain", "") and "'s'" not in meta.get("gain", ""),
+          "captured: the initializer's origin is on the body node reading it", meta)
+    check("'s'" in meta.get("shift", "") and "'big'" not in meta.get("shift", ""),
+          "captured: the input's origin is on the body node reading it", meta)
+    check("fpguard.origin" not in dict(node_metadata(m.graph.node[0])),
+          "captured: the If itself reads neither", node_metadata(m.graph.node[0]))
+
+
 def test_no_origin(f, tmp):
     """y = Cast(Cast(x, float16), float32): nothing computes in the format, yet x = 70000
     becomes inf (NumPy: float16(70000) is inf) in the Cast to float16. No origin: the report
@@ -421,7 +473,8 @@ def main():
     ap.add_argument("--fpguard", required=True)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        for t in (test_if, test_loop, test_constant, test_nested, test_scan_rnn, test_no_origin):
+        for t in (test_if, test_loop, test_constant, test_nested, test_scan_rnn,
+                  test_captured_origin, test_no_origin):
             sub = os.path.join(tmp, t.__name__)
             os.makedirs(sub)
             t(a.fpguard, sub)

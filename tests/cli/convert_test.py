@@ -324,12 +324,25 @@ def body(m, node_name, attr):
     return next(a.g for a in n.attribute if a.name == attr)
 
 
+def all_casts(g):
+    """The Cast nodes of graph `g` and of every body in it, nested as deep as it goes."""
+    n = 0
+    for node in g.node:
+        n += node.op_type == "Cast"
+        for a in node.attribute:
+            for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                n += all_casts(sub)
+    return n
+
+
 def cf_case(f, tmp, label, model, inputs, precision, plan=True):
     """One control-flow model converted (with its plan, or all of it in `precision`) with
-    --keep-io-types: it passes the checker and strict shape inference, and its outputs
-    (real 16-bit storage) equal the emulated plan, `run --precision P --exclude <plan
-    nodes>` on the original, bit for bit. Returns (converted model, plan's fp32 nodes)."""
+    --keep-io-types: it passes the checker and strict shape inference, its outputs (real
+    16-bit storage) equal the emulated plan, `run --precision P --exclude <plan nodes>` on
+    the original, bit for bit, and the plan's cast count is the number of Cast nodes the
+    conversion added, bodies included. Returns (converted model, plan's fp32 nodes)."""
     keep = []
+    casts = None
     argv = ["convert", model, "--keep-io-types", "--inputs", inputs]
     if plan:
         pj = os.path.join(tmp, label + ".plan.json")
@@ -337,7 +350,8 @@ def cf_case(f, tmp, label, model, inputs, precision, plan=True):
                 "--quiet")
         check(r.returncode == 0, f"{label}: plan", (r.stdout[-500:], r.stderr))
         with open(pj) as fh:
-            keep = json.load(fh)["fp32_nodes"]
+            p = json.load(fh)
+        keep, casts = p["fp32_nodes"], p["casts"]
         argv += ["--plan", pj]
     else:
         argv += ["--precision", precision]
@@ -348,6 +362,8 @@ def cf_case(f, tmp, label, model, inputs, precision, plan=True):
     if r.returncode != 0:
         return None, keep
     m = valid(out, label)
+    added = all_casts(m.graph) - all_casts(onnx.load(model).graph)
+    check(casts is None or casts == added, f"{label}: the plan's cast count", (casts, added))
     oc, oe = os.path.join(tmp, label + "_oc"), os.path.join(tmp, label + "_oe")
     run(f, "run", out, "--inputs", inputs, "--outputs", oc)
     emulate = ["run", model, "--inputs", inputs, "--precision", precision, "--outputs", oe]
@@ -367,6 +383,28 @@ def cast_to(g, value):
         if n.op_type == "Cast" and n.output[0] == value:
             return n.attribute[0].i
     return None
+
+
+def if_reader_model(tmp):
+    """y = Relu(If(c, then: x * w, else: -x)): both branches and the reader compute."""
+    F = TensorProto.FLOAT
+    w = numpy_helper.from_array(np.full(4, 3, np.float32), "w")
+    then_g = helper.make_graph([helper.make_node("Mul", ["x", "w"], ["t"], name="scale")], "then",
+                               [], [helper.make_tensor_value_info("t", F, [4])], [w])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"], name="neg")], "else", [],
+                               [helper.make_tensor_value_info("e", F, [4])])
+    g = helper.make_graph([helper.make_node("If", ["c"], ["b"], name="branch", then_branch=then_g,
+                                            else_branch=else_g),
+                           helper.make_node("Relu", ["b"], ["y"], name="relu")],
+                          "g", [helper.make_tensor_value_info("x", F, [4]),
+                                helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                          [helper.make_tensor_value_info("y", F, [4])])
+    path = save(g, os.path.join(tmp, "if_reader.onnx"))
+    d = os.path.join(tmp, "if_reader_in")
+    os.makedirs(d)
+    np.save(os.path.join(d, "x.npy"), np.array([1.5, -2, 0.1, 300], np.float32))
+    np.save(os.path.join(d, "c.npy"), np.array(True))
+    return path, d
 
 
 def control_flow(f, tmp):
@@ -426,8 +464,10 @@ def control_flow(f, tmp):
     short = os.path.join(d, "short")  # 4 doublings of 1000 stay within float16's range
     os.makedirs(short)
     short_path, short_in = cf.nested_model(short, 4)
+    reader_path, reader_in = if_reader_model(d)
     for label, model, inputs in (("if_all16", if_path, small), ("loop_all16", loop_path, loop_small),
-                                 ("nested_all16", short_path, short_in)):
+                                 ("nested_all16", short_path, short_in),
+                                 ("if_reader_all16", reader_path, reader_in)):
         m, _ = cf_case(f, d, label, model, inputs, "fp16", plan=False)
         if m is None:
             continue
@@ -440,6 +480,16 @@ def control_flow(f, tmp):
                   cast_to(then_g, then_g.output[0].name) == TensorProto.FLOAT,
                   "if all fp16: the branch computes in float16 between Casts",
                   (list(mul.input), inits, [o.name for o in then_g.output]))
+        if label == "if_reader_all16":
+            # Both branches and the reader in float16: the If's output stays float16, with
+            # no Cast out of the branches and none back before the Relu.
+            branches = [body(m, "branch", a) for a in ("then_branch", "else_branch")]
+            relu = next(n for n in m.graph.node if n.name == "relu")
+            check(all(all_casts(b) == 0 and b.output[0].type.tensor_type.elem_type == H
+                      for b in branches) and cast_to(m.graph, relu.input[0]) is None and
+                  elem_types(m).get(relu.input[0]) == H,
+                  "if feeding float16: its output stays float16, no Casts around it",
+                  ([all_casts(b) for b in branches], list(relu.input)))
 
 
 def declared_inputs(model):

@@ -15,8 +15,17 @@ on small models built here with onnx:
   failure names the first matched tensor that leaves the tolerance (the clipped weight's
   reader), the output's cosine being NumPy's with the clipped weights;
 - crafted defects: a Cast whose `to` contradicts the declared type, a Cast of a Cast, a
-  float16 CumSum at opset 13 (its schema takes float16 from opset 14): each rule fires
-  naming the node; a model `fpguard convert` wrote has none of them;
+  float16 CumSum at opset 13 (its schema takes float16 from opset 14), declared or only
+  inferred (a float16 initializer; a Cast's output inside an If's branch): each rule fires
+  naming the node (a body node by its path); a model `fpguard convert` wrote has none of
+  them;
+- control flow converted by `mimic_convert_bodies` (bodies computing in float16, their
+  initializers converted and clipped): body tensors are matched by key and compared with the
+  original's run by run; the node where an overflow inside a Loop body starts (at NumPy's
+  iteration) is the one checking the original names as its origin (the converted check
+  names it as the first trouble: its body nodes' own float32 runs still round to their
+  16-bit storage); a clipped branch initializer without overflow makes the body
+  tensor the first trouble (with NumPy's cosine);
 - bad input: a reference model whose graph input or output differs: one line, exit 2.
 
     reference_model_test.py --fpguard PATH
@@ -266,6 +275,27 @@ def test_rules(f, tmp):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), p)
     got, _ = rule_nodes(f, tmp, p, x32.astype(np.float16), "schema-type")
     check(got == ["cumsum"], "schema-type names the CumSum fed float16 at opset 13", got)
+    # The same with no 16-bit value declared anywhere, only inferred: a float16 initializer
+    # summed in the main graph, and a float16 Cast's output summed inside an If's branch.
+    p = os.path.join(tmp, "schema_inferred.onnx")
+    k = numpy_helper.from_array(np.linspace(0, 1, 8, dtype=np.float16).reshape(1, 8), "k")
+    cast_sum = [helper.make_node("Cast", ["x"], ["h"], "to16", to=H),
+                helper.make_node("CumSum", ["h", "axis"], ["s"], "cumsum"),
+                helper.make_node("Cast", ["s"], ["t"], "to32", to=F)]
+    then_g = helper.make_graph(cast_sum, "then", [], [vi("t", F)])
+    else_g = helper.make_graph([helper.make_node("Identity", ["x"], ["e"], "same")], "else", [],
+                               [vi("e", F)])
+    c = numpy_helper.from_array(np.array(True), "c")
+    g = helper.make_graph([helper.make_node("CumSum", ["k", "axis"], ["ks"], "ksum"),
+                           helper.make_node("Cast", ["ks"], ["k32"], "k32", to=F),
+                           helper.make_node("If", ["c"], ["b"], "branch", then_branch=then_g,
+                                            else_branch=else_g),
+                           helper.make_node("Add", ["b", "k32"], ["y"], "add")],
+                          "g", [vi("x", F)], [vi("y", F)], [axis, k, c])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), p)
+    got, _ = rule_nodes(f, tmp, p, x32, "schema-type")
+    check(sorted(got or []) == ["branch/then_branch/cumsum", "ksum"],
+          "schema-type names CumSums fed inferred float16, in a body too", got)
     # A model fpguard convert wrote has none of the converter rules.
     orig, conv = os.path.join(tmp, "ln.onnx"), os.path.join(tmp, "ln_clean.onnx")
     layernorm(orig)
@@ -280,6 +310,159 @@ def test_rules(f, tmp):
         if j:
             bad = [(r["id"], r["node"]) for r in j["rules"] if r["id"] in NEW_RULES]
             check(bad == [], "a model fpguard convert wrote trips no converter rule", bad)
+
+
+def mimic_convert_bodies(src, dst):
+    """mimic_convert for models with If/Loop bodies: every float initializer (bodies' too) to
+    float16, clipped and raised as mimic_convert does; the bodies' float inputs and outputs
+    typed float16; Casts after the graph inputs (read in the bodies through the cast name)
+    and before the graph outputs; every node computing in float16."""
+    m = onnx.load(src)
+    g = m.graph
+    floats = [v for v in g.input if v.type.tensor_type.elem_type == TensorProto.FLOAT]
+    rename = {v.name: v.name + "_fp16" for v in floats}
+
+    def convert(graph, top):
+        for t in graph.initializer:
+            if t.data_type != TensorProto.FLOAT:
+                continue
+            a = numpy_helper.to_array(t).astype(np.float64)
+            tiny = (a != 0) & (np.abs(a) < CLIP_MIN)
+            a = np.where(tiny, np.sign(a) * CLIP_MIN, np.clip(a, -CLIP_MAX, CLIP_MAX))
+            t.CopyFrom(numpy_helper.from_array(a.astype(np.float16), t.name))
+        if not top:
+            for v in list(graph.input) + list(graph.output):
+                if v.type.tensor_type.elem_type == TensorProto.FLOAT:
+                    v.type.tensor_type.elem_type = TensorProto.FLOAT16
+        del graph.value_info[:]
+        for n in graph.node:
+            n.input[:] = [rename.get(i, i) for i in n.input]
+            for a in n.attribute:
+                for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                    convert(sub, False)
+
+    convert(g, True)
+    outputs = {v.name for v in g.output}
+    nodes = [helper.make_node("Cast", [v.name], [v.name + "_fp16"], "graph_input_cast_" + v.name,
+                              to=TensorProto.FLOAT16) for v in floats]
+    for n in g.node:
+        for k, o in enumerate(n.output):
+            if o in outputs:
+                n.output[k] = o + "_out_fp16"
+                nodes.append(n)
+                nodes.append(helper.make_node("Cast", [n.output[k]], [o], "graph_output_cast_" + o,
+                                              to=TensorProto.FLOAT))
+                break
+        else:
+            nodes.append(n)
+    del g.node[:]
+    g.node.extend(nodes)
+    save(m, dst)
+
+
+def doubling_loop(path, trips, start):
+    """acc = Loop(trips, acc0 = start) { acc * two }, `two` an initializer of the body."""
+    F = TensorProto.FLOAT
+    b_in = [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc_in", F, [1])]
+    b_out = [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+             helper.make_tensor_value_info("acc_out", F, [1])]
+    body = helper.make_graph([helper.make_node("Identity", ["cond_in"], ["cond_out"], "keep"),
+                              helper.make_node("Mul", ["acc_in", "two"], ["acc_out"], "dbl")],
+                             "body", b_in, b_out, [numpy_helper.from_array(np.ones(1, np.float32) * 2,
+                                                                           "two")])
+    # acc0 = x * start: the Loop's initial value comes from the graph input.
+    g = helper.make_graph([helper.make_node("Mul", ["x", "start"], ["acc0"], "init"),
+                           helper.make_node("Loop", ["trips", "go", "acc0"], ["acc"], "loop",
+                                            body=body)],
+                          "g", [helper.make_tensor_value_info("x", F, [1])],
+                          [helper.make_tensor_value_info("acc", F, [1])],
+                          [numpy_helper.from_array(np.array(trips, np.int64), "trips"),
+                           numpy_helper.from_array(np.array(True), "go"),
+                           numpy_helper.from_array(np.full(1, start, np.float32), "start")])
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def gain_branch(path, w):
+    """y = If(c, then: x * w (w an initializer of the branch), else: x)."""
+    F = TensorProto.FLOAT
+    then_g = helper.make_graph([helper.make_node("Mul", ["x", "w"], ["t"], "scale")], "then", [],
+                               [helper.make_tensor_value_info("t", F, [4])],
+                               [numpy_helper.from_array(w, "w")])
+    else_g = helper.make_graph([helper.make_node("Identity", ["x"], ["e"], "same")], "else", [],
+                               [helper.make_tensor_value_info("e", F, [4])])
+    g = helper.make_graph([helper.make_node("If", ["c"], ["y"], "branch", then_branch=then_g,
+                                            else_branch=else_g)],
+                          "g", [helper.make_tensor_value_info("x", F, [4]),
+                                helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                          [helper.make_tensor_value_info("y", F, [4])])
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def test_bodies(f, tmp):
+    """Control flow converted by mimic_convert_bodies, checked against its original: body
+    tensors are matched by key and compared run by run (aggregated over a Loop's
+    iterations); the node where an overflow inside a Loop body starts is the one checking
+    the original names as its origin (as the first trouble here), at
+    the same iteration; with no origin, the first tensor that leaves the tolerance is the
+    body tensor the clipped branch initializer makes, not the If's output."""
+    trips, start = 8, 1000.0
+    orig, conv = os.path.join(tmp, "loop.onnx"), os.path.join(tmp, "loop_fp16.onnx")
+    doubling_loop(orig, trips, start)
+    mimic_convert_bodies(orig, conv)
+    d_in = os.path.join(tmp, "loop_in")
+    os.makedirs(d_in)
+    np.save(os.path.join(d_in, "x.npy"), np.ones(1, np.float32))
+    # NumPy: the first iteration whose float16 product is inf.
+    acc, k = np.float16(start), None
+    for i in range(trips):
+        acc = np.float16(np.float32(acc) * 2)
+        if np.isinf(acc) and k is None:
+            k = i
+    check(k is not None, "setup: the doubling overflows float16 within the trips", k)
+    _, jo = checked(f, tmp, orig, d_in)
+    _, jc = checked(f, tmp, conv, d_in, "--reference-model", orig)
+    if jo and jc:
+        want = [(o["node"], o["iteration"]) for o in jo["origins"]]
+        check(want == [("loop/body/dbl", [k])], "body origin: at NumPy's iteration", (want, k))
+        # (A converted body node's own float32 run still rounds to its 16-bit storage, so
+        # the converted model names it as the first trouble rather than as an origin.)
+        ft = jc["first_trouble"] or {}
+        named = [o["node"] for o in jc["origins"]] or [ft.get("node")]
+        check(named == ["loop/body/dbl"], "body origin: --reference-model names the same node",
+              (named, ft))
+        tens = {t["name"]: t for n in jc["nodes"] for t in n["outputs"]}
+        t = tens.get("loop/body/acc_out", {})
+        check(t.get("original") == "loop/body/acc_out" and
+              t.get("against_original", {}).get("count") == trips,
+              "the body tensor is matched and compared in every iteration", t)
+        check(t.get("against_original", {}).get("overflow", 0) == trips - k,
+              "it is non-finite against the original from iteration k on",
+              (t.get("against_original"), trips - k))
+    # A clipped branch initializer: nothing overflows, the branch's product leaves the
+    # tolerance first.
+    w = np.array([2e4, 1, 1, 1], np.float32)
+    orig, conv = os.path.join(tmp, "if.onnx"), os.path.join(tmp, "if_fp16.onnx")
+    gain_branch(orig, w)
+    mimic_convert_bodies(orig, conv)
+    d_in = os.path.join(tmp, "if_in")
+    os.makedirs(d_in)
+    x = np.array([1e-3, 5, -2.5, 1.25], np.float32)
+    np.save(os.path.join(d_in, "x.npy"), x)
+    np.save(os.path.join(d_in, "c.npy"), np.array(True))
+    y, yc = x * w, x * np.clip(w, -CLIP_MAX, CLIP_MAX)
+    cos = float(np.dot(y, yc) / np.linalg.norm(y) / np.linalg.norm(yc))
+    check(cos < 0.999, "setup: the clipped branch weight alone fails the cosine criterion", cos)
+    _, j = checked(f, tmp, conv, d_in, "--reference-model", orig)
+    if j:
+        ft = j["first_trouble"] or {}
+        check(j["verdict"] == "fail" and j["origins"] == [] and
+              (ft.get("tensor"), ft.get("node"), ft.get("nonfinite")) ==
+              ("branch/then_branch/t", "branch/then_branch/scale", False),
+              "clipped branch: the first trouble is the body tensor", (j["origins"], ft))
+        check(abs(ft.get("cosine", 0) - cos) < 1e-3, "clipped branch: its cosine is NumPy's",
+              (ft.get("cosine"), cos))
 
 
 def test_bad_reference(f, tmp):
@@ -308,7 +491,8 @@ def main():
     ap.add_argument("--fpguard", required=True)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        for t in (test_converted, test_clipped_only, test_rules, test_bad_reference):
+        for t in (test_converted, test_clipped_only, test_bodies, test_rules,
+                  test_bad_reference):
             sub = os.path.join(tmp, t.__name__)
             os.makedirs(sub)
             t(a.fpguard, sub)

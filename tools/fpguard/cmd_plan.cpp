@@ -56,6 +56,7 @@ analysis::PlanOptions plan_options(const PlanArgs& a, const Precision& p) {
   po.check.rtol = a.rtol;
   po.check.threads = a.threads;
   po.max_passes = a.max_passes;
+  po.count_casts = rewrite::cast_counter();
   if (a.scale == "auto")
     po.scaler = rewrite::exact_scaler(f);
   else if (a.scale != "none")
