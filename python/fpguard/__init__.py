@@ -519,7 +519,7 @@ def check(model: Any, inputs: Any = None, precision: Any = "float16",
           fail_on: Sequence[str] = (), disable_rules: Sequence[str] = (),
           accumulate: Optional[str] = None, accumulation: str = "sequential",
           saturate: bool = False, threads: int = 0, other_precision: str = "bfloat16",
-          amax_margin: int = 0) -> Diagnosis:
+          amax_margin: int = 0, keep_unscaled: Sequence[str] = ()) -> Diagnosis:
     """`fpguard check`: where running `model` (a Model or a path) in `precision` breaks,
     and why. Returns a Diagnosis whose attributes are the fields of `check --json`.
 
@@ -528,8 +528,9 @@ def check(model: Any, inputs: Any = None, precision: Any = "float16",
     seed+1, ...; uniform in [-1, 1] for floating inputs; `shape` {name: dims} fills in
     dynamic dimensions). The other options are the CLI's flags of the same names
     (keep_fp32: --keep-fp32, disable_rules: --disable-rule, ...). A scaled precision
-    (mxfp8_e4m3, nvfp4, fp8, ...) runs as in `run`, with other_precision and amax_margin.
-    The GIL is released while it runs; Ctrl-C raises KeyboardInterrupt promptly."""
+    (mxfp8_e4m3, nvfp4, fp8, ...) runs as in `run`, with other_precision and amax_margin;
+    keep_unscaled (--keep-unscaled) runs those MatMul/Gemm/Conv nodes unscaled in
+    other_precision. The GIL is released while it runs; Ctrl-C raises KeyboardInterrupt promptly."""
     options = dict(_common_options(precision, keep_fp32, keep_fp32_ops, samples, seed, shape,
                                    atol, rtol, min_cosine, saturate, threads),
                    reference=_str(reference, "reference"),
@@ -538,7 +539,8 @@ def check(model: Any, inputs: Any = None, precision: Any = "float16",
                    accumulate=None if accumulate is None else _str(accumulate, "accumulate"),
                    accumulation=_str(accumulation, "accumulation"),
                    other_precision=_str(other_precision, "other_precision"),
-                   amax_margin=_int(amax_margin, "amax_margin"))
+                   amax_margin=_int(amax_margin, "amax_margin"),
+                   keep_unscaled=_strs(keep_unscaled, "keep_unscaled"))
     return Diagnosis(_fpguard.check(_loaded(model), _sets(inputs, "check"), options))
 
 

@@ -140,6 +140,21 @@ def test_check_in_a_scaled_precision_is_the_cli(cli, example, precision):
     assert got.to_dict() == want and got.precision == fpguard.finfo(precision).name
 
 
+def test_check_keep_unscaled_is_the_cli(cli):
+    path = EXAMPLE["transformer_block"]
+    d = fpguard.check(path, precision="mxfp4_e2m1", samples=1)
+    gemms = [n.name for n in d.nodes if n.scaled_operands][:1]
+    assert gemms
+    want = json.loads(cli("check", path, "--precision", "mxfp4_e2m1", "--keep-unscaled",
+                          gemms[0], "--json", "-", check=False).stdout)
+    got = fpguard.check(path, precision="mxfp4_e2m1", keep_unscaled=gemms)
+    assert got.to_dict() == want
+    node = [n for n in got.nodes if n.name == gemms[0]][0]
+    assert node.precision == "bfloat16" and not node.scaled_operands
+    assert error_of(fpguard.check, path, precision="fp16", keep_unscaled=gemms).startswith(
+        "keep_unscaled: applies to a scaled precision")
+
+
 def test_precision_refusals_are_the_cli(cli):
     """The CLI names its flags (--other-precision) where Python names the argument
     (other_precision); the rest of the line is the same."""
