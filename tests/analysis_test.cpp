@@ -679,6 +679,21 @@ TEST(Shard, MergedSumsAreExactInAnyOrder) {
 // set 0) and every node's numbers.
 // A scaled precision's operand counts (hand-derived in graph_util.hpp's outlier_matmul):
 // the origin they make, and states of disjoint sets merge into exactly one check's counts.
+TEST(Scaled, KeepUnscaledRunsTheGemmInTheOtherPrecision) {
+  const auto [b, x] = test::outlier_matmul();
+  CheckOptions o = fp16();
+  o.precision = parse_format("bfloat16");
+  o.scaled = parse_scaled_format("mxfp4_e2m1");
+  o.keep_unscaled = {"mm"};
+  const Diagnosis d = check(b.m, {{{"x", x}}}, o);
+  ASSERT_EQ(d.nodes.size(), 1u);
+  EXPECT_EQ(d.nodes[0].precision, "bfloat16");
+  EXPECT_TRUE(d.nodes[0].scaled_operands.empty());
+  for (const auto& org : d.origins) EXPECT_NE(org.kind, OriginKind::block_underflow);
+  o.keep_unscaled = {"mn"};
+  EXPECT_THROW(check(b.m, {{{"x", x}}}, o), Error);
+}
+
 TEST(Shard, ScaledOperandCountsMergeExactly) {
   const auto [b, x] = test::outlier_matmul();
   CheckOptions o = fp16();
@@ -717,11 +732,15 @@ TEST(Shard, ScaledOperandCountsMergeExactly) {
   EXPECT_EQ(org.total, 3u * 128);
   EXPECT_EQ(org.blocks_affected, 3u * 2);
   EXPECT_EQ(org.blocks, 3u * 4);
-  ASSERT_GE(org.fixes.size(), 3u);
-  EXPECT_EQ(org.fixes[0].kind, analysis::FixKind::keep_fp32);
-  EXPECT_EQ(org.fixes[1].kind, analysis::FixKind::scaled_format);
-  EXPECT_EQ(org.fixes[1].format, "block:float4_e2m1fn:float8_e8m0fnu:8");
-  EXPECT_EQ(org.fixes[2].format, "nvfp4");
+  ASSERT_GE(org.fixes.size(), 4u);
+  // Cheapest first: the GEMM unscaled in the other precision, then in float32.
+  EXPECT_EQ(org.fixes[0].kind, analysis::FixKind::keep_unscaled);
+  EXPECT_EQ(org.fixes[0].format, "bfloat16");
+  EXPECT_EQ(org.fixes[0].nodes, std::vector<std::string>{"mm"});
+  EXPECT_EQ(org.fixes[1].kind, analysis::FixKind::keep_fp32);
+  EXPECT_EQ(org.fixes[2].kind, analysis::FixKind::scaled_format);
+  EXPECT_EQ(org.fixes[2].format, "block:float4_e2m1fn:float8_e8m0fnu:8");
+  EXPECT_EQ(org.fixes[3].format, "nvfp4");
   CheckState all = accumulate(b.m, {sets[2]}, o, {2});
   merge(all, accumulate(b.m, {sets[0], sets[1]}, o, {0, 1}));
   const Diagnosis d = finish(b.m, all, o, [&] { return sets.front(); });

@@ -305,7 +305,7 @@ TEST(Values, AMalformedManifestIsNamed) {
 GemmErrorTable small_gemm() {
   GemmErrorOptions o;
   o.sizes = {8, 16};
-  o.formats = formats({"float16", "bfloat16"});
+  o.formats = {parse_format("float16"), parse_format("bfloat16")};
   o.samples = 2;
   o.seed = 3;
   o.threads = 1;
@@ -313,7 +313,7 @@ GemmErrorTable small_gemm() {
   GemmErrorTable t{o.distribution, o.seed, gemm_error(o)};
   // e5m2 accumulating in itself: n u >= 1, no bound (null) and no violation count.
   o.sizes = {16};
-  o.formats = formats({"float8_e5m2"});
+  o.formats = {parse_format("float8_e5m2")};
   o.accumulate = std::nullopt;
   for (auto& r : gemm_error(o)) t.rows.push_back(r);
   return t;

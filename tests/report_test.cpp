@@ -210,6 +210,8 @@ TEST(Json, ScaledOriginsRoundTrip) {
   EXPECT_EQ(j["origins"][0]["kind"], "block_underflow");
   EXPECT_EQ(j["origins"][0]["operand"], 0);
   EXPECT_EQ(j["origins"][0]["blocks_affected"], 2);
+  EXPECT_EQ(j["origins"][0]["fixes"][0]["kind"], "keep_unscaled");
+  EXPECT_EQ(j["origins"][0]["fixes"][0]["format"], "bfloat16");
   EXPECT_EQ(j["origins"][0]["fixes"][2]["kind"], "scaled_format");
   EXPECT_EQ(j["nodes"][0]["scaled_operands"][0]["swamped"], 62);
   const Diagnosis back = diagnosis_from_json(Json::parse(j.dump(2)), "check.json");

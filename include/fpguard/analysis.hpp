@@ -231,6 +231,9 @@ enum class FixKind {
   // quantize the operands into the scaled format `format` instead (a smaller block, NVFP4's
   // finer scale, MX blocks instead of one scale per tensor): a precision of the whole model
   scaled_format,
+  // run the GEMMs `nodes` unscaled in the other precision `format` (its operands rounded
+  // to it) while the rest of the model stays in the scaled precision
+  keep_unscaled,
 };
 std::string_view to_string(FixKind k);
 
@@ -385,6 +388,9 @@ struct CheckOptions {
   // sets' reference run first, and multiply them by 2^amax_margin.
   std::optional<ScaledFormat> scaled{};
   int amax_margin = 0;
+  // With `scaled`: MatMul/Gemm/Conv nodes that run unscaled, in `precision` (their operands
+  // rounded to it, as any node's), by name (body nodes by path).
+  std::set<std::string> keep_unscaled;
   std::set<std::string> keep_fp32;      // node names kept in float32
   std::set<std::string> keep_fp32_ops;  // op types kept in float32
   RoundOptions round_options;
@@ -610,8 +616,11 @@ struct Plan {
   model::Model rewritten;      // the model after the scale rewrites (fp32_nodes name its nodes)
   double min_cosine = 0.999;
   std::optional<double> atol, rtol;
-  std::vector<std::string> fp32_nodes;    // topological order
-  std::map<std::string, Reason> reasons;  // fp32 node -> why
+  std::vector<std::string> fp32_nodes;  // topological order
+  // A scaled precision: GEMMs the search kept out of it that run unscaled in the other
+  // precision instead of float32, where that still meets the tolerance (topological order).
+  std::vector<std::string> unscaled_nodes;
+  std::map<std::string, Reason> reasons;  // fp32 or unscaled node -> why
   std::vector<Island> islands;
   std::size_t casts = 0;  // Cast nodes convert adds (inputs/outputs kept; PlanOptions::count_casts)
   std::size_t passes = 0;                    // check() runs used

@@ -185,6 +185,9 @@ struct PrecisionPolicy {
   // format (the "other" precision) still rounds its bias and its outputs, and every other
   // node runs in it as usual.
   std::optional<ScaledFormat> scaled;
+  // Nodes (by name; body nodes by path) that run without the scaled format: their operands
+  // are rounded to the node's format (the other precision), as any node's inputs are.
+  std::set<std::string> unscaled_names;
   // Static activation scales for the amax rule: the calibrated largest |x| of an operand
   // that is not an initializer, by (node path, input index) (calibrate_activations), times
   // 2^amax_margin. An operand without an entry, and every operand of other rules, uses its

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "fpguard/format.hpp"
@@ -65,6 +66,11 @@ struct GemmSetup {
   Format accumulate;  // every partial sum is rounded into it
   Format output;      // C is rounded into it at the end
   AccumulationOrder order;
+  // A scaled input format: A and B are quantized into it as the executor quantizes a
+  // MatMul's operands (round_scaled on float32 carriers; blocks along K, i.e. A's rows and
+  // B's columns; a channel: format scales A per tensor and B per column), and `input` is
+  // float32, the carrier the GEMM multiplies.
+  std::optional<ScaledFormat> scaled;
 };
 // accumulate / output: nullopt means "the input format". A float64 (any input of more
 // than 26 bits) accumulates in float64 whatever is asked: its products are exact in no
@@ -72,6 +78,16 @@ struct GemmSetup {
 // holds exactly, else sequential. Throws Error for combinations that cannot be modelled
 // (an unsigned input format, library with another accumulation format, ...).
 GemmSetup make_gemm_setup(const Format& input, const std::optional<Format>& accumulate,
+                          const std::optional<Format>& output,
+                          const std::optional<AccumulationOrder>& order);
+// A scaled input format: as above with float32 inputs (accumulate/output nullopt mean
+// float32), `scaled` set.
+GemmSetup make_gemm_setup(const ScaledFormat& input, const std::optional<Format>& accumulate,
+                          const std::optional<Format>& output,
+                          const std::optional<AccumulationOrder>& order);
+// Either kind of input format.
+using GemmInput = std::variant<Format, ScaledFormat>;
+GemmSetup make_gemm_setup(const GemmInput& input, const std::optional<Format>& accumulate,
                           const std::optional<Format>& output,
                           const std::optional<AccumulationOrder>& order);
 
@@ -108,6 +124,11 @@ struct GemmMatrices {
   std::vector<double> c_ref;                 // truth from the rounded inputs
   std::vector<double> c_ref_unrounded;       // truth from the drawn inputs
   std::vector<double> abs_ab;                // |A_rounded| |B_rounded| (an upper estimate)
+  // The bound on |C_ref(unrounded) - C_ref| of docs/experiments.md ("Input rounding"):
+  // E_A (|B| + E_B) + |A| E_B, with E_A, E_B elementwise bounds on the input rounding
+  // (scalar: u |x| + eta; scaled: from each value's scale and its group's amax). Empty
+  // where there is no bound (an input overflowed, or a NaN scale).
+  std::vector<double> input_bound;
   // Accumulated values that overflow the output format (or are not finite).
   std::uint64_t overflow = 0;
 };
@@ -127,6 +148,9 @@ struct GemmErrorRow {
   double max_rel_error = 0;         // max |C - C_ref| / max(|C_ref|, floor) (max)
   double normwise_error = 0;        // ||C - C_ref||_F / ||C_ref||_F (mean)
   double input_rounding_error = 0;  // ||C_ref - C_ref(unrounded)||_F / ||C_ref(unrounded)||_F
+  // ||GemmMatrices::input_bound||_F / ||C_ref(unrounded)||_F: the theory for the line
+  // above; +inf where there is no bound. Mean over samples.
+  double input_rounding_bound = 0;
   // [gamma_n (1 + u_out) || |A||B| ||_F + u_out ||C_ref||_F + n eta_out] / ||C_ref||_F with
   // gamma_n = n u / (1 - n u), u the accumulation format's unit roundoff, u_out and eta_out
   // the output rounding's (0 when the output holds every accumulated value). +inf where
@@ -140,13 +164,17 @@ struct GemmErrorRow {
   // Elements whose error exceeds the elementwise deterministic bound (plus the truth's own
   // error): 0 unless fpguard is wrong. nullopt where there is no bound or an overflow.
   std::optional<std::uint64_t> bound_violations;
+  // Elements whose input-rounding error |C_ref - C_ref(unrounded)| exceeds input_bound
+  // (plus the truths' own error): 0 unless fpguard is wrong; nullopt where no bound.
+  std::optional<std::uint64_t> input_bound_violations;
   double rel_floor = 0;  // the floor of max_rel_error: max(u_acc, u_out) max|C_ref| (max)
 };
 GemmErrorRow gemm_error_row(const GemmMatrices& m, const GemmSetup& s);
 
 struct GemmErrorOptions {
   std::vector<std::int64_t> sizes = {128, 256, 512, 1024};
-  std::vector<Format> formats;  // empty: float16, bfloat16, tf32, e4m3fn, e5m2, float32
+  // Scalar or scaled; empty: float16, bfloat16, tf32, e4m3fn, e5m2, float32.
+  std::vector<GemmInput> formats;
   std::optional<Format> accumulate = parse_format("float32");  // nullopt: the input's
   std::optional<Format> output;                                // nullopt: the input's
   std::optional<AccumulationOrder> order;                      // nullopt: automatic

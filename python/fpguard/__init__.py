@@ -501,7 +501,8 @@ def _shapes(shape: Optional[Mapping[str, Sequence[int]]]) -> List[str]:
 
 
 def _common_options(precision, keep_fp32, keep_fp32_ops, samples, seed, shape, atol, rtol,
-                    min_cosine, saturate, threads, other_precision, amax_margin) -> dict:
+                    min_cosine, saturate, threads, other_precision, amax_margin,
+                    keep_unscaled) -> dict:
     """The options check and plan share, their types checked."""
     return dict(precision=precision, keep_fp32=_strs(keep_fp32, "keep_fp32"),
                 keep_fp32_ops=_strs(keep_fp32_ops, "keep_fp32_ops"),
@@ -510,7 +511,8 @@ def _common_options(precision, keep_fp32, keep_fp32_ops, samples, seed, shape, a
                 rtol=_opt_float(rtol, "rtol"), min_cosine=_float(min_cosine, "min_cosine"),
                 saturate=_bool(saturate, "saturate"), threads=_int(threads, "threads"),
                 other_precision=_str(other_precision, "other_precision"),
-                amax_margin=_int(amax_margin, "amax_margin"))
+                amax_margin=_int(amax_margin, "amax_margin"),
+                keep_unscaled=_strs(keep_unscaled, "keep_unscaled"))
 
 
 def check(model: Any, inputs: Any = None, precision: Any = "float16",
@@ -521,7 +523,7 @@ def check(model: Any, inputs: Any = None, precision: Any = "float16",
           fail_on: Sequence[str] = (), disable_rules: Sequence[str] = (),
           accumulate: Optional[str] = None, accumulation: str = "sequential",
           saturate: bool = False, threads: int = 0, other_precision: str = "bfloat16",
-          amax_margin: int = 0) -> Diagnosis:
+          amax_margin: int = 0, keep_unscaled: Sequence[str] = ()) -> Diagnosis:
     """`fpguard check`: where running `model` (a Model or a path) in `precision` breaks,
     and why. Returns a Diagnosis whose attributes are the fields of `check --json`.
 
@@ -530,11 +532,12 @@ def check(model: Any, inputs: Any = None, precision: Any = "float16",
     seed+1, ...; uniform in [-1, 1] for floating inputs; `shape` {name: dims} fills in
     dynamic dimensions). The other options are the CLI's flags of the same names
     (keep_fp32: --keep-fp32, disable_rules: --disable-rule, ...). A scaled precision
-    (mxfp8_e4m3, nvfp4, fp8, ...) runs as in `run`, with other_precision and amax_margin.
-    The GIL is released while it runs; Ctrl-C raises KeyboardInterrupt promptly."""
+    (mxfp8_e4m3, nvfp4, fp8, ...) runs as in `run`, with other_precision and amax_margin;
+    keep_unscaled (--keep-unscaled) runs those MatMul/Gemm/Conv nodes unscaled in
+    other_precision. The GIL is released while it runs; Ctrl-C raises KeyboardInterrupt promptly."""
     options = dict(_common_options(precision, keep_fp32, keep_fp32_ops, samples, seed, shape,
                                    atol, rtol, min_cosine, saturate, threads, other_precision,
-                                   amax_margin),
+                                   amax_margin, keep_unscaled),
                    reference=_str(reference, "reference"),
                    fail_on=_strs(fail_on, "fail_on"),
                    disable_rules=_strs(disable_rules, "disable_rules"),
@@ -549,16 +552,18 @@ def plan(model: Any, inputs: Any = None, precision: Any = "float16",
          atol: Optional[float] = None, rtol: Optional[float] = None,
          min_cosine: float = 0.999, objective: str = "fewest-fp32", scale: str = "auto",
          max_passes: int = 48, saturate: bool = False, threads: int = 0,
-         other_precision: str = "bfloat16", amax_margin: int = 0) -> Plan:
+         other_precision: str = "bfloat16", amax_margin: int = 0,
+         keep_unscaled: Sequence[str] = ()) -> Plan:
     """`fpguard plan`: the nodes to keep in float32 (and the exact scale rewrites) for
     `model` to meet the tolerance in `precision`. Inputs and options as check's and the
     CLI's flags of the same names (objective: fewest-fp32 or fewest-casts; scale: auto or
     none). Returns a Plan (.save(path) writes plan.json). A scaled precision (mxfp8_e4m3,
-    nvfp4, fp8, ...) plans as `fpguard plan` does: the GEMMs its scales break stay float32,
-    with other_precision and amax_margin as in check; convert does not write such a plan."""
+    nvfp4, fp8, ...) plans as `fpguard plan` does: the GEMMs its scales break run unscaled
+    in other_precision (unscaled_nodes) or stay float32, with other_precision, amax_margin
+    and keep_unscaled as in check; convert does not write such a plan."""
     options = dict(_common_options(precision, keep_fp32, keep_fp32_ops, samples, seed, shape,
                                    atol, rtol, min_cosine, saturate, threads, other_precision,
-                                   amax_margin),
+                                   amax_margin, keep_unscaled),
                    objective=_str(objective, "objective"), scale=_str(scale, "scale"),
                    max_passes=_int(max_passes, "max_passes"))
     return Plan(_fpguard.plan(_loaded(model), _sets(inputs, "plan"), options))

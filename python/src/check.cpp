@@ -38,6 +38,12 @@ analysis::CheckOptions check_options(const py::dict& d) {
   o.precision = p.format;
   o.scaled = p.scaled;
   o.amax_margin = option<int>(d, "amax_margin", 0);
+  for (const auto& k : option<std::vector<std::string>>(d, "keep_unscaled", {}))
+    o.keep_unscaled.insert(k);
+  if (!o.keep_unscaled.empty() && !o.scaled)
+    throw Error::in_option(
+        "keep_unscaled", "",
+        "applies to a scaled precision (fp8, mxfp8_e4m3, nvfp4, ...), not " + p.name());
   const std::string reference = option<std::string>(d, "reference", "float32");
   if (reference == "float64" || reference == "fp64")
     o.reference = DType::float64;

@@ -23,6 +23,14 @@ std::vector<Format> formats_of(const std::vector<py::object>& names) {
   return out;
 }
 
+// Scalar formats (any type format_of takes) and scaled ones by name, as --formats.
+std::vector<GemmInput> gemm_inputs_of(const std::vector<py::object>& names) {
+  std::vector<GemmInput> out;
+  for (const auto& n : names)
+    out.push_back(py::isinstance<py::str>(n) ? parse_any_format(name_of(n)) : format_of(n));
+  return out;
+}
+
 std::string gemm_error_json(const std::vector<std::int64_t>& sizes,
                             const std::vector<py::object>& formats, const std::string& accumulate,
                             const std::string& accumulation, const std::string& output,
@@ -36,7 +44,7 @@ std::string gemm_error_json(const std::vector<std::int64_t>& sizes,
     list += std::to_string(n);
   }
   o.sizes = parse_sizes(list);
-  o.formats = formats_of(formats);
+  o.formats = gemm_inputs_of(formats);
   if (o.formats.empty()) throw Error::in_option("formats", "", "no format given");
   o.accumulate = parse_format_or_same(accumulate);
   o.output = parse_format_or_same(output);

@@ -243,6 +243,8 @@ std::string_view to_string(FixKind k) {
       return "guard";
     case FixKind::scaled_format:
       return "scaled_format";
+    case FixKind::keep_unscaled:
+      return "keep_unscaled";
   }
   return "?";
 }
@@ -500,10 +502,12 @@ struct Lockstep {
   void record_outputs(const model::Node& node, std::size_t pos, const exec::Session& ref,
                       const exec::Session& emu, const std::vector<NamedTensor>* local,
                       bool inherited);
-  // What a scaled precision's scales do to the next node's operands in its local run; a
-  // weight's counts, the same in every run, measured once (by node record and input).
+  // What a scaled precision's scales do to a node's operands in its local run (`inputs`:
+  // the reference values of node.inputs, by key: a body node's view); a weight's counts,
+  // the same in every run, measured once (by node record and input).
   std::map<std::pair<const NodeRecord*, std::size_t>, ScaledOperandRecord> weight_scaled{};
-  void record_scaled(const model::Node& node, NodeRecord& rec, const exec::Session& ref);
+  void record_scaled(const model::Node& node, NodeRecord& rec,
+                     const std::vector<const Tensor*>& inputs);
   ScaledOperandRecord measure_scaled(const model::Node& node, const NodeRecord& rec,
                                      std::size_t input, const Tensor& r, bool weight) const;
   // Adds one reference statistics of value `key` (output record `t`) to the aggregate.
@@ -513,10 +517,12 @@ struct Lockstep {
   void run_original(const std::vector<NamedTensor>& inputs);
 };
 
-void Lockstep::record_scaled(const model::Node& node, NodeRecord& rec, const exec::Session& ref) {
-  for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+void Lockstep::record_scaled(const model::Node& node, NodeRecord& rec,
+                             const std::vector<const Tensor*>& inputs) {
+  if (local_ex.options().policy.unscaled_names.count(rec.name)) return;  // runs unscaled
+  for (std::size_t i = 0; i < node.inputs.size() && i < inputs.size(); ++i) {
     if (!exec::is_scaled_operand(node, i) || node.inputs[i].empty()) continue;
-    const Tensor* r = ref.value(node.inputs[i]);
+    const Tensor* r = inputs[i];
     if (!r || !exec::is_float(r->dtype())) continue;
     const bool weight = ctx.initializers.count(node.inputs[i]) > 0;
     const auto cached = weight_scaled.find({&rec, i});
@@ -615,13 +621,16 @@ struct BodyReference : exec::Observer {
   explicit BodyReference(Lockstep& l) : ls(l) {}
   void on_node(const model::Node&, std::size_t, const std::vector<const Tensor*>&,
                const std::vector<NamedTensor>&) override {}
-  void on_body_node(const exec::BodyNode& b, const std::vector<const Tensor*>&,
+  void on_body_node(const exec::BodyNode& b, const std::vector<const Tensor*>& inputs,
                     const std::vector<NamedTensor>& outputs) override {
     ls.poll();
     const auto p = ls.ctx.path_pos.find(b.path);
     if (p == ls.ctx.path_pos.end()) return;
     NodeRecord& rec = ls.ctx.diag.nodes[p->second];
     const model::Node& view = *ls.ctx.nodes[p->second];
+    // The scales' counts from the reference inputs, as for main-graph nodes.
+    if (ls.ctx.formats[p->second] && ls.local_ex.options().policy.scaled)
+      ls.record_scaled(view, rec, inputs);
     for (const auto& out : outputs) {
       const std::size_t i = output_index(b.node, out.name);
       if (i >= view.outputs.size() || !exec::is_float(out.tensor.dtype())) continue;
@@ -814,7 +823,11 @@ void Lockstep::step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_
   InputProbe probe(ctx, range, fmt ? *fmt : fp32);
   if (fmt) local = ref.evaluate_next(fmt, &probe, &local_ex);
   const bool inherited = record_inputs(node, pos, ref, probe.nonfinite);
-  if (fmt && local_ex.options().policy.scaled) record_scaled(node, rec, ref);
+  if (fmt && local_ex.options().policy.scaled) {
+    std::vector<const Tensor*> in;
+    for (const auto& name : node.inputs) in.push_back(name.empty() ? nullptr : ref.value(name));
+    record_scaled(node, rec, in);
+  }
 
   ref.step(&ref_bodies);
   emu.step(&emu_bodies);
@@ -967,6 +980,7 @@ std::vector<Tensor> reference_outputs(const exec::Session& ref) {
 void scale_policy(exec::PrecisionPolicy& p, const CheckOptions& o, const ActivationAmax& amax) {
   if (!o.scaled) return;
   p.scaled = o.scaled;
+  p.unscaled_names = o.keep_unscaled;
   p.amax_margin = o.amax_margin;
   p.activation_amax = amax;
 }
@@ -1184,9 +1198,9 @@ struct Flattener {
     rec.index = pos;
     rec.parent = parent;
     rec.emulated = f.has_value();
-    rec.precision = !f                                                  ? "float32"
-                    : policy.scaled && exec::is_scaled_operand(node, 0) ? policy.scaled->name
-                                                                        : f->name;
+    const bool scaled =
+        policy.scaled && exec::is_scaled_operand(node, 0) && !policy.unscaled_names.count(path);
+    rec.precision = !f ? "float32" : scaled ? policy.scaled->name : f->name;
     for (const auto& out : view.outputs) {
       rec.outputs.push_back({});
       rec.outputs.back().name = out;
@@ -1517,16 +1531,19 @@ void Checker::prepare() {
   const exec::RunOptions emu = scaled_run(setup.emu, o, amax);  // as emu_ex runs
   Flattener flat{ctx, emu.policy, m.path.string(), {}};
   flat.run(names_in_order(m, ref_ex.order()));
-  // --keep-fp32 names must exist (unnamed nodes: see name_nodes; body nodes by path).
+  // --keep-fp32 and --keep-unscaled names must exist (unnamed nodes: see name_nodes; body
+  // nodes by path).
   std::vector<std::string> names;
   for (const auto& rec : ctx.diag.nodes) names.push_back(rec.name);
-  for (const auto& k : o.keep_fp32)
-    if (std::find(names.begin(), names.end(), k) == names.end()) {
-      std::string msg = "the model has no node named '" + k + "'";
-      if (auto hint = did_you_mean(k, names); !hint.empty())
-        msg += "; did you mean '" + hint + "'?";
-      throw Error::in_option("keep_fp32", k, msg);
-    }
+  for (const auto& [option, keep] :
+       {std::pair{"keep_fp32", &o.keep_fp32}, std::pair{"keep_unscaled", &o.keep_unscaled}})
+    for (const auto& k : *keep)
+      if (std::find(names.begin(), names.end(), k) == names.end()) {
+        std::string msg = "the model has no node named '" + k + "'";
+        if (auto hint = did_you_mean(k, names); !hint.empty())
+          msg += "; did you mean '" + hint + "'?";
+        throw Error::in_option(option, k, msg);
+      }
   scan_constants(ctx, flat.constants);
   const auto& g = m.graph;
   verdicts.resize(g.outputs.size());

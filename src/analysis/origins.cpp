@@ -467,6 +467,13 @@ void scaled_origins(Context& ctx, const Graphs& g) {
       }
     o.input_error = rec.input_error;
     o.keep_fp32 = {rec.name};
+    // Cheapest first: the GEMM unscaled in the other precision, then in float32.
+    if (ctx.o.precision.name != "float32") {
+      Fix unscaled = keep_fix(o.keep_fp32);
+      unscaled.kind = FixKind::keep_unscaled;
+      unscaled.format = ctx.o.precision.name;
+      o.fixes.push_back(std::move(unscaled));
+    }
     o.fixes.push_back(keep_fix(o.keep_fp32));
     scaled_fixes(o.kind, parse_scaled_format(o.format), o.fixes);
     ctx.diag.origins.push_back(std::move(o));

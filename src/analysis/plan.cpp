@@ -60,6 +60,39 @@ bool acceptable(const Diagnosis& d) {
   });
 }
 
+// A scaled precision: each GEMM the search keeps in float32 (not forced) runs unscaled in
+// the other precision instead where the tolerance still holds (cheaper than float32: the
+// `keep_unscaled` fix). `run` checks a keep set with `unscaled` as it stands; nullopt when
+// out of passes. Moves the nodes from keep to unscaled; best becomes the last passing check.
+void prefer_unscaled(const PlanOptions& o, const std::set<std::string>& forced,
+                     std::set<std::string>& keep, std::set<std::string>& unscaled, Diagnosis& best,
+                     const std::function<std::optional<Diagnosis>(const std::set<std::string>&,
+                                                                  const PlanStep&)>& run) {
+  if (!o.check.scaled || o.check.precision.name == "float32") return;
+  const auto records = by_name(best);
+  for (const auto& n : std::vector<std::string>(keep.begin(), keep.end())) {
+    const auto r = records.find(n);
+    if (forced.count(n) || r == records.end() ||
+        (r->second->op_type != "MatMul" && r->second->op_type != "Gemm" &&
+         r->second->op_type != "Conv"))
+      continue;
+    std::set<std::string> trial = keep;
+    trial.erase(n);
+    unscaled.insert(n);
+    auto t = run(trial, {.kind = PlanStepKind::pruning, .node = n});
+    if (!t) {
+      unscaled.erase(n);
+      return;
+    }
+    if (!acceptable(*t)) {
+      unscaled.erase(n);
+      continue;
+    }
+    keep = std::move(trial);
+    best = std::move(*t);
+  }
+}
+
 }  // namespace
 
 Plan plan(const model::Model& original, const std::vector<std::vector<NamedTensor>>& samples,
@@ -90,10 +123,12 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
   auto check_pass = [&](const model::Model& mm, const CheckOptions& c) {
     return o.check_pass ? o.check_pass(mm, c) : check(mm, samples, c);
   };
+  std::set<std::string> unscaled = o.check.keep_unscaled;
   auto run = [&](const std::set<std::string>& s, const PlanStep& what) {
     if (o.progress) o.progress(p.passes + 1, what);
     CheckOptions c = o.check;
     c.keep_fp32 = s;
+    c.keep_unscaled = unscaled;
     ++p.passes;
     return check_pass(m, c);
   };
@@ -274,16 +309,24 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
       best = std::move(t);
       p.reasons.erase(*it);
     }
+    prefer_unscaled(
+        o, forced, keep, unscaled, best, [&](const std::set<std::string>& s, const PlanStep& what) {
+          return p.passes < o.max_passes ? std::optional<Diagnosis>(run(s, what)) : std::nullopt;
+        });
     best_keep = keep;
   }
   p.meets = acceptable(best);
   p.final_outputs = best.outputs;
   p.final_check = best;
   p.fp32_nodes.assign(best_keep.begin(), best_keep.end());
-  std::sort(p.fp32_nodes.begin(), p.fp32_nodes.end(),
-            [&](const auto& a, const auto& b) { return position[a] < position[b]; });
+  for (const auto& n : unscaled)
+    if (!o.check.keep_unscaled.count(n)) p.unscaled_nodes.push_back(n);
+  for (auto* v : {&p.fp32_nodes, &p.unscaled_nodes})
+    std::sort(v->begin(), v->end(),
+              [&](const auto& a, const auto& b) { return position[a] < position[b]; });
   for (auto it = p.reasons.begin(); it != p.reasons.end();)
-    it = best_keep.count(it->first) ? std::next(it) : p.reasons.erase(it);
+    it = best_keep.count(it->first) || unscaled.count(it->first) ? std::next(it)
+                                                                 : p.reasons.erase(it);
   for (const auto& r : best.nodes) {  // floating compute nodes (kept by name or op type too)
     const auto* info = exec::Registry::global().find(r.op_type);
     if (std::any_of(r.outputs.begin(), r.outputs.end(),

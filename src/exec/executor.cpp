@@ -521,7 +521,7 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
     // address; one widened into this run's scope does not, nor does a per-run copy.
     ctx.stable_inputs.resize(ctx.inputs.size() + 1);
     auto& stable = ctx.stable_inputs.back();
-    if (fmt && floating && policy.scaled)
+    if (fmt && floating && policy.scaled && !policy.unscaled_names.count(here))
       if (const Tensor* q = quantized_input(s, node, here, ctx.inputs.size())) {
         stable = s.weight;
         ctx.inputs.push_back(q);

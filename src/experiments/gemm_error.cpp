@@ -1,7 +1,8 @@
-// The GEMM error experiment: draw A and B, round them into the input format, multiply
-// with the accumulation model, round C into the output format, and measure it against
-// the truth computed from the same rounded inputs (arithmetic error) and from the
-// unrounded ones (input-rounding error), next to the classical bounds.
+// The GEMM error experiment: draw A and B, round them into the input format (or quantize
+// them into a scaled one as the executor does), multiply with the accumulation model,
+// round C into the output format, and measure it against the truth computed from the same
+// rounded inputs (arithmetic error) and from the unrounded ones (input-rounding error),
+// next to the classical bounds and a bound on the input rounding.
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <limits>
 #include <numbers>
 #include <string>
+#include <variant>
 
 #include "core/parallel.hpp"
 #include "experiments/internal.hpp"
@@ -110,6 +112,83 @@ bool compensated_reference(const GemmSetup& s) {
   return s.accumulate.precision_bits() > 24;
 }
 
+// x rounded into the scalar format f, and the elementwise bound on the rounding error
+// |x - fl(x)| <= u |x| + eta (eta: half the smallest subnormal); the bound is left empty
+// when a value overflows f (there is none).
+void round_scalar(const std::vector<double>& x, std::vector<double>& out,
+                  std::vector<double>& bound, const Format& f) {
+  out.resize(x.size());
+  round(std::span<const double>(x), std::span<double>(out), f);
+  const double u = unit_roundoff(f), eta = f.smallest_subnormal() / 2, max = f.max();
+  bound.resize(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (!(std::fabs(x[i]) <= max)) return bound.clear();
+    bound[i] = u * std::fabs(x[i]) + eta;
+  }
+}
+
+// x (n x n, row-major) quantized into f as the executor quantizes MatMul operand `which`
+// (0: A, 1: B; exec::scaled_operand): round_scaled on float32 carriers, blocks along K (A's
+// rows, B's columns), a channel: format per tensor for A and per column of B. The bound
+// on |x - value| of a group with scale S (s_b s_t for two-level scales) and largest
+// magnitude amax is max(h S, amax - M S) (S = 0: amax), h half the element format's top
+// quantum and M its max, plus 5 2^-24 amax for the float32 carriers (docs/experiments.md
+// derives it); left empty for a NaN scale.
+void round_scaled_operand(const std::vector<double>& x, std::vector<double>& out,
+                          std::vector<double>& bound, std::int64_t n, const ScaledFormat& f,
+                          int which) {
+  ScaledFormat g = f;
+  ScaledLayout l{.shape = {n, n}, .axis = which == 0 ? 1 : 0};
+  if (f.scope == ScaleScope::channel) {
+    if (which == 0)
+      g.scope = ScaleScope::tensor;  // an activation: one scale per tensor
+    else
+      l.axis = 1;  // a weight: one scale per output column
+  }
+  std::vector<float> fx(x.size()), fy(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) fx[i] = static_cast<float>(x[i]);
+  ScaledCodes codes;
+  round_scaled(std::span<const float>(fx), std::span<float>(fy), l, g, {}, &codes);
+  out.assign(fy.begin(), fy.end());
+  const double h = std::ldexp(1.0, g.element.emax() - g.element.mantissa_bits - 1);
+  const double max = g.element.max(), slop = 5 * 0x1p-24;
+  bound.assign(x.size(), 0);
+  std::size_t group = 0;
+  bool finite = true;
+  for_each_scale_group(l, g, x.size(), [&](std::span<const std::size_t> idx) {
+    double amax = 0, s = codes.scale_values[group++];
+    for (std::size_t i : idx) amax = std::max(amax, std::fabs(x[i]));
+    if (g.rule == ScaleRule::two_level) s *= codes.tensor_scale;
+    finite = finite && std::isfinite(s);
+    const double e = (s > 0 ? std::max(h * s, amax - max * s) : amax) + slop * amax;
+    for (std::size_t i : idx) bound[i] = e;
+  });
+  if (!finite) bound.clear();
+}
+
+// Operand `which` of the setup's input rounding, with its elementwise error bound.
+void round_input(const std::vector<double>& x, std::vector<double>& out, std::vector<double>& bound,
+                 std::int64_t n, const GemmSetup& s, int which) {
+  if (s.scaled)
+    round_scaled_operand(x, out, bound, n, *s.scaled, which);
+  else
+    round_scalar(x, out, bound, s.input);
+}
+
+// E_A (|B| + E_B) + |A| E_B >= |A_rounded B_rounded - A B| elementwise, rounded up.
+void input_bound(GemmMatrices& m, const std::vector<double>& ea, const std::vector<double>& eb,
+                 int threads) {
+  m.input_bound.clear();
+  if (ea.empty() || eb.empty()) return;
+  constexpr double up = 1 + 0x1p-51;
+  std::vector<double> t(eb.size()), p, q;
+  for (std::size_t i = 0; i < t.size(); ++i) t[i] = (std::fabs(m.b[i]) + eb[i]) * up;
+  abs_product(ea, t, p, m.n, threads);
+  abs_product(m.a, eb, q, m.n, threads);
+  m.input_bound.resize(p.size());
+  for (std::size_t i = 0; i < p.size(); ++i) m.input_bound[i] = (p[i] + q[i]) * up;
+}
+
 }  // namespace
 
 // ---- parsing ------------------------------------------------------------------------
@@ -193,10 +272,11 @@ std::optional<Format> parse_format_or_same(std::string_view s) {
 }
 
 std::uint64_t gemm_error_bytes(std::int64_t n) {
-  // A, B, their rounded copies, C, C_ref, C_ref(unrounded), |A||B|, and up to four more
-  // for float copies, the Dot2 compensation and blocked chunks.
+  // A, B, their rounded copies, C, C_ref, C_ref(unrounded), |A||B|, the input bound, and
+  // up to four more for float copies, the Dot2 compensation and blocked chunks.
   const auto nn = static_cast<std::uint64_t>(n) * static_cast<std::uint64_t>(n);
-  return 12 * nn * sizeof(double);
+  // The input-rounding bound adds E_A, E_B, |B| + E_B and two products at its peak.
+  return 17 * nn * sizeof(double);
 }
 
 std::vector<std::int64_t> parse_sizes(std::string_view s) {
@@ -270,6 +350,21 @@ GemmSetup make_gemm_setup(const Format& input, const std::optional<Format>& accu
   return s;
 }
 
+GemmSetup make_gemm_setup(const ScaledFormat& input, const std::optional<Format>& accumulate,
+                          const std::optional<Format>& output,
+                          const std::optional<AccumulationOrder>& order) {
+  GemmSetup s = make_gemm_setup(parse_format("float32"), accumulate, output, order);
+  s.scaled = input;
+  return s;
+}
+
+GemmSetup make_gemm_setup(const GemmInput& input, const std::optional<Format>& accumulate,
+                          const std::optional<Format>& output,
+                          const std::optional<AccumulationOrder>& order) {
+  return std::visit([&](const auto& f) { return make_gemm_setup(f, accumulate, output, order); },
+                    input);
+}
+
 // ---- one experiment -----------------------------------------------------------------
 
 namespace {
@@ -298,10 +393,12 @@ GemmMatrices run_setup(Drawn&& dr, std::int64_t n, const GemmSetup& s, int threa
   m.b = std::move(dr.b);
   m.c_ref_unrounded = std::move(dr.c_unrounded);
   const auto nn = m.a.size();
-  m.a_rounded.resize(nn);
-  m.b_rounded.resize(nn);
-  round(std::span<const double>(m.a), std::span<double>(m.a_rounded), s.input);
-  round(std::span<const double>(m.b), std::span<double>(m.b_rounded), s.input);
+  {
+    std::vector<double> ea, eb;
+    round_input(m.a, m.a_rounded, ea, n, s, 0);
+    round_input(m.b, m.b_rounded, eb, n, s, 1);
+    input_bound(m, ea, eb, threads);
+  }
   m.c_ref.resize(nn);
   gemm_reference(m.a_rounded, m.b_rounded, m.c_ref, n, compensated_reference(s), threads);
   abs_product(m.a_rounded, m.b_rounded, m.abs_ab, n, threads);
@@ -335,10 +432,30 @@ double input_rounding_error(const GemmMatrices& m, const GemmSetup& s, int threa
   return den > 0 ? std::sqrt(num / den) : (num > 0 ? kInf : 0.0);
 }
 
+// The input-rounding bound's normwise value and its elementwise violations: an element
+// violates it when |C_ref - C_ref(unrounded)| exceeds it by more than both truths' own
+// errors, 2 gamma_(n+1)(2^-53) (|A_r||B_r| + |A||B|), with |A||B| <= |A_r||B_r| + 2 bound.
+void input_bound_metrics(const GemmMatrices& m, GemmErrorRow& r) {
+  r.input_rounding_bound = kInf;
+  double bound2 = 0, unrounded2 = 0;
+  for (double v : m.c_ref_unrounded) unrounded2 += v * v;
+  if (m.input_bound.empty() || unrounded2 == 0) return;
+  const double slack_g = 2 * gamma(static_cast<double>(m.n) + 1, 0x1p-53);
+  std::uint64_t violations = 0;
+  for (std::size_t i = 0; i < m.input_bound.size(); ++i) {
+    const double b = m.input_bound[i];
+    bound2 += b * b;
+    const double e = std::fabs(m.c_ref[i] - m.c_ref_unrounded[i]);
+    if (!(e <= b + slack_g * (2 * m.abs_ab[i] + 2 * b))) ++violations;
+  }
+  r.input_rounding_bound = std::sqrt(bound2 / unrounded2);
+  r.input_bound_violations = violations;
+}
+
 GemmErrorRow metrics(const GemmMatrices& m, const GemmSetup& s) {
   GemmErrorRow r;
   r.size = m.n;
-  r.format = s.input.name;
+  r.format = s.scaled ? s.scaled->name : s.input.name;
   r.accumulate = s.accumulate.name;
   r.accumulation = to_string(s.order);
   r.output = s.output.name;
@@ -389,6 +506,7 @@ GemmErrorRow metrics(const GemmMatrices& m, const GemmSetup& s) {
   if (ref_norm == 0) r.bound_deterministic = r.bound_probabilistic = kInf;
   r.overflow = overflow;
   if (std::isfinite(g) && overflow == 0) r.bound_violations = violations;
+  input_bound_metrics(m, r);
   return r;
 }
 
@@ -408,7 +526,7 @@ GemmErrorRow gemm_error_row(const GemmMatrices& m, const GemmSetup& s) {
 std::vector<GemmErrorRow> gemm_error(const GemmErrorOptions& o) {
   if (o.samples < 1) throw Error::in_option("samples", "", "must be at least 1");
   if (o.sizes.empty()) throw Error::in_option("sizes", "", "no size given");
-  std::vector<Format> formats = o.formats;
+  std::vector<GemmInput> formats = o.formats;
   if (formats.empty())
     for (const char* f : {"float16", "bfloat16", "tf32", "float8_e4m3fn", "float8_e5m2", "float32"})
       formats.push_back(parse_format(f));
@@ -438,6 +556,7 @@ std::vector<GemmErrorRow> gemm_error(const GemmErrorOptions& o) {
         a.mean_abs_error += r.mean_abs_error;
         a.normwise_error += r.normwise_error;
         a.input_rounding_error += r.input_rounding_error;
+        a.input_rounding_bound += r.input_rounding_bound;
         a.bound_deterministic += r.bound_deterministic;
         a.bound_probabilistic += r.bound_probabilistic;
         for (auto [dst, src] : {std::pair{&a.max_abs_error, r.max_abs_error},
@@ -445,10 +564,13 @@ std::vector<GemmErrorRow> gemm_error(const GemmErrorOptions& o) {
                                 {&a.rel_floor, r.rel_floor}})
           if (!(*dst >= src)) *dst = std::isnan(*dst) ? *dst : src;
         a.overflow += r.overflow;
-        if (a.bound_violations && r.bound_violations)
-          *a.bound_violations += *r.bound_violations;
-        else
-          a.bound_violations.reset();
+        for (auto [dst, src] : {std::pair{&a.bound_violations, &r.bound_violations},
+                                {&a.input_bound_violations, &r.input_bound_violations}}) {
+          if (*dst && *src)
+            **dst += **src;
+          else
+            dst->reset();
+        }
       }
     }
     for (auto& a : agg) {
@@ -457,6 +579,7 @@ std::vector<GemmErrorRow> gemm_error(const GemmErrorOptions& o) {
       a.mean_abs_error /= k;
       a.normwise_error /= k;
       a.input_rounding_error /= k;
+      a.input_rounding_bound /= k;
       a.bound_deterministic /= k;
       a.bound_probabilistic /= k;
       rows.push_back(a);

@@ -50,7 +50,7 @@ Json fix_json(const analysis::Fix& f) {
     j["before_model"] = f.before_model;
   }
   if (f.kind != analysis::FixKind::keep_fp32 && f.kind != analysis::FixKind::format &&
-      f.kind != analysis::FixKind::scaled_format)
+      f.kind != analysis::FixKind::scaled_format && f.kind != analysis::FixKind::keep_unscaled)
     j["replacement"] = number(f.replacement);
   if (f.kind == analysis::FixKind::replace_value) j["value_seen"] = number(f.value_seen);
   return j;
@@ -225,7 +225,7 @@ struct Reader : detail::JsonReader {
 
   analysis::Fix fix(const Json& j, const std::string& path) const {
     analysis::Fix f;
-    f.kind = kind(j, "kind", path, analysis::FixKind::scaled_format);
+    f.kind = kind(j, "kind", path, analysis::FixKind::keep_unscaled);
     f.nodes = strings(j, "nodes", path);
     if (j.contains("value")) f.value = str(j, "value", path);
     if (j.contains("format")) f.format = str(j, "format", path);

@@ -40,11 +40,13 @@ Json gemm_row_json(const GemmErrorRow& r) {
           {"max_rel_error", number(r.max_rel_error)},
           {"normwise_error", number(r.normwise_error)},
           {"input_rounding_error", number(r.input_rounding_error)},
+          {"input_rounding_bound", number(r.input_rounding_bound)},
           {"bound_deterministic", number(r.bound_deterministic)},
           {"bound_probabilistic", number(r.bound_probabilistic)},
           {"rel_floor", number(r.rel_floor)},
           {"overflow", r.overflow},
-          {"bound_violations", optional_count(r.bound_violations)}};
+          {"bound_violations", optional_count(r.bound_violations)},
+          {"input_bound_violations", optional_count(r.input_bound_violations)}};
 }
 
 GemmErrorRow gemm_row_at(const JsonReader& r, const Json& j, const std::string& path) {
@@ -63,12 +65,14 @@ GemmErrorRow gemm_row_at(const JsonReader& r, const Json& j, const std::string& 
   row.max_rel_error = r.real(j, "max_rel_error", path);
   row.normwise_error = r.real(j, "normwise_error", path);
   row.input_rounding_error = r.real(j, "input_rounding_error", path);
+  row.input_rounding_bound = r.real(j, "input_rounding_bound", path, INFINITY);
   // null: no bound (n u >= 1, or C_ref == 0), which the library holds as +inf
   row.bound_deterministic = r.real(j, "bound_deterministic", path, INFINITY);
   row.bound_probabilistic = r.real(j, "bound_probabilistic", path, INFINITY);
   row.rel_floor = r.real(j, "rel_floor", path);
   row.overflow = r.u64(j, "overflow", path);
   row.bound_violations = r.opt_u64(j, "bound_violations", path);
+  row.input_bound_violations = r.opt_u64(j, "input_bound_violations", path);
   return row;
 }
 
@@ -195,7 +199,7 @@ void render(std::ostream& out, const GemmErrorTable& t, const Terminal& term) {
   const int samples = t.rows.empty() ? 1 : t.rows.front().samples;
   out << fmt::format(
       "A, B: n x n, entries {}, {} sample{}, seed {}. Errors of C against the truth from the "
-      "rounded inputs; input = input-rounding error; bounds normwise.\n",
+      "rounded inputs; input = input-rounding error, input_bound its bound; bounds normwise.\n",
       to_string(t.distribution), samples, samples == 1 ? "" : "s", t.seed);
   Table table({{"n", Align::right},
                {"format"},
@@ -207,19 +211,25 @@ void render(std::ostream& out, const GemmErrorTable& t, const Terminal& term) {
                {"max_rel", Align::right},
                {"normwise", Align::right},
                {"input", Align::right},
+               {"input_bound", Align::right},
                {"bound_det", Align::right},
                {"bound_prob", Align::right}});
   std::string notes;
   for (const auto& r : t.rows) {
     table.add({std::to_string(r.size), r.format, r.accumulate, r.accumulation, r.output,
                num(r.mean_abs_error), num(r.max_abs_error), num(r.max_rel_error),
-               num(r.normwise_error), num(r.input_rounding_error), num(r.bound_deterministic),
-               num(r.bound_probabilistic)});
+               num(r.normwise_error), num(r.input_rounding_error), num(r.input_rounding_bound),
+               num(r.bound_deterministic), num(r.bound_probabilistic)});
     const std::string row = fmt::format("  n = {}, {}: ", r.size, r.format);
     if (r.overflow) notes += row + count(r.overflow) + " outputs overflowed\n";
     if (r.bound_violations && *r.bound_violations)
       notes += row +
                term.bad(count(*r.bound_violations) + " elements above the bound: please report") +
+               "\n";
+    if (r.input_bound_violations && *r.input_bound_violations)
+      notes += row +
+               term.bad(count(*r.input_bound_violations) +
+                        " elements above the input-rounding bound: please report") +
                "\n";
   }
   table.render(out, term.width, "");

@@ -169,6 +169,7 @@ Json to_json(const analysis::Plan& p) {
           {"precision", p.precision},
           {"tolerance", tol},
           {"fp32_nodes", p.fp32_nodes},
+          {"unscaled_nodes", p.unscaled_nodes},
           {"scaled", scaled},
           {"casts", p.casts},
           {"passes", p.passes},
@@ -271,6 +272,13 @@ void render(std::ostream& out, const analysis::Plan& p, const PlanText& o, const
     for (const auto& n : p.islands[i].nodes) nodes += (nodes.empty() ? "" : ", ") + n;
     out << fmt::format("  island {}: {} — {}\n", i + 1, nodes,
                        describe(p.islands[i].reason, p.precision));
+  }
+  if (!p.unscaled_nodes.empty()) {
+    std::string list;
+    for (const auto& n : p.unscaled_nodes) list += (list.empty() ? "" : ",") + n;
+    out << fmt::format(
+        "  unscaled: {} in {} rather than float32, unquantized (--keep-unscaled {})\n", list,
+        p.final_check.other_precision, list);
   }
   out << "  TensorRT 10"
       << (p.scaled.empty() ? "" : " (on the rescaled model: convert --scale-only)") << ": trtexec "

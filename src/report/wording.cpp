@@ -250,6 +250,11 @@ std::string describe(const analysis::Fix& x) {
           x.format, num(x.replacement));
     case FixKind::scaled_format:
       return scaled_format_fix(x);
+    case FixKind::keep_unscaled:
+      return fmt::format(
+          "run {} unscaled in {}, its operands rounded to {} (--keep-unscaled {})",
+          x.nodes.size() == 1 ? "this node" : "these " + std::to_string(x.nodes.size()) + " nodes",
+          x.format, x.format, join(x.nodes));
     case FixKind::scale:
       break;
   }

@@ -10,8 +10,14 @@ OCP MX, NVFP4 and scaled-FP8 definitions, not from fpguard).
   - one huge outlier in a MatMul's activation: a scale_underflow origin in fp8 (the amax it
     sets puts most values into E4M3's subnormals or to zero);
   - an amax margin of -4: values clipped far past rounding, a block_saturation origin;
-  - plan --precision mxfp4_e2m1 keeps the outlier MatMul in float32, and the check of that
-    plan passes.
+  - the keep_unscaled fix: --keep-unscaled runs the outlier MatMul unscaled in bfloat16
+    (its output NumPy's bf16 product) and the re-check passes;
+  - plan --precision mxfp4_e2m1 keeps the outlier MatMul unscaled in bfloat16, and the check
+    of that plan passes;
+  - a MatMul inside an If body: its operand counts recorded and its origin named by path;
+  - convert refuses scaled precisions in one line;
+  - plan/check --target with scaled precisions: run where the target runs the format
+    natively, refused in one line where it does not.
 
     mx_origins_test.py --fpguard PATH
 """
@@ -30,9 +36,15 @@ sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 import mxref  # noqa: E402
 
 sys.path.insert(0, HERE)
-from clitest import check, check_json, failures, fails, run  # noqa: E402
+from clitest import check, check_json, failures, fails, read_outputs, run  # noqa: E402
 
 M, K, N = 16, 64, 24
+
+
+def torch_bf16(v):
+    """float32 values rounded to bfloat16 by torch (nearest-even), as float32."""
+    import torch
+    return torch.from_numpy(np.asarray(v, dtype=np.float32)).bfloat16().float().numpy()
 
 
 def save(tmp, name, nodes, inits, x_shape, y_shape):
@@ -109,10 +121,13 @@ def block_underflow(f, tmp, rng):
               "affected values and blocks as NumPy counts them", (o, want))
         kinds = [x["kind"] for x in o["fixes"]]
         formats = [x.get("format") for x in o["fixes"]]
-        check(kinds[0] == "keep_fp32" and o["fixes"][0]["nodes"] == ["mm_outlier"]
+        check(kinds[:2] == ["keep_unscaled", "keep_fp32"]
+              and o["fixes"][0]["format"] == "bfloat16"
+              and all(x["nodes"] == ["mm_outlier"] for x in o["fixes"][:2])
               and "block:float4_e2m1fn:float8_e8m0fnu:8" in formats and "nvfp4" in formats,
-              "fixes: keep it, a smaller block, NVFP4", o["fixes"])
-        check("flushes its neighbours" in o["message"] and "(nvfp4)" in " ".join(o["suggestions"]),
+              "fixes: unscaled in bf16, float32, a smaller block, NVFP4", o["fixes"])
+        check("flushes its neighbours" in o["message"] and "(nvfp4)" in " ".join(o["suggestions"])
+              and "--keep-unscaled mm_outlier" in o["suggestions"][0],
               "worded", (o["message"], o["suggestions"]))
         check("block_underflow" in r.stdout and "mm_outlier" in r.stdout, "text names it",
               r.stdout[-800:])
@@ -136,6 +151,99 @@ def block_underflow(f, tmp, rng):
     if jf:
         check(r.returncode == 1 and jf["verdict"] == "fail" and "mm_outlier" in jf["absorbed"],
               "--fail-on block_underflow fails an absorbed one", (r.returncode, jf["absorbed"]))
+
+
+def keep_unscaled(f, tmp, rng):
+    """The keep_unscaled fix applied: the outlier MatMul unscaled in bfloat16 (its operands
+    rounded to bfloat16, no shared scale), the rest in mxfp4_e2m1: the re-check passes where
+    the whole model in mxfp4_e2m1 fails, and the node runs in bfloat16 with no operand counts
+    and no scale origin."""
+    model, d, x, w1 = outlier_model(tmp, rng, "unscaled")
+    crit = ("--min-cosine", "0.95")
+    r, j = check_json(f, tmp, model, d, "--precision", "mxfp4_e2m1", *crit)
+    if j:
+        check(j["verdict"] == "fail", "premise: mxfp4_e2m1 fails", j["outputs"])
+    for other in ("bfloat16", "float16"):
+        r, j = check_json(f, tmp, model, d, "--precision", "mxfp4_e2m1", "--other-precision",
+                          other, "--keep-unscaled", "mm_outlier", *crit)
+        if not j:
+            continue
+        check(r.returncode == 0 and j["verdict"] == "pass",
+              f"--keep-unscaled mm_outlier ({other}) passes", j["outputs"])
+        nodes = {n["name"]: n for n in j["nodes"]}
+        check(nodes["mm_outlier"]["precision"] == other and
+              not nodes["mm_outlier"]["scaled_operands"] and
+              nodes["mm_next"]["precision"] == "mxfp4_e2m1",
+              f"mm_outlier in {other}, mm_next still scaled",
+              {k: (v["precision"], v["scaled_operands"]) for k, v in nodes.items()})
+        check(not origins_of(j, "block_underflow"), "no scale origin left", j["origins"])
+    # run: the unscaled node's output is bf16(bf16(x) @ bf16(w1)) (float32 accumulation:
+    # within float32's gamma_K of NumPy's product, then the same bfloat16 rounding, up to one
+    # bfloat16 ulp where the two float32 sums straddle a rounding boundary).
+    outs = os.path.join(tmp, "unscaled_out")
+    one = os.path.join(d, "set_0")
+    r = run(f, "run", model, "--inputs", one, "--precision", "mxfp4_e2m1", "--keep-unscaled",
+            "mm_outlier", "--dump-all", outs)
+    check(r.returncode == 0, "run --keep-unscaled", r.stderr)
+    if r.returncode == 0:
+        h = read_outputs(outs).get("h")
+        bf = lambda v: torch_bf16(v)  # noqa: E731
+        want = bf(bf(x).astype(np.float64) @ bf(w1).astype(np.float64))
+        check(h is not None and np.all(np.abs(h - want) <= 2.0**-7 * np.abs(want) + 1e-30),
+              "mm_outlier = bf16(bf16(x) @ bf16(w1)) to one bfloat16 ulp",
+              None if h is None else np.max(np.abs(h - want) / np.maximum(np.abs(want), 1e-30)))
+    fails(f, "--keep-unscaled without a scaled precision",
+          ["run", model, "--inputs", one, "--precision", "fp16", "--keep-unscaled", "mm_outlier"],
+          "--keep-unscaled", "scaled")
+
+
+def body_node(f, tmp, rng):
+    """A MatMul inside an If's then-branch reading an activation with one outlier per row:
+    its operand counts are recorded (by its path) and its block_underflow origin named, as
+    for a main-graph node; --keep-unscaled takes the path."""
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    x[:, 0] = 64 * np.sign(rng.standard_normal(M)).astype(np.float32)
+    w1 = rng.standard_normal((K, N)).astype(np.float32)
+    w1[0, :] *= 0.01
+    w2 = rng.standard_normal((N, 8)).astype(np.float32)
+    out = [helper.make_tensor_value_info("hb", TensorProto.FLOAT, [M, N])]
+    then_g = helper.make_graph([helper.make_node("MatMul", ["x", "w1"], ["hb"], name="mm_body")],
+                               "then", [], out)
+    else_g = helper.make_graph([helper.make_node("Identity", ["w_else"], ["hb"], name="id")],
+                               "else", [], out)
+    nodes = [helper.make_node("Constant", [], ["c"], name="c",
+                              value=numpy_helper.from_array(np.array(True), "c")),
+             helper.make_node("If", ["c"], ["h"], name="branch", then_branch=then_g,
+                              else_branch=else_g),
+             helper.make_node("MatMul", ["h", "w2"], ["y"], name="mm_next")]
+    model = save(tmp, "body", nodes, {"w1": w1, "w2": w2, "w_else": np.zeros((M, N), np.float32)},
+                 [M, K], [M, 8])
+    d = inputs_dir(tmp, "body", x)
+    want = mx_counts(x, "mxfp4_e2m1", -1)
+    r, j = check_json(f, tmp, model, d, "--precision", "mxfp4_e2m1")
+    if not j:
+        return
+    path = "branch/then_branch/mm_body"
+    nodes = {n["name"]: n for n in j["nodes"]}
+    check(path in nodes, "the body node has a record", list(nodes))
+    if path in nodes:
+        ops = nodes[path]["scaled_operands"]
+        check([s["input"] for s in ops] == [0, 1], "body node: both operands recorded", ops)
+        if ops:
+            check({k: ops[0][k] for k in want} == want, "body node: activation counts as NumPy's",
+                  (ops[0], want))
+    got = origins_of(j, "block_underflow")
+    check(len(got) == 1 and got[0]["node"] == path and got[0]["operand"] == 0,
+          "block_underflow named at the body MatMul", json.dumps(j["origins"])[:600])
+    if got:
+        check(got[0]["fixes"][0]["kind"] == "keep_unscaled" and
+              got[0]["fixes"][0]["nodes"] == [path], "its fix names the path", got[0]["fixes"])
+    r, j = check_json(f, tmp, model, d, "--precision", "mxfp4_e2m1", "--keep-unscaled", path)
+    if j:
+        nodes = {n["name"]: n for n in j["nodes"]}
+        check(nodes[path]["precision"] == "bfloat16" and not nodes[path]["scaled_operands"]
+              and not origins_of(j, "block_underflow"), "--keep-unscaled takes a body path",
+              (nodes[path], j["origins"]))
 
 
 def fp8_counts(x, amax):
@@ -208,26 +316,67 @@ def plan_mxfp4(f, tmp, rng):
         return
     with open(out) as fh:
         p = json.load(fh)
-    check(p["precision"] == "mxfp4_e2m1" and p["fp32_nodes"] == ["mm_outlier"],
-          "plan keeps the outlier MatMul", (p["precision"], p["fp32_nodes"]))
-    reasons = json.dumps(p.get("islands", ""))
+    # It keeps the outlier MatMul out of mxfp4_e2m1, unscaled in bfloat16 rather than float32
+    # (the keep_unscaled fix meets the tolerance: keep_unscaled() checks it).
+    check(p["precision"] == "mxfp4_e2m1" and p["fp32_nodes"] == []
+          and p["unscaled_nodes"] == ["mm_outlier"],
+          "plan keeps the outlier MatMul unscaled in bfloat16",
+          (p["precision"], p["fp32_nodes"], p["unscaled_nodes"]))
+    reasons = json.dumps(p.get("reasons", ""))
     check("block_underflow" in reasons, "kept for its block_underflow origin", reasons[:400])
-    # The re-check of the plan passes; the model as a whole does not.
-    r, j = check_json(f, tmp, model, d, "--precision", "mxfp4_e2m1", "--keep-fp32",
-                      "mm_outlier", *crit)
-    if j:
-        check(r.returncode == 0 and j["verdict"] == "pass", "the plan's check passes",
-              j["outputs"])
+    # The re-check of the plan passes; the model as a whole does not. Keeping the node in
+    # float32 (the search's first step) passes too.
+    for keep in (("--keep-unscaled", "mm_outlier"), ("--keep-fp32", "mm_outlier")):
+        r, j = check_json(f, tmp, model, d, "--precision", "mxfp4_e2m1", *keep, *crit)
+        if j:
+            check(r.returncode == 0 and j["verdict"] == "pass", f"the plan's check passes {keep}",
+                  j["outputs"])
     r, j = check_json(f, tmp, model, d, "--precision", "mxfp4_e2m1", *crit)
     if j:
         check(j["verdict"] == "fail", "without the plan it fails", j["outputs"])
 
 
+def plan_target(f, tmp, rng):
+    """plan --target with a scaled precision: allowed where the target's matrix units run the
+    block format (and its other ops the other precision), refused in one line elsewhere, as
+    check --target does."""
+    model, d, _ = one_outlier(tmp, rng, "target", 1.0)
+    out = os.path.join(tmp, "plan_target.json")
+    r = run(f, "plan", model, "--inputs", d, "--precision", "mxfp4_e2m1", "--target", "b200",
+            "-o", out, "--quiet")
+    check(r.returncode in (0, 1) and os.path.exists(out), "plan --target b200 mxfp4_e2m1 runs",
+          (r.returncode, r.stderr))
+    if os.path.exists(out):
+        with open(out) as fh:
+            check(json.load(fh)["precision"] == "mxfp4_e2m1", "the plan is for mxfp4_e2m1")
+        # convert does not write scaled precisions: one line saying why.
+        fails(f, "convert a scaled plan",
+              ["convert", model, "--plan", out, "-o", os.path.join(tmp, "never.onnx")],
+              "--plan", "mxfp4_e2m1, a scaled format", "ONNX has no MX")
+    for cmd in ("plan", "check"):
+        fails(f, f"{cmd} --target h100 mxfp4_e2m1",
+              [cmd, model, "--inputs", d, "--precision", "mxfp4_e2m1", "--target", "h100"],
+              "--target", "mxfp4_e2m1", "natively")
+        # scaled FP8 runs where its element format runs in the matrix units (Hopper) ...
+        r = run(f, cmd, model, "--inputs", d, "--precision", "fp8", "--target", "h100",
+                "--quiet", *(["-o", os.path.join(tmp, "fp8.json")] if cmd == "plan" else []))
+        check(r.returncode in (0, 1), f"{cmd} --target h100 fp8 runs", (r.returncode, r.stderr))
+        # ... and not on a GPU without FP8 (Ampere).
+        fails(f, f"{cmd} --target a100 fp8",
+              [cmd, model, "--inputs", d, "--precision", "fp8", "--target", "a100"],
+              "--target", "float8_e4m3fn")
+
+
 def bad_input(f, tmp, rng):
     model, d, _ = one_outlier(tmp, rng, "bad", 1.0)
-    fails(f, "plan --target with a scaled precision",
-          ["plan", model, "--inputs", d, "--precision", "mxfp4_e2m1", "--target", "b200"],
-          "--target", "scaled")
+    never = os.path.join(tmp, "never.onnx")
+    fails(f, "convert --precision mxfp4_e2m1",
+          ["convert", model, "--precision", "mxfp4_e2m1", "-o", never],
+          "--precision mxfp4_e2m1", "a scaled format", "ONNX has no MX")
+    check(not os.path.exists(never), "convert refusal: nothing written")
+    fails(f, "--keep-unscaled an unknown node",
+          ["check", model, "--inputs", d, "--precision", "mxfp4_e2m1", "--keep-unscaled", "mmm"],
+          "--keep-unscaled mmm", "did you mean 'mm'")
     fails(f, "--fail-on unknown kind", ["check", model, "--inputs", d, "--fail-on", "block"],
           "block_underflow")
 
@@ -242,6 +391,9 @@ def main():
         scale_underflow(f, tmp, rng)
         block_saturation(f, tmp, rng)
         plan_mxfp4(f, tmp, rng)
+        keep_unscaled(f, tmp, rng)
+        body_node(f, tmp, rng)
+        plan_target(f, tmp, rng)
         bad_input(f, tmp, rng)
     if failures:
         print(f"{len(failures)} failure(s)")

@@ -21,6 +21,18 @@ def test_gemm_error_is_the_cli(cli):
         "--threads", "1")["rows"]
 
 
+def test_gemm_error_takes_scaled_formats_as_the_cli(cli):
+    fs = ["mxfp4_e2m1", "nvfp4", "fp8", "fp16"]
+    want = cli.json("gemm-error", "--sizes", "40", "--formats", ",".join(fs), "--output", "fp32",
+                    "--threads", "1")
+    got = fpguard.gemm_error(sizes=40, formats=fs, output="fp32", threads=1)
+    assert [r.to_dict() for r in got] == want["rows"]
+    assert [r.format for r in got] == ["mxfp4_e2m1", "nvfp4", "tensor:float8_e4m3fn", "float16"]
+    for r in got:
+        assert r.input_bound_violations == 0
+        assert 0 < r.input_rounding_error <= r.input_rounding_bound
+
+
 def test_accum_is_the_cli(cli):
     want = cli.json("accum", "--format", "fp16,bf16", "--value", "0.1", "--start", "2")
     got = fpguard.accum(["fp16", "bf16"], value=0.1, start=2)

@@ -140,6 +140,21 @@ def test_check_in_a_scaled_precision_is_the_cli(cli, example, precision):
     assert got.to_dict() == want and got.precision == fpguard.finfo(precision).name
 
 
+def test_check_keep_unscaled_is_the_cli(cli):
+    path = EXAMPLE["transformer_block"]
+    d = fpguard.check(path, precision="mxfp4_e2m1", samples=1)
+    gemms = [n.name for n in d.nodes if n.scaled_operands][:1]
+    assert gemms
+    want = json.loads(cli("check", path, "--precision", "mxfp4_e2m1", "--keep-unscaled",
+                          gemms[0], "--json", "-", check=False).stdout)
+    got = fpguard.check(path, precision="mxfp4_e2m1", keep_unscaled=gemms)
+    assert got.to_dict() == want
+    node = [n for n in got.nodes if n.name == gemms[0]][0]
+    assert node.precision == "bfloat16" and not node.scaled_operands
+    assert error_of(fpguard.check, path, precision="fp16", keep_unscaled=gemms).startswith(
+        "keep_unscaled: applies to a scaled precision")
+
+
 def test_precision_refusals_are_the_cli(cli):
     """The CLI names its flags (--other-precision) where Python names the argument
     (other_precision); the rest of the line is the same."""
@@ -179,13 +194,16 @@ def test_plan_in_a_scaled_precision_is_the_cli(cli, tmp_path, example, precision
     # Arrays given are no files: the plan records no inputs for convert to verify on.
     assert p.to_dict()["inputs"] is None and want.pop("inputs")
     assert {k: v for k, v in p.to_dict().items() if k != "inputs"} == want
-    assert p.precision == fpguard.finfo(precision).name and p.fp32_nodes
-    # The plan's float32 nodes are what the check in that precision needs: it fails
-    # without them and passes with them.
-    def verdict(keep):
+    assert p.precision == fpguard.finfo(precision).name
+    assert p.fp32_nodes or p.unscaled_nodes
+    # The plan's float32 and unscaled nodes are what the check in that precision needs: it
+    # fails without them and passes with them.
+    def verdict(keep_fp32=(), keep_unscaled=()):
         return fpguard.check(path, feed, precision=precision, other_precision="float16",
-                             amax_margin=margin, keep_fp32=keep).verdict
-    assert verdict([]) == "fail" and verdict(p.fp32_nodes) == "pass"
+                             amax_margin=margin, keep_fp32=keep_fp32,
+                             keep_unscaled=keep_unscaled).verdict
+    assert verdict() == "fail"
+    assert verdict(p.fp32_nodes, p.unscaled_nodes) == "pass"
     want = cli_error(cli("convert", path, "--plan", str(tmp_path / "cli.json"), "-o",
                          str(tmp_path / "cli.onnx"), check=False))
     assert error_of(fpguard.convert, path, p, tmp_path / "py.onnx") == \

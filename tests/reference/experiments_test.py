@@ -23,6 +23,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fpgref  # noqa: E402
+import mxref  # noqa: E402
 
 SPECS = {s.name: s for s in fpgref.named_specs()}
 
@@ -56,6 +57,8 @@ def dump(c, args, tmp, n, fmt, acc="same", out="same", order="auto", dist="norma
         return None, None
     m = {k: np.load(os.path.join(d, k + ".npy"))
          for k in ("a", "b", "a_rounded", "b_rounded", "c", "c_ref", "c_ref_unrounded", "abs_ab")}
+    if os.path.exists(os.path.join(d, "input_bound.npy")):
+        m["input_bound"] = np.load(os.path.join(d, "input_bound.npy"))
     return m, json.loads(r.stdout)
 
 
@@ -233,6 +236,110 @@ def gemm_cases(c, args, tmp):
         c.check(np.array_equal(m1["a"], m2["a"]), "same seed: same A for every format")
         c.check(not np.array_equal(m1["a"], m3["a"]), "another sample: another A")
         c.check(bool(((m1["a"] >= -2) & (m1["a"] < 3)).all()), "uniform:-2:3 stays in [-2, 3)")
+
+
+# ---- scaled input formats ---------------------------------------------------------
+
+def e4m3_value(code):
+    """Non-negative E4M3 codes as their values."""
+    code = np.asarray(code, dtype=np.int64)
+    e, f = (code >> 3) & 15, (code & 7) / 8.0
+    return np.where(e == 0, f * 2.0**-6, (1 + f) * np.ldexp(1.0, e - 7))
+
+
+def per_group(v, axis, size):
+    """Per block of `size` along `axis` of an n x n array: v's values (one per block, v's
+    `axis` indexing the blocks) broadcast back onto the block's elements."""
+    n = v.shape[1 - axis]  # square: the blocked axis has the other axis' extent
+    w = np.moveaxis(v, axis, -1)
+    return np.moveaxis(np.repeat(w, size, axis=-1)[..., :n], -1, axis)
+
+
+def block_amax(x, axis, size):
+    b, _ = mxref.blocks_view(np.abs(x), axis, size)  # [..., nblocks, size], axis moved last
+    return per_group(np.moveaxis(b.max(axis=-1), -1, axis), axis, size)
+
+
+def quantize_operand(x, fmt, which):
+    """x (float64, n x n) as the executor quantizes MatMul operand `which` (docs/executor.md:
+    blocks along K, i.e. A's rows and B's columns; channel: scales A per tensor and B per
+    column), from mxref: (values, per-element scale S, per-element amax of its group)."""
+    elem, _, size, kind = mxref.SCALED[fmt]
+    x32 = x.astype(np.float32)
+    axis = 1 if which == 0 else 0
+    if kind == "mx":
+        v, _, sc = mxref.quantize_mx(x32, fmt, axis=axis)
+        s = per_group(np.ldexp(1.0, sc.astype(np.int64) - 127), axis, size)
+        return v.astype(np.float64), s, block_amax(x, axis, size)
+    if kind == "nvfp4":
+        v, _, sc, s_t = mxref.quantize_nvfp4(x32, axis=axis)
+        s = per_group(e4m3_value(sc) * float(s_t), axis, size)
+        return v.astype(np.float64), s, block_amax(x, axis, size)
+    if kind == "channel" and which == 0:
+        kind, fmt = "tensor", "tensor:" + elem
+    v, _, sc = mxref.quantize_amax(x32, fmt, axis=1)
+    if kind == "tensor":
+        return v.astype(np.float64), np.full(x.shape, float(sc)), np.full(x.shape, np.abs(x).max())
+    return (v.astype(np.float64), np.broadcast_to(sc.astype(np.float64), x.shape),
+            np.broadcast_to(np.abs(x).max(axis=0), x.shape))
+
+
+def a_priori_delta(fmt):
+    """docs/experiments.md: |x - Q(x)| <= delta amax(group); power-of-two scales:
+    delta = max(u, 1 - M / 2^(emax + 1)); amax scales: delta = u."""
+    elem, _, _, kind = mxref.SCALED[fmt]
+    _, m, _, vmax, emax, _ = mxref.ELEMENTS[elem]
+    u = 2.0 ** -(m + 1)
+    return max(u, 1 - vmax / 2.0 ** (emax + 1)) if kind == "mx" else u
+
+
+def scaled_gemm_cases(c, args, tmp):
+    for fmt, n in (("mxfp8_e4m3", 70), ("mxfp4_e2m1", 70), ("mxfp6_e2m3", 33), ("mxint8", 40),
+                   ("nvfp4", 40), ("tensor:float8_e4m3fn", 24), ("channel:float8_e5m2", 24)):
+        m, row = dump(c, args, tmp, n, fmt, "float32", "float32")
+        if m is None:
+            continue
+        c.equal(row["format"], fmt, f"{fmt}: the row names the scaled format")
+        c.equal(row["accumulation"], "library", f"{fmt}: float32 accumulation (library)")
+        qa, sa, aa = quantize_operand(m["a"], fmt, 0)
+        qb, sb, ab = quantize_operand(m["b"], fmt, 1)
+        c.check(np.array_equal(m["a_rounded"], qa), f"{fmt}: A = mxref along K (rows)",
+                f"{np.count_nonzero(m['a_rounded'] != qa)} differ")
+        c.check(np.array_equal(m["b_rounded"], qb), f"{fmt}: B = mxref along K (columns)",
+                f"{np.count_nonzero(m['b_rounded'] != qb)} differ")
+        check_metrics(c, fmt, m, row, "float32", "float32", library=True)
+        # The theory: each value within delta of its group's amax (float32 slop aside) ...
+        slop = 5 * 2.0**-24
+        d = a_priori_delta(fmt)
+        if fmt != "nvfp4":  # NVFP4's delta depends on s_b's rounding: data bound only
+            for name, x, q, amax in (("A", m["a"], qa, aa), ("B", m["b"], qb, ab)):
+                c.check(bool((np.abs(x - q) <= (d + slop) * amax).all()),
+                        f"{fmt}: |{name} - Q({name})| <= {d} amax(group)")
+        # ... and under the data bound max(h S, amax - M S), from which the GEMM's follows.
+        elem = mxref.SCALED[fmt][0]
+        _, mb, _, vmax, emax, _ = mxref.ELEMENTS[elem]
+        h = 2.0 ** (emax - mb - 1)
+        bounds = []
+        for name, x, q, s, amax in (("A", m["a"], qa, sa, aa), ("B", m["b"], qb, sb, ab)):
+            e = np.where(s > 0, np.maximum(h * s, amax - vmax * s), amax) + slop * amax
+            c.check(bool((np.abs(x - q) <= e).all()), f"{fmt}: |{name} - Q({name})| <= data bound")
+            bounds.append(e)
+        ea, eb = bounds
+        want = ea @ (np.abs(m["b"]) + eb) + np.abs(m["a"]) @ eb
+        got = m.get("input_bound")
+        if not c.check(got is not None, f"{fmt}: an input bound"):
+            continue
+        c.check(bool(np.allclose(got, want, rtol=1e-9, atol=0)), f"{fmt}: input bound = NumPy's",
+                f"max rel diff {np.max(np.abs(got - want) / want)}")
+        U = m["c_ref_unrounded"]
+        c.check(bool((np.abs(m["c_ref"] - U) <= want * (1 + 1e-9)).all()),
+                f"{fmt}: |C_ref - C_ref(unrounded)| under the input bound")
+        c.equal(row["input_bound_violations"], 0, f"{fmt}: input_bound_violations")
+        v = np.linalg.norm(want) / np.linalg.norm(U)
+        c.check(abs(row["input_rounding_bound"] - v) <= 1e-9 * v, f"{fmt}: input_rounding_bound",
+                f"got {row['input_rounding_bound']!r}, NumPy {v!r}")
+        c.check(row["input_rounding_error"] <= row["input_rounding_bound"],
+                f"{fmt}: input error under its bound")
 
 
 # ---- the CLI ------------------------------------------------------------------------
@@ -434,6 +541,7 @@ def main():
     c = fpgref.Checker("experiments_test.py")
     with tempfile.TemporaryDirectory() as tmp:
         c.run_case("gemm_dump", gemm_cases, c, args, tmp)
+        c.run_case("gemm_dump scaled", scaled_gemm_cases, c, args, tmp)
     c.run_case("gemm-error CLI", gemm_cli, c, args)
     c.run_case("accum CLI", accum_cli, c, args)
     c.run_case("targets CLI", targets_cli, c, args)

@@ -4,8 +4,10 @@
 
 #include <CLI/CLI.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "fpguard/analysis.hpp"
 #include "fpguard/error.hpp"
@@ -33,12 +35,15 @@ ParseProblem explain(const CLI::App& app, const CLI::ParseError& e);
 // `fpguard` alone: the commands, one line each.
 std::string short_usage(const CLI::App& app);
 
-// --other-precision and --amax-margin of run and check.
+// --other-precision, --amax-margin and --keep-unscaled of run, check and plan.
 struct ScaledArgs {
   std::string other = "bfloat16";
   int amax_margin = 0;
+  std::vector<std::string> keep_unscaled;  // NODE,... (repeatable)
 };
 void add_scaled_options(CLI::App& cmd, ScaledArgs& a);
+// The --keep-unscaled nodes; Error("--keep-unscaled") when given without a scaled `p`.
+std::set<std::string> unscaled_nodes(const ScaledArgs& a, const Precision& p);
 
 void add_finfo(CLI::App& app);
 void add_iinfo(CLI::App& app);

@@ -111,6 +111,7 @@ analysis::CheckOptions precision_options(const analysis::CheckOptions& shared, c
   o.precision = f.format;
   o.scaled = f.scaled;
   o.amax_margin = a.scaled.amax_margin;
+  o.keep_unscaled = unscaled_nodes(a.scaled, f);
   o.generated = generated;
   o.reference_model = original;
   return o;

@@ -5,6 +5,8 @@
 
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <variant>
 
 #include "cli.hpp"
 #include "fpguard/analysis.hpp"
@@ -18,6 +20,26 @@
 namespace fpguard::cli {
 
 namespace {
+
+// A format's canonical name, scalar or scaled.
+std::string canonical_name(const std::string& name) {
+  return std::visit([](const auto& f) { return f.name; }, parse_any_format(name));
+}
+
+// Why convert does not write a scaled precision (appended to the refusal).
+constexpr const char* kNoScaledTypes =
+    "ONNX has no MX, NVFP4 or scaled-FP8 tensor types to store it in; deploy it with a "
+    "quantization tool";
+
+// The format convert writes: a scalar one (rewrite::convert refuses all but float16 and
+// bfloat16 with its reason); a scaled one is refused here with why.
+Format convert_format(const std::string& name) {
+  if (find_scaled_format(name))
+    throw Error("--precision " + name,
+                std::string("a scaled format, which convert does not write: ") + kNoScaledTypes +
+                    " (run, check and plan take it)");
+  return parse_format(name);
+}
 
 struct ConvertArgs {
   std::string model, precision, plan, output;
@@ -101,10 +123,16 @@ void convert_command(const ConvertArgs& a) {
   std::optional<analysis::PlanFile> plan;
   if (!a.plan.empty()) {
     plan = report::read_plan("--plan " + a.plan, a.plan);
-    if (!precision.empty() && parse_format(precision).name != parse_format(plan->precision).name)
+    if (!precision.empty() && canonical_name(precision) != canonical_name(plan->precision))
       throw Error("--plan " + a.plan,
-                  "the plan is for " + plan->precision + ", not " + parse_format(precision).name);
+                  "the plan is for " + plan->precision + ", not " + canonical_name(precision));
     precision = plan->precision;
+    if (!a.scale_only && find_scaled_format(precision))
+      throw Error("--plan " + a.plan,
+                  "the plan is for " + precision +
+                      ", a scaled format, which convert does not write: " + kNoScaledTypes +
+                      " that excludes the plan's fp32_nodes (--scale-only "
+                      "writes its rescaled model)");
     if (!a.scale_only && !rewrite::can_convert(parse_format(precision)))
       throw Error("--plan " + a.plan,
                   "the plan is for " + precision +
@@ -120,7 +148,7 @@ void convert_command(const ConvertArgs& a) {
     return;
   }
   if (precision.empty()) throw Error("--precision", "give float16 or bfloat16 (or --plan)");
-  o.precision = parse_format(precision);
+  o.precision = convert_format(precision);
   for (const auto& k : a.keep) o.keep_fp32.insert(k);
   for (const auto& k : a.keep_ops) o.keep_fp32_ops.insert(k);
   o.keep_io_types = a.keep_io_types;

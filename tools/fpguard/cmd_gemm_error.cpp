@@ -27,7 +27,7 @@ void run(const GemmErrorArgs& a) {
   o.sizes = parse_sizes(a.sizes);
   std::stringstream ss(a.formats);
   for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) o.formats.push_back(parse_format(item));
+    if (!item.empty()) o.formats.push_back(parse_any_format(item));
   if (o.formats.empty()) throw Error("--formats", "no format given");
   o.accumulate = parse_format_or_same(a.accumulate);
   o.output = parse_format_or_same(a.output);
@@ -53,7 +53,8 @@ void add_gemm_error(CLI::App& app) {
   auto a = std::make_shared<GemmErrorArgs>();
   cmd->add_option("--sizes", a->sizes, "Comma-separated n (default 128,256,512,1024)");
   cmd->add_option("--formats", a->formats,
-                  "Input formats (default fp16,bf16,tf32,float8_e4m3fn,float8_e5m2,fp32)");
+                  "Input formats, scalar or scaled (mxfp8_e4m3, nvfp4, fp8, ...; default "
+                  "fp16,bf16,tf32,float8_e4m3fn,float8_e5m2,fp32)");
   cmd->add_option("--accumulate", a->accumulate,
                   "Accumulation format: fp32 (default), fp16, bf16, any format, or same");
   cmd->add_option("--accumulation", a->accumulation,
@@ -72,6 +73,7 @@ void add_gemm_error(CLI::App& app) {
       "  fpguard gemm-error --formats fp16 --accumulate fp16 --sizes 64,256,1024\n"
       "  fpguard gemm-error --formats float8_e4m3fn --accumulate e8m13 --accumulation "
       "blocked:128 --output fp32\n"
+      "  fpguard gemm-error --formats mxfp8_e4m3,mxfp4_e2m1,nvfp4,fp8 --output fp32\n"
       "See docs/experiments.md for every field, the truth and the bounds.");
   cmd->callback([a] { run(*a); });
 }

@@ -48,6 +48,7 @@ analysis::PlanOptions plan_options(const PlanArgs& a, const Precision& p) {
   po.check.precision = f;
   po.check.scaled = p.scaled;
   po.check.amax_margin = a.scaled.amax_margin;
+  po.check.keep_unscaled = unscaled_nodes(a.scaled, p);
   po.check.keep_fp32 = std::set<std::string>(a.keep.begin(), a.keep.end());
   po.check.keep_fp32_ops = std::set<std::string>(a.keep_ops.begin(), a.keep_ops.end());
   po.check.round_options.saturate = a.saturate;
@@ -103,12 +104,12 @@ void plan_command(const PlanArgs& a) {
   std::optional<Precision> f;
   if (!a.precision.empty()) f = parse_precision(a.precision, a.scaled.other);
   if (!a.target.empty()) {
-    if (f && f->scaled)
-      throw Error("--target " + a.target,
-                  "not available with a scaled precision (" + f->name() + ") yet");
+    // As check --target: a scaled precision's block (or element) format and the format the
+    // other ops run in must both run natively.
     const Target& t = find_target(a.target);
     if (!f) f = Precision{.format = recommended_format(t)};
     require_native(t, f->format);
+    if (f->scaled) require_native(t, *f->scaled);
   }
   if (!f) throw Error("--precision", "give the format to plan for (or --target)");
   if (f->format.name == "float32")

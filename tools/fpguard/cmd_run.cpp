@@ -103,6 +103,7 @@ void run(const RunArgs& a) {
     opts.policy.scaled = precision.scaled;
     opts.policy.amax_margin = a.scaled.amax_margin;
   }
+  opts.policy.unscaled_names = unscaled_nodes(a.scaled, precision);
   DumpObserver dump;
   if (!a.dump_dir.empty()) opts.observer = &dump;
   exec::Profiler profiler;
