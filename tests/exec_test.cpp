@@ -94,8 +94,8 @@ TEST(ExternalData, WeightsAreUsedInPlaceAndNeverWritten) {
   for (float& v : b2.data<float>()) v = std::round(v * 16) / 16;
   b.init("w2", random({256, 5})).init("b2", b2);
   b.node("conv", "Conv", {"x", "w", "b"}, "c",
-         {{"pads", std::vector<std::int64_t>{1, 1, 1, 1}},
-          {"kernel_shape", std::vector<std::int64_t>{3, 3}}});
+         {{"pads", std::vector<std::int64_t>{1, 1, 1, 1}, ""},
+          {"kernel_shape", std::vector<std::int64_t>{3, 3}, ""}});
   b.node("relu", "Relu", {"c"}, "r").node("flat", "Reshape", {"r", "shape"}, "f");
   b.node("mm", "MatMul", {"f", "w2"}, "m").node("add", "Add", {"m", "b2"}, "y").output("y");
   model::SaveOptions o;
