@@ -3,9 +3,16 @@
 // format), float16 models, observers, unsupported ops listed at once, input checks.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <random>
 
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
@@ -61,6 +68,87 @@ TEST(Executor, MlpMatchesNumPy) {
   ASSERT_EQ(out[0].tensor.shape(), want.shape());
   for (std::size_t i = 0; i < want.size(); ++i)
     EXPECT_NEAR(out[0].tensor.data<float>()[i], want.data<float>()[i], 1e-5);
+}
+
+// A model whose weights are in external data: its initializers view the file's memory map
+// and stay views through float32 and float16 runs (the executor reads them in place, a
+// oneDNN convolution reorders its weights into a buffer of its own, and float16 rounds
+// them into the weight cache); its outputs are bit-identical to the same model's saved
+// inline, and the data file is never written.
+TEST(ExternalData, WeightsAreUsedInPlaceAndNeverWritten) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("fpg_exec_ext_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0, 0.2f);
+  auto random = [&](std::vector<std::int64_t> shape) {
+    Tensor t(DType::float32, std::move(shape));
+    for (float& v : t.data<float>()) v = normal(rng);
+    return t;
+  };
+  Tensor shape(DType::int64, {2});
+  shape.data<std::int64_t>()[0] = 1, shape.data<std::int64_t>()[1] = 256;
+  test::GraphBuilder b({1, 3, 8, 8});
+  b.init("w", random({4, 3, 3, 3})).init("b", random({4})).init("shape", shape);
+  Tensor b2 = random({5});  // values exact in float16 (multiples of 2^-4 below 2)
+  for (float& v : b2.data<float>()) v = std::round(v * 16) / 16;
+  b.init("w2", random({256, 5})).init("b2", b2);
+  b.node("conv", "Conv", {"x", "w", "b"}, "c",
+         {{"pads", std::vector<std::int64_t>{1, 1, 1, 1}, ""},
+          {"kernel_shape", std::vector<std::int64_t>{3, 3}, ""}});
+  b.node("relu", "Relu", {"c"}, "r").node("flat", "Reshape", {"r", "shape"}, "f");
+  b.node("mm", "MatMul", {"f", "w2"}, "m").node("add", "Add", {"m", "b2"}, "y").output("y");
+  model::SaveOptions o;
+  o.external = model::SaveOptions::External::always;
+  o.min_external_bytes = 0;
+  const auto data = model::save(b.m, dir / "ext.onnx", o).data_file;
+  o.external = model::SaveOptions::External::never;
+  model::save(b.m, dir / "inline.onnx", o);
+  auto bytes_of = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string data_before = bytes_of(data);
+  const auto mtime_before = fs::last_write_time(data);
+
+  const model::Model ext = model::load(dir / "ext.onnx"),
+                     inline_ = model::load(dir / "inline.onnx");
+  ASSERT_EQ(ext.external_files.size(), 1u);
+  for (const auto& t : ext.graph.initializers) EXPECT_TRUE(t.tensor.is_view()) << t.name;
+  const Tensor x = random({1, 3, 8, 8});
+  // The bytes each node reads as its second input (a weight), by node.
+  struct Bytes : Observer {
+    std::map<std::string, const std::byte*> second;
+    void on_node(const model::Node& n, std::size_t, const std::vector<const Tensor*>& in,
+                 const std::vector<NamedTensor>&) override {
+      if (in.size() > 1 && in[1]) second[n.name] = in[1]->bytes();
+    }
+  };
+  auto init = [&](const std::string& name) {
+    for (const auto& t : ext.graph.initializers)
+      if (t.name == name) return t.tensor.bytes();
+    return static_cast<const std::byte*>(nullptr);
+  };
+  for (RunOptions ro : {RunOptions{}, fp16()}) {
+    Bytes seen;
+    ro.observer = &seen;
+    const auto got = Executor(ext, ro).run({{"x", x}});
+    ro.observer = nullptr;
+    // float32 reads every weight in place; float16 reads a rounded copy of w2, and b2 (exact
+    // in float16) in place.
+    const bool emulated = ro.policy.default_format.has_value();
+    EXPECT_EQ(seen.second["mm"] == init("w2"), !emulated);
+    EXPECT_EQ(seen.second["add"], init("b2"));
+    const auto want = Executor(inline_, ro).run({{"x", x}});
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(got[0].tensor.nbytes(), want[0].tensor.nbytes());
+    EXPECT_EQ(std::memcmp(got[0].tensor.bytes(), want[0].tensor.bytes(), want[0].tensor.nbytes()),
+              0);
+  }
+  for (const auto& t : ext.graph.initializers) EXPECT_TRUE(t.tensor.is_view()) << t.name;
+  EXPECT_EQ(bytes_of(data), data_before);
+  EXPECT_EQ(fs::last_write_time(data), mtime_before);
+  fs::remove_all(dir);
 }
 
 TEST(Emulation, SquareOverflowsInFloat16ButNotFloat32) {

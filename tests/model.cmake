@@ -43,6 +43,13 @@ add_test(NAME cli.run
                  --fpguard $<TARGET_FILE:fpguard>)
 set_tests_properties(cli.run PROPERTIES LABELS model)
 
+# External data: memory-mapped weights used in place, outputs as the inline model's, the
+# input files never written, a short data file refused (exit 2).
+add_test(NAME cli.external_data
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/external_data_test.py
+                 --fpguard $<TARGET_FILE:fpguard>)
+set_tests_properties(cli.external_data PROPERTIES LABELS "model;cli")
+
 # Small versions of the real-architecture bench set (bench/make_real_models.py: DBNet-style
 # detector, CRNN with a bidirectional LSTM, U-Net): run against PyTorch, check in float16.
 add_test(NAME cli.realarch

@@ -9,9 +9,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "fpguard/error.hpp"
 #include "fpguard/io.hpp"
@@ -184,6 +187,91 @@ TEST_F(Npy, ReadsInPieces) {
   EXPECT_THROW(NpyReader{path("long.npy")}, Error);
   spit(path("short.npy"), slurp(path("le.npy")).substr(0, 200));
   EXPECT_THROW(NpyReader{path("short.npy")}, Error);
+}
+
+void expect_read_error(const fs::path& p, const std::string& what);
+
+// A view shares its bytes with its copies and its owner; the first write access through
+// a tensor copies them into its own storage and leaves the viewed bytes as they were.
+TEST(TensorView, CopiesOnWrite) {
+  auto owner = std::make_shared<std::vector<float>>(std::vector<float>{1.5f, -2, 3, 0x1p-140f});
+  const auto* bytes = reinterpret_cast<const std::byte*>(owner->data());
+  Tensor v = Tensor::view(DType::float32, {2, 2}, bytes, owner);
+  EXPECT_TRUE(v.is_view());
+  EXPECT_EQ(v.nbytes(), 16u);
+  EXPECT_EQ(std::as_const(v).bytes(), bytes);
+  Tensor copy = v;  // shares the view
+  EXPECT_TRUE(copy.is_view());
+  EXPECT_EQ(std::as_const(copy).bytes(), bytes);
+  EXPECT_EQ(std::as_const(copy).data<float>()[3], 0x1p-140f);
+  copy.data<float>()[0] = 7;  // write access: copy's own storage now
+  EXPECT_FALSE(copy.is_view());
+  EXPECT_NE(std::as_const(copy).bytes(), bytes);
+  EXPECT_EQ((*owner)[0], 1.5f);
+  EXPECT_EQ(std::as_const(v).data<float>()[0], 1.5f);
+  EXPECT_EQ(copy.data<float>()[0], 7.0f);
+  for (std::size_t i = 1; i < 4; ++i) EXPECT_EQ(copy.data<float>()[i], (*owner)[i]);
+  v.bytes()[0] = std::byte{0};  // bytes() is write access too
+  EXPECT_FALSE(v.is_view());
+  EXPECT_EQ((*owner)[0], 1.5f);
+  // The owner lives as long as a view of it does.
+  std::weak_ptr<std::vector<float>> alive = owner;
+  Tensor last = Tensor::view(DType::float32, {4}, bytes, std::move(owner));
+  EXPECT_FALSE(alive.expired());
+  last = Tensor();
+  EXPECT_TRUE(alive.expired());
+}
+
+// A file's map: its bytes as read from the file; an empty file maps to nothing; a
+// directory or a missing file is an Error naming it.
+TEST_F(Npy, FileMapHoldsTheFilesBytes) {
+  std::string bytes(10000, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7 + 3);
+  spit(path("f.bin"), bytes);
+  const auto m = FileMap::open(path("f.bin"), "f.bin");
+  ASSERT_EQ(m->size(), bytes.size());
+  EXPECT_EQ(std::memcmp(m->data(), bytes.data(), bytes.size()), 0);
+  m->release(0, m->size());  // given back: read again from the file
+  EXPECT_EQ(std::memcmp(m->data(), bytes.data(), bytes.size()), 0);
+  spit(path("empty.bin"), "");
+  EXPECT_EQ(FileMap::open(path("empty.bin"), "e")->size(), 0u);
+  EXPECT_THROW(FileMap::open(dir_, "dir"), Error);
+  try {
+    FileMap::open(path("missing.bin"), "missing.bin");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where(), "missing.bin");
+    EXPECT_NE(e.problem().find("cannot open"), std::string::npos) << e.what();
+  }
+}
+
+// A large .npy file is read as a view of its memory map, with the values read_npy gives
+// from a stream; the file is not written (even when the tensor is), and errors stay those
+// of the stream reader (bytes past the array, a truncated file).
+TEST_F(Npy, ReadsLargeFilesAsAMemoryMap) {
+  Tensor t = Tensor::uninitialized(DType::float32, {512, 1024});  // 2 MiB
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  for (float& v : t.data<float>()) v = normal(rng);
+  write_npy(path("big.npy"), t);
+  const std::string file = slurp(path("big.npy"));
+  Tensor m = read_npy(path("big.npy"));
+  EXPECT_TRUE(m.is_view());
+  std::istringstream in(file);
+  const Tensor streamed = read_npy(in, file.size(), "big.npy");
+  EXPECT_FALSE(streamed.is_view());
+  ASSERT_EQ(m.shape(), t.shape());
+  EXPECT_EQ(std::memcmp(std::as_const(m).bytes(), streamed.bytes(), m.nbytes()), 0);
+  EXPECT_EQ(std::memcmp(std::as_const(m).bytes(), t.bytes(), m.nbytes()), 0);
+  m.data<float>()[0] = 1e30f;
+  EXPECT_EQ(slurp(path("big.npy")), file);
+  // Small files are read (a map would cost a page and a mapping per file).
+  write_npy(path("small.npy"), Tensor(DType::float32, {16}));
+  EXPECT_FALSE(read_npy(path("small.npy")).is_view());
+  spit(path("long.npy"), file + "x");
+  expect_read_error(path("long.npy"), "unexpected bytes after the array data");
+  spit(path("short.npy"), file.substr(0, file.size() - 4));
+  expect_read_error(path("short.npy"), "truncated .npy data");
 }
 
 // read_npy(p) must throw an Error located at the file, saying `what`.

@@ -137,7 +137,10 @@ inline constexpr std::int64_t kFullOpset = 7;
 inline constexpr std::int64_t kMaxOpset = 21;
 
 // Loads an ONNX model. External data (location/offset/length) is read relative to the
-// model's directory; a location that leaves that directory is refused. libonnx's checker
+// model's directory; a location that leaves that directory is refused. Initializers are
+// not copied: those in external data view the file's read-only memory map (Tensor::view;
+// the file is never written, and must not be truncated while the model lives), inline
+// ones the raw_data buffers taken over from the parser. libonnx's checker
 // is never a gate: newer opsets load as long as their protobuf parses. Validation:
 // opset range, unique producers, node inputs defined (in this graph or, for subgraphs,
 // an enclosing one), attribute types; each Error names the file and the node.

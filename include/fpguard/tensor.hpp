@@ -1,6 +1,9 @@
-// Tensors and their files. A Tensor owns contiguous, C-ordered storage of one DType;
-// values of 16-bit float dtypes are stored as their real 16-bit patterns. Tensors are
-// read from and written to .npy files, .npz archives (zip, stored or deflated), ONNX
+// Tensors and their files. A Tensor holds contiguous, C-ordered storage of one DType;
+// values of 16-bit float dtypes are stored as their real 16-bit patterns. The storage is
+// owned, or a read-only view of bytes kept alive by a shared owner (a file's memory map,
+// a buffer taken over from a parser): copies of a view share it, and the first write
+// access copies it into owned storage (copy on write), so a mapped file is never written. Tensors
+// are read from and written to .npy files, .npz archives (zip, stored or deflated), ONNX
 // TensorProto .pb files and directories of .npy/.pb files (ONNX test_data_set_N). Every
 // bad file throws fpguard::Error naming the file (and the archive entry); no zip or
 // protobuf type appears here.
@@ -64,6 +67,8 @@ struct DefaultInitAllocator : std::allocator<T> {
 };
 }  // namespace detail
 
+class FileMap;
+
 class Tensor {
  public:
   Tensor() = default;
@@ -71,12 +76,31 @@ class Tensor {
   // Storage left uninitialised: for a result the caller writes in full (no zero-fill pass).
   static Tensor uninitialized(DType dtype, std::vector<std::int64_t> shape);
 
+  // A view of `bytes` (size() * itemsize(dtype) of them, aligned for the dtype), which
+  // `owner` keeps alive and nobody writes while it lives. Not for strings.
+  static Tensor view(DType dtype, std::vector<std::int64_t> shape, const std::byte* bytes,
+                     std::shared_ptr<const void> owner);
+  // A view of `file`'s map from byte `offset` on (aligned for the dtype, inside the file).
+  static Tensor view(DType dtype, std::vector<std::int64_t> shape,
+                     std::shared_ptr<const FileMap> file, std::size_t offset);
+
   DType dtype() const { return dtype_; }
   const std::vector<std::int64_t>& shape() const { return shape_; }
   std::size_t size() const { return size_; }  // number of elements
-  std::size_t nbytes() const { return storage_.size(); }
-  std::byte* bytes() { return storage_.data(); }
-  const std::byte* bytes() const { return storage_.data(); }
+  std::size_t nbytes() const { return view_ ? size_ * itemsize(dtype_) : storage_.size(); }
+  // Write access: a view is first copied into owned storage (read through a const Tensor
+  // to avoid that).
+  std::byte* bytes() {
+    if (view_) own();
+    return storage_.data();
+  }
+  const std::byte* bytes() const { return view_ ? view_ : storage_.data(); }
+  // Whether the storage is a view (nothing written through this tensor since it was made).
+  bool is_view() const { return view_ != nullptr; }
+  // For a view of a file's map: gives its pages back to the kernel (FileMap::release), for
+  // a reader that has made its own copy (a weight reordered for oneDNN); read again, they
+  // come back from the file. Nothing for other tensors.
+  void release_pages() const;
 
   // Typed views; T must match the dtype's storage type (FPG_CHECK): std::string for
   // DType::string.
@@ -86,11 +110,42 @@ class Tensor {
   std::span<const T> data() const;
 
  private:
+  void own();  // a view -> owned storage holding the same bytes
+
   DType dtype_ = DType::float32;
   std::vector<std::int64_t> shape_;
   std::size_t size_ = 0;
-  std::vector<std::byte, detail::DefaultInitAllocator<std::byte>> storage_;
-  std::vector<std::string> strings_;  // DType::string only
+  std::vector<std::byte, detail::DefaultInitAllocator<std::byte>> storage_;  // empty for a view
+  std::vector<std::string> strings_;                                         // DType::string only
+  const std::byte* view_ = nullptr;    // a view's bytes, or null
+  std::shared_ptr<const void> owner_;  // what keeps them alive
+  const FileMap* file_ = nullptr;      // owner_, when it is a file's map
+};
+
+// A file's bytes mapped read-only (MAP_PRIVATE), shared by the tensors that view them and
+// unmapped when the last of them goes. Every byte of [data, data + size) exists in the file
+// as it was when mapped (reading it cannot fault, unless the file is truncated meanwhile).
+class FileMap {
+ public:
+  // Error(where, ...) when the file cannot be opened, is not a regular file or cannot be
+  // mapped. An empty file maps to size 0 (data null).
+  static std::shared_ptr<const FileMap> open(const std::filesystem::path& path,
+                                             const std::string& where);
+  ~FileMap();
+  FileMap(const FileMap&) = delete;
+  FileMap& operator=(const FileMap&) = delete;
+  const std::byte* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  // Gives [offset, offset + bytes) back to the kernel (MADV_DONTNEED; whole pages inside the
+  // range): read again, they come back from the page cache (the file is not changed).
+  void release(std::size_t offset, std::size_t bytes) const;
+  // Tells the kernel the map is read front to back (MADV_SEQUENTIAL: more read-ahead).
+  void sequential() const;
+
+ private:
+  FileMap() = default;
+  const std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
 };
 
 // Every element as a double (exact for every dtype but int64/uint64 beyond 2^53);

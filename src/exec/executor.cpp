@@ -2,6 +2,7 @@
 // emulation model of docs/executor.md), observer callbacks.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
@@ -274,7 +275,15 @@ void Executor::plan(Plans& plans, const model::Graph& g, const std::vector<std::
 const Tensor& WeightCache::get(const Tensor* source, const Tensor& weight, const Format& f,
                                const RoundOptions& o, DType carrier) {
   // Same format, different rounding options or carrier: a different rounded tensor.
-  return get(source, round_key(f, o, carrier), [&] { return rounded_copy(weight, f, o, carrier); });
+  return get(source, round_key(f, o, carrier), [&] {
+    Tensor r = rounded_copy(weight, f, o, carrier);
+    // A weight viewing its bytes (a file's map, the parsed model's buffer) that is already
+    // exact in `f`: the cache shares the view instead of holding a copy of the same bytes.
+    if (weight.is_view() && r.dtype() == weight.dtype() &&
+        std::memcmp(r.bytes(), weight.bytes(), r.nbytes()) == 0)
+      return weight;
+    return r;
+  });
 }
 
 const Tensor& WeightCache::get(const Tensor* source, const std::string& key,

@@ -13,7 +13,9 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <set>
+#include <utility>
 
 #include "fpguard/error.hpp"
 #include "fpguard/limits.hpp"
@@ -28,8 +30,10 @@ namespace {
 struct LoadContext {
   std::string file;  // for errors
   std::filesystem::path base_dir;
-  std::int64_t opset = 0;                                  // of the default domain
-  mutable std::set<std::filesystem::path> external_files;  // read so far (canonical)
+  std::int64_t opset = 0;  // of the default domain
+  // The external data files read so far (canonical paths), each mapped once: the tensors
+  // in it view the map.
+  mutable std::map<std::filesystem::path, std::shared_ptr<const FileMap>> external_files;
 };
 
 // An attribute whose type differs from the one the op's ONNX schema declares: refused at
@@ -68,10 +72,11 @@ void check_legacy_op(const onnx::NodeProto& n, std::int64_t opset, const std::st
                            "re-export with opset 7 or later)");
 }
 
-// Reads the external data of `p` straight into its tensor (one copy: file -> tensor), as
-// the ONNX spec describes it: keys location (relative to the model's directory), offset,
-// length. The location may not leave the model's directory; sizes are checked against
-// the file and the memory limit before anything is allocated.
+// The external data of `p` as the ONNX spec describes it: keys location (relative to the
+// model's directory), offset, length. The location may not leave the model's directory;
+// offset and length are checked against the file. The tensor is a view of the file's
+// memory map (nothing is copied, and the file is never written), or a copy where the data
+// is not aligned for its type.
 Tensor load_external(const onnx::TensorProto& p, const LoadContext& ctx, const std::string& where) {
   std::string location;
   std::uint64_t offset = 0;
@@ -105,13 +110,16 @@ Tensor load_external(const onnx::TensorProto& p, const LoadContext& ctx, const s
   if (ec || mism.first != base.end())
     throw Error(where,
                 "external data location '" + location + "' leaves the model's directory (refused)");
-  std::ifstream in(full, std::ios::binary);
-  if (!in)
-    throw Error(where,
-                "external data file '" + full.string() + "': cannot open: " + std::strerror(errno));
-  ctx.external_files.insert(full);
-  const auto size = std::filesystem::file_size(full, ec);
-  if (ec) throw Error(where, "external data file '" + full.string() + "': cannot stat");
+  auto& file = ctx.external_files[full];
+  if (!file) {
+    try {
+      file = FileMap::open(full, where);
+    } catch (const Error& e) {
+      ctx.external_files.erase(full);
+      throw Error(where, "external data file '" + full.string() + "': " + e.problem());
+    }
+  }
+  const std::uint64_t size = file->size();
   if (offset > size)
     throw Error(where, "external data offset " + std::to_string(offset) + " is past the end of '" +
                            location + "' (" + std::to_string(size) + " bytes)");
@@ -132,6 +140,8 @@ Tensor load_external(const onnx::TensorProto& p, const LoadContext& ctx, const s
   }
   const std::vector<std::int64_t> dims(p.dims().begin(), p.dims().end());
   const DType dtype = *detail::find_pb_type(p.data_type())->dtype;
+  if (dtype == DType::string)  // the spec stores only raw bytes externally
+    throw Error(where, "a STRING tensor cannot hold external data");
   const std::uint64_t want = element_count(dims, where) * itemsize(dtype);
   if (len != want)
     throw Error(
@@ -144,21 +154,26 @@ Tensor load_external(const onnx::TensorProto& p, const LoadContext& ctx, const s
                    }() +
                    " of " + detail::find_pb_type(p.data_type())->name + " need " +
                    std::to_string(want));
-  check_memory(want, where);  // before allocating what a hostile length asks for
-  Tensor t(dtype, dims);
-  in.seekg(static_cast<std::streamoff>(offset));
-  in.read(reinterpret_cast<char*>(t.bytes()), static_cast<std::streamsize>(want));
-  if (!in) throw Error(where, "external data file '" + location + "': read failed");
+  const std::byte* bytes = file->data() + offset;
+  Tensor t;
+  if (reinterpret_cast<std::uintptr_t>(bytes) % itemsize(dtype) == 0) {
+    t = Tensor::view(dtype, dims, file, offset);
+  } else {
+    check_memory(want, where);
+    t = Tensor::uninitialized(dtype, dims);
+    std::memcpy(t.bytes(), bytes, want);
+  }
   if (dtype == DType::bool_)
-    for (std::uint8_t v : t.data<std::uint8_t>())
+    for (std::uint8_t v : std::as_const(t).data<std::uint8_t>())
       if (v > 1) throw Error(where, "external data holds a BOOL that is not 0 or 1");
   return t;
 }
 
-Tensor load_tensor(const onnx::TensorProto& p, const LoadContext& ctx, const std::string& where) {
+// `p`'s raw_data is taken over (the parsed model is not used after loading).
+Tensor load_tensor(onnx::TensorProto& p, const LoadContext& ctx, const std::string& where) {
   if (p.data_location() == onnx::TensorProto::EXTERNAL || p.external_data_size() > 0)
     return load_external(p, ctx, where);
-  return detail::tensor_from_proto(p, where);
+  return detail::take_tensor_from_proto(p, where);
 }
 
 ValueInfo load_value_info(const onnx::ValueInfoProto& v) {
@@ -187,9 +202,9 @@ ValueInfo load_value_info(const onnx::ValueInfoProto& v) {
   return out;
 }
 
-GraphPtr load_graph(const onnx::GraphProto& g, const LoadContext& ctx);
+GraphPtr load_graph(onnx::GraphProto& g, const LoadContext& ctx);
 
-Attribute load_attribute(const onnx::AttributeProto& a, const LoadContext& ctx,
+Attribute load_attribute(onnx::AttributeProto& a, const LoadContext& ctx,
                          const std::string& where) {
   Attribute out;
   out.name = a.name();
@@ -232,10 +247,10 @@ Attribute load_attribute(const onnx::AttributeProto& a, const LoadContext& ctx,
       out.value = a.s();
       break;
     case A::TENSOR:
-      out.value = load_tensor(a.t(), ctx, aw);
+      out.value = load_tensor(*a.mutable_t(), ctx, aw);
       break;
     case A::GRAPH:
-      out.value = load_graph(a.g(), ctx);
+      out.value = load_graph(*a.mutable_g(), ctx);
       break;
     case A::FLOATS:
       out.value = std::vector<float>(a.floats().begin(), a.floats().end());
@@ -248,13 +263,13 @@ Attribute load_attribute(const onnx::AttributeProto& a, const LoadContext& ctx,
       break;
     case A::TENSORS: {
       std::vector<Tensor> ts;
-      for (const auto& t : a.tensors()) ts.push_back(load_tensor(t, ctx, aw));
+      for (auto& t : *a.mutable_tensors()) ts.push_back(load_tensor(t, ctx, aw));
       out.value = std::move(ts);
       break;
     }
     case A::GRAPHS: {
       std::vector<GraphPtr> gs;
-      for (const auto& g : a.graphs()) gs.push_back(load_graph(g, ctx));
+      for (auto& g : *a.mutable_graphs()) gs.push_back(load_graph(g, ctx));
       out.value = std::move(gs);
       break;
     }
@@ -286,19 +301,19 @@ std::vector<std::pair<std::string, std::string>> node_metadata(const onnx::NodeP
   return out;
 }
 
-GraphPtr load_graph(const onnx::GraphProto& g, const LoadContext& ctx) {
+GraphPtr load_graph(onnx::GraphProto& g, const LoadContext& ctx) {
   auto out = std::make_shared<Graph>();
   out->name = g.name();
   out->doc_string = g.doc_string();
   if (g.sparse_initializer_size() > 0)
     throw Error(ctx.file, "graph '" + g.name() + "' has sparse initializers (not supported)");
-  for (const auto& t : g.initializer())
+  for (auto& t : *g.mutable_initializer())
     out->initializers.push_back(
         {t.name(), load_tensor(t, ctx, ctx.file + ": initializer '" + t.name() + "'")});
   for (const auto& v : g.input()) out->inputs.push_back(load_value_info(v));
   for (const auto& v : g.output()) out->outputs.push_back(load_value_info(v));
   for (const auto& v : g.value_info()) out->value_info.push_back(load_value_info(v));
-  for (const auto& n : g.node()) {
+  for (auto& n : *g.mutable_node()) {
     Node node;
     node.name = n.name();
     node.op_type = n.op_type();
@@ -309,7 +324,7 @@ GraphPtr load_graph(const onnx::GraphProto& g, const LoadContext& ctx) {
     node.outputs.assign(n.output().begin(), n.output().end());
     const std::string where = ctx.file + ": " + node.describe();
     check_legacy_op(n, ctx.opset, where);
-    for (const auto& a : n.attribute()) {
+    for (auto& a : *n.mutable_attribute()) {
       check_attribute_type(n, a, ctx.opset, where);
       node.attributes.push_back(load_attribute(a, ctx, where));
     }
@@ -352,8 +367,8 @@ void validate_graph(const Graph& g, const std::string& file, std::set<std::strin
 
 namespace {
 
-// The parsed protobuf -> Model.
-Model from_proto(const onnx::ModelProto& mp, const std::string& where,
+// The parsed protobuf -> Model; the tensors take over its raw_data.
+Model from_proto(onnx::ModelProto& mp, const std::string& where,
                  const std::filesystem::path& base_dir) {
   if (!mp.has_graph()) throw Error(where, "the model has no graph");
   LoadContext ctx;
@@ -380,9 +395,9 @@ Model from_proto(const onnx::ModelProto& mp, const std::string& where,
                            "supported: " + std::to_string(kMinOpset) + " to " +
                            std::to_string(kMaxOpset) + ")");
   ctx.opset = opset;
-  m.graph = std::move(*load_graph(mp.graph(), ctx));
+  m.graph = std::move(*load_graph(*mp.mutable_graph(), ctx));
   validate_graph(m.graph, where, {});
-  m.external_files.assign(ctx.external_files.begin(), ctx.external_files.end());
+  for (const auto& f : ctx.external_files) m.external_files.push_back(f.first);
   return m;
 }
 
@@ -408,8 +423,8 @@ Model load(const std::filesystem::path& path) {
   Model m;
   if (!ec) {
     // A regular file: parsed straight from the file, so that its bytes are not held in
-    // memory beside the parsed copy (a model's peak while loading: its size twice, not
-    // three times).
+    // memory beside the parsed copy, whose raw_data the tensors then take over (a model's
+    // peak while loading: its size once).
     check_memory(size, where);
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw Error(where, std::string("cannot open: ") + std::strerror(errno));

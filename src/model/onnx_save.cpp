@@ -8,6 +8,7 @@
 #include "fpguard/error.hpp"
 #include "fpguard/io.hpp"
 #include "fpguard/model.hpp"
+#include "model/proto.hpp"
 #include "model/proto_fields.hpp"
 #include "tensor/tensor_pb.hpp"
 
@@ -34,14 +35,23 @@ void save_value_info(const ValueInfo& v, onnx::ValueInfoProto& p) {
   }
 }
 
-void save_graph(const Graph& g, onnx::GraphProto& p);
+void save_graph(const Graph& g, onnx::GraphProto& p, bool types_only);
 
-void save_tensor(const Tensor& t, const std::string& name, onnx::TensorProto& p) {
-  detail::tensor_to_proto(t, p);
+// Tensors of this many bytes or more lose their values in a proto for typing (to_proto):
+// shape inference reads values only of small tensors (shapes, axes, scales).
+constexpr std::size_t kTypingDataBytes = 4096;
+
+void save_tensor(const Tensor& t, const std::string& name, onnx::TensorProto& p, bool types_only) {
+  if (types_only && t.nbytes() >= kTypingDataBytes) {
+    for (auto d : t.shape()) p.add_dims(d);
+    p.set_data_type(detail::pb_type(t.dtype()).code);
+  } else {
+    detail::tensor_to_proto(t, p);
+  }
   if (!name.empty()) p.set_name(name);
 }
 
-void save_attribute(const Attribute& a, onnx::AttributeProto& p) {
+void save_attribute(const Attribute& a, onnx::AttributeProto& p, bool types_only) {
   using A = onnx::AttributeProto;
   p.set_name(a.name);
   if (!a.ref_attr_name.empty()) p.set_ref_attr_name(a.ref_attr_name);
@@ -55,9 +65,9 @@ void save_attribute(const Attribute& a, onnx::AttributeProto& p) {
         } else if constexpr (std::is_same_v<T, std::string>) {
           p.set_type(A::STRING), p.set_s(v);
         } else if constexpr (std::is_same_v<T, Tensor>) {
-          p.set_type(A::TENSOR), save_tensor(v, "", *p.mutable_t());
+          p.set_type(A::TENSOR), save_tensor(v, "", *p.mutable_t(), types_only);
         } else if constexpr (std::is_same_v<T, GraphPtr>) {
-          p.set_type(A::GRAPH), save_graph(*v, *p.mutable_g());
+          p.set_type(A::GRAPH), save_graph(*v, *p.mutable_g(), types_only);
         } else if constexpr (std::is_same_v<T, std::vector<float>>) {
           p.set_type(A::FLOATS);
           for (auto x : v) p.add_floats(x);
@@ -69,10 +79,10 @@ void save_attribute(const Attribute& a, onnx::AttributeProto& p) {
           for (const auto& x : v) p.add_strings(x);
         } else if constexpr (std::is_same_v<T, std::vector<Tensor>>) {
           p.set_type(A::TENSORS);
-          for (const auto& x : v) save_tensor(x, "", *p.add_tensors());
+          for (const auto& x : v) save_tensor(x, "", *p.add_tensors(), types_only);
         } else if constexpr (std::is_same_v<T, std::vector<GraphPtr>>) {
           p.set_type(A::GRAPHS);
-          for (const auto& x : v) save_graph(*x, *p.add_graphs());
+          for (const auto& x : v) save_graph(*x, *p.add_graphs(), types_only);
         } else {
           static_assert(std::is_same_v<T, TypeAttr>);
           p.set_type(A::TYPE_PROTO);
@@ -82,10 +92,11 @@ void save_attribute(const Attribute& a, onnx::AttributeProto& p) {
       a.value);
 }
 
-void save_graph(const Graph& g, onnx::GraphProto& p) {
+void save_graph(const Graph& g, onnx::GraphProto& p, bool types_only) {
   p.set_name(g.name);
   if (!g.doc_string.empty()) p.set_doc_string(g.doc_string);
-  for (const auto& t : g.initializers) save_tensor(t.tensor, t.name, *p.add_initializer());
+  for (const auto& t : g.initializers)
+    save_tensor(t.tensor, t.name, *p.add_initializer(), types_only);
   for (const auto& v : g.inputs) save_value_info(v, *p.add_input());
   for (const auto& v : g.outputs) save_value_info(v, *p.add_output());
   for (const auto& v : g.value_info) save_value_info(v, *p.add_value_info());
@@ -97,7 +108,7 @@ void save_graph(const Graph& g, onnx::GraphProto& p) {
     if (!n.doc_string.empty()) np->set_doc_string(n.doc_string);
     for (const auto& i : n.inputs) np->add_input(i);
     for (const auto& o : n.outputs) np->add_output(o);
-    for (const auto& a : n.attributes) save_attribute(a, *np->add_attribute());
+    for (const auto& a : n.attributes) save_attribute(a, *np->add_attribute(), types_only);
     for (const auto& [k, v] : n.metadata) {
       // metadata_props as field 22, which libonnx 1.12 does not know (see Node::metadata).
       onnx::StringStringEntryProto kv;
@@ -109,9 +120,7 @@ void save_graph(const Graph& g, onnx::GraphProto& p) {
 
 }  // namespace
 
-namespace {
-
-onnx::ModelProto to_proto(const Model& m) {
+onnx::ModelProto to_proto(const Model& m, bool types_only) {
   onnx::ModelProto mp;
   mp.set_ir_version(m.ir_version);
   if (!m.producer_name.empty()) mp.set_producer_name(m.producer_name);
@@ -127,9 +136,11 @@ onnx::ModelProto to_proto(const Model& m) {
     auto* op = mp.add_opset_import();
     op->set_domain(dom), op->set_version(ver);
   }
-  save_graph(m.graph, *mp.mutable_graph());
+  save_graph(m.graph, *mp.mutable_graph(), types_only);
   return mp;
 }
+
+namespace {
 
 std::string serialize(const onnx::ModelProto& mp, const char* what) {
   if (mp.ByteSizeLong() >= static_cast<std::size_t>(INT_MAX))
@@ -145,7 +156,7 @@ constexpr std::size_t kAlign = 64;
 }  // namespace
 
 std::string save_to_bytes(const Model& m) {
-  return serialize(to_proto(m),
+  return serialize(to_proto(m, false),
                    "with every tensor inline (save it to a file: its "
                    "initializers then go to external data)");
 }
@@ -188,7 +199,7 @@ SaveResult save(const Model& m, const std::filesystem::path& path, const SaveOpt
     if (canonical == in)
       throw Error(path.string(), "its external data file '" + data.string() +
                                      "' is an input of this model; refusing to overwrite it");
-  onnx::ModelProto mp = to_proto(m);
+  onnx::ModelProto mp = to_proto(m, false);
   const bool data_existed = fs::exists(data, ec);
   bool data_written = false;
   try {

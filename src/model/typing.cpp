@@ -6,6 +6,7 @@
 
 #include "fpguard/error.hpp"
 #include "fpguard/model.hpp"
+#include "model/proto.hpp"
 
 namespace fpguard::model {
 
@@ -67,9 +68,7 @@ bool OpTyping::allows(const std::string& param, int elem_type) const {
 namespace {
 
 onnx::ModelProto inferred(const Model& m) {
-  onnx::ModelProto mp;
-  if (!mp.ParseFromString(save_to_bytes(m)))
-    throw Error(m.path.string(), "cannot serialise the model for shape inference");
+  onnx::ModelProto mp = to_proto(m, true);
   try {
     onnx::ShapeInferenceOptions options;
     options.check_type = false;

@@ -221,9 +221,17 @@ bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float
     if (ctx.prepared && ctx.stable(1)) {
       char addr[32];
       std::snprintf(addr, sizeof addr, "%p|", static_cast<const void*>(w));
-      prep = ctx.prepared->get<ConvPrepared>(ctx.node,
-                                             std::string("conv|") + addr + dims_key(d.x.dims()),
-                                             [&] { return prepare_conv(d, w, bias != nullptr); });
+      prep = ctx.prepared->get<ConvPrepared>(
+          ctx.node, std::string("conv|") + addr + dims_key(d.x.dims()), [&] {
+            auto p = prepare_conv(d, w, bias != nullptr);
+            // Runs read the reordered copy from now on: a weight in a file's memory map
+            // gives its pages back (read again, they come back from the file).
+            const Tensor* wt = ctx.inputs.size() > 1 ? ctx.inputs[1] : nullptr;
+            if (p->weights.get_data_handle() != w && wt &&
+                static_cast<const void*>(wt->bytes()) == w)
+              wt->release_pages();
+            return p;
+          });
     } else {
       prep = prepare_conv(d, w, bias != nullptr);
     }

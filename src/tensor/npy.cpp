@@ -6,10 +6,6 @@
 #include <limits>
 #include <sstream>
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include "fpguard/error.hpp"
 #include "fpguard/io.hpp"
 #include "fpguard/limits.hpp"
@@ -80,6 +76,41 @@ Tensor Tensor::uninitialized(DType dtype, std::vector<std::int64_t> shape) {
   return t;
 }
 
+Tensor Tensor::view(DType dtype, std::vector<std::int64_t> shape, const std::byte* bytes,
+                    std::shared_ptr<const void> owner) {
+  FPG_CHECK(dtype != DType::string);
+  FPG_CHECK(reinterpret_cast<std::uintptr_t>(bytes) % itemsize(dtype) == 0);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.size_ = element_count(t.shape_, "tensor");
+  if (t.size_ == 0) return t;  // nothing to view: an (empty) owned tensor
+  FPG_CHECK(bytes != nullptr);
+  t.view_ = bytes;
+  t.owner_ = std::move(owner);
+  return t;
+}
+
+Tensor Tensor::view(DType dtype, std::vector<std::int64_t> shape,
+                    std::shared_ptr<const FileMap> file, std::size_t offset) {
+  const FileMap* f = file.get();
+  Tensor t = view(dtype, std::move(shape), f->data() + offset, std::move(file));
+  FPG_CHECK(offset + t.nbytes() <= f->size());
+  if (t.view_) t.file_ = f;
+  return t;
+}
+
+void Tensor::own() {
+  storage_.assign(view_, view_ + size_ * itemsize(dtype_));
+  view_ = nullptr;
+  owner_.reset();
+  file_ = nullptr;
+}
+
+void Tensor::release_pages() const {
+  if (file_) file_->release(static_cast<std::size_t>(view_ - file_->data()), nbytes());
+}
+
 template <class T>
 static bool storage_matches(DType d) {
   switch (d) {
@@ -115,10 +146,12 @@ static bool storage_matches(DType d) {
 template <class T>
 std::span<T> Tensor::data() {
   FPG_CHECK(storage_matches<std::remove_const_t<T>>(dtype_));
-  if constexpr (std::is_same_v<std::remove_const_t<T>, std::string>)
+  if constexpr (std::is_same_v<std::remove_const_t<T>, std::string>) {
     return {strings_.data(), size_};
-  else
+  } else {
+    if (view_) own();
     return {reinterpret_cast<T*>(storage_.data()), size_};
+  }
 }
 template <class T>
 std::span<const T> Tensor::data() const {
@@ -126,7 +159,7 @@ std::span<const T> Tensor::data() const {
   if constexpr (std::is_same_v<T, std::string>)
     return {strings_.data(), size_};
   else
-    return {reinterpret_cast<const T*>(storage_.data()), size_};
+    return {reinterpret_cast<const T*>(bytes()), size_};
 }
 
 #define FPG_INSTANTIATE(T)                 \
@@ -447,33 +480,32 @@ Tensor read_npy(std::istream& in, std::uint64_t size, const std::string& where) 
   return t;
 }
 
+// The file's map when its array can be used in place: little-endian data of a regular
+// file, aligned for its elements, all of it in the file. Null otherwise (then the data is
+// read, with read's errors).
+std::shared_ptr<const FileMap> map_array(const std::filesystem::path& path, const Header& h) {
+  if (!h.size_known || h.text || h.big_endian || h.data_bytes == 0 || h.offset % h.item != 0)
+    return nullptr;
+  try {
+    auto m = FileMap::open(path, path.string());
+    return m->size() >= h.offset + h.data_bytes ? m : nullptr;
+  } catch (const Error&) {
+    return nullptr;
+  }
+}
+
+// Arrays of at least this many bytes are read from a regular file as a view of its memory
+// map (no copy, and pages that were never touched cost no memory); smaller ones are read.
+constexpr std::uint64_t kMapBytes = std::uint64_t{1} << 20;
+
 struct NpyReader::State {
   std::ifstream in;
   Header header;
   std::size_t left = 0;  // elements not read yet
-  // The file's memory map (little-endian data of a regular file, aligned for its
-  // elements), or nullptr: then pieces are read into `buffer`.
-  const std::byte* map = nullptr;
-  std::size_t map_bytes = 0;
-  std::size_t released = 0;  // bytes from the map's start given back (MADV_DONTNEED)
+  // The file's memory map (see map_array), or null: then pieces are read into `buffer`.
+  std::shared_ptr<const FileMap> file;
+  std::size_t released = 0;  // bytes from the map's start given back (FileMap::release)
   std::vector<std::byte> buffer;
-
-  ~State() {
-    if (map) munmap(const_cast<std::byte*>(map), map_bytes);
-  }
-  // Maps the file when its data can be used in place; leaves map null otherwise.
-  void try_map(const std::filesystem::path& path) {
-    const Header& h = header;
-    if (!h.size_known || h.big_endian || h.data_bytes == 0 || h.offset % h.item != 0) return;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    map_bytes = static_cast<std::size_t>(h.offset + h.data_bytes);
-    void* p = mmap(nullptr, map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    if (p == MAP_FAILED) return;
-    madvise(p, map_bytes, MADV_SEQUENTIAL);
-    map = static_cast<const std::byte*>(p);
-  }
 };
 
 NpyReader::NpyReader(const std::filesystem::path& path)
@@ -489,11 +521,13 @@ NpyReader::NpyReader(const std::filesystem::path& path)
   if (state_->header.text)
     throw Error(where_, "string arrays are read whole (read_npy), not in pieces");
   state_->left = state_->header.count;
-  state_->try_map(path);
+  state_->file = map_array(path, state_->header);
   // Data past the array is found now when it cannot be found by reading to the end.
-  if (state_->map)
-    expect_end(state_->in.seekg(static_cast<std::streamoff>(state_->map_bytes)), state_->header,
-               where_);
+  if (state_->file) {
+    state_->file->sequential();
+    const auto end = state_->header.offset + state_->header.data_bytes;
+    expect_end(state_->in.seekg(static_cast<std::streamoff>(end)), state_->header, where_);
+  }
 }
 
 NpyReader::~NpyReader() = default;
@@ -512,18 +546,17 @@ std::span<const std::byte> NpyReader::next(std::size_t max_elements) {
   State& st = *state_;
   const std::size_t item = st.header.item;
   const std::size_t n = std::min(st.left, max_elements);
-  if (st.map) {
+  if (st.file) {
     const std::size_t at =
         static_cast<std::size_t>(st.header.offset) + (st.header.count - st.left) * item;
     // The pieces already handed out leave this process's memory (the page cache keeps
     // them): resident memory stays at about one piece whatever the file's size.
-    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    if (const std::size_t done = at / page * page; done > st.released) {
-      madvise(const_cast<std::byte*>(st.map) + st.released, done - st.released, MADV_DONTNEED);
-      st.released = done;
+    if (at > st.released) {
+      st.file->release(st.released, at - st.released);
+      st.released = at;
     }
     st.left -= n;
-    return {st.map + at, n * item};
+    return {st.file->data() + at, n * item};
   }
   st.buffer.resize(n * item);
   return {st.buffer.data(), read(st.buffer) * item};
@@ -533,7 +566,7 @@ std::size_t NpyReader::read(std::span<std::byte> dst) {
   State& st = *state_;
   const Header& h = st.header;
   const std::size_t n = std::min(st.left, dst.size() / h.item);
-  if (st.map) {
+  if (st.file) {
     const auto piece = next(n);
     std::memcpy(dst.data(), piece.data(), piece.size());
     return n;
@@ -562,6 +595,15 @@ Tensor read_npy(const std::filesystem::path& path) {
   if (!in) throw Error(where, std::string("cannot open: ") + std::strerror(errno));
   std::uint64_t size = std::filesystem::file_size(path, ec);
   if (ec) size = std::numeric_limits<std::uint64_t>::max();  // not a regular file
+  if (size != std::numeric_limits<std::uint64_t>::max() && size >= kMapBytes) {
+    const Header h = read_header(in, size, where);
+    if (h.data_bytes >= kMapBytes)
+      if (auto file = map_array(path, h)) {
+        expect_end(in.seekg(static_cast<std::streamoff>(h.offset + h.data_bytes)), h, where);
+        return Tensor::view(h.type->dtype, h.shape, std::move(file), h.offset);
+      }
+    in.seekg(0);
+  }
   return read_npy(in, size, where);
 }
 

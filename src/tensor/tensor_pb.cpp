@@ -10,8 +10,10 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 #include "fpguard/error.hpp"
 #include "fpguard/io.hpp"
@@ -106,7 +108,9 @@ void narrow_into(const Values& values, std::span<T> out, std::int64_t lo, std::u
   }
 }
 
-Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where) {
+// `take`: p itself, given to have its raw_data taken over instead of copied.
+Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where,
+                         onnx::TensorProto* take = nullptr) {
   if (p.data_location() == onnx::TensorProto::EXTERNAL || p.external_data_size() > 0)
     throw Error(where,
                 "tensor data is stored externally (data_location EXTERNAL), which a standalone "
@@ -152,11 +156,20 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where) {
       throw Error(where, "raw_data has " + std::to_string(p.raw_data().size()) +
                              " bytes, but dims " + shape + " of " + type->name + " need " +
                              std::to_string(want));
-    check_memory(want, where);
-    Tensor t = Tensor::uninitialized(dtype, dims);  // written in full below
-    if (want > 0) std::memcpy(t.bytes(), p.raw_data().data(), want);
+    Tensor t;
+    std::shared_ptr<const std::string> taken;
+    if (take && want > 0) taken.reset(take->release_raw_data());  // p.raw_data() now empty
+    const auto* raw =
+        reinterpret_cast<const std::byte*>(taken ? taken->data() : p.raw_data().data());
+    if (taken && reinterpret_cast<std::uintptr_t>(raw) % itemsize(dtype) == 0) {
+      t = Tensor::view(dtype, dims, raw, std::move(taken));
+    } else {
+      check_memory(want, where);
+      t = Tensor::uninitialized(dtype, dims);  // written in full below
+      if (want > 0) std::memcpy(t.bytes(), raw, want);
+    }
     if (dtype == DType::bool_) {
-      const auto v = t.data<std::uint8_t>();
+      const auto v = std::as_const(t).data<std::uint8_t>();
       for (std::size_t i = 0; i < v.size(); ++i)
         if (v[i] > 1)
           throw Error(where, "raw_data[" + std::to_string(i) + "] = " + std::to_string(v[i]) +
@@ -269,9 +282,9 @@ std::vector<Tensor> sequence_from_proto(const onnx::SequenceProto& p, const std:
 }  // namespace
 
 NamedTensor read_tensor_pb(const std::filesystem::path& path) {
-  const auto p = parse_pb_file<onnx::TensorProto>(path, "an ONNX TensorProto");
+  auto p = parse_pb_file<onnx::TensorProto>(path, "an ONNX TensorProto");
   std::string name = p.name().empty() ? path.stem().string() : p.name();
-  return {std::move(name), tensor_from_proto(p, path.string())};
+  return {std::move(name), tensor_from_proto(p, path.string(), &p)};
 }
 
 NamedValue read_sequence_pb(const std::filesystem::path& path) {
@@ -341,6 +354,10 @@ namespace detail {
 
 Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where) {
   return fpguard::tensor_from_proto(p, where);
+}
+
+Tensor take_tensor_from_proto(onnx::TensorProto& p, const std::string& where) {
+  return fpguard::tensor_from_proto(p, where, &p);
 }
 
 void tensor_to_proto(const Tensor& t, onnx::TensorProto& p) {

@@ -235,8 +235,9 @@ def model_cases():
         t = tensor(name="w", dims=(3,), raw=None)
         t.data_location = TensorProto.EXTERNAL
         for k, v in (("location", location), ("offset", str(offset)), ("length", str(length))):
-            e = t.external_data.add()
-            e.key, e.value = k, v
+            if v != "None":
+                e = t.external_data.add()
+                e.key, e.value = k, v
         return model_bytes([helper.make_node("Add", ["x", "w"], ["y"], name="add")], inits=[t])
 
     return {
@@ -274,6 +275,9 @@ def model_cases():
         "ext_absolute.onnx": ext("/etc/passwd"),
         "ext_past_eof.onnx": ext("weights.bin", offset=8, length=12),
         "weights.bin": F32_3,
+        # A data file cut short (no length given: the rest of the file is the tensor's).
+        "ext_truncated.onnx": ext("short.bin", length=None),
+        "short.bin": F32_3[:8],
         "no_inputs_shape.onnx": model_bytes(
             [relu], inputs=[helper.make_tensor_value_info("x", F, None)]),
         "wrong_shape_x.npy": npy(hdr(shape="(4,)"), F32_3 + F32_3[:4]),
