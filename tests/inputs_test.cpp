@@ -292,9 +292,9 @@ TEST(Inputs, NaturalOrderAndShards) {
   const SetList odd = list_samples(gen, m, 5, {1, 2});
   EXPECT_EQ(odd.indices, (std::vector<std::size_t>{1, 3}));
   EXPECT_EQ(odd.total, 5u);
-  std::vector<Generated> drawn;
-  EXPECT_EQ(set_sha256(odd.read(1, &drawn)), set_sha256(all.sets[3]));
-  EXPECT_EQ(drawn, all.generated);
+  std::vector<Generated> made;
+  EXPECT_EQ(set_sha256(odd.read(1, &made)), set_sha256(all.sets[3]));
+  EXPECT_EQ(made, all.generated);
   EXPECT_NE(set_sha256(all.sets[1]), set_sha256(all.sets[3]));
   // A shard with no sets.
   EXPECT_EQ(option_of([&] { gather_samples({}, m, 2, {2, 3}); }), "shard");

@@ -369,12 +369,13 @@ analysis::CheckOptions PartReader::options(const Json& j, const std::string& pat
 constexpr const char* kPartKind = "fpguard check part";
 
 // The schema_version, and the "kind" that tells a part from other files of that version.
+// (The kind first: a part of an older schema says so.)
 void schema(const detail::JsonReader& r, const Json& j) {
-  r.schema(j, kCheckPartSchema, "a partial check result (check --shard)");
-  if (!j.contains("kind") || j["kind"] != kPartKind)
+  if (!j.is_object() || !j.contains("kind") || j["kind"] != kPartKind)
     throw Error(r.where, std::string("not a partial check result (check --shard): its \"kind\" "
                                      "is not \"") +
                              kPartKind + "\"");
+  r.schema(j, kCheckPartSchema, "a partial check result (check --shard)");
 }
 
 }  // namespace
@@ -531,10 +532,10 @@ AmaxFile read_amax_file(const std::filesystem::path& path) {
   const std::string where = path.string();
   const Json j = read_json(path, "an amax file written by fpguard calibrate");
   const PartReader r{{where}};
-  r.schema(j, kAmaxSchema, "an amax file (fpguard calibrate)");
-  if (!j.contains("kind") || j["kind"] != kAmaxKind)
+  if (!j.is_object() || !j.contains("kind") || j["kind"] != kAmaxKind)
     throw Error(where, std::string("not an amax file (fpguard calibrate): its \"kind\" is not \"") +
                            kAmaxKind + "\"");
+  r.schema(j, kAmaxSchema, "an amax file (fpguard calibrate)");
   AmaxFile a;
   a.model = r.file(r.object(j, "model", ""), "\"model\"");
   a.reference = r.str(j, "reference", "");
