@@ -123,9 +123,10 @@ void write_results(const CheckArgs& a, model::Model& m,
   write_check_results(a.out, results, term);
 }
 
-// Whether `f` calibrates static activation scales (scaled FP8: fp8, tensor:, channel:).
-bool calibrates(const Precision& f) {
-  return f.scaled && f.scaled->rule == ScaleRule::amax;
+// Whether a scaled format calibrates static activation scales (scaled FP8: fp8, tensor:,
+// channel:).
+bool calibrates(const std::optional<ScaledFormat>& scaled) {
+  return scaled && scaled->rule == ScaleRule::amax;
 }
 
 // --amax FILE...: the activation amax of every calibrating precision, from the files.
@@ -133,14 +134,14 @@ void use_amax(const CheckArgs& a, const model::Model& m, std::size_t total,
               std::vector<analysis::CheckOptions>& opts) {
   if (a.amax.empty()) return;
   bool used = false;
-  for (const auto& o : opts) used = used || (o.scaled && o.scaled->rule == ScaleRule::amax);
+  for (const auto& o : opts) used = used || calibrates(o.scaled);
   if (!used)
     throw Error("--amax",
                 "no precision of this check calibrates activation scales (fp8, "
                 "tensor:, channel:)");
   const auto amax = read_amax(a.amax, m, a.in, total, opts.front().reference);
   for (auto& o : opts)
-    if (o.scaled && o.scaled->rule == ScaleRule::amax) o.activation_amax = amax;
+    if (calibrates(o.scaled)) o.activation_amax = amax;
 }
 
 }  // namespace
@@ -320,7 +321,7 @@ void check(const CheckArgs& a) {
       a.shard.empty() ? std::nullopt : std::optional(inputs::parse_shard(a.shard));
   if (shard) {
     for (const auto& f : formats)
-      if (calibrates(f) && a.amax.empty())  // its calibration spans every set
+      if (calibrates(f.scaled) && a.amax.empty())  // its calibration spans every set
         throw Error("--shard " + a.shard,
                     "a shard of " + f.name() +
                         " takes the activation amax calibrated on every set: --amax FILE... "
@@ -403,8 +404,8 @@ void add_check(CLI::App& app) {
   cmd->add_option("--accumulation", a->accumulation,
                   "Order of that accumulation: sequential (default), pairwise, blocked:K");
   cmd->add_option("--shard", a->shard,
-                  "Check only input sets I, I+N, ... of --inputs DIR and write partial results "
-                  "(--json) for fpguard merge (I/N)");
+                  "Check only input sets I, I+N, ... (of --inputs DIR or --samples N) and write "
+                  "partial results (--json) for fpguard merge (I/N)");
   cmd->add_option("--amax", a->amax,
                   "Scaled FP8's activation amax from these files (fpguard calibrate; with "
                   "--shard, required): their maximum, over every input set")
