@@ -641,6 +641,46 @@ TEST(Check, AggregatesOverSamples) {
   EXPECT_EQ(t.exponent_histogram.at(14), 1u);  // 30000 = 1.83 * 2^14
 }
 
+// Sets read one at a time (a SetReader, each read exactly once, the first again only
+// for accuracy origins) give what the same sets held in memory give; the calibration of
+// scaled FP8 over them (calibrate, combined by max_amax) is what check calibrates.
+TEST(Check, LazySetsEqualSetsInMemory) {
+  Builder b({2, 2});
+  b.init("w", floats({2, 2}, {1, -2, 3, 0.5}));
+  b.node("mm", "MatMul", {"x", "w"}, "y").output("y");
+  const std::vector<std::vector<NamedTensor>> sets = {{{"x", floats({2, 2}, {1, 2, 3, 4})}},
+                                                      {{"x", floats({2, 2}, {-70, 5, 6, 9})}},
+                                                      {{"x", floats({2, 2}, {0.1f, 2, 3, 8})}}};
+  std::vector<int> reads(sets.size());
+  const SetReader lazy{.count = sets.size(), .read = [&](std::size_t k) {
+                         ++reads[k];
+                         return sets[k];
+                       }};
+  CheckOptions o = fp16();
+  const Diagnosis eager = check(b.m, sets, o), got = check(b.m, lazy, o);
+  EXPECT_EQ(got.samples, 3u);
+  EXPECT_EQ(got.nodes[0].outputs[0].ref_absmax, eager.nodes[0].outputs[0].ref_absmax);
+  EXPECT_EQ(got.outputs[0].cosine, eager.outputs[0].cosine);
+  EXPECT_EQ(got.outputs[0].max_abs_error, eager.outputs[0].max_abs_error);
+  EXPECT_EQ(reads[1], 1);
+  EXPECT_EQ(reads[2], 1);
+  const Precision fp8 = parse_precision("fp8", "bfloat16");
+  o.precision = fp8.format;
+  o.scaled = fp8.scaled;
+  ActivationAmax amax =
+      calibrate(b.m, {.count = 1, .read = [&](std::size_t) { return sets[0]; }}, o);
+  max_amax(amax,
+           calibrate(b.m, {.count = 2, .read = [&](std::size_t k) { return sets[k + 1]; }}, o));
+  EXPECT_EQ(amax.at({"mm", 0}), 70);  // |x| over every set
+  CheckOptions given = o;
+  given.activation_amax = amax;
+  const Diagnosis own = check(b.m, sets, o), with = check(b.m, lazy, given);
+  EXPECT_EQ(with.outputs[0].cosine, own.outputs[0].cosine);
+  EXPECT_EQ(with.outputs[0].max_abs_error, own.outputs[0].max_abs_error);
+  given.activation_amax->at({"mm", 0}) = 7000;  // other scales: other numbers
+  EXPECT_NE(check(b.m, sets, given).outputs[0].max_abs_error, own.outputs[0].max_abs_error);
+}
+
 // Merging comparisons adds their sums as double-doubles: any order gives the exact sum
 // rounded once (values k 2^e whose exact sum an __int128 holds), where plain addition in
 // those orders gives different sums.

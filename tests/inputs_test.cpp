@@ -279,8 +279,25 @@ TEST(Inputs, NaturalOrderAndShards) {
   EXPECT_EQ(z.names, (std::vector<std::string>{"set_2.npz", "set_6.npz", "set_10.npz"}));
   EXPECT_EQ(z.sets[0][0].name, "x");
   EXPECT_EQ(z.sets[0][0].tensor.data<float>()[0], 2.0f);  // set_2.npz holds the 2s
-  // Sharding takes a directory of sets.
-  EXPECT_EQ(option_of([&] { gather_samples({}, m, 1, {0, 2}); }), "shard");
+  // Listed lazily, read one at a time: the same sets.
+  const SetList listed = list_samples({.inputs = (dir / "sets").string()}, m, 1, {1, 3});
+  EXPECT_EQ(listed.indices, got.indices);
+  EXPECT_EQ(listed.names, got.names);
+  EXPECT_EQ(listed.total, 12u);
+  for (std::size_t k = 0; k < listed.size(); ++k)
+    EXPECT_EQ(set_sha256(listed.read(k)), set_sha256(got.sets[k])) << k;
+  // Generated sets shard too: set s is drawn with seed + s, whichever shard draws it.
+  const Options gen{.shape = {"x=1,4"}, .seed = 5};
+  const Samples all = gather_samples(gen, m, 5);
+  const SetList odd = list_samples(gen, m, 5, {1, 2});
+  EXPECT_EQ(odd.indices, (std::vector<std::size_t>{1, 3}));
+  EXPECT_EQ(odd.total, 5u);
+  std::vector<Generated> made;
+  EXPECT_EQ(set_sha256(odd.read(1, &made)), set_sha256(all.sets[3]));
+  EXPECT_EQ(made, all.generated);
+  EXPECT_NE(set_sha256(all.sets[1]), set_sha256(all.sets[3]));
+  // A shard with no sets.
+  EXPECT_EQ(option_of([&] { gather_samples({}, m, 2, {2, 3}); }), "shard");
   fs::remove_all(dir);
 }
 

@@ -3,7 +3,11 @@
 // and a plan made by real checks of crafted graphs survive the round trip exactly).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "fpguard/analysis.hpp"
@@ -266,9 +270,55 @@ TEST(Json, CheckPartRoundTripsExactly) {
               "b.json: not a part of the same check as a.json: its option \"min_cosine\" is 0.99, "
               "a.json's 0.999");
   }
+  // A scaled precision's options (its other precision, margin and calibrated amax) too,
+  // and parts calibrated differently are refused.
+  CheckPart scaled = back;
+  CheckOptions& so = scaled.checks[0].options;
+  const Precision fp8 = parse_precision("fp8", "bfloat16");
+  so.precision = fp8.format;
+  so.scaled = fp8.scaled;
+  so.amax_margin = 2;
+  so.activation_amax = analysis::ActivationAmax{{{"mm", 0}, 0x1.8p+3}, {{"mm", 1}, 0x1p-149}};
+  const Json sj = to_json(scaled);
+  const CheckPart sb = check_part_from_json(Json::parse(sj.dump()), "part.json");
+  EXPECT_EQ(to_json(sb).dump(), sj.dump());
+  EXPECT_EQ(sb.checks[0].options.scaled->name, fp8.scaled->name);
+  EXPECT_EQ(sb.checks[0].options.precision.name, "bfloat16");
+  EXPECT_EQ(sb.checks[0].options.amax_margin, 2);
+  EXPECT_EQ(sb.checks[0].options.activation_amax, so.activation_amax);
+  CheckPart recal = sb;
+  recal.checks[0].options.activation_amax->at({"mm", 0}) = 13;
+  EXPECT_THROW(require_same_check(sj, "a.json", to_json(recal), "b.json"), Error);
   Json bad = j;
   bad["states"][0]["nodes"][0]["input_error"] = "lots";
   EXPECT_THROW(check_part_from_json(bad, "part.json"), Error);
+}
+
+// An amax file (fpguard calibrate) reads back exactly; another kind of file is refused.
+TEST(Json, AmaxFileRoundTripsExactly) {
+  const AmaxFile a{.model = {.path = "m.onnx", .sha256 = "ab"},
+                   .reference = "float64",
+                   .inputs = {.input = {"k=uniform:0:1"}, .inputs = "/sets", .seed = 3},
+                   .total_sets = 9,
+                   .sets = {1, 4, 7},
+                   .amax = {{{"a/b", 0}, 0x1.fffffep+127}, {{"c", 2}, 0x1p-149}}};
+  namespace fs = std::filesystem;
+  const fs::path f = fs::temp_directory_path() / ("fpguard_amax_" + std::to_string(::getpid()));
+  {
+    std::ofstream out(f);
+    out << to_json(a).dump(1);
+  }
+  const AmaxFile b = read_amax_file(f);
+  EXPECT_EQ(to_json(b).dump(), to_json(a).dump());
+  EXPECT_EQ(b.amax, a.amax);
+  EXPECT_EQ(b.sets, a.sets);
+  EXPECT_EQ(b.inputs, a.inputs);
+  {
+    std::ofstream out(f);
+    out << R"({"schema_version": 1, "kind": "fpguard check part"})";
+  }
+  EXPECT_THROW(read_amax_file(f), Error);
+  fs::remove(f);
 }
 
 // The verdict's data (generated inputs, absorbed origins, fail_on, the new output errors,

@@ -380,6 +380,10 @@ struct OutputVerdict {
   bool pass = true;
 };
 
+// A scaled precision's calibrated activation amax, by (node path, input index) of each
+// scaled operand (exec::calibrate_activations).
+using ActivationAmax = std::map<std::pair<std::string, std::size_t>, double>;
+
 struct CheckOptions {
   Format precision = parse_format("float16");
   // A scaled precision (exec::PrecisionPolicy::scaled): the MatMul, Gemm and Conv nodes
@@ -391,6 +395,10 @@ struct CheckOptions {
   // With `scaled`: MatMul/Gemm/Conv nodes that run unscaled, in `precision` (their operands
   // rounded to it, as any node's), by name (body nodes by path).
   std::set<std::string> keep_unscaled;
+  // The activation amax calibrated beforehand (calibrate(), over every input set: the ranks
+  // or shards of a distributed check each see only theirs); nullopt: calibrated on the sets
+  // the check runs.
+  std::optional<ActivationAmax> activation_amax{};
   std::set<std::string> keep_fp32;      // node names kept in float32
   std::set<std::string> keep_fp32_ops;  // op types kept in float32
   RoundOptions round_options;
@@ -506,10 +514,34 @@ struct CheckState {
   std::set<std::string> seen{};
 };
 
+// Input sets read one at a time (inputs::SetList::read): `count` of them, the k-th by
+// read(k), so that a check holds one set at a time whatever their number.
+struct SetReader {
+  std::size_t count = 0;
+  std::function<std::vector<NamedTensor>(std::size_t)> read;
+};
+
+// `sets` read one at a time (they outlive the reader), adding the inputs they generate to
+// *generated.
+SetReader read_lazily(const inputs::SetList& sets,
+                      std::vector<inputs::Generated>* generated = nullptr);
+// check() over sets read one at a time; the accuracy origins read set 0 again.
+Diagnosis check(const model::Model& m, const SetReader& samples, const CheckOptions& o);
+
 // Runs the lockstep of check() over `samples`, whose global indices are `sets` (ascending;
 // empty: 0, 1, ...), and returns what it keeps. Errors as check().
 CheckState accumulate(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
                       const CheckOptions& o, std::vector<std::size_t> sets = {});
+// The same, reading the sets one at a time (twice for a scaled precision that calibrates
+// its activation amax on them: once to calibrate, once to check).
+CheckState accumulate(const model::Model& m, const SetReader& samples, const CheckOptions& o,
+                      std::vector<std::size_t> sets = {});
+// The activation amax a check with `o` and a scaled precision of the amax rule (fp8,
+// tensor:, channel:) calibrates on `samples` (with its reference run: o.reference, and a
+// mixed model's storage; o.scaled is not looked at): the maximum over the sets, so that the
+// amax of disjoint sets combine by max_amax into theirs, exactly.
+ActivationAmax calibrate(const model::Model& m, const SetReader& samples, const CheckOptions& o);
+void max_amax(ActivationAmax& into, const ActivationAmax& from);
 // Adds `from` to `into` (same model and options). An input set in both, or states of
 // different graphs, are an Error.
 void merge(CheckState& into, const CheckState& from);

@@ -90,10 +90,30 @@ Shard parse_shard(std::string_view spec);
 
 // The input sets of check, plan and convert (tensors only: an input of another type is
 // an Error naming the model): one per subdirectory of `inputs` when it holds sets, else
-// `samples` sets (set s generated with seed + s; given files are the same in every set).
-// A directory's sets are first narrowed to Options::max_sets or sample_sets; set indices
-// number the sets chosen. With a `shard` of several, only its sets are read (a directory of
-// sets is required).
+// `samples` sets (set s generated with seed + s, whichever process draws it; given files
+// are the same in every set). A directory's sets are first narrowed to Options::max_sets
+// or sample_sets; set indices number the sets chosen. With a `shard` of several, only its
+// sets are taken.
+//
+// SetList names them without reading any: read(k) reads (or draws) the k-th when asked, so
+// that a check over thousands of sets holds one at a time.
+struct SetList {
+  std::vector<std::size_t> indices{};  // each set's index among all sets, ascending
+  std::vector<std::string> names{};    // its directory's name ("" when generated)
+  std::size_t total = 0;               // how many sets there are before sharding
+  std::size_t size() const { return indices.size(); }
+  // The k-th set (k < size()); the inputs it generated are added to *generated unless
+  // already there (in the model's order).
+  std::vector<NamedTensor> read(std::size_t k, std::vector<Generated>* generated = nullptr) const;
+
+  Options options{};
+  const model::Model* model = nullptr;
+  std::vector<std::string> paths{};  // the sets' directories or .npz files (empty: generated)
+};
+SetList list_samples(const Options& o, const model::Model& m, std::size_t samples,
+                     const Shard& shard = {});
+
+// The same sets, all read (list_samples, then read each).
 struct Samples {
   std::vector<std::vector<NamedTensor>> sets;
   std::vector<Generated> generated;  // once each, in the model's order

@@ -165,7 +165,7 @@ analysis::Diagnosis diagnosis_from_json(const Json& j, const std::string& where)
 // its data by SHA-256, the input directory's size, every option that affects results) and
 // each precision's analysis::CheckState. `fpguard merge` reads the parts back, refuses
 // parts of different checks, merges the states and finishes the diagnosis.
-inline constexpr int kCheckPartSchema = 1;
+inline constexpr int kCheckPartSchema = 2;  // 2: the scaled options and activation amax
 
 struct FileId {
   std::string path;    // as given (the model, the reference model) or canonical (data)
@@ -208,6 +208,22 @@ Json to_json(const analysis::CheckState& s);
 analysis::CheckState check_state_from_json(const Json& j, const std::string& where);
 // "shard 1/3: 4 of 12 input sets, written to part_1.json" (one line).
 std::string describe(const CheckPart& p, const std::string& file);
+
+// ---- calibrated activation amax (fpguard calibrate; docs/scale.md) ----------------------
+// What a scaled precision's static activation scales come from, calibrated on some input
+// sets (a shard's): check --amax takes the files of every shard and their maximum.
+inline constexpr int kAmaxSchema = 1;
+struct AmaxFile {
+  FileId model{};
+  std::string reference = "float32";  // the reference run it was calibrated with
+  inputs::Options inputs{};           // as a part's (the directory absolute)
+  std::size_t total_sets = 0;
+  std::vector<std::size_t> sets{};  // the sets calibrated on (indices, ascending)
+  analysis::ActivationAmax amax{};
+};
+Json to_json(const AmaxFile& a);
+// Read back exactly; Error(path) when it cannot be read or is not such a file.
+AmaxFile read_amax_file(const std::filesystem::path& path);
 
 struct CheckText {
   std::size_t top = 10;  // rows of the worst-node table and rule findings shown

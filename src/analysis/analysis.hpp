@@ -35,8 +35,6 @@ struct ConstantScan {
   double sumsq = 0, sumsq_underflow = 0, sumsq_overflow = 0;
 };
 
-// Calibrated activation amax by (node path, input index) (exec::calibrate_activations).
-using ActivationAmax = std::map<std::pair<std::string, std::size_t>, double>;
 // Gives `p` the check's scaled precision (CheckOptions::scaled), if any, with `amax`.
 void scale_policy(exec::PrecisionPolicy& p, const CheckOptions& o, const ActivationAmax& amax);
 

@@ -1465,12 +1465,31 @@ RunSetup run_setup(const model::Model& m, const CheckOptions& o) {
   return r;
 }
 
-// Static activation scales of amax-rule formats (scaled FP8): one reference pass over the
-// calibration sets (none: each activation follows its own amax).
+// exec::calibrate_activations over sets read one at a time: the maximum of each set's.
+ActivationAmax calibrate_lazily(const exec::Executor& ref_ex, const SetReader& samples) {
+  ActivationAmax amax;
+  std::vector<std::vector<NamedTensor>> one(1);
+  for (std::size_t k = 0; k < samples.count; ++k) {
+    one[0] = samples.read(k);
+    max_amax(amax, exec::calibrate_activations(ref_ex, one));
+  }
+  return amax;
+}
+
+// Static activation scales of amax-rule formats (scaled FP8): those calibrated beforehand,
+// or one reference pass over the calibration sets (none: each activation follows its own
+// amax).
 ActivationAmax calibrate(const exec::Executor& ref_ex, const CheckOptions& o,
-                         const std::vector<std::vector<NamedTensor>>* calibration) {
-  if (!o.scaled || o.scaled->rule != ScaleRule::amax || !calibration) return {};
-  return exec::calibrate_activations(ref_ex, *calibration);
+                         const SetReader* calibration) {
+  if (!o.scaled || o.scaled->rule != ScaleRule::amax) return {};
+  if (o.activation_amax) return *o.activation_amax;
+  if (!calibration) return {};
+  return calibrate_lazily(ref_ex, *calibration);
+}
+
+// `samples` as a SetReader (they outlive it).
+SetReader reader_of(const std::vector<std::vector<NamedTensor>>& samples) {
+  return {.count = samples.size(), .read = [&samples](std::size_t k) { return samples[k]; }};
 }
 
 exec::RunOptions scaled_run(exec::RunOptions r, const CheckOptions& o, const ActivationAmax& a) {
@@ -1491,8 +1510,7 @@ struct Checker {
   std::vector<OutputVerdict> verdicts{};
 
   // `calibration`: the input sets static activation scales come from (scaled FP8).
-  Checker(const model::Model& model, const CheckOptions& opts,
-          const std::vector<std::vector<NamedTensor>>* calibration)
+  Checker(const model::Model& model, const CheckOptions& opts, const SetReader* calibration)
       : m(model),
         o(opts),
         setup(run_setup(model, opts)),
@@ -1504,8 +1522,7 @@ struct Checker {
     prepare();
   }
   void prepare();
-  void accumulate(const std::vector<std::vector<NamedTensor>>& samples,
-                  const std::vector<std::size_t>& sets);
+  void accumulate(const SetReader& samples, const std::vector<std::size_t>& sets);
   CheckState state();
   void install(CheckState st);
   Diagnosis finish(const std::function<std::vector<NamedTensor>()>& first_set);
@@ -1551,8 +1568,7 @@ void Checker::prepare() {
   for (std::size_t i = 0; i < g.outputs.size(); ++i) verdicts[i].name = g.outputs[i].name;
 }
 
-void Checker::accumulate(const std::vector<std::vector<NamedTensor>>& samples,
-                         const std::vector<std::size_t>& sets) {
+void Checker::accumulate(const SetReader& samples, const std::vector<std::size_t>& sets) {
   Lockstep ls{.m = m,
               .o = o,
               .ctx = ctx,
@@ -1560,7 +1576,7 @@ void Checker::accumulate(const std::vector<std::vector<NamedTensor>>& samples,
               .emu_ex = emu_ex,
               .local_ex = local_ex,
               .verdicts = verdicts};
-  ls.steps_total = ctx.order.size() * samples.size();
+  ls.steps_total = ctx.order.size() * samples.count;
   std::optional<exec::Executor> orig_ex;
   if (o.reference_model) {
     exec::RunOptions orig_opts;
@@ -1570,11 +1586,11 @@ void Checker::accumulate(const std::vector<std::vector<NamedTensor>>& samples,
     ls.matched = match_tensors(m, *o.reference_model);
     ls.orig_keys = exec::value_keys(*o.reference_model);
   }
-  for (std::size_t i = 0; i < samples.size(); ++i) {
+  for (std::size_t i = 0; i < samples.count; ++i) {
     ls.set = sets[i];
-    ls.run_sample(samples[i]);
+    ls.run_sample(samples.read(i));  // one set at a time: freed before the next is read
   }
-  ctx.diag.samples += samples.size();
+  ctx.diag.samples += samples.count;
   ctx.sets.insert(ctx.sets.end(), sets.begin(), sets.end());
 }
 
@@ -1681,17 +1697,48 @@ std::vector<std::size_t> set_indices(std::vector<std::size_t> sets, std::size_t 
 Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
                 const CheckOptions& o) {
   if (samples.empty()) throw Error(m.path.string(), "no input sets to check with");
-  Checker c(m, o, &samples);
-  c.accumulate(samples, set_indices({}, samples.size()));
+  const SetReader reader = reader_of(samples);
+  Checker c(m, o, &reader);
+  c.accumulate(reader, set_indices({}, samples.size()));
   return c.finish([&] { return samples.front(); });
+}
+
+SetReader read_lazily(const inputs::SetList& sets, std::vector<inputs::Generated>* generated) {
+  return {.count = sets.size(),
+          .read = [&sets, generated](std::size_t k) { return sets.read(k, generated); }};
+}
+
+Diagnosis check(const model::Model& m, const SetReader& samples, const CheckOptions& o) {
+  if (samples.count == 0) throw Error(m.path.string(), "no input sets to check with");
+  Checker c(m, o, &samples);
+  c.accumulate(samples, set_indices({}, samples.count));
+  return c.finish([&] { return samples.read(0); });
 }
 
 CheckState accumulate(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
                       const CheckOptions& o, std::vector<std::size_t> sets) {
-  if (samples.empty()) throw Error(m.path.string(), "no input sets to check with");
+  return accumulate(m, reader_of(samples), o, std::move(sets));
+}
+
+CheckState accumulate(const model::Model& m, const SetReader& samples, const CheckOptions& o,
+                      std::vector<std::size_t> sets) {
+  if (samples.count == 0) throw Error(m.path.string(), "no input sets to check with");
   Checker c(m, o, &samples);
-  c.accumulate(samples, set_indices(std::move(sets), samples.size()));
+  c.accumulate(samples, set_indices(std::move(sets), samples.count));
   return c.state();
+}
+
+ActivationAmax calibrate(const model::Model& m, const SetReader& samples, const CheckOptions& o) {
+  const RunSetup setup = run_setup(m, o);
+  const exec::Executor ref_ex(m, setup.ref);  // the reference, as Checker's
+  return calibrate_lazily(ref_ex, samples);
+}
+
+void max_amax(ActivationAmax& into, const ActivationAmax& from) {
+  for (const auto& [k, a] : from) {
+    auto [it, fresh] = into.emplace(k, a);
+    if (!fresh) it->second = std::max(it->second, a);
+  }
 }
 
 Diagnosis finish(const model::Model& m, CheckState state, const CheckOptions& o,

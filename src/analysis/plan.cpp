@@ -35,6 +35,12 @@ struct Values {                                 // producers and readers of a gr
   }
 };
 
+std::map<std::string, const NodeRecord*> by_name(const Diagnosis& d) {
+  std::map<std::string, const NodeRecord*> out;
+  for (const auto& n : d.nodes) out[n.name] = &n;
+  return out;
+}
+
 double worst_cosine(const std::vector<OutputVerdict>& v) {
   double c = 1;
   for (const auto& o : v) c = std::isnan(o.cosine) || std::isnan(c) ? NAN : std::min(c, o.cosine);

@@ -1,6 +1,7 @@
 // SHA-256 (FIPS 180-4) of bytes and of files: what identifies a model and its data in the
-// partial results of a sharded check (docs/scale.md). A plain scalar implementation:
-// hashing runs once per file, at disk speed.
+// partial results of a sharded check (docs/scale.md). A scalar implementation, and the
+// x86 SHA extensions (SHA-NI) where the CPU has them: merge hashes the model again, and a
+// scalar hash of a 20 MB model was a third of its time.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -10,6 +11,11 @@
 
 #include "fpguard/error.hpp"
 #include "fpguard/io.hpp"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define FPGUARD_SHA_NI 1
+#endif
 
 namespace fpguard {
 
@@ -29,6 +35,52 @@ constexpr std::uint32_t rotr(std::uint32_t x, int n) {
   return (x >> n) | (x << (32 - n));
 }
 
+#if FPGUARD_SHA_NI
+
+bool has_sha_ni() {
+  static const bool yes = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1");
+  return yes;
+}
+
+// One 64-byte block with the SHA extensions (Intel's SHA-NI scheme: the state as ABEF and
+// CDGH, four rounds per sha256rnds2 pair, the schedule by sha256msg1/msg2).
+__attribute__((target("sha,sse4.1"))) void block_sha_ni(std::uint32_t* state,
+                                                        const unsigned char* p) {
+  const __m128i mask = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+  __m128i tmp = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(state)), 0xB1);
+  __m128i s1 =
+      _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(state + 4)), 0x1B);
+  __m128i s0 = _mm_alignr_epi8(tmp, s1, 8);  // ABEF
+  s1 = _mm_blend_epi16(s1, tmp, 0xF0);       // CDGH
+  const __m128i abef = s0, cdgh = s1;
+  __m128i w[4];
+  for (int j = 0; j < 16; ++j) {  // rounds 4j .. 4j+3
+    if (j < 4)
+      w[j] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * j)), mask);
+    __m128i msg = _mm_add_epi32(
+        w[j % 4], _mm_loadu_si128(reinterpret_cast<const __m128i*>(kRound.data() + 4 * j)));
+    s1 = _mm_sha256rnds2_epu32(s1, s0, msg);
+    if (j >= 3 && j <= 14) {  // w[j+1] = W[4(j+1) ..]: finished from w[j] and w[j-1]
+      __m128i& next = w[(j + 1) % 4];
+      next = _mm_add_epi32(next, _mm_alignr_epi8(w[j % 4], w[(j + 3) % 4], 4));
+      next = _mm_sha256msg2_epu32(next, w[j % 4]);
+    }
+    msg = _mm_shuffle_epi32(msg, 0x0E);
+    s0 = _mm_sha256rnds2_epu32(s0, s1, msg);
+    if (j >= 1 && j <= 12) w[(j + 3) % 4] = _mm_sha256msg1_epu32(w[(j + 3) % 4], w[j % 4]);
+  }
+  s0 = _mm_add_epi32(s0, abef);
+  s1 = _mm_add_epi32(s1, cdgh);
+  tmp = _mm_shuffle_epi32(s0, 0x1B);    // FEBA
+  s1 = _mm_shuffle_epi32(s1, 0xB1);     // DCHG
+  s0 = _mm_blend_epi16(tmp, s1, 0xF0);  // DCBA
+  s1 = _mm_alignr_epi8(s1, tmp, 8);     // ABEF
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state), s0);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state + 4), s1);
+}
+
+#endif
+
 }  // namespace
 
 Sha256::Sha256()
@@ -36,6 +88,9 @@ Sha256::Sha256()
              0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
 
 void Sha256::block(const unsigned char* p) {
+#if FPGUARD_SHA_NI
+  if (has_sha_ni()) return block_sha_ni(state_.data(), p);
+#endif
   std::uint32_t w[64];
   for (int i = 0; i < 16; ++i)
     w[i] = std::uint32_t{p[4 * i]} << 24 | std::uint32_t{p[4 * i + 1]} << 16 |
@@ -62,6 +117,11 @@ void Sha256::update(const void* data, std::size_t n) {
   const auto* p = static_cast<const unsigned char*>(data);
   length_ += n;
   while (n > 0) {
+    if (used_ == 0 && n >= buffer_.size()) {  // whole blocks straight from the input
+      block(p);
+      p += buffer_.size(), n -= buffer_.size();
+      continue;
+    }
     const std::size_t take = std::min(n, buffer_.size() - used_);
     std::copy(p, p + take, buffer_.begin() + static_cast<std::ptrdiff_t>(used_));
     used_ += take, p += take, n -= take;

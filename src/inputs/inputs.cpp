@@ -427,41 +427,52 @@ std::vector<std::string> chosen_sets(std::vector<std::string> dirs, const Option
 }
 }  // namespace
 
-Samples gather_samples(const Options& o, const model::Model& m, std::size_t samples,
-                       const Shard& shard) {
+SetList list_samples(const Options& o, const model::Model& m, std::size_t samples,
+                     const Shard& shard) {
   if (samples == 0) throw Error::in_option("samples", "0", "expected at least 1");
-  Samples out;
+  SetList out{.options = o, .model = &m};
   const auto dirs =
       o.inputs.empty() ? std::vector<std::string>{} : chosen_sets(set_dirs(o.inputs), o);
-  if (shard.count > 1 && dirs.empty())
-    throw Error::in_option("shard", std::to_string(shard.index) + "/" + std::to_string(shard.count),
-                           "sharding takes a directory of input sets (one subdirectory each)");
-  if (!dirs.empty()) {
-    out.total = dirs.size();
-    for (std::size_t i = shard.index; i < dirs.size(); i += shard.count) {
-      Options one = o;
-      one.inputs = dirs[i];
-      out.sets.push_back(tensors_of(gather(one, m, 0, &out.generated), m));
-      out.indices.push_back(i);
-      out.names.push_back(std::filesystem::path(dirs[i]).filename().string());
-    }
-    if (out.sets.empty())
-      throw Error::in_option(
-          "shard", std::to_string(shard.index) + "/" + std::to_string(shard.count),
-          "this shard has no input sets: there are only " + std::to_string(dirs.size()));
+  out.total = dirs.empty() ? samples : dirs.size();
+  for (std::size_t i = shard.index; i < out.total; i += shard.count) {
+    out.indices.push_back(i);
+    out.names.push_back(dirs.empty() ? "" : std::filesystem::path(dirs[i]).filename().string());
+    if (!dirs.empty()) out.paths.push_back(dirs[i]);
+  }
+  if (out.indices.empty())
+    throw Error::in_option(
+        "shard", std::to_string(shard.index) + "/" + std::to_string(shard.count),
+        "this shard has no input sets: there are only " + std::to_string(out.total));
+  return out;
+}
+
+std::vector<NamedTensor> SetList::read(std::size_t k, std::vector<Generated>* generated) const {
+  std::vector<Generated> drawn;
+  std::vector<NamedTensor> set;
+  if (paths.empty()) {
+    set = tensors_of(gather(options, *model, indices.at(k), &drawn), *model);
   } else {
-    out.total = samples;
-    for (std::size_t s = 0; s < samples; ++s) {
-      out.sets.push_back(tensors_of(gather(o, m, s, s == 0 ? &out.generated : nullptr), m));
-      out.indices.push_back(s);
-      out.names.emplace_back();
-    }
+    Options one = options;
+    one.inputs = paths.at(k);
+    set = tensors_of(gather(one, *model, 0, &drawn), *model);
   }
   // Once each (the sets of a directory may generate the same input), in first-seen order.
-  std::vector<Generated> once;
-  for (auto& g : out.generated)
-    if (std::find(once.begin(), once.end(), g) == once.end()) once.push_back(std::move(g));
-  out.generated = std::move(once);
+  if (generated)
+    for (auto& g : drawn)
+      if (std::find(generated->begin(), generated->end(), g) == generated->end())
+        generated->push_back(std::move(g));
+  return set;
+}
+
+Samples gather_samples(const Options& o, const model::Model& m, std::size_t samples,
+                       const Shard& shard) {
+  const SetList list = list_samples(o, m, samples, shard);
+  Samples out{.sets = {},
+              .generated = {},
+              .indices = list.indices,
+              .names = list.names,
+              .total = list.total};
+  for (std::size_t k = 0; k < list.size(); ++k) out.sets.push_back(list.read(k, &out.generated));
   return out;
 }
 

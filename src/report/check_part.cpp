@@ -110,6 +110,13 @@ Json strings_of(const std::set<std::string>& s) {
   return Json(std::vector<std::string>(s.begin(), s.end()));
 }
 
+// [[node, input, amax], ...], in key order.
+Json amax_json(const analysis::ActivationAmax& a) {
+  Json j = Json::array();
+  for (const auto& [key, v] : a) j.push_back(Json::array({key.first, key.second, exact(v)}));
+  return j;
+}
+
 Json options_json(const analysis::CheckOptions& o) {
   Json fail_on = Json::array();
   for (const auto k : o.fail_on) fail_on.push_back(std::string(analysis::to_string(k)));
@@ -118,6 +125,9 @@ Json options_json(const analysis::CheckOptions& o) {
     generated.push_back(
         {{"name", g.name}, {"generator", g.generator.spec()}, {"default", g.by_default}});
   return {{"precision", o.precision.name},
+          {"scaled", o.scaled ? Json(o.scaled->name) : Json(nullptr)},
+          {"amax_margin", o.amax_margin},
+          {"activation_amax", o.activation_amax ? amax_json(*o.activation_amax) : Json(nullptr)},
           {"keep_fp32", strings_of(o.keep_fp32)},
           {"keep_fp32_ops", strings_of(o.keep_fp32_ops)},
           {"rounding", std::string(to_string(o.round_options.rounding))},
@@ -256,6 +266,18 @@ struct PartReader : detail::JsonReader {
 
   CheckState state(const Json& j, const std::string& path) const;
   analysis::CheckOptions options(const Json& j, const std::string& path) const;
+  analysis::ActivationAmax amax(const Json& j, const char* key, const std::string& path) const {
+    const Json& a = array(j, key, path);
+    analysis::ActivationAmax out;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const std::string p = detail::item(path, key, i);
+      if (!a[i].is_array() || a[i].size() != 3 || !a[i][0].is_string() ||
+          !a[i][1].is_number_unsigned())
+        fail(p, "is not [node, input index, amax]");
+      out[{a[i][0].get<std::string>(), a[i][1].get<std::size_t>()}] = exact(a[i][2], p);
+    }
+    return out;
+  }
   FileId file(const Json& j, const std::string& path) const {
     return {.path = str(j, "path", path), .sha256 = str(j, "sha256", path)};
   }
@@ -298,6 +320,8 @@ analysis::CheckOptions PartReader::options(const Json& j, const std::string& pat
   auto where = [&](const char* key) { return field(path, key); };
   try {
     o.precision = parse_format(str(j, "precision", path));
+    if (!at(j, "scaled", path).is_null())
+      o.scaled = parse_precision(str(j, "scaled", path), o.precision.name).scaled;
     if (!at(j, "accumulate", path).is_null())
       o.accumulate = parse_format(str(j, "accumulate", path));
     o.accumulation =
@@ -306,6 +330,9 @@ analysis::CheckOptions PartReader::options(const Json& j, const std::string& pat
   } catch (const Error& e) {
     fail(where("precision") + " or its neighbours", e.what());
   }
+  o.amax_margin = static_cast<int>(i64(j, "amax_margin", path));
+  if (!at(j, "activation_amax", path).is_null())
+    o.activation_amax = amax(j, "activation_amax", path);
   for (auto& k : strings(j, "keep_fp32", path)) o.keep_fp32.insert(std::move(k));
   for (auto& k : strings(j, "keep_fp32_ops", path)) o.keep_fp32_ops.insert(std::move(k));
   o.round_options.saturate = boolean(j, "saturate", path);
@@ -342,14 +369,36 @@ analysis::CheckOptions PartReader::options(const Json& j, const std::string& pat
 constexpr const char* kPartKind = "fpguard check part";
 
 // The schema_version, and the "kind" that tells a part from other files of that version.
+// (The kind first: a part of an older schema says so.)
 void schema(const detail::JsonReader& r, const Json& j) {
-  r.schema(j, kCheckPartSchema, "a partial check result (check --shard)");
-  if (!j.contains("kind") || j["kind"] != kPartKind)
+  if (!j.is_object() || !j.contains("kind") || j["kind"] != kPartKind)
     throw Error(r.where, std::string("not a partial check result (check --shard): its \"kind\" "
                                      "is not \"") +
                              kPartKind + "\"");
+  r.schema(j, kCheckPartSchema, "a partial check result (check --shard)");
 }
 
+}  // namespace
+
+namespace {
+constexpr const char* kAmaxKind = "fpguard amax";
+
+Json input_options_json(const inputs::Options& o) {
+  return {{"input", o.input},
+          {"shape", o.shape},
+          {"seed", o.seed},
+          {"max_sets", o.max_sets},
+          {"sample_sets", o.sample_sets}};
+}
+
+void read_input_options(const PartReader& r, const Json& io, const std::string& iop,
+                        inputs::Options& o) {
+  o.input = r.strings(io, "input", iop);
+  o.shape = r.strings(io, "shape", iop);
+  o.seed = r.u64(io, "seed", iop);
+  o.max_sets = r.u64(io, "max_sets", iop);
+  o.sample_sets = r.u64(io, "sample_sets", iop);
+}
 }  // namespace
 
 Json to_json(const CheckPart& p) {
@@ -366,12 +415,7 @@ Json to_json(const CheckPart& p) {
             {"reference_model", p.reference_model ? file_id(*p.reference_model) : Json(nullptr)},
             {"reference_data", file_ids(p.reference_data)},
             {"sets", p.total_sets},
-            {"input_options",
-             {{"input", p.inputs.input},
-              {"shape", p.inputs.shape},
-              {"seed", p.inputs.seed},
-              {"max_sets", p.inputs.max_sets},
-              {"sample_sets", p.inputs.sample_sets}}},
+            {"input_options", input_options_json(p.inputs)},
             {"options", options}}},
           {"inputs", p.inputs.inputs},
           {"shard", {{"index", p.shard.index}, {"count", p.shard.count}}},
@@ -402,11 +446,7 @@ CheckPart check_part_from_json(const Json& j, const std::string& where) {
   p.total_sets = r.u64(id, "sets", ip);
   const Json& io = r.object(id, "input_options", ip);
   const std::string iop = r.field(ip, "input_options");
-  p.inputs.input = r.strings(io, "input", iop);
-  p.inputs.shape = r.strings(io, "shape", iop);
-  p.inputs.seed = r.u64(io, "seed", iop);
-  p.inputs.max_sets = r.u64(io, "max_sets", iop);
-  p.inputs.sample_sets = r.u64(io, "sample_sets", iop);
+  read_input_options(r, io, iop, p.inputs);
   p.inputs.inputs = r.str(j, "inputs", "");
   const Json& sh = r.object(j, "shard", "");
   p.shard = {.index = r.u64(sh, "index", "\"shard\""), .count = r.u64(sh, "count", "\"shard\"")};
@@ -449,16 +489,23 @@ void require_same_check(const Json& a, const std::string& a_where, const Json& b
         differ("option \"" + it.key() + "\"", it.value(), ob[i].value(it.key(), Json()));
 }
 
+namespace {
+// The JSON of the file at `path`; Error(path) when it cannot be read or is not JSON
+// (`expected`: what it should be).
+Json read_json(const std::filesystem::path& path, const char* expected) {
+  std::ifstream in(path);
+  if (!in) throw Error(path.string(), "cannot be read");
+  try {
+    return Json::parse(in);
+  } catch (const Json::exception&) {
+    throw Error(path.string(), std::string("not JSON (expected ") + expected + ")");
+  }
+}
+}  // namespace
+
 Json read_check_part_json(const std::filesystem::path& path) {
   const std::string where = path.string();
-  std::ifstream in(path);
-  if (!in) throw Error(where, "cannot be read");
-  Json j;
-  try {
-    j = Json::parse(in);
-  } catch (const Json::exception&) {
-    throw Error(where, "not JSON (expected a part written by fpguard check --shard)");
-  }
+  const Json j = read_json(path, "a part written by fpguard check --shard");
   const detail::JsonReader r{where};
   schema(r, j);
   if (!j.contains("identity") || !j["identity"].is_object()) r.fail("\"identity\"", "is missing");
@@ -471,6 +518,37 @@ Json read_check_part_json(const std::filesystem::path& path) {
   for (std::size_t i = 0; i < options.size(); ++i)
     if (!options[i].is_object()) r.fail(detail::item(ip, "options", i), "is not an object");
   return j;
+}
+
+Json to_json(const AmaxFile& a) {
+  return {{"schema_version", kAmaxSchema}, {"kind", kAmaxKind},
+          {"model", file_id(a.model)},     {"reference", a.reference},
+          {"inputs", a.inputs.inputs},     {"input_options", input_options_json(a.inputs)},
+          {"total_sets", a.total_sets},    {"sets", a.sets},
+          {"amax", amax_json(a.amax)}};
+}
+
+AmaxFile read_amax_file(const std::filesystem::path& path) {
+  const std::string where = path.string();
+  const Json j = read_json(path, "an amax file written by fpguard calibrate");
+  const PartReader r{{where}};
+  if (!j.is_object() || !j.contains("kind") || j["kind"] != kAmaxKind)
+    throw Error(where, std::string("not an amax file (fpguard calibrate): its \"kind\" is not \"") +
+                           kAmaxKind + "\"");
+  r.schema(j, kAmaxSchema, "an amax file (fpguard calibrate)");
+  AmaxFile a;
+  a.model = r.file(r.object(j, "model", ""), "\"model\"");
+  a.reference = r.str(j, "reference", "");
+  a.inputs.inputs = r.str(j, "inputs", "");
+  read_input_options(r, r.object(j, "input_options", ""), "\"input_options\"", a.inputs);
+  a.total_sets = r.u64(j, "total_sets", "");
+  const Json& sets = r.array(j, "sets", "");
+  for (std::size_t i = 0; i < sets.size(); ++i) {
+    if (!sets[i].is_number_unsigned()) r.fail(detail::item("", "sets", i), "is not a count");
+    a.sets.push_back(sets[i].get<std::size_t>());
+  }
+  a.amax = r.amax(j, "amax", "");
+  return a;
 }
 
 std::string describe(const CheckPart& p, const std::string& file) {

@@ -6,7 +6,9 @@ superres in float16 on 2 ranks (fails, an overflow origin), clean_cnn on 3 (pass
 MatMul whose products cancel on 2 (an accuracy origin, measured on set 0 on rank 0).
 `plan` under -n 2 writes the plan one process writes. A corrupt set on rank 1 ends the job
 within 30 s with exit 2, that rank's one error line, naming the set, once, and no output
-file; generated inputs and --shard are refused likewise.
+file; --shard is refused likewise. Generated sets (--samples 12) spread over 2 ranks, and
+scaled precisions (mxfp8_e4m3; fp8, its activation amax calibrated over all ranks' sets)
+equal one process too.
 
     mpi_test.py --fpguard PATH --examples DIR --mpirun MPIRUN
     mpi_test.py --no-mpi        (a build without MPI: reports the skip, exit 77)
@@ -45,16 +47,20 @@ def mpirun(a, n, *argv, timeout=120):
 
 
 def agree(a, tmp, model, sets, tag, extra, want_verdict, ranks=(2, 3)):
-    """check over all sets in one process == the same check on `ranks` ranks."""
+    """check over all sets in one process == the same check on `ranks` ranks (`sets`: a
+    directory, or None with --samples in `extra`)."""
+    if sets:
+        extra = ["--inputs", sets, *extra]
     whole = os.path.join(tmp, tag + "_one.json")
-    r = run(a.fpguard, "check", model, "--inputs", sets, "--json", whole, "--quiet", *extra)
+    r = run(a.fpguard, "check", model, "--json", whole, "--quiet", *extra)
     check(r.returncode in (0, 1), f"{tag}: check runs", r.stderr)
     want = load(whole)
-    check(want["verdict"] == want_verdict, f"{tag}: verdict", want["verdict"])
+    if want_verdict:
+        check(want["verdict"] == want_verdict, f"{tag}: verdict", want["verdict"])
     check(want["samples"] == SETS, f"{tag}: all sets checked", want["samples"])
     for n in ranks:
         out = os.path.join(tmp, f"{tag}_{n}.json")
-        m = mpirun(a, n, "check", model, "--inputs", sets, "--json", out, "--quiet", *extra)
+        m = mpirun(a, n, "check", model, "--json", out, "--quiet", *extra)
         check(m.returncode == r.returncode, f"{tag}: -n {n} exits as one process does",
               (m.returncode, r.returncode, m.stderr[-2000:]))
         check(m.stdout == r.stdout, f"{tag}: -n {n} prints what one process prints (rank 0 only)",
@@ -119,13 +125,12 @@ def corrupt(a, tmp, example):
 
 
 def refused(a, tmp, example):
-    """Generated inputs (no --inputs DIR), and --shard, are refused on every rank alike."""
+    """--shard is refused on every rank alike."""
     model = os.path.join(example, "model.onnx")
     out = os.path.join(tmp, "refused.json")
     for case, extra, needle in (
-            ("no directory of sets", [], "--inputs DIR"),
             ("--shard", ["--inputs", os.path.join(tmp, "sr_sets"), "--shard", "0/2"],
-             "under mpirun the ranks are the shards")):
+             "under mpirun the ranks are the shards"),):
         m = mpirun(a, 2, "check", model, "--precision", "float16", "--json", out, *extra,
                    timeout=30)
         ours = [ln for ln in m.stderr.splitlines() if ln.startswith("fpguard: ")]
@@ -160,6 +165,17 @@ def main():
                      ranks=(2,))
         check([o["node"] for o in want["origins"] if o["kind"] == "accuracy"] == ["proj"],
               "acc: the MatMul is the accuracy origin", want["origins"])
+        # Generated sets (set s drawn with seed + s on whichever rank draws it).
+        gen = ["--precision", "float16", "--samples", str(SETS), "--seed", "5",
+               "--input", "pixels=uniform:-4:4"]
+        want = agree(a, tmp, ex("superres/model.onnx"), None, "gen", gen, None, ranks=(2,))
+        check(want["samples"] == SETS, "gen: 12 generated sets", want["samples"])
+        # Scaled precisions: MX (nothing calibrated), and scaled FP8, whose activation amax
+        # the ranks calibrate on their sets and reduce by max (exact).
+        sr = os.path.join(tmp, "sr_sets")
+        for prec in ("mxfp8_e4m3", "fp8"):
+            agree(a, tmp, ex("superres/model.onnx"), sr, prec.replace(":", "_"),
+                  ["--precision", prec], None, ranks=(2,))
         plan(a, tmp, ex("superres"))
         corrupt(a, tmp, ex("superres"))
         refused(a, tmp, ex("superres"))

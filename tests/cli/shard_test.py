@@ -6,7 +6,11 @@ parts in any order. Examples: superres in float16 (fails, an overflow origin), c
 in float16 (passes), and a MatMul whose products cancel (an accuracy origin, whose
 contribution merge measures again on set 0); also of a sample of the sets (--sample-sets K
 --seed S) and of the first K (--max-sets K); and of If/Loop bodies, whose first overflow's
-iteration and input shapes come from the earliest set, whichever shard holds it.
+iteration and input shapes come from the earliest set, whichever shard holds it; of
+generated sets (--samples 12: each set drawn with its own seed, whichever shard draws it);
+and of scaled precisions: MX as any, scaled FP8 with the activation amax calibrated by
+`calibrate --shard` and every shard's file given to each shard (--amax), which also equals
+one check calibrating on all the sets itself.
 Sets are test_data_set_N directories, sharded in natural order (set 10 after set 9).
 Merging refuses parts of other options or models, a shard twice, a missing shard, and an
 unreadable part; --shard refuses malformed values: one line, exit 2, no output file.
@@ -14,6 +18,7 @@ unreadable part; --shard refuses malformed values: one line, exit 2, no output f
     shard_test.py --fpguard PATH --examples DIR
 """
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -206,6 +211,86 @@ def control_flow(fpguard, tmp):
           "nested: the If's branch node is the origin", want["origins"])
 
 
+def generated(fpguard, tmp, example):
+    """--samples 12 generated sets (set s drawn with seed + s, whichever shard draws it),
+    sharded and merged, equal one check over the 12."""
+    model = os.path.join(example, "model.onnx")
+    whole = os.path.join(tmp, "gen_all.json")
+    extra = ["--precision", "float16", "--samples", str(SETS), "--seed", "5",
+             "--input", "pixels=uniform:-4:4"]
+    r = run(fpguard, "check", model, "--json", whole, "--quiet", *extra)
+    check(r.returncode in (0, 1), "gen: check runs", r.stderr)
+    want = load(whole)
+    check(want["samples"] == SETS, "gen: all sets checked", want["samples"])
+    parts = []
+    for i in range(3):
+        part = os.path.join(tmp, f"gen_part_{i}.json")
+        p = run(fpguard, "check", model, "--shard", f"{i}/3", "--json", part, "--quiet", *extra)
+        check(p.returncode == 0, f"gen: shard {i}/3 runs", p.stderr)
+        parts.append(part)
+    sets = load(parts[1])["states"][0]["sets"] if os.path.exists(parts[1]) else None
+    check(sets == [1, 4, 7, 10], "gen: shard 1/3 draws sets 1, 4, 7, 10", sets)
+    with open(model, "rb") as fh:  # the model's SHA-256 (SHA-NI or not) is hashlib's
+        digest = hashlib.sha256(fh.read()).hexdigest()
+    ident = load(parts[1])["identity"]["model"]["sha256"] if os.path.exists(parts[1]) else None
+    check(ident == digest, "gen: the part's model sha256 is hashlib's", (ident, digest))
+    merged = os.path.join(tmp, "gen_merged.json")
+    m = run(fpguard, "merge", parts[2], parts[0], parts[1], "--json", merged, "--quiet")
+    check(m.returncode == r.returncode, "gen: merge exits as check does", (m.returncode, m.stderr))
+    if os.path.exists(merged):
+        diff = same(want, load(merged))
+        check(not diff, "gen: merge equals check over all generated sets", diff)
+
+
+def scaled(fpguard, tmp, examples):
+    """Scaled precisions in shards. MX (per-block scales, nothing calibrated) shards as any
+    precision. Scaled FP8's static activation scales are calibrated on every set: each
+    shard's amax by `calibrate --shard`, and every shard's check takes all the files
+    (--amax), whose maximum is one check's calibration; merged, they equal one check."""
+    example = os.path.join(examples, "superres")
+    model = os.path.join(example, "model.onnx")
+    sets = os.path.join(tmp, "sr_sets")
+    agree_on(fpguard, tmp, model, sets, "mx", ["--precision", "mxfp8_e4m3"], None)
+    amax = []
+    for i in range(3):
+        f = os.path.join(tmp, f"amax_{i}.json")
+        r = run(fpguard, "calibrate", model, "--inputs", sets, "--shard", f"{i}/3", "--json", f,
+                "--quiet")
+        check(r.returncode == 0, f"calibrate --shard {i}/3 runs", r.stderr)
+        amax.append(f)
+    if all(os.path.exists(f) for f in amax):
+        got = [load(f) for f in amax]
+        check(all(g["kind"] == "fpguard amax" and g["amax"] for g in got),
+              "calibrate writes amax", got[0])
+        check(got[1]["sets"] == [1, 4, 7, 10], "calibrate --shard 1/3: sets 1, 4, 7, 10",
+              got[1]["sets"])
+    for prec in ("fp8", "channel:float8_e4m3fn"):
+        tag = "fp8" if prec == "fp8" else "chan"
+        agree_on(fpguard, tmp, model, sets, tag, ["--precision", prec, "--amax", *amax], None)
+        # One check calibrating on all sets itself gives the same diagnosis.
+        own = os.path.join(tmp, tag + "_own.json")
+        r = run(fpguard, "check", model, "--inputs", sets, "--precision", prec, "--json", own,
+                "--quiet")
+        check(r.returncode in (0, 1), f"{tag}: check calibrating itself runs", r.stderr)
+        if os.path.exists(own):
+            diff = same(load(own), load(os.path.join(tmp, tag + "_all.json")))
+            check(not diff, f"{tag}: --amax of every shard equals calibrating on all sets", diff)
+    out = os.path.join(tmp, "refused.json")
+    fails(fpguard, "--shard fp8 without --amax",
+          ["check", model, "--precision", "fp8", "--inputs", sets, "--shard", "0/3", "--json", out],
+          "--shard 0/3", "--amax")
+    fails(fpguard, "--amax with a shard's file missing",
+          ["check", model, "--precision", "fp8", "--inputs", sets, "--shard", "0/3", "--amax",
+           amax[0], amax[2], "--json", out], "--amax", "(1, 4, 7, 10)")
+    fails(fpguard, "--amax of other sets",
+          ["check", model, "--precision", "fp8", "--inputs", sets, "--max-sets", "6",
+           "--amax", *amax, "--json", out], amax[0], "other input sets")
+    fails(fpguard, "--amax without a calibrating precision",
+          ["check", model, "--precision", "float16", "--inputs", sets, "--amax", *amax,
+           "--json", out], "--amax", "calibrates")
+    check(not os.path.exists(out), "refusals leave no output", out)
+
+
 def parts_of(tmp, tag):
     return [os.path.join(tmp, f"{tag}_part_{i}.json") for i in range(3)]
 
@@ -265,9 +350,9 @@ def refusals(fpguard, tmp, examples, parts):
                out], "--shard", needle)
     fails(fpguard, "--shard without --json",
           ["check", model, "--precision", "float16", "--inputs", sets, "--shard", "0/2"], "--json")
-    fails(fpguard, "--shard without a directory of sets",
-          ["check", model, "--precision", "float16", "--shard", "0/2", "--json", out], "--shard",
-          "directory of input sets")
+    fails(fpguard, "--shard with more shards than sets",
+          ["check", model, "--precision", "float16", "--samples", "2", "--shard", "2/3", "--json",
+           out], "--shard", "no input sets")
     check(not os.path.exists(out), "refusals leave no output", out)
 
 
@@ -293,6 +378,8 @@ def main():
         agree(a.fpguard, tmp, cancel, "max", ["--precision", "bfloat16", "--max-sets", "5"],
               "fail", count=5)
         converted(a.fpguard, tmp, cancel)
+        generated(a.fpguard, tmp, ex("superres"))
+        scaled(a.fpguard, tmp, a.examples)
         control_flow(a.fpguard, tmp)
         refusals(a.fpguard, tmp, a.examples, parts)
     finally:

@@ -56,7 +56,21 @@ void add_targets(CLI::App& app);
 void add_check(CLI::App& app);  // `check` and `rules`
 void add_plan(CLI::App& app);
 void add_convert(CLI::App& app);
-void add_merge(CLI::App& app);  // `merge`: the parts of a sharded check
+void add_merge(CLI::App& app);      // `merge`: the parts of a sharded check
+void add_calibrate(CLI::App& app);  // `calibrate`: scaled FP8's activation amax, per shard
+
+// --reference: fp32 or fp64.
+DType parse_reference(const std::string& name);
+// Every input set 0 .. total-1 in exactly one of `files` (sets[i]: the indices of
+// files[i]'s): else an Error naming the file that repeats one, or (at `where`) the sets in
+// none.
+void require_all_sets(const std::vector<std::string>& files,
+                      const std::vector<std::vector<std::size_t>>& sets, std::size_t total,
+                      const std::string& where);
+// check --amax FILE...: files `fpguard calibrate` wrote for `m` with this check's input
+// options (`total` sets) and reference, whose sets are every set once; their maximum.
+analysis::ActivationAmax read_amax(const std::vector<std::string>& files, const model::Model& m,
+                                   const inputs::Options& in, std::size_t total, DType reference);
 
 // What check and merge write: --html, --json (- for stdout: then no text), then the text;
 // and how (--top, --threads, --quiet, --color).

@@ -34,9 +34,10 @@ struct CheckArgs {
   inputs::Options in;
   std::vector<std::string> precisions, keep, keep_ops, disabled, fail_on;
   std::string reference = "fp32", accumulate, accumulation = "sequential", target;
-  std::string annotate;         // --annotate OUT.onnx
-  std::string reference_model;  // --reference-model ORIGINAL.onnx
-  std::string shard;            // --shard I/N
+  std::string annotate;           // --annotate OUT.onnx
+  std::string reference_model;    // --reference-model ORIGINAL.onnx
+  std::string shard;              // --shard I/N
+  std::vector<std::string> amax;  // --amax FILE...: scaled FP8's calibration (fpguard calibrate)
   std::size_t samples = 1, top = 10;
   std::optional<double> atol, rtol;
   double min_cosine = 0.999;
@@ -60,10 +61,7 @@ std::vector<std::string> split_commas(const std::vector<std::string>& items) {
 // The options every precision shares, from the flags (the format is set per precision).
 analysis::CheckOptions check_options(const CheckArgs& a) {
   analysis::CheckOptions o;
-  if (a.reference == "fp64" || a.reference == "float64")
-    o.reference = DType::float64;
-  else if (a.reference != "fp32" && a.reference != "float32")
-    throw Error("--reference " + a.reference, "expected fp32 or fp64");
+  o.reference = parse_reference(a.reference);
   if (!a.accumulate.empty()) o.accumulate = parse_format(a.accumulate);
   o.accumulation = parse_accumulation_order(a.accumulation).value_or(AccumulationOrder{});
   if (o.accumulation.kind == AccumulationOrder::Kind::library && o.accumulate &&
@@ -126,7 +124,35 @@ void write_results(const CheckArgs& a, model::Model& m,
   write_check_results(a.out, results, term);
 }
 
+// Whether a scaled format calibrates static activation scales (scaled FP8: fp8, tensor:,
+// channel:).
+bool calibrates(const std::optional<ScaledFormat>& scaled) {
+  return scaled && scaled->rule == ScaleRule::amax;
+}
+
+// --amax FILE...: the activation amax of every calibrating precision, from the files.
+void use_amax(const CheckArgs& a, const model::Model& m, std::size_t total,
+              std::vector<analysis::CheckOptions>& opts) {
+  if (a.amax.empty()) return;
+  bool used = false;
+  for (const auto& o : opts) used = used || calibrates(o.scaled);
+  if (!used)
+    throw Error("--amax",
+                "no precision of this check calibrates activation scales (fp8, "
+                "tensor:, channel:)");
+  const auto amax = read_amax(a.amax, m, a.in, total, opts.front().reference);
+  for (auto& o : opts)
+    if (calibrates(o.scaled)) o.activation_amax = amax;
+}
+
 }  // namespace
+
+DType parse_reference(const std::string& name) {
+  if (name == "fp64" || name == "float64") return DType::float64;
+  if (name != "fp32" && name != "float32")
+    throw Error("--reference " + name, "expected fp32 or fp64");
+  return DType::float32;
+}
 
 report::Terminal terminal(const std::string& color, bool quiet, bool progress) {
   const report::ColorMode mode = report::parse_color(color, "--color " + color);
@@ -187,6 +213,10 @@ void write_check_results(const CheckOutputs& to, const std::vector<analysis::Dia
 
 namespace {
 
+inputs::Shard shard_of(const CheckArgs& a) {
+  return a.shard.empty() ? inputs::Shard{} : inputs::parse_shard(a.shard);
+}
+
 // A model file and its external data files, by SHA-256.
 void identify(const model::Model& m, const std::string& path, report::FileId& file,
               std::vector<report::FileId>& data) {
@@ -195,23 +225,26 @@ void identify(const model::Model& m, const std::string& path, report::FileId& fi
     data.push_back({.path = f.string(), .sha256 = sha256_file(f)});
 }
 
-// --shard I/N: this shard's sets accumulated for every precision, written as a part file.
-void check_shard(const CheckArgs& a, const model::Model& m, const inputs::Samples& samples,
-                 const model::Model* original, const std::vector<analysis::CheckOptions>& opts,
-                 const inputs::Shard& shard, const report::Terminal& term) {
+// --shard I/N: this shard's sets accumulated for every precision (read one at a time),
+// written as a part file.
+void check_shard(const CheckArgs& a, const model::Model& m, const inputs::SetList& sets,
+                 const model::Model* original, std::vector<analysis::CheckOptions> opts,
+                 const report::Terminal& term) {
+  std::vector<inputs::Generated> generated;
   report::CheckPart part{.inputs = inputs::absolute(a.in),
-                         .total_sets = samples.total,
-                         .shard = shard,
-                         .set_names = samples.names,
-                         .first_set_sha256 = inputs::set_sha256(samples.sets.front())};
+                         .total_sets = sets.total,
+                         .shard = shard_of(a),
+                         .set_names = sets.names,
+                         .first_set_sha256 = inputs::set_sha256(sets.read(0, &generated))};
   identify(m, a.model, part.model, part.data);
   if (original)
     identify(*original, a.reference_model, part.reference_model.emplace(), part.reference_data);
-  for (auto o : opts) {
+  for (auto& o : opts) {
     report::Progress progress(term, "check " + o.precision.name + " (shard)");
     o.progress = [&progress](std::size_t d, std::size_t t) { progress.update(d, t); };
-    auto state = analysis::accumulate(m, samples.sets, o, samples.indices);
+    auto state = analysis::accumulate(m, analysis::read_lazily(sets, &generated), o, sets.indices);
     o.progress = nullptr;
+    o.generated = generated;
     part.checks.push_back({.options = std::move(o), .state = std::move(state)});
   }
   const report::Json j = report::to_json(part);
@@ -227,20 +260,16 @@ void check_shard(const CheckArgs& a, const model::Model& m, const inputs::Sample
 // Under mpirun: every rank checks its input sets (index mod ranks == rank), the ranks
 // exchange and merge their states, and rank 0 finishes and writes the diagnosis. All that
 // can fail on one rank alone (reading the model, the sets, the output checks) happens
-// inside the exchange, so that every rank learns of it.
+// inside an exchange, so that every rank learns of it.
 void check_ranks(const CheckArgs& a, const analysis::CheckOptions& shared,
                  const std::vector<Precision>& formats) {
   const mpi::World& w = mpi::world();
-  for (const auto& f : formats)
-    if (f.scaled)  // as --shard: its calibration spans every set
-      throw Error("mpirun", "not available with a scaled precision (" + f.name() + ") yet");
   if (!a.shard.empty()) throw Error("--shard " + a.shard, "under mpirun the ranks are the shards");
   const report::Terminal term = a.out.terminal();
   std::optional<model::Model> m, original;
   std::vector<std::string> original_names;
   distributed::RankSets sets;
-  std::vector<analysis::CheckOptions> opts;
-  auto states = distributed::merged_states([&] {
+  distributed::exchange([&] {
     if (w.root()) {
       if (!a.annotate.empty()) check_output_file(a.model, a.annotate, kAnnotateFlag);
       if (!a.out.html.empty()) check_output_file(a.model, a.out.html, "--html");
@@ -249,16 +278,27 @@ void check_ranks(const CheckArgs& a, const analysis::CheckOptions& shared,
     original_names = node_names(*m);
     analysis::name_nodes(*m);
     if (!a.reference_model.empty()) original = model::load(a.reference_model);
-    sets = distributed::gather_rank_sets(a.in, *m);
+    sets = distributed::gather_rank_sets(a.in, *m, a.samples);
+    return std::string();
+  });
+  std::vector<analysis::CheckOptions> opts;
+  for (const auto& f : formats)
+    opts.push_back(
+        precision_options(shared, f, a, sets.generated, original ? &*original : nullptr));
+  distributed::exchange([&] {
+    use_amax(a, *m, sets.total, opts);
+    return std::string();
+  });
+  for (auto& o : opts)  // (scaled FP8 without --amax: calibrated over every rank's sets)
+    o = distributed::calibrated(*m, sets, std::move(o));
+  auto states = distributed::merged_states([&] {
     std::vector<analysis::CheckState> out;
-    for (const auto& f : formats) {
-      analysis::CheckOptions o =
-          precision_options(shared, f, a, sets.generated, original ? &*original : nullptr);
-      opts.push_back(o);
-      if (sets.own.sets.empty()) continue;
-      report::Progress bar(term, "check " + f.name());
+    if (sets.own.size() == 0) return out;
+    for (auto o : opts) {
+      report::Progress bar(term, "check " + (o.scaled ? o.scaled->name : o.precision.name));
       o.progress = distributed::progress(bar, sets);
-      out.push_back(analysis::accumulate(*m, sets.own.sets, o, sets.own.indices));
+      out.push_back(analysis::accumulate(*m, analysis::read_lazily(sets.own, &sets.generated), o,
+                                         sets.own.indices));
     }
     return out;
   });
@@ -278,13 +318,15 @@ void check(const CheckArgs& a) {
   const analysis::CheckOptions shared = check_options(a);
   const std::vector<Precision> formats = check_formats(a);
   if (mpi::world().distributed()) return check_ranks(a, shared, formats);
-  std::optional<inputs::Shard> shard;
-  if (!a.shard.empty()) {
-    shard = inputs::parse_shard(a.shard);
+  const std::optional<inputs::Shard> shard =
+      a.shard.empty() ? std::nullopt : std::optional(inputs::parse_shard(a.shard));
+  if (shard) {
     for (const auto& f : formats)
-      if (f.scaled)  // its calibration spans every set, and parts do not record it yet
+      if (calibrates(f.scaled) && a.amax.empty())  // its calibration spans every set
         throw Error("--shard " + a.shard,
-                    "not available with a scaled precision (" + f.name() + ") yet");
+                    "a shard of " + f.name() +
+                        " takes the activation amax calibrated on every set: --amax FILE... "
+                        "(fpguard calibrate --shard, one file per shard)");
     if (a.out.json.empty())
       throw Error("--shard " + a.shard, "a shard writes its partial results with --json FILE");
     if (!a.out.html.empty() || !a.annotate.empty())
@@ -298,26 +340,26 @@ void check(const CheckArgs& a) {
   model::Model m = model::load(a.model);
   const auto original_names = node_names(m);
   analysis::name_nodes(m);
-  const auto gathered = inputs::gather_samples(a.in, m, a.samples, shard.value_or(inputs::Shard{}));
-  const auto& samples = gathered.sets;
-  const auto& generated = gathered.generated;
+  const inputs::SetList sets =
+      inputs::list_samples(a.in, m, a.samples, shard.value_or(inputs::Shard{}));
+  // The inputs set 0 generates (those of later sets are added as they are read).
+  std::vector<inputs::Generated> generated;
+  sets.read(0, &generated);
   std::optional<model::Model> original;
   if (!a.reference_model.empty()) original = model::load(a.reference_model);
-  if (shard) {
-    std::vector<analysis::CheckOptions> opts;
-    for (const auto& f : formats)
-      opts.push_back(precision_options(shared, f, a, generated, original ? &*original : nullptr));
-    return check_shard(a, m, gathered, original ? &*original : nullptr, opts, *shard, term);
-  }
+  std::vector<analysis::CheckOptions> opts;
+  for (const auto& f : formats)
+    opts.push_back(precision_options(shared, f, a, generated, original ? &*original : nullptr));
+  use_amax(a, m, sets.total, opts);
+  if (shard) return check_shard(a, m, sets, original ? &*original : nullptr, opts, term);
 
   std::vector<analysis::Diagnosis> results;
   bool all_pass = true;
-  for (const auto& f : formats) {
-    analysis::CheckOptions o =
-        precision_options(shared, f, a, generated, original ? &*original : nullptr);
-    report::Progress progress(term, "check " + f.name());
+  for (auto& o : opts) {
+    report::Progress progress(term, "check " + (o.scaled ? o.scaled->name : o.precision.name));
     o.progress = [&progress](std::size_t d, std::size_t t) { progress.update(d, t); };
-    auto d = analysis::check(m, samples, o);
+    auto d = analysis::check(m, analysis::read_lazily(sets, &generated), o);
+    d.generated = generated;
     all_pass = all_pass && d.pass;
     results.push_back(std::move(d));
   }
@@ -363,8 +405,12 @@ void add_check(CLI::App& app) {
   cmd->add_option("--accumulation", a->accumulation,
                   "Order of that accumulation: sequential (default), pairwise, blocked:K");
   cmd->add_option("--shard", a->shard,
-                  "Check only input sets I, I+N, ... of --inputs DIR and write partial results "
-                  "(--json) for fpguard merge (I/N)");
+                  "Check only input sets I, I+N, ... (of --inputs DIR or --samples N) and write "
+                  "partial results (--json) for fpguard merge (I/N)");
+  cmd->add_option("--amax", a->amax,
+                  "Scaled FP8's activation amax from these files (fpguard calibrate; with "
+                  "--shard, required): their maximum, over every input set")
+      ->take_all();
   cmd->add_option(kAnnotateFlag, a->annotate,
                   "Write the model with each node's findings (metadata_props, doc_string) to "
                   "OUT.onnx, for Netron; with several precisions, the first");

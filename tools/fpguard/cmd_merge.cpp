@@ -23,33 +23,6 @@ struct MergeArgs {
   CheckOutputs out;  // --json, --html, --top, --threads, --quiet, --color
 };
 
-// Every set in exactly one part: the parts' sets are disjoint and cover all of them.
-void require_all_sets(const MergeArgs& a, const std::vector<report::CheckPart>& parts) {
-  std::map<std::size_t, std::size_t> owner;  // set -> part
-  for (std::size_t p = 0; p < parts.size(); ++p)
-    for (const auto s : parts[p].checks.front().state.sets) {
-      if (s >= parts[p].total_sets)
-        throw Error(a.parts[p], "input set " + std::to_string(s) + " is out of range (" +
-                                    std::to_string(parts[p].total_sets) + " sets)");
-      if (auto [it, fresh] = owner.emplace(s, p); !fresh)
-        throw Error(a.parts[p], "input set " + std::to_string(s) + " is also in " +
-                                    a.parts[it->second] +
-                                    " (the same shard given twice, or "
-                                    "overlapping shards)");
-    }
-  std::vector<std::size_t> missing;
-  for (std::size_t s = 0; s < parts.front().total_sets; ++s)
-    if (!owner.count(s)) missing.push_back(s);
-  if (missing.empty()) return;
-  std::string list;
-  for (std::size_t i = 0; i < missing.size() && i < 8; ++i)
-    list += (i ? ", " : "") + std::to_string(missing[i]);
-  if (missing.size() > 8) list += ", ...";
-  throw Error("merge", std::to_string(missing.size()) + " of " +
-                           std::to_string(parts.front().total_sets) +
-                           " input sets are in no part (" + list + "): a shard is missing");
-}
-
 // The model of the parts, from `path` (or the one they recorded), verified by SHA-256.
 model::Model load_verified(const std::string& path, const report::FileId& id,
                            const std::vector<report::FileId>& data, const std::string& flag) {
@@ -106,7 +79,9 @@ void merge(const MergeArgs& a) {
   for (std::size_t i = 0; i < docs.size(); ++i)
     parts.push_back(report::check_part_from_json(docs[i], a.parts[i]));
   docs.clear();
-  require_all_sets(a, parts);
+  std::vector<std::vector<std::size_t>> sets;
+  for (const auto& p : parts) sets.push_back(p.checks.front().state.sets);
+  require_all_sets(a.parts, sets, parts.front().total_sets, "merge");
   const report::CheckPart& head = parts.front();
   model::Model m = load_verified(a.model, head.model, head.data, "--model");
   analysis::name_nodes(m);
@@ -136,6 +111,32 @@ void merge(const MergeArgs& a) {
 }
 
 }  // namespace
+
+void require_all_sets(const std::vector<std::string>& files,
+                      const std::vector<std::vector<std::size_t>>& sets, std::size_t total,
+                      const std::string& where) {
+  std::map<std::size_t, std::size_t> owner;  // set -> file
+  for (std::size_t p = 0; p < files.size(); ++p)
+    for (const auto s : sets[p]) {
+      if (s >= total)
+        throw Error(files[p], "input set " + std::to_string(s) + " is out of range (" +
+                                  std::to_string(total) + " sets)");
+      if (auto [it, fresh] = owner.emplace(s, p); !fresh)
+        throw Error(files[p], "input set " + std::to_string(s) + " is also in " +
+                                  files[it->second] +
+                                  " (the same shard given twice, or overlapping shards)");
+    }
+  std::vector<std::size_t> missing;
+  for (std::size_t s = 0; s < total; ++s)
+    if (!owner.count(s)) missing.push_back(s);
+  if (missing.empty()) return;
+  std::string list;
+  for (std::size_t i = 0; i < missing.size() && i < 8; ++i)
+    list += (i ? ", " : "") + std::to_string(missing[i]);
+  if (missing.size() > 8) list += ", ...";
+  throw Error(where, std::to_string(missing.size()) + " of " + std::to_string(total) +
+                         " input sets are in no part (" + list + "): a shard is missing");
+}
 
 void add_merge(CLI::App& app) {
   auto a = std::make_shared<MergeArgs>();

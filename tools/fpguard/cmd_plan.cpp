@@ -74,9 +74,9 @@ struct PlanInputs {
   distributed::RankSets sets{};
 };
 
-PlanInputs read_inputs(const PlanArgs& a) {
+// (Into `in`: its sets point at its model.)
+void read_inputs(const PlanArgs& a, PlanInputs& in) {
   const mpi::World& w = mpi::world();
-  PlanInputs in;
   distributed::exchange([&] {
     if (w.root()) {
       if (!a.output.empty()) check_not_same_file(a.model, a.output, "-o");
@@ -90,12 +90,11 @@ PlanInputs read_inputs(const PlanArgs& a) {
       in.gathered = inputs::gather_samples(a.in, in.m, a.samples);
       return std::string();
     }
-    in.sets = distributed::gather_rank_sets(a.in, in.m);
+    in.sets = distributed::gather_rank_sets(a.in, in.m, a.samples);
     in.gathered.sets = {in.sets.first};
     in.gathered.generated = in.sets.generated;
     return std::string();
   });
-  return in;
 }
 
 void plan_command(const PlanArgs& a) {
@@ -117,7 +116,8 @@ void plan_command(const PlanArgs& a) {
   analysis::PlanOptions po = plan_options(a, *f);
   const mpi::World& w = mpi::world();
   const report::Terminal term = terminal(a.color, a.quiet, a.progress);
-  PlanInputs in = read_inputs(a);
+  PlanInputs in;
+  read_inputs(a, in);
   model::Model& m = in.m;
   const auto& samples = in.gathered.sets;
   const auto& generated = in.gathered.generated;

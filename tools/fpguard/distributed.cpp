@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <limits>
 #include <new>
 
 #include "cli.hpp"
@@ -72,38 +71,40 @@ std::vector<analysis::CheckState> merged_states(
   return merged;
 }
 
-RankSets gather_rank_sets(const inputs::Options& in, const model::Model& m) {
+RankSets gather_rank_sets(const inputs::Options& in, const model::Model& m, std::size_t samples) {
   const auto& w = mpi::world();
-  const auto every = std::numeric_limits<std::size_t>::max();
   RankSets r;
-  try {
-    if (w.root()) {
-      r.own = inputs::gather_samples(in, m, 1, {.index = 0, .count = std::size_t(w.size)});
-      r.first = r.own.sets.front();
-      r.total = r.own.total;
-    } else {
-      // Set 0 alone (shard 0 of as many as there could be sets), then this rank's.
-      const auto head = inputs::gather_samples(in, m, 1, {.index = 0, .count = every});
-      r.first = head.sets.front();
-      r.total = head.total;
-      r.generated = head.generated;
-      if (std::size_t(w.rank) < r.total)
-        r.own = inputs::gather_samples(
-            in, m, 1, {.index = std::size_t(w.rank), .count = std::size_t(w.size)});
-    }
-  } catch (const Error& e) {
-    if (e.option() != "shard") throw;
-    throw Error("mpirun",
-                "the ranks share the input sets of --inputs DIR, a directory with "
-                "one subdirectory or .npz file per set");
-  }
-  if (!r.own.sets.empty()) r.generated = r.own.generated;
+  const inputs::SetList all = inputs::list_samples(in, m, samples);
+  r.total = all.total;
+  r.first = all.read(0, &r.generated);
+  if (std::size_t(w.rank) < r.total)
+    r.own = inputs::list_samples(in, m, samples,
+                                 {.index = std::size_t(w.rank), .count = std::size_t(w.size)});
   return r;
+}
+
+analysis::CheckOptions calibrated(const model::Model& m, RankSets& sets, analysis::CheckOptions o) {
+  if (!o.scaled || o.scaled->rule != ScaleRule::amax || o.activation_amax) return o;
+  const auto all = exchange([&] {
+    report::Json j = report::Json::array();
+    if (sets.own.size() != 0)
+      for (const auto& [key, a] : analysis::calibrate(m, analysis::read_lazily(sets.own), o))
+        j.push_back(report::Json::array({key.first, key.second, a}));
+    const std::vector<std::uint8_t> cbor = report::Json::to_cbor(j);
+    return std::string(cbor.begin(), cbor.end());
+  });
+  analysis::ActivationAmax amax;
+  for (const auto& bytes : all)
+    for (const auto& e : report::Json::from_cbor(bytes))
+      analysis::max_amax(
+          amax, {{{e[0].get<std::string>(), e[1].get<std::size_t>()}, e[2].get<double>()}});
+  o.activation_amax = std::move(amax);
+  return o;
 }
 
 std::function<void(std::size_t, std::size_t)> progress(report::Progress& bar,
                                                        const RankSets& sets) {
-  const std::size_t ranks = std::size_t(mpi::world().size), own = sets.own.sets.size();
+  const std::size_t ranks = std::size_t(mpi::world().size), own = sets.own.size();
   const std::size_t total = sets.total;
   return [&bar, ranks, own, total](std::size_t done, std::size_t steps) {
     const std::size_t sets_done = own ? std::min(total, done * own / steps * ranks) : 0;
@@ -111,13 +112,14 @@ std::function<void(std::size_t, std::size_t)> progress(report::Progress& bar,
   };
 }
 
-analysis::Diagnosis check(const model::Model& m, const RankSets& sets,
-                          const analysis::CheckOptions& o) {
+analysis::Diagnosis check(const model::Model& m, RankSets& sets, const analysis::CheckOptions& o) {
+  const analysis::CheckOptions c = calibrated(m, sets, o);
   auto merged = merged_states([&] {
-    if (sets.own.sets.empty()) return std::vector<analysis::CheckState>{};
-    return std::vector{analysis::accumulate(m, sets.own.sets, o, sets.own.indices)};
+    if (sets.own.size() == 0) return std::vector<analysis::CheckState>{};
+    return std::vector{analysis::accumulate(m, analysis::read_lazily(sets.own, &sets.generated), c,
+                                            sets.own.indices)};
   });
-  return analysis::finish(m, std::move(merged.front()), o, [&] { return sets.first; });
+  return analysis::finish(m, std::move(merged.front()), c, [&] { return sets.first; });
 }
 
 }  // namespace fpguard::cli::distributed

@@ -27,22 +27,29 @@ std::vector<std::string> exchange(const std::function<std::string()>& work);
 std::vector<analysis::CheckState> merged_states(
     const std::function<std::vector<analysis::CheckState>()>& work);
 
-// This rank's input sets of --inputs DIR (index mod ranks == rank; none when there are
-// fewer sets than ranks) and set 0, which every rank needs to finish a check.
+// This rank's input sets (index mod ranks == rank; none when there are fewer sets than
+// ranks), listed, to be read one at a time, of --inputs DIR or of `samples` generated sets
+// (each drawn with its index's seed, whichever rank draws it); and set 0, read, which every
+// rank needs to finish a check or to plan.
 struct RankSets {
-  inputs::Samples own{};
+  inputs::SetList own{};
   std::vector<NamedTensor> first{};
-  std::vector<inputs::Generated> generated{};
+  std::vector<inputs::Generated> generated{};  // set 0's, then those of the sets read
   std::size_t total = 0;
 };
-RankSets gather_rank_sets(const inputs::Options& in, const model::Model& m);
+RankSets gather_rank_sets(const inputs::Options& in, const model::Model& m, std::size_t samples);
+
+// `o` with the activation amax of a scaled precision calibrated over every rank's sets:
+// each rank's maxima, exchanged, and their maximum (exact: the same on every rank, and what
+// one process over all the sets calibrates). Collective; `o` as it is for other precisions.
+analysis::CheckOptions calibrated(const model::Model& m, RankSets& sets, analysis::CheckOptions o);
 
 // Progress on rank 0's terminal (silent elsewhere): its share's node steps (ranks advance
 // at about the same pace) counted as sets of all ranks, with an ETA.
 std::function<void(std::size_t, std::size_t)> progress(report::Progress& bar, const RankSets& sets);
 
-// check() over the sets of every rank: accumulate this rank's, merge, finish (every rank).
-analysis::Diagnosis check(const model::Model& m, const RankSets& sets,
-                          const analysis::CheckOptions& o);
+// check() over the sets of every rank: calibrate (a scaled precision), accumulate this
+// rank's, merge, finish (every rank).
+analysis::Diagnosis check(const model::Model& m, RankSets& sets, const analysis::CheckOptions& o);
 
 }  // namespace fpguard::cli::distributed

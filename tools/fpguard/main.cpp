@@ -86,6 +86,7 @@ int run(int argc, char** argv) {
   fpguard::cli::add_plan(app);
   fpguard::cli::add_convert(app);
   fpguard::cli::add_merge(app);
+  fpguard::cli::add_calibrate(app);
   fpguard::cli::add_run(app);
   fpguard::cli::add_gemm_error(app);
   fpguard::cli::add_accum(app);
