@@ -279,6 +279,7 @@ TEST(Json, CheckPartRoundTripsExactly) {
   so.scaled = fp8.scaled;
   so.amax_margin = 2;
   so.activation_amax = analysis::ActivationAmax{{{"mm", 0}, 0x1.8p+3}, {{"mm", 1}, 0x1p-149}};
+  so.keep_unscaled = {"mm"};
   const Json sj = to_json(scaled);
   const CheckPart sb = check_part_from_json(Json::parse(sj.dump()), "part.json");
   EXPECT_EQ(to_json(sb).dump(), sj.dump());
@@ -286,9 +287,13 @@ TEST(Json, CheckPartRoundTripsExactly) {
   EXPECT_EQ(sb.checks[0].options.precision.name, "bfloat16");
   EXPECT_EQ(sb.checks[0].options.amax_margin, 2);
   EXPECT_EQ(sb.checks[0].options.activation_amax, so.activation_amax);
+  EXPECT_EQ(sb.checks[0].options.keep_unscaled, so.keep_unscaled);
   CheckPart recal = sb;
   recal.checks[0].options.activation_amax->at({"mm", 0}) = 13;
   EXPECT_THROW(require_same_check(sj, "a.json", to_json(recal), "b.json"), Error);
+  CheckPart scaled_mm = sb;  // the GEMM quantized in one part, not in the other
+  scaled_mm.checks[0].options.keep_unscaled.clear();
+  EXPECT_THROW(require_same_check(sj, "a.json", to_json(scaled_mm), "b.json"), Error);
   Json bad = j;
   bad["states"][0]["nodes"][0]["input_error"] = "lots";
   EXPECT_THROW(check_part_from_json(bad, "part.json"), Error);

@@ -181,6 +181,9 @@ std::vector<std::string> outer_references(const Graph& g);
 // goes: a copied Model shares its bodies with the original (GraphPtr), so a copy edits its
 // bodies only after this.
 void unshare_subgraphs(Graph& g);
+// The graphs a body-carrying attribute holds (If's branches, Loop/Scan's body: one, or a
+// list); none for any other attribute.
+std::vector<const Graph*> subgraphs(const Attribute& a);
 // Inputs a node reads: its declared inputs plus what its subgraph attributes capture.
 std::vector<std::string> node_reads(const Node& n);
 // Node indices in an order where each node comes after the producers of what it reads

@@ -23,6 +23,10 @@ namespace fpguard::rewrite {
 // smaller formats are deployed through quantization tools instead).
 inline constexpr std::array<std::string_view, 2> kConvertFormats{"float16", "bfloat16"};
 bool can_convert(const Format& f);
+// A plan for `precision` (a format's name, scalar or scaled) that convert cannot write:
+// Error(where, why: a scaled format ONNX has no types for, or a scalar one it has no
+// arithmetic in). Returns when convert writes it.
+void require_convertible_plan(const std::string& where, const std::string& precision);
 
 struct ConvertOptions {
   Format precision = parse_format("float16");  // one of kConvertFormats

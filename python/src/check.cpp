@@ -187,14 +187,11 @@ model::Model converted_model(const LoadedModel& l, const py::object& plan,
   model::Model converted = l.model;
   if (p) {
     const std::string where = py::isinstance<analysis::Plan>(plan) ? "plan" : "plan " + str(plan);
+    rewrite::require_convertible_plan(where, p->precision);
     const std::string planned = parse_format(p->precision).name;
     if (!precision.empty() && precision != planned)
       throw Error(where, "the plan is for " + planned + ", not " + precision);
     precision = planned;
-    if (!rewrite::can_convert(parse_format(precision)))
-      throw Error(where, "the plan is for " + precision +
-                             ", which convert does not write; deploy it with a quantization "
-                             "tool that excludes the plan's fp32_nodes");
     converted = rewrite::apply_plan(converted, *p, o, where, l.path);
   }
   if (precision.empty())

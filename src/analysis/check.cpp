@@ -1122,15 +1122,6 @@ struct ConstantJob {
   const Tensor* tensor = nullptr;
 };
 
-// The graphs of a body-carrying attribute (one, or a list).
-std::vector<const model::Graph*> subgraphs(const model::Attribute& a) {
-  std::vector<const model::Graph*> out;
-  if (const auto* sg = std::get_if<model::GraphPtr>(&a.value)) out.push_back(sg->get());
-  if (const auto* sgs = std::get_if<std::vector<model::GraphPtr>>(&a.value))
-    for (const auto& sg : *sgs) out.push_back(sg.get());
-  return out;
-}
-
 // Lays every node out by position, subgraphs included (see Context::nodes): fills the
 // per-position tables of the context and its node records, and lists the constants.
 struct Flattener {
@@ -1178,7 +1169,7 @@ struct Flattener {
                   const std::vector<std::string>& visible) {
     std::vector<std::string> body_outputs;
     for (const auto& a : node.attributes)
-      for (const auto* sg : subgraphs(a))
+      for (const auto* sg : model::subgraphs(a))
         add_body(*sg, path + "/" + a.name + "/", path, key, visible, body_outputs);
     const std::size_t pos = ctx.nodes.size();
     ctx.nodes.push_back(&view);
@@ -1285,7 +1276,7 @@ std::map<std::string, int> keyed_types(const model::Model& m) {
   exec::for_each_node(m.graph, m.path.string(),
                       [&](const model::Node& n, const std::string& path, const model::Graph&) {
                         for (const auto& a : n.attributes)
-                          for (const auto* sg : subgraphs(a))
+                          for (const auto* sg : model::subgraphs(a))
                             prefix[sg] = path + "/" + a.name + "/";
                       });
   std::map<std::string, int> out;

@@ -384,21 +384,39 @@ void schema_type(const RuleContext& rc, std::vector<RuleFinding>& out) {
   }
 }
 
-// Initializers a converter clipped, against the reference model's same-named ones: values
-// at the converted tensor's largest |value| whose original was larger (clipped to
-// +-max_finite_val), or (`floor`) at its smallest non-zero |value| whose original was smaller
-// and not zero (raised to +-min_positive_val).
+// Every initializer of `m`, subgraphs' too, by the key the diagnosis gives it: its name in
+// the main graph, "<body prefix><name>" in a body (the prefix of the body's node paths).
+std::map<std::string, const Tensor*> initializers_by_key(const model::Model& m) {
+  std::map<std::string, const Tensor*> out;
+  for (const auto& t : m.graph.initializers) out[t.name] = &t.tensor;
+  exec::for_each_node(m.graph, "model",
+                      [&](const model::Node& n, const std::string& path, const model::Graph&) {
+                        for (const auto& a : n.attributes)
+                          for (const model::Graph* g : model::subgraphs(a))
+                            for (const auto& t : g->initializers)
+                              out[path + "/" + a.name + "/" + t.name] = &t.tensor;
+                      });
+  return out;
+}
+
+// Initializers a converter clipped (bodies' too), against the reference model's ones of the
+// same key: values at the converted tensor's largest |value| whose original was larger
+// (clipped to +-max_finite_val), or (`floor`) at its smallest non-zero |value| whose
+// original was smaller and not zero (raised to +-min_positive_val).
 void clipped(const RuleContext& rc, std::vector<RuleFinding>& out, bool floor) {
   if (!rc.ctx.o.reference_model) return;
-  const auto& orig = rc.ctx.o.reference_model->graph;
-  for (const auto& init : rc.ctx.m.graph.initializers) {
-    const NamedTensor* o = orig.find_initializer(init.name);
-    if (!o || !exec::is_float(init.tensor.dtype()) || !exec::is_float(o->tensor.dtype()) ||
-        o->tensor.size() != init.tensor.size() || init.tensor.size() == 0)
+  const auto orig = initializers_by_key(*rc.ctx.o.reference_model);
+  for (const auto& [key, tensor] : initializers_by_key(rc.ctx.m)) {
+    const auto found = orig.find(key);
+    if (found == orig.end()) continue;
+    const Tensor& init = *tensor;
+    const Tensor& original = *found->second;
+    if (!exec::is_float(init.dtype()) || !exec::is_float(original.dtype()) ||
+        original.size() != init.size() || init.size() == 0)
       continue;
-    std::vector<double> c(init.tensor.size()), x(init.tensor.size());
-    to_double(init.tensor, c);
-    to_double(o->tensor, x);
+    std::vector<double> c(init.size()), x(init.size());
+    to_double(init, c);
+    to_double(original, x);
     double edge = floor ? INFINITY : 0;
     for (double v : c)
       if (std::isfinite(v) && v != 0)
@@ -419,7 +437,7 @@ void clipped(const RuleContext& rc, std::vector<RuleFinding>& out, bool floor) {
     if (!count) continue;
     RuleFinding r;
     r.id = floor ? "floored-initializer" : "clipped-initializer";
-    r.node = init.name, r.op_type = "initializer", r.format = rc.f.name;
+    r.node = key, r.op_type = "initializer", r.format = rc.f.name;
     r.count = count, r.total = c.size();
     r.parameter = edge, r.observed = worst;
     r.norm_share = all > 0 ? std::sqrt(part / all) : 0;

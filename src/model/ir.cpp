@@ -114,18 +114,22 @@ void unshare_subgraphs(Graph& g) {
     }
 }
 
+std::vector<const Graph*> subgraphs(const Attribute& a) {
+  std::vector<const Graph*> out;
+  if (const auto* sg = std::get_if<GraphPtr>(&a.value)) out.push_back(sg->get());
+  if (const auto* sgs = std::get_if<std::vector<GraphPtr>>(&a.value))
+    for (const auto& sg : *sgs) out.push_back(sg.get());
+  return out;
+}
+
 std::vector<std::string> node_reads(const Node& n) {
   std::vector<std::string> out;
   for (const auto& i : n.inputs)
     if (!i.empty()) out.push_back(i);
-  for (const auto& a : n.attributes) {
-    std::vector<GraphPtr> gs;
-    if (const auto* g = std::get_if<GraphPtr>(&a.value)) gs.push_back(*g);
-    if (const auto* v = std::get_if<std::vector<GraphPtr>>(&a.value)) gs = *v;
-    for (const auto& g : gs)
+  for (const auto& a : n.attributes)
+    for (const Graph* g : subgraphs(a))
       for (auto& r : outer_references(*g))
         if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(std::move(r));
-  }
   return out;
 }
 

@@ -130,6 +130,7 @@ Json options_json(const analysis::CheckOptions& o) {
           {"activation_amax", o.activation_amax ? amax_json(*o.activation_amax) : Json(nullptr)},
           {"keep_fp32", strings_of(o.keep_fp32)},
           {"keep_fp32_ops", strings_of(o.keep_fp32_ops)},
+          {"keep_unscaled", strings_of(o.keep_unscaled)},
           {"rounding", std::string(to_string(o.round_options.rounding))},
           {"saturate", o.round_options.saturate},
           {"flush_subnormals", o.round_options.flush_subnormals},
@@ -335,6 +336,7 @@ analysis::CheckOptions PartReader::options(const Json& j, const std::string& pat
     o.activation_amax = amax(j, "activation_amax", path);
   for (auto& k : strings(j, "keep_fp32", path)) o.keep_fp32.insert(std::move(k));
   for (auto& k : strings(j, "keep_fp32_ops", path)) o.keep_fp32_ops.insert(std::move(k));
+  for (auto& k : strings(j, "keep_unscaled", path)) o.keep_unscaled.insert(std::move(k));
   o.round_options.saturate = boolean(j, "saturate", path);
   o.round_options.flush_subnormals = boolean(j, "flush_subnormals", path);
   o.round_options.seed = u64(j, "rounding_seed", path);

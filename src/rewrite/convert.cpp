@@ -544,6 +544,19 @@ bool can_convert(const Format& f) {
   return std::find(kConvertFormats.begin(), kConvertFormats.end(), f.name) != kConvertFormats.end();
 }
 
+void require_convertible_plan(const std::string& where, const std::string& precision) {
+  const std::string deploy =
+      "deploy it with a quantization tool that excludes the plan's fp32_nodes";
+  if (find_scaled_format(precision))
+    throw Error(where, "the plan is for " + precision +
+                           ", a scaled format, which convert does not write: ONNX has no MX, "
+                           "NVFP4 or scaled-FP8 tensor types to store it in; " +
+                           deploy);
+  if (!can_convert(parse_format(precision)))
+    throw Error(where,
+                "the plan is for " + precision + ", which convert does not write; " + deploy);
+}
+
 model::Model convert(const model::Model& m, const ConvertOptions& o, ConvertReport* report) {
   ConvertReport local;
   Converter c(m, o, report ? *report : local);

@@ -463,6 +463,13 @@ def test_bodies(f, tmp):
               "clipped branch: the first trouble is the body tensor", (j["origins"], ft))
         check(abs(ft.get("cosine", 0) - cos) < 1e-3, "clipped branch: its cosine is NumPy's",
               (ft.get("cosine"), cos))
+        # The clipping rule reads bodies' initializers too, named by their body key.
+        clip = [r for r in j["rules"] if r["id"] == "clipped-initializer"]
+        check([(r["node"], r["count"], r["observed"]) for r in clip] ==
+              [("branch/then_branch/w", int((np.abs(w) > CLIP_MAX).sum()),
+                float(np.abs(w).max()))],
+              "clipped branch: clipped-initializer names the branch's w with NumPy's count",
+              clip)
 
 
 def test_bad_reference(f, tmp):

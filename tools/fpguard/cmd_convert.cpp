@@ -127,17 +127,11 @@ void convert_command(const ConvertArgs& a) {
       throw Error("--plan " + a.plan,
                   "the plan is for " + plan->precision + ", not " + canonical_name(precision));
     precision = plan->precision;
-    if (!a.scale_only && find_scaled_format(precision))
-      throw Error("--plan " + a.plan,
-                  "the plan is for " + precision +
-                      ", a scaled format, which convert does not write: " + kNoScaledTypes +
-                      " that excludes the plan's fp32_nodes (--scale-only "
-                      "writes its rescaled model)");
-    if (!a.scale_only && !rewrite::can_convert(parse_format(precision)))
-      throw Error("--plan " + a.plan,
-                  "the plan is for " + precision +
-                      ", which convert does not write; deploy it with a quantization tool that "
-                      "excludes the plan's fp32_nodes (--scale-only writes its rescaled model)");
+    if (!a.scale_only) try {
+        rewrite::require_convertible_plan("--plan " + a.plan, precision);
+      } catch (const Error& e) {
+        throw Error("--plan " + a.plan, e.problem() + " (--scale-only writes its rescaled model)");
+      }
     // The plan's exact scale rewrites first: its node names include what they add.
     m = rewrite::apply_plan(m, *plan, o, "--plan " + a.plan, a.model);
   }
