@@ -35,9 +35,10 @@ struct Values {                                 // producers and readers of a gr
   }
 };
 
-std::map<std::string, const NodeRecord*> by_name(const Diagnosis& d) {
-  std::map<std::string, const NodeRecord*> out;
-  for (const auto& n : d.nodes) out[n.name] = &n;
+// Each node's op type, by name (copied: a diagnosis it comes from may be replaced).
+std::map<std::string, std::string> op_types(const Diagnosis& d) {
+  std::map<std::string, std::string> out;
+  for (const auto& n : d.nodes) out[n.name] = n.op_type;
   return out;
 }
 
@@ -75,12 +76,12 @@ void prefer_unscaled(const PlanOptions& o, const std::set<std::string>& forced,
                      const std::function<std::optional<Diagnosis>(const std::set<std::string>&,
                                                                   const PlanStep&)>& run) {
   if (!o.check.scaled || o.check.precision.name == "float32") return;
-  const auto records = by_name(best);
+  // (Not pointers into best's records: best is replaced as nodes move.)
+  const auto ops = op_types(best);
   for (const auto& n : std::vector<std::string>(keep.begin(), keep.end())) {
-    const auto r = records.find(n);
-    if (forced.count(n) || r == records.end() ||
-        (r->second->op_type != "MatMul" && r->second->op_type != "Gemm" &&
-         r->second->op_type != "Conv"))
+    const auto r = ops.find(n);
+    if (forced.count(n) || r == ops.end() ||
+        (r->second != "MatMul" && r->second != "Gemm" && r->second != "Conv"))
       continue;
     std::set<std::string> trial = keep;
     trial.erase(n);
