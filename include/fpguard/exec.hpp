@@ -262,6 +262,8 @@ struct NodeKeys {
 };
 std::map<std::string, NodeKeys> value_keys(const model::Model& m);
 
+class Executor;
+
 struct BodyNode {
   const model::Node& node;
   std::size_t position = 0;  // in its own graph's topological order
@@ -276,8 +278,11 @@ struct BodyNode {
   std::function<const Tensor*(const std::string&)> value;
   // Runs the node again on the same values in `fmt` (nullopt: float32), keeping nothing
   // and observing nothing: the node's non-empty tensor outputs in order. Its own subgraphs
-  // run again too (with their own formats).
-  std::function<std::vector<NamedTensor>(const std::optional<Format>&)> evaluate;
+  // run again too (with their own formats). With `as` (an executor of the same model), it
+  // runs with that executor's options (carrier, accumulation, storage), as
+  // Session::evaluate_next does: a float32 run that keeps 16-bit storage in float32.
+  std::function<std::vector<NamedTensor>(const std::optional<Format>&, const Executor* as)>
+      evaluate;
 };
 
 class Observer {

@@ -594,9 +594,10 @@ void Lockstep::record_reference(TensorRecord& t, const std::string& key, const T
 // observed". The reference run records each body node's statistics and keeps copies of its
 // floating outputs (per run of the body, while kKeptBytes last); the emulated run compares
 // its outputs with them (propagated) and evaluates the node again in float32 on its own,
-// emulated, inputs: that against its output in the format is its local comparison, so an
-// overflow it makes on its own makes it an origin, and inputs already inf/NaN (in the
-// format) make its trouble inherited.
+// emulated, inputs, through the local runs' executor (a converted model's 16-bit storage
+// held in float32, as for main-graph nodes): that against its output in the format is its
+// local comparison, so an overflow it makes on its own makes it an origin, and inputs
+// already inf/NaN (in the format) make its trouble inherited.
 constexpr std::size_t kKeptBytes = std::size_t{256} << 20;
 
 // A body run's place: the iteration of each enclosing Loop, Scan or SequenceMap,
@@ -698,7 +699,7 @@ void BodyEmulated::on_body_node(const exec::BodyNode& b, const std::vector<const
   const auto its = iterations(b);
   const bool local_run = b.format && !inherited(b, inputs, rec, view);
   const std::vector<NamedTensor> local =
-      local_run ? b.evaluate(std::nullopt) : std::vector<NamedTensor>{};
+      local_run ? b.evaluate(std::nullopt, &ls.local_ex) : std::vector<NamedTensor>{};
   const Format fp32 = parse_format("float32");
   for (const auto& out : outputs) {
     const std::size_t i = output_index(b.node, out.name);

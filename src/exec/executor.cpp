@@ -690,10 +690,12 @@ void Executor::observe_body(Observer& observer, const model::Node& node, std::si
         return s && !s->other ? &s->value() : nullptr;
       },
       .evaluate =
-          [&, moves_data](const std::optional<Format>& f) {
+          [&, moves_data](const std::optional<Format>& f, const Executor* as) {
+            const Executor& ex = as ? *as : *this;
+            FPG_CHECK(&ex.model_ == &model_);
             std::vector<NamedTensor> out;
-            for (auto& [name, slot] : run_node(node, pos, scope, moves_data ? std::nullopt : f,
-                                               nullptr, enclosing, path))
+            for (auto& [name, slot] : ex.run_node(node, pos, scope, moves_data ? std::nullopt : f,
+                                                  nullptr, enclosing, path))
               if (!slot.other) out.push_back({name, std::move(slot.t)});
             return out;
           }};

@@ -21,11 +21,11 @@ on small models built here with onnx:
   them;
 - control flow converted by `mimic_convert_bodies` (bodies computing in float16, their
   initializers converted and clipped): body tensors are matched by key and compared with the
-  original's run by run; the node where an overflow inside a Loop body starts (at NumPy's
-  iteration) is the one checking the original names as its origin (the converted check
-  names it as the first trouble: its body nodes' own float32 runs still round to their
-  16-bit storage); a clipped branch initializer without overflow makes the body
-  tensor the first trouble (with NumPy's cosine);
+  original's run by run; the node where an overflow inside a Loop body starts is an origin,
+  at NumPy's iteration, as checking the original in float16 names it (its local float32 run
+  holds the converted model's 16-bit storage in float32, as main-graph nodes' do); the same
+  for an If's branch; a clipped branch initializer without overflow makes the body tensor
+  the first trouble (with NumPy's cosine);
 - bad input: a reference model whose graph input or output differs: one line, exit 2.
 
     reference_model_test.py --fpguard PATH
@@ -403,10 +403,10 @@ def gain_branch(path, w):
 def test_bodies(f, tmp):
     """Control flow converted by mimic_convert_bodies, checked against its original: body
     tensors are matched by key and compared run by run (aggregated over a Loop's
-    iterations); the node where an overflow inside a Loop body starts is the one checking
-    the original names as its origin (as the first trouble here), at
-    the same iteration; with no origin, the first tensor that leaves the tolerance is the
-    body tensor the clipped branch initializer makes, not the If's output."""
+    iterations); the node where an overflow inside a Loop body starts is the origin
+    checking the original names, at the same iteration; with no origin, the first tensor
+    that leaves the tolerance is the body tensor the clipped branch initializer makes, not
+    the If's output."""
     trips, start = 8, 1000.0
     orig, conv = os.path.join(tmp, "loop.onnx"), os.path.join(tmp, "loop_fp16.onnx")
     doubling_loop(orig, trips, start)
@@ -426,12 +426,9 @@ def test_bodies(f, tmp):
     if jo and jc:
         want = [(o["node"], o["iteration"]) for o in jo["origins"]]
         check(want == [("loop/body/dbl", [k])], "body origin: at NumPy's iteration", (want, k))
-        # (A converted body node's own float32 run still rounds to its 16-bit storage, so
-        # the converted model names it as the first trouble rather than as an origin.)
-        ft = jc["first_trouble"] or {}
-        named = [o["node"] for o in jc["origins"]] or [ft.get("node")]
-        check(named == ["loop/body/dbl"], "body origin: --reference-model names the same node",
-              (named, ft))
+        named = [(o["node"], o["iteration"]) for o in jc["origins"]]
+        check(named == want, "body origin: --reference-model names the same origin",
+              (named, want, jc["first_trouble"]))
         tens = {t["name"]: t for n in jc["nodes"] for t in n["outputs"]}
         t = tens.get("loop/body/acc_out", {})
         check(t.get("original") == "loop/body/acc_out" and
@@ -440,6 +437,27 @@ def test_bodies(f, tmp):
         check(t.get("against_original", {}).get("overflow", 0) == trips - k,
               "it is non-finite against the original from iteration k on",
               (t.get("against_original"), trips - k))
+    # An overflow that starts in an If's branch: both factors fit float16 (and the
+    # mimic's clipping), their product does not.
+    w = np.array([300, 1, 1, 1], np.float32)
+    x = np.array([300, 5, -2.5, 1.25], np.float32)
+    check(np.isinf(np.float16(x[0] * w[0])) and np.abs(w).max() < CLIP_MAX,
+          "setup: the branch's product overflows float16, its weight is not clipped")
+    orig, conv = os.path.join(tmp, "if_over.onnx"), os.path.join(tmp, "if_over_fp16.onnx")
+    gain_branch(orig, w)
+    mimic_convert_bodies(orig, conv)
+    d_in = os.path.join(tmp, "if_over_in")
+    os.makedirs(d_in)
+    np.save(os.path.join(d_in, "x.npy"), x)
+    np.save(os.path.join(d_in, "c.npy"), np.array(True))
+    _, jo = checked(f, tmp, orig, d_in)
+    _, jc = checked(f, tmp, conv, d_in, "--reference-model", orig)
+    if jo and jc:
+        want = [o["node"] for o in jo["origins"]]
+        check(want == ["branch/then_branch/scale"], "branch origin: checking the original", want)
+        named = [o["node"] for o in jc["origins"]]
+        check(named == want, "branch origin: --reference-model names the same origin",
+              (named, jc["first_trouble"]))
     # A clipped branch initializer: nothing overflows, the branch's product leaves the
     # tolerance first.
     w = np.array([2e4, 1, 1, 1], np.float32)
