@@ -100,228 +100,316 @@ void prefer_unscaled(const PlanOptions& o, const std::set<std::string>& forced,
   }
 }
 
-}  // namespace
+// The float32 reference maxima of every floating value a check recorded (value -> absmax).
+std::map<std::string, double> reference_absmax(const Diagnosis& d) {
+  std::map<std::string, double> absmax;
+  for (const auto& r : d.nodes)
+    for (const auto& t : r.outputs)
+      if (t.floating) absmax[t.name] = t.ref_absmax;
+  return absmax;
+}
 
-Plan plan(const model::Model& original, const std::vector<std::vector<NamedTensor>>& samples,
-          const PlanOptions& o) {
-  Plan p;
+// The input of `node` a scale rewrite scales: its floating non-constant input with the
+// largest range ("" when none).
+std::string widest_input(const model::Graph& g, const model::Node& node,
+                         const std::map<std::string, double>& absmax) {
+  std::string value;
+  double best = -1;
+  for (const auto& in : node.inputs) {
+    if (in.empty() || g.find_initializer(in)) continue;
+    const auto it = absmax.find(in);
+    const double a = it != absmax.end() ? it->second : 0;
+    if (a > best) best = a, value = in;
+  }
+  return value;
+}
+
+// The relative RMS error of `got` against `truth`, or nullopt where they agree within
+// float32 rounding (relative RMS <= 1e-5, nothing non-finite): a rewrite that keeps the
+// float32 function.
+std::optional<double> function_change(const std::vector<NamedTensor>& truth,
+                                      const std::vector<NamedTensor>& got) {
+  for (std::size_t i = 0; i < got.size() && i < truth.size(); ++i) {
+    if (!exec::is_float(truth[i].tensor.dtype())) continue;
+    const Tensor r = exec::convert(truth[i].tensor, DType::float32);
+    const Tensor v = exec::convert(got[i].tensor, DType::float32);
+    const Comparison c =
+        compare(std::span<const float>(r.data<float>().data(), r.size()),
+                std::span<const float>(v.data<float>().data(), v.size()), parse_format("float32"));
+    if (c.overflow + c.nan > 0 || !(c.nrmse() <= 1e-5)) return c.nrmse();
+  }
+  return std::nullopt;
+}
+
+// The plan's islands: its float32 nodes connected through values (looking through data
+// movement), each within its graph (a body node joins the islands of its body).
+void find_islands(Plan& p, const model::Model& m, const std::set<std::string>& fp32) {
+  std::map<std::string, std::pair<const model::Node*, const model::Graph*>> located;
+  std::map<const model::Node*, std::string> path_of;
+  exec::for_each_node(m.graph, m.path.string(),
+                      [&](const model::Node& n, const std::string& path, const model::Graph& g) {
+                        located[path] = {&n, &g};
+                        path_of[&n] = path;
+                      });
+  std::map<const model::Graph*, Values> values;
+  std::map<std::string, std::string> parent;
+  std::function<std::string(const std::string&)> root = [&](const std::string& x) {
+    auto& px = parent[x];
+    if (px.empty() || px == x) return px = x;
+    return px = root(px);
+  };
+  for (const auto& n : p.fp32_nodes) {
+    root(n);
+    const auto [node, graph] = located.at(n);
+    const Values& vals = values.try_emplace(graph, *graph).first->second;
+    std::vector<std::string> frontier(node->inputs);
+    std::set<std::string> seen;
+    while (!frontier.empty()) {
+      const std::string v = frontier.back();
+      frontier.pop_back();
+      if (v.empty() || !seen.insert(v).second) continue;
+      auto pr = vals.producer.find(v);
+      if (pr == vals.producer.end()) continue;
+      const auto& src = graph->nodes[pr->second];
+      const auto* info = exec::Registry::global().find(src.op_type);
+      if (const std::string& name = path_of.at(&src); fp32.count(name))
+        parent[root(name)] = root(n);
+      else if (info && info->kind == exec::OpKind::data_movement)
+        frontier.insert(frontier.end(), src.inputs.begin(), src.inputs.end());
+    }
+  }
+  std::map<std::string, std::size_t> island_of;
+  for (const auto& n : p.fp32_nodes) {
+    const std::string r = root(n);
+    auto [it, fresh] = island_of.try_emplace(r, p.islands.size());
+    if (fresh) p.islands.push_back({{}, p.reasons.count(n) ? p.reasons[n] : Reason{}});
+    p.islands[it->second].nodes.push_back(n);
+  }
+}
+
+// One search: the plan under construction, the model it applies to (p.rewritten: scale
+// rewrites replace it), the float32 set and what the search added to it.
+struct Planner {
+  const model::Model& original;
+  const std::vector<std::vector<NamedTensor>>& samples;
+  const PlanOptions& o;
+  Plan p{};
+  std::vector<std::string> names{};                // main-graph names by index
+  std::map<std::string, std::size_t> position{};   // every node's position by path
+  std::set<std::string> keep = o.check.keep_fp32;  // the float32 nodes
+  const std::set<std::string> forced = keep;
+  std::set<std::string> unscaled = o.check.keep_unscaled;
+  std::vector<std::string> added{};  // in the order the search added them
+  std::vector<NamedTensor> truth{};  // the original's float32 outputs (scale rewrites')
+  std::set<std::string> scale_tried{};
+
+  Planner(const model::Model& m, const std::vector<std::vector<NamedTensor>>& s,
+          const PlanOptions& opts);
+  model::Model& m() { return p.rewritten; }
+  void index_nodes();
+  Diagnosis check_pass(const CheckOptions& c) const {
+    return o.check_pass ? o.check_pass(p.rewritten, c) : check(p.rewritten, samples, c);
+  }
+  // A pass: the model with `s` in float32 (and `unscaled` as it stands).
+  Diagnosis run(const std::set<std::string>& s, const PlanStep& what);
+  // The Casts convert adds with `s` in float32, on the model as it stands.
+  std::size_t casts(const std::set<std::string>& s) const;
+  bool add(const std::string& n, const Reason& why);
+  // The float32 outputs of a model on the first input set (the rewrite's yardstick).
+  std::vector<NamedTensor> outputs32(const model::Model& mm) const;
+  bool try_scale(const Origin& org, const Diagnosis& d);
+  bool adopt_scale(model::Model rewritten, const Scaled& s, const std::string& value,
+                   const Origin& org);
+  // Adds to the float32 set what `d` asks for: origins' keep_fp32 sets, else the largest
+  // accuracy contributions or local errors, `batch` at a time (doubled on each stall).
+  bool grow(const Diagnosis& d, std::size_t& batch);
+  std::size_t grow_accuracy(const Diagnosis& d, std::size_t batch);
+  // Returns what the search added to low precision where the tolerance still holds.
+  void prune(Diagnosis& best);
+  void finish(const Diagnosis& best, const std::set<std::string>& best_keep);
+};
+
+Planner::Planner(const model::Model& m, const std::vector<std::vector<NamedTensor>>& s,
+                 const PlanOptions& opts)
+    : original(m), samples(s), o(opts) {
   p.model = original.path.string();
   p.precision = o.check.scaled ? o.check.scaled->name : o.check.precision.name;
   p.min_cosine = o.check.min_cosine;
   p.atol = o.check.atol;
   p.rtol = o.check.rtol;
   p.rewritten = original;  // the model the plan applies to (scale rewrites accumulate)
-  model::Model& m = p.rewritten;
-  std::vector<std::string> names;
-  std::map<std::string, std::size_t> position;
-  auto index_nodes = [&] {  // main-graph names by index; every node's position by name
-    names = display_names(m);
-    const auto paths = exec::node_paths(m);
-    position.clear();
-    for (std::size_t pos = 0; pos < paths.size(); ++pos) position[paths[pos]] = pos;
-  };
   index_nodes();
-
-  std::set<std::string> keep = o.check.keep_fp32;
-  const std::set<std::string> forced = keep;
   for (const auto& k : forced) p.reasons[k] = Reason{.kind = KeepReason::forced};
-  std::vector<std::string> added;  // in the order the search added them
+  if (o.scaler) truth = outputs32(original);
+}
 
-  auto check_pass = [&](const model::Model& mm, const CheckOptions& c) {
-    return o.check_pass ? o.check_pass(mm, c) : check(mm, samples, c);
-  };
-  std::set<std::string> unscaled = o.check.keep_unscaled;
-  auto run = [&](const std::set<std::string>& s, const PlanStep& what) {
-    if (o.progress) o.progress(p.passes + 1, what);
-    CheckOptions c = o.check;
-    c.keep_fp32 = s;
-    c.keep_unscaled = unscaled;
-    ++p.passes;
-    return check_pass(m, c);
-  };
-  auto casts = [&](const std::set<std::string>& s) -> std::size_t {  // convert's, on m
-    if (!o.count_casts) return 0;
-    CheckOptions c = o.check;
-    c.keep_fp32 = s;
-    return o.count_casts(m, c);
-  };
-  auto add = [&](const std::string& n, const Reason& why) {
-    if (!position.count(n) || !keep.insert(n).second) return false;
-    p.reasons[n] = why;
-    added.push_back(n);
-    return true;
-  };
-  // The float32 outputs of a model on the first input set (the rewrite's yardstick).
-  auto outputs32 = [&](const model::Model& mm) {
-    exec::RunOptions ro;
-    ro.threads = o.check.threads;
-    return exec::Executor(mm, ro).run(samples.front());
-  };
-  const auto truth = o.scaler ? outputs32(original) : std::vector<NamedTensor>{};
-  std::set<std::string> scale_tried;
-  // An exact scale rewrite for a node's overflow, verified: the float32 model keeps its
-  // function (outputs within float32 rounding, relative RMS <= 1e-5) and the node no
-  // longer overflows in the format. On success the plan continues on the rewritten model.
-  auto try_scale = [&](const Origin& org, const Diagnosis& d) {
-    // (Scale rewrites apply to main-graph nodes: a body node's overflow is kept in float32.)
-    if (!o.scaler || std::find(names.begin(), names.end(), org.node) == names.end() ||
-        !scale_tried.insert(org.node).second)
-      return false;
-    const auto it = std::find_if(d.nodes.begin(), d.nodes.end(),
-                                 [&](const NodeRecord& r) { return r.name == org.node; });
-    if (it == d.nodes.end()) return false;
-    const auto& node =
-        m.graph.nodes[std::find(names.begin(), names.end(), org.node) - names.begin()];
-    std::map<std::string, double> absmax;
-    for (const auto& r : d.nodes)
-      for (const auto& t : r.outputs)
-        if (t.floating) absmax[t.name] = t.ref_absmax;
-    // The input to scale: the floating non-constant input with the largest range.
-    std::string value;
-    double best = -1;
-    for (const auto& in : node.inputs) {
-      if (in.empty() || m.graph.find_initializer(in)) continue;
-      const double a = absmax.count(in) ? absmax[in] : 0;
-      if (a > best) best = a, value = in;
-    }
-    if (value.empty()) return false;
-    std::string why;
-    auto rewritten = o.scaler(m, value, absmax, &why);
-    if (!rewritten) {
-      p.refused.push_back(
-          {.kind = RefusalKind::no_rewrite, .value = value, .node = org.node, .why = why});
-      return false;
-    }
-    const auto got = outputs32(rewritten->first);
-    for (std::size_t i = 0; i < got.size() && i < truth.size(); ++i) {
-      if (!exec::is_float(truth[i].tensor.dtype())) continue;
-      const Tensor r = exec::convert(truth[i].tensor, DType::float32);
-      const Tensor v = exec::convert(got[i].tensor, DType::float32);
-      const Comparison c = compare(std::span<const float>(r.data<float>().data(), r.size()),
-                                   std::span<const float>(v.data<float>().data(), v.size()),
-                                   parse_format("float32"));
-      if (c.overflow + c.nan > 0 || !(c.nrmse() <= 1e-5)) {
-        p.refused.push_back({.kind = RefusalKind::changes_function,
-                             .value = value,
-                             .node = org.node,
-                             .k = rewritten->second.k,
-                             .error = c.nrmse()});
-        return false;
-      }
-    }
-    model::Model saved = std::move(m);
-    m = std::move(rewritten->first);
+void Planner::index_nodes() {  // main-graph names by index; every node's position by name
+  names = display_names(m());
+  const auto paths = exec::node_paths(m());
+  position.clear();
+  for (std::size_t pos = 0; pos < paths.size(); ++pos) position[paths[pos]] = pos;
+}
+
+Diagnosis Planner::run(const std::set<std::string>& s, const PlanStep& what) {
+  if (o.progress) o.progress(p.passes + 1, what);
+  CheckOptions c = o.check;
+  c.keep_fp32 = s;
+  c.keep_unscaled = unscaled;
+  ++p.passes;
+  return check_pass(c);
+}
+
+std::size_t Planner::casts(const std::set<std::string>& s) const {
+  if (!o.count_casts) return 0;
+  CheckOptions c = o.check;
+  c.keep_fp32 = s;
+  return o.count_casts(p.rewritten, c);
+}
+
+bool Planner::add(const std::string& n, const Reason& why) {
+  if (!position.count(n) || !keep.insert(n).second) return false;
+  p.reasons[n] = why;
+  added.push_back(n);
+  return true;
+}
+
+std::vector<NamedTensor> Planner::outputs32(const model::Model& mm) const {
+  exec::RunOptions ro;
+  ro.threads = o.check.threads;
+  return exec::Executor(mm, ro).run(samples.front());
+}
+
+// An exact scale rewrite for a node's overflow, verified: the float32 model keeps its
+// function (outputs within float32 rounding, relative RMS <= 1e-5) and the node no
+// longer overflows in the format. On success the plan continues on the rewritten model.
+bool Planner::try_scale(const Origin& org, const Diagnosis& d) {
+  // (Scale rewrites apply to main-graph nodes: a body node's overflow is kept in float32.)
+  const auto at = std::find(names.begin(), names.end(), org.node);
+  if (!o.scaler || at == names.end() || !scale_tried.insert(org.node).second) return false;
+  if (std::none_of(d.nodes.begin(), d.nodes.end(),
+                   [&](const NodeRecord& r) { return r.name == org.node; }))
+    return false;
+  const auto& node = m().graph.nodes[at - names.begin()];
+  const std::map<std::string, double> absmax = reference_absmax(d);
+  const std::string value = widest_input(m().graph, node, absmax);
+  if (value.empty()) return false;
+  std::string why;
+  auto rewritten = o.scaler(m(), value, absmax, &why);
+  if (!rewritten) {
+    p.refused.push_back(
+        {.kind = RefusalKind::no_rewrite, .value = value, .node = org.node, .why = why});
+    return false;
+  }
+  if (const auto error = function_change(truth, outputs32(rewritten->first))) {
+    p.refused.push_back({.kind = RefusalKind::changes_function,
+                         .value = value,
+                         .node = org.node,
+                         .k = rewritten->second.k,
+                         .error = *error});
+    return false;
+  }
+  return adopt_scale(std::move(rewritten->first), rewritten->second, value, org);
+}
+
+// Continues on `rewritten` when the node no longer overflows there (one pass); else keeps
+// the model as it was and records the refusal.
+bool Planner::adopt_scale(model::Model rewritten, const Scaled& s, const std::string& value,
+                          const Origin& org) {
+  model::Model saved = std::move(m());
+  m() = std::move(rewritten);
+  index_nodes();
+  CheckOptions c = o.check;
+  c.keep_fp32 = keep;
+  ++p.passes;
+  if (o.progress) o.progress(p.passes, {.kind = PlanStepKind::scaling, .node = org.node});
+  const Diagnosis t = check_pass(c);
+  const bool gone = std::none_of(t.origins.begin(), t.origins.end(), [&](const Origin& x) {
+    return x.node == org.node && (x.kind == OriginKind::overflow || x.kind == OriginKind::nan);
+  });
+  if (!gone) {
+    p.refused.push_back(
+        {.kind = RefusalKind::still_overflows, .value = value, .node = org.node, .k = s.k});
+    m() = std::move(saved);
     index_nodes();
-    CheckOptions c = o.check;
-    c.keep_fp32 = keep;
-    ++p.passes;
-    if (o.progress) o.progress(p.passes, {.kind = PlanStepKind::scaling, .node = org.node});
-    const Diagnosis t = check_pass(m, c);
-    const bool gone = std::none_of(t.origins.begin(), t.origins.end(), [&](const Origin& x) {
-      return x.node == org.node && (x.kind == OriginKind::overflow || x.kind == OriginKind::nan);
-    });
-    if (!gone) {
-      p.refused.push_back({.kind = RefusalKind::still_overflows,
-                           .value = value,
-                           .node = org.node,
-                           .k = rewritten->second.k});
-      m = std::move(saved);
-      index_nodes();
-      return false;
-    }
-    p.scaled.push_back(rewritten->second);
-    p.scaled.back().node = org.node;
-    return true;
-  };
+    return false;
+  }
+  p.scaled.push_back(s);
+  p.scaled.back().node = org.node;
+  return true;
+}
 
-  Diagnosis d = run(keep, {.kind = PlanStepKind::as_is});
-  std::set<std::string> best_keep = keep;
-  Diagnosis best = d;
-  std::size_t batch = 1;
-  while (!acceptable(d) && p.passes < o.max_passes) {
-    bool grew = false;
-    // 0. Overflows an exact power-of-two scaling removes: preferred to float32 islands.
-    bool scaled = false;
-    for (const auto& org : d.origins)
-      if (org.kind == OriginKind::overflow && org.op_type != "initializer" &&
-          org.op_type != "Constant" && org.op_type != "input" && try_scale(org, d)) {
-        scaled = true;
-        break;
-      }
-    if (scaled) {  // a new model: earlier diagnoses no longer apply
-      d = run(keep, {.kind = PlanStepKind::after_scaling});
-      best = d, best_keep = keep;
-      continue;
-    }
-    // 1. Origins: their keep_fp32 sets (overflow/NaN/underflow first: they must be covered).
-    for (const auto& org : d.origins) {
-      if (org.kind == OriginKind::accuracy) continue;
+bool Planner::grow(const Diagnosis& d, std::size_t& batch) {
+  bool grew = false;
+  // Origins: their keep_fp32 sets (overflow/NaN/underflow first: they must be covered).
+  for (const auto& org : d.origins) {
+    if (org.kind == OriginKind::accuracy) continue;
+    for (const auto& n : org.keep_fp32)
+      grew |= add(n, {.kind = n == org.node ? KeepReason::origin : KeepReason::reads_origin,
+                      .origin = org.node,
+                      .origin_kind = org.kind});
+  }
+  if (grew) return true;
+  // Accuracy: the origins ranked by contribution, else the largest local errors.
+  const std::size_t n_added = grow_accuracy(d, batch);
+  batch *= 2;  // stalls escalate: 1, 2, 4, ... nodes per pass
+  return n_added > 0;
+}
+
+std::size_t Planner::grow_accuracy(const Diagnosis& d, std::size_t batch) {
+  std::size_t n_added = 0;
+  for (const auto& org : d.origins)
+    if (org.kind == OriginKind::accuracy && n_added < batch)
       for (const auto& n : org.keep_fp32)
-        grew |= add(n, {.kind = n == org.node ? KeepReason::origin : KeepReason::reads_origin,
-                        .origin = org.node,
-                        .origin_kind = org.kind});
-    }
-    // 2. Accuracy: the origins ranked by contribution, else the largest local errors.
-    if (!grew) {
-      std::size_t n_added = 0;
-      for (const auto& org : d.origins)
-        if (org.kind == OriginKind::accuracy && n_added < batch)
-          for (const auto& n : org.keep_fp32)
-            if (add(n, {.kind = KeepReason::accuracy,
-                        .origin = org.node,
-                        .origin_kind = org.kind,
-                        .error = org.contribution}))
-              ++n_added;
-      if (n_added == 0) {
-        std::vector<std::pair<double, std::string>> ranked;
-        for (const auto& r : d.nodes) {
-          if (!r.emulated) continue;
-          double e = 0;
-          for (const auto& t : r.outputs)
-            if (t.floating && t.local.finite) e = std::max(e, t.local.nrmse());
-          if (e > 0) ranked.push_back({e, r.name});
-        }
-        std::sort(ranked.rbegin(), ranked.rend());
-        for (const auto& [e, n] : ranked) {
-          if (n_added >= batch) break;
-          if (add(n, {.kind = KeepReason::largest_error, .error = e})) ++n_added;
-        }
-      }
-      grew = n_added > 0;
-      batch *= 2;  // stalls escalate: 1, 2, 4, ... nodes per pass
-    }
-    if (!grew) break;  // nothing left in low precision
-    d = run(keep, {.kind = PlanStepKind::growing, .fp32 = keep.size()});
-    if (acceptable(d) || badness(d) < badness(best)) best = d, best_keep = keep;
+        if (add(n, {.kind = KeepReason::accuracy,
+                    .origin = org.node,
+                    .origin_kind = org.kind,
+                    .error = org.contribution}))
+          ++n_added;
+  if (n_added > 0) return n_added;
+  std::vector<std::pair<double, std::string>> ranked;
+  for (const auto& r : d.nodes) {
+    if (!r.emulated) continue;
+    double e = 0;
+    for (const auto& t : r.outputs)
+      if (t.floating && t.local.finite) e = std::max(e, t.local.nrmse());
+    if (e > 0) ranked.push_back({e, r.name});
   }
-  if (acceptable(d)) {
-    best = d;
-    best_keep = keep;
-    // Prune: return what the search added to low precision where the tolerance still
-    // holds, last added first (the early seeds are the ones the origins demand).
-    std::optional<std::size_t> kept_casts;  // casts(keep), counted once per configuration
-    for (auto it = added.rbegin(); it != added.rend() && p.passes < o.max_passes; ++it) {
-      if (!keep.count(*it)) continue;
-      std::set<std::string> trial = keep;
-      trial.erase(*it);
-      Diagnosis t = run(trial, {.kind = PlanStepKind::pruning, .node = *it});
-      if (!acceptable(t)) continue;
-      if (o.objective == Objective::fewest_casts) {
-        if (!kept_casts) kept_casts = casts(keep);
-        const std::size_t n = casts(trial);
-        if (n > *kept_casts) continue;
-        kept_casts = n;
-      }
-      keep = std::move(trial);
-      best = std::move(t);
-      p.reasons.erase(*it);
-    }
-    prefer_unscaled(
-        o, forced, keep, unscaled, best, [&](const std::set<std::string>& s, const PlanStep& what) {
-          return p.passes < o.max_passes ? std::optional<Diagnosis>(run(s, what)) : std::nullopt;
-        });
-    best_keep = keep;
+  std::sort(ranked.rbegin(), ranked.rend());
+  for (const auto& [e, n] : ranked) {
+    if (n_added >= batch) break;
+    if (add(n, {.kind = KeepReason::largest_error, .error = e})) ++n_added;
   }
+  return n_added;
+}
+
+// Last added first (the early seeds are the ones the origins demand); with fewest_casts,
+// only where the Casts do not grow.
+void Planner::prune(Diagnosis& best) {
+  std::optional<std::size_t> kept_casts;  // casts(keep), counted once per configuration
+  for (auto it = added.rbegin(); it != added.rend() && p.passes < o.max_passes; ++it) {
+    if (!keep.count(*it)) continue;
+    std::set<std::string> trial = keep;
+    trial.erase(*it);
+    Diagnosis t = run(trial, {.kind = PlanStepKind::pruning, .node = *it});
+    if (!acceptable(t)) continue;
+    if (o.objective == Objective::fewest_casts) {
+      if (!kept_casts) kept_casts = casts(keep);
+      const std::size_t n = casts(trial);
+      if (n > *kept_casts) continue;
+      kept_casts = n;
+    }
+    keep = std::move(trial);
+    best = std::move(t);
+    p.reasons.erase(*it);
+  }
+  prefer_unscaled(
+      o, forced, keep, unscaled, best, [&](const std::set<std::string>& s, const PlanStep& what) {
+        return p.passes < o.max_passes ? std::optional<Diagnosis>(run(s, what)) : std::nullopt;
+      });
+}
+
+// The plan's fields from the best check found and its float32 set.
+void Planner::finish(const Diagnosis& best, const std::set<std::string>& best_keep) {
   p.meets = acceptable(best);
   p.final_outputs = best.outputs;
   p.final_check = best;
@@ -342,52 +430,45 @@ Plan plan(const model::Model& original, const std::vector<std::vector<NamedTenso
       ++p.float_nodes, p.low_nodes += r.emulated;
   }
   p.casts = casts(best_keep);
+  find_islands(p, p.rewritten, best_keep);
+}
 
-  // Islands: float32 nodes connected through values (looking through data movement), each
-  // within its graph (a body node joins the islands of its body).
-  std::map<std::string, std::pair<const model::Node*, const model::Graph*>> located;
-  std::map<const model::Node*, std::string> path_of;
-  exec::for_each_node(m.graph, m.path.string(),
-                      [&](const model::Node& n, const std::string& path, const model::Graph& g) {
-                        located[path] = {&n, &g};
-                        path_of[&n] = path;
-                      });
-  std::map<const model::Graph*, Values> values;
-  std::map<std::string, std::string> parent;
-  std::function<std::string(const std::string&)> root = [&](const std::string& x) {
-    auto& px = parent[x];
-    if (px.empty() || px == x) return px = x;
-    return px = root(px);
-  };
-  std::set<std::string> index_names(best_keep.begin(), best_keep.end());
-  for (const auto& n : p.fp32_nodes) {
-    root(n);
-    const auto [node, graph] = located.at(n);
-    const Values& vals = values.try_emplace(graph, *graph).first->second;
-    std::vector<std::string> frontier(node->inputs);
-    std::set<std::string> seen;
-    while (!frontier.empty()) {
-      const std::string v = frontier.back();
-      frontier.pop_back();
-      if (v.empty() || !seen.insert(v).second) continue;
-      auto pr = vals.producer.find(v);
-      if (pr == vals.producer.end()) continue;
-      const auto& src = graph->nodes[pr->second];
-      const auto* info = exec::Registry::global().find(src.op_type);
-      if (const std::string& name = path_of.at(&src); index_names.count(name))
-        parent[root(name)] = root(n);
-      else if (info && info->kind == exec::OpKind::data_movement)
-        frontier.insert(frontier.end(), src.inputs.begin(), src.inputs.end());
+// Whether `org` is an overflow of a node (not of a constant or an input).
+bool node_overflow(const Origin& org) {
+  return org.kind == OriginKind::overflow && org.op_type != "initializer" &&
+         org.op_type != "Constant" && org.op_type != "input";
+}
+
+}  // namespace
+
+Plan plan(const model::Model& original, const std::vector<std::vector<NamedTensor>>& samples,
+          const PlanOptions& o) {
+  Planner pl(original, samples, o);
+  Diagnosis d = pl.run(pl.keep, {.kind = PlanStepKind::as_is});
+  std::set<std::string> best_keep = pl.keep;
+  Diagnosis best = d;
+  std::size_t batch = 1;
+  while (!acceptable(d) && pl.p.passes < o.max_passes) {
+    // Overflows an exact power-of-two scaling removes: preferred to float32 islands.
+    if (std::any_of(d.origins.begin(), d.origins.end(), [&](const Origin& org) {
+          return node_overflow(org) && pl.try_scale(org, d);
+        })) {
+      // A new model: earlier diagnoses no longer apply.
+      d = pl.run(pl.keep, {.kind = PlanStepKind::after_scaling});
+      best = d, best_keep = pl.keep;
+      continue;
     }
+    if (!pl.grow(d, batch)) break;  // nothing left in low precision
+    d = pl.run(pl.keep, {.kind = PlanStepKind::growing, .fp32 = pl.keep.size()});
+    if (acceptable(d) || badness(d) < badness(best)) best = d, best_keep = pl.keep;
   }
-  std::map<std::string, std::size_t> island_of;
-  for (const auto& n : p.fp32_nodes) {
-    const std::string r = root(n);
-    auto [it, fresh] = island_of.try_emplace(r, p.islands.size());
-    if (fresh) p.islands.push_back({{}, p.reasons.count(n) ? p.reasons[n] : Reason{}});
-    p.islands[it->second].nodes.push_back(n);
+  if (acceptable(d)) {
+    best = d;
+    pl.prune(best);
+    best_keep = pl.keep;
   }
-  return p;
+  pl.finish(best, best_keep);
+  return std::move(pl.p);
 }
 
 }  // namespace fpguard::analysis
