@@ -261,6 +261,21 @@ struct NodeKeys {
   std::vector<std::string> inputs, outputs;
 };
 std::map<std::string, NodeKeys> value_keys(const model::Model& m);
+// The keys (value_keys) of the names one graph of a model sees: its own values (inputs,
+// initializers, node outputs) as "<prefix><name>", an enclosing graph's as that graph keys
+// them, a name no graph defines as itself. The one place a body's captured names resolve.
+class ValueScope {
+ public:
+  // The scope of `g` (its nodes' paths prefixed by `prefix`: "" for the main graph)
+  // inside this one; a default-constructed scope is the one around the main graph.
+  ValueScope inner(const model::Graph& g, const std::string& prefix) const;
+  std::string key(const std::string& name) const;
+  // Every name it sees (model::topological_order's `outer` for a graph inside it).
+  std::vector<std::string> names() const;
+
+ private:
+  std::map<std::string, std::string> keys_;
+};
 
 class Executor;
 

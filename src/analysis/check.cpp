@@ -1126,7 +1126,6 @@ struct ConstantJob {
 // Lays every node out by position, subgraphs included (see Context::nodes): fills the
 // per-position tables of the context and its node records, and lists the constants.
 struct Flattener {
-  using Resolve = std::function<std::string(const std::string&)>;
   Context& ctx;
   const exec::PrecisionPolicy& policy;
   std::string where;
@@ -1138,11 +1137,10 @@ struct Flattener {
       ctx.initializers.insert(t.name);
       constants.push_back({t.name, t.name, "initializer", &t.tensor});
     }
-    const Resolve same = [](const std::string& n) { return n; };
-    const auto visible = visible_names(g, {});
+    const exec::ValueScope scope = exec::ValueScope{}.inner(g, "");
     for (const std::size_t idx : ctx.order) {
       const auto& n = g.nodes[idx];
-      ctx.main_pos.push_back(add(n, n, main_names[idx], "", same, visible));
+      ctx.main_pos.push_back(add(n, n, main_names[idx], "", scope));
     }
     // Constant nodes after the initializers, in topological order.
     for (std::size_t pos = 0; pos < ctx.nodes.size(); ++pos) {
@@ -1153,30 +1151,19 @@ struct Flattener {
     }
   }
 
-  // What the subgraphs of `g`'s nodes see: `outer`, and `g`'s own values.
-  static std::vector<std::string> visible_names(const model::Graph& g,
-                                                std::vector<std::string> outer) {
-    for (const auto& v : g.inputs) outer.push_back(v.name);
-    for (const auto& t : g.initializers) outer.push_back(t.name);
-    for (const auto& n : g.nodes)
-      for (const auto& o : n.outputs) outer.push_back(o);
-    return outer;
-  }
-
   // Adds `node` (its copy `view`, named `path`) after the nodes of its bodies, and returns
-  // its position. `key` maps the names it reads to keys; its subgraphs see `visible`.
+  // its position. `scope`: its graph's (the keys of the names it reads).
   std::size_t add(const model::Node& node, const model::Node& view, const std::string& path,
-                  const std::string& parent, const Resolve& key,
-                  const std::vector<std::string>& visible) {
+                  const std::string& parent, const exec::ValueScope& scope) {
     std::vector<std::string> body_outputs;
     for (const auto& a : node.attributes)
       for (const auto* sg : model::subgraphs(a))
-        add_body(*sg, path + "/" + a.name + "/", path, key, visible, body_outputs);
+        add_body(*sg, path + "/" + a.name + "/", path, scope, body_outputs);
     const std::size_t pos = ctx.nodes.size();
     ctx.nodes.push_back(&view);
     std::vector<std::string> reads;
     for (const auto& in : model::node_reads(node))
-      if (!in.empty()) reads.push_back(key(in));
+      if (!in.empty()) reads.push_back(scope.key(in));
     reads.insert(reads.end(), body_outputs.begin(), body_outputs.end());
     ctx.reads.push_back(std::move(reads));
     const bool moves =
@@ -1203,37 +1190,28 @@ struct Flattener {
     return pos;
   }
 
-  // The nodes of body `g` (of the node `owner`), their names prefixed by `prefix`; the keys
-  // of its outputs are appended to `outputs`.
+  // The nodes of body `g` (of the node `owner`, in `outer`), their names prefixed by
+  // `prefix`; the keys of its outputs are appended to `outputs`.
   void add_body(const model::Graph& g, const std::string& prefix, const std::string& owner,
-                const Resolve& outer, const std::vector<std::string>& outer_visible,
-                std::vector<std::string>& outputs) {
-    std::set<std::string> local;
-    for (const auto& v : g.inputs) local.insert(v.name);
-    for (const auto& n : g.nodes)
-      for (const auto& o : n.outputs) local.insert(o);
+                const exec::ValueScope& outer, std::vector<std::string>& outputs) {
+    const exec::ValueScope scope = outer.inner(g, prefix);
     for (const auto& t : g.initializers) {
-      local.insert(t.name);
-      ctx.initializers.insert(prefix + t.name);
-      constants.push_back({prefix + t.name, prefix + t.name, "initializer", &t.tensor});
+      const std::string key = scope.key(t.name);
+      ctx.initializers.insert(key);
+      constants.push_back({key, key, "initializer", &t.tensor});
     }
-    const Resolve key = [&](const std::string& n) {
-      return local.count(n) ? prefix + n : outer(n);
-    };
-    const auto visible = visible_names(g, outer_visible);
-    const auto order = model::topological_order(g, where, outer_visible);
+    const auto order = model::topological_order(g, where, outer.names());
     for (std::size_t pos = 0; pos < order.size(); ++pos) {
       const auto& n = g.nodes[order[pos]];
       model::Node copy = n;
       copy.name = prefix + exec::display_name(n, pos);
-      for (auto& in : copy.inputs)
-        if (!in.empty()) in = key(in);
-      for (auto& o : copy.outputs)
-        if (!o.empty()) o = prefix + o;
+      for (auto* names : {&copy.inputs, &copy.outputs})
+        for (auto& v : *names)
+          if (!v.empty()) v = scope.key(v);
       const auto& view = ctx.body_nodes.emplace_back(std::move(copy));
-      ctx.path_pos[view.name] = add(n, view, view.name, owner, key, visible);
+      ctx.path_pos[view.name] = add(n, view, view.name, owner, scope);
     }
-    for (const auto& o : g.outputs) outputs.push_back(key(o.name));
+    for (const auto& o : g.outputs) outputs.push_back(scope.key(o.name));
   }
 };
 
