@@ -107,8 +107,10 @@ gtest_discover_tests(rewrite_tests TEST_PREFIX "rewrite_" DISCOVERY_TIMEOUT 60 N
   PROPERTIES LABELS analysis)
 
 # What plan hands on to convert: the inputs plan.json records, convert commands that
-# convert accepts, the FP8 path, --emit warnings (cli/plan_test.py).
+# convert accepts, the FP8 path, --emit warnings, --objective fewest-casts (converted models
+# run in ONNX Runtime) (cli/plan_test.py).
 add_test(NAME cli.plan
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/plan_test.py
-                 --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)
+                 --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples
+                 --ort-node ${FPGUARD_ORT_NODE_DIR})
 set_tests_properties(cli.plan PROPERTIES LABELS analysis)

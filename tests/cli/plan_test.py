@@ -12,8 +12,14 @@
   plans name the quantization path instead; convert refuses an FP8 plan naming it.
 - `--emit ort` / `--emit trtexec` on a plan that scales warn on stderr that the lists
   hold only on the rescaled model, and stdout stays the bare settings.
+- `--objective fewest-casts` on a model where it matters: an overflow whose out-of-range
+  value is read by a node that absorbs it (Tanh: tanh(inf) = tanh(90000) = 1), so the
+  default objective prunes that reader back to float16 at the price of two Casts; with
+  fewest-casts it stays in float32: fewer Casts (plan.json's count equals the Cast nodes
+  convert adds), and both converted models meet the tolerance in ONNX Runtime against
+  NumPy's float32 outputs.
 
-    plan_test.py --fpguard PATH --examples DIR
+    plan_test.py --fpguard PATH --examples DIR --ort-node DIR
 """
 import argparse
 import json
@@ -28,6 +34,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ortcheck  # noqa: E402
 from clitest import check, fails, failures, first_line, run  # noqa: E402
 
 
@@ -218,13 +225,86 @@ def emit_warnings(f, ex, tmp):
               r.stderr)
 
 
+def absorbing_model(path):
+    """pre = x * 2 -> up = pre * 300 -> down = up * 2^-10 (y1) and squash = tanh(up) (y2):
+    `up` overflows float16 where |pre| > 218, `down` brings it back in range and `squash`
+    saturates either way."""
+    F = TensorProto.FLOAT
+    consts = [numpy_helper.from_array(np.array(v, np.float32), n)
+              for n, v in (("two", 2), ("gain", 300), ("shrink", 2.0 ** -10))]
+    g = helper.make_graph(
+        [helper.make_node("Mul", ["x", "two"], ["pre"], name="/pre"),
+         helper.make_node("Mul", ["pre", "gain"], ["up"], name="/up"),
+         helper.make_node("Mul", ["up", "shrink"], ["y1"], name="/down"),
+         helper.make_node("Tanh", ["up"], ["y2"], name="/squash")],
+        "absorb", [helper.make_tensor_value_info("x", F, [4])],
+        [helper.make_tensor_value_info("y1", F, [4]), helper.make_tensor_value_info("y2", F, [4])],
+        consts)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(m, full_check=True)
+    onnx.save(m, path)
+
+
+def cosine(a, b):
+    a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    return float(np.dot(a, b) / np.linalg.norm(a) / np.linalg.norm(b))
+
+
+def fewest_casts(f, ort_dir, tmp):
+    """The default objective against --objective fewest-casts (see the module doc)."""
+    model = os.path.join(tmp, "absorb.onnx")
+    absorbing_model(model)
+    x = np.array([150, 5e-4, -1e-3, 1.5e-3], np.float32)
+    d = os.path.join(tmp, "absorb_in")
+    os.makedirs(d)
+    np.save(os.path.join(d, "x.npy"), x)
+    up = x * np.float32(2) * np.float32(300)
+    want = {"y1": up * np.float32(2.0 ** -10), "y2": np.tanh(up)}
+    with np.errstate(over="ignore"):  # float16(90000) is inf on purpose
+        check(np.isinf(np.float16(up[0])) and np.tanh(np.float32(np.inf)) == np.tanh(up[0]),
+              "setup: `up` overflows float16 and tanh absorbs it", up)
+    plans, casts = {}, {}
+    for objective in ("fewest-fp32", "fewest-casts"):
+        p = os.path.join(tmp, f"absorb_{objective}.json")
+        r = run(f, "plan", model, "--inputs", d, "--precision", "fp16", "--scale", "none",
+                "--objective", objective, "-o", p, "--quiet")
+        check(r.returncode == 0, f"{objective}: plan meets the tolerance", (r.returncode, r.stderr))
+        if r.returncode != 0:
+            return
+        with open(p) as fh:
+            plans[objective] = json.load(fh)
+        out = os.path.join(tmp, f"absorb_{objective}.onnx")
+        r = run(f, "convert", model, "--plan", p, "-o", out, "--keep-io-types")
+        check(r.returncode == 0, f"{objective}: convert verifies the plan", (r.returncode, r.stderr))
+        if r.returncode != 0:
+            return
+        casts[objective] = sum(n.op_type == "Cast" for n in onnx.load(out).graph.node)
+        check(casts[objective] == plans[objective]["casts"],
+              f"{objective}: plan.json's casts are the Casts convert adds",
+              (casts[objective], plans[objective]["casts"]))
+        got = ortcheck.run_ort(ort_dir, out, {"x": x}, tmp)
+        for name, ref in want.items():
+            c = cosine(ref, got[name]) if got and name in got else float("nan")
+            check(c >= plans[objective]["tolerance"]["min_cosine"],
+                  f"{objective}: {name} meets the tolerance in ONNX Runtime", c)
+    fp32 = {k: v["fp32_nodes"] for k, v in plans.items()}
+    check(fp32 == {"fewest-fp32": ["/up", "/down"], "fewest-casts": ["/up", "/down", "/squash"]},
+          "fewest-casts keeps the absorbing Tanh in float32, the default prunes it", fp32)
+    check(casts["fewest-casts"] < casts["fewest-fp32"], "fewest-casts converts with fewer Casts",
+          casts)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fpguard", required=True)
     ap.add_argument("--examples", required=True)
+    ap.add_argument("--ort-node", required=True,
+                    help="onnxruntime-node's folder (scripts/setup BUILD: BUILD/ort-node)")
     a = ap.parse_args()
     f = os.path.abspath(a.fpguard)
     with tempfile.TemporaryDirectory() as tmp:
+        if ortcheck.available(a.ort_node):
+            fewest_casts(f, a.ort_node, tmp)
         recorded_inputs(f, tmp)
         no_refused_commands(f, a.examples, tmp)
         emit_warnings(f, a.examples, tmp)
