@@ -202,6 +202,9 @@ struct Planner {
   std::vector<std::string> added{};  // in the order the search added them
   std::vector<NamedTensor> truth{};  // the original's float32 outputs (scale rewrites')
   std::set<std::string> scale_tried{};
+  // The original's main-graph names: a node a scale rewrite added (a multiply-back before a
+  // reader without a homogeneity degree, or before an output) is not scaled again.
+  const std::vector<std::string> original_names = display_names(original);
 
   Planner(const model::Model& m, const std::vector<std::vector<NamedTensor>>& s,
           const PlanOptions& opts);
@@ -283,9 +286,14 @@ std::vector<NamedTensor> Planner::outputs32(const model::Model& mm) const {
 // function (outputs within float32 rounding, relative RMS <= 1e-5) and the node no
 // longer overflows in the format. On success the plan continues on the rewritten model.
 bool Planner::try_scale(const Origin& org, const Diagnosis& d) {
-  // (Scale rewrites apply to main-graph nodes: a body node's overflow is kept in float32.)
+  // (Scale rewrites apply to main-graph nodes: a body node's overflow is kept in float32.
+  // An overflow at a multiply-back an earlier rewrite added would only move to the next
+  // one: float32 covers it.)
   const auto at = std::find(names.begin(), names.end(), org.node);
-  if (!o.scaler || at == names.end() || !scale_tried.insert(org.node).second) return false;
+  if (!o.scaler || at == names.end() ||
+      std::find(original_names.begin(), original_names.end(), org.node) == original_names.end() ||
+      !scale_tried.insert(org.node).second)
+    return false;
   if (std::none_of(d.nodes.begin(), d.nodes.end(),
                    [&](const NodeRecord& r) { return r.name == org.node; }))
     return false;

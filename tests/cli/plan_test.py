@@ -17,7 +17,9 @@
   default objective prunes that reader back to float16 at the price of two Casts; with
   fewest-casts it stays in float32: fewer Casts (plan.json's count equals the Cast nodes
   convert adds), and both converted models meet the tolerance in ONNX Runtime against
-  NumPy's float32 outputs.
+  NumPy's float32 outputs. With exact scaling, the same model gets one rewrite (the
+  multiply-back it puts before the Tanh overflows in turn and is kept in float32, not
+  scaled again until the passes run out), converted and run in ONNX Runtime as well.
 
     plan_test.py --fpguard PATH --examples DIR --ort-node DIR
 """
@@ -250,48 +252,73 @@ def cosine(a, b):
     return float(np.dot(a, b) / np.linalg.norm(a) / np.linalg.norm(b))
 
 
+def planned(f, ort_dir, tmp, model, inputs, want, tag, *args):
+    """Plans `model` in float16 with `args`, converts the plan (--keep-io-types) and runs it
+    in ONNX Runtime: (plan.json, Cast nodes in the converted model), None when a step
+    fails. Each output must meet the plan's cosine against `want` (NumPy's float32)."""
+    p = os.path.join(tmp, f"{tag}.json")
+    r = run(f, "plan", model, "--inputs", inputs["dir"], "--precision", "fp16", "-o", p,
+            "--quiet", *args)
+    check(r.returncode == 0, f"{tag}: plan meets the tolerance", (r.returncode, r.stdout, r.stderr))
+    if r.returncode != 0:
+        return None
+    with open(p) as fh:
+        plan = json.load(fh)
+    out = os.path.join(tmp, f"{tag}.onnx")
+    r = run(f, "convert", model, "--plan", p, "-o", out, "--keep-io-types")
+    check(r.returncode == 0, f"{tag}: convert verifies the plan", (r.returncode, r.stderr))
+    if r.returncode != 0:
+        return None
+    casts = sum(n.op_type == "Cast" for n in onnx.load(out).graph.node)
+    got = ortcheck.run_ort(ort_dir, out, inputs["arrays"], tmp)
+    for name, ref in want.items():
+        c = cosine(ref, got[name]) if got and name in got else float("nan")
+        check(c >= plan["tolerance"]["min_cosine"],
+              f"{tag}: {name} meets the tolerance in ONNX Runtime", c)
+    return plan, casts
+
+
 def fewest_casts(f, ort_dir, tmp):
-    """The default objective against --objective fewest-casts (see the module doc)."""
+    """The default objective against --objective fewest-casts (see the module doc); and the
+    same model with exact scaling: one rewrite, whose multiply-back before the Tanh then
+    overflows and is kept in float32 (not scaled again, and again); the Tanh, absorbing
+    its inf, goes back to float16."""
     model = os.path.join(tmp, "absorb.onnx")
     absorbing_model(model)
     x = np.array([150, 5e-4, -1e-3, 1.5e-3], np.float32)
     d = os.path.join(tmp, "absorb_in")
     os.makedirs(d)
     np.save(os.path.join(d, "x.npy"), x)
+    inputs = {"dir": d, "arrays": {"x": x}}
     up = x * np.float32(2) * np.float32(300)
     want = {"y1": up * np.float32(2.0 ** -10), "y2": np.tanh(up)}
     with np.errstate(over="ignore"):  # float16(90000) is inf on purpose
         check(np.isinf(np.float16(up[0])) and np.tanh(np.float32(np.inf)) == np.tanh(up[0]),
               "setup: `up` overflows float16 and tanh absorbs it", up)
-    plans, casts = {}, {}
+    got = {}
     for objective in ("fewest-fp32", "fewest-casts"):
-        p = os.path.join(tmp, f"absorb_{objective}.json")
-        r = run(f, "plan", model, "--inputs", d, "--precision", "fp16", "--scale", "none",
-                "--objective", objective, "-o", p, "--quiet")
-        check(r.returncode == 0, f"{objective}: plan meets the tolerance", (r.returncode, r.stderr))
-        if r.returncode != 0:
-            return
-        with open(p) as fh:
-            plans[objective] = json.load(fh)
-        out = os.path.join(tmp, f"absorb_{objective}.onnx")
-        r = run(f, "convert", model, "--plan", p, "-o", out, "--keep-io-types")
-        check(r.returncode == 0, f"{objective}: convert verifies the plan", (r.returncode, r.stderr))
-        if r.returncode != 0:
-            return
-        casts[objective] = sum(n.op_type == "Cast" for n in onnx.load(out).graph.node)
-        check(casts[objective] == plans[objective]["casts"],
-              f"{objective}: plan.json's casts are the Casts convert adds",
-              (casts[objective], plans[objective]["casts"]))
-        got = ortcheck.run_ort(ort_dir, out, {"x": x}, tmp)
-        for name, ref in want.items():
-            c = cosine(ref, got[name]) if got and name in got else float("nan")
-            check(c >= plans[objective]["tolerance"]["min_cosine"],
-                  f"{objective}: {name} meets the tolerance in ONNX Runtime", c)
-    fp32 = {k: v["fp32_nodes"] for k, v in plans.items()}
-    check(fp32 == {"fewest-fp32": ["/up", "/down"], "fewest-casts": ["/up", "/down", "/squash"]},
-          "fewest-casts keeps the absorbing Tanh in float32, the default prunes it", fp32)
-    check(casts["fewest-casts"] < casts["fewest-fp32"], "fewest-casts converts with fewer Casts",
-          casts)
+        got[objective] = planned(f, ort_dir, tmp, model, inputs, want, f"absorb_{objective}",
+                                 "--scale", "none", "--objective", objective)
+        if got[objective]:
+            plan, casts = got[objective]
+            check(casts == plan["casts"], f"{objective}: plan.json's casts are the Casts convert adds",
+                  (casts, plan["casts"]))
+    if all(got.values()):
+        fp32 = {k: v[0]["fp32_nodes"] for k, v in got.items()}
+        check(fp32 == {"fewest-fp32": ["/up", "/down"],
+                       "fewest-casts": ["/up", "/down", "/squash"]},
+              "fewest-casts keeps the absorbing Tanh in float32, the default prunes it", fp32)
+        casts = {k: v[1] for k, v in got.items()}
+        check(casts["fewest-casts"] < casts["fewest-fp32"],
+              "fewest-casts converts with fewer Casts", casts)
+    scaled = planned(f, ort_dir, tmp, model, inputs, want, "absorb_scaled")
+    if scaled:
+        plan = scaled[0]
+        originals = {n.name for n in onnx.load(model).graph.node}
+        check([(s["value"], s["node"]) for s in plan["scaled"]] == [("pre", "/up")] and
+              len(plan["fp32_nodes"]) == 1 and plan["fp32_nodes"][0] not in originals,
+              "scaling: one rewrite for /up, and only its multiply-back in float32",
+              (plan["scaled"], plan["fp32_nodes"]))
 
 
 def main():
