@@ -23,7 +23,11 @@ on small models built here with onnx:
 - value origins on outer tensors (an initializer, a graph input) read only inside a branch:
   the origins and --annotate name the body nodes reading them;
 - a failure without origin (a Cast to float16 overflows, nothing computes in the format):
-  one line names the first tensor that went non-finite and its producer.
+  one line names the first tensor that went non-finite and its producer;
+- the ONNX node tests with If/Loop/Scan/SequenceMap (Debian's libonnx-testdata): those
+  with tensor inputs and outputs check without error in float16 and bfloat16, each body
+  node a record with its parent; those with a sequence or optional input or output are
+  refused in one line (exit 2).
 
     control_flow_test.py --fpguard PATH
 """
@@ -467,6 +471,48 @@ def test_no_origin(f, tmp):
               "casts: one line names the tensor and its producer", r.stdout[-800:])
 
 
+NODE_TESTS = "/usr/share/libonnx-testdata/data/node"  # Debian's libonnx-testdata
+
+
+def body_nodes(graph):
+    """How many nodes the subgraphs of `graph`'s nodes hold, nested as deep as they go."""
+    n = 0
+    for node in graph.node:
+        for a in node.attribute:
+            for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                n += len(sub.node) + body_nodes(sub)
+    return n
+
+
+def test_onnx_node_models(f, tmp):
+    """The ONNX node tests with If, Loop, Scan or SequenceMap: those whose graph inputs and
+    outputs are tensors check without error in float16 and bfloat16, every body node (onnx
+    counts them) a record with its parent; the others (a sequence or optional input or
+    output) are refused in one line naming it, exit 2 (the analyses take tensors)."""
+    names = sorted(d for d in os.listdir(NODE_TESTS)
+                   if d.startswith(("test_if", "test_loop", "test_scan", "test_sequence_map")))
+    checked_ok = 0
+    for name in names:
+        model = os.path.join(NODE_TESTS, name, "model.onnx")
+        inputs = os.path.join(NODE_TESTS, name, "test_data_set_0")
+        m = onnx.load(model)
+        tensors = all(v.type.HasField("tensor_type") for v in list(m.graph.input) +
+                      list(m.graph.output))
+        for precision in ("float16", "bfloat16"):
+            if not tensors:
+                fails(f, f"{name} {precision}", ["check", model, "--inputs", inputs, "--precision",
+                                                  precision], "not a tensor")
+                continue
+            r, j = checked(f, tmp, model, inputs, precision=precision)
+            if j:
+                inside = [n for n in j["nodes"] if n["parent"]]
+                check(len(inside) == body_nodes(m.graph), f"{name} {precision}: its body nodes",
+                      (len(inside), body_nodes(m.graph)))
+                checked_ok += 1
+    check(checked_ok >= 8, "the node tests with tensor inputs and outputs were checked",
+          (checked_ok, names))
+
+
 def main():
     np.seterr(over="ignore")  # the float16 loops overflow on purpose
     ap = argparse.ArgumentParser()
@@ -474,7 +520,7 @@ def main():
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for t in (test_if, test_loop, test_constant, test_nested, test_scan_rnn,
-                  test_captured_origin, test_no_origin):
+                  test_captured_origin, test_no_origin, test_onnx_node_models):
             sub = os.path.join(tmp, t.__name__)
             os.makedirs(sub)
             t(a.fpguard, sub)
