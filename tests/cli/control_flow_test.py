@@ -8,7 +8,8 @@ on small models built here with onnx:
   the branch;
 - a Loop whose accumulator, reading a captured outer tensor, overflows float16 at iteration
   k: the origin names k, which NumPy's float16 loop finds independently; the body node's
-  input range is the captured tensor's; it ran once per iteration;
+  input range is the captured tensor's; it ran once per iteration; `run --dump-all` writes
+  its output by key (`loop/body/acc_out`) once per iteration, NumPy's running sums;
 - a subgraph initializer beyond float16's max (2^20): the constant-overflow rule and the
   origin name it by its path;
 - an If nested in a Loop: the origin is `loop/body/branch/then_branch/dbl`, first at the
@@ -211,6 +212,20 @@ def test_loop(f, tmp):
     r, j = checked(f, tmp, path, inputs, "--keep-fp32", origin)
     check(j is not None and j["verdict"] == "pass", "loop: --keep-fp32 on the path passes",
           r.stdout[-600:])
+    # run --dump-all names the body's values by key, once per iteration: acc after k + 1
+    # additions of x (float32, exact here).
+    dump = os.path.join(tmp, "loop_dump")
+    r = run(f, "run", path, "--inputs", inputs, "--dump-all", dump)
+    check(r.returncode == 0, "loop: run --dump-all", r.stderr)
+    if r.returncode == 0:
+        with open(os.path.join(dump, "outputs.json")) as fh:
+            entries = json.load(fh)["tensors"]
+        accs = [np.load(os.path.join(dump, e["file"])) for e in entries
+                if e["name"] == "loop/body/acc_out"]
+        want = [np.array([(i + 1) * step], np.float32) for i in range(trips)]
+        check(len(accs) == trips and all(np.array_equal(a, w) for a, w in zip(accs, want)),
+              "loop: --dump-all writes loop/body/acc_out once per iteration, NumPy's sums",
+              (accs, [e["name"] for e in entries]))
     r, j = checked(f, tmp, path, inputs, precision="bfloat16")
     check(j is not None and j["verdict"] == "pass", "loop bf16 passes", r.stdout[-600:])
 

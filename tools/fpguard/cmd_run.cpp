@@ -37,16 +37,19 @@ struct RunArgs {
   ScaledArgs scaled;
 };
 
-// --dump-all: every node output that is a tensor, in execution order.
+// --dump-all: every node output that is a tensor, in execution order; a body node's by its
+// key, "<body prefix><name>" (loop/body/acc_out), once per run of its body.
 class DumpObserver : public exec::Observer {
  public:
   void on_node(const model::Node&, std::size_t, const std::vector<const Tensor*>&,
                const std::vector<NamedTensor>& outputs) override {
     for (const auto& o : outputs) values.push_back({o.name, o.tensor});
   }
-  void on_body_node(const exec::BodyNode&, const std::vector<const Tensor*>&,
+  void on_body_node(const exec::BodyNode& b, const std::vector<const Tensor*>&,
                     const std::vector<NamedTensor>& outputs) override {
-    for (const auto& o : outputs) values.push_back({o.name, o.tensor});
+    const auto& body = b.enclosing.back();
+    const std::string prefix = body.path + "/" + body.attribute + "/";
+    for (const auto& o : outputs) values.push_back({prefix + o.name, o.tensor});
   }
   std::vector<NamedValue> values;
 };
