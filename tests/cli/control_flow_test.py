@@ -22,7 +22,7 @@ on small models built here with onnx:
 - each in bfloat16, whose range suffices: PASS;
 - a --keep-fp32 path that names no node: one line, exit 2, with a "did you mean";
 - value origins on outer tensors (an initializer, a graph input) read only inside a branch:
-  the origins and --annotate name the body nodes reading them;
+  the origins and --annotate name the body nodes reading them; in bfloat16, PASS;
 - a failure without origin (a Cast to float16 overflows, nothing computes in the format):
   one line names the first tensor that went non-finite and its producer;
 - the ONNX node tests with If/Loop/Scan/SequenceMap (Debian's libonnx-testdata): those
@@ -458,6 +458,9 @@ def test_captured_origin(f, tmp):
           "captured: the input's origin is on the body node reading it", meta)
     check("fpguard.origin" not in dict(node_metadata(m.graph.node[0])),
           "captured: the If itself reads neither", node_metadata(m.graph.node[0]))
+    # bfloat16 holds 2^20 and 1e5: the same model passes.
+    r, j = checked(f, tmp, path, inputs, precision="bfloat16")
+    check(j is not None and j["verdict"] == "pass", "captured bf16 passes", r.stdout[-600:])
 
 
 def test_no_origin(f, tmp):
