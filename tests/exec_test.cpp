@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -545,6 +546,105 @@ TEST(Scaled, ChannelScalesAndCalibratedAmax) {
       scaled_operand(scaled_node("Gemm"), "n", 0, {4, 8}, false, parse_scaled_format("nvfp4"), p);
   ASSERT_TRUE(mx);
   EXPECT_FALSE(mx->options.amax);
+}
+
+// MaxPool without an Indices output takes a row-wise path (ops/conv.cpp, max_pool_plane);
+// with Indices it takes the scalar path. Both read the same input in one model and must
+// agree bit for bit: NaN payloads, infinities, signed zeros, padding, dilation, ceil_mode.
+TEST(Pool, MaxPoolWithoutIndicesEqualsTheIndexedPathBitForBit) {
+  struct Case {
+    std::int64_t h, w;
+    std::vector<std::int64_t> kernel, strides, pads, dilations;
+    std::int64_t ceil_mode;
+  };
+  const std::vector<Case> cases = {
+      {.h = 8,
+       .w = 10,
+       .kernel = {2, 2},
+       .strides = {2, 2},
+       .pads = {0, 0, 0, 0},
+       .dilations = {1, 1},
+       .ceil_mode = 0},
+      {.h = 9,
+       .w = 11,
+       .kernel = {3, 3},
+       .strides = {2, 2},
+       .pads = {1, 1, 1, 1},
+       .dilations = {1, 1},
+       .ceil_mode = 0},
+      {.h = 7,
+       .w = 13,
+       .kernel = {3, 3},
+       .strides = {1, 1},
+       .pads = {1, 1, 1, 1},
+       .dilations = {1, 1},
+       .ceil_mode = 0},
+      {.h = 8,
+       .w = 9,
+       .kernel = {2, 1},
+       .strides = {2, 1},
+       .pads = {0, 1, 0, 1},
+       .dilations = {1, 1},
+       .ceil_mode = 0},
+      {.h = 11,
+       .w = 12,
+       .kernel = {3, 3},
+       .strides = {2, 2},
+       .pads = {2, 2, 2, 2},
+       .dilations = {2, 2},
+       .ceil_mode = 1},
+      {.h = 10,
+       .w = 17,
+       .kernel = {5, 4},
+       .strides = {3, 3},
+       .pads = {2, 0, 1, 3},
+       .dilations = {1, 2},
+       .ceil_mode = 1},
+      {.h = 1,
+       .w = 7,
+       .kernel = {1, 7},
+       .strides = {1, 1},
+       .pads = {0, 3, 0, 3},
+       .dilations = {1, 1},
+       .ceil_mode = 0},
+      {.h = 5,
+       .w = 6,
+       .kernel = {1, 1},
+       .strides = {1, 1},
+       .pads = {0, 0, 0, 0},
+       .dilations = {1, 1},
+       .ceil_mode = 0},
+  };
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(-4.0f, 4.0f);
+  const std::vector<float> special = {
+      std::bit_cast<float>(0x7fc00001u),      std::bit_cast<float>(0xffc12345u),  // NaN payloads
+      std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), 0.0f, -0.0f};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::to_string(c.h) + "x" + std::to_string(c.w) + " kernel " +
+                 std::to_string(c.kernel[0]) + "x" + std::to_string(c.kernel[1]));
+    test::GraphBuilder b({2, 3, c.h, c.w});
+    const std::vector<model::Attribute> attrs = {{"kernel_shape", c.kernel, ""},
+                                                 {"strides", c.strides, ""},
+                                                 {"pads", c.pads, ""},
+                                                 {"dilations", c.dilations, ""},
+                                                 {"ceil_mode", c.ceil_mode, ""}};
+    b.node("rows", "MaxPool", {"x"}, "y_rows", attrs);
+    b.m.graph.nodes.push_back({"scalar", "MaxPool", "", {"x"}, {"y_scalar", "i"}, attrs, "", {}});
+    b.output("y_rows").output("y_scalar");
+    std::vector<float> x(static_cast<std::size_t>(6 * c.h * c.w));
+    for (float& v : x) {
+      const auto pick = rng() % 8;  // a quarter of the values special, the rest uniform
+      v = pick < 2 ? special[rng() % special.size()] : uniform(rng);
+    }
+    const auto out = Executor(b.m).run({{"x", floats({2, 3, c.h, c.w}, x)}});
+    ASSERT_EQ(out.size(), 2u);
+    const auto rows = out[0].tensor.data<float>(), scalar = out[1].tensor.data<float>();
+    ASSERT_EQ(out[0].tensor.shape(), out[1].tensor.shape());
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(rows[i]), std::bit_cast<std::uint32_t>(scalar[i]))
+          << "output " << i;
+  }
 }
 
 }  // namespace

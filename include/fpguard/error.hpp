@@ -25,15 +25,22 @@ class Error : public std::runtime_error {
     e.value_ = std::move(value);
     return e;
   }
+  // A refusal that a setting of the caller's governs, named as the API names it
+  // ("max_memory" for set_memory_limit): the CLI adds its own flag for it to the message.
+  Error&& governed_by(std::string setting) && {
+    setting_ = std::move(setting);
+    return std::move(*this);
+  }
   const std::string& where() const { return where_; }
   const std::string& problem() const { return what_; }
   const std::string& option() const { return option_; }  // "" unless in_option
   const std::string& value() const { return value_; }
+  const std::string& setting() const { return setting_; }  // "" unless governed_by
 
  private:
   std::string where_;
   std::string what_;
-  std::string option_, value_;
+  std::string option_, value_, setting_;
 };
 
 // `s` as one printable line: control characters (newlines, NULs, terminal escapes, which

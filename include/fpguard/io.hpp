@@ -35,6 +35,21 @@ void check_not_same_file(const std::filesystem::path& input, const std::filesyst
 void check_output_file(const std::filesystem::path& input, const std::filesystem::path& output,
                        const std::string& flag);
 
+// A file opened for reading (close-on-exec), closed when this goes out of scope: the one
+// way the library opens a file descriptor it reads from (memory maps, model parsing).
+class ReadOnlyFd {
+ public:
+  // Throws Error(where, "cannot open: <reason>").
+  ReadOnlyFd(const std::filesystem::path& path, const std::string& where);
+  ~ReadOnlyFd();
+  ReadOnlyFd(const ReadOnlyFd&) = delete;
+  ReadOnlyFd& operator=(const ReadOnlyFd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
 // SHA-256 (FIPS 180-4), as lowercase hex: what identifies a model, its external data and an
 // input set in the partial results of a sharded check.
 class Sha256 {

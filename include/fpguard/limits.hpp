@@ -23,8 +23,8 @@ std::uint64_t available_memory();
 // binding of a rank leaves it), at least 1: the default thread count. Read once.
 int available_cores();
 
-// Throws Error(where, "tensor needs N bytes, more than the memory limit of M bytes
-// (--max-memory)") when `bytes` exceeds memory_limit().
+// Throws Error(where, "tensor needs N bytes, more than the memory limit of M bytes"),
+// governed_by("max_memory"), when `bytes` exceeds memory_limit().
 void check_memory(std::uint64_t bytes, const std::string& where);
 
 // "1073741824", "512K", "64M", "2G", "1T" (binary multiples; a trailing "B" or "iB" is

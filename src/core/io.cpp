@@ -88,6 +88,15 @@ void install_interrupt_cleanup() {
   }
 }
 
+ReadOnlyFd::ReadOnlyFd(const fs::path& path, const std::string& where)
+    : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+  if (fd_ < 0) throw Error(where, std::string("cannot open: ") + std::strerror(errno));
+}
+
+ReadOnlyFd::~ReadOnlyFd() {
+  ::close(fd_);
+}
+
 void write_file_atomic(const fs::path& path, const std::function<void(std::ostream&)>& write) {
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
   std::error_code ec;

@@ -97,7 +97,8 @@ void check_memory(std::uint64_t bytes, const std::string& where) {
   if (bytes > limit)
     throw Error(where, "tensor needs " + std::to_string(bytes) +
                            " bytes, more than the memory limit of " + std::to_string(limit) +
-                           " bytes (--max-memory)");
+                           " bytes")
+        .governed_by("max_memory");
 }
 
 std::uint64_t parse_byte_size(std::string_view text, const std::string& where) {

@@ -1,12 +1,10 @@
 // ONNX ModelProto -> model::Model. protobuf types stay in src/model and src/tensor.
 // libonnx's checker and shape inference are not used: they know opsets up to 17 only
 // and must never reject a newer model that we can run.
-#include <fcntl.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/unknown_field_set.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <climits>
@@ -18,6 +16,7 @@
 #include <utility>
 
 #include "fpguard/error.hpp"
+#include "fpguard/io.hpp"
 #include "fpguard/limits.hpp"
 #include "fpguard/model.hpp"
 #include "model/proto_fields.hpp"
@@ -72,15 +71,15 @@ void check_legacy_op(const onnx::NodeProto& n, std::int64_t opset, const std::st
                            "re-export with opset 7 or later)");
 }
 
-// The external data of `p` as the ONNX spec describes it: keys location (relative to the
-// model's directory), offset, length. The location may not leave the model's directory;
-// offset and length are checked against the file. The tensor is a view of the file's
-// memory map (nothing is copied, and the file is never written), or a copy where the data
-// is not aligned for its type.
-Tensor load_external(const onnx::TensorProto& p, const LoadContext& ctx, const std::string& where) {
+// Where external data lies, as the ONNX spec describes it: keys location (relative to the
+// model's directory), offset, length.
+struct ExternalRef {
   std::string location;
   std::uint64_t offset = 0;
   std::optional<std::uint64_t> length;
+};
+
+ExternalRef external_ref(const onnx::TensorProto& p, const std::string& where) {
   auto parse_u64 = [&](const std::string& key, const std::string& v) {
     try {
       std::size_t pos = 0;
@@ -91,15 +90,24 @@ Tensor load_external(const onnx::TensorProto& p, const LoadContext& ctx, const s
       throw Error(where, "external data " + key + " '" + v + "' is not a non-negative integer");
     }
   };
+  ExternalRef r;
   for (const auto& kv : p.external_data()) {
     if (kv.key() == "location")
-      location = kv.value();
+      r.location = kv.value();
     else if (kv.key() == "offset")
-      offset = parse_u64("offset", kv.value());
+      r.offset = parse_u64("offset", kv.value());
     else if (kv.key() == "length")
-      length = parse_u64("length", kv.value());
+      r.length = parse_u64("length", kv.value());
   }
-  if (location.empty()) throw Error(where, "external data without a location");
+  if (r.location.empty()) throw Error(where, "external data without a location");
+  return r;
+}
+
+// The memory map of the file `location` names, opened once per model. The location may not
+// leave the model's directory.
+const std::shared_ptr<const FileMap>& external_file(const std::string& location,
+                                                    const LoadContext& ctx,
+                                                    const std::string& where) {
   const std::filesystem::path rel(location);
   if (rel.is_absolute())
     throw Error(where, "external data location '" + location + "' is absolute");
@@ -119,45 +127,52 @@ Tensor load_external(const onnx::TensorProto& p, const LoadContext& ctx, const s
       throw Error(where, "external data file '" + full.string() + "': " + e.problem());
     }
   }
-  const std::uint64_t size = file->size();
-  if (offset > size)
-    throw Error(where, "external data offset " + std::to_string(offset) + " is past the end of '" +
-                           location + "' (" + std::to_string(size) + " bytes)");
-  const std::uint64_t len = length ? *length : size - offset;
-  if (len > size - offset)
-    throw Error(where, "external data offset " + std::to_string(offset) + " + length " +
-                           std::to_string(len) + " is past the end of '" + location + "' (" +
-                           std::to_string(size) + " bytes)");
-  // Its type and fields are validated as an inline tensor's would be, on an empty copy
-  // (dims [0], no data: nothing is copied), so the refusals read the same.
-  {
-    onnx::TensorProto probe = p;
-    probe.clear_external_data();
-    probe.set_data_location(onnx::TensorProto::DEFAULT);
-    probe.clear_dims();
-    probe.add_dims(0);
-    (void)detail::tensor_from_proto(probe, where);
-  }
-  const std::vector<std::int64_t> dims(p.dims().begin(), p.dims().end());
+  return file;
+}
+
+// The element type of external tensor `p`, validated as an inline tensor's would be, on an
+// empty copy (dims [0], no data: nothing is copied), so the refusals read the same.
+DType external_dtype(const onnx::TensorProto& p, const std::string& where) {
+  onnx::TensorProto probe = p;
+  probe.clear_external_data();
+  probe.set_data_location(onnx::TensorProto::DEFAULT);
+  probe.clear_dims();
+  probe.add_dims(0);
+  (void)detail::tensor_from_proto(probe, where);
   const DType dtype = *detail::find_pb_type(p.data_type())->dtype;
   if (dtype == DType::string)  // the spec stores only raw bytes externally
     throw Error(where, "a STRING tensor cannot hold external data");
+  return dtype;
+}
+
+// The external data of `p`: offset and length are checked against the file. The tensor is
+// a view of the file's memory map (nothing is copied, and the file is never written), or a
+// copy where the data is not aligned for its type.
+Tensor load_external(const onnx::TensorProto& p, const LoadContext& ctx, const std::string& where) {
+  const ExternalRef ref = external_ref(p, where);
+  const std::shared_ptr<const FileMap>& map = external_file(ref.location, ctx, where);
+  const FileMap& file = *map;
+  const std::uint64_t size = file.size();
+  const std::string file_size =
+      " is past the end of '" + ref.location + "' (" + std::to_string(size) + " bytes)";
+  if (ref.offset > size)
+    throw Error(where, "external data offset " + std::to_string(ref.offset) + file_size);
+  const std::uint64_t len = ref.length ? *ref.length : size - ref.offset;
+  if (len > size - ref.offset)
+    throw Error(where, "external data offset " + std::to_string(ref.offset) + " + length " +
+                           std::to_string(len) + file_size);
+  const DType dtype = external_dtype(p, where);
+  const std::vector<std::int64_t> dims(p.dims().begin(), p.dims().end());
   const std::uint64_t want = element_count(dims, where) * itemsize(dtype);
   if (len != want)
-    throw Error(
-        where, "external data has " + std::to_string(len) + " bytes, but dims " +
-                   [&] {
-                     std::string t = "[";
-                     for (std::size_t i = 0; i < dims.size(); ++i)
-                       t += (i ? "," : "") + std::to_string(dims[i]);
-                     return t + "]";
-                   }() +
-                   " of " + detail::find_pb_type(p.data_type())->name + " need " +
-                   std::to_string(want));
-  const std::byte* bytes = file->data() + offset;
+    throw Error(where, "external data has " + std::to_string(len) + " bytes, but dims " +
+                           detail::dims_text(dims) + " of " +
+                           detail::find_pb_type(p.data_type())->name + " need " +
+                           std::to_string(want));
+  const std::byte* bytes = file.data() + ref.offset;
   Tensor t;
   if (reinterpret_cast<std::uintptr_t>(bytes) % itemsize(dtype) == 0) {
-    t = Tensor::view(dtype, dims, file, offset);
+    t = Tensor::view(dtype, dims, map, ref.offset);
   } else {
     check_memory(want, where);
     t = Tensor::uninitialized(dtype, dims);
@@ -426,16 +441,11 @@ Model load(const std::filesystem::path& path) {
     // memory beside the parsed copy, whose raw_data the tensors then take over (a model's
     // peak while loading: its size once).
     check_memory(size, where);
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw Error(where, std::string("cannot open: ") + std::strerror(errno));
-    const struct Closer {
-      int fd;
-      ~Closer() { ::close(fd); }
-    } closer{fd};
+    const ReadOnlyFd fd(path, where);
     // (protobuf refuses messages of 2 GiB or more, with a log line of its own: refused here.)
     if (size >= static_cast<std::uintmax_t>(INT_MAX)) throw Error(where, kNotOnnx);
     onnx::ModelProto mp;
-    google::protobuf::io::FileInputStream in(fd, 1 << 20);
+    google::protobuf::io::FileInputStream in(fd.get(), 1 << 20);
     const bool parsed = mp.ParseFromZeroCopyStream(&in);
     if (in.GetErrno() != 0)
       throw Error(where, std::string("read failed: ") + std::strerror(in.GetErrno()));

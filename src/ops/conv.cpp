@@ -206,6 +206,64 @@ void conv(KernelContext& ctx) {
   add_bias(ctx, po, n, m, osize);
 }
 
+// 2-D max pooling of one plane without indices. It takes the taps in the scalar path's
+// order (kh, then kw) with its comparison (a NaN tap wins, a larger one wins, a tie keeps
+// the earlier), so its results are the scalar path's bit for bit, NaN payloads and signed
+// zeros included. The columns whose taps all lie inside the input row run as loops along
+// the output row, which the compiler vectorises; the rest (padding) take the scalar path.
+template <class T>
+void max_pool_plane(const Window& win, const T* plane, T* out) {
+  const auto ih_n = win.in[0], iw_n = win.in[1], oh_n = win.out[0], ow_n = win.out[1];
+  const auto kh_n = win.kernel[0], kw_n = win.kernel[1];
+  const auto sh = win.stride[0], sw = win.stride[1], dh = win.dilation[0], dw = win.dilation[1];
+  const auto ph = win.pad_begin[0], pw = win.pad_begin[1];
+  // Columns [lo, hi): ow * sw - pw >= 0 and ow * sw - pw + (kw_n - 1) * dw < iw_n.
+  const std::int64_t lo = std::min((pw + sw - 1) / sw, ow_n);
+  const std::int64_t last = iw_n - 1 - (kw_n - 1) * dw + pw;
+  const std::int64_t hi = last < 0 ? lo : std::clamp(last / sw + 1, lo, ow_n);
+  auto take = [](T v, T acc) { return v > acc || std::isnan(v) ? v : acc; };
+  for (std::int64_t oh = 0; oh < oh_n; ++oh) {
+    const auto h0 = oh * sh - ph;
+    T* row = out + oh * ow_n;
+    auto scalar = [&](std::int64_t ow) {
+      const auto w0 = ow * sw - pw;
+      T acc = -std::numeric_limits<T>::infinity();
+      bool first = true;
+      for (std::int64_t kh = 0; kh < kh_n; ++kh) {
+        const auto ih = h0 + kh * dh;
+        if (ih < 0 || ih >= ih_n) continue;
+        for (std::int64_t kw = 0; kw < kw_n; ++kw) {
+          const auto iw = w0 + kw * dw;
+          if (iw < 0 || iw >= iw_n) continue;
+          acc = first ? plane[ih * iw_n + iw] : take(plane[ih * iw_n + iw], acc);
+          first = false;
+        }
+      }
+      row[ow] = acc;
+    };
+    for (std::int64_t ow = 0; ow < lo; ++ow) scalar(ow);
+    for (std::int64_t ow = hi; ow < ow_n; ++ow) scalar(ow);
+    if (lo == hi) continue;
+    bool first = true;
+    for (std::int64_t kh = 0; kh < kh_n; ++kh) {
+      const auto ih = h0 + kh * dh;
+      if (ih < 0 || ih >= ih_n) continue;
+      for (std::int64_t kw = 0; kw < kw_n; ++kw) {
+        const T* src = plane + (ih * iw_n + lo * sw - pw + kw * dw);  // column lo's tap
+        T* dst = row + lo;
+        const std::int64_t n = hi - lo;
+        if (first) {
+          for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i * sw];
+        } else {
+          for (std::int64_t i = 0; i < n; ++i) dst[i] = take(src[i * sw], dst[i]);
+        }
+        first = false;
+      }
+    }
+    if (first) std::fill(row + lo, row + hi, -std::numeric_limits<T>::infinity());
+  }
+}
+
 template <class T, bool is_max>
 void pool(KernelContext& ctx) {
   const Tensor& x_in = ctx.in(0);
@@ -240,6 +298,12 @@ void pool(KernelContext& ctx) {
         [&](std::size_t lo, std::size_t hi) {
           for (auto p = static_cast<std::int64_t>(lo); p < static_cast<std::int64_t>(hi); ++p) {
             const T* plane = px + p * isize;
+            if constexpr (is_max) {
+              if (!want_indices) {
+                max_pool_plane(win, plane, po + p * osize);
+                continue;
+              }
+            }
             for (std::int64_t oh = 0; oh < oh_n; ++oh)
               for (std::int64_t ow = 0; ow < ow_n; ++ow) {
                 const auto h0 = oh * win.stride[0] - win.pad_begin[0];

@@ -213,113 +213,156 @@ std::optional<ScaleRewrite> find_scale(const model::Model& m, const std::string&
                   value, kmin, kmax));
 }
 
-model::Model apply_scale(const model::Model& m, const ScaleRewrite& s) {
-  model::Model out = m;
-  auto& g = out.graph;
-  std::set<std::string> names;
-  for (const auto& n : g.nodes) {
-    names.insert(n.name);
-    for (const auto& o : n.outputs) names.insert(o);
-    for (const auto& i : n.inputs) names.insert(i);
+namespace {
+
+// The rewrite of one ScaleRewrite into a copy of the model: the Mul nodes and power-of-two
+// initializers it adds, under names no other value or node has.
+class ScaleWriter {
+ public:
+  ScaleWriter(const model::Model& m, const ScaleRewrite& s) : m_(m), s_(s), out_(m) {
+    const auto& g = out_.graph;
+    for (const auto& n : g.nodes) {
+      names_.insert(n.name);
+      names_.insert(n.outputs.begin(), n.outputs.end());
+      names_.insert(n.inputs.begin(), n.inputs.end());
+    }
+    for (const auto& t : g.initializers) names_.insert(t.name);
+    for (std::size_t i = 0; i < g.nodes.size(); ++i) index_[g.nodes[i].name] = i;
   }
-  for (const auto& t : g.initializers) names.insert(t.name);
-  auto unique = [&](const std::string& base) {
+
+  model::Model write() && {
+    const std::string scaled = scale_readers();
+    undo_readers(scaled);
+    rescale_constants();
+    std::vector<model::Node> tail = undo_outputs();
+    auto& g = out_.graph;
+    std::vector<model::Node> nodes;
+    for (auto& n : g.nodes) {
+      if (auto it = before_.find(n.name); it != before_.end())
+        for (auto& b : it->second) nodes.push_back(std::move(b));
+      nodes.push_back(std::move(n));
+    }
+    for (auto& t : tail) nodes.push_back(std::move(t));
+    g.nodes = std::move(nodes);
+    return std::move(out_);
+  }
+
+ private:
+  std::string unique(const std::string& base) {
     std::string x = base;
-    for (int i = 1; names.count(x); ++i) x = base + "_" + std::to_string(i);
-    names.insert(x);
+    for (int i = 1; names_.count(x); ++i) x = base + "_" + std::to_string(i);
+    names_.insert(x);
     return x;
-  };
-  auto pow2 = [&](int e) {
+  }
+
+  std::string pow2(int e) {
     const std::string name = unique(fmt::format("fpguard_pow2_{}", e));
     Tensor t(DType::float32, {});
     t.data<float>()[0] = std::ldexp(1.0f, e);
-    g.initializers.push_back({name, std::move(t)});
+    out_.graph.initializers.push_back({name, std::move(t)});
     return name;
-  };
-  std::map<std::string, std::vector<model::Node>> before;  // Muls, by the node they precede
-  auto mul = [&](const std::string& in, int e, const std::string& hint) {
+  }
+
+  // `in` * 2^e, written `name`.
+  model::Node mul(const std::string& in, int e, const std::string& name, const std::string& out) {
     model::Node n;
-    n.name = unique(hint);
+    n.name = name;
     n.op_type = "Mul";
     n.inputs = {in, pow2(e)};
-    n.outputs = {unique(in + "_x2^" + std::to_string(e))};
+    n.outputs = {out};
     return n;
-  };
-  std::map<std::string, std::size_t> index;
-  for (std::size_t i = 0; i < g.nodes.size(); ++i) index[g.nodes[i].name] = i;
-  const std::set<std::string> inside(s.nodes.begin(), s.nodes.end());
-  // x * 2^-k, read by every node of the subgraph that reads x (not by the undo points).
-  const model::Node scale = mul(s.value, -s.k, s.value + "_scale");
-  std::set<std::pair<std::string, std::size_t>> undone;
-  for (const auto& u : s.undo) undone.insert({u.node, u.input});
-  std::string first;
-  for (const auto& n : g.nodes)
-    if (inside.count(n.name))
-      for (std::size_t k = 0; k < n.inputs.size(); ++k)
-        if (n.inputs[k] == s.value && !undone.count({n.name, k}) && first.empty()) first = n.name;
-  for (auto& n : g.nodes)
-    if (inside.count(n.name))
-      for (std::size_t k = 0; k < n.inputs.size(); ++k)
-        if (n.inputs[k] == s.value && !undone.count({n.name, k})) n.inputs[k] = scale.outputs[0];
-  if (!first.empty()) before[first].push_back(scale);
+  }
+  model::Node mul(const std::string& in, int e, const std::string& hint) {
+    const std::string name = unique(hint);
+    return mul(in, e, name, unique(in + "_x2^" + std::to_string(e)));
+  }
+
+  // x * 2^-k, read by every node of the subgraph that reads x (not by the undo points);
+  // returns its name.
+  std::string scale_readers() {
+    const std::set<std::string> inside(s_.nodes.begin(), s_.nodes.end());
+    model::Node scale = mul(s_.value, -s_.k, s_.value + "_scale");
+    const std::string scaled = scale.outputs[0];
+    std::set<std::pair<std::string, std::size_t>> undone;
+    for (const auto& u : s_.undo) undone.insert({u.node, u.input});
+    std::string first;
+    for (auto& n : out_.graph.nodes)
+      if (inside.count(n.name))
+        for (std::size_t k = 0; k < n.inputs.size(); ++k)
+          if (n.inputs[k] == s_.value && !undone.count({n.name, k})) {
+            if (first.empty()) first = n.name;
+            n.inputs[k] = scaled;
+          }
+    if (!first.empty()) before_[first].push_back(std::move(scale));
+    return scaled;
+  }
+
   // Readers without a degree get the value multiplied back (x itself: the original).
-  for (const auto& u : s.undo) {
-    auto& n = g.nodes[index.at(u.node)];
-    if (n.inputs[u.input] == scale.outputs[0] || n.inputs[u.input] == s.value) {
-      n.inputs[u.input] = s.value;
-      continue;
+  void undo_readers(const std::string& scaled) {
+    for (const auto& u : s_.undo) {
+      auto& n = out_.graph.nodes[index_.at(u.node)];
+      if (n.inputs[u.input] == scaled || n.inputs[u.input] == s_.value) {
+        n.inputs[u.input] = s_.value;
+        continue;
+      }
+      model::Node back = mul(n.inputs[u.input], u.exponent, n.name + "_unscale");
+      n.inputs[u.input] = back.outputs[0];
+      before_[n.name].push_back(std::move(back));
     }
-    model::Node back = mul(n.inputs[u.input], u.exponent, n.name + "_unscale");
-    n.inputs[u.input] = back.outputs[0];
-    before[n.name].push_back(std::move(back));
   }
+
   // Additive constants rescaled: a new initializer each (others may read the original).
-  for (const auto& r : s.rescale) {
-    auto& n = g.nodes[index.at(r.node)];
-    const std::string& c = n.inputs[r.input];
-    const Tensor* t = nullptr;
-    if (const auto* init = m.graph.find_initializer(c)) t = &init->tensor;
-    for (const auto& p : m.graph.nodes)
-      if (!t && p.op_type == "Constant" && !p.outputs.empty() && p.outputs[0] == c)
-        t = p.attr_tensor("value");
-    if (!t) throw Error(m.path.string(), "constant '" + c + "' not found");
-    Tensor scaled = *t;
-    if (scaled.dtype() == DType::float32)
-      for (auto& v : scaled.data<float>()) v = std::ldexp(v, r.exponent);
-    else if (scaled.dtype() == DType::float64)
-      for (auto& v : scaled.data<double>()) v = std::ldexp(v, r.exponent);
-    else
-      throw Error(m.path.string(), "constant '" + c + "' is not float32/float64");
-    const std::string name = unique(c + "_x2^" + std::to_string(r.exponent));
-    g.initializers.push_back({name, std::move(scaled)});
-    n.inputs[r.input] = name;
-  }
-  // Graph outputs of nonzero degree: computed scaled, multiplied back under their name.
-  std::vector<model::Node> tail;
-  for (const auto& [o, e] : s.output_undo) {
-    const std::string inner = unique(o + "_scaled");
-    for (auto& n : g.nodes) {
-      for (auto& x : n.outputs)
-        if (x == o) x = inner;
-      for (auto& x : n.inputs)
-        if (x == o) x = inner;
+  void rescale_constants() {
+    for (const auto& r : s_.rescale) {
+      auto& n = out_.graph.nodes[index_.at(r.node)];
+      const std::string& c = n.inputs[r.input];
+      const Tensor* t = nullptr;
+      if (const auto* init = m_.graph.find_initializer(c)) t = &init->tensor;
+      for (const auto& p : m_.graph.nodes)
+        if (!t && p.op_type == "Constant" && !p.outputs.empty() && p.outputs[0] == c)
+          t = p.attr_tensor("value");
+      if (!t) throw Error(m_.path.string(), "constant '" + c + "' not found");
+      Tensor scaled = *t;
+      if (scaled.dtype() == DType::float32)
+        for (auto& v : scaled.data<float>()) v = std::ldexp(v, r.exponent);
+      else if (scaled.dtype() == DType::float64)
+        for (auto& v : scaled.data<double>()) v = std::ldexp(v, r.exponent);
+      else
+        throw Error(m_.path.string(), "constant '" + c + "' is not float32/float64");
+      const std::string name = unique(c + "_x2^" + std::to_string(r.exponent));
+      out_.graph.initializers.push_back({name, std::move(scaled)});
+      n.inputs[r.input] = name;
     }
-    model::Node back;
-    back.name = unique(o + "_unscale");
-    back.op_type = "Mul";
-    back.inputs = {inner, pow2(e)};
-    back.outputs = {o};
-    tail.push_back(std::move(back));
   }
-  std::vector<model::Node> nodes;
-  for (auto& n : g.nodes) {
-    if (auto it = before.find(n.name); it != before.end())
-      for (auto& b : it->second) nodes.push_back(std::move(b));
-    nodes.push_back(std::move(n));
+
+  // Graph outputs of nonzero degree: computed scaled, multiplied back under their name.
+  std::vector<model::Node> undo_outputs() {
+    std::vector<model::Node> tail;
+    for (const auto& [o, e] : s_.output_undo) {
+      const std::string inner = unique(o + "_scaled");
+      for (auto& n : out_.graph.nodes) {
+        for (auto& x : n.outputs)
+          if (x == o) x = inner;
+        for (auto& x : n.inputs)
+          if (x == o) x = inner;
+      }
+      tail.push_back(mul(inner, e, unique(o + "_unscale"), o));
+    }
+    return tail;
   }
-  for (auto& t : tail) nodes.push_back(std::move(t));
-  g.nodes = std::move(nodes);
-  return out;
+
+  const model::Model& m_;
+  const ScaleRewrite& s_;
+  model::Model out_;
+  std::set<std::string> names_;
+  std::map<std::string, std::size_t> index_;
+  std::map<std::string, std::vector<model::Node>> before_;  // Muls, by the node they precede
+};
+
+}  // namespace
+
+model::Model apply_scale(const model::Model& m, const ScaleRewrite& s) {
+  return ScaleWriter(m, s).write();
 }
 
 }  // namespace fpguard::rewrite

@@ -1,6 +1,5 @@
 // Read-only memory maps of whole files: the storage of Tensor views (external data of
 // ONNX models, large .npy files) and of NpyReader's pieces.
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,18 +9,15 @@
 #include <cstring>
 
 #include "fpguard/error.hpp"
+#include "fpguard/io.hpp"
 #include "fpguard/tensor.hpp"
 
 namespace fpguard {
 
 std::shared_ptr<const FileMap> FileMap::open(const std::filesystem::path& path,
                                              const std::string& where) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(where, std::string("cannot open: ") + std::strerror(errno));
-  const struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
+  const ReadOnlyFd file(path, where);
+  const int fd = file.get();
   struct stat st {};
   if (::fstat(fd, &st) != 0)
     throw Error(where, std::string("cannot stat: ") + std::strerror(errno));

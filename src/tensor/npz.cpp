@@ -115,10 +115,10 @@ std::vector<NamedTensor> read_archive(zip_t* archive, const std::string& where,
                                    (stored ? "a stored entry holds" : "deflate can expand") +
                                    " (corrupt, or a zip bomb)");
     if (st.size > memory_limit())
-      throw Error(entry_where, "uncompressed size " + std::to_string(st.size) +
+      throw Error(entry_where, "refused unread: uncompressed size " + std::to_string(st.size) +
                                    " bytes exceeds the memory limit of " +
-                                   std::to_string(memory_limit()) +
-                                   " bytes (--max-memory; refused unread)");
+                                   std::to_string(memory_limit()) + " bytes")
+          .governed_by("max_memory");
     ZipEntryBuf buf(z.get(), index, entry_where);
     std::istream in(&buf);
     in.exceptions(std::ios::badbit);

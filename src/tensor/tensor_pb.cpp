@@ -83,12 +83,6 @@ int field_size(const onnx::TensorProto& p, Field f) {
   return 0;
 }
 
-std::string dims_text(const std::vector<std::int64_t>& dims) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
 // Copies `values` into `out`, refusing any outside [lo, hi] (int32_data and uint64_data
 // carry narrower types, and nothing but a broken writer puts 300 in a uint8's slot).
 template <class T, class Values>
@@ -108,81 +102,76 @@ void narrow_into(const Values& values, std::span<T> out, std::int64_t lo, std::u
   }
 }
 
-// `take`: p itself, given to have its raw_data taken over instead of copied.
-Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where,
-                         onnx::TensorProto* take = nullptr) {
-  if (p.data_location() == onnx::TensorProto::EXTERNAL || p.external_data_size() > 0)
-    throw Error(where,
-                "tensor data is stored externally (data_location EXTERNAL), which a standalone "
-                ".pb does not support; load it with the model that references it");
-  if (p.has_segment()) throw Error(where, "segmented tensors are not supported");
-  const PbType* type = find_pb_type(p.data_type());
-  if (!type || !type->dtype) {
-    const std::string name = type ? type->name : "unknown";
-    throw Error(where, "unsupported data_type " + name + " (" + std::to_string(p.data_type()) +
-                           "); supported: FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT8-64, "
-                           "UINT8-64, BOOL, STRING");
-  }
-  const DType dtype = *type->dtype;
-  const std::vector<std::int64_t> dims(p.dims().begin(), p.dims().end());
-  const std::size_t n = element_count(dims, where);  // refuses negative dims
-  if (dtype == DType::string) {  // string_data only: raw_data cannot hold strings
-    if (p.has_raw_data()) throw Error(where, "STRING tensor has raw_data (expected string_data)");
-    if (static_cast<std::size_t>(p.string_data_size()) != n)
-      throw Error(where, "string_data has " + std::to_string(p.string_data_size()) +
-                             " values, but dims " + dims_text(dims) + " need " + std::to_string(n));
-    Tensor t(DType::string, dims);
-    std::copy(p.string_data().begin(), p.string_data().end(), t.data<std::string>().begin());
-    return t;
-  }
-  const Field field = typed_field(dtype);
+// A STRING tensor: string_data only (raw_data cannot hold strings).
+Tensor string_tensor(const onnx::TensorProto& p, const std::vector<std::int64_t>& dims,
+                     std::size_t n, const std::string& where) {
+  if (p.has_raw_data()) throw Error(where, "STRING tensor has raw_data (expected string_data)");
+  if (static_cast<std::size_t>(p.string_data_size()) != n)
+    throw Error(where, "string_data has " + std::to_string(p.string_data_size()) +
+                           " values, but dims " + detail::dims_text(dims) + " need " +
+                           std::to_string(n));
+  Tensor t(DType::string, dims);
+  std::copy(p.string_data().begin(), p.string_data().end(), t.data<std::string>().begin());
+  return t;
+}
 
-  // Exactly one place may hold the values: raw_data or the dtype's own typed field.
+// Exactly one place may hold the values: raw_data or the dtype's own typed field.
+void check_one_value_field(const onnx::TensorProto& p, const PbType& type, Field field,
+                           const std::string& where) {
   for (Field f : {Field::float_data, Field::int32_data, Field::int64_data, Field::double_data,
                   Field::uint64_data}) {
     if (field_size(p, f) == 0) continue;
     if (p.has_raw_data()) throw Error(where, std::string("has both raw_data and ") + field_name(f));
     if (f != field)
-      throw Error(where, std::string(type->name) + " tensor has values in " + field_name(f) +
+      throw Error(where, std::string(type.name) + " tensor has values in " + field_name(f) +
                              " (expected raw_data or " + field_name(field) + ")");
   }
   if (p.string_data_size() > 0)
-    throw Error(where, std::string(type->name) + " tensor has values in string_data");
+    throw Error(where, std::string(type.name) + " tensor has values in string_data");
+}
 
-  const std::string shape = dims_text(dims);
-  if (p.has_raw_data()) {
-    const std::size_t want = n * itemsize(dtype);
-    if (p.raw_data().size() != want)
-      throw Error(where, "raw_data has " + std::to_string(p.raw_data().size()) +
-                             " bytes, but dims " + shape + " of " + type->name + " need " +
-                             std::to_string(want));
-    Tensor t;
-    std::shared_ptr<const std::string> taken;
-    if (take && want > 0) taken.reset(take->release_raw_data());  // p.raw_data() now empty
-    const auto* raw =
-        reinterpret_cast<const std::byte*>(taken ? taken->data() : p.raw_data().data());
-    if (taken && reinterpret_cast<std::uintptr_t>(raw) % itemsize(dtype) == 0) {
-      t = Tensor::view(dtype, dims, raw, std::move(taken));
-    } else {
-      check_memory(want, where);
-      t = Tensor::uninitialized(dtype, dims);  // written in full below
-      if (want > 0) std::memcpy(t.bytes(), raw, want);
-    }
-    if (dtype == DType::bool_) {
-      const auto v = std::as_const(t).data<std::uint8_t>();
-      for (std::size_t i = 0; i < v.size(); ++i)
-        if (v[i] > 1)
-          throw Error(where, "raw_data[" + std::to_string(i) + "] = " + std::to_string(v[i]) +
-                                 " is not a BOOL (0 or 1)");
-    }
-    return t;
+// The values of raw_data; `take`: p itself, its raw_data taken over instead of copied.
+Tensor from_raw_data(const onnx::TensorProto& p, const PbType& type,
+                     const std::vector<std::int64_t>& dims, std::size_t n, onnx::TensorProto* take,
+                     const std::string& where) {
+  const DType dtype = *type.dtype;
+  const std::size_t want = n * itemsize(dtype);
+  if (p.raw_data().size() != want)
+    throw Error(where, "raw_data has " + std::to_string(p.raw_data().size()) + " bytes, but dims " +
+                           detail::dims_text(dims) + " of " + type.name + " need " +
+                           std::to_string(want));
+  Tensor t;
+  std::shared_ptr<const std::string> taken;
+  if (take && want > 0) taken.reset(take->release_raw_data());  // p.raw_data() now empty
+  const auto* raw = reinterpret_cast<const std::byte*>(taken ? taken->data() : p.raw_data().data());
+  if (taken && reinterpret_cast<std::uintptr_t>(raw) % itemsize(dtype) == 0) {
+    t = Tensor::view(dtype, dims, raw, std::move(taken));
+  } else {
+    check_memory(want, where);
+    t = Tensor::uninitialized(dtype, dims);  // written in full below
+    if (want > 0) std::memcpy(t.bytes(), raw, want);
   }
+  if (dtype == DType::bool_) {
+    const auto v = std::as_const(t).data<std::uint8_t>();
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (v[i] > 1)
+        throw Error(where, "raw_data[" + std::to_string(i) + "] = " + std::to_string(v[i]) +
+                               " is not a BOOL (0 or 1)");
+  }
+  return t;
+}
 
+// The values of the dtype's typed field (float_data, int32_data, ...), narrowed and
+// range-checked where the field is wider than the type.
+Tensor from_typed_field(const onnx::TensorProto& p, const PbType& type, Field field,
+                        const std::vector<std::int64_t>& dims, std::size_t n,
+                        const std::string& where) {
+  const DType dtype = *type.dtype;
   const auto count = static_cast<std::size_t>(field_size(p, field));
   if (count != n)
     throw Error(where, std::string(field_name(field)) + " has " + std::to_string(count) +
-                           " values, but dims " + shape + " of " + type->name + " need " +
-                           std::to_string(n) + (count == 0 ? " (no data)" : ""));
+                           " values, but dims " + detail::dims_text(dims) + " of " + type.name +
+                           " need " + std::to_string(n) + (count == 0 ? " (no data)" : ""));
   check_memory(n * itemsize(dtype), where);
   Tensor t(dtype, dims);
   const char* fname = field_name(field);
@@ -200,35 +189,58 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where,
       std::copy(p.uint64_data().begin(), p.uint64_data().end(), t.data<std::uint64_t>().begin());
       break;
     case DType::uint32:
-      narrow_into(p.uint64_data(), t.data<std::uint32_t>(), 0, UINT32_MAX, fname, type->name,
-                  where);
+      narrow_into(p.uint64_data(), t.data<std::uint32_t>(), 0, UINT32_MAX, fname, type.name, where);
       break;
     case DType::int32:
       std::copy(p.int32_data().begin(), p.int32_data().end(), t.data<std::int32_t>().begin());
       break;
     case DType::int16:
-      narrow_into(p.int32_data(), t.data<std::int16_t>(), INT16_MIN, INT16_MAX, fname, type->name,
+      narrow_into(p.int32_data(), t.data<std::int16_t>(), INT16_MIN, INT16_MAX, fname, type.name,
                   where);
       break;
     case DType::int8:
-      narrow_into(p.int32_data(), t.data<std::int8_t>(), INT8_MIN, INT8_MAX, fname, type->name,
+      narrow_into(p.int32_data(), t.data<std::int8_t>(), INT8_MIN, INT8_MAX, fname, type.name,
                   where);
       break;
     case DType::uint16:
     case DType::float16:
     case DType::bfloat16:  // the 16-bit pattern, zero-extended
-      narrow_into(p.int32_data(), t.data<std::uint16_t>(), 0, UINT16_MAX, fname, type->name, where);
+      narrow_into(p.int32_data(), t.data<std::uint16_t>(), 0, UINT16_MAX, fname, type.name, where);
       break;
     case DType::uint8:
-      narrow_into(p.int32_data(), t.data<std::uint8_t>(), 0, UINT8_MAX, fname, type->name, where);
+      narrow_into(p.int32_data(), t.data<std::uint8_t>(), 0, UINT8_MAX, fname, type.name, where);
       break;
     case DType::bool_:
-      narrow_into(p.int32_data(), t.data<std::uint8_t>(), 0, 1, fname, type->name, where);
+      narrow_into(p.int32_data(), t.data<std::uint8_t>(), 0, 1, fname, type.name, where);
       break;
     case DType::string:
-      FPG_CHECK(false);  // read from string_data above
+      FPG_CHECK(false);  // read from string_data
   }
   return t;
+}
+
+// `take`: p itself, given to have its raw_data taken over instead of copied.
+Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where,
+                         onnx::TensorProto* take = nullptr) {
+  if (p.data_location() == onnx::TensorProto::EXTERNAL || p.external_data_size() > 0)
+    throw Error(where,
+                "tensor data is stored externally (data_location EXTERNAL), which a standalone "
+                ".pb does not support; load it with the model that references it");
+  if (p.has_segment()) throw Error(where, "segmented tensors are not supported");
+  const PbType* type = find_pb_type(p.data_type());
+  if (!type || !type->dtype) {
+    const std::string name = type ? type->name : "unknown";
+    throw Error(where, "unsupported data_type " + name + " (" + std::to_string(p.data_type()) +
+                           "); supported: FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT8-64, "
+                           "UINT8-64, BOOL, STRING");
+  }
+  const std::vector<std::int64_t> dims(p.dims().begin(), p.dims().end());
+  const std::size_t n = element_count(dims, where);  // refuses negative dims
+  if (*type->dtype == DType::string) return string_tensor(p, dims, n, where);
+  const Field field = typed_field(*type->dtype);
+  check_one_value_field(p, *type, field, where);
+  if (p.has_raw_data()) return from_raw_data(p, *type, dims, n, take, where);
+  return from_typed_field(p, *type, field, dims, n, where);
 }
 
 // protobuf refuses messages of 2 GiB or more.
@@ -393,6 +405,12 @@ constexpr PbType kPbTypes[] = {
     {22, "INT4", std::nullopt},           {23, "FLOAT4E2M1", std::nullopt},
     {24, "FLOAT8E8M0", std::nullopt},
 };
+
+std::string dims_text(const std::vector<std::int64_t>& dims) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
 
 const PbType* find_pb_type(int code) {
   for (const auto& t : kPbTypes)

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "fpguard/tensor.hpp"
 
@@ -22,6 +23,8 @@ struct PbType {
 };
 const PbType* find_pb_type(int code);  // nullptr for an unknown code
 const PbType& pb_type(DType d);
+// Dims as refusals write them: "[2, 3]".
+std::string dims_text(const std::vector<std::int64_t>& dims);
 
 // The values of `p` (raw_data or its typed field); Error(where, ...) for what
 // read_tensor_pb refuses. External data must have been resolved into raw_data first.

@@ -25,6 +25,9 @@ inline int exit_code = 0;
 std::string flag_of(const std::string& option);
 // Where an Error is, as the CLI words it (an option as its flag).
 std::string where_of(const Error& e);
+// What an Error says, as the CLI words it: with the flag of the setting that governs it
+// ("... (--max-memory)").
+std::string problem_of(const Error& e);
 
 // A command line CLI11 could not parse, worded as fpguard's errors are (where, what):
 // "--precison", "unknown option of check; did you mean '--precision'?".

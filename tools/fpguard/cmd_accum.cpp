@@ -41,7 +41,7 @@ void run(const AccumArgs& a) {
       entries.push_back({f.name, accum_limits(f, o), ""});
     } catch (const Error& e) {
       if (!a.all) throw;  // one format: a bad value is an error; --all: a skipped row
-      entries.push_back({f.name, std::nullopt, where_of(e) + ": " + e.problem()});
+      entries.push_back({f.name, std::nullopt, where_of(e) + ": " + problem_of(e)});
     }
   }
   if (a.json)

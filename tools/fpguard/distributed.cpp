@@ -28,7 +28,7 @@ std::vector<std::string> exchange(const std::function<std::string()>& work) {
   try {
     mine = kResult + work();
   } catch (const Error& e) {
-    mine = error_record(where_of(e), e.problem());
+    mine = error_record(where_of(e), problem_of(e));
   } catch (const std::bad_alloc&) {
     mine = error_record("rank " + std::to_string(mpi::world().rank), "out of memory");
   } catch (const std::exception& e) {

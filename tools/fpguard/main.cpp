@@ -30,6 +30,11 @@ std::string where_of(const Error& e) {
   return flag_of(e.option()) + (e.value().empty() ? "" : " " + e.value());
 }
 
+std::string problem_of(const Error& e) {
+  if (e.setting().empty()) return e.problem();
+  return e.problem() + " (" + flag_of(e.setting()) + ")";
+}
+
 }  // namespace fpguard::cli
 
 namespace {
@@ -123,7 +128,7 @@ int run(int argc, char** argv) {
     const auto problem = fpguard::cli::explain(app, e);
     return fail(problem.where, problem.what);
   } catch (const fpguard::Error& e) {
-    return fail(fpguard::cli::where_of(e), e.problem());
+    return fail(fpguard::cli::where_of(e), fpguard::cli::problem_of(e));
   } catch (const std::bad_alloc&) {
     return local_failure("", "out of memory");
   } catch (const std::exception& e) {
