@@ -419,6 +419,49 @@ model::Model one_node(const std::string& op, std::vector<std::int64_t> xs, Tenso
   return b.m;
 }
 
+// Executors that share a WeightCache (check's three runs) share what kernels prepare from
+// its weights and the model's (a Conv's weights reordered into oneDNN's layout, keyed by
+// their address): the float32 reference and the float16 runs must each still get their
+// own weights, bit for bit what executors with caches of their own give, in either order.
+TEST(Executor, ExecutorsSharingWeightsKeepTheirOwnPreparedWeights) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("fpg_exec_prep_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0, 0.3f);
+  Tensor w(DType::float32, {8, 3, 3, 3});
+  for (float& v : w.data<float>()) v = normal(rng);
+  Tensor x(DType::float32, {1, 3, 12, 12});
+  for (float& v : x.data<float>()) v = normal(rng);
+  model::SaveOptions so;  // external data: the weight is a view of the file, read in place
+  so.external = model::SaveOptions::External::always;
+  so.min_external_bytes = 0;
+  model::save(one_node("Conv", {1, 3, 12, 12}, w), dir / "conv.onnx", so);
+  const model::Model m = model::load(dir / "conv.onnx");
+  const Tensor want32 = Executor(m).run({{"x", x}})[0].tensor;
+  const Tensor want16 = Executor(m, fp16()).run({{"x", x}})[0].tensor;
+  ASSERT_NE(std::memcmp(want32.bytes(), want16.bytes(), want32.nbytes()), 0);
+  auto same = [](const Tensor& a, const Tensor& b) {
+    return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
+  };
+  for (const bool reference_first : {true, false}) {
+    RunOptions ref_options;
+    ref_options.weights = std::make_shared<WeightCache>();
+    RunOptions emu_options = fp16();
+    emu_options.weights = ref_options.weights;
+    const Executor ref(m, ref_options);
+    const Executor emu(ref, emu_options), local(ref, emu_options);
+    if (reference_first) {
+      EXPECT_TRUE(same(ref.run({{"x", x}})[0].tensor, want32));
+    }
+    EXPECT_TRUE(same(emu.run({{"x", x}})[0].tensor, want16));
+    EXPECT_TRUE(same(local.run({{"x", x}})[0].tensor, want16));
+    EXPECT_TRUE(same(ref.run({{"x", x}})[0].tensor, want32));
+    EXPECT_TRUE(same(emu.run({{"x", x}})[0].tensor, want16));
+  }
+  fs::remove_all(dir);
+}
+
 RunOptions accumulating(const std::string& order) {
   RunOptions o = fp16();
   o.policy.accumulate = parse_format("float16");

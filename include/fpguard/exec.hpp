@@ -324,29 +324,13 @@ class Observer {
                             const std::vector<NamedTensor>& /*outputs*/) {}
 };
 
-// Initializers rounded to a format, once (as TensorRT rounds weights at build time):
-// (initializer, format name) -> rounded carrier. Executors of the same model may share
-// one (a lockstep analysis rounds each weight once for all its runs).
-class WeightCache {
- public:
-  // The rounded carrier of `weight` (a float32 or float64 carrier of `source`) in `f`,
-  // held in `carrier`; the address is stable for the cache's lifetime.
-  const Tensor& get(const Tensor* source, const Tensor& weight, const Format& f,
-                    const RoundOptions& o, DType carrier = DType::float32);
-  // The same for any quantization of `source`: `make()` computes it once per `key`.
-  const Tensor& get(const Tensor* source, const std::string& key,
-                    const std::function<Tensor()>& make);
-
- private:
-  std::map<std::pair<const Tensor*, std::string>, Tensor> rounded_;
-  std::mutex mutex_;
-};
-
 // What kernels prepare once per node and keep for every later run (a oneDNN convolution's
 // primitive and its weights reordered into the primitive's layout): (node, key) -> an
-// object of the kernel's choosing, made under the lock the first time. Thread-safe; an
-// executor owns one, shared by its Sessions. Keys must name everything the object
-// depends on besides the node (input shapes, the address of a stable input).
+// object of the kernel's choosing, made under the lock the first time. Thread-safe; a
+// WeightCache holds one, shared by the executors (and their Sessions) that share the
+// WeightCache. Keys must name everything the object depends on besides the node (input
+// shapes, the address of a stable input: a model initializer or a WeightCache entry, so
+// executors that read the same weight in the same precision share what is made of it).
 class PreparedCache {
  public:
   template <class T>
@@ -361,6 +345,28 @@ class PreparedCache {
                                       const std::function<std::shared_ptr<const void>()>& make);
   std::map<std::pair<const model::Node*, std::string>, std::shared_ptr<const void>> items_;
   std::mutex mutex_;
+};
+
+// Initializers rounded to a format, once (as TensorRT rounds weights at build time):
+// (initializer, format name) -> rounded carrier. Executors of the same model may share
+// one (a lockstep analysis rounds each weight once for all its runs); they then share its
+// PreparedCache too (a convolution's weights reordered once per weight and precision).
+class WeightCache {
+ public:
+  // The rounded carrier of `weight` (a float32 or float64 carrier of `source`) in `f`,
+  // held in `carrier`; the address is stable for the cache's lifetime.
+  const Tensor& get(const Tensor* source, const Tensor& weight, const Format& f,
+                    const RoundOptions& o, DType carrier = DType::float32);
+  // The same for any quantization of `source`: `make()` computes it once per `key`.
+  const Tensor& get(const Tensor* source, const std::string& key,
+                    const std::function<Tensor()>& make);
+  // What kernels prepare from these weights and the model's (KernelContext::prepared).
+  PreparedCache& prepared() { return prepared_; }
+
+ private:
+  std::map<std::pair<const Tensor*, std::string>, Tensor> rounded_;
+  std::mutex mutex_;
+  PreparedCache prepared_;
 };
 
 // ---- profiling ---------------------------------------------------------------------------
@@ -526,9 +532,6 @@ class Executor {
   const model::Model& model_;
   RunOptions options_;
   std::shared_ptr<const Plans> plans_;  // shared by the executors of one model
-  // Kernels' prepared state (KernelContext::prepared); its keys hold addresses of this
-  // executor's weights, so it is never shared with another executor.
-  std::shared_ptr<PreparedCache> prepared_ = std::make_shared<PreparedCache>();
   std::string where_;
 };
 

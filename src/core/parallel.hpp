@@ -5,23 +5,37 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
+
+#include <strings.h>
 
 #include <omp.h>
 
 namespace fpguard::detail {
 
-// Below this many elements a second thread costs more than it saves (a parallel region
-// on OpenMP's warm pool costs a few microseconds).
-inline constexpr std::size_t kParallelThreshold = std::size_t{1} << 16;
+// Below this many elements a second thread costs more than it saves. A parallel region
+// costs a few microseconds on a pool whose threads spin while they wait, but a futex wake
+// and a sleep on each side (tens of microseconds on a VM) on a pool that waits passively,
+// the `fpguard` command's default (prefer_passive_openmp_wait): there each thread's share
+// must be 4x larger to pay (bench/README.md, "check's threads").
+inline std::size_t parallel_threshold() {
+  static const std::size_t threshold = [] {
+    const char* policy = std::getenv("OMP_WAIT_POLICY");
+    const bool passive = policy && strcasecmp(policy, "passive") == 0;
+    return passive ? std::size_t{1} << 18 : std::size_t{1} << 16;
+  }();
+  return threshold;
+}
 
 inline int resolve_threads(int requested, std::size_t n) {
   if (requested > 0) return requested;
-  if (n < kParallelThreshold) return 1;
+  const std::size_t threshold = parallel_threshold();
+  if (n < threshold) return 1;
   // The pool's size: all cores, or what --threads set (omp_set_num_threads, through the
   // executor), so "automatic" never exceeds the user's choice.
   const auto pool = static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
-  return static_cast<int>(std::min<std::size_t>(pool, n / (kParallelThreshold / 2)));
+  return static_cast<int>(std::min<std::size_t>(pool, n / (threshold / 2)));
 }
 
 // Calls fn(begin, end) on contiguous chunks of [0, n); chunk boundaries are multiples of

@@ -470,7 +470,7 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
                     {},
                     {},
                     {},
-                    prepared_.get()};
+                    &options_.weights->prepared()};
   std::map<const model::Graph*, std::size_t> runs;  // of each body, for Enclosing::iteration
   ctx.run_subgraph = [&](const model::Graph& sub, std::vector<Value> in) {
     std::vector<Enclosing> chain = enclosing;
