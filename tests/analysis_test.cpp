@@ -916,10 +916,16 @@ TEST(Shard, FinishFromTheGraphAloneTakesTheConstantsFromTheState) {
     EXPECT_EQ(d.rules[i].count, want.rules[i].count);
     EXPECT_EQ(d.rules[i].total, want.rules[i].total);
   }
-  // Scans of another graph's constants are refused.
+  // Scans of another graph's constants are refused, and so is a check against an original
+  // (its rules compare weights).
   CheckState other = accumulate(b.m, sets, o);
   other.constants.front().name = "v";
   EXPECT_THROW(finish(graph, other, o, nullptr, [&] { return sets.front(); }), Error);
+  CheckOptions against = o;
+  against.reference_model = &b.m;
+  EXPECT_THROW(
+      finish(graph, accumulate(b.m, sets, o), against, nullptr, [&] { return sets.front(); }),
+      Error);
 }
 
 TEST(Check, KeepUnknownNodeIsAnError) {

@@ -1786,6 +1786,11 @@ Diagnosis finish(const model::Model& m, CheckState state, const CheckOptions& o,
 Diagnosis finish(const model::Model& graph, CheckState state, const CheckOptions& o,
                  const std::function<const model::Model&()>& model,
                  const std::function<std::vector<NamedTensor>()>& first_set) {
+  // (The clipping rules of a converted model compare its weights with the original's.)
+  if (o.reference_model)
+    throw Error::in_option("reference_model", o.reference_model->path.string(),
+                           "a check against an original needs the model's weights, not its "
+                           "graph alone");
   Checker c(graph, o, nullptr, &state.constants);
   c.install(std::move(state));
   return c.finish(first_set, model);
