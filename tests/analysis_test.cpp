@@ -14,6 +14,7 @@
 #include "fpguard/analysis.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
+#include "fpguard/model.hpp"
 #include "fpguard/rewrite.hpp"
 #include "fpguard/stats.hpp"
 #include "graph_util.hpp"
@@ -842,6 +843,25 @@ TEST(Shard, MergedStatesGiveTheDiagnosisOfOneCheck) {
       EXPECT_EQ(d.nodes[i].damage, want.nodes[i].damage);
     }
   }
+  // From the graph alone (W [4096, 8] without values): the model itself is asked for only
+  // to run the accuracy origin on set 0, and the diagnosis is the same.
+  CheckState all = accumulate(b.m, sets, o);
+  const model::Model graph = model::load_graph_bytes(model::save_graph_bytes(b.m), "graph");
+  bool asked = false;
+  const Diagnosis g = finish(
+      graph, all, o,
+      [&]() -> const model::Model& {
+        asked = true;
+        return b.m;
+      },
+      [&] { return sets.front(); });
+  EXPECT_TRUE(asked);
+  ASSERT_EQ(g.origins.size(), want.origins.size());
+  EXPECT_EQ(g.origins[0].node, "proj");
+  EXPECT_EQ(g.origins[0].contribution, want.origins[0].contribution);
+  ASSERT_EQ(g.nodes.size(), want.nodes.size());
+  for (std::size_t i = 0; i < g.nodes.size(); ++i)
+    EXPECT_EQ(g.nodes[i].damage, want.nodes[i].damage);
   // A set in two states, and a state of another graph, are refused.
   CheckState a = accumulate(b.m, {sets[0]}, o, {0});
   EXPECT_THROW(merge(a, accumulate(b.m, {sets[0]}, o, {0})), Error);
@@ -849,6 +869,63 @@ TEST(Shard, MergedStatesGiveTheDiagnosisOfOneCheck) {
   EXPECT_THROW(merge(a, accumulate(other.m, {{{"x", y}}}, o, {1})), Error);
   EXPECT_THROW(finish(other.m, a, o, [&] { return sets.front(); }), Error);
   EXPECT_THROW(accumulate(b.m, {sets[0], sets[1]}, o, {1, 0}), Error);  // not ascending
+}
+
+// finish() of the graph alone (model::load_graph_bytes: its weights read as zeros) takes
+// the constants' scans from the state: the constant rules and the overflow origins are
+// those of the model, and nothing runs the model or reads a set.
+TEST(Shard, FinishFromTheGraphAloneTakesTheConstantsFromTheState) {
+  std::vector<float> wv(1024);
+  for (std::size_t i = 0; i < wv.size(); ++i) wv[i] = i % 7 == 0 ? 1e6f : 0.5f + i / 1024.0f;
+  Builder b({1024});
+  b.init("w", floats({1024}, wv)).node("scale", "Mul", {"x", "w"}, "y").output("y");
+  std::vector<std::vector<NamedTensor>> sets;
+  for (int s = 1; s <= 3; ++s) sets.push_back({{"x", floats({1024}, std::vector<float>(1024, s))}});
+  const CheckOptions o = fp16();
+  const Diagnosis want = check(b.m, sets, o);
+  ASSERT_FALSE(want.pass);
+  ASSERT_FALSE(want.origins.empty());
+  ASSERT_FALSE(want.rules.empty());
+  const model::Model graph = model::load_graph_bytes(model::save_graph_bytes(b.m), "graph");
+  ASSERT_EQ(graph.graph.initializers.size(), 1u);
+  for (const float v : graph.graph.initializers[0].tensor.data<float>()) ASSERT_EQ(v, 0);
+  const Diagnosis d = finish(
+      graph, accumulate(b.m, sets, o), o,
+      [&]() -> const model::Model& {
+        ADD_FAILURE() << "the model was asked for";
+        return b.m;
+      },
+      [&] {
+        ADD_FAILURE() << "a set was read";
+        return sets.front();
+      });
+  EXPECT_EQ(d.pass, want.pass);
+  ASSERT_EQ(d.origins.size(), want.origins.size());
+  for (std::size_t i = 0; i < d.origins.size(); ++i) {
+    EXPECT_EQ(d.origins[i].node, want.origins[i].node);
+    EXPECT_EQ(d.origins[i].kind, want.origins[i].kind);
+    EXPECT_EQ(d.origins[i].affected, want.origins[i].affected);
+    EXPECT_EQ(d.origins[i].absmax, want.origins[i].absmax);
+  }
+  ASSERT_EQ(d.rules.size(), want.rules.size());
+  for (std::size_t i = 0; i < d.rules.size(); ++i) {
+    EXPECT_EQ(d.rules[i].id, want.rules[i].id);
+    EXPECT_EQ(d.rules[i].node, want.rules[i].node);
+    EXPECT_EQ(d.rules[i].observed, want.rules[i].observed);
+    EXPECT_EQ(d.rules[i].parameter, want.rules[i].parameter);
+    EXPECT_EQ(d.rules[i].count, want.rules[i].count);
+    EXPECT_EQ(d.rules[i].total, want.rules[i].total);
+  }
+  // Scans of another graph's constants are refused, and so is a check against an original
+  // (its rules compare weights).
+  CheckState other = accumulate(b.m, sets, o);
+  other.constants.front().name = "v";
+  EXPECT_THROW(finish(graph, other, o, nullptr, [&] { return sets.front(); }), Error);
+  CheckOptions against = o;
+  against.reference_model = &b.m;
+  EXPECT_THROW(
+      finish(graph, accumulate(b.m, sets, o), against, nullptr, [&] { return sets.front(); }),
+      Error);
 }
 
 TEST(Check, KeepUnknownNodeIsAnError) {

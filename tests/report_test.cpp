@@ -251,10 +251,32 @@ TEST(Json, CheckPartRoundTripsExactly) {
        .state = analysis::accumulate(overflowing_graph().m, kOverflowingSample, o, {1})});
   p.checks[0].state.nodes[0].input_error = INFINITY;
   p.checks[0].state.output_cmp[0].lo.dot = 0x1p-60;
+  p.checks[0].state.constants.push_back({.name = "c",
+                                         .label = "c",
+                                         .kind = "initializer",
+                                         .size = 3,
+                                         .overflow = 1,
+                                         .min = -INFINITY,
+                                         .max = 0x1.fffffep+127,
+                                         .min_abs_nonzero = NAN,
+                                         .sumsq = 0x1p-1074,
+                                         .absmax = INFINITY,
+                                         .nonfinite = true});
+  for (int b = 0; b < 256; ++b) p.graph += static_cast<char>(b);  // 256: base64 padded "=="
   const Json j = to_json(p);
   EXPECT_EQ(j["schema_version"], kCheckPartSchema);
   const CheckPart back = check_part_from_json(Json::parse(j.dump()), "part.json");
   EXPECT_EQ(to_json(back).dump(), j.dump());
+  EXPECT_EQ(back.graph, p.graph);
+  for (const std::string g : {"", "a", "ab", "abc", "abcd"}) {  // every padding
+    CheckPart q = p;
+    q.graph = g;
+    EXPECT_EQ(check_part_from_json(to_json(q), "part.json").graph, g);
+  }
+  EXPECT_EQ(j["graph"].get<std::string>().substr(0, 8), "AAECAwQF");  // RFC 4648
+  ASSERT_EQ(back.checks[0].state.constants.size(), p.checks[0].state.constants.size());
+  EXPECT_EQ(back.checks[0].state.constants.back().sumsq, 0x1p-1074);
+  EXPECT_TRUE(std::isnan(back.checks[0].state.constants.back().min_abs_nonzero));
   EXPECT_EQ(back.checks[0].state.nodes[0].input_error, INFINITY);
   EXPECT_EQ(back.checks[0].state.output_cmp[0].lo.dot, 0x1p-60);
   EXPECT_EQ(back.checks[0].options.fail_on, o.fail_on);
@@ -297,11 +319,17 @@ TEST(Json, CheckPartRoundTripsExactly) {
   Json bad = j;
   bad["states"][0]["nodes"][0]["input_error"] = "lots";
   EXPECT_THROW(check_part_from_json(bad, "part.json"), Error);
+  for (const char* not64 : {"abc", "ab=c", "a===", "ab$d"}) {
+    bad = j;
+    bad["graph"] = not64;
+    EXPECT_THROW(check_part_from_json(bad, "part.json"), Error) << not64;
+  }
 }
 
 // An amax file (fpguard calibrate) reads back exactly; another kind of file is refused.
 TEST(Json, AmaxFileRoundTripsExactly) {
   const AmaxFile a{.model = {.path = "m.onnx", .sha256 = "ab"},
+                   .data = {{.path = "/m/w.bin", .sha256 = "ef"}},
                    .reference = "float64",
                    .inputs = {.input = {"k=uniform:0:1"}, .inputs = "/sets", .seed = 3},
                    .total_sets = 9,
@@ -318,6 +346,7 @@ TEST(Json, AmaxFileRoundTripsExactly) {
   EXPECT_EQ(b.amax, a.amax);
   EXPECT_EQ(b.sets, a.sets);
   EXPECT_EQ(b.inputs, a.inputs);
+  EXPECT_EQ(b.data, a.data);
   {
     std::ofstream out(f);
     out << R"({"schema_version": 1, "kind": "fpguard check part"})";

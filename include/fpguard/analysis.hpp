@@ -495,6 +495,21 @@ struct NodeFirsts {
   std::vector<std::size_t> boundary{};
 };
 
+// One scan of a floating constant (initializer or Constant node value) in the format.
+struct ConstantScan {
+  std::string name;   // the value's name (what nodes read)
+  std::string label;  // initializer name, or the Constant node's name
+  std::string kind;   // "initializer" or "Constant"
+  std::uint64_t size = 0, overflow = 0, underflow = 0;
+  double min = 0, max = 0;     // over finite values
+  double min_abs_nonzero = 0;  // NaN when all are zero
+  // Sums of squares over the finite values: all of them, those that flush to zero and
+  // those that overflow in the format (measured only when some do).
+  double sumsq = 0, sumsq_underflow = 0, sumsq_overflow = 0;
+  double absmax = 0;       // the largest |value|
+  bool nonfinite = false;  // holds inf or NaN
+};
+
 struct CheckState {
   // The input sets accumulated: their global indices, ascending (set i of a check over
   // several sets is its i-th).
@@ -512,6 +527,10 @@ struct CheckState {
   std::map<std::string, double> absmax{};
   std::map<std::string, double> min_abs_nonzero{};
   std::set<std::string> seen{};
+  // The model's floating constants as scanned in the format, in the order of the nodes
+  // (static: the same in every state of one check). finish() of the model's graph alone
+  // takes them instead of the constants' values.
+  std::vector<ConstantScan> constants{};
 };
 
 // Input sets read one at a time (inputs::SetList::read): `count` of them, the k-th by
@@ -550,6 +569,13 @@ void merge(CheckState& into, const CheckState& from);
 // smallest index), which `first_set` returns; it is called only when there are accuracy
 // candidates. A state of another graph is an Error.
 Diagnosis finish(const model::Model& m, CheckState state, const CheckOptions& o,
+                 const std::function<std::vector<NamedTensor>()>& first_set);
+// The same from the model's graph alone (model::load_graph_bytes: its large tensors without
+// values), the state's constant scans standing in for the constants. Only the accuracy
+// origins' runs need the model itself: `model` returns it (the same model, its nodes named
+// as in `graph`), called, as first_set, only when there are accuracy candidates.
+Diagnosis finish(const model::Model& graph, CheckState state, const CheckOptions& o,
+                 const std::function<const model::Model&()>& model,
                  const std::function<std::vector<NamedTensor>()>& first_set);
 
 }  // namespace fpguard::analysis

@@ -171,6 +171,15 @@ struct SaveResult {
 SaveResult save(const Model& m, const std::filesystem::path& path, const SaveOptions& o = {});
 // The model inline (every tensor in raw_data); Error when it would be 2 GiB or more.
 std::string save_to_bytes(const Model& m);
+// The model without the values of its tensors of 4 KiB or more (the weights; what ONNX
+// shape inference does not read): its graph, attributes, types and small constants, a
+// serialized ModelProto. What a partial check result carries so that merge finishes the
+// check without the model file (docs/scale.md).
+std::string save_graph_bytes(const Model& m);
+// Loads what save_graph_bytes wrote (m.path = `where`): each tensor it left without values
+// reads as zeros, taking no memory (a read-only anonymous map). For analyses that never
+// read those values (analysis::finish of recorded constant scans).
+Model load_graph_bytes(const std::string& bytes, const std::string& where);
 
 // ---- graph analyses ------------------------------------------------------------------
 // Names that nodes of `g` (including nested subgraphs) read but that `g` does not define

@@ -163,9 +163,11 @@ analysis::Diagnosis diagnosis_from_json(const Json& j, const std::string& where)
 // ---- partial results of a sharded check (docs/scale.md) -----------------------------------
 // `check --shard I/N --json part.json` writes one: what identifies the check (the model and
 // its data by SHA-256, the input directory's size, every option that affects results) and
-// each precision's analysis::CheckState. `fpguard merge` reads the parts back, refuses
-// parts of different checks, merges the states and finishes the diagnosis.
-inline constexpr int kCheckPartSchema = 2;  // 2: the scaled options and activation amax
+// each precision's analysis::CheckState, and the model's graph without its weights.
+// `fpguard merge` reads the parts back, refuses parts of different checks, merges the
+// states and finishes the diagnosis from them alone.
+// 2: the scaled options and activation amax; 3: the graph and the constants' scans.
+inline constexpr int kCheckPartSchema = 3;
 
 struct FileId {
   std::string path;    // as given (the model, the reference model) or canonical (data)
@@ -185,6 +187,7 @@ struct CheckPart {
   inputs::Shard shard{};
   std::vector<std::string> set_names{};  // of the sets in states[k].sets, in that order
   std::string first_set_sha256{};        // inputs::set_sha256 of its first set
+  std::string graph{};  // the model as checked (nodes named), model::save_graph_bytes
   struct Check {
     analysis::CheckOptions options{};  // (reference_model, threads, progress: not recorded)
     analysis::CheckState state{};
@@ -212,9 +215,10 @@ std::string describe(const CheckPart& p, const std::string& file);
 // ---- calibrated activation amax (fpguard calibrate; docs/scale.md) ----------------------
 // What a scaled precision's static activation scales come from, calibrated on some input
 // sets (a shard's): check --amax takes the files of every shard and their maximum.
-inline constexpr int kAmaxSchema = 1;
+inline constexpr int kAmaxSchema = 2;  // 2: the external data files' sha256
 struct AmaxFile {
   FileId model{};
+  std::vector<FileId> data{};         // the model's external data files
   std::string reference = "float32";  // the reference run it was calibrated with
   inputs::Options inputs{};           // as a part's (the directory absolute)
   std::size_t total_sets = 0;

@@ -22,19 +22,6 @@ struct Source {
   std::optional<std::size_t> pos;  // topological position for nodes
 };
 
-// One scan of a floating constant (initializer or Constant node value) in the format.
-struct ConstantScan {
-  std::string name;   // the value's name (what nodes read)
-  std::string label;  // initializer name, or the Constant node's name
-  std::string kind;   // "initializer" or "Constant"
-  std::uint64_t size = 0, overflow = 0, underflow = 0;
-  double min = 0, max = 0;     // over finite values
-  double min_abs_nonzero = 0;  // NaN when all are zero
-  // Sums of squares over the finite values: all of them, those that flush to zero and
-  // those that overflow in the format (measured only when some do).
-  double sumsq = 0, sumsq_underflow = 0, sumsq_overflow = 0;
-};
-
 // Gives `p` the check's scaled precision (CheckOptions::scaled), if any, with `amax`.
 void scale_policy(exec::PrecisionPolicy& p, const CheckOptions& o, const ActivationAmax& amax);
 
@@ -88,7 +75,8 @@ struct Context {
 std::vector<Tensor> reference_outputs(const exec::Session& ref);
 // Fills diag.origins (may run the model again: accuracy contributions, on the input set
 // `sample` returns, called only when there are candidates).
-void find_origins(Context& ctx, const exec::Executor& ref_ex,
+// (`reference`: the reference run's executor, asked for only then.)
+void find_origins(Context& ctx, const std::function<const exec::Executor&()>& reference,
                   const std::function<std::vector<NamedTensor>()>& sample);
 // Throws an Error for an id that names no rule.
 void check_rule_ids(const std::set<std::string>& ids);

@@ -1215,6 +1215,13 @@ struct Flattener {
   }
 };
 
+// A constant's scan, into the context.
+void take_scan(Context& ctx, ConstantScan c) {
+  ctx.absmax[c.name] = c.absmax;
+  ctx.constant_nonfinite[c.name] = c.nonfinite;
+  ctx.constants.push_back(std::move(c));
+}
+
 // Constants, before running: one statistics pass each (the SIMD stats layer).
 void scan_constants(Context& ctx, const std::vector<ConstantJob>& jobs) {
   const auto& o = ctx.o;
@@ -1237,10 +1244,29 @@ void scan_constants(Context& ctx, const std::vector<ConstantJob>& jobs) {
                    .min_abs_nonzero = st.tensor.min_abs_nonzero};
     // Their share of the L2 norm, for the constant rules' severity.
     if (c.overflow || c.underflow) constant_sums(t, o.precision, c);
-    ctx.absmax[job.key] = st.tensor.absmax;
-    ctx.constant_nonfinite[job.key] = st.tensor.nan + st.tensor.posinf + st.tensor.neginf > 0;
-    ctx.constants.push_back(std::move(c));
+    c.absmax = st.tensor.absmax;
+    c.nonfinite = st.tensor.nan + st.tensor.posinf + st.tensor.neginf > 0;
+    take_scan(ctx, std::move(c));
   }
+}
+
+// The constants as `scans` recorded them (CheckState::constants) instead of scanning their
+// values, which a model's graph alone does not hold; they must be the floating ones of
+// `jobs`, in order.
+void use_scans(Context& ctx, const std::vector<ConstantJob>& jobs,
+               const std::vector<ConstantScan>& scans) {
+  std::size_t k = 0;
+  for (const auto& job : jobs) {
+    ctx.constant_values[job.key] = job.tensor;
+    if (!exec::is_float(job.tensor->dtype())) continue;
+    if (k == scans.size() || scans[k].name != job.key)
+      throw Error(ctx.m.path.string(), "the partial results' constants are of another graph ('" +
+                                           job.key + "' is not scanned)");
+    take_scan(ctx, scans[k++]);
+  }
+  if (k != scans.size())
+    throw Error(ctx.m.path.string(), "the partial results' constants are of another graph ('" +
+                                         scans[k].name + "' is not one)");
 }
 
 }  // namespace
@@ -1480,7 +1506,9 @@ struct Checker {
   std::vector<OutputVerdict> verdicts{};
 
   // `calibration`: the input sets static activation scales come from (scaled FP8).
-  Checker(const model::Model& model, const CheckOptions& opts, const SetReader* calibration)
+  // `scans`: the constants as recorded, when `model` is a graph without their values.
+  Checker(const model::Model& model, const CheckOptions& opts, const SetReader* calibration,
+          const std::vector<ConstantScan>* scans = nullptr)
       : m(model),
         o(opts),
         setup(run_setup(model, opts)),
@@ -1489,16 +1517,19 @@ struct Checker {
         emu_ex(ref_ex, scaled_run(setup.emu, opts, amax)),
         local_ex(ref_ex, scaled_run(setup.local, opts, amax)),
         ctx{.m = model, .o = opts, .order = ref_ex.order()} {
-    prepare();
+    prepare(scans);
   }
-  void prepare();
+  void prepare(const std::vector<ConstantScan>* scans);
   void accumulate(const SetReader& samples, const std::vector<std::size_t>& sets);
   CheckState state();
   void install(CheckState st);
-  Diagnosis finish(const std::function<std::vector<NamedTensor>()>& first_set);
+  // `full`: the model itself, when this checker's is its graph alone (for the accuracy
+  // origins' runs); nullptr: this checker's.
+  Diagnosis finish(const std::function<std::vector<NamedTensor>()>& first_set,
+                   const std::function<const model::Model&()>& full = nullptr);
 };
 
-void Checker::prepare() {
+void Checker::prepare(const std::vector<ConstantScan>* scans) {
   ctx.elem_types = setup.types;
   ctx.activation_amax = amax;
   ctx.diag.model = m.path.string();
@@ -1531,7 +1562,10 @@ void Checker::prepare() {
           msg += "; did you mean '" + hint + "'?";
         throw Error::in_option(option, k, msg);
       }
-  scan_constants(ctx, flat.constants);
+  if (scans)
+    use_scans(ctx, flat.constants, *scans);
+  else
+    scan_constants(ctx, flat.constants);
   const auto& g = m.graph;
   verdicts.resize(g.outputs.size());
   ctx.output_cmp.resize(g.outputs.size());
@@ -1572,7 +1606,8 @@ CheckState Checker::state() {
           .verdicts = std::move(verdicts),
           .absmax = std::move(ctx.absmax),
           .min_abs_nonzero = std::move(ctx.min_abs_nonzero),
-          .seen = std::move(ctx.seen)};
+          .seen = std::move(ctx.seen),
+          .constants = std::move(ctx.constants)};
 }
 
 void Checker::install(CheckState st) {
@@ -1613,7 +1648,8 @@ void Checker::install(CheckState st) {
   ctx.seen = std::move(st.seen);
 }
 
-Diagnosis Checker::finish(const std::function<std::vector<NamedTensor>()>& first_set) {
+Diagnosis Checker::finish(const std::function<std::vector<NamedTensor>()>& first_set,
+                          const std::function<const model::Model&()>& full) {
   if (ctx.sets.empty()) throw Error(m.path.string(), "no input sets to check with");
   for (std::size_t i = 0; i < verdicts.size(); ++i) judge(ctx.output_cmp[i], o, verdicts[i]);
   ctx.diag.pass =
@@ -1641,7 +1677,15 @@ Diagnosis Checker::finish(const std::function<std::vector<NamedTensor>()>& first
   if (!any_float_node && !outputs_changed(ctx.diag))
     ctx.diag.notes.push_back({.kind = NoteKind::no_float_node});
 
-  find_origins(ctx, ref_ex, first_set);
+  std::optional<exec::Executor> full_ref;  // the reference run of the model itself
+  find_origins(
+      ctx,
+      [&]() -> const exec::Executor& {
+        if (!full) return ref_ex;
+        if (!full_ref) full_ref.emplace(full(), setup.ref);
+        return *full_ref;
+      },
+      first_set);
   if (!ctx.diag.pass && ctx.diag.origins.empty())
     ctx.diag.first_trouble = first_trouble(
         ctx, o.reference_model ? &TensorRecord::against_original : &TensorRecord::propagated);
@@ -1716,6 +1760,19 @@ Diagnosis finish(const model::Model& m, CheckState state, const CheckOptions& o,
   Checker c(m, o, nullptr);
   c.install(std::move(state));
   return c.finish(first_set);
+}
+
+Diagnosis finish(const model::Model& graph, CheckState state, const CheckOptions& o,
+                 const std::function<const model::Model&()>& model,
+                 const std::function<std::vector<NamedTensor>()>& first_set) {
+  // (The clipping rules of a converted model compare its weights with the original's.)
+  if (o.reference_model)
+    throw Error::in_option("reference_model", o.reference_model->path.string(),
+                           "a check against an original needs the model's weights, not its "
+                           "graph alone");
+  Checker c(graph, o, nullptr, &state.constants);
+  c.install(std::move(state));
+  return c.finish(first_set, model);
 }
 
 }  // namespace fpguard::analysis

@@ -482,7 +482,8 @@ void scaled_origins(Context& ctx, const Graphs& g) {
 
 // Accuracy origins: large local error with accurate inputs, ranked by what the node
 // alone (everything else in float32) does to the graph outputs.
-void accuracy_origins(Context& ctx, const Graphs& g, const exec::Executor& ref_ex,
+void accuracy_origins(Context& ctx, const Graphs& g,
+                      const std::function<const exec::Executor&()>& reference,
                       const std::function<std::vector<NamedTensor>()>& first_set) {
   const bool accuracy_failure =
       std::any_of(ctx.diag.outputs.begin(), ctx.diag.outputs.end(),
@@ -505,12 +506,13 @@ void accuracy_origins(Context& ctx, const Graphs& g, const exec::Executor& ref_e
   if (candidates.size() > 8) candidates.resize(8);
   if (candidates.empty()) return;
 
+  const exec::Executor& ref_ex = reference();
   const std::vector<NamedTensor> sample = first_set();
-  std::vector<Tensor> reference;
+  std::vector<Tensor> ref_outputs;
   {
     exec::Session ref(ref_ex, sample);
     while (!ref.done()) ref.step();
-    reference = reference_outputs(ref);
+    ref_outputs = reference_outputs(ref);
   }
   auto output_error = [&](const std::vector<NamedTensor>& out) {
     double e = 0;
@@ -519,7 +521,7 @@ void accuracy_origins(Context& ctx, const Graphs& g, const exec::Executor& ref_e
       const Tensor v = exec::convert(out[i].tensor, DType::float32);
       const std::span<const float> vs(v.data<float>().data(), v.size());
       const Format fp32 = parse_format("float32");
-      const Tensor& r = reference[i];
+      const Tensor& r = ref_outputs[i];
       const Comparison c =
           r.dtype() == DType::float64
               ? compare(std::span<const double>(r.data<double>().data(), r.size()), vs, fp32)
@@ -626,13 +628,13 @@ void assess_damage(Context& ctx) {
   }
 }
 
-void find_origins(Context& ctx, const exec::Executor& ref_ex,
+void find_origins(Context& ctx, const std::function<const exec::Executor&()>& reference,
                   const std::function<std::vector<NamedTensor>()>& sample) {
   const Graphs g(ctx);
   value_origins(ctx, g);
   node_origins(ctx, g);
   scaled_origins(ctx, g);
-  accuracy_origins(ctx, g, ref_ex, sample);
+  accuracy_origins(ctx, g, reference, sample);
 }
 
 }  // namespace fpguard::analysis

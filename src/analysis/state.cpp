@@ -142,6 +142,7 @@ void merge(CheckState& into, const CheckState& from) {
     if (!fresh) it->second = std::min(it->second, v);
   }
   into.seen.insert(from.seen.begin(), from.seen.end());
+  if (into.constants.empty()) into.constants = from.constants;  // (static: the same in both)
   std::vector<std::size_t> sets;
   std::merge(into.sets.begin(), into.sets.end(), from.sets.begin(), from.sets.end(),
              std::back_inserter(sets));

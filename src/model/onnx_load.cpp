@@ -5,6 +5,7 @@
 #include <google/protobuf/unknown_field_set.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
+#include <sys/mman.h>
 
 #include <cerrno>
 #include <climits>
@@ -33,6 +34,8 @@ struct LoadContext {
   // The external data files read so far (canonical paths), each mapped once: the tensors
   // in it view the map.
   mutable std::map<std::filesystem::path, std::shared_ptr<const FileMap>> external_files;
+  // load_graph_bytes: tensors without values (save_graph_bytes) read as zeros.
+  bool graph_only = false;
 };
 
 // An attribute whose type differs from the one the op's ONNX schema declares: refused at
@@ -184,8 +187,34 @@ Tensor load_external(const onnx::TensorProto& p, const LoadContext& ctx, const s
   return t;
 }
 
+// A tensor save_graph_bytes wrote without its values: a numeric type, dims of at least one
+// element, and no data at all.
+bool without_values(const onnx::TensorProto& p) {
+  const auto* type = detail::find_pb_type(p.data_type());
+  if (!type || !type->dtype || *type->dtype == DType::string || p.dims_size() == 0) return false;
+  for (const auto d : p.dims())
+    if (d <= 0) return false;
+  return p.raw_data().empty() && p.float_data_size() == 0 && p.int32_data_size() == 0 &&
+         p.int64_data_size() == 0 && p.double_data_size() == 0 && p.uint64_data_size() == 0 &&
+         p.external_data_size() == 0 && p.data_location() != onnx::TensorProto::EXTERNAL;
+}
+
+// Zeros of `p`'s type and dims that take no memory: a view of an anonymous read-only map
+// (the kernel's zero page, shared, when read).
+Tensor unbacked_zeros(const onnx::TensorProto& p, const std::string& where) {
+  const DType dtype = *detail::find_pb_type(p.data_type())->dtype;
+  const std::vector<std::int64_t> dims(p.dims().begin(), p.dims().end());
+  const std::size_t bytes = element_count(dims, where) * itemsize(dtype);
+  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) throw Error(where, std::string("cannot map: ") + std::strerror(errno));
+  std::shared_ptr<const void> owner(
+      map, [bytes](const void* q) { ::munmap(const_cast<void*>(q), bytes); });
+  return Tensor::view(dtype, dims, static_cast<const std::byte*>(map), std::move(owner));
+}
+
 // `p`'s raw_data is taken over (the parsed model is not used after loading).
 Tensor load_tensor(onnx::TensorProto& p, const LoadContext& ctx, const std::string& where) {
+  if (ctx.graph_only && without_values(p)) return unbacked_zeros(p, where);
   if (p.data_location() == onnx::TensorProto::EXTERNAL || p.external_data_size() > 0)
     return load_external(p, ctx, where);
   return detail::take_tensor_from_proto(p, where);
@@ -384,11 +413,12 @@ namespace {
 
 // The parsed protobuf -> Model; the tensors take over its raw_data.
 Model from_proto(onnx::ModelProto& mp, const std::string& where,
-                 const std::filesystem::path& base_dir) {
+                 const std::filesystem::path& base_dir, bool graph_only = false) {
   if (!mp.has_graph()) throw Error(where, "the model has no graph");
   LoadContext ctx;
   ctx.file = where;
   ctx.base_dir = base_dir;
+  ctx.graph_only = graph_only;
   Model m;
   m.ir_version = mp.ir_version();
   m.producer_name = mp.producer_name();
@@ -426,6 +456,15 @@ Model load_from_bytes(const std::string& bytes, const std::string& where,
   if (bytes.size() >= static_cast<std::size_t>(INT_MAX) || !mp.ParseFromString(bytes))
     throw Error(where, kNotOnnx);
   return from_proto(mp, where, base_dir);
+}
+
+Model load_graph_bytes(const std::string& bytes, const std::string& where) {
+  onnx::ModelProto mp;
+  if (bytes.size() >= static_cast<std::size_t>(INT_MAX) || !mp.ParseFromString(bytes))
+    throw Error(where, kNotOnnx);
+  Model m = from_proto(mp, where, ".", true);
+  m.path = where;
+  return m;
 }
 
 Model load(const std::filesystem::path& path) {

@@ -161,6 +161,10 @@ std::string save_to_bytes(const Model& m) {
                    "initializers then go to external data)");
 }
 
+std::string save_graph_bytes(const Model& m) {
+  return serialize(to_proto(m, true), "even without its large tensors' values");
+}
+
 SaveResult save(const Model& m, const std::filesystem::path& path, const SaveOptions& o) {
   namespace fs = std::filesystem;
   std::error_code ec;

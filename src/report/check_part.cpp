@@ -3,6 +3,7 @@
 // as the strings "inf", "-inf", "nan"), so that a merge of parts gives the numbers one check
 // over all sets gives.
 #include <cmath>
+#include <cstring>
 #include <fstream>
 
 #include "fpguard/error.hpp"
@@ -78,6 +79,21 @@ Json node_state(const analysis::NodeRecord& n, const analysis::NodeFirsts& f) {
           {"scaled_operands", detail::scaled_operands_json(n.scaled_operands)}};
 }
 
+Json constant_scan(const analysis::ConstantScan& c) {
+  return {{"name", c.name},
+          {"label", c.label},
+          {"kind", c.kind},
+          {"size", c.size},
+          {"overflow", c.overflow},
+          {"underflow", c.underflow},
+          {"min", exact(c.min)},
+          {"max", exact(c.max)},
+          {"min_abs_nonzero", exact(c.min_abs_nonzero)},
+          {"sumsq", {exact(c.sumsq), exact(c.sumsq_underflow), exact(c.sumsq_overflow)}},
+          {"absmax", exact(c.absmax)},
+          {"nonfinite", c.nonfinite}};
+}
+
 Json map_state(const std::map<std::string, double>& m) {
   Json j = Json::object();
   for (const auto& [k, v] : m) j[k] = exact(v);
@@ -88,6 +104,8 @@ Json state_json(const CheckState& s) {
   Json nodes = Json::array();
   for (std::size_t i = 0; i < s.nodes.size(); ++i)
     nodes.push_back(node_state(s.nodes[i], s.firsts[i]));
+  Json constants = Json::array();
+  for (const auto& c : s.constants) constants.push_back(constant_scan(c));
   Json outputs = Json::array();
   for (std::size_t i = 0; i < s.verdicts.size(); ++i)
     outputs.push_back({{"name", s.verdicts[i].name},
@@ -99,7 +117,8 @@ Json state_json(const CheckState& s) {
           {"absmax", map_state(s.absmax)},
           {"min_abs_nonzero", map_state(s.min_abs_nonzero)},
           {"seen", s.seen},
-          {"nodes", nodes}};
+          {"nodes", nodes},
+          {"constants", constants}};
 }
 
 Json optional_number(const std::optional<double>& v) {
@@ -265,6 +284,23 @@ struct PartReader : detail::JsonReader {
     return out;
   }
 
+  analysis::ConstantScan constant(const Json& j, const std::string& path) const {
+    analysis::ConstantScan c{.name = str(j, "name", path),
+                             .label = str(j, "label", path),
+                             .kind = str(j, "kind", path),
+                             .size = u64(j, "size", path),
+                             .overflow = u64(j, "overflow", path),
+                             .underflow = u64(j, "underflow", path),
+                             .min = exact(j, "min", path),
+                             .max = exact(j, "max", path),
+                             .min_abs_nonzero = exact(j, "min_abs_nonzero", path)};
+    const auto sq = exacts(j, "sumsq", path, 3);
+    c.sumsq = sq[0], c.sumsq_underflow = sq[1], c.sumsq_overflow = sq[2];
+    c.absmax = exact(j, "absmax", path);
+    c.nonfinite = boolean(j, "nonfinite", path);
+    return c;
+  }
+
   CheckState state(const Json& j, const std::string& path) const;
   analysis::CheckOptions options(const Json& j, const std::string& path) const;
   analysis::ActivationAmax amax(const Json& j, const char* key, const std::string& path) const {
@@ -313,6 +349,9 @@ CheckState PartReader::state(const Json& j, const std::string& path) const {
     s.nodes.push_back(std::move(n));
     s.firsts.push_back(std::move(f));
   }
+  const Json& constants = array(j, "constants", path);
+  for (std::size_t i = 0; i < constants.size(); ++i)
+    s.constants.push_back(constant(constants[i], detail::item(path, "constants", i)));
   return s;
 }
 
@@ -366,6 +405,50 @@ analysis::CheckOptions PartReader::options(const Json& j, const std::string& pat
     o.generated.push_back(std::move(g));
   }
   return o;
+}
+
+constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+// Bytes as base64 (RFC 4648, padded), and back.
+std::string base64(const std::string& bytes) {
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    std::uint32_t v = std::uint32_t(std::uint8_t(bytes[i])) << 16;
+    if (i + 1 < bytes.size()) v |= std::uint32_t(std::uint8_t(bytes[i + 1])) << 8;
+    if (i + 2 < bytes.size()) v |= std::uint8_t(bytes[i + 2]);
+    out += kBase64[(v >> 18) & 63];
+    out += kBase64[(v >> 12) & 63];
+    out += i + 1 < bytes.size() ? kBase64[(v >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kBase64[v & 63] : '=';
+  }
+  return out;
+}
+
+std::string unbase64(const detail::JsonReader& r, const std::string& text,
+                     const std::string& path) {
+  if (text.size() % 4 != 0) r.fail(path, "is not base64");
+  std::string out;
+  out.reserve(text.size() / 4 * 3);
+  for (std::size_t i = 0; i < text.size(); i += 4) {
+    std::uint32_t v = 0;
+    int pad = 0;
+    for (std::size_t k = 0; k < 4; ++k) {
+      const char ch = text[i + k];
+      const char* at = ch ? std::strchr(kBase64, ch) : nullptr;
+      if (ch == '=' && i + 4 == text.size() && k >= 2 && (k == 3 || text[i + 3] == '=')) {
+        ++pad;
+        v <<= 6;
+        continue;
+      }
+      if (!at || pad) r.fail(path, "is not base64");
+      v = (v << 6) | std::uint32_t(at - kBase64);
+    }
+    out += char((v >> 16) & 255);
+    if (pad < 2) out += char((v >> 8) & 255);
+    if (pad < 1) out += char(v & 255);
+  }
+  return out;
 }
 
 constexpr const char* kPartKind = "fpguard check part";
@@ -423,6 +506,7 @@ Json to_json(const CheckPart& p) {
           {"shard", {{"index", p.shard.index}, {"count", p.shard.count}}},
           {"set_names", p.set_names},
           {"first_set_sha256", p.first_set_sha256},
+          {"graph", base64(p.graph)},
           {"states", states}};
 }
 
@@ -454,6 +538,7 @@ CheckPart check_part_from_json(const Json& j, const std::string& where) {
   p.shard = {.index = r.u64(sh, "index", "\"shard\""), .count = r.u64(sh, "count", "\"shard\"")};
   p.set_names = r.strings(j, "set_names", "");
   p.first_set_sha256 = r.str(j, "first_set_sha256", "");
+  p.graph = unbase64(r, r.str(j, "graph", ""), "\"graph\"");
   const Json& options = r.array(id, "options", ip);
   const Json& states = r.array(j, "states", "");
   if (options.size() != states.size() || options.empty())
@@ -468,6 +553,17 @@ CheckPart check_part_from_json(const Json& j, const std::string& where) {
   return p;
 }
 
+namespace {
+// The SHA-256 of an identity's file ({path, sha256}), or of each of its files; null as is.
+Json sha256s(const Json& files) {
+  if (files.is_object()) return files.value("sha256", Json());
+  if (!files.is_array()) return files;
+  Json out = Json::array();
+  for (const auto& f : files) out.push_back(sha256s(f));
+  return out;
+}
+}  // namespace
+
 void require_same_check(const Json& a, const std::string& a_where, const Json& b,
                         const std::string& b_where) {
   const Json& ia = a.at("identity");
@@ -477,9 +573,13 @@ void require_same_check(const Json& a, const std::string& a_where, const Json& b
     throw Error(b_where, "not a part of the same check as " + a_where + ": its " + what + " is " +
                              theirs.dump() + ", " + a_where + "'s " + ours.dump());
   };
-  if (ia.at("model").at("sha256") != ib.at("model").at("sha256"))
-    differ("model (sha256)", ia.at("model").at("sha256"), ib.at("model").at("sha256"));
-  for (const char* key : {"data", "reference_model", "reference_data", "sets", "input_options"})
+  // Files by content: a copy of the model elsewhere (another machine) checks the same.
+  for (const auto& [key, what] : {std::pair{"model", "model"}, std::pair{"data", "external data"},
+                                  std::pair{"reference_model", "reference model"},
+                                  std::pair{"reference_data", "reference model's external data"}})
+    if (sha256s(ia.at(key)) != sha256s(ib.at(key)))
+      differ(std::string(what) + " (sha256)", sha256s(ia.at(key)), sha256s(ib.at(key)));
+  for (const char* key : {"sets", "input_options"})
     if (ia.at(key) != ib.at(key)) differ(std::string("\"") + key + "\"", ia.at(key), ib.at(key));
   const Json& oa = ia.at("options");
   const Json& ob = ib.at("options");
@@ -523,10 +623,15 @@ Json read_check_part_json(const std::filesystem::path& path) {
 }
 
 Json to_json(const AmaxFile& a) {
-  return {{"schema_version", kAmaxSchema}, {"kind", kAmaxKind},
-          {"model", file_id(a.model)},     {"reference", a.reference},
-          {"inputs", a.inputs.inputs},     {"input_options", input_options_json(a.inputs)},
-          {"total_sets", a.total_sets},    {"sets", a.sets},
+  return {{"schema_version", kAmaxSchema},
+          {"kind", kAmaxKind},
+          {"model", file_id(a.model)},
+          {"data", file_ids(a.data)},
+          {"reference", a.reference},
+          {"inputs", a.inputs.inputs},
+          {"input_options", input_options_json(a.inputs)},
+          {"total_sets", a.total_sets},
+          {"sets", a.sets},
           {"amax", amax_json(a.amax)}};
 }
 
@@ -540,6 +645,7 @@ AmaxFile read_amax_file(const std::filesystem::path& path) {
   r.schema(j, kAmaxSchema, "an amax file (fpguard calibrate)");
   AmaxFile a;
   a.model = r.file(r.object(j, "model", ""), "\"model\"");
+  a.data = r.files(j, "data", "");
   a.reference = r.str(j, "reference", "");
   a.inputs.inputs = r.str(j, "inputs", "");
   read_input_options(r, r.object(j, "input_options", ""), "\"input_options\"", a.inputs);

@@ -300,7 +300,7 @@ def part(sha="aa", min_cosine=0.999):
                 "input_options": {"input": [], "shape": [], "seed": 0, "max_sets": 0,
                                   "sample_sets": 0},
                 "options": [options]}
-    return (json.dumps({"schema_version": 2, "kind": "fpguard check part",
+    return (json.dumps({"schema_version": 3, "kind": "fpguard check part",
                         "identity": identity}) + "\n").encode()
 
 

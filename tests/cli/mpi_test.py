@@ -6,7 +6,8 @@ superres in float16 on 2 ranks (fails, an overflow origin), clean_cnn on 3 (pass
 MatMul whose products cancel on 2 (an accuracy origin, measured on set 0 on rank 0).
 `plan` under -n 2 writes the plan one process writes. A corrupt set on rank 1 ends the job
 within 30 s with exit 2, that rank's one error line, naming the set, once, and no output
-file; --shard is refused likewise. Generated sets (--samples 12) spread over 2 ranks, and
+file; --shard is refused likewise. --progress draws rank 0's bar alone, counting every
+rank's sets. Generated sets (--samples 12) spread over 2 ranks, and
 scaled precisions (mxfp8_e4m3; fp8, its activation amax calibrated over all ranks' sets)
 equal one process too.
 
@@ -139,6 +140,18 @@ def refused(a, tmp, example):
     check(not os.path.exists(out), "refusals leave no output", out)
 
 
+def progress(a, tmp, example, sets):
+    """--progress under mpirun: rank 0 alone draws the bar on stderr (once to 100%), counting
+    the sets of every rank."""
+    out = os.path.join(tmp, "progress.json")
+    m = mpirun(a, 2, "check", os.path.join(example, "model.onnx"), "--inputs", sets,
+               "--precision", "float16", "--progress", "--json", out)
+    check(m.returncode in (0, 1), "progress: -n 2 runs", m.stderr[-2000:])
+    check(f"{SETS}/{SETS} sets on 2 ranks" in m.stderr,
+          "progress: the bar counts every rank's sets", m.stderr[-2000:])
+    check(m.stderr.count("] 100%") == 1, "progress: one bar (rank 0's)", m.stderr[-2000:])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fpguard")
@@ -177,6 +190,7 @@ def main():
             agree(a, tmp, ex("superres/model.onnx"), sr, prec.replace(":", "_"),
                   ["--precision", prec], None, ranks=(2,))
         plan(a, tmp, ex("superres"))
+        progress(a, tmp, ex("superres"), sr)
         corrupt(a, tmp, ex("superres"))
         refused(a, tmp, ex("superres"))
     finally:

@@ -10,7 +10,8 @@ iteration and input shapes come from the earliest set, whichever shard holds it;
 generated sets (--samples 12: each set drawn with its own seed, whichever shard draws it);
 and of scaled precisions: MX as any, scaled FP8 with the activation amax calibrated by
 `calibrate --shard` and every shard's file given to each shard (--amax), which also equals
-one check calibrating on all the sets itself.
+one check calibrating on all the sets itself. Parts and amax files identify the model's
+external data by content: a copy elsewhere merges, other weights are refused.
 Sets are test_data_set_N directories, sharded in natural order (set 10 after set 9).
 Merging refuses parts of other options or models, a shard twice, a missing shard, and an
 unreadable part; --shard refuses malformed values: one line, exit 2, no output file.
@@ -133,8 +134,10 @@ def shard_parts(fpguard, tmp, model, sets, tag, extra):
 
 def agree(fpguard, tmp, example, tag, extra, want_verdict, count=SETS):
     """check over all sets (`count` of them chosen) == merge of the shards, in two
-    orders, on sets made from the example's input."""
-    model = os.path.join(example, "model.onnx")
+    orders, on sets made from the example's input (its model copied, so that merge can
+    be tried without it)."""
+    os.makedirs(os.path.join(tmp, tag + "_model"))
+    model = shutil.copy(os.path.join(example, "model.onnx"), os.path.join(tmp, tag + "_model"))
     sets = make_sets(example, os.path.join(tmp, tag + "_sets"), seed=len(tag))
     return agree_on(fpguard, tmp, model, sets, tag, extra, want_verdict, count)
 
@@ -166,7 +169,34 @@ def agree_on(fpguard, tmp, model, sets, tag, extra, want_verdict, count=SETS):
             diff = same(want, load(merged))
             check(not diff, f"{tag}: merge {order} equals check over all sets", diff)
             os.remove(merged)
+    if os.path.commonpath([tmp, model]) == tmp:
+        without_model(fpguard, model, parts, want, tag, r.returncode)
     return want, parts
+
+
+def without_model(fpguard, model, parts, want, tag, code):
+    """Merge from the parts alone, the model file moved away: the same JSON. Only accuracy
+    origins (measured by running the model on set 0) and a reference model's rules (which
+    compare weights) need the model file: then merge says so."""
+    away = model + ".away"
+    os.rename(model, away)
+    try:
+        merged = model + ".merged.json"
+        needs = want["reference_model"] or any(o["kind"] == "accuracy" for o in want["origins"])
+        if needs:
+            fails(fpguard, f"{tag}: merge without the model it needs",
+                  ["merge", *parts, "--json", merged], model, "--model")
+            check(not os.path.exists(merged), f"{tag}: no output without the model", merged)
+            return
+        m = run(fpguard, "merge", *parts, "--json", merged, "--quiet")
+        check(m.returncode == code, f"{tag}: merge without the model exits as check does",
+              (m.returncode, code, m.stderr))
+        if os.path.exists(merged):
+            diff = same(want, load(merged))
+            check(not diff, f"{tag}: merge without the model equals check over all sets", diff)
+            os.remove(merged)
+    finally:
+        os.rename(away, model)
 
 
 def converted(fpguard, tmp, example):
@@ -242,22 +272,29 @@ def generated(fpguard, tmp, example):
         check(not diff, "gen: merge equals check over all generated sets", diff)
 
 
+def calibrate_shards(fpguard, model, sets, out_dir, tag):
+    """calibrate --shard i/3 for i = 0, 1, 2: the amax files, in `out_dir`."""
+    amax = []
+    for i in range(3):
+        f = os.path.join(out_dir, f"amax_{i}.json")
+        r = run(fpguard, "calibrate", model, "--inputs", sets, "--shard", f"{i}/3", "--json", f,
+                "--quiet")
+        check(r.returncode == 0, f"{tag}calibrate --shard {i}/3 runs", r.stderr)
+        amax.append(f)
+    return amax
+
+
 def scaled(fpguard, tmp, examples):
     """Scaled precisions in shards. MX (per-block scales, nothing calibrated) shards as any
     precision. Scaled FP8's static activation scales are calibrated on every set: each
     shard's amax by `calibrate --shard`, and every shard's check takes all the files
     (--amax), whose maximum is one check's calibration; merged, they equal one check."""
     example = os.path.join(examples, "superres")
-    model = os.path.join(example, "model.onnx")
+    os.makedirs(os.path.join(tmp, "scaled_model"))
+    model = shutil.copy(os.path.join(example, "model.onnx"), os.path.join(tmp, "scaled_model"))
     sets = os.path.join(tmp, "sr_sets")
     agree_on(fpguard, tmp, model, sets, "mx", ["--precision", "mxfp8_e4m3"], None)
-    amax = []
-    for i in range(3):
-        f = os.path.join(tmp, f"amax_{i}.json")
-        r = run(fpguard, "calibrate", model, "--inputs", sets, "--shard", f"{i}/3", "--json", f,
-                "--quiet")
-        check(r.returncode == 0, f"calibrate --shard {i}/3 runs", r.stderr)
-        amax.append(f)
+    amax = calibrate_shards(fpguard, model, sets, tmp, "")
     if all(os.path.exists(f) for f in amax):
         got = [load(f) for f in amax]
         check(all(g["kind"] == "fpguard amax" and g["amax"] for g in got),
@@ -288,6 +325,63 @@ def scaled(fpguard, tmp, examples):
     fails(fpguard, "--amax without a calibrating precision",
           ["check", model, "--precision", "float16", "--inputs", sets, "--amax", *amax,
            "--json", out], "--amax", "calibrates")
+    check(not os.path.exists(out), "refusals leave no output", out)
+
+
+def external_data(fpguard, tmp, examples):
+    """Parts and amax files identify the model's external data by SHA-256, not by path:
+    parts of a copy of the model elsewhere merge with the original's, and check --amax
+    takes files of the same weights; once the weights (not the .onnx file) have changed,
+    merge and check --amax refuse them."""
+    d = os.path.join(tmp, "ext")
+    os.makedirs(d)
+    model = os.path.join(d, "model.onnx")
+    onnx.save(onnx.load(os.path.join(examples, "superres", "model.onnx")), model,
+              save_as_external_data=True, location="weights.bin", size_threshold=0)
+    weights = os.path.join(d, "weights.bin")
+    sets = os.path.join(tmp, "sr_sets")
+    amax = calibrate_shards(fpguard, model, sets, d, "ext: ")
+    with open(weights, "rb") as fh:
+        digest = hashlib.sha256(fh.read()).hexdigest()
+    data = load(amax[0])["data"] if os.path.exists(amax[0]) else None
+    check(data is not None and len(data) == 1 and data[0]["sha256"] == digest and
+          os.path.samefile(data[0]["path"], weights),
+          "ext: the amax file records the external data's sha256 (hashlib's)", data)
+    copy = os.path.join(tmp, "ext_copy")
+    shutil.copytree(d, copy)
+    f16 = ["--precision", "float16"]
+    whole = os.path.join(tmp, "ext_all.json")
+    r = run(fpguard, "check", model, "--inputs", sets, "--json", whole, "--quiet", *f16)
+    check(r.returncode in (0, 1), "ext: check runs", r.stderr)
+    parts = [os.path.join(tmp, f"ext_part_{i}.json") for i in range(3)]
+    for i, where in enumerate((d, copy, copy)):
+        p = run(fpguard, "check", os.path.join(where, "model.onnx"), "--inputs", sets, "--shard",
+                f"{i}/3", "--json", parts[i], "--quiet", *f16)
+        check(p.returncode == 0, f"ext: shard {i}/3 runs", p.stderr)
+    merged = os.path.join(tmp, "ext_merged.json")
+    m = run(fpguard, "merge", *parts, "--json", merged, "--quiet")
+    check(m.returncode == r.returncode, "ext: parts of a copy elsewhere merge", m.stderr)
+    if os.path.exists(merged) and os.path.exists(whole):
+        diff = same(load(whole), load(merged))
+        check(not diff, "ext: merge equals check over all sets", diff)
+    out = os.path.join(d, "out.json")
+    r = run(fpguard, "check", model, "--inputs", sets, "--precision", "fp8", "--amax", *amax,
+            "--json", out, "--quiet")
+    check(r.returncode in (0, 1), "ext: check --amax of the same weights runs", r.stderr)
+    if os.path.exists(out):
+        os.remove(out)
+    w = np.fromfile(weights, np.float32)
+    w[0] = w[0] * 2 + 1  # other weights, the same .onnx file
+    w.tofile(weights)
+    fails(fpguard, "--amax of other external data",
+          ["check", model, "--inputs", sets, "--precision", "fp8", "--amax", *amax, "--json", out],
+          amax[0], "external data")
+    other = os.path.join(tmp, "ext_part_1_changed.json")
+    p = run(fpguard, "check", model, "--inputs", sets, "--shard", "1/3", "--json", other,
+            "--quiet", *f16)
+    check(p.returncode == 0, "ext: a shard of other weights runs", p.stderr)
+    fails(fpguard, "merge refuses parts of other external data",
+          ["merge", parts[0], other, parts[2], "--json", out], other, "external data (sha256)")
     check(not os.path.exists(out), "refusals leave no output", out)
 
 
@@ -380,6 +474,7 @@ def main():
         converted(a.fpguard, tmp, cancel)
         generated(a.fpguard, tmp, ex("superres"))
         scaled(a.fpguard, tmp, a.examples)
+        external_data(a.fpguard, tmp, a.examples)
         control_flow(a.fpguard, tmp)
         refusals(a.fpguard, tmp, a.examples, parts)
     finally:

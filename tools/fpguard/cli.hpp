@@ -64,6 +64,10 @@ void add_calibrate(CLI::App& app);  // `calibrate`: scaled FP8's activation amax
 
 // --reference: fp32 or fp64.
 DType parse_reference(const std::string& name);
+// A model file (`path`, as given) and its external data files (m.external_files), by SHA-256:
+// what part and amax files identify a model by.
+void identify(const model::Model& m, const std::string& path, report::FileId& file,
+              std::vector<report::FileId>& data);
 // Every input set 0 .. total-1 in exactly one of `files` (sets[i]: the indices of
 // files[i]'s): else an Error naming the file that repeats one, or (at `where`) the sets in
 // none.

@@ -36,12 +36,12 @@ void calibrate(const CalibrateArgs& a) {
   model::Model m = model::load(a.model);
   analysis::name_nodes(m);
   const inputs::SetList sets = inputs::list_samples(a.in, m, a.samples, shard);
-  const report::AmaxFile f{.model = {.path = a.model, .sha256 = sha256_file(a.model)},
-                           .reference = std::string(to_string(o.reference)),
-                           .inputs = inputs::absolute(a.in),
-                           .total_sets = sets.total,
-                           .sets = sets.indices,
-                           .amax = analysis::calibrate(m, analysis::read_lazily(sets), o)};
+  report::AmaxFile f{.reference = std::string(to_string(o.reference)),
+                     .inputs = inputs::absolute(a.in),
+                     .total_sets = sets.total,
+                     .sets = sets.indices,
+                     .amax = analysis::calibrate(m, analysis::read_lazily(sets), o)};
+  identify(m, a.model, f.model, f.data);
   const report::Json j = report::to_json(f);
   if (a.json == "-") {
     std::cout << j.dump(2) << "\n";
@@ -55,12 +55,19 @@ void calibrate(const CalibrateArgs& a) {
 }
 
 // What the files say differs from this check: where, and how.
+// (`model`, `data`: this check's model, as identify() gives them.)
 void require_same_calibration(const std::string& file, const report::AmaxFile& f,
-                              const model::Model& m, const std::string& sha256,
+                              const report::FileId& model, const std::vector<report::FileId>& data,
                               const inputs::Options& in, std::size_t total, DType reference) {
-  if (f.model.sha256 != sha256)
-    throw Error(
-        file, "was calibrated on another model than " + m.path.string() + " (its sha256 differs)");
+  if (f.model.sha256 != model.sha256)
+    throw Error(file,
+                "was calibrated on another model than " + model.path + " (its sha256 differs)");
+  bool same_data = f.data.size() == data.size();
+  for (std::size_t i = 0; same_data && i < data.size(); ++i)
+    same_data = f.data[i].sha256 == data[i].sha256;
+  if (!same_data)
+    throw Error(file, "was calibrated on another model than " + model.path +
+                          " (the sha256 of its external data differs)");
   if (f.reference != to_string(reference))
     throw Error(file, "was calibrated with the reference in " + f.reference + ", not " +
                           std::string(to_string(reference)) + " (--reference)");
@@ -76,12 +83,14 @@ void require_same_calibration(const std::string& file, const report::AmaxFile& f
 
 analysis::ActivationAmax read_amax(const std::vector<std::string>& files, const model::Model& m,
                                    const inputs::Options& in, std::size_t total, DType reference) {
-  const std::string sha256 = sha256_file(m.path);
+  report::FileId model;
+  std::vector<report::FileId> data;
+  identify(m, m.path.string(), model, data);
   analysis::ActivationAmax amax;
   std::vector<std::vector<std::size_t>> sets;
   for (const auto& file : files) {
     report::AmaxFile f = report::read_amax_file(file);
-    require_same_calibration(file, f, m, sha256, in, total, reference);
+    require_same_calibration(file, f, model, data, in, total, reference);
     analysis::max_amax(amax, f.amax);
     sets.push_back(std::move(f.sets));
   }

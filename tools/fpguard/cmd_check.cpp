@@ -147,6 +147,14 @@ void use_amax(const CheckArgs& a, const model::Model& m, std::size_t total,
 
 }  // namespace
 
+void identify(const model::Model& m, const std::string& path, report::FileId& file,
+              std::vector<report::FileId>& data) {
+  file = {.path = path, .sha256 = sha256_file(path)};
+  data.clear();
+  for (const auto& f : m.external_files)
+    data.push_back({.path = f.string(), .sha256 = sha256_file(f)});
+}
+
 DType parse_reference(const std::string& name) {
   if (name == "fp64" || name == "float64") return DType::float64;
   if (name != "fp32" && name != "float32")
@@ -217,14 +225,6 @@ inputs::Shard shard_of(const CheckArgs& a) {
   return a.shard.empty() ? inputs::Shard{} : inputs::parse_shard(a.shard);
 }
 
-// A model file and its external data files, by SHA-256.
-void identify(const model::Model& m, const std::string& path, report::FileId& file,
-              std::vector<report::FileId>& data) {
-  file = {.path = path, .sha256 = sha256_file(path)};
-  for (const auto& f : m.external_files)
-    data.push_back({.path = f.string(), .sha256 = sha256_file(f)});
-}
-
 // --shard I/N: this shard's sets accumulated for every precision (read one at a time),
 // written as a part file.
 void check_shard(const CheckArgs& a, const model::Model& m, const inputs::SetList& sets,
@@ -235,7 +235,8 @@ void check_shard(const CheckArgs& a, const model::Model& m, const inputs::SetLis
                          .total_sets = sets.total,
                          .shard = shard_of(a),
                          .set_names = sets.names,
-                         .first_set_sha256 = inputs::set_sha256(sets.read(0, &generated))};
+                         .first_set_sha256 = inputs::set_sha256(sets.read(0, &generated)),
+                         .graph = model::save_graph_bytes(m)};
   identify(m, a.model, part.model, part.data);
   if (original)
     identify(*original, a.reference_model, part.reference_model.emplace(), part.reference_data);

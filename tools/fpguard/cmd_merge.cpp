@@ -1,6 +1,7 @@
 // `fpguard merge PART...`: the parts of a sharded check (check --shard I/N --json PART)
-// merged into the diagnosis one check over all input sets gives (docs/scale.md). Parts of
-// different checks, input sets in two parts, and missing sets are refused.
+// merged into the diagnosis one check over all input sets gives (docs/scale.md), from the
+// parts alone (the model file only where something runs it or compares its weights). Parts
+// of different checks, input sets in two parts, and missing sets are refused.
 #include <algorithm>
 #include <iostream>
 #include <map>
@@ -23,10 +24,16 @@ struct MergeArgs {
   CheckOutputs out;  // --json, --html, --top, --threads, --quiet, --color
 };
 
-// The model of the parts, from `path` (or the one they recorded), verified by SHA-256.
+// The model of the parts, from `path` (or the one they recorded), verified by SHA-256: for
+// what needs the file itself (accuracy origins run it; a reference model's rules compare
+// weights).
 model::Model load_verified(const std::string& path, const report::FileId& id,
                            const std::vector<report::FileId>& data, const std::string& flag) {
   const std::string file = path.empty() ? id.path : path;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec))
+    throw Error(file,
+                "cannot be read: merge needs this model here (" + flag + " names where it is now)");
   if (sha256_file(file) != id.sha256)
     throw Error(file, "is not the model the parts were checked with (its sha256 differs; " + flag +
                           " names the right file)");
@@ -66,6 +73,14 @@ std::vector<NamedTensor> first_set(const MergeArgs& a, const std::vector<report:
   throw Error("merge", "no part holds input set 0");
 }
 
+// The model, from `path` (or where the parts recorded it), verified, its nodes named.
+model::Model load_named(const std::string& path, const report::FileId& id,
+                        const std::vector<report::FileId>& data, const std::string& flag) {
+  model::Model m = load_verified(path, id, data, flag);
+  analysis::name_nodes(m);
+  return m;
+}
+
 void merge(const MergeArgs& a) {
   if (!a.out.html.empty()) check_output_file(a.parts.front(), a.out.html, "--html");
   if (!a.out.json.empty() && a.out.json != "-")
@@ -83,9 +98,14 @@ void merge(const MergeArgs& a) {
   for (const auto& p : parts) sets.push_back(p.checks.front().state.sets);
   require_all_sets(a.parts, sets, parts.front().total_sets, "merge");
   const report::CheckPart& head = parts.front();
-  model::Model m = load_verified(a.model, head.model, head.data, "--model");
-  analysis::name_nodes(m);
-  std::optional<model::Model> original;
+  // The parts' graph (their hashes agree: the same model); the model file itself only for
+  // what runs it or compares its weights: accuracy origins, and a reference model's rules.
+  const model::Model graph = model::load_graph_bytes(head.graph, a.parts.front());
+  std::optional<model::Model> m, original;
+  auto full_model = [&]() -> const model::Model& {
+    if (!m) m = load_named(a.model, head.model, head.data, "--model");
+    return *m;
+  };
   if (head.reference_model)
     original = load_verified(a.reference_model, *head.reference_model, head.reference_data,
                              "--reference-model");
@@ -98,7 +118,9 @@ void merge(const MergeArgs& a) {
     analysis::CheckOptions o = head.checks[k].options;
     o.reference_model = original ? &*original : nullptr;
     o.threads = a.out.threads;
-    auto d = analysis::finish(m, std::move(state), o, [&] { return first_set(a, parts, m); });
+    auto set0 = [&] { return first_set(a, parts, graph); };
+    auto d = original ? analysis::finish(full_model(), std::move(state), o, set0)
+                      : analysis::finish(graph, std::move(state), o, full_model, set0);
     d.model = head.model.path;  // as the check named them
     if (head.reference_model) d.reference_model = head.reference_model->path;
     all_pass = all_pass && d.pass;
@@ -145,7 +167,8 @@ void add_merge(CLI::App& app) {
   cmd->add_option("parts", a->parts, "Part files written by check --shard I/N --json PART")
       ->required();
   cmd->add_option("--model", a->model,
-                  "The model, when it is no longer where the parts recorded it (verified by "
+                  "The model, when it is no longer where the parts recorded it and merge needs "
+                  "it: to measure accuracy origins, or with --reference-model (verified by "
                   "sha256)");
   cmd->add_option("--reference-model", a->reference_model,
                   "The reference model, likewise (with check --reference-model)");

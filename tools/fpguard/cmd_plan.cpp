@@ -65,12 +65,12 @@ analysis::PlanOptions plan_options(const PlanArgs& a, const Precision& p) {
   return po;
 }
 
-// What plan reads: the model and its input sets; under mpirun, this rank's sets and set 0
-// (distributed.hpp), read inside an exchange so that a failure on one rank reaches all.
+// What plan reads: the model and its input sets, listed to be read one at a time (under
+// mpirun, this rank's: distributed.hpp), and set 0, read inside an exchange so that a
+// failure on one rank reaches all.
 struct PlanInputs {
   model::Model m{};
   std::vector<std::string> original_names{};
-  inputs::Samples gathered{};  // under mpirun: set 0 alone
   distributed::RankSets sets{};
 };
 
@@ -86,15 +86,16 @@ void read_inputs(const PlanArgs& a, PlanInputs& in) {
     in.m = model::load(a.model);
     in.original_names = node_names(in.m);
     analysis::name_nodes(in.m);
-    if (!w.distributed()) {
-      in.gathered = inputs::gather_samples(a.in, in.m, a.samples);
-      return std::string();
-    }
     in.sets = distributed::gather_rank_sets(a.in, in.m, a.samples);
-    in.gathered.sets = {in.sets.first};
-    in.gathered.generated = in.sets.generated;
     return std::string();
   });
+}
+
+// One check over every input set, read one at a time (spread over the ranks under mpirun).
+analysis::Diagnosis check_all(const model::Model& m, PlanInputs& in,
+                              const analysis::CheckOptions& o) {
+  if (mpi::world().distributed()) return distributed::check(m, in.sets, o);
+  return analysis::check(m, analysis::read_lazily(in.sets.own, &in.sets.generated), o);
 }
 
 void plan_command(const PlanArgs& a) {
@@ -119,12 +120,10 @@ void plan_command(const PlanArgs& a) {
   PlanInputs in;
   read_inputs(a, in);
   model::Model& m = in.m;
-  const auto& samples = in.gathered.sets;
-  const auto& generated = in.gathered.generated;
-  if (w.distributed())
-    po.check_pass = [&in](const model::Model& mm, const analysis::CheckOptions& c) {
-      return distributed::check(mm, in.sets, c);
-    };
+  // Each pass checks every set, read one at a time; plan() itself holds set 0 alone.
+  po.check_pass = [&in](const model::Model& mm, const analysis::CheckOptions& c) {
+    return check_all(mm, in, c);
+  };
 
   analysis::Plan p;
   {
@@ -132,7 +131,7 @@ void plan_command(const PlanArgs& a) {
     po.progress = [&progress](std::size_t pass, const analysis::PlanStep& what) {
       progress.step("pass " + std::to_string(pass) + ": " + report::describe(what));
     };
-    p = analysis::plan(m, samples, po);
+    p = analysis::plan(m, {in.sets.first}, po);
   }
   std::optional<analysis::Diagnosis> annotated;
   if (!a.annotate.empty()) {
@@ -141,13 +140,12 @@ void plan_command(const PlanArgs& a) {
     report::Progress progress(term, "check " + f->name());
     analysis::CheckOptions co = po.check;
     co.progress = [&progress](std::size_t d, std::size_t t) { progress.update(d, t); };
-    annotated =
-        w.distributed() ? distributed::check(m, in.sets, co) : analysis::check(m, samples, co);
+    annotated = check_all(m, in, co);
   }
   if (!w.root()) return;
   // plan.json records the inputs, files made absolute, for convert to verify on them.
   p.inputs = inputs::Provenance{
-      .options = inputs::absolute(a.in), .samples = a.samples, .generated = generated};
+      .options = inputs::absolute(a.in), .samples = a.samples, .generated = in.sets.generated};
   exit_code = p.meets ? 0 : 1;
   if (annotated) write_annotated(m, in.original_names, a.annotate, *annotated, &p);
 
