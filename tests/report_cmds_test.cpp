@@ -82,6 +82,14 @@ TEST(InspectJson, RoundTripsExactly) {
   EXPECT_EQ(back[0].scaled[1].format.block_size, 2);  // a custom block format by its name
   EXPECT_EQ(back[0].scaled[1].axis, 0);
   EXPECT_EQ(back[0].scaled[0].block_range_histogram, ts[0].scaled[0].block_range_histogram);
+  ASSERT_GT(ts[0].scaled[0].nonzero, 0u);
+  EXPECT_EQ(back[0].scaled[0].nonzero, ts[0].scaled[0].nonzero);
+  // A file from before the check-side counts (nonzero, swamped, subnormal, clipped): 0.
+  Json old = j;
+  for (const char* key :
+       {"nonzero", "swamped", "swamped_blocks", "subnormal", "clipped", "clipped_blocks"})
+    old["tensors"][0]["scaled_formats"]["mxfp4_e2m1"].erase(key);
+  EXPECT_EQ(inspect_from_json(old, "in.json")[0].scaled[0].nonzero, 0u);
   // One tensor alone, as the library's Stats.
   const Stats s = stats_from_json(j["tensors"][0], "in.json");
   EXPECT_EQ(s.tensor.std, ts[0].stats.tensor.std);

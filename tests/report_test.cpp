@@ -651,7 +651,22 @@ TEST(Json, PlanWrittenAndReadBack) {
   analysis::PlanFile back = parse_plan(j.dump(), "plan.json");
   EXPECT_EQ(back.precision, "float16");
   EXPECT_EQ(back.fp32_nodes, p.fp32_nodes);
+  EXPECT_TRUE(back.unscaled_nodes.empty());
   EXPECT_FALSE(back.inputs);
+  // A scaled plan's unscaled GEMMs come back in order; a plan.json of before has none.
+  p.unscaled_nodes = {"shift", "boom"};
+  j = to_json(p);
+  EXPECT_EQ(parse_plan(j.dump(), "plan.json").unscaled_nodes, p.unscaled_nodes);
+  j.erase("unscaled_nodes");
+  EXPECT_TRUE(parse_plan(j.dump(), "plan.json").unscaled_nodes.empty());
+  j["unscaled_nodes"] = {"boom", 3};
+  try {
+    parse_plan(j.dump(), "plan.json");
+    ADD_FAILURE() << "a malformed \"unscaled_nodes\"";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.problem(), "\"unscaled_nodes\" holds a non-string");
+  }
+  p.unscaled_nodes.clear();
   // The inputs it was made with come back exactly (a seed beyond 2^53 included).
   p.inputs = inputs::Provenance{
       .options = {.input = {"x=/data/x.npy", "m=normal:0:2"},

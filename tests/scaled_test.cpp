@@ -9,8 +9,11 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <random>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fpguard/error.hpp"
@@ -206,10 +209,11 @@ TEST(RoundScaled, CalibratedAmaxReplacesTheTensorsOwn) {
   EXPECT_EQ(codes.tensor_scale, 1.0);
 }
 
-// The fast path (MX blocks along a contiguous axis) equals the generic path bit for bit,
-// counts included: values across float32's whole range (subnormals, all-zero and NaN/inf
-// blocks, maxima at and one ulp under powers of two), short last blocks, every compiled
-// SIMD target, several thread counts.
+// The fast paths (MX and two-level blocks along a contiguous axis, and along a strided one:
+// one block per SIMD lane) equal the generic path bit for bit, counts included: values across
+// float32's whole range (subnormals, all-zero and NaN/inf blocks, maxima at and one ulp under
+// powers of two), short last blocks, strides shorter and longer than a vector, every compiled SIMD
+// target, several thread counts.
 TEST(RoundScaled, FastPathEqualsGenericBitForBit) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd;
@@ -226,36 +230,73 @@ TEST(RoundScaled, FastPathEqualsGenericBitForBit) {
   x[5 * n] = 2.0f;
   x[5 * n + 33] = std::nextafter(4.0f, 0.0f);
   for (std::size_t i = 0; i < n; ++i) x[6 * n + i] = std::ldexp(nd(rng), -140);  // subnormals
-  for (const char* name : {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4_e2m1",
-                           "mxint8", "block:e4m3:e8m0:7", "block:bf16:e8m0:32"}) {
-    const ScaledFormat f = parse_scaled_format(name);
-    const ScaledLayout l{.shape = {static_cast<std::int64_t>(rows), static_cast<std::int64_t>(n)}};
-    const bool custom_fine = std::string_view(name) == "block:bf16:e8m0:32";  // 2^-133 subnormals
-    EXPECT_EQ(has_fast_path(f, l), !custom_fine) << name;
-    std::vector<float> want(x.size());
-    const ScaledCounts cw = round_scaled(x, want, l, f, {.generic = true});
-    for (std::int64_t target : hwy::SupportedAndGeneratedTargets())
-      for (int threads : {1, 2, 3}) {
-        hwy::SetSupportedTargetsForTest(target);
-        SCOPED_TRACE(hwy::TargetName(target));
-        std::vector<float> got(x.size());
-        const ScaledCounts cg = round_scaled(x, got, l, f, {.threads = threads});
-        hwy::SetSupportedTargetsForTest(0);
-        for (std::size_t i = 0; i < x.size(); ++i)
-          ASSERT_TRUE(std::bit_cast<std::uint32_t>(got[i]) ==
-                          std::bit_cast<std::uint32_t>(want[i]) ||
-                      (std::isnan(got[i]) && std::isnan(want[i])))
-              << name << " at " << i << ": " << got[i] << " vs " << want[i];
-        EXPECT_EQ(cg.values, cw.values) << name;
-        EXPECT_EQ(cg.changed, cw.changed) << name;
-        EXPECT_EQ(cg.saturated, cw.saturated) << name;
-        EXPECT_EQ(cg.underflow, cw.underflow) << name;
-        EXPECT_EQ(cg.nan, cw.nan) << name;
-        EXPECT_EQ(cg.scales, cw.scales) << name;
-        EXPECT_EQ(cg.nan_scales, cw.nan_scales) << name;
-        EXPECT_EQ(cg.saturated_scales, cw.saturated_scales) << name;
-      }
-  }
+  // The same corners down the columns of x seen as [333, 37] (blocks along axis 0).
+  const auto column = [&](std::size_t j, auto value) {
+    for (std::size_t k = 0; k < 64; ++k) x[k * rows + j] = value(k);
+  };
+  column(1, [](std::size_t) { return 0.0f; });
+  column(2, [&](std::size_t) { return std::ldexp(nd(rng), -140); });
+  column(3, [&](std::size_t k) { return k == 3 ? 2.0f : std::ldexp(nd(rng), -3); });
+  column(4, [&](std::size_t k) {
+    return k == 40 ? std::nextafter(4.0f, 0.0f) : std::ldexp(nd(rng), -3);
+  });
+  x[7 * rows + 5] = std::numeric_limits<float>::infinity();
+  x[40 * rows + 6] = std::numeric_limits<float>::quiet_NaN();
+  const auto dim = [](std::size_t v) { return static_cast<std::int64_t>(v); };
+  const std::vector<ScaledLayout> layouts = {
+      {.shape = {dim(rows), dim(n)}},
+      {.shape = {dim(n), dim(rows)}, .axis = 0},        // stride 37: a vector and a tail
+      {.shape = {dim(rows), 9, dim(rows)}, .axis = 1},  // one short block per column
+      {.shape = {dim(rows * rows), 9}, .axis = 0},      // stride 9, under one vector
+      {.shape = {3, dim(rows * n / 3)}, .axis = 0},     // one 3-value block per column
+      {.shape = {dim(rows), dim(n), 1}, .axis = 1}};    // stride 1 through the strided shape
+  // Two-level formats also with a calibrated amax far under the tensor's: their block
+  // scales saturate at E4M3's 448 (and its tensor scale is then the calibrated one).
+  const std::vector<std::pair<const char*, std::optional<double>>> runs = {
+      {"mxfp8_e4m3", {}},
+      {"mxfp8_e5m2", {}},
+      {"mxfp6_e3m2", {}},
+      {"mxfp6_e2m3", {}},
+      {"mxfp4_e2m1", {}},
+      {"mxint8", {}},
+      {"block:e4m3:e8m0:7", {}},
+      {"block:bf16:e8m0:32", {}},
+      {"nvfp4", {}},
+      {"nvfp4", 1.0},
+      {"nvfp4", 1e10},
+      {"block:e4m3:e4m3:7", 1e-3},
+      {"block:float4_e2m1fn:e4m3:32", {}}};
+  for (const auto& [name, amax] : runs)
+    for (const ScaledLayout& l : layouts) {
+      const ScaledFormat f = parse_scaled_format(name);
+      SCOPED_TRACE(std::string(name) + " axis " + std::to_string(l.axis) + " of rank " +
+                   std::to_string(l.shape.size()) + (amax ? " calibrated" : ""));
+      const bool custom_fine = std::string_view(name) == "block:bf16:e8m0:32";  // 2^-133
+      EXPECT_EQ(has_fast_path(f, l), !custom_fine);
+      std::vector<float> want(x.size());
+      const ScaledCounts cw = round_scaled(x, want, l, f, {.amax = amax, .generic = true});
+      for (std::int64_t target : hwy::SupportedAndGeneratedTargets())
+        for (int threads : {1, 2, 3}) {
+          hwy::SetSupportedTargetsForTest(target);
+          SCOPED_TRACE(hwy::TargetName(target));
+          std::vector<float> got(x.size());
+          const ScaledCounts cg = round_scaled(x, got, l, f, {.amax = amax, .threads = threads});
+          hwy::SetSupportedTargetsForTest(0);
+          for (std::size_t i = 0; i < x.size(); ++i)
+            ASSERT_TRUE(std::bit_cast<std::uint32_t>(got[i]) ==
+                            std::bit_cast<std::uint32_t>(want[i]) ||
+                        (std::isnan(got[i]) && std::isnan(want[i])))
+                << "at " << i << ": " << got[i] << " vs " << want[i];
+          EXPECT_EQ(cg.values, cw.values);
+          EXPECT_EQ(cg.changed, cw.changed);
+          EXPECT_EQ(cg.saturated, cw.saturated);
+          EXPECT_EQ(cg.underflow, cw.underflow);
+          EXPECT_EQ(cg.nan, cw.nan);
+          EXPECT_EQ(cg.scales, cw.scales);
+          EXPECT_EQ(cg.nan_scales, cw.nan_scales);
+          EXPECT_EQ(cg.saturated_scales, cw.saturated_scales);
+        }
+    }
 }
 
 TEST(RoundScaled, LayoutErrorsName) {

@@ -705,6 +705,7 @@ Plan plan(const model::Model& m, const std::vector<std::vector<NamedTensor>>& sa
 struct PlanFile {
   std::string precision;
   std::vector<std::string> fp32_nodes;
+  std::vector<std::string> unscaled_nodes;          // Plan::unscaled_nodes; absent in older plans
   std::vector<std::pair<std::string, int>> scaled;  // (value, k), in order
   std::optional<inputs::Provenance> inputs{};       // absent in older plans
 };

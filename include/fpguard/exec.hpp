@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "fpguard/experiments.hpp"
+#include "fpguard/accumulation.hpp"
 #include "fpguard/format.hpp"
 #include "fpguard/model.hpp"
 #include "fpguard/round.hpp"
@@ -212,6 +212,14 @@ struct ScaledOperand {
 // The floating operands a scaled precision quantizes: inputs 0 and 1 of MatMul, Gemm and
 // Conv; none for other ops.
 bool is_scaled_operand(const model::Node& n, std::size_t input);
+// The nodes whose operands policy.scaled quantizes: MatMul, Gemm and Conv nodes that run
+// in a format (format_for), by their for_each_node names, in its order; unscaled_names are
+// among them. None without a scaled precision.
+std::vector<std::string> scaled_nodes(const model::Model& m, const PrecisionPolicy& policy);
+// Each of policy.unscaled_names must be one of scaled_nodes: else Error::in_option
+// ("keep_unscaled", name, ...) saying whether the model has no such node, it is another
+// op, or it runs in float32, with a did-you-mean over scaled_nodes.
+void check_unscaled_names(const model::Model& m, const PrecisionPolicy& policy);
 // Input `input` (of shape `shape`, an initializer when `weight`) of `n` under `f`: blocks
 // along the reduction axis (MatMul A: -1, B: -2; Gemm per transA/transB; Conv X and W: the
 // input-channel axis, X's channels split by group), channel scales along the output axis

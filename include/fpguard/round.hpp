@@ -188,8 +188,13 @@ ScaledCounts round_scaled(std::span<const double> in, std::span<double> out, con
 // order along the axis. Throws as round_scaled does for a bad layout.
 void for_each_scale_group(const ScaledLayout& l, const ScaledFormat& f, std::size_t size,
                           const std::function<void(std::span<const std::size_t>)>& fn);
+// Block scope only: the same groups as strided runs, fn(first, stride, count) for the
+// values first + k * stride, k < count (no index vector per block).
+void for_each_scale_block(const ScaledLayout& l, const ScaledFormat& f, std::size_t size,
+                          const std::function<void(std::size_t, std::size_t, std::size_t)>& fn);
 // Whether round_scaled on float arrays takes its SIMD fast path for this format and layout
-// (OCP MX power-of-two blocks along a contiguous axis; without codes and generic).
+// (OCP MX power-of-two blocks and two-level NVFP4 ones, along any axis; without codes and
+// generic).
 bool has_fast_path(const ScaledFormat& f, const ScaledLayout& l);
 
 }  // namespace fpguard

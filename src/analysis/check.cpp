@@ -1549,19 +1549,18 @@ void Checker::prepare(const std::vector<ConstantScan>* scans) {
   const exec::RunOptions emu = scaled_run(setup.emu, o, amax);  // as emu_ex runs
   Flattener flat{ctx, emu.policy, m.path.string(), {}};
   flat.run(names_in_order(m, ref_ex.order()));
-  // --keep-fp32 and --keep-unscaled names must exist (unnamed nodes: see name_nodes; body
-  // nodes by path).
+  // --keep-fp32 names must exist (unnamed nodes: see name_nodes; body nodes by path), and
+  // --keep-unscaled ones name GEMMs that run scaled.
   std::vector<std::string> names;
   for (const auto& rec : ctx.diag.nodes) names.push_back(rec.name);
-  for (const auto& [option, keep] :
-       {std::pair{"keep_fp32", &o.keep_fp32}, std::pair{"keep_unscaled", &o.keep_unscaled}})
-    for (const auto& k : *keep)
-      if (std::find(names.begin(), names.end(), k) == names.end()) {
-        std::string msg = "the model has no node named '" + k + "'";
-        if (auto hint = did_you_mean(k, names); !hint.empty())
-          msg += "; did you mean '" + hint + "'?";
-        throw Error::in_option(option, k, msg);
-      }
+  for (const auto& k : o.keep_fp32)
+    if (std::find(names.begin(), names.end(), k) == names.end()) {
+      std::string msg = "the model has no node named '" + k + "'";
+      if (auto hint = did_you_mean(k, names); !hint.empty())
+        msg += "; did you mean '" + hint + "'?";
+      throw Error::in_option("keep_fp32", k, msg);
+    }
+  exec::check_unscaled_names(m, emu.policy);
   if (scans)
     use_scans(ctx, flat.constants, *scans);
   else

@@ -257,7 +257,11 @@ Diagnosis Planner::run(const std::set<std::string>& s, const PlanStep& what) {
   if (o.progress) o.progress(p.passes + 1, what);
   CheckOptions c = o.check;
   c.keep_fp32 = s;
-  c.keep_unscaled = unscaled;
+  // A GEMM the search keeps in float32 is not also unscaled (the check refuses that, as
+  // it refuses one the user names in both).
+  c.keep_unscaled.clear();
+  for (const auto& n : unscaled)
+    if (!s.count(n) || forced.count(n)) c.keep_unscaled.insert(n);
   ++p.passes;
   return check_pass(c);
 }

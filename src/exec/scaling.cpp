@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
 
 namespace fpguard::exec {
@@ -72,6 +73,38 @@ std::optional<ScaledOperand> scaled_operand(const model::Node& n, const std::str
     if (auto a = policy.activation_amax.find({path, input}); a != policy.activation_amax.end())
       op.options.amax = std::ldexp(a->second, policy.amax_margin);
   return op;
+}
+
+std::vector<std::string> scaled_nodes(const model::Model& m, const PrecisionPolicy& policy) {
+  std::vector<std::string> out;
+  if (!policy.scaled) return out;
+  for_each_node(m.graph, m.path.string(),
+                [&](const model::Node& n, const std::string& path, const model::Graph&) {
+                  if (is_scaled_operand(n, 0) && policy.format_for(n, path)) out.push_back(path);
+                });
+  return out;
+}
+
+void check_unscaled_names(const model::Model& m, const PrecisionPolicy& policy) {
+  if (policy.unscaled_names.empty()) return;
+  const std::vector<std::string> scaled = scaled_nodes(m, policy);
+  std::map<std::string, std::string> op_types;  // every node's, by name
+  for_each_node(m.graph, m.path.string(),
+                [&](const model::Node& n, const std::string& path, const model::Graph&) {
+                  op_types.emplace(path, n.op_type);
+                });
+  for (const auto& name : policy.unscaled_names) {
+    if (std::find(scaled.begin(), scaled.end(), name) != scaled.end()) continue;
+    const auto it = op_types.find(name);
+    std::string msg = it == op_types.end() ? "the model has no node named '" + name + "'"
+                      : it->second != "MatMul" && it->second != "Gemm" && it->second != "Conv"
+                          ? "'" + name + "' is a " + it->second +
+                                " node; only MatMul, Gemm and Conv operands are quantized"
+                          : "'" + name + "' runs in float32, not quantized";
+    if (auto hint = did_you_mean(name, scaled); !hint.empty())
+      msg += "; did you mean '" + hint + "'?";
+    throw Error::in_option("keep_unscaled", name, msg);
+  }
 }
 
 namespace {

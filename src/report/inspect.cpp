@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ostream>
+#include <utility>
 
 #include "fpguard/error.hpp"
 #include "fpguard/report.hpp"
@@ -62,9 +63,15 @@ Json scaled_json(const ScaledFormatStats& s) {
           {"nan_blocks", s.nan_blocks},
           {"saturated_blocks", s.saturated_blocks},
           {"saturated", s.saturated},
+          {"nonzero", s.nonzero},
           {"flushed", s.flushed},
           {"flushed_blocks", s.flushed_blocks},
+          {"swamped", s.swamped},
+          {"swamped_blocks", s.swamped_blocks},
           {"underflow", s.underflow},
+          {"subnormal", s.subnormal},
+          {"clipped", s.clipped},
+          {"clipped_blocks", s.clipped_blocks},
           {"precision_loss", s.precision_loss},
           {"max_abs_error", number(s.max_abs_error)},
           {"max_rel_error", number(s.max_rel_error)},
@@ -91,6 +98,14 @@ ScaledFormatStats scaled_from_json(const detail::JsonReader& r, const std::strin
   s.flushed = r.u64(j, "flushed", path);
   s.flushed_blocks = r.u64(j, "flushed_blocks", path);
   s.underflow = r.u64(j, "underflow", path);
+  // Counts added after the first scaled inspect files: absent there, read as 0.
+  for (auto [key, field] : {std::pair{"nonzero", &ScaledFormatStats::nonzero},
+                            std::pair{"swamped", &ScaledFormatStats::swamped},
+                            std::pair{"swamped_blocks", &ScaledFormatStats::swamped_blocks},
+                            std::pair{"subnormal", &ScaledFormatStats::subnormal},
+                            std::pair{"clipped", &ScaledFormatStats::clipped},
+                            std::pair{"clipped_blocks", &ScaledFormatStats::clipped_blocks}})
+    if (j.contains(key)) s.*field = r.u64(j, key, path);
   s.precision_loss = r.u64(j, "precision_loss", path);
   s.max_abs_error = r.real(j, "max_abs_error", path);
   s.max_rel_error = r.real(j, "max_rel_error", path);

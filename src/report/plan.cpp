@@ -205,10 +205,15 @@ analysis::PlanFile parse_plan(std::string_view text, const std::string& where) {
     throw Error(where, "\"fp32_nodes\" is missing or not an array");
   analysis::PlanFile p;
   p.precision = j["precision"].get<std::string>();
-  for (const auto& n : j["fp32_nodes"]) {
-    if (!n.is_string()) throw Error(where, "\"fp32_nodes\" holds a non-string");
-    p.fp32_nodes.push_back(n.get<std::string>());
-  }
+  const auto names = [&](const char* key, std::vector<std::string>& out) {
+    if (!j[key].is_array()) throw Error(where, "\"" + std::string(key) + "\" is not an array");
+    for (const auto& n : j[key]) {
+      if (!n.is_string()) throw Error(where, "\"" + std::string(key) + "\" holds a non-string");
+      out.push_back(n.get<std::string>());
+    }
+  };
+  names("fp32_nodes", p.fp32_nodes);
+  if (j.contains("unscaled_nodes")) names("unscaled_nodes", p.unscaled_nodes);
   if (j.contains("scaled")) {
     if (!j["scaled"].is_array()) throw Error(where, "\"scaled\" is not an array");
     for (const auto& e : j["scaled"]) {

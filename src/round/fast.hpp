@@ -53,5 +53,26 @@ struct MxParams {
 };
 void mx_round_fast(const float* in, float* out, std::size_t rows, std::size_t n, std::size_t bs,
                    const MxParams& m, ScaledCounts& c);
+// The same for blocks along a strided axis: `width` blocks side by side, block j holding
+// the `len` values in[j + k * stride], k < len (one SIMD lane per block).
+void mx_round_columns(const float* in, float* out, std::size_t len, std::size_t stride,
+                      std::size_t width, const MxParams& m, ScaledCounts& c);
+
+// Two-level (NVFP4) quantize-dequantize, the same two layouts: per block s_b = the scale
+// format's rounding of amax / span (saturating), the element x / (s_b * s_t) rounded with
+// `element` (saturating), decoded (e * s_b) * s_t; a block of s_b or s_b * s_t = 0 decodes
+// to zeros, one holding NaN or inf to NaN.
+struct TwoLevelParams {
+  FastParams element, scale;
+  float tensor_scale = 0;  // s_t
+  float span = 0;          // element max * s_t, in float32
+  float scale_max = 0;     // the scale format's max (saturated scales past it)
+  float thr = 0;           // the element's overflow threshold, inclusive or not
+  bool inclusive = false;
+};
+void two_level_round_fast(const float* in, float* out, std::size_t rows, std::size_t n,
+                          std::size_t bs, const TwoLevelParams& t, ScaledCounts& c);
+void two_level_round_columns(const float* in, float* out, std::size_t len, std::size_t stride,
+                             std::size_t width, const TwoLevelParams& t, ScaledCounts& c);
 
 }  // namespace fpguard::detail

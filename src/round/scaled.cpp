@@ -59,6 +59,16 @@ Dims dims_of(const ScaledLayout& l, std::size_t size) {
   return d;
 }
 
+// Calls fn(first, stride, count) for each block of `bs` along the axis, in row-major order
+// of the scale tensor: the values first + k * stride, k < count.
+template <class F>
+void for_each_block(const Dims& d, std::size_t bs, F&& fn) {
+  for (std::size_t o = 0; o < d.outer; ++o)
+    for (std::size_t b = 0; b < d.n; b += bs)
+      for (std::size_t i = 0; i < d.inner; ++i)
+        fn((o * d.n + b) * d.inner + i, d.inner, std::min(bs, d.n - b));
+}
+
 // Calls fn(indices) for each scale group, in row-major order of the scale tensor.
 template <class F>
 void for_each_group(const Dims& d, const ScaledFormat& f, std::size_t size, F&& fn) {
@@ -77,18 +87,14 @@ void for_each_group(const Dims& d, const ScaledFormat& f, std::size_t size, F&& 
         fn(idx);
       }
       return;
-    case ScaleScope::block: {
-      const auto bs = static_cast<std::size_t>(f.block_size);
-      for (std::size_t o = 0; o < d.outer; ++o)
-        for (std::size_t b = 0; b < d.n; b += bs)
-          for (std::size_t i = 0; i < d.inner; ++i) {
-            idx.clear();
-            for (std::size_t k = b; k < std::min(b + bs, d.n); ++k)
-              idx.push_back((o * d.n + k) * d.inner + i);
-            fn(idx);
-          }
+    case ScaleScope::block:
+      for_each_block(d, static_cast<std::size_t>(f.block_size),
+                     [&](std::size_t first, std::size_t stride, std::size_t count) {
+                       idx.resize(count);
+                       for (std::size_t k = 0; k < count; ++k) idx[k] = first + k * stride;
+                       fn(idx);
+                     });
       return;
-    }
   }
 }
 
@@ -294,16 +300,20 @@ ScaledCounts round_scaled_generic(std::span<const T> in, std::span<T> out, const
   return c;
 }
 
-// ---- the fast path: OCP MX blocks along a contiguous axis, float32 ---------------------
-// The SIMD kernel of scaled_simd.cpp, equal to the generic path bit for bit:
+// ---- the fast paths: OCP MX and two-level (NVFP4) blocks, float32 ------------------------
+// The SIMD kernels of scaled_simd.cpp (blocks along a contiguous axis, one block at a time;
+// along a strided axis, one block per lane), equal to the generic path bit for bit. MX:
 //  - x * 2^-e is exact unless it falls below float32's normal range (2^-126), where the
 //    element format (smallest subnormal >= 2^-100, asked below) rounds it to 0 either way;
 //  - p * 2^e is one rounding of the exact product, as the generic path's double product
 //    cast to float.
+// Two-level: the same float32 operations in the same order as the generic path (its
+// divisions and products are float32 ones); the roundings are round_fast's.
 using detail::MxParams;
+using detail::TwoLevelParams;
 
-std::optional<MxParams> mx_fast(const ScaledFormat& f, const Dims& d) {
-  if (f.rule != ScaleRule::power_of_two || f.scope != ScaleScope::block || d.inner != 1 ||
+std::optional<MxParams> mx_fast(const ScaledFormat& f) {
+  if (f.rule != ScaleRule::power_of_two || f.scope != ScaleScope::block ||
       f.element.smallest_subnormal() < std::ldexp(1.0, -100))
     return std::nullopt;
   RoundOptions sat;
@@ -330,11 +340,43 @@ void add(ScaledCounts& a, const ScaledCounts& b) {
   a.saturated_scales += b.saturated_scales;
 }
 
-ScaledCounts mx_fast_path(std::span<const float> in, std::span<float> out, const Dims& d,
-                          const ScaledFormat& f, const MxParams& m, int threads) {
-  const auto bs = static_cast<std::size_t>(f.block_size);
+// Two-level formats (NVFP4) whose element and scale formats have fast roundings: the
+// kernel's parameters but the tensor scale (two_level_params fills it).
+std::optional<TwoLevelParams> two_level_fast(const ScaledFormat& f) {
+  if (f.rule != ScaleRule::two_level || f.scope != ScaleScope::block) return std::nullopt;
+  RoundOptions sat;
+  sat.saturate = true;
+  const auto e = detail::fast_params(f.element, sat), s = detail::fast_params(f.scale, sat);
+  if (!e || !s) return std::nullopt;
+  const OverflowThreshold t = overflow_threshold(f.element);
+  return TwoLevelParams{.element = *e,
+                        .scale = *s,
+                        .scale_max = static_cast<float>(f.scale.max()),
+                        .thr = static_cast<float>(t.value),
+                        .inclusive = t.inclusive};
+}
+
+// The tensor scale as the generic path takes it: s_t = amax / (element max * scale max)
+// in float32, amax the calibrated one or the tensor's largest finite magnitude.
+TwoLevelParams two_level_params(TwoLevelParams t, const ScaledFormat& f, std::span<const float> in,
+                                const ScaledOptions& o) {
+  float amax = 0;
+  if (o.amax)
+    amax = static_cast<float>(*o.amax);
+  else
+    for (const float x : in)
+      if (std::isfinite(x)) amax = std::max(amax, std::abs(x));
+  t.tensor_scale = amax / static_cast<float>(f.element.max() * f.scale.max());
+  t.span = static_cast<float>(f.element.max()) * t.tensor_scale;
+  return t;
+}
+
+// Blocks along a contiguous axis (d.inner == 1) by rows, rows(in, out, rows, n, counts); a
+// tensor of few long rows is cut into rows of whole blocks first.
+template <class Rows>
+ScaledCounts fast_rows(std::span<const float> in, std::span<float> out, const Dims& d,
+                       std::size_t bs, int threads, const Rows& kernel) {
   ScaledCounts total;
-  // By rows; a tensor of few long rows is cut into rows of whole blocks first.
   std::size_t rows = d.outer, n = d.n;
   constexpr std::size_t kPiece = 4096;
   if (rows < 64 && n % bs == 0 && n > kPiece) {
@@ -348,12 +390,65 @@ ScaledCounts mx_fast_path(std::span<const float> in, std::span<float> out, const
       rows, threads == 0 ? detail::resolve_threads(0, in.size()) : threads,
       [&](std::size_t r0, std::size_t r1) {
         ScaledCounts c;
-        detail::mx_round_fast(in.data() + r0 * n, out.data() + r0 * n, r1 - r0, n, bs, m, c);
+        kernel(in.data() + r0 * n, out.data() + r0 * n, r1 - r0, n, c);
 #pragma omp critical(fpguard_mx_counts)
         add(total, c);
       },
       1);
   return total;
+}
+
+// Blocks along a strided axis (d.inner > 1), in tasks of one block row of up to kColumns
+// columns each: columns(in, out, block length, stride, width, counts).
+template <class Columns>
+ScaledCounts fast_columns(std::span<const float> in, std::span<float> out, const Dims& d,
+                          std::size_t bs, int threads, const Columns& kernel) {
+  constexpr std::size_t kColumns = 256;
+  const std::size_t blocks = (d.n + bs - 1) / bs, chunks = (d.inner + kColumns - 1) / kColumns;
+  ScaledCounts total;
+  detail::parallel_for(
+      d.outer * blocks * chunks, threads == 0 ? detail::resolve_threads(0, in.size()) : threads,
+      [&](std::size_t u0, std::size_t u1) {
+        ScaledCounts c;
+        for (std::size_t u = u0; u < u1; ++u) {
+          const std::size_t chunk = u % chunks, b = u / chunks % blocks, o = u / chunks / blocks;
+          const std::size_t at = (o * d.n + b * bs) * d.inner + chunk * kColumns;
+          kernel(in.data() + at, out.data() + at, std::min(bs, d.n - b * bs), d.inner,
+                 std::min(kColumns, d.inner - chunk * kColumns), c);
+        }
+#pragma omp critical(fpguard_mx_counts)
+        add(total, c);
+      },
+      1);
+  return total;
+}
+
+// The SIMD kernels for `f`, if it has them: rows or columns as the layout asks.
+std::optional<ScaledCounts> fast_path(std::span<const float> in, std::span<float> out,
+                                      const Dims& d, const ScaledFormat& f,
+                                      const ScaledOptions& o) {
+  const auto bs = static_cast<std::size_t>(f.block_size);
+  const auto run = [&](const auto& rows, const auto& columns) {
+    return d.inner == 1 ? fast_rows(in, out, d, bs, o.threads, rows)
+                        : fast_columns(in, out, d, bs, o.threads, columns);
+  };
+  using std::size_t;
+  if (const auto m = mx_fast(f))
+    return run([&](const float* x, float* y, size_t rows, size_t n,
+                   ScaledCounts& c) { detail::mx_round_fast(x, y, rows, n, bs, *m, c); },
+               [&](const float* x, float* y, size_t len, size_t stride, size_t width,
+                   ScaledCounts& c) { detail::mx_round_columns(x, y, len, stride, width, *m, c); });
+  if (const auto k = two_level_fast(f)) {
+    const TwoLevelParams t = two_level_params(*k, f, in, o);
+    return run(
+        [&](const float* x, float* y, size_t rows, size_t n, ScaledCounts& c) {
+          detail::two_level_round_fast(x, y, rows, n, bs, t, c);
+        },
+        [&](const float* x, float* y, size_t len, size_t stride, size_t width, ScaledCounts& c) {
+          detail::two_level_round_columns(x, y, len, stride, width, t, c);
+        });
+  }
+  return std::nullopt;
 }
 
 template <class T>
@@ -363,7 +458,7 @@ ScaledCounts round_scaled_impl(std::span<const T> in, std::span<T> out, const Sc
     FPG_CHECK(in.size() == out.size());
     const Dims d = dims_of(l, in.size());
     if (!codes && !o.generic)
-      if (const auto m = mx_fast(f, d)) return mx_fast_path(in, out, d, f, *m, o.threads);
+      if (const auto c = fast_path(in, out, d, f, o)) return *c;
   }
   return round_scaled_generic(in, out, l, f, o, codes);
 }
@@ -387,10 +482,17 @@ void for_each_scale_group(const ScaledLayout& l, const ScaledFormat& f, std::siz
   });
 }
 
+void for_each_scale_block(const ScaledLayout& l, const ScaledFormat& f, std::size_t size,
+                          const std::function<void(std::size_t, std::size_t, std::size_t)>& fn) {
+  FPG_CHECK(f.scope == ScaleScope::block);
+  for_each_block(dims_of(l, size), static_cast<std::size_t>(f.block_size), fn);
+}
+
 bool has_fast_path(const ScaledFormat& f, const ScaledLayout& l) {
   std::size_t size = 1;
   for (auto d : l.shape) size *= static_cast<std::size_t>(std::max<std::int64_t>(d, 0));
-  return mx_fast(f, dims_of(l, size)).has_value();
+  (void)dims_of(l, size);  // throws for a bad layout
+  return mx_fast(f).has_value() || two_level_fast(f).has_value();
 }
 
 }  // namespace fpguard

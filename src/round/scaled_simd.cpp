@@ -1,8 +1,10 @@
-// Highway implementation of the OCP MX fast path of round_scaled (round/fast.hpp): one
-// block at a time, in registers. The block's largest magnitude from its bit patterns (an
-// integer max), its power-of-two scale, then per vector x * 2^-e, RoundVec (the element
-// rounding of round_fast, saturating), times 2^e, and the counts as mask popcounts. One
-// pass over memory. Compiled once per SIMD target and chosen at run time.
+// Highway implementation of the fast paths of round_scaled (round/fast.hpp). OCP MX along
+// a contiguous axis: one block at a time, in registers. The block's largest magnitude from
+// its bit patterns (an integer max), its power-of-two scale, then per vector x * 2^-e,
+// RoundVec (the element rounding of round_fast, saturating), times 2^e, and the counts as
+// mask popcounts. One pass over memory. Along a strided axis: one block per lane, the
+// same arithmetic with per-lane scales. Two-level (NVFP4) blocks likewise, with their
+// E4M3 block scale rounded by RoundVec. Compiled once per SIMD target, chosen at run time.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "round/scaled_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -50,6 +52,67 @@ HWY_INLINE void StoreN(D df, hn::Vec<D> v, float* y, size_t valid) {
   std::memcpy(y, buf, valid * sizeof(float));
 }
 
+// Lanes [0, valid) from p, the rest zero (zeros change no maximum).
+template <class D>
+HWY_INLINE hn::Vec<D> LoadLive(D df, const float* p, size_t valid) {
+  if (valid == hn::Lanes(df)) return hn::LoadU(df, p);
+  HWY_ALIGN float buf[hn::MaxLanes(df)] = {};
+  std::memcpy(buf, p, valid * sizeof(float));
+  return hn::Load(df, buf);
+}
+
+// The largest magnitude bits of a block along a contiguous axis, in every lane.
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> BlockTop(D df, const float* x, size_t n) {
+  const hn::RebindToUnsigned<D> du;
+  const auto abs_mask = hn::Set(du, 0x7fffffffu);
+  auto top = hn::Zero(du);
+  ForEachVec(df, x, n, [&](auto v, size_t, size_t) {
+    top = hn::Max(top, hn::And(hn::BitCast(du, v), abs_mask));
+  });
+  return hn::MaxOfLanes(du, top);
+}
+
+// The same per lane for `valid` blocks along a strided axis: lane j's block is
+// x[j + k * stride], k < len.
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> ColumnsTop(D df, const float* x, size_t len,
+                                                       size_t stride, size_t valid) {
+  const hn::RebindToUnsigned<D> du;
+  const auto abs_mask = hn::Set(du, 0x7fffffffu);
+  auto top = hn::Zero(du);
+  for (size_t k = 0; k < len; ++k)
+    top = hn::Max(top, hn::And(hn::BitCast(du, LoadLive(df, x + k * stride, valid)), abs_mask));
+  return top;
+}
+
+// Counts of one block run, as ScaledCounts' per-value fields.
+struct ValueCounts {
+  size_t saturated = 0, underflow = 0, changed = 0, nan = 0;
+  void add_to(ScaledCounts& c) const {
+    c.saturated += saturated;
+    c.underflow += underflow;
+    c.changed += changed;
+    c.nan += nan;
+  }
+};
+
+// Adds what quantizing v into out did on the `live` lanes; `over`: the live lanes whose
+// value saturated. A NaN staying NaN is no change.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE void CountValues(D df, V v, V out, hn::Mask<D> over, hn::Mask<D> live, ValueCounts& n) {
+  const hn::RebindToUnsigned<D> du;
+  const auto abs_mask = hn::Set(du, 0x7fffffffu);
+  const auto xb = hn::BitCast(du, v), yb = hn::BitCast(du, out);
+  const auto nonzero_x = hn::RebindMask(df, hn::Ne(hn::And(xb, abs_mask), hn::Zero(du)));
+  const auto zero_y = hn::RebindMask(df, hn::Eq(hn::And(yb, abs_mask), hn::Zero(du)));
+  n.saturated += hn::CountTrue(df, over);
+  n.underflow += hn::CountTrue(df, hn::And(hn::And(nonzero_x, zero_y), live));
+  const auto differs = hn::AndNot(hn::IsNaN(v), hn::RebindMask(df, hn::Ne(xb, yb)));
+  n.changed += hn::CountTrue(df, hn::And(differs, live));
+  n.nan += hn::CountTrue(df, hn::AndNot(hn::IsFinite(v), live));
+}
+
 void NanBlock(const float* x, float* y, size_t n, ScaledCounts& c) {
   for (size_t j = 0; j < n; ++j) {
     c.nan += !std::isfinite(x[j]);
@@ -61,13 +124,7 @@ void NanBlock(const float* x, float* y, size_t n, ScaledCounts& c) {
 
 void Block(const float* x, float* y, size_t n, const MxParams& m, ScaledCounts& c) {
   const hn::ScalableTag<float> df;
-  const hn::RebindToUnsigned<decltype(df)> du;
-  const auto abs_mask = hn::Set(du, 0x7fffffffu);
-  auto top = hn::Zero(du);
-  ForEachVec(df, x, n, [&](auto v, size_t, size_t) {
-    top = hn::Max(top, hn::And(hn::BitCast(du, v), abs_mask));
-  });
-  const std::uint32_t t = hn::GetLane(hn::MaxOfLanes(du, top));
+  const std::uint32_t t = hn::GetLane(BlockTop(df, x, n));
   if (t >= 0x7f800000u) return NanBlock(x, y, n, c);
   int e = m.lo;
   if (t != 0) {
@@ -77,7 +134,7 @@ void Block(const float* x, float* y, size_t n, const MxParams& m, ScaledCounts& 
   }
   const auto inv = hn::Set(df, Pow2(-e)), scale = hn::Set(df, Pow2(e));
   const auto thr = hn::Set(df, m.thr);
-  size_t sat = 0, under = 0, changed = 0;
+  ValueCounts counts;
   ForEachVec(df, x, n, [&](auto v, size_t at, size_t valid) {
     const auto q = hn::Mul(v, inv);
     const auto out = hn::Mul(RoundVec<true>(df, q, m.p), scale);
@@ -85,21 +142,190 @@ void Block(const float* x, float* y, size_t n, const MxParams& m, ScaledCounts& 
     const auto aq = hn::Abs(q);
     auto over = hn::Gt(aq, thr);
     if (m.inclusive) over = hn::Or(over, hn::Eq(aq, thr));
-    const auto xb = hn::BitCast(du, v), yb = hn::BitCast(du, out);
-    const auto nonzero_x = hn::RebindMask(df, hn::Ne(hn::And(xb, abs_mask), hn::Zero(du)));
-    const auto zero_y = hn::RebindMask(df, hn::Eq(hn::And(yb, abs_mask), hn::Zero(du)));
-    sat += hn::CountTrue(df, hn::And(over, live));
-    under += hn::CountTrue(df, hn::And(hn::And(nonzero_x, zero_y), live));
-    changed += hn::CountTrue(df, hn::And(hn::RebindMask(df, hn::Ne(xb, yb)), live));
+    CountValues(df, v, out, hn::And(over, live), live, counts);
     StoreN(df, out, y + at, valid);
   });
-  c.saturated += sat;
-  c.underflow += under;
-  c.changed += changed;
-  c.saturated_scales += sat != 0;
+  counts.add_to(c);
+  c.saturated_scales += counts.saturated != 0;
+}
+
+// 2^k per lane for k in [-149, 127], exactly (Pow2 of each lane): below float32's normal
+// range as 2^(k+64) * 2^-64, whose product is exact.
+template <class D, class VI>
+HWY_INLINE hn::Vec<D> Pow2Vec(D df, VI k) {
+  const hn::RebindToSigned<D> di;
+  const auto normal = hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(k, hn::Set(di, 127))));
+  const auto raised = hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(k, hn::Set(di, 127 + 64))));
+  const auto tiny = hn::Mul(raised, hn::Set(df, 0x1p-64f));
+  return hn::IfThenElse(hn::RebindMask(df, hn::Lt(k, hn::Set(di, -126))), tiny, normal);
+}
+
+// Block's scale exponent per lane, from each lane's largest magnitude bits `top` (finite):
+// floor(log2) - emax clamped to [lo, hi]; lo for an all-zero block.
+template <class D, class VU>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> ScaleExponent(D df, VU top, const MxParams& m) {
+  const hn::RebindToSigned<D> di;
+  const auto t = hn::BitCast(di, top);  // < 2^31: signed compares are exact
+  // A subnormal's bits as an integer convert exactly to float: its exponent is the
+  // subnormal's floor(log2) + 149.
+  const auto sub =
+      hn::Sub(hn::ShiftRight<23>(hn::BitCast(di, hn::ConvertTo(df, t))), hn::Set(di, 127 + 149));
+  const auto normal = hn::Sub(hn::ShiftRight<23>(t), hn::Set(di, 127));
+  const auto ex = hn::IfThenElse(hn::Lt(t, hn::Set(di, 0x00800000)), sub, normal);
+  const auto e =
+      hn::Min(hn::Max(hn::Sub(ex, hn::Set(di, m.emax)), hn::Set(di, m.lo)), hn::Set(di, m.hi));
+  return hn::IfThenElse(hn::Eq(t, hn::Zero(di)), hn::Set(di, m.lo), e);
+}
+
+// One block per lane, `valid` lanes: lane j's block is x[j + k * stride], k < len. The
+// same arithmetic as Block, with the scale per lane and NaN blocks blended in.
+void Columns(const float* x, float* y, size_t len, size_t stride, size_t valid, const MxParams& m,
+             ScaledCounts& c) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::RebindToSigned<decltype(df)> di;
+  const auto top = ColumnsTop(df, x, len, stride, valid);
+  const auto live = hn::FirstN(df, valid);
+  // top < 2^31: signed compares are exact.
+  const auto nan_block =
+      hn::And(hn::RebindMask(df, hn::Gt(hn::BitCast(di, top), hn::Set(di, 0x7f7fffff))), live);
+  const auto ok = hn::AndNot(nan_block, live);
+  const auto e = ScaleExponent(df, hn::IfThenZeroElse(hn::RebindMask(du, nan_block), top), m);
+  const auto inv = Pow2Vec(df, hn::Neg(e)), scale = Pow2Vec(df, e);
+  const auto thr = hn::Set(df, m.thr);
+  const auto qnan = hn::BitCast(df, hn::Set(du, 0x7fc00000u));
+  auto sat_any = hn::Zero(df);
+  ValueCounts counts;
+  for (size_t k = 0; k < len; ++k) {
+    const auto v = LoadLive(df, x + k * stride, valid);
+    const auto q = hn::Mul(v, inv);
+    const auto out = hn::IfThenElse(nan_block, qnan, hn::Mul(RoundVec<true>(df, q, m.p), scale));
+    const auto aq = hn::Abs(q);
+    auto over = hn::Gt(aq, thr);
+    if (m.inclusive) over = hn::Or(over, hn::Eq(aq, thr));
+    over = hn::And(over, ok);
+    sat_any = hn::Or(sat_any, hn::VecFromMask(df, over));
+    CountValues(df, v, out, over, live, counts);
+    StoreN(df, out, y + k * stride, valid);
+  }
+  counts.add_to(c);
+  c.values += len * valid;
+  c.scales += valid;
+  c.nan_scales += hn::CountTrue(df, nan_block);
+  c.saturated_scales += hn::CountTrue(df, hn::And(hn::MaskFromVec(sat_any), ok));
+}
+
+// ---- two-level scales (NVFP4): s_b = scale_format(amax / (element max * s_t)) ----------
+
+// Per lane, from the lane's block's largest magnitude bits `top`: NaN blocks, zero scales
+// (s_b or s_b * s_t of 0: the block decodes to zeros), block scales clamped to the scale
+// format's max, s_b and the divisor s_b * s_t; all in float32 as the generic path.
+template <class D>
+struct TwoLevelScales {
+  hn::Mask<D> nan, zero, saturated;
+  hn::Vec<D> s_b, divisor;
+};
+
+template <class D, class VU>
+HWY_INLINE TwoLevelScales<D> TwoLevelScale(D df, VU top, const TwoLevelParams& t) {
+  const hn::RebindToSigned<D> di;
+  const auto nan = hn::RebindMask(df, hn::Gt(hn::BitCast(di, top), hn::Set(di, 0x7f7fffff)));
+  const auto raw = hn::Div(hn::BitCast(df, top), hn::Set(df, t.span));
+  // s_t = 0 gives zero scales and no saturation (raw is inf or NaN then).
+  auto saturated = hn::AndNot(nan, hn::Gt(raw, hn::Set(df, t.scale_max)));
+  if (t.tensor_scale == 0) saturated = hn::FirstN(df, 0);
+  const auto s_b = RoundVec<true>(df, raw, t.scale);
+  const auto divisor = hn::Mul(s_b, hn::Set(df, t.tensor_scale));
+  auto zero = hn::Or(hn::Eq(s_b, hn::Zero(df)), hn::Eq(divisor, hn::Zero(df)));
+  if (t.tensor_scale == 0) zero = hn::Not(hn::FirstN(df, 0));
+  return {nan, zero, saturated, s_b, divisor};
+}
+
+// The values v (lanes `live`) quantized under scales s: x / divisor rounded into the
+// element format (saturating), times s_b, times s_t; zeros in zero blocks, NaN in NaN ones.
+// Lanes whose value saturated are or'ed into sat_any.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V TwoLevelValues(D df, V v, const TwoLevelScales<D>& s, const TwoLevelParams& t,
+                            hn::Mask<D> live, V& sat_any, ValueCounts& n) {
+  const hn::RebindToUnsigned<D> du;
+  const auto q = hn::IfThenZeroElse(s.zero, hn::Div(v, s.divisor));
+  const auto p = RoundVec<true>(df, q, t.element);
+  auto out = hn::IfThenZeroElse(s.zero, hn::Mul(hn::Mul(p, s.s_b), hn::Set(df, t.tensor_scale)));
+  out = hn::IfThenElse(s.nan, hn::BitCast(df, hn::Set(du, 0x7fc00000u)), out);
+  const auto aq = hn::Abs(q);
+  const auto thr = hn::Set(df, t.thr);
+  auto over = hn::Gt(aq, thr);
+  if (t.inclusive) over = hn::Or(over, hn::Eq(aq, thr));
+  over = hn::And(hn::AndNot(s.nan, over), live);
+  sat_any = hn::Or(sat_any, hn::VecFromMask(df, over));
+  CountValues(df, v, out, over, live, n);
+  return out;
+}
+
+// One block along a contiguous axis: its scale broadcast to every lane.
+void TwoLevelBlock(const float* x, float* y, size_t n, const TwoLevelParams& t, ScaledCounts& c) {
+  const hn::ScalableTag<float> df;
+  const auto s = TwoLevelScale(df, BlockTop(df, x, n), t);
+  auto sat_any = hn::Zero(df);
+  ValueCounts counts;
+  ForEachVec(df, x, n, [&](auto v, size_t at, size_t valid) {
+    StoreN(df, TwoLevelValues(df, v, s, t, hn::FirstN(df, valid), sat_any, counts), y + at, valid);
+  });
+  counts.add_to(c);
+  const auto lane0 = hn::FirstN(df, 1);
+  const bool nan = !hn::AllFalse(df, hn::And(s.nan, lane0));
+  c.nan_scales += nan;
+  c.saturated_scales +=
+      !nan && (counts.saturated != 0 || !hn::AllFalse(df, hn::And(s.saturated, lane0)));
+}
+
+// One block per lane along a strided axis, as Columns.
+void TwoLevelColumns(const float* x, float* y, size_t len, size_t stride, size_t valid,
+                     const TwoLevelParams& t, ScaledCounts& c) {
+  const hn::ScalableTag<float> df;
+  const auto live = hn::FirstN(df, valid);
+  const auto s = TwoLevelScale(df, ColumnsTop(df, x, len, stride, valid), t);
+  auto sat_any = hn::Zero(df);
+  ValueCounts counts;
+  for (size_t k = 0; k < len; ++k)
+    StoreN(df, TwoLevelValues(df, LoadLive(df, x + k * stride, valid), s, t, live, sat_any, counts),
+           y + k * stride, valid);
+  counts.add_to(c);
+  c.values += len * valid;
+  c.scales += valid;
+  c.nan_scales += hn::CountTrue(df, hn::And(s.nan, live));
+  const auto saturated = hn::Or(hn::MaskFromVec(sat_any), s.saturated);
+  c.saturated_scales += hn::CountTrue(df, hn::AndNot(s.nan, hn::And(saturated, live)));
 }
 
 }  // namespace
+
+void TwoLevelRowsImpl(const float* in, float* out, size_t rows, size_t n, size_t bs,
+                      const TwoLevelParams& t, ScaledCounts& c) {
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t at = 0; at < n; at += bs) {
+      const size_t len = std::min(bs, n - at);
+      TwoLevelBlock(in + r * n + at, out + r * n + at, len, t, c);
+      ++c.scales;
+      c.values += len;
+    }
+}
+
+void TwoLevelColumnsImpl(const float* in, float* out, size_t len, size_t stride, size_t width,
+                         const TwoLevelParams& t, ScaledCounts& c) {
+  const hn::ScalableTag<float> df;
+  const size_t N = hn::Lanes(df);
+  for (size_t j = 0; j < width; j += N)
+    TwoLevelColumns(in + j, out + j, len, stride, std::min(N, width - j), t, c);
+}
+
+void MxColumnsImpl(const float* in, float* out, size_t len, size_t stride, size_t width,
+                   const MxParams& m, ScaledCounts& c) {
+  const hn::ScalableTag<float> df;
+  const size_t N = hn::Lanes(df);
+  for (size_t j = 0; j < width; j += N)
+    Columns(in + j, out + j, len, stride, std::min(N, width - j), m, c);
+}
 
 void MxRowsImpl(const float* in, float* out, size_t rows, size_t n, size_t bs, const MxParams& m,
                 ScaledCounts& c) {
@@ -119,10 +345,28 @@ HWY_AFTER_NAMESPACE();
 namespace fpguard::detail {
 
 HWY_EXPORT(MxRowsImpl);
+HWY_EXPORT(MxColumnsImpl);
+HWY_EXPORT(TwoLevelRowsImpl);
+HWY_EXPORT(TwoLevelColumnsImpl);
 
 void mx_round_fast(const float* in, float* out, std::size_t rows, std::size_t n, std::size_t bs,
                    const MxParams& m, ScaledCounts& c) {
   HWY_DYNAMIC_DISPATCH(MxRowsImpl)(in, out, rows, n, bs, m, c);
+}
+
+void mx_round_columns(const float* in, float* out, std::size_t len, std::size_t stride,
+                      std::size_t width, const MxParams& m, ScaledCounts& c) {
+  HWY_DYNAMIC_DISPATCH(MxColumnsImpl)(in, out, len, stride, width, m, c);
+}
+
+void two_level_round_fast(const float* in, float* out, std::size_t rows, std::size_t n,
+                          std::size_t bs, const TwoLevelParams& t, ScaledCounts& c) {
+  HWY_DYNAMIC_DISPATCH(TwoLevelRowsImpl)(in, out, rows, n, bs, t, c);
+}
+
+void two_level_round_columns(const float* in, float* out, std::size_t len, std::size_t stride,
+                             std::size_t width, const TwoLevelParams& t, ScaledCounts& c) {
+  HWY_DYNAMIC_DISPATCH(TwoLevelColumnsImpl)(in, out, len, stride, width, t, c);
 }
 
 }  // namespace fpguard::detail

@@ -27,14 +27,45 @@ class GroupWalk {
         s_(s),
         loss_(std::exp2(-0.5 * s.format.element.precision_bits())) {}
 
+  // One group: its indices (for_each_scale_group), or a strided run (for_each_scale_block).
   void operator()(std::span<const std::size_t> idx) {
+    walk(idx.size(), [&](std::size_t k) { return idx[k]; });
+  }
+  void operator()(std::size_t first, std::size_t stride, std::size_t count) {
+    walk(count, [=](std::size_t k) { return first + k * stride; });
+  }
+
+  void finish() {
+    for (std::size_t b = 0; b < ranges_.size(); ++b)
+      if (ranges_[b]) s_.block_range_histogram[static_cast<int>(b)] = ranges_[b];
+    s_.nonzero = nonzero_;
+    s_.mean_rel_error = nonzero_ ? sum_rel_ / static_cast<double>(nonzero_) : 0.0;
+    const double threshold = kVerdictFraction * static_cast<double>(nonzero_);
+    if (nonfinite_)
+      s_.verdict = Verdict::nonfinite;
+    else if (static_cast<double>(s_.flushed) > threshold)
+      s_.verdict = Verdict::block_underflow;
+    else if (static_cast<double>(s_.underflow) > threshold)
+      s_.verdict = Verdict::underflow;
+    else if (static_cast<double>(s_.precision_loss) > threshold)
+      s_.verdict = Verdict::precision;
+    else
+      s_.verdict = Verdict::ok;
+  }
+
+ private:
+  // The group of the `count` values at(0), ..., at(count - 1).
+  template <class At>
+  void walk(std::size_t count, At at) {
     double amax = 0, amin = std::numeric_limits<double>::infinity();
     double top = 0;  // the largest magnitude the block decodes to
-    for (std::size_t i : idx)
-      if (std::isfinite(y_[i])) top = std::max(top, std::abs(static_cast<double>(y_[i])));
+    for (std::size_t k = 0; k < count; ++k)
+      if (const T y = y_[at(k)]; std::isfinite(y))
+        top = std::max(top, std::abs(static_cast<double>(y)));
     std::uint64_t zeroed = 0, nonzero = 0, clipped = 0;
     bool kept = false;  // a non-zero value stayed non-zero
-    for (std::size_t i : idx) {
+    for (std::size_t k = 0; k < count; ++k) {
+      const std::size_t i = at(k);
       const auto x = static_cast<double>(x_[i]), y = static_cast<double>(y_[i]);
       if (!std::isfinite(x)) {
         nonfinite_ = true;
@@ -74,28 +105,13 @@ class GroupWalk {
     }
     if (amax > 0) {
       const double bits = std::log2(amax / amin);
-      ++s_.block_range_histogram[static_cast<int>(std::floor(bits))];
+      const auto floor = static_cast<std::size_t>(bits);  // bits >= 0: amax >= amin
+      if (floor >= ranges_.size()) ranges_.resize(floor + 1);
+      ++ranges_[floor];
       s_.max_block_range_bits = std::max(s_.max_block_range_bits, bits);
     }
   }
 
-  void finish() {
-    s_.nonzero = nonzero_;
-    s_.mean_rel_error = nonzero_ ? sum_rel_ / static_cast<double>(nonzero_) : 0.0;
-    const double threshold = kVerdictFraction * static_cast<double>(nonzero_);
-    if (nonfinite_)
-      s_.verdict = Verdict::nonfinite;
-    else if (static_cast<double>(s_.flushed) > threshold)
-      s_.verdict = Verdict::block_underflow;
-    else if (static_cast<double>(s_.underflow) > threshold)
-      s_.verdict = Verdict::underflow;
-    else if (static_cast<double>(s_.precision_loss) > threshold)
-      s_.verdict = Verdict::precision;
-    else
-      s_.verdict = Verdict::ok;
-  }
-
- private:
   std::span<const T> x_, y_;
   std::span<const std::uint16_t> codes_;
   ScaledFormatStats& s_;
@@ -103,6 +119,7 @@ class GroupWalk {
   double sum_rel_ = 0;
   std::uint64_t nonzero_ = 0;
   bool nonfinite_ = false;
+  std::vector<std::uint64_t> ranges_;  // block_range_histogram by floor, merged by finish
 };
 
 template <class T>
@@ -125,7 +142,13 @@ ScaledFormatStats run(std::span<const T> x, const ScaledLayout& l, const ScaledF
   s.saturated_blocks = c.saturated_scales;
   s.saturated = c.saturated;
   GroupWalk<T> walk(x, y, codes.codes, s);
-  for_each_scale_group(l, f, x.size(), [&](std::span<const std::size_t> idx) { walk(idx); });
+  if (f.scope == ScaleScope::block)
+    for_each_scale_block(l, f, x.size(),
+                         [&](std::size_t first, std::size_t stride, std::size_t count) {
+                           walk(first, stride, count);
+                         });
+  else
+    for_each_scale_group(l, f, x.size(), [&](std::span<const std::size_t> idx) { walk(idx); });
   walk.finish();
   return s;
 }

@@ -379,6 +379,26 @@ def bad_input(f, tmp, rng):
           "--keep-unscaled mmm", "did you mean 'mm'")
     fails(f, "--fail-on unknown kind", ["check", model, "--inputs", d, "--fail-on", "block"],
           "block_underflow")
+    # --keep-unscaled names a GEMM that runs scaled, in run, check and plan alike: not
+    # another op, not one kept in float32; the hint is a GEMM's name.
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Relu", ["h"], ["y"], name="act")]
+    two = save(tmp, "two", nodes, {"w": rng.standard_normal((K, N)).astype(np.float32)},
+               [M, K], [M, N])
+    d2 = inputs_dir(tmp, "two", x)
+    for cmd in ("run", "check", "plan"):
+        argv = [cmd, two, "--inputs", d2 if cmd != "run" else os.path.join(d2, "set_0"),
+                "--precision", "mxfp4_e2m1"]
+        fails(f, f"{cmd} --keep-unscaled a Relu", argv + ["--keep-unscaled", "act"],
+              "fpguard: error: --keep-unscaled act: 'act' is a Relu node; only MatMul, Gemm and "
+              "Conv operands are quantized\n")
+        fails(f, f"{cmd} --keep-unscaled an unknown node", argv + ["--keep-unscaled", "mn"],
+              "--keep-unscaled mn: the model has no node named 'mn'; did you mean 'mm'?")
+        keep = ["--exclude", "mm"] if cmd == "run" else ["--keep-fp32", "mm"]
+        fails(f, f"{cmd} --keep-unscaled a GEMM kept in float32",
+              argv + keep + ["--keep-unscaled", "mm"],
+              "--keep-unscaled mm: 'mm' runs in float32, not quantized")
 
 
 def main():

@@ -153,6 +153,15 @@ def test_check_keep_unscaled_is_the_cli(cli):
     assert node.precision == "bfloat16" and not node.scaled_operands
     assert error_of(fpguard.check, path, precision="fp16", keep_unscaled=gemms).startswith(
         "keep_unscaled: applies to a scaled precision")
+    # A node that is not a scaled GEMM: the CLI's refusal, named as Python names it.
+    other = next(n for n in d.nodes if n.op_type not in ("MatMul", "Gemm", "Conv"))
+    want = cli_error(cli("check", path, "--precision", "mxfp4_e2m1", "--keep-unscaled",
+                         other.name, check=False))
+    assert want == f"--keep-unscaled {other.name}: '{other.name}' is a {other.op_type} node; " \
+        "only MatMul, Gemm and Conv operands are quantized"
+    for f in (fpguard.check, fpguard.plan):
+        assert error_of(f, path, precision="mxfp4_e2m1", keep_unscaled=[other.name]) == \
+            "keep_unscaled" + want[len("--keep-unscaled"):]
 
 
 def test_precision_refusals_are_the_cli(cli):

@@ -142,14 +142,32 @@ def expected(x, fmt, axis):
     zeroed = nonzero & (yg == 0)
     kept = np.any(nonzero & (yg != 0), axis=1)
     nz = np.sum(zeroed, axis=1)
+    out["nonzero"] = int(np.sum(nonzero))
     out["flushed"] = int(np.sum(nz[kept]))
     out["flushed_blocks"] = int(np.sum((nz > 0) & kept))
+    # swamped: flushed in blocks that lost at least half of their non-zero values
+    swamped = kept & (nz > 0) & (2 * nz >= np.sum(nonzero, axis=1))
+    out["swamped"] = int(np.sum(nz[swamped]))
+    out["swamped_blocks"] = int(np.sum(swamped))
     out["underflow"] = int(np.sum(nz[~kept]))
     xd, yd = xg.astype(np.float64), yg.astype(np.float64)
+    # clipped: beyond the block's largest decoded magnitude by more than the precision loss
+    top = np.max(np.where(np.isfinite(yd) & mask, np.abs(yd), 0), axis=1, keepdims=True)
+    loss = 2.0 ** (-0.5 * precision_bits(elem))
+    with np.errstate(invalid="ignore"):
+        clip = nonzero & (top > 0) & (np.abs(xd) > top) & (np.abs(xd) - top > loss * np.abs(xd))
+    out["clipped"] = int(np.sum(clip))
+    out["clipped_blocks"] = int(np.sum(np.any(clip, axis=1)))
+    # subnormal (amax-rule formats): non-zero results whose element code is an E4M3 subnormal
+    out["subnormal"] = 0
+    if fmt.startswith(("tensor:", "channel:")):
+        assert elem == "float8_e4m3fn"
+        codes = mxref.quantize_amax(x, fmt, axis % x.ndim)[1]
+        eg, _ = groups(np.abs(decode_e4m3(codes)), fmt, axis)
+        out["subnormal"] = int(np.sum(nonzero & (yg != 0) & (eg > 0) & (eg < 2.0**-6)))
     err = np.where(finite, np.abs(yd - xd), 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = np.where(nonzero, err / np.abs(xd), 0)
-    loss = 2.0 ** (-0.5 * precision_bits(elem))
     out["precision_loss"] = int(np.sum(nonzero & (rel > loss)))
     out["max_abs_error"] = float(np.max(err)) if err.size else 0.0
     out["max_rel_error"] = float(np.max(rel)) if rel.size else 0.0

@@ -107,6 +107,7 @@ void run(const RunArgs& a) {
     opts.policy.amax_margin = a.scaled.amax_margin;
   }
   opts.policy.unscaled_names = unscaled_nodes(a.scaled, precision);
+  exec::check_unscaled_names(m, opts.policy);
   DumpObserver dump;
   if (!a.dump_dir.empty()) opts.observer = &dump;
   exec::Profiler profiler;
