@@ -264,6 +264,96 @@ void max_pool_plane(const Window& win, const T* plane, T* out) {
   }
 }
 
+// What a pool node asks for beyond its window.
+struct PoolOptions {
+  bool indices = false;       // MaxPool's Indices output is wanted
+  bool column_major = false;  // storage_order 1 (of the indices)
+  bool include_pad = false;   // count_include_pad (AveragePool)
+};
+
+// One 2-D plane, each output on its own (AveragePool; MaxPool with Indices). `base`: the
+// plane's first flat index in the tensor (the indices count over the whole tensor); `idx`
+// is null when no indices are wanted.
+template <class T, bool is_max>
+void pool_plane_2d(const Window& win, const PoolOptions& o, const T* plane, std::int64_t base,
+                   T* out, std::int64_t* idx) {
+  const auto ih_n = win.in[0], iw_n = win.in[1], oh_n = win.out[0], ow_n = win.out[1];
+  const auto kh_n = win.kernel[0], kw_n = win.kernel[1];
+  for (std::int64_t oh = 0; oh < oh_n; ++oh)
+    for (std::int64_t ow = 0; ow < ow_n; ++ow) {
+      const auto h0 = oh * win.stride[0] - win.pad_begin[0];
+      const auto w0 = ow * win.stride[1] - win.pad_begin[1];
+      T acc = is_max ? -std::numeric_limits<T>::infinity() : 0.0f;
+      std::int64_t count = 0, best = -1;
+      for (std::int64_t kh = 0; kh < kh_n; ++kh) {
+        const auto ih = h0 + kh * win.dilation[0];
+        const bool row_in = ih >= 0 && ih < ih_n;
+        const bool row_padded = ih < ih_n + win.pad_end[0];
+        for (std::int64_t kw = 0; kw < kw_n; ++kw) {
+          const auto iw = w0 + kw * win.dilation[1];
+          if (row_in && iw >= 0 && iw < iw_n) {
+            const T v = plane[ih * iw_n + iw];
+            if constexpr (is_max) {
+              if (v > acc || std::isnan(v) || best < 0)
+                acc = v, best = o.column_major ? iw * ih_n + ih : ih * iw_n + iw;
+            } else {
+              acc += v;
+            }
+            ++count;
+          } else if (o.include_pad && row_padded && iw < iw_n + win.pad_end[1]) {
+            ++count;
+          }
+        }
+      }
+      if constexpr (!is_max) acc = count ? acc / static_cast<T>(count) : 0.0f;
+      out[oh * ow_n + ow] = acc;
+      if (idx) idx[oh * ow_n + ow] = base + best;
+    }
+}
+
+// One plane of any rank, each output on its own (as pool_plane_2d).
+template <class T, bool is_max>
+void pool_plane_nd(const Window& win, const PoolOptions& o, const T* plane, std::int64_t base,
+                   T* out, std::int64_t* idx) {
+  const std::size_t sd = win.kernel.size();
+  for_each_index(win.out, [&](const std::vector<std::int64_t>& oidx, std::int64_t oc) {
+    T acc = is_max ? -std::numeric_limits<T>::infinity() : 0.0f;
+    std::int64_t count = 0, best = -1;
+    std::vector<std::int64_t> pos(sd);
+    for_each_index(win.kernel, [&](const std::vector<std::int64_t>& kidx, std::int64_t) {
+      std::int64_t off = 0;
+      bool inside = true, in_padded = true;
+      for (std::size_t d = 0; d < sd; ++d) {
+        pos[d] = oidx[d] * win.stride[d] - win.pad_begin[d] + kidx[d] * win.dilation[d];
+        if (pos[d] < 0 || pos[d] >= win.in[d]) inside = false;
+        if (pos[d] >= win.in[d] + win.pad_end[d]) in_padded = false;
+        off = off * win.in[d] + pos[d];
+      }
+      if (inside) {
+        const T v = plane[off];
+        if constexpr (is_max) {
+          if (v > acc || std::isnan(v) || best < 0) {
+            acc = v;
+            if (o.column_major) {
+              off = 0;
+              for (std::size_t d = sd; d-- > 0;) off = off * win.in[d] + pos[d];
+            }
+            best = off;
+          }
+        } else {
+          acc += v;
+        }
+        ++count;
+      } else if (o.include_pad && in_padded) {
+        ++count;
+      }
+    });
+    if constexpr (!is_max) acc = count ? acc / static_cast<T>(count) : 0.0f;
+    out[oc] = acc;
+    if (idx) idx[oc] = base + best;
+  });
+}
+
 template <class T, bool is_max>
 void pool(KernelContext& ctx) {
   const Tensor& x_in = ctx.in(0);
@@ -274,114 +364,43 @@ void pool(KernelContext& ctx) {
   require_float(ctx, x);
   const auto kernel = ctx.node.attr_ints("kernel_shape");
   if (kernel.empty()) ctx.fail("kernel_shape is required");
-  const bool want_indices = ctx.node.outputs.size() > 1 && !ctx.node.outputs[1].empty();
-  const bool column_major = ctx.node.attr_int("storage_order", 0) != 0;
+  const PoolOptions o{
+      .indices = ctx.node.outputs.size() > 1 && !ctx.node.outputs[1].empty(),
+      .column_major = ctx.node.attr_int("storage_order", 0) != 0,
+      .include_pad = ctx.node.attr_int("count_include_pad", 0) != 0,
+  };
   const Window win = window(ctx, x.shape(), kernel, ctx.node.attr_int("ceil_mode", 0) != 0);
-  const bool include_pad = ctx.node.attr_int("count_include_pad", 0) != 0;
   const auto nc = x.shape()[0] * x.shape()[1];
   const auto isize = product(win.in), osize = product(win.out);
   Shape os(win.out.size() + 2);
   os[0] = x.shape()[0], os[1] = x.shape()[1];
   std::copy(win.out.begin(), win.out.end(), os.begin() + 2);
   Tensor out(carrier_dtype<T>(), os);
-  Tensor indices(DType::int64, want_indices ? os : Shape{0});
+  Tensor indices(DType::int64, o.indices ? os : Shape{0});
   const T* px = x.data<T>().data();
   T* po = out.data<T>().data();
   std::int64_t* pi = indices.data<std::int64_t>().data();
-  const std::size_t sd = kernel.size();
-  if (sd == 2) {  // the common case: plain loops, planes split across threads
-    const auto ih_n = win.in[0], iw_n = win.in[1], oh_n = win.out[0], ow_n = win.out[1];
-    const auto kh_n = win.kernel[0], kw_n = win.kernel[1];
+  // Plane p, its outputs and indices.
+  auto plane = [&](std::int64_t p, auto&& f) {
+    f(win, o, px + p * isize, p * isize, po + p * osize, o.indices ? pi + p * osize : nullptr);
+  };
+  if (kernel.size() == 2) {  // the common case: plain loops, planes split across threads
     detail::parallel_for(
         static_cast<std::size_t>(nc),
         detail::resolve_threads(ctx.threads > 1 ? 0 : 1, static_cast<std::size_t>(nc * osize)),
         [&](std::size_t lo, std::size_t hi) {
-          for (auto p = static_cast<std::int64_t>(lo); p < static_cast<std::int64_t>(hi); ++p) {
-            const T* plane = px + p * isize;
-            if constexpr (is_max) {
-              if (!want_indices) {
-                max_pool_plane(win, plane, po + p * osize);
-                continue;
-              }
-            }
-            for (std::int64_t oh = 0; oh < oh_n; ++oh)
-              for (std::int64_t ow = 0; ow < ow_n; ++ow) {
-                const auto h0 = oh * win.stride[0] - win.pad_begin[0];
-                const auto w0 = ow * win.stride[1] - win.pad_begin[1];
-                T acc = is_max ? -std::numeric_limits<T>::infinity() : 0.0f;
-                std::int64_t count = 0, best = -1;
-                for (std::int64_t kh = 0; kh < kh_n; ++kh) {
-                  const auto ih = h0 + kh * win.dilation[0];
-                  const bool row_in = ih >= 0 && ih < ih_n;
-                  const bool row_padded = ih < ih_n + win.pad_end[0];
-                  for (std::int64_t kw = 0; kw < kw_n; ++kw) {
-                    const auto iw = w0 + kw * win.dilation[1];
-                    if (row_in && iw >= 0 && iw < iw_n) {
-                      const T v = plane[ih * iw_n + iw];
-                      if constexpr (is_max) {
-                        if (v > acc || std::isnan(v) || best < 0)
-                          acc = v, best = column_major ? iw * ih_n + ih : ih * iw_n + iw;
-                      } else {
-                        acc += v;
-                      }
-                      ++count;
-                    } else if (include_pad && row_padded && iw < iw_n + win.pad_end[1]) {
-                      ++count;
-                    }
-                  }
-                }
-                if constexpr (!is_max) acc = count ? acc / static_cast<T>(count) : 0.0f;
-                po[p * osize + oh * ow_n + ow] = acc;
-                if (want_indices) pi[p * osize + oh * ow_n + ow] = p * isize + best;
-              }
-          }
+          for (auto p = static_cast<std::int64_t>(lo); p < static_cast<std::int64_t>(hi); ++p)
+            if (is_max && !o.indices)
+              max_pool_plane(win, px + p * isize, po + p * osize);
+            else
+              plane(p, pool_plane_2d<T, is_max>);
         },
         1);
-    ctx.outputs[0] = small_int ? exec::convert(out, x_in.dtype()) : std::move(out);
-    if (want_indices) ctx.outputs[1] = std::move(indices);
-    return;
-  }
-  for (std::int64_t p = 0; p < nc; ++p) {
-    const T* plane = px + p * isize;
-    for_each_index(win.out, [&](const std::vector<std::int64_t>& oidx, std::int64_t oc) {
-      T acc = is_max ? -std::numeric_limits<T>::infinity() : 0.0f;
-      std::int64_t count = 0, best = -1;
-      std::vector<std::int64_t> pos(sd);
-      for_each_index(win.kernel, [&](const std::vector<std::int64_t>& kidx, std::int64_t) {
-        std::int64_t off = 0;
-        bool inside = true, in_padded = true;
-        for (std::size_t d = 0; d < sd; ++d) {
-          pos[d] = oidx[d] * win.stride[d] - win.pad_begin[d] + kidx[d] * win.dilation[d];
-          if (pos[d] < 0 || pos[d] >= win.in[d]) inside = false;
-          if (pos[d] >= win.in[d] + win.pad_end[d]) in_padded = false;
-          off = off * win.in[d] + pos[d];
-        }
-        if (inside) {
-          const T v = plane[off];
-          if constexpr (is_max) {
-            if (v > acc || std::isnan(v) || best < 0) {
-              acc = v;
-              if (column_major) {
-                off = 0;
-                for (std::size_t d = sd; d-- > 0;) off = off * win.in[d] + pos[d];
-              }
-              best = off;
-            }
-          } else {
-            acc += v;
-          }
-          ++count;
-        } else if (include_pad && in_padded) {
-          ++count;
-        }
-      });
-      if constexpr (!is_max) acc = count ? acc / static_cast<T>(count) : 0.0f;
-      po[p * osize + oc] = acc;
-      if (want_indices) pi[p * osize + oc] = p * isize + best;
-    });
+  } else {
+    for (std::int64_t p = 0; p < nc; ++p) plane(p, pool_plane_nd<T, is_max>);
   }
   ctx.outputs[0] = small_int ? exec::convert(out, x_in.dtype()) : std::move(out);
-  if (want_indices) ctx.outputs[1] = std::move(indices);
+  if (o.indices) ctx.outputs[1] = std::move(indices);
 }
 
 template <class T, bool is_max>

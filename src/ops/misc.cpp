@@ -273,6 +273,102 @@ double gs_reflect(double x, double lo, double hi) {
   return x;
 }
 
+// Samples one [h, w] plane at grid points, as a GridSample node's attributes say.
+class GridSampler {
+ public:
+  GridSampler(const KernelContext& ctx, std::int64_t h, std::int64_t w)
+      : mode_(ctx.node.attr_string("mode", ctx.opset >= 20 ? "linear" : "bilinear")),
+        pad_(ctx.node.attr_string("padding_mode", "zeros")),
+        align_(ctx.node.attr_int("align_corners", 0) != 0),
+        h_(h),
+        w_(w),
+        xlo_(align_ ? 0 : -0.5),
+        xhi_(align_ ? static_cast<double>(w - 1) : static_cast<double>(w) - 0.5),
+        ylo_(align_ ? 0 : -0.5),
+        yhi_(align_ ? static_cast<double>(h - 1) : static_cast<double>(h) - 0.5) {
+    if (mode_ == "bilinear") mode_ = "linear";
+    if (mode_ == "bicubic") mode_ = "cubic";
+    if (pad_ != "zeros" && pad_ != "border" && pad_ != "reflection")
+      ctx.fail("padding_mode '" + pad_ + "' is not supported");
+    if (mode_ != "linear" && mode_ != "nearest" && mode_ != "cubic")
+      ctx.fail("mode '" + mode_ + "' is not supported");
+  }
+
+  // The input position (column, row) of a normalised grid point, padding applied.
+  std::pair<double, double> position(double gx, double gy) const {
+    double fx = denorm(gx, w_), fy = denorm(gy, h_);
+    if (pad_ == "border")
+      fx = std::clamp(fx, 0.0, static_cast<double>(w_ - 1)),
+      fy = std::clamp(fy, 0.0, static_cast<double>(h_ - 1));
+    else if (pad_ == "reflection")
+      fx = gs_reflect(fx, xlo_, xhi_), fy = gs_reflect(fy, ylo_, yhi_);
+    return {fx, fy};
+  }
+
+  template <class T>
+  double sample(const T* plane, double fx, double fy) const {
+    if (mode_ == "nearest")
+      return pixel(plane, static_cast<std::int64_t>(std::nearbyint(fy)),
+                   static_cast<std::int64_t>(std::nearbyint(fx)));
+    if (mode_ == "linear") {
+      const auto x0 = static_cast<std::int64_t>(std::floor(fx)),
+                 y0 = static_cast<std::int64_t>(std::floor(fy));
+      const double dx = fx - static_cast<double>(x0), dy = fy - static_cast<double>(y0);
+      return (1 - dy) * ((1 - dx) * pixel(plane, y0, x0) + dx * pixel(plane, y0, x0 + 1)) +
+             dy * ((1 - dx) * pixel(plane, y0 + 1, x0) + dx * pixel(plane, y0 + 1, x0 + 1));
+    }
+    const auto x0 = static_cast<std::int64_t>(std::floor(fx)) - 1,
+               y0 = static_cast<std::int64_t>(std::floor(fy)) - 1;
+    const auto cx = cubic(fx - std::floor(fx)), cy = cubic(fy - std::floor(fy));
+    double v = 0;
+    for (int p = 0; p < 4; ++p) {
+      double row = 0;
+      for (int q = 0; q < 4; ++q)
+        row += cx[static_cast<std::size_t>(q)] * pixel(plane, y0 + p, x0 + q);
+      v += cy[static_cast<std::size_t>(p)] * row;
+    }
+    return v;
+  }
+
+ private:
+  double denorm(double v, std::int64_t len) const {
+    return align_ ? (v + 1) / 2 * static_cast<double>(len - 1)
+                  : ((v + 1) * static_cast<double>(len) - 1) / 2;
+  }
+
+  template <class T>
+  double pixel(const T* plane, std::int64_t r, std::int64_t col) const {
+    if (pad_ == "zeros") {
+      if (r < 0 || r >= h_ || col < 0 || col >= w_) return 0;
+    } else if (pad_ == "border") {
+      r = std::clamp<std::int64_t>(r, 0, h_ - 1), col = std::clamp<std::int64_t>(col, 0, w_ - 1);
+    } else {
+      r = static_cast<std::int64_t>(gs_reflect(static_cast<double>(r), ylo_, yhi_));
+      col = static_cast<std::int64_t>(gs_reflect(static_cast<double>(col), xlo_, xhi_));
+      r = std::clamp<std::int64_t>(r, 0, h_ - 1), col = std::clamp<std::int64_t>(col, 0, w_ - 1);
+    }
+    return plane[r * w_ + col];
+  }
+
+  // The four cubic convolution weights (a = -0.75) at fraction t.
+  static std::array<double, 4> cubic(double t) {
+    const double a = -0.75;
+    const double s[4] = {t + 1, t, 1 - t, 2 - t};
+    std::array<double, 4> r{};
+    for (int k = 0; k < 4; ++k) {
+      const double d = s[k];
+      r[static_cast<std::size_t>(k)] =
+          d <= 1 ? ((a + 2) * d - (a + 3)) * d * d + 1 : ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+    }
+    return r;
+  }
+
+  std::string mode_, pad_;
+  bool align_;
+  std::int64_t h_, w_;
+  double xlo_, xhi_, ylo_, yhi_;  // the reflection bounds
+};
+
 template <class T>
 void grid_sample(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
@@ -283,83 +379,17 @@ void grid_sample(KernelContext& ctx) {
   const auto& gs = grid.shape();
   if (xs.size() != 4 || gs.size() != 4 || gs[0] != xs[0] || gs[3] != 2)
     ctx.fail("only 4-D inputs with a [N, H, W, 2] grid are supported");
-  std::string mode = ctx.node.attr_string("mode", ctx.opset >= 20 ? "linear" : "bilinear");
-  if (mode == "bilinear") mode = "linear";
-  if (mode == "bicubic") mode = "cubic";
-  const std::string pad = ctx.node.attr_string("padding_mode", "zeros");
-  const bool align = ctx.node.attr_int("align_corners", 0) != 0;
   const auto n = xs[0], c = xs[1], h = xs[2], w = xs[3], ho = gs[1], wo = gs[2];
+  const GridSampler sampler(ctx, h, w);
   auto out = ctx.out(0, carrier_dtype<T>(), {n, c, ho, wo}).template data<T>();
   auto px = x.data<T>(), pg = grid.data<T>();
-  const double xlo = align ? 0 : -0.5,
-               xhi = align ? static_cast<double>(w - 1) : static_cast<double>(w) - 0.5;
-  const double ylo = align ? 0 : -0.5,
-               yhi = align ? static_cast<double>(h - 1) : static_cast<double>(h) - 0.5;
-  auto denorm = [align](double v, std::int64_t len) {
-    return align ? (v + 1) / 2 * static_cast<double>(len - 1)
-                 : ((v + 1) * static_cast<double>(len) - 1) / 2;
-  };
-  auto pixel = [&](const T* plane, std::int64_t r, std::int64_t col) -> double {
-    if (pad == "zeros") {
-      if (r < 0 || r >= h || col < 0 || col >= w) return 0;
-    } else if (pad == "border") {
-      r = std::clamp<std::int64_t>(r, 0, h - 1), col = std::clamp<std::int64_t>(col, 0, w - 1);
-    } else {
-      r = static_cast<std::int64_t>(gs_reflect(static_cast<double>(r), ylo, yhi));
-      col = static_cast<std::int64_t>(gs_reflect(static_cast<double>(col), xlo, xhi));
-      r = std::clamp<std::int64_t>(r, 0, h - 1), col = std::clamp<std::int64_t>(col, 0, w - 1);
-    }
-    return plane[r * w + col];
-  };
-  auto cubic = [](double t) {
-    const double a = -0.75;
-    const double s[4] = {t + 1, t, 1 - t, 2 - t};
-    std::array<double, 4> r{};
-    for (int k = 0; k < 4; ++k) {
-      const double d = s[k];
-      r[static_cast<std::size_t>(k)] =
-          d <= 1 ? ((a + 2) * d - (a + 3)) * d * d + 1 : ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
-    }
-    return r;
-  };
-  if (pad != "zeros" && pad != "border" && pad != "reflection")
-    ctx.fail("padding_mode '" + pad + "' is not supported");
-  if (mode != "linear" && mode != "nearest" && mode != "cubic")
-    ctx.fail("mode '" + mode + "' is not supported");
   for (std::int64_t b = 0; b < n; ++b)
     for (std::int64_t i = 0; i < ho; ++i)
       for (std::int64_t j = 0; j < wo; ++j) {
         const T* g = pg.data() + ((b * ho + i) * wo + j) * 2;
-        double fx = denorm(g[0], w), fy = denorm(g[1], h);
-        if (pad == "border")
-          fx = std::clamp(fx, 0.0, static_cast<double>(w - 1)),
-          fy = std::clamp(fy, 0.0, static_cast<double>(h - 1));
-        else if (pad == "reflection")
-          fx = gs_reflect(fx, xlo, xhi), fy = gs_reflect(fy, ylo, yhi);
+        const auto [fx, fy] = sampler.position(g[0], g[1]);
         for (std::int64_t ch = 0; ch < c; ++ch) {
-          const T* plane = px.data() + (b * c + ch) * h * w;
-          double v;
-          if (mode == "nearest") {
-            v = pixel(plane, static_cast<std::int64_t>(std::nearbyint(fy)),
-                      static_cast<std::int64_t>(std::nearbyint(fx)));
-          } else if (mode == "linear") {
-            const auto x0 = static_cast<std::int64_t>(std::floor(fx)),
-                       y0 = static_cast<std::int64_t>(std::floor(fy));
-            const double dx = fx - static_cast<double>(x0), dy = fy - static_cast<double>(y0);
-            v = (1 - dy) * ((1 - dx) * pixel(plane, y0, x0) + dx * pixel(plane, y0, x0 + 1)) +
-                dy * ((1 - dx) * pixel(plane, y0 + 1, x0) + dx * pixel(plane, y0 + 1, x0 + 1));
-          } else {
-            const auto x0 = static_cast<std::int64_t>(std::floor(fx)) - 1,
-                       y0 = static_cast<std::int64_t>(std::floor(fy)) - 1;
-            const auto cx = cubic(fx - std::floor(fx)), cy = cubic(fy - std::floor(fy));
-            v = 0;
-            for (int p = 0; p < 4; ++p) {
-              double row = 0;
-              for (int q = 0; q < 4; ++q)
-                row += cx[static_cast<std::size_t>(q)] * pixel(plane, y0 + p, x0 + q);
-              v += cy[static_cast<std::size_t>(p)] * row;
-            }
-          }
+          const double v = sampler.sample(px.data() + (b * c + ch) * h * w, fx, fy);
           out[static_cast<std::size_t>(((b * c + ch) * ho + i) * wo + j)] = static_cast<T>(v);
         }
       }

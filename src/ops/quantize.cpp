@@ -195,33 +195,52 @@ void reverse_sequence(KernelContext& ctx) {
     }
 }
 
-// Einsum by direct summation over every index (small tensors; a contraction planner onto
-// MatMul is a follow-up).
-template <class T>
-void einsum(KernelContext& ctx) {
-  std::string eq;
-  for (char ch : ctx.node.attr_string("equation", ""))
-    if (ch != ' ') eq += ch;
-  const auto arrow = eq.find("->");
-  std::string lhs = eq.substr(0, arrow);
+// An Einsum equation read against its operands: each operand's labels (an ellipsis made
+// the letters '0'.., broadcast over all operands, right-aligned), each label's size, and
+// the output's labels.
+struct EinsumLabels {
+  std::vector<std::string> operands;
+  std::string output;
+  std::map<char, std::int64_t> size;
+};
+
+// The operand terms of the equation's left-hand side.
+std::vector<std::string> einsum_terms(const std::string& lhs) {
   std::vector<std::string> terms;
   for (std::size_t p = 0;;) {
     const auto q = lhs.find(',', p);
     terms.push_back(lhs.substr(p, q == std::string::npos ? std::string::npos : q - p));
-    if (q == std::string::npos) break;
+    if (q == std::string::npos) return terms;
     p = q + 1;
   }
+}
+
+// The implicit output (no "->"): the ellipsis, then the labels used once, in order.
+std::string einsum_implicit_output(const std::vector<std::string>& labels, const std::string& ell) {
+  std::map<char, int> count;
+  for (const auto& l : labels)
+    for (char ch : l) ++count[ch];
+  std::string out = ell;
+  for (auto [ch, n] : count)
+    if (n == 1 && !(ch >= '0' && ch <= '9')) out += ch;
+  return out;
+}
+
+EinsumLabels einsum_labels(const KernelContext& ctx) {
+  std::string eq;
+  for (char ch : ctx.node.attr_string("equation", ""))
+    if (ch != ' ') eq += ch;
+  const auto arrow = eq.find("->");
+  const std::vector<std::string> terms = einsum_terms(eq.substr(0, arrow));
   if (terms.size() != ctx.num_inputs())
     ctx.fail("the equation has " + std::to_string(terms.size()) + " operands");
-  // Ellipsis dims become the letters '0'.. (broadcast over all operands, right-aligned).
   std::size_t ell_rank = 0;
   for (std::size_t i = 0; i < terms.size(); ++i)
     if (terms[i].find("...") != std::string::npos)
       ell_rank = std::max(ell_rank, ctx.in(i).shape().size() - (terms[i].size() - 3));
   std::string ell;
   for (std::size_t k = 0; k < ell_rank; ++k) ell += static_cast<char>('0' + k);
-  std::map<char, std::int64_t> size;
-  std::vector<std::string> labels;
+  EinsumLabels r;
   for (std::size_t i = 0; i < terms.size(); ++i) {
     std::string t = terms[i];
     const auto e = t.find("...");
@@ -232,7 +251,7 @@ void einsum(KernelContext& ctx) {
       ctx.fail("operand " + std::to_string(i) + " has rank " + std::to_string(sh.size()) +
                ", the equation says " + std::to_string(t.size()));
     for (std::size_t d = 0; d < t.size(); ++d) {
-      auto [it, fresh] = size.emplace(t[d], sh[d]);
+      auto [it, fresh] = r.size.emplace(t[d], sh[d]);
       if (!fresh && it->second != sh[d]) {
         if (it->second == 1)
           it->second = sh[d];
@@ -240,38 +259,41 @@ void einsum(KernelContext& ctx) {
           ctx.fail(std::string("label '") + t[d] + "' has two sizes");
       }
     }
-    labels.push_back(t);
+    r.operands.push_back(t);
     require_float(ctx, ctx.in(i));
   }
-  std::string out_l;
-  if (arrow != std::string::npos) {
-    out_l = eq.substr(arrow + 2);
-    const auto e = out_l.find("...");
-    if (e != std::string::npos) out_l = out_l.substr(0, e) + ell + out_l.substr(e + 3);
+  if (arrow == std::string::npos) {
+    r.output = einsum_implicit_output(r.operands, ell);
   } else {
-    std::map<char, int> count;
-    for (const auto& l : labels)
-      for (char ch : l) ++count[ch];
-    out_l = ell;
-    for (auto [ch, n] : count)
-      if (n == 1 && !(ch >= '0' && ch <= '9')) out_l += ch;
+    r.output = eq.substr(arrow + 2);
+    const auto e = r.output.find("...");
+    if (e != std::string::npos) r.output = r.output.substr(0, e) + ell + r.output.substr(e + 3);
   }
-  std::string all = out_l;
-  for (auto [ch, n] : size)
+  return r;
+}
+
+// Einsum by direct summation over every index (small tensors; a contraction planner onto
+// MatMul is a follow-up).
+template <class T>
+void einsum(KernelContext& ctx) {
+  const EinsumLabels l = einsum_labels(ctx);
+  // Every label: the output's first, then the summed ones.
+  std::string all = l.output;
+  for (auto [ch, n] : l.size)
     if (all.find(ch) == std::string::npos) all += ch;
   Shape os;
-  for (char ch : out_l) os.push_back(size.at(ch));
+  for (char ch : l.output) os.push_back(l.size.at(ch));
   auto out = ctx.out(0, carrier_dtype<T>(), os).template data<T>();
   std::vector<std::int64_t> dims;
-  for (char ch : all) dims.push_back(size.at(ch));
+  for (char ch : all) dims.push_back(l.size.at(ch));
   // Per operand: the stride of each label of `all` (0 where absent or broadcast).
   std::vector<std::vector<std::int64_t>> strides;
-  for (std::size_t i = 0; i < labels.size(); ++i) {
+  for (std::size_t i = 0; i < l.operands.size(); ++i) {
     const auto& sh = ctx.in(i).shape();
     std::vector<std::int64_t> st(all.size(), 0);
     std::int64_t s = 1;
-    for (std::size_t d = labels[i].size(); d-- > 0;) {
-      if (sh[d] != 1) st[all.find(labels[i][d])] += s;
+    for (std::size_t d = l.operands[i].size(); d-- > 0;) {
+      if (sh[d] != 1) st[all.find(l.operands[i][d])] += s;
       s *= sh[d];
     }
     strides.push_back(st);
@@ -282,7 +304,7 @@ void einsum(KernelContext& ctx) {
   std::vector<std::int64_t> idx(all.size(), 0);
   for (std::int64_t e = 0; e < total; ++e) {
     T prod = 1;
-    for (std::size_t i = 0; i < labels.size(); ++i) {
+    for (std::size_t i = 0; i < l.operands.size(); ++i) {
       std::int64_t off = 0;
       for (std::size_t d = 0; d < all.size(); ++d) off += idx[d] * strides[i][d];
       prod *= ctx.in(i).template data<T>()[static_cast<std::size_t>(off)];

@@ -54,11 +54,189 @@ Plan plan_reduce(const KernelContext& ctx, std::int64_t axes_input_opset) {
 
 enum class Red { sum, mean, max, min, prod, sum_square, l1, l2, log_sum, log_sum_exp };
 
+// The reductions whose result is a sum (of v, v*v, |v| or exp(v)): --accumulate rounds them.
+template <Red op>
+constexpr bool summing =
+    op == Red::sum || op == Red::mean || op == Red::log_sum || op == Red::sum_square ||
+    op == Red::l2 || op == Red::l1 || op == Red::log_sum_exp;
+
+template <Red op>
+constexpr double initial = op == Red::max    ? -std::numeric_limits<double>::infinity()
+                           : op == Red::min  ? std::numeric_limits<double>::infinity()
+                           : op == Red::prod ? 1.0
+                                             : 0.0;
+
+// One accumulation step on the carrier (floating inputs)...
+template <Red op, class T>
+void step(T& a, T v) {
+  if constexpr (op == Red::sum || op == Red::mean || op == Red::log_sum)
+    a += v;
+  else if constexpr (op == Red::max)
+    a = (std::isnan(v) || v > a) ? v : a;
+  else if constexpr (op == Red::min)
+    a = (std::isnan(v) || v < a) ? v : a;
+  else if constexpr (op == Red::prod)
+    a *= v;
+  else if constexpr (op == Red::sum_square || op == Red::l2)
+    a += v * v;
+  else if constexpr (op == Red::l1)
+    a += std::fabs(v);
+  else
+    a += std::exp(v);  // log_sum_exp (max-shift is a follow-up)
+}
+
+// ... and on double (integer inputs, exact).
+template <Red op>
+void step_exact(double& a, double v) {
+  if constexpr (op == Red::max)
+    a = std::max(a, v);
+  else if constexpr (op == Red::min)
+    a = std::min(a, v);
+  else if constexpr (op == Red::prod)
+    a *= v;
+  else if constexpr (op == Red::sum_square || op == Red::l2)
+    a += v * v;
+  else if constexpr (op == Red::l1)
+    a += std::fabs(v);
+  else
+    a += v;
+}
+
+// The input in runs of its innermost dimensions (merged while they are all reduced or all
+// kept): a reduced run folds into one accumulator, a kept run into `len()` of them.
+class Runs {
+ public:
+  Runs(const Shape& in_shape, const Shape& kept) : n_(product(in_shape)) {
+    const auto kst = broadcast_strides(kept, in_shape);
+    for (std::size_t d = in_shape.size(); d-- > 0;) {
+      if (in_shape[d] == 1) continue;
+      if (!dim_.empty() && kst[d] == ost_.back() * dim_.back()) {
+        dim_.back() *= in_shape[d];
+        continue;
+      }
+      dim_.push_back(in_shape[d]), ost_.push_back(kst[d]);
+    }
+    if (dim_.empty()) dim_ = {1}, ost_ = {0};
+  }
+
+  std::int64_t len() const { return dim_[0]; }
+  bool reduced() const { return ost_[0] == 0; }
+
+  // Calls f(i, o) for each run: input offset i, output offset o of its first element.
+  template <class F>
+  void walk(F&& f) const {
+    std::vector<std::int64_t> idx(dim_.size(), 0);
+    std::int64_t o = 0;
+    for (std::int64_t i = 0; i < n_; i += len()) {
+      f(i, o);
+      for (std::size_t d = 1; d < dim_.size(); ++d) {
+        ++idx[d], o += ost_[d];
+        if (idx[d] < dim_[d]) break;
+        o -= ost_[d] * idx[d], idx[d] = 0;
+      }
+    }
+  }
+
+ private:
+  std::int64_t n_;
+  std::vector<std::int64_t> dim_, ost_;  // coalesced dims (innermost first), output strides
+};
+
+// The accumulators of a floating input, on its carrier.
+template <Red op, class T>
+std::vector<T> reduce_floats(std::span<const T> x, const Runs& runs, std::int64_t n_out) {
+  std::vector<T> acc(static_cast<std::size_t>(n_out), static_cast<T>(initial<op>));
+  const auto len = runs.len();
+  runs.walk([&](std::int64_t i, std::int64_t o) {
+    const T* v = x.data() + i;
+    if (!runs.reduced()) {
+      T* a = acc.data() + o;
+      for (std::int64_t k = 0; k < len; ++k) step<op>(a[k], v[k]);
+    } else if constexpr (summing<op> && op != Red::log_sum_exp) {
+      // Eight interleaved partial sums (vectorisable), then added in order.
+      T part[8] = {};
+      std::int64_t k = 0;
+      for (; k + 8 <= len; k += 8)
+        for (int j = 0; j < 8; ++j) step<op>(part[j], v[k + j]);
+      for (; k < len; ++k) step<op>(part[k % 8], v[k]);
+      T& a = acc[static_cast<std::size_t>(o)];
+      for (const T q : part) a += q;  // (l1, sum_square: parts are already |v|, v*v)
+    } else {
+      T& a = acc[static_cast<std::size_t>(o)];
+      for (std::int64_t k = 0; k < len; ++k) step<op>(a, v[k]);
+    }
+  });
+  return acc;
+}
+
+// The accumulators of an integer input, exact in double.
+template <Red op>
+std::vector<double> reduce_integers(const Tensor& x, const Runs& runs, std::int64_t n_out) {
+  std::vector<double> acc(static_cast<std::size_t>(n_out), initial<op>);
+  std::vector<double> xin(x.size());
+  to_double(x, xin);
+  const auto len = runs.len();
+  runs.walk([&](std::int64_t i, std::int64_t o) {
+    const double* v = xin.data() + i;
+    for (std::int64_t k = 0; k < len; ++k)
+      step_exact<op>(acc[static_cast<std::size_t>(runs.reduced() ? o : o + k)], v[k]);
+  });
+  return acc;
+}
+
+// --accumulate: the sums again on the accumulation model of MatMul/Gemm/Conv (every partial
+// sum rounded into the format, in ctx.accumulation's order): output o is row o of A (its
+// terms in input order) times a column of ones.
+template <Red op, class T>
+void accumulate_sums(KernelContext& ctx, std::span<const T> x, const Runs& runs,
+                     std::vector<T>& acc) {
+  const auto n = static_cast<std::int64_t>(x.size());
+  const auto n_out = static_cast<std::int64_t>(acc.size());
+  const auto terms = n / n_out;
+  const auto un = static_cast<std::size_t>(n), uterms = static_cast<std::size_t>(terms);
+  std::vector<double> a(un), ones(uterms, 1.0), c(static_cast<std::size_t>(n_out));
+  std::vector<std::size_t> filled(static_cast<std::size_t>(n_out), 0);
+  auto term = [](T v) -> double {
+    if constexpr (op == Red::sum_square || op == Red::l2)
+      return static_cast<double>(v) * static_cast<double>(v);  // exact, as GEMM products
+    else if constexpr (op == Red::l1)
+      return std::fabs(static_cast<double>(v));
+    else if constexpr (op == Red::log_sum_exp)
+      return static_cast<double>(std::exp(v));
+    else
+      return static_cast<double>(v);
+  };
+  runs.walk([&](std::int64_t i, std::int64_t o) {
+    for (std::int64_t k = 0; k < runs.len(); ++k) {
+      const auto out = static_cast<std::size_t>(runs.reduced() ? o : o + k);
+      a[out * uterms + filled[out]++] = term(x[static_cast<std::size_t>(i + k)]);
+    }
+  });
+  try {
+    gemm_accumulate(a, ones, c, n_out, terms, 1, *ctx.accumulate, ctx.accumulation, ctx.threads);
+  } catch (const Error& e) {
+    ctx.fail(e.what());
+  }
+  for (std::size_t k = 0; k < acc.size(); ++k) acc[k] = static_cast<T>(c[k]);
+}
+
+// An accumulator made a result: `count` values went into it.
+template <Red op, class T>
+T finish(T a, double count) {
+  if constexpr (op == Red::mean)
+    return a / static_cast<T>(count);
+  else if constexpr (op == Red::l2)
+    return std::sqrt(a);
+  else if constexpr (op == Red::log_sum || op == Red::log_sum_exp)
+    return std::log(a);
+  else
+    return a;
+}
+
 template <class T, Red op>
 void reduce(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
-  const std::int64_t axes_input = op == Red::sum ? 13 : 18;
-  const Plan p = plan_reduce(ctx, axes_input);
+  const Plan p = plan_reduce(ctx, op == Red::sum ? 13 : 18);
   if (p.noop) {
     ctx.outputs[0] = x;
     return;
@@ -66,169 +244,27 @@ void reduce(KernelContext& ctx) {
   const bool is_f = x.dtype() == carrier_dtype<T>();
   if (!is_f && x.dtype() != DType::int64 && x.dtype() != DType::int32)
     ctx.fail("unsupported dtype " + std::string(to_string(x.dtype())));
-  // Accumulate in double for integers (exact) and in the carrier for floating values.
-  const Shape& in_shape = x.shape();
-  const auto n_out = product(p.kept);
-  std::vector<double> acc(static_cast<std::size_t>(n_out));
-  double init = 0;
-  if (op == Red::max) init = -std::numeric_limits<double>::infinity();
-  if (op == Red::min) init = std::numeric_limits<double>::infinity();
-  if (op == Red::prod) init = 1;
-  std::fill(acc.begin(), acc.end(), init);
-  std::vector<T> facc(acc.size(), static_cast<T>(init));
-  const auto n = product(in_shape);
-  std::vector<double> xin(is_f ? 0 : static_cast<std::size_t>(n));
-  if (!is_f) to_double(x, xin);
-  auto fx = is_f ? x.data<T>() : std::span<const T>();
-  // One accumulation step: on the carrier (floating inputs)...
-  auto step = [](T& a, T v) {
-    if constexpr (op == Red::sum || op == Red::mean || op == Red::log_sum)
-      a += v;
-    else if constexpr (op == Red::max)
-      a = (std::isnan(v) || v > a) ? v : a;
-    else if constexpr (op == Red::min)
-      a = (std::isnan(v) || v < a) ? v : a;
-    else if constexpr (op == Red::prod)
-      a *= v;
-    else if constexpr (op == Red::sum_square || op == Red::l2)
-      a += v * v;
-    else if constexpr (op == Red::l1)
-      a += std::fabs(v);
-    else
-      a += std::exp(v);  // log_sum_exp (max-shift is a follow-up)
-  };
-  // ... and on double (integer inputs, exact).
-  auto step_int = [](double& a, double v) {
-    if constexpr (op == Red::max)
-      a = std::max(a, v);
-    else if constexpr (op == Red::min)
-      a = std::min(a, v);
-    else if constexpr (op == Red::prod)
-      a *= v;
-    else if constexpr (op == Red::sum_square || op == Red::l2)
-      a += v * v;
-    else if constexpr (op == Red::l1)
-      a += std::fabs(v);
-    else
-      a += v;
-  };
-  // The input in runs of its innermost dimensions (merged while they are all reduced or all
-  // kept): a reduced run folds into one accumulator, a kept run into `len` of them.
-  std::vector<std::int64_t> dim, ost;  // coalesced dims (innermost first), output strides
-  {
-    const auto kst = broadcast_strides(p.kept, in_shape);
-    for (std::size_t d = in_shape.size(); d-- > 0;) {
-      if (in_shape[d] == 1) continue;
-      if (!dim.empty() && kst[d] == ost.back() * dim.back()) {
-        dim.back() *= in_shape[d];
-        continue;
-      }
-      dim.push_back(in_shape[d]), ost.push_back(kst[d]);
-    }
-    if (dim.empty()) dim = {1}, ost = {0};
-  }
-  const auto len = dim[0];
-  const bool reduced_run = ost[0] == 0;
-  // Calls f(i, o) for each run: input offset i, output offset o of its first element.
-  auto walk = [&](auto&& f) {
-    std::vector<std::int64_t> idx(dim.size(), 0);
-    std::int64_t o = 0;
-    for (std::int64_t i = 0; i < n; i += len) {
-      f(i, o);
-      for (std::size_t d = 1; d < dim.size(); ++d) {
-        ++idx[d], o += ost[d];
-        if (idx[d] < dim[d]) break;
-        o -= ost[d] * idx[d], idx[d] = 0;
-      }
-    }
-  };
-  walk([&](std::int64_t i, std::int64_t o) {
-    if (is_f) {
-      const T* v = fx.data() + i;
-      if (!reduced_run) {
-        T* a = facc.data() + o;
-        for (std::int64_t k = 0; k < len; ++k) step(a[k], v[k]);
-      } else if constexpr (op == Red::sum || op == Red::mean || op == Red::log_sum ||
-                           op == Red::sum_square || op == Red::l2 || op == Red::l1) {
-        // Eight interleaved partial sums (vectorisable), then added in order.
-        T part[8] = {};
-        std::int64_t k = 0;
-        for (; k + 8 <= len; k += 8)
-          for (int j = 0; j < 8; ++j) step(part[j], v[k + j]);
-        for (; k < len; ++k) step(part[k % 8], v[k]);
-        T& a = facc[static_cast<std::size_t>(o)];
-        for (const T q : part) a += q;  // (l1, sum_square: parts are already |v|, v*v)
-      } else {
-        T& a = facc[static_cast<std::size_t>(o)];
-        for (std::int64_t k = 0; k < len; ++k) step(a, v[k]);
-      }
-    } else {
-      const double* v = xin.data() + i;
-      for (std::int64_t k = 0; k < len; ++k)
-        step_int(acc[static_cast<std::size_t>(reduced_run ? o : o + k)], v[k]);
-    }
-  });
-  constexpr bool summing = op == Red::sum || op == Red::mean || op == Red::log_sum ||
-                           op == Red::sum_square || op == Red::l2 || op == Red::l1 ||
-                           op == Red::log_sum_exp;
-  if constexpr (summing) {
-    if (is_f && ctx.accumulate && n > 0 && n_out > 0) {
-      // --accumulate: the sums again on the accumulation model of MatMul/Gemm/Conv (every
-      // partial sum rounded into the format, in ctx.accumulation's order): output o is
-      // row o of A (its terms in input order) times a column of ones.
-      const auto terms = n / n_out;
-      const auto un = static_cast<std::size_t>(n), uterms = static_cast<std::size_t>(terms);
-      std::vector<double> a(un), ones(uterms, 1.0), c(static_cast<std::size_t>(n_out));
-      std::vector<std::size_t> filled(static_cast<std::size_t>(n_out), 0);
-      auto term = [](T v) -> double {
-        if constexpr (op == Red::sum_square || op == Red::l2)
-          return static_cast<double>(v) * static_cast<double>(v);  // exact, as GEMM products
-        else if constexpr (op == Red::l1)
-          return std::fabs(static_cast<double>(v));
-        else if constexpr (op == Red::log_sum_exp)
-          return static_cast<double>(std::exp(v));
-        else
-          return static_cast<double>(v);
-      };
-      walk([&](std::int64_t i, std::int64_t o) {
-        for (std::int64_t k = 0; k < len; ++k) {
-          const auto out = static_cast<std::size_t>(reduced_run ? o : o + k);
-          a[out * uterms + filled[out]++] = term(fx[static_cast<std::size_t>(i + k)]);
-        }
-      });
-      try {
-        gemm_accumulate(a, ones, c, n_out, terms, 1, *ctx.accumulate, ctx.accumulation,
-                        ctx.threads);
-      } catch (const Error& e) {
-        ctx.fail(e.what());
-      }
-      for (std::size_t k = 0; k < facc.size(); ++k) facc[k] = static_cast<T>(c[k]);
-    }
-  }
+  const Runs runs(x.shape(), p.kept);
+  const auto n = product(x.shape()), n_out = product(p.kept);
   const double count =
       static_cast<double>(n) / static_cast<double>(std::max<std::int64_t>(n_out, 1));
   if (is_f) {
+    // Floating values accumulate in the carrier.
+    const auto fx = x.data<T>();
+    std::vector<T> acc = reduce_floats<op>(fx, runs, n_out);
+    if constexpr (summing<op>)
+      if (ctx.accumulate && n > 0 && n_out > 0) accumulate_sums<op>(ctx, fx, runs, acc);
     auto out = ctx.out(0, carrier_dtype<T>(), p.out_shape).template data<T>();
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      T a = facc[i];
-      if constexpr (op == Red::mean)
-        a = a / static_cast<T>(count);
-      else if constexpr (op == Red::l2)
-        a = std::sqrt(a);
-      else if constexpr (op == Red::log_sum || op == Red::log_sum_exp)
-        a = std::log(a);
-      out[i] = a;
-    }
-  } else {
-    Tensor d(DType::float64, p.out_shape);
-    auto out = d.data<double>();
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      double a = acc[i];
-      if constexpr (op == Red::mean) a = std::trunc(a / count);
-      out[i] = a;
-    }
-    ctx.outputs[0] = exec::convert(d, x.dtype());
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = finish<op>(acc[i], count);
+    return;
   }
+  // Integers accumulate in double (exact).
+  const std::vector<double> acc = reduce_integers<op>(x, runs, n_out);
+  Tensor d(DType::float64, p.out_shape);
+  auto out = d.data<double>();
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i] = op == Red::mean ? std::trunc(acc[i] / count) : acc[i];
+  ctx.outputs[0] = exec::convert(d, x.dtype());
 }
 
 template <bool is_max>

@@ -84,129 +84,167 @@ void gate_products(const KernelContext& ctx, std::int64_t rows, std::int64_t col
     for (std::int64_t j = 0; j < cols; ++j) out[r * cols + j] += bias[j];
 }
 
+template <Cell cell>
+constexpr std::int64_t kGates = cell == Cell::rnn ? 1 : (cell == Cell::gru ? 3 : 4);
+
+// A node's attributes, inputs and shapes, read once.
 template <class T, Cell cell>
-void recurrent(KernelContext& ctx) {
-  constexpr std::int64_t G = cell == Cell::rnn ? 1 : (cell == Cell::gru ? 3 : 4);
+struct Recurrence {
+  static constexpr std::int64_t G = kGates<cell>;
+  std::string direction;
+  std::int64_t dirs = 1, seq = 0, batch = 0, in = 0, hidden = 0;
+  bool layout = false, linear_before_reset = false, input_forget = false;
+  T clip = 0;
+  std::vector<Act<T>> acts;
+  std::size_t acts_per_dir = 0;
+  std::vector<T> bias, h0, c0, peep;  // bias: W's then R's, per direction
+  std::vector<std::int64_t> lens;
+
+  T clipped(T v) const { return clip > 0 ? std::clamp(v, -clip, clip) : v; }
+  // Activation j of direction d (the last one where fewer are given).
+  const Act<T>& act(std::int64_t d, std::size_t j) const {
+    return acts[std::min(static_cast<std::size_t>(d) * acts_per_dir + j, acts.size() - 1)];
+  }
+};
+
+// `to` filled with input i's values where the node has it (else left as it is).
+template <class T>
+void copy_input(const KernelContext& ctx, std::size_t i, std::vector<T>& to) {
+  if (!ctx.has(i)) return;
+  auto d = ctx.in(i).template data<T>();
+  std::copy(d.begin(), d.end(), to.begin());
+}
+
+template <class T, Cell cell>
+Recurrence<T, cell> read_recurrence(const KernelContext& ctx) {
+  constexpr std::int64_t G = kGates<cell>;
   const Tensor& x = ctx.in(0);
   const Tensor& w = ctx.in(1);
   const Tensor& r = ctx.in(2);
   for (const Tensor* t : {&x, &w, &r}) require_float(ctx, *t);
-  const std::string direction = ctx.node.attr_string("direction", "forward");
-  const std::int64_t dirs = direction == "bidirectional" ? 2 : 1;
-  const bool layout = ctx.node.attr_int("layout", 0) != 0;
+  Recurrence<T, cell> n;
+  n.direction = ctx.node.attr_string("direction", "forward");
+  n.dirs = n.direction == "bidirectional" ? 2 : 1;
+  n.layout = ctx.node.attr_int("layout", 0) != 0;
   const auto& xs = x.shape();
   if (xs.size() != 3) ctx.fail("X must be 3-D");
-  const auto seq = layout ? xs[1] : xs[0], batch = layout ? xs[0] : xs[1], in = xs[2];
-  const auto hidden = ctx.node.attr_int("hidden_size", w.shape().at(1) / G);
-  if (w.shape() != Shape{dirs, G * hidden, in} || r.shape() != Shape{dirs, G * hidden, hidden})
+  n.seq = n.layout ? xs[1] : xs[0], n.batch = n.layout ? xs[0] : xs[1], n.in = xs[2];
+  n.hidden = ctx.node.attr_int("hidden_size", w.shape().at(1) / G);
+  if (w.shape() != Shape{n.dirs, G * n.hidden, n.in} ||
+      r.shape() != Shape{n.dirs, G * n.hidden, n.hidden})
     ctx.fail("W " + shape_str(w.shape()) + " or R " + shape_str(r.shape()) + " does not match");
-  const T clip = ctx.node.attr_float("clip", 0.0f);
-  const bool lbr = ctx.node.attr_int("linear_before_reset", 0) != 0;
-  const bool input_forget = ctx.node.attr_int("input_forget", 0) != 0;
+  n.clip = ctx.node.attr_float("clip", 0.0f);
+  n.linear_before_reset = ctx.node.attr_int("linear_before_reset", 0) != 0;
+  n.input_forget = ctx.node.attr_int("input_forget", 0) != 0;
   const std::vector<std::string> defaults =
       cell == Cell::rnn ? std::vector<std::string>{"Tanh"}
                         : (cell == Cell::gru ? std::vector<std::string>{"Sigmoid", "Tanh"}
                                              : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"});
-  const auto acts = activations<T>(ctx, defaults, dirs);
-  const auto na = static_cast<std::size_t>(defaults.size());
-  std::vector<T> bias(static_cast<std::size_t>(dirs * 2 * G * hidden), 0.0f);
-  if (ctx.has(3)) {
-    auto b = ctx.in(3).template data<T>();
-    std::copy(b.begin(), b.end(), bias.begin());
-  }
-  std::vector<std::int64_t> lens(static_cast<std::size_t>(batch), seq);
-  if (ctx.has(4)) lens = int_values(ctx, ctx.in(4));
-  std::vector<T> h0(static_cast<std::size_t>(dirs * batch * hidden), 0.0f), c0 = h0, peep;
-  if (ctx.has(5)) {
-    auto d = ctx.in(5).template data<T>();
-    std::copy(d.begin(), d.end(), h0.begin());
-  }
-  if (cell == Cell::lstm && ctx.has(6)) {
-    auto d = ctx.in(6).template data<T>();
-    std::copy(d.begin(), d.end(), c0.begin());
-  }
+  n.acts = activations<T>(ctx, defaults, n.dirs);
+  n.acts_per_dir = defaults.size();
+  n.bias.assign(static_cast<std::size_t>(n.dirs * 2 * G * n.hidden), 0.0f);
+  copy_input(ctx, 3, n.bias);
+  n.lens.assign(static_cast<std::size_t>(n.batch), n.seq);
+  if (ctx.has(4)) n.lens = int_values(ctx, ctx.in(4));
+  n.h0.assign(static_cast<std::size_t>(n.dirs * n.batch * n.hidden), 0.0f);
+  n.c0 = n.h0;
+  copy_input(ctx, 5, n.h0);
+  if (cell == Cell::lstm) copy_input(ctx, 6, n.c0);
   if (cell == Cell::lstm && ctx.has(7)) {
     auto d = ctx.in(7).template data<T>();
-    peep.assign(d.begin(), d.end());
+    n.peep.assign(d.begin(), d.end());
   }
-  const Shape ys = layout ? Shape{batch, seq, dirs, hidden} : Shape{seq, dirs, batch, hidden};
-  const Shape hs = layout ? Shape{batch, dirs, hidden} : Shape{dirs, batch, hidden};
+  return n;
+}
+
+// One step of direction d: the new hidden state `hn` (and cell state `c`, LSTM) from the
+// input products `gx`, the recurrent products `gh` and the state `h`. `R`, `Rb`: the
+// direction's recurrent weights and bias (GRU without linear_before_reset multiplies by R
+// after the reset gate).
+template <class T, Cell cell>
+void cell_step(const Recurrence<T, cell>& n, std::int64_t d, const T* gx, const T* gh, const T* R,
+               const T* Rb, const std::vector<T>& h, std::vector<T>& c, std::vector<T>& hn) {
+  const auto H = static_cast<std::size_t>(n.hidden);
+  const Act<T>& f = n.act(d, 0);
+  const Act<T>& g = n.act(d, 1);
+  if constexpr (cell == Cell::rnn) {
+    for (std::size_t k = 0; k < H; ++k) hn[k] = f(n.clipped(gx[k] + gh[k]));
+  } else if constexpr (cell == Cell::lstm) {
+    const Act<T>& hact = n.act(d, 2);
+    const T* P = n.peep.empty() ? nullptr : n.peep.data() + d * 3 * n.hidden;
+    for (std::size_t k = 0; k < H; ++k) {
+      T i = f(n.clipped(gx[k] + gh[k] + (P ? P[k] * c[k] : 0)));
+      T fg = f(n.clipped(gx[2 * H + k] + gh[2 * H + k] + (P ? P[2 * H + k] * c[k] : 0)));
+      if (n.input_forget) fg = 1 - i;
+      const T cc = g(n.clipped(gx[3 * H + k] + gh[3 * H + k]));
+      const T cn = fg * c[k] + i * cc;
+      const T o = f(n.clipped(gx[H + k] + gh[H + k] + (P ? P[H + k] * cn : 0)));
+      c[k] = cn;
+      hn[k] = o * hact(cn);
+    }
+  } else {
+    // GRU needs every reset gate before the candidate.
+    std::vector<T> z(H), rr(H), rh(H);
+    for (std::size_t k = 0; k < H; ++k) {
+      z[k] = f(n.clipped(gx[k] + gh[k]));
+      rr[k] = f(n.clipped(gx[H + k] + gh[H + k]));
+      rh[k] = rr[k] * h[k];
+    }
+    for (std::size_t k = 0; k < H; ++k) {
+      T hh;
+      if (n.linear_before_reset) {
+        hh = g(n.clipped(gx[2 * H + k] + rr[k] * gh[2 * H + k]));
+      } else {
+        T acc = Rb[2 * H + k];
+        for (std::size_t q = 0; q < H; ++q) acc += R[(2 * H + k) * H + q] * rh[q];
+        hh = g(n.clipped(gx[2 * H + k] + acc));
+      }
+      hn[k] = (1 - z[k]) * hh + z[k] * h[k];
+    }
+  }
+}
+
+template <class T, Cell cell>
+void recurrent(KernelContext& ctx) {
+  constexpr std::int64_t G = kGates<cell>;
+  const auto n = read_recurrence<T, cell>(ctx);
+  const auto seq = n.seq, batch = n.batch, dirs = n.dirs, hidden = n.hidden;
+  const Shape ys = n.layout ? Shape{batch, seq, dirs, hidden} : Shape{seq, dirs, batch, hidden};
+  const Shape hs = n.layout ? Shape{batch, dirs, hidden} : Shape{dirs, batch, hidden};
   Tensor y(carrier_dtype<T>(), ys), yh(carrier_dtype<T>(), hs), yc(carrier_dtype<T>(), hs);
-  auto px = x.data<T>(), pw = w.data<T>(), pr = r.data<T>();
+  auto px = ctx.in(0).template data<T>(), pw = ctx.in(1).template data<T>(),
+       pr = ctx.in(2).template data<T>();
   auto py = y.data<T>(), pyh = yh.data<T>(), pyc = yc.data<T>();
   auto yat = [&](std::int64_t t, std::int64_t d, std::int64_t b) -> T* {
     return py.data() +
-           (layout ? ((b * seq + t) * dirs + d) : ((t * dirs + d) * batch + b)) * hidden;
+           (n.layout ? ((b * seq + t) * dirs + d) : ((t * dirs + d) * batch + b)) * hidden;
   };
   auto hat = [&](std::span<T> p, std::int64_t d, std::int64_t b) -> T* {
-    return p.data() + (layout ? (b * dirs + d) : (d * batch + b)) * hidden;
+    return p.data() + (n.layout ? (b * dirs + d) : (d * batch + b)) * hidden;
   };
-  auto clipv = [clip](T v) { return clip > 0 ? std::clamp(v, -clip, clip) : v; };
   // Row (t, b) of X (in its layout's order) times W^T: every step's input products.
   std::vector<T> gx_all(static_cast<std::size_t>(seq * batch * G * hidden)),
       gh(static_cast<std::size_t>(G * hidden));
   auto gx_row = [&](std::int64_t t, std::int64_t b) {
-    return gx_all.data() + (layout ? (b * seq + t) : (t * batch + b)) * G * hidden;
+    return gx_all.data() + (n.layout ? (b * seq + t) : (t * batch + b)) * G * hidden;
   };
   for (std::int64_t d = 0; d < dirs; ++d) {
-    const bool reverse = direction == "reverse" || d == 1;
-    const T* W = pw.data() + d * G * hidden * in;
+    const bool reverse = n.direction == "reverse" || d == 1;
+    const T* W = pw.data() + d * G * hidden * n.in;
     const T* R = pr.data() + d * G * hidden * hidden;
-    const T* Wb = bias.data() + d * 2 * G * hidden;
+    const T* Wb = n.bias.data() + d * 2 * G * hidden;
     const T* Rb = Wb + G * hidden;
-    const Act<T>& f = acts[static_cast<std::size_t>(d) * na];
-    const Act<T>& g = acts[std::min(static_cast<std::size_t>(d) * na + 1, acts.size() - 1)];
-    const Act<T>& hact = acts[std::min(static_cast<std::size_t>(d) * na + 2, acts.size() - 1)];
-    gate_products(ctx, seq * batch, G * hidden, in, px.data(), W, Wb, gx_all.data());
+    gate_products(ctx, seq * batch, G * hidden, n.in, px.data(), W, Wb, gx_all.data());
     for (std::int64_t b = 0; b < batch; ++b) {
-      std::vector<T> h(h0.begin() + (d * batch + b) * hidden,
-                       h0.begin() + (d * batch + b + 1) * hidden);
-      std::vector<T> c(c0.begin() + (d * batch + b) * hidden,
-                       c0.begin() + (d * batch + b + 1) * hidden);
-      const auto len = std::min(lens[static_cast<std::size_t>(b)], seq);
+      const auto first = (d * batch + b) * hidden;
+      std::vector<T> h(n.h0.begin() + first, n.h0.begin() + first + hidden);
+      std::vector<T> c(n.c0.begin() + first, n.c0.begin() + first + hidden);
+      std::vector<T> hn(static_cast<std::size_t>(hidden));
+      const auto len = std::min(n.lens[static_cast<std::size_t>(b)], seq);
       for (std::int64_t s = 0; s < len; ++s) {
         const auto t = reverse ? len - 1 - s : s;
-        const T* gx = gx_row(t, b);
         gate_products(ctx, 1, G * hidden, hidden, h.data(), R, Rb, gh.data());
-        std::vector<T> hn(static_cast<std::size_t>(hidden));
-        for (std::int64_t k = 0; k < hidden; ++k) {
-          const auto K = static_cast<std::size_t>(k), H = static_cast<std::size_t>(hidden);
-          if constexpr (cell == Cell::rnn) {
-            hn[K] = f(clipv(gx[K] + gh[K]));
-          } else if constexpr (cell == Cell::gru) {
-            // GRU needs every reset gate before the candidate: done after this loop.
-          } else {
-            const T* P = peep.empty() ? nullptr : peep.data() + d * 3 * hidden;
-            T i = f(clipv(gx[K] + gh[K] + (P ? P[k] * c[K] : 0)));
-            T fg = f(clipv(gx[2 * H + K] + gh[2 * H + K] + (P ? P[2 * hidden + k] * c[K] : 0)));
-            if (input_forget) fg = 1 - i;
-            const T cc = g(clipv(gx[3 * H + K] + gh[3 * H + K]));
-            const T cn = fg * c[K] + i * cc;
-            const T o = f(clipv(gx[H + K] + gh[H + K] + (P ? P[hidden + k] * cn : 0)));
-            c[K] = cn;
-            hn[K] = o * hact(cn);
-          }
-        }
-        if constexpr (cell == Cell::gru) {
-          const auto H = static_cast<std::size_t>(hidden);
-          std::vector<T> z(H), rr(H), rh(H);
-          for (std::size_t k = 0; k < H; ++k) {
-            z[k] = f(clipv(gx[k] + gh[k]));
-            rr[k] = f(clipv(gx[H + k] + gh[H + k]));
-            rh[k] = rr[k] * h[k];
-          }
-          for (std::size_t k = 0; k < H; ++k) {
-            T hh;
-            if (lbr) {
-              hh = g(clipv(gx[2 * H + k] + rr[k] * gh[2 * H + k]));
-            } else {
-              T acc = Rb[2 * hidden + static_cast<std::int64_t>(k)];
-              for (std::size_t q = 0; q < H; ++q) acc += R[(2 * H + k) * H + q] * rh[q];
-              hh = g(clipv(gx[2 * H + k] + acc));
-            }
-            hn[k] = (1 - z[k]) * hh + z[k] * h[k];
-          }
-        }
+        cell_step(n, d, gx_row(t, b), gh.data(), R, Rb, h, c, hn);
         h = hn;
         std::copy(h.begin(), h.end(), yat(t, d, b));
       }
