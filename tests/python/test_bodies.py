@@ -82,12 +82,13 @@ def interrupted_after(call, delay=0.5):
 
 
 def test_ctrl_c_stops_a_long_loop(tmp_path):
-    """One Loop node of 10^7 iterations (minutes of work): Ctrl-C stops check and run inside
-    it within a fraction of a second, not when the Loop node ends."""
+    """One Loop node of 2^62 iterations (it would run for centuries): Ctrl-C stops check and
+    run inside it, not when the Loop node ends. The bound is a watchdog, not a speed test
+    (about 0.5 s when idle; 60 s only tells a stop from a hang on a loaded machine)."""
     path = str(tmp_path / "long.onnx")
-    loop_model(path, 10_000_000)
+    loop_model(path, 2**62)
     x = {"x": np.ones(4, np.float32)}
-    assert 0.5 <= interrupted_after(lambda: fpguard.check(path, x)) < 1.5
-    assert 0.5 <= interrupted_after(lambda: fpguard.run(path, x, precision="float16")) < 1.5
+    assert 0.5 <= interrupted_after(lambda: fpguard.check(path, x)) < 60
+    assert 0.5 <= interrupted_after(lambda: fpguard.run(path, x, precision="float16")) < 60
     loop_model(path, 2)
     assert fpguard.check(path, x).verdict == "pass"  # and the module still works
