@@ -68,7 +68,82 @@ struct Rounder {
   }
 
   double operator()(double x, std::uint64_t index) const;
+
+ private:
+  // |x| = n * 2^q + rem * 2^(q - shift): truncated to whole quanta of 2^q, and the rest.
+  struct Truncated {
+    std::uint64_t n = 0;
+    std::uint64_t rem = 0;  // the dropped bits, as a fraction rem / 2^shift of a quantum
+    int shift = 0;          // bits of the significand below the quantum (<= 0: exact)
+    bool above_half = false, at_half = false;
+  };
+
+  // The significand M (at most 53 bits) of a value M * 2^E, truncated to quanta of 2^q.
+  static Truncated truncate(std::uint64_t M, int E, int q);
+  // Whether the mode rounds t up to t.n + 1 (q: the quantum's exponent; index: the
+  // element's draw, stochastic mode).
+  bool rounds_up(const Truncated& t, int q, bool neg, std::uint64_t index) const;
+  // The magnitude of a finite result beyond max, by mode (before the sign).
+  double beyond_max(bool neg) const;
 };
+
+Rounder::Truncated Rounder::truncate(std::uint64_t M, int E, int q) {
+  Truncated t;
+  t.shift = q - E;
+  if (t.shift <= 0) {
+    t.n = M << -t.shift;  // exact: at most m + 1 bits
+  } else if (t.shift < 64) {
+    t.n = M >> t.shift;
+    t.rem = M & ((std::uint64_t{1} << t.shift) - 1);
+    const std::uint64_t half = std::uint64_t{1} << (t.shift - 1);
+    t.above_half = t.rem > half;
+    t.at_half = t.rem == half;
+  } else {
+    t.rem = M;  // far below half a quantum (M < 2^53 <= 2^(shift-1))
+  }
+  return t;
+}
+
+bool Rounder::rounds_up(const Truncated& t, int q, bool neg, std::uint64_t index) const {
+  if (t.shift <= 0) return false;  // exact
+  switch (mode) {
+    case Rounding::nearest_even: {
+      // "Even" is the encoding's last bit. With mantissa bits that is n's last bit;
+      // without (E8M0) the candidates n = 1 and n = 2 differ in the exponent code.
+      bool odd = t.n & 1;
+      // Below the lowest binade the lower candidate is zero, whose code is even.
+      if (m == 0 && t.at_half) odd = t.n != 0 && ((q + bias) & 1) != 0;
+      return t.above_half || (t.at_half && odd);
+    }
+    case Rounding::toward_zero:
+      return false;
+    // Directed modes move only inexact values (rem != 0): an exact value stays put.
+    case Rounding::up:
+      return t.rem != 0 && !neg;
+    case Rounding::down:
+      return t.rem != 0 && neg;
+    case Rounding::stochastic: {
+      const std::uint64_t r = draw(seed, index);
+      if (t.shift <= 64) return (t.shift == 64 ? r : r >> (64 - t.shift)) < t.rem;
+      const int s = t.shift - 64;  // compare on the top 64 bits of a shift-bit draw
+      return s < 64 && r < (t.rem >> s);
+    }
+  }
+  return false;
+}
+
+double Rounder::beyond_max(bool neg) const {
+  switch (mode) {
+    case Rounding::toward_zero:
+      return max;
+    case Rounding::up:
+      return neg ? max : overflow;
+    case Rounding::down:
+      return neg ? overflow : max;
+    default:
+      return overflow;
+  }
+}
 
 double Rounder::operator()(double x, std::uint64_t index) const {
   if (std::isnan(x)) return kNaN;
@@ -100,78 +175,11 @@ double Rounder::operator()(double x, std::uint64_t index) const {
   }
   // The quantum (ulp) of the binade |x| falls in, clamped at the lowest binade.
   const int q = std::max(lg, emin) - m;
-  const int shift = q - E;  // bits of M below the quantum
-
-  std::uint64_t n;  // |result| = n * 2^q
-  if (shift <= 0) {
-    n = M << -shift;  // exact: at most m + 1 bits
-  } else {
-    std::uint64_t rem;  // the dropped bits, as a fraction rem / 2^shift of a quantum
-    bool above_half, at_half;
-    if (shift < 64) {
-      n = M >> shift;
-      rem = M & ((std::uint64_t{1} << shift) - 1);
-      const std::uint64_t half = std::uint64_t{1} << (shift - 1);
-      above_half = rem > half;
-      at_half = rem == half;
-    } else {
-      n = 0;
-      rem = M;  // far below half a quantum (M < 2^53 <= 2^(shift-1))
-      above_half = at_half = false;
-    }
-    bool up = false;
-    switch (mode) {
-      case Rounding::nearest_even: {
-        // "Even" is the encoding's last bit. With mantissa bits that is n's last bit;
-        // without (E8M0) the candidates n = 1 and n = 2 differ in the exponent code.
-        bool odd = n & 1;
-        // Below the lowest binade the lower candidate is zero, whose code is even.
-        if (m == 0 && at_half) odd = n != 0 && ((q + bias) & 1) != 0;
-        up = above_half || (at_half && odd);
-        break;
-      }
-      case Rounding::toward_zero:
-        up = false;
-        break;
-      // Directed modes move only inexact values (rem != 0): an exact value stays put.
-      case Rounding::up:
-        up = rem != 0 && !neg;
-        break;
-      case Rounding::down:
-        up = rem != 0 && neg;
-        break;
-      case Rounding::stochastic: {
-        const std::uint64_t r = draw(seed, index);
-        if (shift <= 64) {
-          up = (shift == 64 ? r : r >> (64 - shift)) < rem;
-        } else {
-          const int s = shift - 64;  // compare on the top 64 bits of a shift-bit draw
-          up = s < 64 && r < (rem >> s);
-        }
-        break;
-      }
-    }
-    n += up ? 1 : 0;
-  }
-
+  const Truncated t = truncate(M, E, q);
+  std::uint64_t n = t.n + (rounds_up(t, q, neg, index) ? 1 : 0);  // |result| = n * 2^q
   if (!is_signed && n == 0) n = 1;  // E8M0 cannot reach zero: its smallest value is min
   double v = static_cast<double>(n) * pow2(q);
-  if (v > max) {
-    switch (mode) {
-      case Rounding::toward_zero:
-        v = max;
-        break;
-      case Rounding::up:
-        v = neg ? max : overflow;
-        break;
-      case Rounding::down:
-        v = neg ? overflow : max;
-        break;
-      default:
-        v = overflow;
-        break;
-    }
-  }
+  if (v > max) v = beyond_max(neg);
   if (flush && v < smallest_normal) v = 0;
   return with_sign(v);
 }
