@@ -70,27 +70,41 @@ analysis::CheckOptions check_options(const py::dict& d) {
   return o;
 }
 
-// The input sets: the given ones (lists of (name, array, dtype)), or, for None, `samples`
-// generated sets as the CLI makes them (seed, shape: its --seed and --shape).
-inputs::Samples input_sets(const LoadedModel& l, const py::object& sets, const py::dict& d,
-                           inputs::Options* used = nullptr) {
-  inputs::Samples s;
+// The input sets given (lists of (name, array, dtype)); `samples` is for generated ones.
+std::vector<std::vector<NamedTensor>> given_sets(const py::object& sets, const py::dict& d) {
   const auto samples = option<std::size_t>(d, "samples", 1);
-  if (!sets.is_none()) {
-    if (samples != 1)
-      throw Error::in_option("samples", std::to_string(samples),
-                             "applies to generated inputs (inputs=None); give a list of input "
-                             "sets instead");
-    for (py::handle set : sets) s.sets.push_back(input_set(set.cast<py::list>()));
-    if (s.sets.empty()) throw Error::in_option("inputs", "", "no input set given");
-    s.total = s.sets.size();
-    return s;
-  }
-  inputs::Options o;
-  o.seed = option<std::uint64_t>(d, "seed", 0);
-  o.shape = option<std::vector<std::string>>(d, "shape", {});
-  if (used) *used = o;
-  return without_gil([&] { return inputs::gather_samples(o, l.model, samples); });
+  if (samples != 1)
+    throw Error::in_option("samples", std::to_string(samples),
+                           "applies to generated inputs (inputs=None); give a list of input "
+                           "sets instead");
+  std::vector<std::vector<NamedTensor>> out;
+  for (py::handle set : sets) out.push_back(input_set(set.cast<py::list>()));
+  if (out.empty()) throw Error::in_option("inputs", "", "no input set given");
+  return out;
+}
+
+// `samples` generated input sets as the CLI makes them (seed, shape: its --seed and
+// --shape), each generated when the analysis reads it, as `fpguard check --samples` does: a
+// check of many sets holds one set at a time, and Ctrl-C stops it between any two.
+struct GeneratedSets {
+  inputs::Options options;
+  std::size_t samples = 1;
+  inputs::SetList list;
+  std::vector<inputs::Generated> generated;  // set 0's (and any later set's, as read)
+  std::vector<NamedTensor> first;            // set 0
+};
+
+GeneratedSets generated_sets(const LoadedModel& l, const py::dict& d) {
+  GeneratedSets g;
+  g.options.seed = option<std::uint64_t>(d, "seed", 0);
+  g.options.shape = option<std::vector<std::string>>(d, "shape", {});
+  g.samples = option<std::size_t>(d, "samples", 1);
+  without_gil([&] {
+    g.list = inputs::list_samples(g.options, l.model, g.samples);
+    g.first = g.list.read(0, &g.generated);
+    return 0;
+  });
+  return g;
 }
 
 void write_html_file(const std::string& model, const std::string& path,
@@ -102,9 +116,18 @@ void write_html_file(const std::string& model, const std::string& path,
 analysis::Diagnosis check(py::handle m, const py::object& sets, const py::dict& d) {
   const LoadedModel& l = m.cast<const LoadedModel&>();
   analysis::CheckOptions o = check_options(d);
-  const inputs::Samples s = input_sets(l, sets, d);
-  o.generated = s.generated;
-  return without_gil([&] { return analysis::check(l.model, s.sets, o); });
+  if (!sets.is_none()) {
+    const auto given = given_sets(sets, d);
+    return without_gil([&] { return analysis::check(l.model, given, o); });
+  }
+  GeneratedSets g = generated_sets(l, d);
+  o.generated = g.generated;
+  return without_gil([&] {
+    analysis::Diagnosis r =
+        analysis::check(l.model, analysis::read_lazily(g.list, &g.generated), o);
+    r.generated = g.generated;
+    return r;
+  });
 }
 
 analysis::Plan plan(py::handle m, const py::object& sets, const py::dict& d) {
@@ -128,15 +151,21 @@ analysis::Plan plan(py::handle m, const py::object& sets, const py::dict& d) {
   po.max_passes = option<std::size_t>(d, "max_passes", 48);
   po.count_casts = rewrite::cast_counter();
   po.progress = [](std::size_t, const analysis::PlanStep&) { poll_interrupt(); };
-  inputs::Options used;
-  const inputs::Samples s = input_sets(l, sets, d, &used);
-  po.check.generated = s.generated;
-  analysis::Plan p = without_gil([&] { return analysis::plan(l.model, s.sets, po); });
-  // As `fpguard plan` records them, for convert to verify on; arrays given are not files.
-  if (sets.is_none())
-    p.inputs = inputs::Provenance{.options = inputs::absolute(used),
-                                  .samples = option<std::size_t>(d, "samples", 1),
-                                  .generated = s.generated};
+  if (!sets.is_none()) {
+    const auto given = given_sets(sets, d);
+    return without_gil([&] { return analysis::plan(l.model, given, po); });
+  }
+  // Each pass checks every generated set, one at a time (as `fpguard plan` does); plan()
+  // itself holds set 0 alone.
+  GeneratedSets g = generated_sets(l, d);
+  po.check.generated = g.generated;
+  po.check_pass = [&g](const model::Model& mm, const analysis::CheckOptions& c) {
+    return analysis::check(mm, analysis::read_lazily(g.list, &g.generated), c);
+  };
+  analysis::Plan p = without_gil([&] { return analysis::plan(l.model, {g.first}, po); });
+  // As `fpguard plan` records them, for convert to verify on (arrays given are not files).
+  p.inputs = inputs::Provenance{
+      .options = inputs::absolute(g.options), .samples = g.samples, .generated = g.generated};
   return p;
 }
 
@@ -218,7 +247,7 @@ py::dict convert(py::handle m, const py::object& plan, const std::string& out_pa
   const bool verify = option<bool>(d, "verify", true);
   std::vector<NamedTensor> sample;
   if (verify && !sets.is_none()) {
-    sample = input_sets(l, sets, d).sets.front();
+    sample = given_sets(sets, d).front();
     const exec::Executor original(l.model);
     exec::Session checks_inputs(original, sample);  // their names, dtypes and shapes
   }
