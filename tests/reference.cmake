@@ -95,3 +95,7 @@ set_tests_properties(reference.mx PROPERTIES LABELS "reference" TIMEOUT 300)
 add_test(NAME reference.mx_inspect
          COMMAND "${FPGUARD_TEST_PYTHON}" ${_fpg_ref}/mx_inspect_test.py --fpguard $<TARGET_FILE:fpguard>)
 set_tests_properties(reference.mx_inspect PROPERTIES LABELS "reference" TIMEOUT 300)
+
+add_test(NAME reference.reduce
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${_fpg_ref}/reduce_test.py --fpguard $<TARGET_FILE:fpguard>)
+set_tests_properties(reference.reduce PROPERTIES LABELS "reference;model" TIMEOUT 300)

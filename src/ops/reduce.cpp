@@ -66,7 +66,7 @@ constexpr double initial = op == Red::max    ? -std::numeric_limits<double>::inf
                            : op == Red::prod ? 1.0
                                              : 0.0;
 
-// One accumulation step on the carrier (floating inputs)...
+// One accumulation step: on the carrier (floating inputs), or on double (integers).
 template <Red op, class T>
 void step(T& a, T v) {
   if constexpr (op == Red::sum || op == Red::mean || op == Red::log_sum)
@@ -83,23 +83,6 @@ void step(T& a, T v) {
     a += std::fabs(v);
   else
     a += std::exp(v);  // log_sum_exp (max-shift is a follow-up)
-}
-
-// ... and on double (integer inputs, exact).
-template <Red op>
-void step_exact(double& a, double v) {
-  if constexpr (op == Red::max)
-    a = std::max(a, v);
-  else if constexpr (op == Red::min)
-    a = std::min(a, v);
-  else if constexpr (op == Red::prod)
-    a *= v;
-  else if constexpr (op == Red::sum_square || op == Red::l2)
-    a += v * v;
-  else if constexpr (op == Red::l1)
-    a += std::fabs(v);
-  else
-    a += v;
 }
 
 // The input in runs of its innermost dimensions (merged while they are all reduced or all
@@ -169,7 +152,7 @@ std::vector<T> reduce_floats(std::span<const T> x, const Runs& runs, std::int64_
   return acc;
 }
 
-// The accumulators of an integer input, exact in double.
+// The accumulators of an integer input, in double (exact while the sums stay below 2^53).
 template <Red op>
 std::vector<double> reduce_integers(const Tensor& x, const Runs& runs, std::int64_t n_out) {
   std::vector<double> acc(static_cast<std::size_t>(n_out), initial<op>);
@@ -179,7 +162,7 @@ std::vector<double> reduce_integers(const Tensor& x, const Runs& runs, std::int6
   runs.walk([&](std::int64_t i, std::int64_t o) {
     const double* v = xin.data() + i;
     for (std::int64_t k = 0; k < len; ++k)
-      step_exact<op>(acc[static_cast<std::size_t>(runs.reduced() ? o : o + k)], v[k]);
+      step<op>(acc[static_cast<std::size_t>(runs.reduced() ? o : o + k)], v[k]);
   });
   return acc;
 }
@@ -258,12 +241,12 @@ void reduce(KernelContext& ctx) {
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = finish<op>(acc[i], count);
     return;
   }
-  // Integers accumulate in double (exact).
+  // Integers accumulate in double; the result (a mean, square root or logarithm) is
+  // truncated toward zero into the input's type, as ONNX Runtime and the ONNX reference do.
   const std::vector<double> acc = reduce_integers<op>(x, runs, n_out);
   Tensor d(DType::float64, p.out_shape);
   auto out = d.data<double>();
-  for (std::size_t i = 0; i < out.size(); ++i)
-    out[i] = op == Red::mean ? std::trunc(acc[i] / count) : acc[i];
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = std::trunc(finish<op>(acc[i], count));
   ctx.outputs[0] = exec::convert(d, x.dtype());
 }
 
