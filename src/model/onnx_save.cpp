@@ -165,35 +165,63 @@ std::string save_graph_bytes(const Model& m) {
   return serialize(to_proto(m, true), "even without its large tensors' values");
 }
 
-SaveResult save(const Model& m, const std::filesystem::path& path, const SaveOptions& o) {
-  namespace fs = std::filesystem;
+namespace {
+
+// The tensors read from an external data file are in memory, but the file stays an input
+// (another model may share it): never overwritten, whatever the output is called.
+void refuse_overwriting_external_inputs(const Model& m, const std::filesystem::path& path) {
   std::error_code ec;
-  // The tensors read from an external data file are in memory, but the file stays an
-  // input (another model may share it): never overwritten, whatever the output is called.
   for (const auto& in : m.external_files)
-    if (fs::weakly_canonical(path, ec) == in)
+    if (std::filesystem::weakly_canonical(path, ec) == in)
       throw Error(path.string(),
                   "it is an external data file of this model; refusing to overwrite it");
+}
+
+// Whether the initializers of min_external_bytes or more go to an external data file.
+bool saves_external(const Model& m, const SaveOptions& o) {
   std::size_t big = 0;
   for (const auto& t : m.graph.initializers)
     if (t.tensor.nbytes() >= o.min_external_bytes) big += t.tensor.nbytes();
-  const bool external =
-      big > 0 && (o.external == SaveOptions::External::always ||
-                  (o.external == SaveOptions::External::automatic && big >= o.inline_limit));
-  SaveResult result;
-  std::string bytes;
-  if (!external) {
-    try {
-      bytes = save_to_bytes(m);
-    } catch (const Error& e) {
-      throw Error(path.string(), e.problem());
-    }
-    write_file_atomic(path, [&](std::ostream& out) {
-      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    });
-    return result;
-  }
+  return big > 0 && (o.external == SaveOptions::External::always ||
+                     (o.external == SaveOptions::External::automatic && big >= o.inline_limit));
+}
 
+// Moves the raw data of mp's large initializers (m's, by index) to `out`, each at an
+// offset aligned to kAlign, and points them at `location` there.
+void move_to_external(onnx::ModelProto& mp, const Model& m, const SaveOptions& o,
+                      const std::string& location, std::ostream& out, SaveResult& result) {
+  std::size_t offset = 0;
+  auto* g = mp.mutable_graph();
+  for (int i = 0; i < g->initializer_size(); ++i) {
+    onnx::TensorProto& p = *g->mutable_initializer(i);
+    if (m.graph.initializers[static_cast<std::size_t>(i)].tensor.nbytes() < o.min_external_bytes)
+      continue;
+    const std::string raw = std::move(*p.mutable_raw_data());
+    p.clear_raw_data();
+    const std::size_t pad = (kAlign - offset % kAlign) % kAlign;
+    static const char zeros[kAlign] = {};
+    out.write(zeros, static_cast<std::streamsize>(pad));
+    offset += pad;
+    out.write(raw.data(), static_cast<std::streamsize>(raw.size()));
+    p.set_data_location(onnx::TensorProto::EXTERNAL);
+    auto add = [&](const char* key, const std::string& value) {
+      auto* kv = p.add_external_data();
+      kv->set_key(key), kv->set_value(value);
+    };
+    add("location", location);
+    add("offset", std::to_string(offset));
+    add("length", std::to_string(raw.size()));
+    offset += raw.size();
+    ++result.external_tensors;
+    result.external_bytes += raw.size();
+  }
+}
+
+// The model beside its data file, PATH.data; both written atomically, and the data file
+// removed again when the model could not be written (unless it existed before).
+SaveResult save_external(const Model& m, const std::filesystem::path& path, const SaveOptions& o) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
   const std::string location = path.filename().string() + ".data";
   const fs::path data = path.parent_path() / location;
   const auto canonical = fs::weakly_canonical(data, ec);
@@ -206,37 +234,13 @@ SaveResult save(const Model& m, const std::filesystem::path& path, const SaveOpt
   onnx::ModelProto mp = to_proto(m, false);
   const bool data_existed = fs::exists(data, ec);
   bool data_written = false;
+  SaveResult result;
   try {
     write_file_atomic(path, [&](std::ostream& model_out) {
-      write_file_atomic(data, [&](std::ostream& out) {
-        std::size_t offset = 0;
-        auto* g = mp.mutable_graph();
-        for (int i = 0; i < g->initializer_size(); ++i) {
-          onnx::TensorProto& p = *g->mutable_initializer(i);
-          if (m.graph.initializers[static_cast<std::size_t>(i)].tensor.nbytes() <
-              o.min_external_bytes)
-            continue;
-          const std::string raw = std::move(*p.mutable_raw_data());
-          p.clear_raw_data();
-          const std::size_t pad = (kAlign - offset % kAlign) % kAlign;
-          static const char zeros[kAlign] = {};
-          out.write(zeros, static_cast<std::streamsize>(pad));
-          offset += pad;
-          out.write(raw.data(), static_cast<std::streamsize>(raw.size()));
-          p.set_data_location(onnx::TensorProto::EXTERNAL);
-          auto add = [&](const char* key, const std::string& value) {
-            auto* kv = p.add_external_data();
-            kv->set_key(key), kv->set_value(value);
-          };
-          add("location", location);
-          add("offset", std::to_string(offset));
-          add("length", std::to_string(raw.size()));
-          offset += raw.size();
-          ++result.external_tensors;
-          result.external_bytes += raw.size();
-        }
-      });
+      write_file_atomic(
+          data, [&](std::ostream& out) { move_to_external(mp, m, o, location, out, result); });
       data_written = true;
+      std::string bytes;
       try {
         bytes = serialize(mp, "even with its initializers in external data");
       } catch (const Error& e) {
@@ -250,6 +254,23 @@ SaveResult save(const Model& m, const std::filesystem::path& path, const SaveOpt
   }
   result.data_file = data;
   return result;
+}
+
+}  // namespace
+
+SaveResult save(const Model& m, const std::filesystem::path& path, const SaveOptions& o) {
+  refuse_overwriting_external_inputs(m, path);
+  if (saves_external(m, o)) return save_external(m, path, o);
+  std::string bytes;
+  try {
+    bytes = save_to_bytes(m);
+  } catch (const Error& e) {
+    throw Error(path.string(), e.problem());
+  }
+  write_file_atomic(path, [&](std::ostream& out) {
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  });
+  return {};
 }
 
 }  // namespace fpguard::model
