@@ -225,7 +225,8 @@ void reduce(KernelContext& ctx) {
     return;
   }
   const bool is_f = x.dtype() == carrier_dtype<T>();
-  if (!is_f && x.dtype() != DType::int64 && x.dtype() != DType::int32)
+  if (!is_f &&
+      (exec::is_float(x.dtype()) || x.dtype() == DType::bool_ || x.dtype() == DType::string))
     ctx.fail("unsupported dtype " + std::string(to_string(x.dtype())));
   const Runs runs(x.shape(), p.kept);
   const auto n = product(x.shape()), n_out = product(p.kept);

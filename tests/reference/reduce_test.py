@@ -1,4 +1,5 @@
-"""Reductions of integer tensors (ReduceSum ... ReduceLogSumExp, int32 and int64) against
+"""Reductions of integer tensors (ReduceSum ... ReduceLogSumExp in int32 and int64;
+ReduceMax and ReduceMin also in int8 and uint8, as ONNX defines them from opset 12) against
 NumPy: the reduction computed in float64, then truncated toward zero into the input's type
 (`astype`), as ONNX Runtime and the ONNX reference implementation compute them. The ONNX
 node tests in libonnx-testdata reduce floats only; an integer ReduceL2, ReduceLogSum or
@@ -26,7 +27,8 @@ OPS = {
     "ReduceLogSum": lambda x, a, k: np.log(np.sum(x, axis=a, keepdims=k)),
     "ReduceLogSumExp": lambda x, a, k: np.log(np.sum(np.exp(x), axis=a, keepdims=k)),
 }
-TYPES = {np.int32: TensorProto.INT32, np.int64: TensorProto.INT64}
+TYPES = {np.int32: TensorProto.INT32, np.int64: TensorProto.INT64, np.int8: TensorProto.INT8,
+         np.uint8: TensorProto.UINT8}
 
 
 def model(op, x, axes, keepdims, opset):
@@ -53,11 +55,14 @@ def main():
     c = fpgref.Checker("reduce_test")
     rng = np.random.default_rng(5)
     with tempfile.TemporaryDirectory() as tmp:
-        for dtype in (np.int32, np.int64):
+        for dtype in (np.int32, np.int64, np.int8, np.uint8):
             # Positive values for the logarithm of a sum; small ones for exp and the product.
             positive = rng.integers(1, 40, (3, 4, 5)).astype(dtype)
-            signed = rng.integers(-6, 7, (3, 4, 5)).astype(dtype)
+            signed = rng.integers(0 if dtype == np.uint8 else -6, 7, (3, 4, 5)).astype(dtype)
+            wide = dtype in (np.int32, np.int64)
             for op, ref in OPS.items():
+                if not wide and op not in ("ReduceMax", "ReduceMin"):
+                    continue
                 x = positive if op == "ReduceLogSum" else signed
                 if op == "ReduceProd":
                     x = rng.integers(-3, 4, (3, 4, 5)).astype(dtype)
