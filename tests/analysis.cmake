@@ -47,6 +47,25 @@ else()
            COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/mpi_test.py --no-mpi)
 endif()
 set_tests_properties(cli.mpi PROPERTIES LABELS analysis SKIP_RETURN_CODE 77)
+# Input sets at scale: .npz sets, 250 sets (natural order, --max-sets, --sample-sets), a set
+# too large for --max-memory, and the threads of a shard, in shards and merge
+# (cli/sets_scale_test.py); then under mpirun, where each rank's threads are its share of
+# the cores (reported as skipped by a build without MPI).
+add_test(NAME cli.sets_scale
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/sets_scale_test.py
+                 --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)
+if(FPGUARD_WITH_MPI)
+  add_test(NAME cli.sets_scale_mpi
+           COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/sets_scale_test.py
+                   --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples
+                   --mpirun ${MPIEXEC_EXECUTABLE})
+else()
+  add_test(NAME cli.sets_scale_mpi
+           COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/sets_scale_test.py
+                   --no-mpi)
+endif()
+set_tests_properties(cli.sets_scale cli.sets_scale_mpi PROPERTIES LABELS analysis)
+set_tests_properties(cli.sets_scale_mpi PROPERTIES SKIP_RETURN_CODE 77)
 # Scaled precisions (fp8, MX, NVFP4) in run and check: MatMul, Gemm and grouped Conv against
 # NumPy on tests/reference/mxref.py, and check --precision fp8 on a folded-BatchNorm conv net
 # (cli/scaled_test.py).
