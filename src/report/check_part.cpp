@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include "fpguard/error.hpp"
+#include "fpguard/limits.hpp"
 #include "fpguard/report.hpp"
 #include "json_reader.hpp"
 #include "scaled_operands.hpp"
@@ -595,10 +597,23 @@ namespace {
 // The JSON of the file at `path`; Error(path) when it cannot be read or is not JSON
 // (`expected`: what it should be).
 Json read_json(const std::filesystem::path& path, const char* expected) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path.string(), "cannot be read");
+  // Read whole and parsed from memory: nlohmann reads a stream a character at a time.
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  std::string text;
+  if (!ec) {
+    check_memory(size, path.string());
+    text.resize(size);
+    in.read(text.data(), static_cast<std::streamsize>(size));
+    text.resize(static_cast<std::size_t>(in.gcount()));
+  } else {  // not a regular file (a pipe)
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  if (in.bad()) throw Error(path.string(), "cannot be read");
   try {
-    return Json::parse(in);
+    return Json::parse(text);
   } catch (const Json::exception&) {
     throw Error(path.string(), std::string("not JSON (expected ") + expected + ")");
   }
