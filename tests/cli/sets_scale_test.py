@@ -22,7 +22,6 @@
     sets_scale_test.py --fpguard PATH --examples DIR --mpirun M  (the same under mpirun)
     sets_scale_test.py --no-mpi        (a build without MPI: reports the skip, exit 77)
 """
-import argparse
 import os
 import re
 import shutil
@@ -37,10 +36,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from clitest import check, finish, run  # noqa: E402
-from mpi_test import rank_env  # noqa: E402
+from mpi_test import mpirun, parse_args, rank_env  # noqa: E402
 from shard_test import load, same, write_sets  # noqa: E402
 
-SKIP = 77
 SETS = 12
 MANY = 250
 
@@ -121,11 +119,6 @@ def sharded(a, model, extra, tag, n, order):
     return parts, m.returncode, (load(merged) if os.path.exists(merged) else None)
 
 
-def mpirun(a, n, *argv, timeout=300):
-    cmd = [a.mpirun, "--allow-run-as-root", "--oversubscribe", "-n", str(n), a.fpguard, *argv]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=rank_env())
-
-
 def agree(a, model, extra, tag, shards, order, ranks):
     """One process == the shards merged (shard mode) or == `ranks` ranks (MPI mode)."""
     code, want = one_process(a, model, extra, tag)
@@ -140,7 +133,7 @@ def agree(a, model, extra, tag, shards, order, ranks):
               got and same(want, got))
     for n in ranks if a.mpirun else ():
         out = os.path.join(a.tmp, f"{tag}_{n}.json")
-        m = mpirun(a, n, "check", model, "--json", out, "--quiet", *extra)
+        m = mpirun(a, n, "check", model, "--json", out, "--quiet", *extra, timeout=300)
         check(m.returncode == code, f"{tag}: -n {n} exits as one process does",
               (m.returncode, code, m.stderr[-2000:]))
         got = load(out) if os.path.exists(out) else None
@@ -282,16 +275,24 @@ def threads(a):
     # none: three ranks share every core.
     for n, over in ((2, cores < 2), (3, True)):
         flags = ["--oversubscribe"] if over else []
+        # (Each rank writes its own file: mpirun may interleave the ranks' stdout.)
+        probe_dir = os.path.join(a.tmp, f"probe_{n}")
+        os.makedirs(probe_dir)
         probe = subprocess.run(
             [a.mpirun, "--allow-run-as-root", *flags, "-n", str(n), sys.executable, "-c",
-             "import os, socket; print(os.environ['OMPI_COMM_WORLD_RANK'], socket.gethostname(),"
-             " ' '.join(map(str, sorted(os.sched_getaffinity(0)))))"],
+             "import os, socket, sys; r = os.environ['OMPI_COMM_WORLD_RANK'];"
+             " open(os.path.join(sys.argv[1], r), 'w').write(' '.join([socket.gethostname(),"
+             " *map(str, sorted(os.sched_getaffinity(0)))]))", probe_dir],
             capture_output=True, text=True, timeout=120, env=rank_env())
         check(probe.returncode == 0, f"threads -n {n}: the probe runs", probe.stderr[-1000:])
         masks = {}
-        for line in probe.stdout.splitlines():
-            rank, host, *cpus = line.split()
+        for rank in os.listdir(probe_dir):
+            with open(os.path.join(probe_dir, rank)) as fh:
+                host, *cpus = fh.read().split()
             masks[int(rank)] = (host, set(map(int, cpus)))
+        if sorted(masks) != list(range(n)):
+            check(False, f"threads -n {n}: every rank's mask", masks)
+            continue
         want = []
         for r in sorted(masks):
             host, mine = masks[r]
@@ -323,15 +324,7 @@ def threads(a):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--fpguard")
-    ap.add_argument("--examples")
-    ap.add_argument("--mpirun")
-    ap.add_argument("--no-mpi", action="store_true")
-    a = ap.parse_args()
-    if a.no_mpi:
-        print("skipped: fpguard was built without MPI (scripts/setup installs OpenMPI)")
-        sys.exit(SKIP)
+    a = parse_args()
     a.tmp = tempfile.mkdtemp(prefix="fpguard_sets_scale_")
     try:
         npz(a, os.path.join(a.examples, "superres"))
