@@ -34,19 +34,33 @@ add_test(NAME cli.shard
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/shard_test.py
                  --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)
 set_tests_properties(cli.shard PROPERTIES LABELS analysis)
+# A CLI test under mpirun (tests/cli/SCRIPT); in a build without MPI, the script with
+# --no-mpi reports the skip.
+function(fpguard_mpi_test name script)
+  if(FPGUARD_WITH_MPI)
+    add_test(NAME ${name}
+             COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/${script}
+                     --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples
+                     --mpirun ${MPIEXEC_EXECUTABLE})
+  else()
+    add_test(NAME ${name}
+             COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/${script} --no-mpi)
+  endif()
+  set_tests_properties(${name} PROPERTIES LABELS analysis SKIP_RETURN_CODE 77)
+endfunction()
 # The same under mpirun: -n 2 and -n 3 equal one process, plan too; a corrupt set on one
 # rank ends the job with exit 2 in time (cli/mpi_test.py). Reported as skipped by a build
 # without MPI.
-if(FPGUARD_WITH_MPI)
-  add_test(NAME cli.mpi
-           COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/mpi_test.py
-                   --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples
-                   --mpirun ${MPIEXEC_EXECUTABLE})
-else()
-  add_test(NAME cli.mpi
-           COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/mpi_test.py --no-mpi)
-endif()
-set_tests_properties(cli.mpi PROPERTIES LABELS analysis SKIP_RETURN_CODE 77)
+fpguard_mpi_test(cli.mpi mpi_test.py)
+# Input sets at scale: .npz sets, 250 sets (natural order, --max-sets, --sample-sets), a set
+# too large for --max-memory, and the threads of a shard, in shards and merge
+# (cli/sets_scale_test.py); then under mpirun, where each rank's threads are its share of
+# the cores.
+add_test(NAME cli.sets_scale
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/sets_scale_test.py
+                 --fpguard $<TARGET_FILE:fpguard> --examples ${PROJECT_SOURCE_DIR}/examples)
+set_tests_properties(cli.sets_scale PROPERTIES LABELS analysis)
+fpguard_mpi_test(cli.sets_scale_mpi sets_scale_test.py)
 # Scaled precisions (fp8, MX, NVFP4) in run and check: MatMul, Gemm and grouped Conv against
 # NumPy on tests/reference/mxref.py, and check --precision fp8 on a folded-BatchNorm conv net
 # (cli/scaled_test.py).

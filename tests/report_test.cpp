@@ -251,6 +251,13 @@ TEST(Json, CheckPartRoundTripsExactly) {
        .state = analysis::accumulate(overflowing_graph().m, kOverflowingSample, o, {1})});
   p.checks[0].state.nodes[0].input_error = INFINITY;
   p.checks[0].state.output_cmp[0].lo.dot = 0x1p-60;
+  // A comparison of nothing is null in the part; one whose only non-zero bit is a sign is
+  // an array, and its -0.0 reads back.
+  ASSERT_FALSE(p.checks[0].state.nodes[0].outputs.empty());
+  analysis::TensorRecord& t0 = p.checks[0].state.nodes[0].outputs[0];
+  t0.against_original = {};
+  t0.local = {};
+  t0.local.lo.rr = -0.0;
   p.checks[0].state.constants.push_back({.name = "c",
                                          .label = "c",
                                          .kind = "initializer",
@@ -279,6 +286,20 @@ TEST(Json, CheckPartRoundTripsExactly) {
   EXPECT_TRUE(std::isnan(back.checks[0].state.constants.back().min_abs_nonzero));
   EXPECT_EQ(back.checks[0].state.nodes[0].input_error, INFINITY);
   EXPECT_EQ(back.checks[0].state.output_cmp[0].lo.dot, 0x1p-60);
+  const Json& t0j = j["states"][0]["nodes"][0]["outputs"][0];
+  EXPECT_TRUE(t0j["against_original"].is_null());
+  ASSERT_TRUE(t0j["local"].is_array());
+  EXPECT_EQ(t0j["local"].size(), 19u);
+  EXPECT_TRUE(std::signbit(back.checks[0].state.nodes[0].outputs[0].local.lo.rr));
+  EXPECT_EQ(back.checks[0].state.nodes[0].outputs[0].against_original.count, 0u);
+  for (const char* bad : {R"([1, 2])", R"("x")", R"([-1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0])"}) {
+    Json q = j;
+    q["states"][0]["nodes"][0]["outputs"][0]["local"] = Json::parse(bad);
+    EXPECT_THROW(check_part_from_json(q, "part.json"), Error) << bad;
+  }
+  Json odd = j;  // a histogram of [exponent, count] pairs
+  odd["states"][0]["nodes"][0]["outputs"][0]["exponent_histogram"] = Json::parse("[3]");
+  EXPECT_THROW(check_part_from_json(odd, "part.json"), Error);
   EXPECT_EQ(back.checks[0].options.fail_on, o.fail_on);
   EXPECT_EQ(back.checks[0].options.generated, o.generated);
   EXPECT_NO_THROW(require_same_check(j, "a.json", j, "b.json"));

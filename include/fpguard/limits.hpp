@@ -20,8 +20,12 @@ void set_memory_limit(std::uint64_t bytes);
 // cgroup (v2 memory.max, v1 memory.limit_in_bytes) leaves; UINT64_MAX when unknown.
 std::uint64_t available_memory();
 // The cores this process may run on (sched_getaffinity: what taskset, a cpuset or mpirun's
-// binding of a rank leaves it), at least 1: the default thread count. Read once.
+// binding of a rank leaves it), at least 1: the default thread count. Read once, unless
+// set_available_cores set it.
 int available_cores();
+// Sets what available_cores() returns (at least 1): the CLI under mpirun gives each rank
+// its share of cores that several ranks on one machine may run on.
+void set_available_cores(int cores);
 
 // Throws Error(where, "tensor needs N bytes, more than the memory limit of M bytes"),
 // governed_by("max_memory"), when `bytes` exceeds memory_limit().

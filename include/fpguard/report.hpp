@@ -166,8 +166,9 @@ analysis::Diagnosis diagnosis_from_json(const Json& j, const std::string& where)
 // each precision's analysis::CheckState, and the model's graph without its weights.
 // `fpguard merge` reads the parts back, refuses parts of different checks, merges the
 // states and finishes the diagnosis from them alone.
-// 2: the scaled options and activation amax; 3: the graph and the constants' scans.
-inline constexpr int kCheckPartSchema = 3;
+// 2: the scaled options and activation amax; 3: the graph and the constants' scans; 4:
+// comparisons as flat arrays (null when empty), histograms as [exponent, count, ...].
+inline constexpr int kCheckPartSchema = 4;
 
 struct FileId {
   std::string path;    // as given (the model, the reference model) or canonical (data)

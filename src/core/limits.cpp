@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
@@ -63,14 +64,23 @@ std::uint64_t cgroup_headroom() {
 
 }  // namespace
 
+namespace {
+std::atomic<int> g_cores{0};  // 0: not set, read the affinity
+}  // namespace
+
 int available_cores() {
-  static const int cores = [] {
+  static const int affinity = [] {
     cpu_set_t set;
     CPU_ZERO(&set);
     if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
     return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }();
-  return cores;
+  const int set = g_cores.load(std::memory_order_relaxed);
+  return set > 0 ? set : affinity;
+}
+
+void set_available_cores(int cores) {
+  g_cores.store(std::max(1, cores), std::memory_order_relaxed);
 }
 
 std::uint64_t available_memory() {

@@ -2,11 +2,15 @@
 // read back exactly: numbers are written in full (shortest round-trip decimals; inf and NaN
 // as the strings "inf", "-inf", "nan"), so that a merge of parts gives the numbers one check
 // over all sets gives.
+#include <bit>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include "fpguard/error.hpp"
+#include "fpguard/limits.hpp"
 #include "fpguard/report.hpp"
 #include "json_reader.hpp"
 #include "scaled_operands.hpp"
@@ -29,22 +33,25 @@ Json set_index(std::size_t i) {
   return i == analysis::kNoSet ? Json(nullptr) : Json(i);
 }
 
+// A comparison's counts and numbers, one flat array (schema 4: a part holds thousands),
+// in this order; null for one that compared nothing (every field zero, +0.0).
 Json comparison_state(const Comparison& c) {
-  return {
-      {"count", c.count},
-      {"overflow", c.overflow},
-      {"nan", c.nan},
-      {"underflow", c.underflow},
-      {"subnormal", c.subnormal},
-      {"finite", c.finite},
-      {"max", {exact(c.max_abs), exact(c.max_rel), exact(c.max_scaled)}},
-      {"sums", {exact(c.sum_rel), exact(c.dot), exact(c.vv), exact(c.rr), exact(c.dd)}},
-      {"lo", {exact(c.lo.rel), exact(c.lo.dot), exact(c.lo.vv), exact(c.lo.rr), exact(c.lo.dd)}}};
+  const std::uint64_t counts[] = {c.count, c.overflow, c.nan, c.underflow, c.subnormal, c.finite};
+  const double numbers[] = {c.max_abs, c.max_rel, c.max_scaled, c.sum_rel, c.dot,   c.vv,   c.rr,
+                            c.dd,      c.lo.rel,  c.lo.dot,     c.lo.vv,   c.lo.rr, c.lo.dd};
+  bool zero = true;
+  for (const auto n : counts) zero = zero && n == 0;
+  for (const auto v : numbers) zero = zero && std::bit_cast<std::uint64_t>(v) == 0;
+  if (zero) return nullptr;
+  Json j = Json::array();
+  for (const auto n : counts) j.push_back(n);
+  for (const auto v : numbers) j.push_back(exact(v));
+  return j;
 }
 
 Json tensor_state(const analysis::TensorRecord& t) {
-  Json hist = Json::object();
-  for (const auto& [e, c] : t.exponent_histogram) hist[std::to_string(e)] = c;
+  Json hist = Json::array();  // [exponent, count, exponent, count, ...]
+  for (const auto& [e, c] : t.exponent_histogram) hist.push_back(e), hist.push_back(c);
   return {{"name", t.name},
           {"floating", t.floating},
           {"ref_min", exact(t.ref_min)},
@@ -188,8 +195,10 @@ struct PartReader : detail::JsonReader {
     }
     fail(path, "is not a number (or \"inf\", \"-inf\", \"nan\")");
   }
+  // (The paths of the values, built only to name a wrong one: a part holds 100,000s.)
   double exact(const Json& j, const char* key, const std::string& path) const {
-    return exact(at(j, key, path), field(path, key));
+    const Json& v = at(j, key, path);
+    return v.is_number() ? v.get<double>() : exact(v, field(path, key));
   }
   // An array of `n` exact numbers.
   std::vector<double> exacts(const Json& j, const char* key, const std::string& path,
@@ -197,27 +206,51 @@ struct PartReader : detail::JsonReader {
     const Json& a = array(j, key, path);
     if (a.size() != n) fail(field(path, key), "does not hold " + std::to_string(n) + " numbers");
     std::vector<double> out;
-    for (std::size_t i = 0; i < n; ++i) out.push_back(exact(a[i], detail::item(path, key, i)));
+    for (std::size_t i = 0; i < n; ++i)
+      out.push_back(a[i].is_number() ? a[i].get<double>()
+                                     : exact(a[i], detail::item(path, key, i)));
     return out;
   }
   std::size_t set(const Json& j, const char* key, const std::string& path) const {
     return at(j, key, path).is_null() ? analysis::kNoSet : u64(j, key, path);
   }
 
+  // comparison_state's array, or null.
   Comparison comparison(const Json& j, const std::string& path) const {
     Comparison c;
-    c.count = u64(j, "count", path);
-    c.overflow = u64(j, "overflow", path);
-    c.nan = u64(j, "nan", path);
-    c.underflow = u64(j, "underflow", path);
-    c.subnormal = u64(j, "subnormal", path);
-    c.finite = u64(j, "finite", path);
-    const auto m = exacts(j, "max", path, 3), s = exacts(j, "sums", path, 5),
-               lo = exacts(j, "lo", path, 5);
-    c.max_abs = m[0], c.max_rel = m[1], c.max_scaled = m[2];
-    c.sum_rel = s[0], c.dot = s[1], c.vv = s[2], c.rr = s[3], c.dd = s[4];
-    c.lo = {.rel = lo[0], .dot = lo[1], .vv = lo[2], .rr = lo[3], .dd = lo[4]};
+    if (j.is_null()) return c;
+    if (!j.is_array() || j.size() != 19) fail(path, "is not null or an array of 19 numbers");
+    std::uint64_t* counts[] = {&c.count,     &c.overflow,  &c.nan,
+                               &c.underflow, &c.subnormal, &c.finite};
+    double* numbers[] = {&c.max_abs, &c.max_rel, &c.max_scaled, &c.sum_rel, &c.dot,
+                         &c.vv,      &c.rr,      &c.dd,         &c.lo.rel,  &c.lo.dot,
+                         &c.lo.vv,   &c.lo.rr,   &c.lo.dd};
+    std::size_t i = 0;
+    for (auto* n : counts) {
+      if (!j[i].is_number_unsigned()) fail(path + "[" + std::to_string(i) + "]", "is not a count");
+      *n = j[i++].get<std::uint64_t>();
+    }
+    for (auto* v : numbers) {
+      *v =
+          j[i].is_number() ? j[i].get<double>() : exact(j[i], path + "[" + std::to_string(i) + "]");
+      ++i;
+    }
     return c;
+  }
+
+  // [exponent, count, ...]: floor(log2|x|) -> count.
+  std::map<int, std::uint64_t> histogram(const Json& j, const char* key,
+                                         const std::string& path) const {
+    const Json& h = array(j, key, path);
+    if (h.size() % 2) fail(field(path, key), "does not hold [exponent, count] pairs");
+    std::map<int, std::uint64_t> out;
+    for (std::size_t i = 0; i < h.size(); i += 2) {
+      if (!h[i].is_number_integer() || h[i].get<std::int64_t>() < INT_MIN ||
+          h[i].get<std::int64_t>() > INT_MAX || !h[i + 1].is_number_unsigned())
+        fail(detail::item(path, key, i), "is not an exponent followed by a count");
+      out[static_cast<int>(h[i].get<std::int64_t>())] = h[i + 1].get<std::uint64_t>();
+    }
+    return out;
   }
 
   analysis::TensorRecord tensor(const Json& j, const std::string& path) const {
@@ -280,7 +313,9 @@ struct PartReader : detail::JsonReader {
     std::map<std::string, double> out;
     const Json& m = object(j, key, path);
     for (auto it = m.begin(); it != m.end(); ++it)
-      out[it.key()] = exact(it.value(), field(path, key) + ".\"" + it.key() + "\"");
+      out[it.key()] = it.value().is_number()
+                          ? it.value().get<double>()
+                          : exact(it.value(), field(path, key) + ".\"" + it.key() + "\"");
     return out;
   }
 
@@ -595,10 +630,23 @@ namespace {
 // The JSON of the file at `path`; Error(path) when it cannot be read or is not JSON
 // (`expected`: what it should be).
 Json read_json(const std::filesystem::path& path, const char* expected) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path.string(), "cannot be read");
+  // Read whole and parsed from memory: nlohmann reads a stream a character at a time.
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  std::string text;
+  if (!ec) {
+    check_memory(size, path.string());
+    text.resize(size);
+    in.read(text.data(), static_cast<std::streamsize>(size));
+    text.resize(static_cast<std::size_t>(in.gcount()));
+  } else {  // not a regular file (a pipe)
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  if (in.bad()) throw Error(path.string(), "cannot be read");
   try {
-    return Json::parse(in);
+    return Json::parse(text);
   } catch (const Json::exception&) {
     throw Error(path.string(), std::string("not JSON (expected ") + expected + ")");
   }

@@ -290,7 +290,7 @@ def model_cases():
     }
 
 
-def part(sha="aa", min_cosine=0.999):
+def part(sha="aa", min_cosine=0.999, schema=4):
     """The identity of a part of a sharded check (docs/scale.md), nothing else: merge
     compares identities before it reads the states."""
     import json
@@ -300,13 +300,13 @@ def part(sha="aa", min_cosine=0.999):
                 "input_options": {"input": [], "shape": [], "seed": 0, "max_sets": 0,
                                   "sample_sets": 0},
                 "options": [options]}
-    return (json.dumps({"schema_version": 3, "kind": "fpguard check part",
+    return (json.dumps({"schema_version": schema, "kind": "fpguard check part",
                         "identity": identity}) + "\n").encode()
 
 
 def part_cases():
     return {"part_a.json": part(), "part_other_model.json": part(sha="bb"),
-            "part_other_options.json": part(min_cosine=0.99)}
+            "part_other_options.json": part(min_cosine=0.99), "part_schema3.json": part(schema=3)}
 
 
 def files():

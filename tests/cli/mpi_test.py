@@ -152,7 +152,9 @@ def progress(a, tmp, example, sets):
     check(m.stderr.count("] 100%") == 1, "progress: one bar (rank 0's)", m.stderr[-2000:])
 
 
-def main():
+def parse_args():
+    """--fpguard, --examples, --mpirun; with --no-mpi (a build without MPI), the skip:
+    exit 77. (sets_scale_test.py's too.)"""
     ap = argparse.ArgumentParser()
     ap.add_argument("--fpguard")
     ap.add_argument("--examples")
@@ -162,6 +164,11 @@ def main():
     if a.no_mpi:
         print("skipped: fpguard was built without MPI (scripts/setup installs OpenMPI)")
         sys.exit(SKIP)
+    return a
+
+
+def main():
+    a = parse_args()
     tmp = tempfile.mkdtemp(prefix="fpguard_mpi_")
     try:
         ex = lambda n: os.path.join(a.examples, n)  # noqa: E731

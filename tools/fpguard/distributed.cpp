@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <new>
 
 #include "cli.hpp"
@@ -102,13 +103,30 @@ analysis::CheckOptions calibrated(const model::Model& m, RankSets& sets, analysi
   return o;
 }
 
-std::function<void(std::size_t, std::size_t)> progress(report::Progress& bar,
-                                                       const RankSets& sets) {
+namespace {
+
+// "2 threads", "1-2 threads": the ranks' thread counts, `threads` (--threads) or each
+// rank's default (mpi::World::cores).
+std::string threads_of_ranks(int threads) {
+  const auto& cores = mpi::world().cores;
+  const auto [low, high] = std::minmax_element(cores.begin(), cores.end());
+  const int lo = threads > 0 ? threads : (cores.empty() ? 1 : *low);
+  const int hi = threads > 0 ? threads : (cores.empty() ? 1 : *high);
+  const std::string n = lo == hi ? std::to_string(lo) : fmt::format("{}-{}", lo, hi);
+  return n + (hi == 1 ? " thread" : " threads");
+}
+
+}  // namespace
+
+std::function<void(std::size_t, std::size_t)> progress(report::Progress& bar, const RankSets& sets,
+                                                       int threads) {
   const std::size_t ranks = std::size_t(mpi::world().size), own = sets.own.size();
   const std::size_t total = sets.total;
-  return [&bar, ranks, own, total](std::size_t done, std::size_t steps) {
+  const std::string each = threads_of_ranks(threads);
+  return [&bar, ranks, own, total, each](std::size_t done, std::size_t steps) {
     const std::size_t sets_done = own ? std::min(total, done * own / steps * ranks) : 0;
-    bar.update(done, steps, fmt::format("{}/{} sets on {} ranks", sets_done, total, ranks));
+    bar.update(done, steps,
+               fmt::format("{}/{} sets on {} ranks x {}", sets_done, total, ranks, each));
   };
 }
 

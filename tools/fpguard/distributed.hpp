@@ -45,8 +45,10 @@ RankSets gather_rank_sets(const inputs::Options& in, const model::Model& m, std:
 analysis::CheckOptions calibrated(const model::Model& m, RankSets& sets, analysis::CheckOptions o);
 
 // Progress on rank 0's terminal (silent elsewhere): its share's node steps (ranks advance
-// at about the same pace) counted as sets of all ranks, with an ETA.
-std::function<void(std::size_t, std::size_t)> progress(report::Progress& bar, const RankSets& sets);
+// at about the same pace) counted as sets of all ranks, with an ETA, and the ranks'
+// threads (`threads`: --threads).
+std::function<void(std::size_t, std::size_t)> progress(report::Progress& bar, const RankSets& sets,
+                                                       int threads);
 
 // check() over the sets of every rank: calibrate (a scaled precision), accumulate this
 // rank's, merge, finish (every rank).

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <unistd.h>
@@ -139,13 +140,22 @@ int run(int argc, char** argv) {
   return fpguard::cli::exit_code;
 }
 
+// Whether the command runs models on OpenMP's threads, so that how they wait matters:
+// every subcommand but `merge`, which reads parts and derives the diagnosis (it runs the
+// model once at most, on set 0 for accuracy origins). Starting again costs a merge as
+// much as parsing its parts: a second dynamic link of every library (docs/scale.md).
+bool runs_models(int argc, char** argv) {
+  return argc < 2 || std::string_view(argv[1]) != "merge";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // OpenMP threads sleep while they wait unless the user chose otherwise; libgomp has
   // read its environment already, so the process starts again (once: the variable is set
   // now). Should the exec fail, the run goes on with libgomp's default.
-  if (fpguard::prefer_passive_openmp_wait()) execv("/proc/self/exe", argv);
+  if (runs_models(argc, argv) && fpguard::prefer_passive_openmp_wait())
+    execv("/proc/self/exe", argv);
   fpguard::cli::mpi::start(&argc, &argv);
   return fpguard::cli::mpi::stop(run(argc, argv));
 }

@@ -7,7 +7,10 @@
 
 #if FPGUARD_WITH_MPI
 #include <mpi.h>
+#include <sched.h>
 #endif
+
+#include "fpguard/limits.hpp"
 
 namespace fpguard::cli::mpi {
 
@@ -30,6 +33,33 @@ bool launched_by_mpirun() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
 }
 
+// This rank's share of the cores its CPU affinity allows: their number divided by the
+// most ranks of this machine that may run on any one of them, at least 1. Bound to cores
+// of its own (mpirun -n 2, --map-by ...:PE=N): all of them; unbound (oversubscribed) or
+// bound to a socket it shares: an equal share, so that the ranks' threads together do not
+// oversubscribe the cores. Collective.
+int core_share() {
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  const bool known = sched_getaffinity(0, sizeof(mine), &mine) == 0 && CPU_COUNT(&mine) > 0;
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int ranks = 1;
+  MPI_Comm_size(node, &ranks);
+  std::vector<cpu_set_t> all(static_cast<std::size_t>(ranks));
+  MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, all.data(), sizeof(mine), MPI_BYTE, node);
+  MPI_Comm_free(&node);
+  if (!known) return available_cores();
+  int most = 1;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &mine)) continue;
+    int users = 0;
+    for (const auto& s : all) users += CPU_ISSET(c, &s) ? 1 : 0;
+    most = std::max(most, users);
+  }
+  return std::max(1, CPU_COUNT(&mine) / most);
+}
+
 }  // namespace
 
 void start(int* argc, char*** argv) {
@@ -38,6 +68,10 @@ void start(int* argc, char*** argv) {
   started = true;
   MPI_Comm_rank(MPI_COMM_WORLD, &the_world.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &the_world.size);
+  const int share = core_share();
+  set_available_cores(share);
+  the_world.cores.resize(static_cast<std::size_t>(the_world.size));
+  MPI_Allgather(&share, 1, MPI_INT, the_world.cores.data(), 1, MPI_INT, MPI_COMM_WORLD);
 }
 
 int stop(int code) {

@@ -11,12 +11,16 @@ namespace fpguard::cli::mpi {
 
 struct World {
   int rank = 0, size = 1;
+  // Every rank's default thread count, in rank order: the cores its CPU affinity allows,
+  // divided among the ranks of its machine that may run on them (core_share in mpi.cpp).
+  std::vector<int> cores;
   bool distributed() const { return size > 1; }
   bool root() const { return rank == 0; }
 };
 
 // Called first thing in main: MPI_Init when the build has MPI and the process was started
-// by mpirun (OMPI_COMM_WORLD_SIZE or PMIX_RANK set). A plain `fpguard` never initialises
+// by mpirun (OMPI_COMM_WORLD_SIZE or PMIX_RANK set), and this rank's share of the cores set
+// as its default thread count (set_available_cores). A plain `fpguard` never initialises
 // MPI: a singleton MPI_Init costs about 0.35 s a process here, and OpenMPI may warn.
 void start(int* argc, char*** argv);
 // MPI_Finalize when started; returns `code`, the process's exit code.
