@@ -547,6 +547,7 @@ ScaledOperandRecord Lockstep::measure_scaled(const model::Node& node, const Node
   if (!op) return {};
   StatsOptions so;
   so.threads = o.threads;
+  so.distribution = false;  // the counts alone (taken while quantizing, on the fast path)
   const ScaledFormatStats st = with_values(
       r, [&](auto xs) { return scaled_stats(xs, op->layout, op->format, so, op->options.amax); });
   return {.input = i,
