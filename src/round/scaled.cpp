@@ -363,12 +363,8 @@ std::optional<TwoLevelParams> two_level_fast(const ScaledFormat& f) {
 // in float32, amax the calibrated one or the tensor's largest finite magnitude.
 TwoLevelParams two_level_params(TwoLevelParams t, const ScaledFormat& f, std::span<const float> in,
                                 const ScaledOptions& o) {
-  float amax = 0;
-  if (o.amax)
-    amax = static_cast<float>(*o.amax);
-  else
-    for (const float x : in)
-      if (std::isfinite(x)) amax = std::max(amax, std::abs(x));
+  const float amax =
+      o.amax ? static_cast<float>(*o.amax) : detail::finite_absmax(in.data(), in.size());
   t.tensor_scale = amax / static_cast<float>(f.element.max() * f.scale.max());
   t.span = static_cast<float>(f.element.max()) * t.tensor_scale;
   return t;

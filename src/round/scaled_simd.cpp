@@ -416,6 +416,27 @@ void TwoLevelColumns(const float* x, float* y, size_t len, size_t stride, size_t
 
 }  // namespace
 
+std::uint32_t FiniteTopImpl(const float* x, size_t n) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::RebindToSigned<decltype(df)> di;
+  const auto abs_mask = hn::Set(du, 0x7fffffffu);
+  const auto inf = hn::Set(di, 0x7f800000);
+  auto top = hn::Zero(di);  // magnitude bits < 2^31: signed compares are exact
+  const size_t N = hn::Lanes(df);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto a = hn::BitCast(di, hn::And(hn::BitCast(du, hn::LoadU(df, x + i)), abs_mask));
+    top = hn::Max(top, hn::IfThenElseZero(hn::Lt(a, inf), a));
+  }
+  auto t = static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, top)));
+  for (; i < n; ++i) {
+    const std::uint32_t a = std::bit_cast<std::uint32_t>(x[i]) & 0x7fffffffu;
+    if (a < 0x7f800000u) t = std::max(t, a);
+  }
+  return t;
+}
+
 void TwoLevelRowsImpl(const float* in, float* out, size_t rows, size_t n, size_t bs,
                       const TwoLevelParams& t, ScaledCounts& c, BlockCounts* b) {
   for (size_t r = 0; r < rows; ++r)
@@ -460,10 +481,15 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace fpguard::detail {
 
+HWY_EXPORT(FiniteTopImpl);
 HWY_EXPORT(MxRowsImpl);
 HWY_EXPORT(MxColumnsImpl);
 HWY_EXPORT(TwoLevelRowsImpl);
 HWY_EXPORT(TwoLevelColumnsImpl);
+
+float finite_absmax(const float* in, std::size_t n) {
+  return std::bit_cast<float>(HWY_DYNAMIC_DISPATCH(FiniteTopImpl)(in, n));
+}
 
 void mx_round_fast(const float* in, float* out, std::size_t rows, std::size_t n, std::size_t bs,
                    const MxParams& m, ScaledCounts& c, BlockCounts* b) {
