@@ -437,42 +437,53 @@ std::uint32_t FiniteTopImpl(const float* x, size_t n) {
   return t;
 }
 
-void TwoLevelRowsImpl(const float* in, float* out, size_t rows, size_t n, size_t bs,
-                      const TwoLevelParams& t, ScaledCounts& c, BlockCounts* b) {
+// The blocks of `rows` rows of `n` values, `bs` along each (the last of a row may be
+// short): block(x, y, len) for each, counted in c.
+template <class BlockFn>
+HWY_INLINE void EachRowBlock(const float* in, float* out, size_t rows, size_t n, size_t bs,
+                             ScaledCounts& c, const BlockFn& block) {
   for (size_t r = 0; r < rows; ++r)
     for (size_t at = 0; at < n; at += bs) {
       const size_t len = std::min(bs, n - at);
-      TwoLevelBlock(in + r * n + at, out + r * n + at, len, t, c, b);
+      block(in + r * n + at, out + r * n + at, len);
       ++c.scales;
       c.values += len;
     }
+}
+
+// `width` blocks side by side, one vector of lanes at a time: columns(x, y, lanes) for each.
+template <class ColumnsFn>
+HWY_INLINE void EachColumnVector(const float* in, float* out, size_t width,
+                                 const ColumnsFn& columns) {
+  const hn::ScalableTag<float> df;
+  const size_t N = hn::Lanes(df);
+  for (size_t j = 0; j < width; j += N) columns(in + j, out + j, std::min(N, width - j));
+}
+
+void TwoLevelRowsImpl(const float* in, float* out, size_t rows, size_t n, size_t bs,
+                      const TwoLevelParams& t, ScaledCounts& c, BlockCounts* b) {
+  EachRowBlock(in, out, rows, n, bs, c,
+               [&](const float* x, float* y, size_t len) { TwoLevelBlock(x, y, len, t, c, b); });
 }
 
 void TwoLevelColumnsImpl(const float* in, float* out, size_t len, size_t stride, size_t width,
                          const TwoLevelParams& t, ScaledCounts& c, BlockCounts* b) {
-  const hn::ScalableTag<float> df;
-  const size_t N = hn::Lanes(df);
-  for (size_t j = 0; j < width; j += N)
-    TwoLevelColumns(in + j, out + j, len, stride, std::min(N, width - j), t, c, b);
+  EachColumnVector(in, out, width, [&](const float* x, float* y, size_t lanes) {
+    TwoLevelColumns(x, y, len, stride, lanes, t, c, b);
+  });
 }
 
 void MxColumnsImpl(const float* in, float* out, size_t len, size_t stride, size_t width,
                    const MxParams& m, ScaledCounts& c, BlockCounts* b) {
-  const hn::ScalableTag<float> df;
-  const size_t N = hn::Lanes(df);
-  for (size_t j = 0; j < width; j += N)
-    Columns(in + j, out + j, len, stride, std::min(N, width - j), m, c, b);
+  EachColumnVector(in, out, width, [&](const float* x, float* y, size_t lanes) {
+    Columns(x, y, len, stride, lanes, m, c, b);
+  });
 }
 
 void MxRowsImpl(const float* in, float* out, size_t rows, size_t n, size_t bs, const MxParams& m,
                 ScaledCounts& c, BlockCounts* b) {
-  for (size_t r = 0; r < rows; ++r)
-    for (size_t at = 0; at < n; at += bs) {
-      const size_t len = std::min(bs, n - at);
-      Block(in + r * n + at, out + r * n + at, len, m, c, b);
-      ++c.scales;
-      c.values += len;
-    }
+  EachRowBlock(in, out, rows, n, bs, c,
+               [&](const float* x, float* y, size_t len) { Block(x, y, len, m, c, b); });
 }
 
 }  // namespace fpguard::detail::HWY_NAMESPACE
