@@ -105,8 +105,9 @@ void two_level_round_columns(const float* in, float* out, std::size_t len, std::
 // The largest finite |x| of in[0, n) (0 when there is none), in SIMD.
 float finite_absmax(const float* in, std::size_t n);
 
-// round_scaled on its fast path, the block counts added to `b` in the same pass; nullopt
-// (nothing written) where the format and layout have no fast path (has_fast_path).
+// round_scaled on its fast path, the block counts added to `b` in the same pass (an empty
+// `out`: the counts alone, no values written); nullopt (nothing written) where the format
+// and layout have no fast path (has_fast_path).
 std::optional<ScaledCounts> round_scaled_counting(std::span<const float> in, std::span<float> out,
                                                   const ScaledLayout& l, const ScaledFormat& f,
                                                   const ScaledOptions& o, BlockCounts& b);

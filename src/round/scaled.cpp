@@ -372,7 +372,7 @@ TwoLevelParams two_level_params(TwoLevelParams t, const ScaledFormat& f, std::sp
 
 // Blocks along a contiguous axis (d.inner == 1) by rows, rows(in, out, rows, n, counts,
 // block counts or nullptr); a tensor of few long rows is cut into rows of whole blocks first.
-// With `blocks`, the block counts are added to it.
+// With `blocks`, the block counts are added to it; an empty `out` is not written.
 template <class Rows>
 ScaledCounts fast_rows(std::span<const float> in, std::span<float> out, const Dims& d,
                        std::size_t bs, int threads, const Rows& kernel, BlockCounts* blocks) {
@@ -391,7 +391,8 @@ ScaledCounts fast_rows(std::span<const float> in, std::span<float> out, const Di
       [&](std::size_t r0, std::size_t r1) {
         ScaledCounts c;
         BlockCounts b;
-        kernel(in.data() + r0 * n, out.data() + r0 * n, r1 - r0, n, c, blocks ? &b : nullptr);
+        kernel(in.data() + r0 * n, out.empty() ? nullptr : out.data() + r0 * n, r1 - r0, n, c,
+               blocks ? &b : nullptr);
 #pragma omp critical(fpguard_mx_counts)
         {
           add(total, c);
@@ -404,7 +405,7 @@ ScaledCounts fast_rows(std::span<const float> in, std::span<float> out, const Di
 
 // Blocks along a strided axis (d.inner > 1), in tasks of one block row of up to kColumns
 // columns each: columns(in, out, block length, stride, width, counts, block counts or
-// nullptr); with `blocks`, the block counts are added to it.
+// nullptr); with `blocks`, the block counts are added to it; an empty `out` is not written.
 template <class Columns>
 ScaledCounts fast_columns(std::span<const float> in, std::span<float> out, const Dims& d,
                           std::size_t bs, int threads, const Columns& kernel, BlockCounts* blocks) {
@@ -419,7 +420,8 @@ ScaledCounts fast_columns(std::span<const float> in, std::span<float> out, const
         for (std::size_t u = u0; u < u1; ++u) {
           const std::size_t chunk = u % chunks, b = u / chunks % rows, o = u / chunks / rows;
           const std::size_t at = (o * d.n + b * bs) * d.inner + chunk * kColumns;
-          kernel(in.data() + at, out.data() + at, std::min(bs, d.n - b * bs), d.inner,
+          kernel(in.data() + at, out.empty() ? nullptr : out.data() + at,
+                 std::min(bs, d.n - b * bs), d.inner,
                  std::min(kColumns, d.inner - chunk * kColumns), c, blocks ? &bc : nullptr);
         }
 #pragma omp critical(fpguard_mx_counts)
@@ -535,7 +537,7 @@ double half_bits_lost(const Format& element) {
 std::optional<ScaledCounts> round_scaled_counting(std::span<const float> in, std::span<float> out,
                                                   const ScaledLayout& l, const ScaledFormat& f,
                                                   const ScaledOptions& o, BlockCounts& b) {
-  FPG_CHECK(in.size() == out.size());
+  FPG_CHECK(out.empty() || in.size() == out.size());
   return fast_path(in, out, dims_of(l, in.size()), f, o, &b);
 }
 

@@ -5,7 +5,8 @@
 // mask popcounts. One pass over memory. Along a strided axis: one block per lane, the
 // same arithmetic with per-lane scales. Two-level (NVFP4) blocks likewise, with their
 // E4M3 block scale rounded by RoundVec. On request the same pass also counts what each
-// block's scale did (BlockCounts: flushed, swamped, clipped values), for scaled_stats.
+// block's scale did (BlockCounts: flushed, swamped, clipped values), for scaled_stats,
+// which needs no values then (an output of nullptr is not written).
 // Compiled once per SIMD target, chosen at run time.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "round/scaled_simd.cpp"
@@ -48,7 +49,7 @@ HWY_INLINE void ForEachVec(D df, const float* x, size_t n, F&& f) {
 
 template <class D>
 HWY_INLINE void StoreN(D df, hn::Vec<D> v, float* y, size_t valid) {
-  if (valid == hn::Lanes(df)) return hn::StoreU(v, df, y);
+  if (valid >= hn::Lanes(df)) return hn::StoreU(v, df, y);  // (valid <= Lanes: all of them)
   HWY_ALIGN float buf[hn::MaxLanes(df)];
   hn::Store(v, df, buf);
   std::memcpy(y, buf, valid * sizeof(float));
@@ -179,7 +180,7 @@ void NanBlock(const float* x, float* y, size_t n, ScaledCounts& c) {
   for (size_t j = 0; j < n; ++j) {
     c.nan += !std::isfinite(x[j]);
     c.changed += !std::isnan(x[j]);
-    y[j] = std::numeric_limits<float>::quiet_NaN();
+    if (y) y[j] = std::numeric_limits<float>::quiet_NaN();
   }
   ++c.nan_scales;
 }
@@ -216,7 +217,7 @@ void Block(const float* x, float* y, size_t n, const MxParams& m, ScaledCounts& 
     if (m.inclusive) over = hn::Or(over, hn::Eq(aq, thr));
     CountValues(df, v, out, hn::And(over, live), live, counts);
     if (b) tally.Add(df, v, out, top, live, m.loss);
-    StoreN(df, out, y + at, valid);
+    if (y) StoreN(df, out, y + at, valid);
   });
   counts.add_to(c);
   c.saturated_scales += counts.saturated != 0;
@@ -285,7 +286,7 @@ void Columns(const float* x, float* y, size_t len, size_t stride, size_t valid, 
     sat_any = hn::Or(sat_any, hn::VecFromMask(df, over));
     CountValues(df, v, out, over, live, counts);
     if (b) tally.Add(df, v, out, top_out, ok, m.loss);
-    StoreN(df, out, y + k * stride, valid);
+    if (y) StoreN(df, out, y + k * stride, valid);
   }
   counts.add_to(c);
   c.values += len * valid;
@@ -376,7 +377,7 @@ void TwoLevelBlock(const float* x, float* y, size_t n, const TwoLevelParams& t, 
     const auto live = hn::FirstN(df, valid);
     const auto out = TwoLevelValues(df, v, s, t, live, sat_any, counts);
     if (b) tally.Add(df, v, out, top, hn::AndNot(s.nan, live), t.loss);
-    StoreN(df, out, y + at, valid);
+    if (y) StoreN(df, out, y + at, valid);
   });
   counts.add_to(c);
   if (b) tally.AddTo(df, *b, 0);
@@ -403,7 +404,7 @@ void TwoLevelColumns(const float* x, float* y, size_t len, size_t stride, size_t
     const auto v = LoadLive(df, x + k * stride, valid);
     const auto out = TwoLevelValues(df, v, s, t, live, sat_any, counts);
     if (b) tally.Add(df, v, out, top, ok, t.loss);
-    StoreN(df, out, y + k * stride, valid);
+    if (y) StoreN(df, out, y + k * stride, valid);
   }
   counts.add_to(c);
   if (b) tally.AddTo(df, *b, valid);
@@ -438,14 +439,14 @@ std::uint32_t FiniteTopImpl(const float* x, size_t n) {
 }
 
 // The blocks of `rows` rows of `n` values, `bs` along each (the last of a row may be
-// short): block(x, y, len) for each, counted in c.
+// short): block(x, y, len) for each, counted in c (y nullptr where out is: not written).
 template <class BlockFn>
 HWY_INLINE void EachRowBlock(const float* in, float* out, size_t rows, size_t n, size_t bs,
                              ScaledCounts& c, const BlockFn& block) {
   for (size_t r = 0; r < rows; ++r)
     for (size_t at = 0; at < n; at += bs) {
       const size_t len = std::min(bs, n - at);
-      block(in + r * n + at, out + r * n + at, len);
+      block(in + r * n + at, out ? out + r * n + at : nullptr, len);
       ++c.scales;
       c.values += len;
     }
@@ -457,7 +458,8 @@ HWY_INLINE void EachColumnVector(const float* in, float* out, size_t width,
                                  const ColumnsFn& columns) {
   const hn::ScalableTag<float> df;
   const size_t N = hn::Lanes(df);
-  for (size_t j = 0; j < width; j += N) columns(in + j, out + j, std::min(N, width - j));
+  for (size_t j = 0; j < width; j += N)
+    columns(in + j, out ? out + j : nullptr, std::min(N, width - j));
 }
 
 void TwoLevelRowsImpl(const float* in, float* out, size_t rows, size_t n, size_t bs,

@@ -127,7 +127,6 @@ ScaledFormatStats run(std::span<const T> x, const ScaledLayout& l, const ScaledF
   s.format = f;
   s.axis = l.axis;
   s.element_range_bits = finfo(f).block_range_bits;
-  std::vector<T> y(x.size());
   ScaledOptions so;
   so.threads = o.threads;
   so.amax = amax;
@@ -143,12 +142,13 @@ ScaledFormatStats run(std::span<const T> x, const ScaledLayout& l, const ScaledF
   if constexpr (std::is_same_v<T, float>) {
     detail::BlockCounts b;
     if (!o.distribution)
-      if (const auto c = detail::round_scaled_counting(x, std::span<T>(y), l, f, so, b)) {
+      if (const auto c = detail::round_scaled_counting(x, {}, l, f, so, b)) {
         put_counts(*c);
         put(b, s);
         return s;
       }
   }
+  std::vector<T> y(x.size());
   put_counts(round_scaled(x, std::span<T>(y), l, f, so, subnormals ? &codes : nullptr));
   GroupWalk<T> walk(x, y, codes.codes, s);
   if (f.scope == ScaleScope::block)
