@@ -1,7 +1,7 @@
-// Scaled formats: the table and spellings (src/format/scaled.cpp) and the quantizer's
-// counts, layout and errors (src/round/scaled.cpp). Values and codes are compared bit for
-// bit with the NumPy reference in tests/reference/mx_test.py; here are the properties a
-// reference cannot see: what is counted, the error cases, aliasing.
+// Scaled formats: the table and spellings (src/format/scaled.cpp), the quantizer's counts,
+// layout and errors (src/round/scaled.cpp) and scaled_stats' counts taken while quantizing. Values
+// and codes are compared bit for bit with the NumPy reference in tests/reference/mx_test.py; here
+// are the properties a reference cannot see: what is counted, the error cases, aliasing.
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
@@ -20,6 +20,7 @@
 #include "fpguard/exec.hpp"
 #include "fpguard/format.hpp"
 #include "fpguard/round.hpp"
+#include "fpguard/stats.hpp"
 
 namespace fpguard {
 namespace {
@@ -209,16 +210,16 @@ TEST(RoundScaled, CalibratedAmaxReplacesTheTensorsOwn) {
   EXPECT_EQ(codes.tensor_scale, 1.0);
 }
 
-// The fast paths (MX and two-level blocks along a contiguous axis, and along a strided one:
-// one block per SIMD lane) equal the generic path bit for bit, counts included: values across
-// float32's whole range (subnormals, all-zero and NaN/inf blocks, maxima at and one ulp under
-// powers of two), short last blocks, strides shorter and longer than a vector, every compiled SIMD
-// target, several thread counts.
-TEST(RoundScaled, FastPathEqualsGenericBitForBit) {
+// Values across float32's whole range (subnormals, all-zero and NaN/inf blocks, maxima at
+// and one ulp under powers of two), as a [37, 333] array; the same corners down its columns
+// seen as [333, 37].
+constexpr std::size_t kRows = 37, kCols = 333;  // 333 = 10 blocks of 32 + 13
+
+std::vector<float> corner_values() {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd;
   std::uniform_int_distribution<int> ex(-150, 127);
-  const std::size_t rows = 37, n = 333;  // 333 = 10 blocks of 32 + 13
+  const std::size_t rows = kRows, n = kCols;
   std::vector<float> x(rows * n);
   for (std::size_t i = 0; i < x.size(); ++i) {
     const int e = ex(rng);
@@ -230,7 +231,6 @@ TEST(RoundScaled, FastPathEqualsGenericBitForBit) {
   x[5 * n] = 2.0f;
   x[5 * n + 33] = std::nextafter(4.0f, 0.0f);
   for (std::size_t i = 0; i < n; ++i) x[6 * n + i] = std::ldexp(nd(rng), -140);  // subnormals
-  // The same corners down the columns of x seen as [333, 37] (blocks along axis 0).
   const auto column = [&](std::size_t j, auto value) {
     for (std::size_t k = 0; k < 64; ++k) x[k * rows + j] = value(k);
   };
@@ -242,32 +242,48 @@ TEST(RoundScaled, FastPathEqualsGenericBitForBit) {
   });
   x[7 * rows + 5] = std::numeric_limits<float>::infinity();
   x[40 * rows + 6] = std::numeric_limits<float>::quiet_NaN();
+  return x;
+}
+
+// Layouts of corner_values: blocks along a contiguous axis and along strided ones.
+std::vector<ScaledLayout> corner_layouts() {
   const auto dim = [](std::size_t v) { return static_cast<std::int64_t>(v); };
-  const std::vector<ScaledLayout> layouts = {
-      {.shape = {dim(rows), dim(n)}},
-      {.shape = {dim(n), dim(rows)}, .axis = 0},        // stride 37: a vector and a tail
-      {.shape = {dim(rows), 9, dim(rows)}, .axis = 1},  // one short block per column
-      {.shape = {dim(rows * rows), 9}, .axis = 0},      // stride 9, under one vector
-      {.shape = {3, dim(rows * n / 3)}, .axis = 0},     // one 3-value block per column
-      {.shape = {dim(rows), dim(n), 1}, .axis = 1}};    // stride 1 through the strided shape
-  // Two-level formats also with a calibrated amax far under the tensor's: their block
-  // scales saturate at E4M3's 448 (and its tensor scale is then the calibrated one).
-  const std::vector<std::pair<const char*, std::optional<double>>> runs = {
-      {"mxfp8_e4m3", {}},
-      {"mxfp8_e5m2", {}},
-      {"mxfp6_e3m2", {}},
-      {"mxfp6_e2m3", {}},
-      {"mxfp4_e2m1", {}},
-      {"mxint8", {}},
-      {"block:e4m3:e8m0:7", {}},
-      {"block:bf16:e8m0:32", {}},
-      {"nvfp4", {}},
-      {"nvfp4", 1.0},
-      {"nvfp4", 1e10},
-      {"block:e4m3:e4m3:7", 1e-3},
-      {"block:float4_e2m1fn:e4m3:32", {}}};
-  for (const auto& [name, amax] : runs)
-    for (const ScaledLayout& l : layouts) {
+  const std::size_t rows = kRows, n = kCols;
+  return {{.shape = {dim(rows), dim(n)}},
+          {.shape = {dim(n), dim(rows)}, .axis = 0},        // stride 37: a vector and a tail
+          {.shape = {dim(rows), 9, dim(rows)}, .axis = 1},  // one short block per column
+          {.shape = {dim(rows * rows), 9}, .axis = 0},      // stride 9, under one vector
+          {.shape = {3, dim(rows * n / 3)}, .axis = 0},     // one 3-value block per column
+          {.shape = {dim(rows), dim(n), 1}, .axis = 1}};    // stride 1 through the strided shape
+}
+
+// Block formats with their calibrated amax: two-level formats also with one far under the
+// tensor's, so that their block scales saturate at E4M3's 448 (and its tensor scale is then
+// the calibrated one).
+std::vector<std::pair<const char*, std::optional<double>>> corner_formats() {
+  return {{"mxfp8_e4m3", {}},
+          {"mxfp8_e5m2", {}},
+          {"mxfp6_e3m2", {}},
+          {"mxfp6_e2m3", {}},
+          {"mxfp4_e2m1", {}},
+          {"mxint8", {}},
+          {"block:e4m3:e8m0:7", {}},
+          {"block:bf16:e8m0:32", {}},
+          {"nvfp4", {}},
+          {"nvfp4", 1.0},
+          {"nvfp4", 1e10},
+          {"block:e4m3:e4m3:7", 1e-3},
+          {"block:float4_e2m1fn:e4m3:32", {}}};
+}
+
+// The fast paths (MX and two-level blocks along a contiguous axis, and along a strided one:
+// one block per SIMD lane) equal the generic path bit for bit, counts included: the corner
+// values, short last blocks, strides shorter and longer than a vector, every compiled SIMD
+// target, several thread counts.
+TEST(RoundScaled, FastPathEqualsGenericBitForBit) {
+  const std::vector<float> x = corner_values();
+  for (const auto& [name, amax] : corner_formats())
+    for (const ScaledLayout& l : corner_layouts()) {
       const ScaledFormat f = parse_scaled_format(name);
       SCOPED_TRACE(std::string(name) + " axis " + std::to_string(l.axis) + " of rank " +
                    std::to_string(l.shape.size()) + (amax ? " calibrated" : ""));
@@ -297,6 +313,57 @@ TEST(RoundScaled, FastPathEqualsGenericBitForBit) {
           EXPECT_EQ(cg.saturated_scales, cw.saturated_scales);
         }
     }
+}
+
+// scaled_stats' counts alone (taken by the fast path's kernels while they quantize) equal
+// those of its full walk over the values (the walk the NumPy reference checks,
+// tests/reference/mx_inspect_test.py): the corner values, every layout, format, SIMD target
+// and several thread counts. The corners flush, swamp, clip (NVFP4 under a calibrated amax
+// saturates its block scales) and underflow.
+TEST(ScaledStats, CountsWhileQuantizingEqualTheWalk) {
+  const std::vector<float> x = corner_values();
+  StatsOptions full;
+  full.threads = 1;
+  std::uint64_t flushed = 0, swamped = 0, clipped = 0, underflow = 0;
+  for (const auto& [name, amax] : corner_formats())
+    for (const ScaledLayout& l : corner_layouts()) {
+      const ScaledFormat f = parse_scaled_format(name);
+      SCOPED_TRACE(std::string(name) + " axis " + std::to_string(l.axis) + " of rank " +
+                   std::to_string(l.shape.size()) + (amax ? " calibrated" : ""));
+      const ScaledFormatStats want = scaled_stats(x, l, f, full, amax);
+      flushed += want.flushed;
+      swamped += want.swamped;
+      clipped += want.clipped;
+      underflow += want.underflow;
+      for (std::int64_t target : hwy::SupportedAndGeneratedTargets())
+        for (int threads : {1, 2, 3}) {
+          hwy::SetSupportedTargetsForTest(target);
+          SCOPED_TRACE(hwy::TargetName(target));
+          StatsOptions counts;
+          counts.threads = threads;
+          counts.distribution = false;
+          const ScaledFormatStats got = scaled_stats(x, l, f, counts, amax);
+          hwy::SetSupportedTargetsForTest(0);
+          EXPECT_EQ(got.blocks, want.blocks);
+          EXPECT_EQ(got.nan_blocks, want.nan_blocks);
+          EXPECT_EQ(got.saturated_blocks, want.saturated_blocks);
+          EXPECT_EQ(got.saturated, want.saturated);
+          EXPECT_EQ(got.flushed, want.flushed);
+          EXPECT_EQ(got.flushed_blocks, want.flushed_blocks);
+          EXPECT_EQ(got.swamped, want.swamped);
+          EXPECT_EQ(got.swamped_blocks, want.swamped_blocks);
+          EXPECT_EQ(got.underflow, want.underflow);
+          EXPECT_EQ(got.nonzero, want.nonzero);
+          EXPECT_EQ(got.subnormal, want.subnormal);
+          EXPECT_EQ(got.clipped, want.clipped);
+          EXPECT_EQ(got.clipped_blocks, want.clipped_blocks);
+        }
+    }
+  // The corners do reach every count.
+  EXPECT_GT(flushed, 0u);
+  EXPECT_GT(swamped, 0u);
+  EXPECT_GT(clipped, 0u);
+  EXPECT_GT(underflow, 0u);
 }
 
 TEST(RoundScaled, LayoutErrorsName) {

@@ -125,8 +125,12 @@ struct ScaledFormatStats {
   Verdict verdict = Verdict::ok;
 };
 
-// `axis` (scope block or channel) as ScaledLayout::axis; threads as StatsOptions (margin and
-// distribution do not apply). Throws fpguard::Error (where "axis") for an axis out of range.
+// `axis` (scope block or channel) as ScaledLayout::axis; threads as StatsOptions (margin does
+// not apply). With StatsOptions::distribution false, the counts alone (blocks, nan_blocks,
+// saturated*, flushed*, swamped*, underflow, nonzero, subnormal, clipped*; the rest is left
+// at its default, verdict ok): on the fast path of round_scaled (float32, OCP MX and NVFP4
+// blocks) they are taken while quantizing, in one pass. Throws fpguard::Error (where "axis")
+// for an axis out of range.
 ScaledFormatStats scaled_stats(std::span<const float> x, const ScaledLayout& l,
                                const ScaledFormat& f, const StatsOptions& o = {},
                                std::optional<double> amax = std::nullopt);

@@ -63,6 +63,13 @@ struct Context {
   std::map<std::string, int> elem_types{};
   // A scaled precision's calibrated activation amax (exec::calibrate_activations).
   ActivationAmax activation_amax{};
+  // Input set 0's graph outputs as the lockstep ran it, for the accuracy origins (which
+  // would run it again): the reference's (reference_outputs) and, for a model without
+  // 16-bit storage (where the emulated run is the one they run: every node but --keep-fp32
+  // in the format), the emulated run's; empty where this check did not run set 0 (one
+  // finished from partial results).
+  std::vector<Tensor> first_reference{};
+  std::vector<NamedTensor> first_emulated{};
 
   Source source_of(const std::string& value) const;
   // Gives `p` the check's scaled precision (CheckOptions::scaled), if any, with its

@@ -472,6 +472,8 @@ struct Lockstep {
   // scan's, in ctx.absmax).
   std::map<std::string, double> sample_absmax{};
   std::size_t set = 0;  // the global index of the sample being run
+  // Keep set 0's emulated outputs (Context::first_emulated): a model without 16-bit storage.
+  bool keep_first_emulated = false;
   // With a reference model: its executor (float32), this sample's values of the original's
   // tensors matched to ours (ours -> theirs) and its graph outputs by name.
   const exec::Executor* orig_ex = nullptr;
@@ -547,6 +549,7 @@ ScaledOperandRecord Lockstep::measure_scaled(const model::Node& node, const Node
   if (!op) return {};
   StatsOptions so;
   so.threads = o.threads;
+  so.distribution = false;  // the counts alone (taken while quantizing, on the fast path)
   const ScaledFormatStats st = with_values(
       r, [&](auto xs) { return scaled_stats(xs, op->layout, op->format, so, op->options.amax); });
   return {.input = i,
@@ -930,6 +933,10 @@ void Lockstep::judge_outputs(const exec::Session& ref, const exec::Session& emu)
   // reference's (its float64 carriers with --reference fp64).
   auto ro = reference_outputs(ref);
   const auto eo = emu.outputs();
+  if (set == 0) {
+    ctx.first_reference = ro;
+    if (keep_first_emulated) ctx.first_emulated = eo;
+  }
   if (orig_ex)  // the original's outputs (same names, checked before)
     for (std::size_t i = 0; i < ro.size(); ++i)
       if (auto ov = original.find(eo[i].name); ov != original.end()) {
@@ -1578,7 +1585,8 @@ void Checker::accumulate(const SetReader& samples, const std::vector<std::size_t
               .ref_ex = ref_ex,
               .emu_ex = emu_ex,
               .local_ex = local_ex,
-              .verdicts = verdicts};
+              .verdicts = verdicts,
+              .keep_first_emulated = !setup.mixed};
   ls.steps_total = ctx.order.size() * samples.count;
   std::optional<exec::Executor> orig_ex;
   if (o.reference_model) {

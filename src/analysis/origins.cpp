@@ -508,8 +508,8 @@ void accuracy_origins(Context& ctx, const Graphs& g,
 
   const exec::Executor& ref_ex = reference();
   const std::vector<NamedTensor> sample = first_set();
-  std::vector<Tensor> ref_outputs;
-  {
+  std::vector<Tensor> ref_outputs = ctx.first_reference;  // as the lockstep ran set 0
+  if (ref_outputs.empty()) {
     exec::Session ref(ref_ex, sample);
     while (!ref.done()) ref.step();
     ref_outputs = reference_outputs(ref);
@@ -539,7 +539,8 @@ void accuracy_origins(Context& ctx, const Graphs& g,
   all.policy.accumulate = ctx.o.accumulate;
   all.policy.accumulation = ctx.o.accumulation;
   ctx.scale(all.policy);
-  const double total = output_error(exec::Executor(ref_ex, all).run(sample));
+  const double total = output_error(
+      !ctx.first_emulated.empty() ? ctx.first_emulated : exec::Executor(ref_ex, all).run(sample));
   std::vector<Origin> found;
   for (const auto& [err, pos] : candidates) {
     const NodeRecord& rec = ctx.diag.nodes[pos];

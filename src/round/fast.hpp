@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "fpguard/round.hpp"
 
@@ -42,21 +43,45 @@ void round_fast(const float* in, float* out, std::size_t n, const FastParams& p)
 // (nothing written) where the CPU has no such conversion.
 bool half_bits(const float* in, std::uint16_t* out, std::size_t n);
 
+// What the scales did to the finite non-zero values of the blocks they cover, summed over
+// blocks: the counts of scaled_stats (ScaledFormatStats in fpguard/stats.hpp says what each
+// means). Defined once here for the two that count them: the fast path's kernels, while
+// they quantize (round_scaled_counting), and scaled_stats' walk over the values.
+struct BlockCounts {
+  std::uint64_t nonzero = 0, flushed = 0, flushed_blocks = 0, swamped = 0, swamped_blocks = 0,
+                underflow = 0, clipped = 0, clipped_blocks = 0;
+  // One block: its `nonzero` finite non-zero values (none in a NaN block), of which `zeroed`
+  // became zero and `clipped` were clipped (clipped_past). Zeros beside a value that stayed
+  // non-zero were flushed by the scale it set; a block that became zeros underflowed.
+  void add_block(std::uint64_t nonzero, std::uint64_t zeroed, std::uint64_t clipped);
+  void add(const BlockCounts& b);
+};
+// The relative error past which half the element's bits are lost (scaled_stats' precision
+// loss and the clipping margin).
+double half_bits_lost(const Format& element);
+// Whether a finite value of magnitude `ax` was clipped: beyond `top`, the largest magnitude
+// its block decodes to, by more than `loss` (half_bits_lost) of itself.
+inline bool clipped_past(double ax, double top, double loss) {
+  return top > 0 && ax > top && ax - top > loss * ax;
+}
+
 // OCP MX quantize-dequantize (round_scaled's fast path, scaled_simd.cpp): `rows` rows of
 // `n` values, blocks of `bs` along each; the element rounds with `p` (nearest-even,
-// saturating), the scale exponent is floor(log2 amax) - emax clamped to [lo, hi]. Adds to c.
+// saturating), the scale exponent is floor(log2 amax) - emax clamped to [lo, hi]. Adds to c,
+// and with `b` the block counts to *b (clipped with `loss`).
 struct MxParams {
   FastParams p;
   int emax = 0, lo = 0, hi = 0;
   float thr = 0;  // the element's overflow threshold (saturation count), inclusive or not
   bool inclusive = false;
+  double loss = 0;  // half_bits_lost of the element
 };
 void mx_round_fast(const float* in, float* out, std::size_t rows, std::size_t n, std::size_t bs,
-                   const MxParams& m, ScaledCounts& c);
+                   const MxParams& m, ScaledCounts& c, BlockCounts* b);
 // The same for blocks along a strided axis: `width` blocks side by side, block j holding
 // the `len` values in[j + k * stride], k < len (one SIMD lane per block).
 void mx_round_columns(const float* in, float* out, std::size_t len, std::size_t stride,
-                      std::size_t width, const MxParams& m, ScaledCounts& c);
+                      std::size_t width, const MxParams& m, ScaledCounts& c, BlockCounts* b);
 
 // Two-level (NVFP4) quantize-dequantize, the same two layouts: per block s_b = the scale
 // format's rounding of amax / span (saturating), the element x / (s_b * s_t) rounded with
@@ -69,10 +94,22 @@ struct TwoLevelParams {
   float scale_max = 0;     // the scale format's max (saturated scales past it)
   float thr = 0;           // the element's overflow threshold, inclusive or not
   bool inclusive = false;
+  double loss = 0;  // half_bits_lost of the element
 };
 void two_level_round_fast(const float* in, float* out, std::size_t rows, std::size_t n,
-                          std::size_t bs, const TwoLevelParams& t, ScaledCounts& c);
+                          std::size_t bs, const TwoLevelParams& t, ScaledCounts& c, BlockCounts* b);
 void two_level_round_columns(const float* in, float* out, std::size_t len, std::size_t stride,
-                             std::size_t width, const TwoLevelParams& t, ScaledCounts& c);
+                             std::size_t width, const TwoLevelParams& t, ScaledCounts& c,
+                             BlockCounts* b);
+
+// The largest finite |x| of in[0, n) (0 when there is none), in SIMD.
+float finite_absmax(const float* in, std::size_t n);
+
+// round_scaled on its fast path, the block counts added to `b` in the same pass (an empty
+// `out`: the counts alone, no values written); nullopt (nothing written) where the format
+// and layout have no fast path (has_fast_path).
+std::optional<ScaledCounts> round_scaled_counting(std::span<const float> in, std::span<float> out,
+                                                  const ScaledLayout& l, const ScaledFormat& f,
+                                                  const ScaledOptions& o, BlockCounts& b);
 
 }  // namespace fpguard::detail

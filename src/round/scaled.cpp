@@ -309,6 +309,7 @@ ScaledCounts round_scaled_generic(std::span<const T> in, std::span<T> out, const
 //    cast to float.
 // Two-level: the same float32 operations in the same order as the generic path (its
 // divisions and products are float32 ones); the roundings are round_fast's.
+using detail::BlockCounts;
 using detail::MxParams;
 using detail::TwoLevelParams;
 
@@ -326,7 +327,8 @@ std::optional<MxParams> mx_fast(const ScaledFormat& f) {
                   .lo = f.scale.emin(),
                   .hi = f.scale.emax(),
                   .thr = static_cast<float>(t.value),
-                  .inclusive = t.inclusive};
+                  .inclusive = t.inclusive,
+                  .loss = detail::half_bits_lost(f.element)};
 }
 
 void add(ScaledCounts& a, const ScaledCounts& b) {
@@ -353,29 +355,27 @@ std::optional<TwoLevelParams> two_level_fast(const ScaledFormat& f) {
                         .scale = *s,
                         .scale_max = static_cast<float>(f.scale.max()),
                         .thr = static_cast<float>(t.value),
-                        .inclusive = t.inclusive};
+                        .inclusive = t.inclusive,
+                        .loss = detail::half_bits_lost(f.element)};
 }
 
 // The tensor scale as the generic path takes it: s_t = amax / (element max * scale max)
 // in float32, amax the calibrated one or the tensor's largest finite magnitude.
 TwoLevelParams two_level_params(TwoLevelParams t, const ScaledFormat& f, std::span<const float> in,
                                 const ScaledOptions& o) {
-  float amax = 0;
-  if (o.amax)
-    amax = static_cast<float>(*o.amax);
-  else
-    for (const float x : in)
-      if (std::isfinite(x)) amax = std::max(amax, std::abs(x));
+  const float amax =
+      o.amax ? static_cast<float>(*o.amax) : detail::finite_absmax(in.data(), in.size());
   t.tensor_scale = amax / static_cast<float>(f.element.max() * f.scale.max());
   t.span = static_cast<float>(f.element.max()) * t.tensor_scale;
   return t;
 }
 
-// Blocks along a contiguous axis (d.inner == 1) by rows, rows(in, out, rows, n, counts); a
-// tensor of few long rows is cut into rows of whole blocks first.
+// Blocks along a contiguous axis (d.inner == 1) by rows, rows(in, out, rows, n, counts,
+// block counts or nullptr); a tensor of few long rows is cut into rows of whole blocks first.
+// With `blocks`, the block counts are added to it; an empty `out` is not written.
 template <class Rows>
 ScaledCounts fast_rows(std::span<const float> in, std::span<float> out, const Dims& d,
-                       std::size_t bs, int threads, const Rows& kernel) {
+                       std::size_t bs, int threads, const Rows& kernel, BlockCounts* blocks) {
   ScaledCounts total;
   std::size_t rows = d.outer, n = d.n;
   constexpr std::size_t kPiece = 4096;
@@ -390,63 +390,76 @@ ScaledCounts fast_rows(std::span<const float> in, std::span<float> out, const Di
       rows, threads == 0 ? detail::resolve_threads(0, in.size()) : threads,
       [&](std::size_t r0, std::size_t r1) {
         ScaledCounts c;
-        kernel(in.data() + r0 * n, out.data() + r0 * n, r1 - r0, n, c);
+        BlockCounts b;
+        kernel(in.data() + r0 * n, out.empty() ? nullptr : out.data() + r0 * n, r1 - r0, n, c,
+               blocks ? &b : nullptr);
 #pragma omp critical(fpguard_mx_counts)
-        add(total, c);
+        {
+          add(total, c);
+          if (blocks) blocks->add(b);
+        }
       },
       1);
   return total;
 }
 
 // Blocks along a strided axis (d.inner > 1), in tasks of one block row of up to kColumns
-// columns each: columns(in, out, block length, stride, width, counts).
+// columns each: columns(in, out, block length, stride, width, counts, block counts or
+// nullptr); with `blocks`, the block counts are added to it; an empty `out` is not written.
 template <class Columns>
 ScaledCounts fast_columns(std::span<const float> in, std::span<float> out, const Dims& d,
-                          std::size_t bs, int threads, const Columns& kernel) {
+                          std::size_t bs, int threads, const Columns& kernel, BlockCounts* blocks) {
   constexpr std::size_t kColumns = 256;
-  const std::size_t blocks = (d.n + bs - 1) / bs, chunks = (d.inner + kColumns - 1) / kColumns;
+  const std::size_t rows = (d.n + bs - 1) / bs, chunks = (d.inner + kColumns - 1) / kColumns;
   ScaledCounts total;
   detail::parallel_for(
-      d.outer * blocks * chunks, threads == 0 ? detail::resolve_threads(0, in.size()) : threads,
+      d.outer * rows * chunks, threads == 0 ? detail::resolve_threads(0, in.size()) : threads,
       [&](std::size_t u0, std::size_t u1) {
         ScaledCounts c;
+        BlockCounts bc;
         for (std::size_t u = u0; u < u1; ++u) {
-          const std::size_t chunk = u % chunks, b = u / chunks % blocks, o = u / chunks / blocks;
+          const std::size_t chunk = u % chunks, b = u / chunks % rows, o = u / chunks / rows;
           const std::size_t at = (o * d.n + b * bs) * d.inner + chunk * kColumns;
-          kernel(in.data() + at, out.data() + at, std::min(bs, d.n - b * bs), d.inner,
-                 std::min(kColumns, d.inner - chunk * kColumns), c);
+          kernel(in.data() + at, out.empty() ? nullptr : out.data() + at,
+                 std::min(bs, d.n - b * bs), d.inner,
+                 std::min(kColumns, d.inner - chunk * kColumns), c, blocks ? &bc : nullptr);
         }
 #pragma omp critical(fpguard_mx_counts)
-        add(total, c);
+        {
+          add(total, c);
+          if (blocks) blocks->add(bc);
+        }
       },
       1);
   return total;
 }
 
-// The SIMD kernels for `f`, if it has them: rows or columns as the layout asks.
+// The SIMD kernels for `f`, if it has them: rows or columns as the layout asks; with
+// `blocks`, the block counts added to it.
 std::optional<ScaledCounts> fast_path(std::span<const float> in, std::span<float> out,
-                                      const Dims& d, const ScaledFormat& f,
-                                      const ScaledOptions& o) {
+                                      const Dims& d, const ScaledFormat& f, const ScaledOptions& o,
+                                      BlockCounts* blocks = nullptr) {
   const auto bs = static_cast<std::size_t>(f.block_size);
   const auto run = [&](const auto& rows, const auto& columns) {
-    return d.inner == 1 ? fast_rows(in, out, d, bs, o.threads, rows)
-                        : fast_columns(in, out, d, bs, o.threads, columns);
+    return d.inner == 1 ? fast_rows(in, out, d, bs, o.threads, rows, blocks)
+                        : fast_columns(in, out, d, bs, o.threads, columns, blocks);
   };
   using std::size_t;
+  using C = ScaledCounts;
+  using B = BlockCounts;
   if (const auto m = mx_fast(f))
-    return run([&](const float* x, float* y, size_t rows, size_t n,
-                   ScaledCounts& c) { detail::mx_round_fast(x, y, rows, n, bs, *m, c); },
-               [&](const float* x, float* y, size_t len, size_t stride, size_t width,
-                   ScaledCounts& c) { detail::mx_round_columns(x, y, len, stride, width, *m, c); });
+    return run([&](const float* x, float* y, size_t rows, size_t n, C& c,
+                   B* b) { detail::mx_round_fast(x, y, rows, n, bs, *m, c, b); },
+               [&](const float* x, float* y, size_t len, size_t stride, size_t width, C& c, B* b) {
+                 detail::mx_round_columns(x, y, len, stride, width, *m, c, b);
+               });
   if (const auto k = two_level_fast(f)) {
     const TwoLevelParams t = two_level_params(*k, f, in, o);
-    return run(
-        [&](const float* x, float* y, size_t rows, size_t n, ScaledCounts& c) {
-          detail::two_level_round_fast(x, y, rows, n, bs, t, c);
-        },
-        [&](const float* x, float* y, size_t len, size_t stride, size_t width, ScaledCounts& c) {
-          detail::two_level_round_columns(x, y, len, stride, width, t, c);
-        });
+    return run([&](const float* x, float* y, size_t rows, size_t n, C& c,
+                   B* b) { detail::two_level_round_fast(x, y, rows, n, bs, t, c, b); },
+               [&](const float* x, float* y, size_t len, size_t stride, size_t width, C& c, B* b) {
+                 detail::two_level_round_columns(x, y, len, stride, width, t, c, b);
+               });
   }
   return std::nullopt;
 }
@@ -487,6 +500,48 @@ void for_each_scale_block(const ScaledLayout& l, const ScaledFormat& f, std::siz
   FPG_CHECK(f.scope == ScaleScope::block);
   for_each_block(dims_of(l, size), static_cast<std::size_t>(f.block_size), fn);
 }
+
+namespace detail {
+
+void BlockCounts::add_block(std::uint64_t n, std::uint64_t zeroed, std::uint64_t c) {
+  nonzero += n;
+  clipped += c;
+  clipped_blocks += c > 0;
+  if (zeroed > 0 && zeroed < n) {  // and a non-zero value of the block stayed non-zero
+    flushed += zeroed;
+    ++flushed_blocks;
+    if (2 * zeroed >= n) {
+      swamped += zeroed;
+      ++swamped_blocks;
+    }
+  } else {
+    underflow += zeroed;
+  }
+}
+
+void BlockCounts::add(const BlockCounts& b) {
+  nonzero += b.nonzero;
+  flushed += b.flushed;
+  flushed_blocks += b.flushed_blocks;
+  swamped += b.swamped;
+  swamped_blocks += b.swamped_blocks;
+  underflow += b.underflow;
+  clipped += b.clipped;
+  clipped_blocks += b.clipped_blocks;
+}
+
+double half_bits_lost(const Format& element) {
+  return std::exp2(-0.5 * element.precision_bits());
+}
+
+std::optional<ScaledCounts> round_scaled_counting(std::span<const float> in, std::span<float> out,
+                                                  const ScaledLayout& l, const ScaledFormat& f,
+                                                  const ScaledOptions& o, BlockCounts& b) {
+  FPG_CHECK(out.empty() || in.size() == out.size());
+  return fast_path(in, out, dims_of(l, in.size()), f, o, &b);
+}
+
+}  // namespace detail
 
 bool has_fast_path(const ScaledFormat& f, const ScaledLayout& l) {
   std::size_t size = 1;

@@ -4,7 +4,10 @@
 // RoundVec (the element rounding of round_fast, saturating), times 2^e, and the counts as
 // mask popcounts. One pass over memory. Along a strided axis: one block per lane, the
 // same arithmetic with per-lane scales. Two-level (NVFP4) blocks likewise, with their
-// E4M3 block scale rounded by RoundVec. Compiled once per SIMD target, chosen at run time.
+// E4M3 block scale rounded by RoundVec. On request the same pass also counts what each
+// block's scale did (BlockCounts: flushed, swamped, clipped values), for scaled_stats,
+// which needs no values then (an output of nullptr is not written).
+// Compiled once per SIMD target, chosen at run time.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "round/scaled_simd.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -46,7 +49,7 @@ HWY_INLINE void ForEachVec(D df, const float* x, size_t n, F&& f) {
 
 template <class D>
 HWY_INLINE void StoreN(D df, hn::Vec<D> v, float* y, size_t valid) {
-  if (valid == hn::Lanes(df)) return hn::StoreU(v, df, y);
+  if (valid >= hn::Lanes(df)) return hn::StoreU(v, df, y);  // (valid <= Lanes: all of them)
   HWY_ALIGN float buf[hn::MaxLanes(df)];
   hn::Store(v, df, buf);
   std::memcpy(y, buf, valid * sizeof(float));
@@ -97,6 +100,66 @@ struct ValueCounts {
   }
 };
 
+// Block counts (BlockCounts) per lane: of the values on lanes `ok` (live lanes of finite
+// blocks), the non-zero ones and those that became zero (lane counts as int32 vectors), and
+// those clipped past `top` (the largest magnitude each lane's block decodes to) into
+// clipped[lane]. A clipped candidate, beyond top, is rare (the block maximum rounded down,
+// or saturated): its test runs in double, as scaled_stats' walk does it.
+template <class D>
+struct LaneTally {
+  using VI = hn::Vec<hn::RebindToSigned<D>>;
+  VI nonzero, zeroed;
+  std::uint32_t clipped[hn::MaxLanes(D())] = {};
+  explicit LaneTally(D df)
+      : nonzero(hn::Zero(hn::RebindToSigned<D>())), zeroed(hn::Zero(hn::RebindToSigned<D>())) {
+    (void)df;
+  }
+
+  template <class V = hn::Vec<D>>
+  HWY_INLINE void Add(D df, V v, V out, V top, hn::Mask<D> ok, double loss) {
+    const hn::RebindToUnsigned<D> du;
+    const hn::RebindToSigned<D> di;
+    const auto abs_mask = hn::Set(du, 0x7fffffffu);
+    const auto nz = hn::And(
+        hn::RebindMask(df, hn::Ne(hn::And(hn::BitCast(du, v), abs_mask), hn::Zero(du))), ok);
+    const auto zero_y =
+        hn::RebindMask(df, hn::Eq(hn::And(hn::BitCast(du, out), abs_mask), hn::Zero(du)));
+    nonzero = hn::Sub(nonzero, hn::BitCast(di, hn::VecFromMask(df, nz)));
+    zeroed = hn::Sub(zeroed, hn::BitCast(di, hn::VecFromMask(df, hn::And(nz, zero_y))));
+    const auto candidate = hn::And(hn::And(hn::Gt(hn::Abs(v), top), hn::Gt(top, hn::Zero(df))), ok);
+    if (HWY_LIKELY(hn::AllFalse(df, candidate))) return;
+    HWY_ALIGN float xs[hn::MaxLanes(df)], tops[hn::MaxLanes(df)];
+    HWY_ALIGN std::int32_t is[hn::MaxLanes(df)];
+    hn::Store(v, df, xs);
+    hn::Store(top, df, tops);
+    hn::Store(hn::BitCast(di, hn::VecFromMask(df, candidate)), di, is);
+    for (size_t j = 0; j < hn::Lanes(df); ++j)
+      if (is[j])
+        clipped[j] += clipped_past(std::abs(static_cast<double>(xs[j])), tops[j], loss) ? 1 : 0;
+  }
+
+  // Lanes [0, blocks) as that many blocks, or (blocks == 0) every lane as one block.
+  void AddTo(D df, BlockCounts& b, size_t blocks) const {
+    const hn::RebindToSigned<D> di;
+    HWY_ALIGN std::int32_t nz[hn::MaxLanes(df)], zd[hn::MaxLanes(df)];
+    hn::Store(nonzero, di, nz);
+    hn::Store(zeroed, di, zd);
+    if (blocks > 0) {
+      for (size_t j = 0; j < blocks; ++j)
+        b.add_block(static_cast<std::uint64_t>(nz[j]), static_cast<std::uint64_t>(zd[j]),
+                    clipped[j]);
+      return;
+    }
+    std::uint64_t n = 0, z = 0, c = 0;
+    for (size_t j = 0; j < hn::Lanes(df); ++j) {
+      n += static_cast<std::uint64_t>(nz[j]);
+      z += static_cast<std::uint64_t>(zd[j]);
+      c += clipped[j];
+    }
+    b.add_block(n, z, c);
+  }
+};
+
 // Adds what quantizing v into out did on the `live` lanes; `over`: the live lanes whose
 // value saturated. A NaN staying NaN is no change.
 template <class D, class V = hn::Vec<D>>
@@ -117,13 +180,20 @@ void NanBlock(const float* x, float* y, size_t n, ScaledCounts& c) {
   for (size_t j = 0; j < n; ++j) {
     c.nan += !std::isfinite(x[j]);
     c.changed += !std::isnan(x[j]);
-    y[j] = std::numeric_limits<float>::quiet_NaN();
+    if (y) y[j] = std::numeric_limits<float>::quiet_NaN();
   }
   ++c.nan_scales;
 }
 
-void Block(const float* x, float* y, size_t n, const MxParams& m, ScaledCounts& c) {
+// x * 2^-e rounded into the element format (saturating) times 2^e: inv = 2^-e, scale = 2^e.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V MxValue(D df, V v, V inv, V scale, const MxParams& m) {
+  return hn::Mul(RoundVec<true>(df, hn::Mul(v, inv), m.p), scale);
+}
+
+void Block(const float* x, float* y, size_t n, const MxParams& m, ScaledCounts& c, BlockCounts* b) {
   const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
   const std::uint32_t t = hn::GetLane(BlockTop(df, x, n));
   if (t >= 0x7f800000u) return NanBlock(x, y, n, c);
   int e = m.lo;
@@ -134,19 +204,24 @@ void Block(const float* x, float* y, size_t n, const MxParams& m, ScaledCounts& 
   }
   const auto inv = hn::Set(df, Pow2(-e)), scale = hn::Set(df, Pow2(e));
   const auto thr = hn::Set(df, m.thr);
+  // The largest magnitude the block decodes to: its maximum's (the rounding is monotone).
+  const auto top = b ? MxValue(df, hn::BitCast(df, hn::Set(du, t)), inv, scale, m) : hn::Zero(df);
   ValueCounts counts;
+  LaneTally<decltype(df)> tally(df);
   ForEachVec(df, x, n, [&](auto v, size_t at, size_t valid) {
     const auto q = hn::Mul(v, inv);
-    const auto out = hn::Mul(RoundVec<true>(df, q, m.p), scale);
+    const auto out = MxValue(df, v, inv, scale, m);
     const auto live = hn::FirstN(df, valid);
     const auto aq = hn::Abs(q);
     auto over = hn::Gt(aq, thr);
     if (m.inclusive) over = hn::Or(over, hn::Eq(aq, thr));
     CountValues(df, v, out, hn::And(over, live), live, counts);
-    StoreN(df, out, y + at, valid);
+    if (b) tally.Add(df, v, out, top, live, m.loss);
+    if (y) StoreN(df, out, y + at, valid);
   });
   counts.add_to(c);
   c.saturated_scales += counts.saturated != 0;
+  if (b) tally.AddTo(df, *b, 0);
 }
 
 // 2^k per lane for k in [-149, 127], exactly (Pow2 of each lane): below float32's normal
@@ -180,7 +255,7 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> ScaleExponent(D df, VU top, const MxPa
 // One block per lane, `valid` lanes: lane j's block is x[j + k * stride], k < len. The
 // same arithmetic as Block, with the scale per lane and NaN blocks blended in.
 void Columns(const float* x, float* y, size_t len, size_t stride, size_t valid, const MxParams& m,
-             ScaledCounts& c) {
+             ScaledCounts& c, BlockCounts* b) {
   const hn::ScalableTag<float> df;
   const hn::RebindToUnsigned<decltype(df)> du;
   const hn::RebindToSigned<decltype(df)> di;
@@ -190,29 +265,35 @@ void Columns(const float* x, float* y, size_t len, size_t stride, size_t valid, 
   const auto nan_block =
       hn::And(hn::RebindMask(df, hn::Gt(hn::BitCast(di, top), hn::Set(di, 0x7f7fffff))), live);
   const auto ok = hn::AndNot(nan_block, live);
-  const auto e = ScaleExponent(df, hn::IfThenZeroElse(hn::RebindMask(du, nan_block), top), m);
+  const auto finite_top = hn::IfThenZeroElse(hn::RebindMask(du, nan_block), top);
+  const auto e = ScaleExponent(df, finite_top, m);
   const auto inv = Pow2Vec(df, hn::Neg(e)), scale = Pow2Vec(df, e);
   const auto thr = hn::Set(df, m.thr);
   const auto qnan = hn::BitCast(df, hn::Set(du, 0x7fc00000u));
+  // Each lane's largest decoded magnitude: its maximum's (the rounding is monotone).
+  const auto top_out = MxValue(df, hn::BitCast(df, finite_top), inv, scale, m);
   auto sat_any = hn::Zero(df);
   ValueCounts counts;
+  LaneTally<decltype(df)> tally(df);
   for (size_t k = 0; k < len; ++k) {
     const auto v = LoadLive(df, x + k * stride, valid);
     const auto q = hn::Mul(v, inv);
-    const auto out = hn::IfThenElse(nan_block, qnan, hn::Mul(RoundVec<true>(df, q, m.p), scale));
+    const auto out = hn::IfThenElse(nan_block, qnan, MxValue(df, v, inv, scale, m));
     const auto aq = hn::Abs(q);
     auto over = hn::Gt(aq, thr);
     if (m.inclusive) over = hn::Or(over, hn::Eq(aq, thr));
     over = hn::And(over, ok);
     sat_any = hn::Or(sat_any, hn::VecFromMask(df, over));
     CountValues(df, v, out, over, live, counts);
-    StoreN(df, out, y + k * stride, valid);
+    if (b) tally.Add(df, v, out, top_out, ok, m.loss);
+    if (y) StoreN(df, out, y + k * stride, valid);
   }
   counts.add_to(c);
   c.values += len * valid;
   c.scales += valid;
   c.nan_scales += hn::CountTrue(df, nan_block);
   c.saturated_scales += hn::CountTrue(df, hn::And(hn::MaskFromVec(sat_any), ok));
+  if (b) tally.AddTo(df, *b, valid);
 }
 
 // ---- two-level scales (NVFP4): s_b = scale_format(amax / (element max * s_t)) ----------
@@ -241,16 +322,36 @@ HWY_INLINE TwoLevelScales<D> TwoLevelScale(D df, VU top, const TwoLevelParams& t
   return {nan, zero, saturated, s_b, divisor};
 }
 
-// The values v (lanes `live`) quantized under scales s: x / divisor rounded into the
-// element format (saturating), times s_b, times s_t; zeros in zero blocks, NaN in NaN ones.
+// x / divisor, 0 in zero blocks.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V TwoLevelScaled(V v, const TwoLevelScales<D>& s) {
+  return hn::IfThenZeroElse(s.zero, hn::Div(v, s.divisor));
+}
+
+// q = TwoLevelScaled rounded into the element format (saturating), times s_b, times s_t;
+// zeros in zero blocks.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V TwoLevelValue(D df, V q, const TwoLevelScales<D>& s, const TwoLevelParams& t) {
+  const auto p = RoundVec<true>(df, q, t.element);
+  return hn::IfThenZeroElse(s.zero, hn::Mul(hn::Mul(p, s.s_b), hn::Set(df, t.tensor_scale)));
+}
+
+// The largest magnitude each lane's block decodes to, from its largest magnitude bits `top`
+// (the rounding is monotone): 0 in zero blocks, anything in NaN ones.
+template <class D, class VU>
+HWY_INLINE hn::Vec<D> TwoLevelTop(D df, VU top, const TwoLevelScales<D>& s,
+                                  const TwoLevelParams& t) {
+  return TwoLevelValue(df, TwoLevelScaled(hn::BitCast(df, top), s), s, t);
+}
+
+// The values v (lanes `live`) quantized under scales s: TwoLevelValue, NaN in NaN blocks.
 // Lanes whose value saturated are or'ed into sat_any.
 template <class D, class V = hn::Vec<D>>
 HWY_INLINE V TwoLevelValues(D df, V v, const TwoLevelScales<D>& s, const TwoLevelParams& t,
                             hn::Mask<D> live, V& sat_any, ValueCounts& n) {
   const hn::RebindToUnsigned<D> du;
-  const auto q = hn::IfThenZeroElse(s.zero, hn::Div(v, s.divisor));
-  const auto p = RoundVec<true>(df, q, t.element);
-  auto out = hn::IfThenZeroElse(s.zero, hn::Mul(hn::Mul(p, s.s_b), hn::Set(df, t.tensor_scale)));
+  const auto q = TwoLevelScaled(v, s);
+  auto out = TwoLevelValue(df, q, s, t);
   out = hn::IfThenElse(s.nan, hn::BitCast(df, hn::Set(du, 0x7fc00000u)), out);
   const auto aq = hn::Abs(q);
   const auto thr = hn::Set(df, t.thr);
@@ -263,15 +364,23 @@ HWY_INLINE V TwoLevelValues(D df, V v, const TwoLevelScales<D>& s, const TwoLeve
 }
 
 // One block along a contiguous axis: its scale broadcast to every lane.
-void TwoLevelBlock(const float* x, float* y, size_t n, const TwoLevelParams& t, ScaledCounts& c) {
+void TwoLevelBlock(const float* x, float* y, size_t n, const TwoLevelParams& t, ScaledCounts& c,
+                   BlockCounts* b) {
   const hn::ScalableTag<float> df;
-  const auto s = TwoLevelScale(df, BlockTop(df, x, n), t);
+  const auto amax = BlockTop(df, x, n);
+  const auto s = TwoLevelScale(df, amax, t);
+  const auto top = b ? TwoLevelTop(df, amax, s, t) : hn::Zero(df);
   auto sat_any = hn::Zero(df);
   ValueCounts counts;
+  LaneTally<decltype(df)> tally(df);
   ForEachVec(df, x, n, [&](auto v, size_t at, size_t valid) {
-    StoreN(df, TwoLevelValues(df, v, s, t, hn::FirstN(df, valid), sat_any, counts), y + at, valid);
+    const auto live = hn::FirstN(df, valid);
+    const auto out = TwoLevelValues(df, v, s, t, live, sat_any, counts);
+    if (b) tally.Add(df, v, out, top, hn::AndNot(s.nan, live), t.loss);
+    if (y) StoreN(df, out, y + at, valid);
   });
   counts.add_to(c);
+  if (b) tally.AddTo(df, *b, 0);
   const auto lane0 = hn::FirstN(df, 1);
   const bool nan = !hn::AllFalse(df, hn::And(s.nan, lane0));
   c.nan_scales += nan;
@@ -281,16 +390,24 @@ void TwoLevelBlock(const float* x, float* y, size_t n, const TwoLevelParams& t, 
 
 // One block per lane along a strided axis, as Columns.
 void TwoLevelColumns(const float* x, float* y, size_t len, size_t stride, size_t valid,
-                     const TwoLevelParams& t, ScaledCounts& c) {
+                     const TwoLevelParams& t, ScaledCounts& c, BlockCounts* b) {
   const hn::ScalableTag<float> df;
   const auto live = hn::FirstN(df, valid);
-  const auto s = TwoLevelScale(df, ColumnsTop(df, x, len, stride, valid), t);
+  const auto amax = ColumnsTop(df, x, len, stride, valid);
+  const auto s = TwoLevelScale(df, amax, t);
+  const auto top = TwoLevelTop(df, amax, s, t);
+  const auto ok = hn::AndNot(s.nan, live);
   auto sat_any = hn::Zero(df);
   ValueCounts counts;
-  for (size_t k = 0; k < len; ++k)
-    StoreN(df, TwoLevelValues(df, LoadLive(df, x + k * stride, valid), s, t, live, sat_any, counts),
-           y + k * stride, valid);
+  LaneTally<decltype(df)> tally(df);
+  for (size_t k = 0; k < len; ++k) {
+    const auto v = LoadLive(df, x + k * stride, valid);
+    const auto out = TwoLevelValues(df, v, s, t, live, sat_any, counts);
+    if (b) tally.Add(df, v, out, top, ok, t.loss);
+    if (y) StoreN(df, out, y + k * stride, valid);
+  }
   counts.add_to(c);
+  if (b) tally.AddTo(df, *b, valid);
   c.values += len * valid;
   c.scales += valid;
   c.nan_scales += hn::CountTrue(df, hn::And(s.nan, live));
@@ -300,42 +417,75 @@ void TwoLevelColumns(const float* x, float* y, size_t len, size_t stride, size_t
 
 }  // namespace
 
-void TwoLevelRowsImpl(const float* in, float* out, size_t rows, size_t n, size_t bs,
-                      const TwoLevelParams& t, ScaledCounts& c) {
+std::uint32_t FiniteTopImpl(const float* x, size_t n) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::RebindToSigned<decltype(df)> di;
+  const auto abs_mask = hn::Set(du, 0x7fffffffu);
+  const auto inf = hn::Set(di, 0x7f800000);
+  auto top = hn::Zero(di);  // magnitude bits < 2^31: signed compares are exact
+  const size_t N = hn::Lanes(df);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto a = hn::BitCast(di, hn::And(hn::BitCast(du, hn::LoadU(df, x + i)), abs_mask));
+    top = hn::Max(top, hn::IfThenElseZero(hn::Lt(a, inf), a));
+  }
+  auto t = static_cast<std::uint32_t>(hn::GetLane(hn::MaxOfLanes(di, top)));
+  for (; i < n; ++i) {
+    const std::uint32_t a = std::bit_cast<std::uint32_t>(x[i]) & 0x7fffffffu;
+    if (a < 0x7f800000u) t = std::max(t, a);
+  }
+  return t;
+}
+
+// The blocks of `rows` rows of `n` values, `bs` along each (the last of a row may be
+// short): block(x, y, len) for each, counted in c (y nullptr where out is: not written).
+template <class BlockFn>
+HWY_INLINE void EachRowBlock(const float* in, float* out, size_t rows, size_t n, size_t bs,
+                             ScaledCounts& c, const BlockFn& block) {
   for (size_t r = 0; r < rows; ++r)
     for (size_t at = 0; at < n; at += bs) {
       const size_t len = std::min(bs, n - at);
-      TwoLevelBlock(in + r * n + at, out + r * n + at, len, t, c);
+      block(in + r * n + at, out ? out + r * n + at : nullptr, len);
       ++c.scales;
       c.values += len;
     }
+}
+
+// `width` blocks side by side, one vector of lanes at a time: columns(x, y, lanes) for each.
+template <class ColumnsFn>
+HWY_INLINE void EachColumnVector(const float* in, float* out, size_t width,
+                                 const ColumnsFn& columns) {
+  const hn::ScalableTag<float> df;
+  const size_t N = hn::Lanes(df);
+  for (size_t j = 0; j < width; j += N)
+    columns(in + j, out ? out + j : nullptr, std::min(N, width - j));
+}
+
+void TwoLevelRowsImpl(const float* in, float* out, size_t rows, size_t n, size_t bs,
+                      const TwoLevelParams& t, ScaledCounts& c, BlockCounts* b) {
+  EachRowBlock(in, out, rows, n, bs, c,
+               [&](const float* x, float* y, size_t len) { TwoLevelBlock(x, y, len, t, c, b); });
 }
 
 void TwoLevelColumnsImpl(const float* in, float* out, size_t len, size_t stride, size_t width,
-                         const TwoLevelParams& t, ScaledCounts& c) {
-  const hn::ScalableTag<float> df;
-  const size_t N = hn::Lanes(df);
-  for (size_t j = 0; j < width; j += N)
-    TwoLevelColumns(in + j, out + j, len, stride, std::min(N, width - j), t, c);
+                         const TwoLevelParams& t, ScaledCounts& c, BlockCounts* b) {
+  EachColumnVector(in, out, width, [&](const float* x, float* y, size_t lanes) {
+    TwoLevelColumns(x, y, len, stride, lanes, t, c, b);
+  });
 }
 
 void MxColumnsImpl(const float* in, float* out, size_t len, size_t stride, size_t width,
-                   const MxParams& m, ScaledCounts& c) {
-  const hn::ScalableTag<float> df;
-  const size_t N = hn::Lanes(df);
-  for (size_t j = 0; j < width; j += N)
-    Columns(in + j, out + j, len, stride, std::min(N, width - j), m, c);
+                   const MxParams& m, ScaledCounts& c, BlockCounts* b) {
+  EachColumnVector(in, out, width, [&](const float* x, float* y, size_t lanes) {
+    Columns(x, y, len, stride, lanes, m, c, b);
+  });
 }
 
 void MxRowsImpl(const float* in, float* out, size_t rows, size_t n, size_t bs, const MxParams& m,
-                ScaledCounts& c) {
-  for (size_t r = 0; r < rows; ++r)
-    for (size_t at = 0; at < n; at += bs) {
-      const size_t len = std::min(bs, n - at);
-      Block(in + r * n + at, out + r * n + at, len, m, c);
-      ++c.scales;
-      c.values += len;
-    }
+                ScaledCounts& c, BlockCounts* b) {
+  EachRowBlock(in, out, rows, n, bs, c,
+               [&](const float* x, float* y, size_t len) { Block(x, y, len, m, c, b); });
 }
 
 }  // namespace fpguard::detail::HWY_NAMESPACE
@@ -344,29 +494,36 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace fpguard::detail {
 
+HWY_EXPORT(FiniteTopImpl);
 HWY_EXPORT(MxRowsImpl);
 HWY_EXPORT(MxColumnsImpl);
 HWY_EXPORT(TwoLevelRowsImpl);
 HWY_EXPORT(TwoLevelColumnsImpl);
 
+float finite_absmax(const float* in, std::size_t n) {
+  return std::bit_cast<float>(HWY_DYNAMIC_DISPATCH(FiniteTopImpl)(in, n));
+}
+
 void mx_round_fast(const float* in, float* out, std::size_t rows, std::size_t n, std::size_t bs,
-                   const MxParams& m, ScaledCounts& c) {
-  HWY_DYNAMIC_DISPATCH(MxRowsImpl)(in, out, rows, n, bs, m, c);
+                   const MxParams& m, ScaledCounts& c, BlockCounts* b) {
+  HWY_DYNAMIC_DISPATCH(MxRowsImpl)(in, out, rows, n, bs, m, c, b);
 }
 
 void mx_round_columns(const float* in, float* out, std::size_t len, std::size_t stride,
-                      std::size_t width, const MxParams& m, ScaledCounts& c) {
-  HWY_DYNAMIC_DISPATCH(MxColumnsImpl)(in, out, len, stride, width, m, c);
+                      std::size_t width, const MxParams& m, ScaledCounts& c, BlockCounts* b) {
+  HWY_DYNAMIC_DISPATCH(MxColumnsImpl)(in, out, len, stride, width, m, c, b);
 }
 
 void two_level_round_fast(const float* in, float* out, std::size_t rows, std::size_t n,
-                          std::size_t bs, const TwoLevelParams& t, ScaledCounts& c) {
-  HWY_DYNAMIC_DISPATCH(TwoLevelRowsImpl)(in, out, rows, n, bs, t, c);
+                          std::size_t bs, const TwoLevelParams& t, ScaledCounts& c,
+                          BlockCounts* b) {
+  HWY_DYNAMIC_DISPATCH(TwoLevelRowsImpl)(in, out, rows, n, bs, t, c, b);
 }
 
 void two_level_round_columns(const float* in, float* out, std::size_t len, std::size_t stride,
-                             std::size_t width, const TwoLevelParams& t, ScaledCounts& c) {
-  HWY_DYNAMIC_DISPATCH(TwoLevelColumnsImpl)(in, out, len, stride, width, t, c);
+                             std::size_t width, const TwoLevelParams& t, ScaledCounts& c,
+                             BlockCounts* b) {
+  HWY_DYNAMIC_DISPATCH(TwoLevelColumnsImpl)(in, out, len, stride, width, t, c, b);
 }
 
 }  // namespace fpguard::detail

@@ -3,17 +3,33 @@
 // it became: values flushed by a neighbour's scale, blocks that underflowed, saturated or
 // went NaN, rounding errors, and each block's dynamic range; blocks swamped by one value,
 // values clipped far past rounding, and (scaled FP8) values pushed into the subnormals.
+// Counts alone (StatsOptions::distribution false) on the fast path come from the quantizing
+// pass itself (round_scaled_counting), the same BlockCounts the walk adds up.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "fpguard/stats.hpp"
+#include "round/fast.hpp"
 #include "stats/kernels.hpp"
 
 namespace fpguard {
 
 namespace {
+
+// The block counts into s.
+void put(const detail::BlockCounts& b, ScaledFormatStats& s) {
+  s.nonzero = b.nonzero;
+  s.flushed = b.flushed;
+  s.flushed_blocks = b.flushed_blocks;
+  s.swamped = b.swamped;
+  s.swamped_blocks = b.swamped_blocks;
+  s.underflow = b.underflow;
+  s.clipped = b.clipped;
+  s.clipped_blocks = b.clipped_blocks;
+}
 
 template <class T>
 class GroupWalk {
@@ -21,11 +37,7 @@ class GroupWalk {
   // `codes`: the element codes (amax-rule formats), for the subnormal count; else empty.
   GroupWalk(std::span<const T> x, std::span<const T> y, std::span<const std::uint16_t> codes,
             ScaledFormatStats& s)
-      : x_(x),
-        y_(y),
-        codes_(codes),
-        s_(s),
-        loss_(std::exp2(-0.5 * s.format.element.precision_bits())) {}
+      : x_(x), y_(y), codes_(codes), s_(s), loss_(detail::half_bits_lost(s.format.element)) {}
 
   // One group: its indices (for_each_scale_group), or a strided run (for_each_scale_block).
   void operator()(std::span<const std::size_t> idx) {
@@ -38,9 +50,9 @@ class GroupWalk {
   void finish() {
     for (std::size_t b = 0; b < ranges_.size(); ++b)
       if (ranges_[b]) s_.block_range_histogram[static_cast<int>(b)] = ranges_[b];
-    s_.nonzero = nonzero_;
-    s_.mean_rel_error = nonzero_ ? sum_rel_ / static_cast<double>(nonzero_) : 0.0;
-    const double threshold = kVerdictFraction * static_cast<double>(nonzero_);
+    put(blocks_, s_);
+    s_.mean_rel_error = s_.nonzero ? sum_rel_ / static_cast<double>(s_.nonzero) : 0.0;
+    const double threshold = kVerdictFraction * static_cast<double>(s_.nonzero);
     if (nonfinite_)
       s_.verdict = Verdict::nonfinite;
     else if (static_cast<double>(s_.flushed) > threshold)
@@ -63,7 +75,6 @@ class GroupWalk {
       if (const T y = y_[at(k)]; std::isfinite(y))
         top = std::max(top, std::abs(static_cast<double>(y)));
     std::uint64_t zeroed = 0, nonzero = 0, clipped = 0;
-    bool kept = false;  // a non-zero value stayed non-zero
     for (std::size_t k = 0; k < count; ++k) {
       const std::size_t i = at(k);
       const auto x = static_cast<double>(x_[i]), y = static_cast<double>(y_[i]);
@@ -76,7 +87,7 @@ class GroupWalk {
       s_.max_abs_error = std::max(s_.max_abs_error, err);
       if (x == 0) continue;
       ++nonzero;
-      clipped += top > 0 && std::abs(x) > top && (std::abs(x) - top) > loss_ * std::abs(x);
+      clipped += detail::clipped_past(std::abs(x), top, loss_);
       if (!codes_.empty() && y != 0) {
         const double e = std::abs(decode(codes_[i], s_.format.element));
         s_.subnormal += e > 0 && e < s_.format.element.smallest_normal();
@@ -84,25 +95,12 @@ class GroupWalk {
       amax = std::max(amax, std::abs(x));
       amin = std::min(amin, std::abs(x));
       zeroed += y == 0;
-      kept |= y != 0;
       const double rel = err / std::abs(x);
       s_.max_rel_error = std::max(s_.max_rel_error, rel);
       sum_rel_ += rel;
       s_.precision_loss += rel > loss_;
     }
-    nonzero_ += nonzero;
-    s_.clipped += clipped;
-    s_.clipped_blocks += clipped > 0;
-    if (zeroed > 0 && kept) {
-      s_.flushed += zeroed;
-      ++s_.flushed_blocks;
-      if (2 * zeroed >= nonzero) {
-        s_.swamped += zeroed;
-        ++s_.swamped_blocks;
-      }
-    } else {
-      s_.underflow += zeroed;
-    }
+    blocks_.add_block(nonzero, zeroed, clipped);
     if (amax > 0) {
       const double bits = std::log2(amax / amin);
       const auto floor = static_cast<std::size_t>(bits);  // bits >= 0: amax >= amin
@@ -117,7 +115,7 @@ class GroupWalk {
   ScaledFormatStats& s_;
   double loss_;  // relative error past which half the element's bits are lost
   double sum_rel_ = 0;
-  std::uint64_t nonzero_ = 0;
+  detail::BlockCounts blocks_;
   bool nonfinite_ = false;
   std::vector<std::uint64_t> ranges_;  // block_range_histogram by floor, merged by finish
 };
@@ -129,18 +127,29 @@ ScaledFormatStats run(std::span<const T> x, const ScaledLayout& l, const ScaledF
   s.format = f;
   s.axis = l.axis;
   s.element_range_bits = finfo(f).block_range_bits;
-  std::vector<T> y(x.size());
   ScaledOptions so;
   so.threads = o.threads;
   so.amax = amax;
   // Amax-rule formats take the generic path anyway (no fast path): their codes cost little.
   ScaledCodes codes;
   const bool subnormals = f.rule == ScaleRule::amax;
-  const ScaledCounts c = round_scaled(x, std::span<T>(y), l, f, so, subnormals ? &codes : nullptr);
-  s.blocks = c.scales;
-  s.nan_blocks = c.nan_scales;
-  s.saturated_blocks = c.saturated_scales;
-  s.saturated = c.saturated;
+  const auto put_counts = [&s](const ScaledCounts& c) {
+    s.blocks = c.scales;
+    s.nan_blocks = c.nan_scales;
+    s.saturated_blocks = c.saturated_scales;
+    s.saturated = c.saturated;
+  };
+  if constexpr (std::is_same_v<T, float>) {
+    detail::BlockCounts b;
+    if (!o.distribution)
+      if (const auto c = detail::round_scaled_counting(x, {}, l, f, so, b)) {
+        put_counts(*c);
+        put(b, s);
+        return s;
+      }
+  }
+  std::vector<T> y(x.size());
+  put_counts(round_scaled(x, std::span<T>(y), l, f, so, subnormals ? &codes : nullptr));
   GroupWalk<T> walk(x, y, codes.codes, s);
   if (f.scope == ScaleScope::block)
     for_each_scale_block(l, f, x.size(),
@@ -150,6 +159,13 @@ ScaledFormatStats run(std::span<const T> x, const ScaledLayout& l, const ScaledF
   else
     for_each_scale_group(l, f, x.size(), [&](std::span<const std::size_t> idx) { walk(idx); });
   walk.finish();
+  if (!o.distribution) {  // the counts alone, whichever path measured them
+    s.precision_loss = 0;
+    s.max_abs_error = s.max_rel_error = s.mean_rel_error = 0;
+    s.block_range_histogram.clear();
+    s.max_block_range_bits = 0;
+    s.verdict = Verdict::ok;
+  }
   return s;
 }
 
