@@ -216,7 +216,7 @@ py::dict convert(py::handle m, const py::object& plan, const std::string& out_pa
   // The verification's inputs before anything is written: bad inputs leave no output. The
   // plan's recorded inputs, as `fpguard convert` verifies on, when none are given.
   const bool verify = option<bool>(d, "verify", true);
-  std::vector<NamedTensor> sample;
+  std::vector<NamedValue> sample;
   if (verify && !sets.is_none()) {
     sample = input_sets(l, sets, d).sets.front();
     const exec::Executor original(l.model);
