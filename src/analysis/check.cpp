@@ -1318,15 +1318,38 @@ bool holds_16bit(const model::Model& m) {
   return found;
 }
 
-// The compute nodes of a mixed model whose output is float32 (they stay float32).
+// Whether a compute node of a mixed model runs in float32 as it is (`k`: its value keys,
+// `types` by key): its output is float32, or it has no floating output (a comparison,
+// IsInf) and reads float32 values and no 16-bit one.
+bool runs_float32(const exec::NodeKeys& k, const std::map<std::string, int>& types) {
+  auto type_of = [&](const std::string& key) {
+    const auto t = types.find(key);
+    return t == types.end() ? 0 : t->second;
+  };
+  const int t = k.outputs.empty() ? 0 : type_of(k.outputs[0]);
+  if (t == 0 || t == 1 || t == 11 || is_16bit(t)) return t == 1;
+  bool reads32 = false, reads16 = false;
+  for (const auto& in : k.inputs) {
+    reads32 = reads32 || type_of(in) == 1;
+    reads16 = reads16 || is_16bit(type_of(in));
+  }
+  return reads32 && !reads16;
+}
+
+// The compute nodes of a mixed model that run in float32 (they stay float32), by path: body
+// nodes too, as a converted model keeps them.
 std::set<std::string> float32_nodes(const model::Model& m,
                                     const std::map<std::string, int>& types) {
   std::set<std::string> out;
-  for (const auto& n : m.graph.nodes) {
-    const auto* info = exec::Registry::global().find(n.op_type);
-    if (!info || info->kind == exec::OpKind::data_movement || n.outputs.empty()) continue;
-    if (auto t = types.find(n.outputs[0]); t != types.end() && t->second == 1) out.insert(n.name);
-  }
+  const auto keys = exec::value_keys(m);
+  exec::for_each_node(m.graph, m.path.string(),
+                      [&](const model::Node& n, const std::string& path, const model::Graph&) {
+                        const auto* info = exec::Registry::global().find(n.op_type);
+                        const auto k = keys.find(path);
+                        if (info && info->kind != exec::OpKind::data_movement && k != keys.end() &&
+                            runs_float32(k->second, types))
+                          out.insert(path);
+                      });
   return out;
 }
 
