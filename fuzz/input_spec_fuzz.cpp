@@ -43,9 +43,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_ASSERT(sets.size() == 2);
     for (const auto& set : sets) {
       FUZZ_ASSERT(set.size() == 2);
-      FUZZ_ASSERT(set[0].tensor.dtype() == DType::float32);
-      FUZZ_ASSERT(set[0].tensor.shape() == (std::vector<std::int64_t>{2, 3}));
-      FUZZ_ASSERT(set[1].tensor.dtype() == DType::int64);
+      FUZZ_ASSERT(set[0].value.tensor.dtype() == DType::float32);
+      FUZZ_ASSERT(set[0].value.tensor.shape() == (std::vector<std::int64_t>{2, 3}));
+      FUZZ_ASSERT(set[1].value.tensor.dtype() == DType::int64);
     }
   });
   return 0;

@@ -115,6 +115,14 @@ add_test(NAME cli.convert
                  --ort-node ${FPGUARD_ORT_NODE_DIR})
 set_tests_properties(cli.convert PROPERTIES LABELS analysis)
 
+# Sequence and optional graph inputs and outputs in check (element by element, length
+# mismatches), merge, plan and convert; the converted models run in ONNX Runtime
+# (cli/sequence_test.py).
+add_test(NAME cli.sequences
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/sequence_test.py
+                 --fpguard $<TARGET_FILE:fpguard> --ort-node ${FPGUARD_ORT_NODE_DIR})
+set_tests_properties(cli.sequences PROPERTIES LABELS analysis)
+
 add_executable(rewrite_tests rewrite_test.cpp)
 target_link_libraries(rewrite_tests PRIVATE fpguard_lib GTest::gtest_main)
 gtest_discover_tests(rewrite_tests TEST_PREFIX "rewrite_" DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES

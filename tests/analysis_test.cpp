@@ -455,7 +455,7 @@ TEST(Origins, Float16AccumulationIsAnAccuracyOrigin) {
   for (auto& v : xv) v = u(rng);
   b.init("W", floats({K, N}, w));
   b.node("act", "Relu", {"x"}, "a").node("proj", "MatMul", {"a", "W"}, "y").output("y");
-  const std::vector<std::vector<NamedTensor>> in = {{{"x", floats({M, K}, xv)}}};
+  const std::vector<std::vector<NamedValue>> in = {{{"x", floats({M, K}, xv)}}};
   CheckOptions o = fp16();
   o.rtol = 0.01;
   EXPECT_TRUE(check(b.m, in, o).pass);
@@ -489,7 +489,7 @@ TEST(Verdict, AbsorbedOriginsAndFailOn) {
   Builder b({2, 4});
   b.init("mask", floats({2, 4}, {0, 0, -1e9f, -1e9f, 0, -1e9f, 0, -1e9f}));
   b.node("masked", "Add", {"x", "mask"}, "s").node("probs", "Softmax", {"s"}, "y").output("y");
-  const std::vector<std::vector<NamedTensor>> in = {
+  const std::vector<std::vector<NamedValue>> in = {
       {{"x", floats({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8})}}};
   const Diagnosis d = check(b.m, in, fp16());
   EXPECT_TRUE(d.pass);
@@ -649,9 +649,9 @@ TEST(Check, LazySetsEqualSetsInMemory) {
   Builder b({2, 2});
   b.init("w", floats({2, 2}, {1, -2, 3, 0.5}));
   b.node("mm", "MatMul", {"x", "w"}, "y").output("y");
-  const std::vector<std::vector<NamedTensor>> sets = {{{"x", floats({2, 2}, {1, 2, 3, 4})}},
-                                                      {{"x", floats({2, 2}, {-70, 5, 6, 9})}},
-                                                      {{"x", floats({2, 2}, {0.1f, 2, 3, 8})}}};
+  const std::vector<std::vector<NamedValue>> sets = {{{"x", floats({2, 2}, {1, 2, 3, 4})}},
+                                                     {{"x", floats({2, 2}, {-70, 5, 6, 9})}},
+                                                     {{"x", floats({2, 2}, {0.1f, 2, 3, 8})}}};
   std::vector<int> reads(sets.size());
   const SetReader lazy{.count = sets.size(), .read = [&](std::size_t k) {
                          ++reads[k];
@@ -740,7 +740,7 @@ TEST(Shard, ScaledOperandCountsMergeExactly) {
   CheckOptions o = fp16();
   o.precision = parse_format("bfloat16");
   o.scaled = parse_scaled_format("mxfp4_e2m1");
-  std::vector<std::vector<NamedTensor>> sets;
+  std::vector<std::vector<NamedValue>> sets;
   for (int s = 0; s < 3; ++s) {  // x * 2^s: the same blocks, scaled exactly
     Tensor t = x;
     for (auto& v : t.data<float>()) v = std::ldexp(v, s);
@@ -792,7 +792,7 @@ TEST(Shard, ScaledOperandCountsMergeExactly) {
 
 TEST(Shard, MergedStatesGiveTheDiagnosisOfOneCheck) {
   const auto [b, x] = cancelling_matmul();
-  std::vector<std::vector<NamedTensor>> sets;
+  std::vector<std::vector<NamedValue>> sets;
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> scale(0.5f, 2.0f);
   for (int s = 0; s < 6; ++s) {
@@ -807,7 +807,7 @@ TEST(Shard, MergedStatesGiveTheDiagnosisOfOneCheck) {
   for (const std::size_t n : {2, 3}) {
     std::vector<CheckState> shards;
     for (std::size_t i = 0; i < n; ++i) {
-      std::vector<std::vector<NamedTensor>> mine;
+      std::vector<std::vector<NamedValue>> mine;
       std::vector<std::size_t> idx;
       for (std::size_t s = i; s < sets.size(); s += n) mine.push_back(sets[s]), idx.push_back(s);
       shards.push_back(accumulate(b.m, mine, o, idx));
@@ -879,7 +879,7 @@ TEST(Shard, FinishFromTheGraphAloneTakesTheConstantsFromTheState) {
   for (std::size_t i = 0; i < wv.size(); ++i) wv[i] = i % 7 == 0 ? 1e6f : 0.5f + i / 1024.0f;
   Builder b({1024});
   b.init("w", floats({1024}, wv)).node("scale", "Mul", {"x", "w"}, "y").output("y");
-  std::vector<std::vector<NamedTensor>> sets;
+  std::vector<std::vector<NamedValue>> sets;
   for (int s = 1; s <= 3; ++s) sets.push_back({{"x", floats({1024}, std::vector<float>(1024, s))}});
   const CheckOptions o = fp16();
   const Diagnosis want = check(b.m, sets, o);

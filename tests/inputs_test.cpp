@@ -121,7 +121,7 @@ TEST(Inputs, SeedReproducesAndSamplesOffsetIt) {
   const Samples s = gather_samples({.shape = {"x=3,4"}, .seed = 7}, m, 3);
   ASSERT_EQ(s.sets.size(), 3u);
   EXPECT_TRUE(
-      same(s.sets[2][0].tensor, gather({.shape = {"x=3,4"}, .seed = 9}, m)[0].value.tensor));
+      same(s.sets[2][0].value.tensor, gather({.shape = {"x=3,4"}, .seed = 9}, m)[0].value.tensor));
   EXPECT_EQ(s.generated, generated);  // once each, in the model's order
 }
 
@@ -243,7 +243,7 @@ TEST(Inputs, NaturalOrderAndShards) {
   EXPECT_EQ(got.names, (std::vector<std::string>{"test_data_set_1", "test_data_set_4",
                                                  "test_data_set_7", "test_data_set_10"}));
   ASSERT_EQ(got.sets.size(), 4u);
-  EXPECT_EQ(got.sets[3][0].tensor.data<float>()[0], 10.0f);
+  EXPECT_EQ(got.sets[3][0].value.tensor.data<float>()[0], 10.0f);
   EXPECT_EQ(set_sha256(got.sets[0]), set_sha256(got.sets[0]));
   EXPECT_NE(set_sha256(got.sets[0]), set_sha256(got.sets[1]));
   // A subset first: the first 5, or 4 drawn with the seed (the same each time, in natural
@@ -278,7 +278,7 @@ TEST(Inputs, NaturalOrderAndShards) {
   const Samples z = gather_samples({.inputs = npz.string()}, m, 1);
   EXPECT_EQ(z.names, (std::vector<std::string>{"set_2.npz", "set_6.npz", "set_10.npz"}));
   EXPECT_EQ(z.sets[0][0].name, "x");
-  EXPECT_EQ(z.sets[0][0].tensor.data<float>()[0], 2.0f);  // set_2.npz holds the 2s
+  EXPECT_EQ(z.sets[0][0].value.tensor.data<float>()[0], 2.0f);  // set_2.npz holds the 2s
   // Listed lazily, read one at a time: the same sets.
   const SetList listed = list_samples({.inputs = (dir / "sets").string()}, m, 1, {1, 3});
   EXPECT_EQ(listed.indices, got.indices);

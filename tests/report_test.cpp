@@ -128,7 +128,7 @@ Builder overflowing_graph(const std::string& last_node = "mean") {
   return b;
 }
 
-const std::vector<std::vector<NamedTensor>> kOverflowingSample = {
+const std::vector<std::vector<NamedValue>> kOverflowingSample = {
     {{"x", floats({2, 4}, {1, -2, 3, 0.5f, 0.25f, 1, -1, 2})}}};
 
 Diagnosis overflowing_check() {
@@ -231,6 +231,54 @@ TEST(Json, ScaledOriginsRoundTrip) {
   Json bad = j;
   bad["nodes"][0]["scaled_operands"][0]["swamped"] = -1;
   EXPECT_THROW(diagnosis_from_json(bad, "check.json"), Error);
+}
+
+// A sequence output's elements and a length mismatch read back exactly, in the check's JSON
+// and in a part; the text words the mismatch in one line; files without them read as outputs
+// without elements.
+TEST(Json, SequenceOutputsRoundTrip) {
+  Diagnosis d = overflowing_check();
+  analysis::OutputVerdict& v = d.outputs[0];
+  v.elements = {{.name = v.name + "[0]", .cosine = 0.5, .nonfinite = 2, .pass = false},
+                {.name = v.name + "[1]"}};
+  v.mismatched_sets = 2;
+  v.mismatch = analysis::OutputMismatch{.set = 3,
+                                        .reference = {.kind = ValueKind::sequence, .length = 10},
+                                        .emulated = {.kind = ValueKind::none}};
+  const Json j = to_json(d);
+  EXPECT_EQ(j["outputs"][0]["elements"][0]["name"], v.name + "[0]");
+  EXPECT_EQ(j["outputs"][0]["mismatch"]["reference"]["length"], 10);
+  EXPECT_EQ(j["outputs"][0]["mismatch"]["emulated"]["kind"], "empty optional");
+  const std::string said =
+      "the emulated run gives an empty optional where the reference gives a sequence of 10 "
+      "(input set 3; 2 sets in all)";
+  EXPECT_EQ(j["outputs"][0]["mismatch"]["message"], said);
+  const Diagnosis back = diagnosis_from_json(Json::parse(j.dump(2)), "check.json");
+  EXPECT_EQ(to_json(back).dump(), j.dump());
+  EXPECT_EQ(back.outputs[0].mismatch, v.mismatch);
+  std::ostringstream text;
+  render(text, back, {}, Terminal{});
+  EXPECT_NE(text.str().find("its kind or length differs: " + said), std::string::npos);
+  EXPECT_NE(text.str().find("FAIL " + v.name + "[0]:"), std::string::npos) << text.str();
+  Json older = j;
+  for (const char* k : {"elements", "mismatched_sets", "mismatch"}) older["outputs"][0].erase(k);
+  const Diagnosis old = diagnosis_from_json(older, "check.json");
+  EXPECT_TRUE(old.outputs[0].elements.empty() && !old.outputs[0].mismatch);
+  CheckPart p{.model = {.path = "m.onnx", .sha256 = "ab"}, .total_sets = 4, .set_names = {"s3"}};
+  p.checks.push_back(
+      {.options = fp16(),
+       .state = analysis::accumulate(overflowing_graph().m, kOverflowingSample, fp16(), {3})});
+  analysis::CheckState& st = p.checks[0].state;
+  st.verdicts[0].elements = {{.name = "y[0]", .nonfinite = 1}, {.name = "y[1]"}};
+  st.element_cmp[0] = {{.count = 4, .overflow = 1, .dot = 0x1p-60}, {.count = 2}};
+  st.verdicts[0].mismatched_sets = 1;
+  st.verdicts[0].mismatch = v.mismatch;
+  const Json pj = to_json(p);
+  const CheckPart pb = check_part_from_json(Json::parse(pj.dump()), "part.json");
+  EXPECT_EQ(to_json(pb).dump(), pj.dump());
+  EXPECT_EQ(pb.checks[0].state.element_cmp[0][0].dot, 0x1p-60);
+  EXPECT_EQ(pb.checks[0].state.verdicts[0].elements[0].nonfinite, 1u);
+  EXPECT_EQ(pb.checks[0].state.verdicts[0].mismatch, v.mismatch);
 }
 
 // A sharded check's part reads back exactly (every number, inf and NaN included), and
@@ -849,7 +897,7 @@ TEST(Annotate, PlanSaysFloat32AndWhy) {
   b.node("boom", "Mul", {"x", "big"}, "a").node("", "Add", {"a", "x"}, "s");
   b.node("act", "Relu", {"s"}, "y").output("y");
   const model::Model& m = b.m;
-  const std::vector<std::vector<NamedTensor>> sample = {{{"x", floats({4}, {1, 2, -3, 4})}}};
+  const std::vector<std::vector<NamedValue>> sample = {{{"x", floats({4}, {1, 2, -3, 4})}}};
   analysis::PlanOptions o;
   o.check = fp16();
   model::Model named = m;  // as the CLI plans (analysis::name_nodes)

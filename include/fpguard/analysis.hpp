@@ -91,6 +91,30 @@ std::vector<Comparison> compare(std::span<const float> r,
 Comparison compare(std::span<const double> r, std::span<const float> v, const Format& f,
                    bool scaled = false);
 
+// ---- graph output values --------------------------------------------------------------
+// What one run gave for a graph output: a tensor, a sequence of `length` tensors, or an
+// empty optional (an optional holding something is that tensor or sequence).
+struct ValueForm {
+  ValueKind kind = ValueKind::tensor;
+  std::size_t length = 0;  // a sequence's
+  bool operator==(const ValueForm&) const = default;
+};
+// A value's form, and its tensors as compared: a tensor itself, a sequence's elements in
+// order, none for an empty optional.
+ValueForm form_of(const Value& v);
+std::vector<const Tensor*> tensors_of(const Value& v);
+// A graph output's value `v` against the reference `r`, element by element in float32 (a
+// float64 reference as it is): the floating tensors of the same position, up to the
+// shorter sequence, each alone (`elements`, a sequence's) and all together (`all`).
+// `same_form`: the kinds, the lengths and each pair's sizes agree (pairs of other sizes are
+// not compared).
+struct ValueComparison {
+  Comparison all{};
+  std::vector<Comparison> elements{};
+  bool same_form = true;
+};
+ValueComparison compare_values(const Value& r, const Value& v, bool scaled = false);
+
 struct TensorRecord {
   std::string name;
   bool floating = false;  // integer and bool tensors carry no numbers below
@@ -366,8 +390,16 @@ struct Note {
   std::string text{};
 };
 
+// A graph output whose emulated value differs from the reference's in kind or length: the
+// input set (global index) and what each run gave.
+struct OutputMismatch {
+  std::size_t set = 0;
+  ValueForm reference{}, emulated{};
+  bool operator==(const OutputMismatch&) const = default;
+};
+
 struct OutputVerdict {
-  std::string name;
+  std::string name;  // the graph output's; a sequence element's "name[k]
   // Over the elements finite in both runs; NaN (no value) when there are none, as cosine.
   // max_rel_error: pointwise, |v - r| / max(|r|, tiny); max_scaled_error: against the
   // output's scale, |v - r| / max(|r|, 2^-10 absmax(r), tiny), the worst over the input sets;
@@ -377,6 +409,15 @@ struct OutputVerdict {
   double cosine = 1;
   std::uint64_t nonfinite = 0;          // non-finite where the reference is finite
   std::uint64_t outside_tolerance = 0;  // with atol/rtol: elements past them
+  // Sequence and optional outputs. `elements`: a sequence's elements, each judged alone by
+  // position ("name[k]", over the sets that have one), while the numbers above are those of
+  // all its elements together; empty for other outputs. `mismatched_sets`: the sets where
+  // the emulated value differs from the reference's in kind or length (a sequence of
+  // another length, an optional empty in one run only), which fails it; `mismatch`: the
+  // first of them. Elements present in both runs are compared all the same.
+  std::vector<OutputVerdict> elements{};
+  std::uint64_t mismatched_sets = 0;
+  std::optional<OutputMismatch> mismatch{};
   bool pass = true;
 };
 
@@ -475,7 +516,7 @@ void name_nodes(model::Model& m);
 // original converted to its declared types. Graph inputs and outputs that differ in name, or
 // in element type other than float32/float16/bfloat16 swaps, are an Error in option
 // "reference_model".
-Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
+Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedValue>>& samples,
                 const CheckOptions& o);
 
 // ---- sharded checks: accumulate over input sets, merge, finish ---------------------------
@@ -519,9 +560,13 @@ struct CheckState {
   std::vector<NodeRecord> nodes{};
   std::vector<NodeFirsts> firsts{};  // parallel to nodes
   // Graph outputs: the emulated run against the reference (the verdicts' numbers), and the
-  // counts of the verdicts (name, nonfinite, outside_tolerance; the rest is judged).
+  // counts of the verdicts (name, nonfinite, outside_tolerance, the mismatches, and the same of
+  // each element; the rest is judged).
   std::vector<Comparison> output_cmp{};
   std::vector<OutputVerdict> verdicts{};
+  // Per graph output, a sequence's comparisons by element position (parallel to
+  // verdicts[i].elements; empty for other outputs).
+  std::vector<std::vector<Comparison>> element_cmp{};
   // Per value key: the reference's largest |value| and smallest non-zero |value| over the
   // sets, and the values whose finite reference values were recorded at least once.
   std::map<std::string, double> absmax{};
@@ -537,7 +582,7 @@ struct CheckState {
 // read(k), so that a check holds one set at a time whatever their number.
 struct SetReader {
   std::size_t count = 0;
-  std::function<std::vector<NamedTensor>(std::size_t)> read;
+  std::function<std::vector<NamedValue>(std::size_t)> read;
 };
 
 // `sets` read one at a time (they outlive the reader), adding the inputs they generate to
@@ -549,7 +594,7 @@ Diagnosis check(const model::Model& m, const SetReader& samples, const CheckOpti
 
 // Runs the lockstep of check() over `samples`, whose global indices are `sets` (ascending;
 // empty: 0, 1, ...), and returns what it keeps. Errors as check().
-CheckState accumulate(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
+CheckState accumulate(const model::Model& m, const std::vector<std::vector<NamedValue>>& samples,
                       const CheckOptions& o, std::vector<std::size_t> sets = {});
 // The same, reading the sets one at a time (twice for a scaled precision that calibrates
 // its activation amax on them: once to calibrate, once to check).
@@ -569,14 +614,14 @@ void merge(CheckState& into, const CheckState& from);
 // smallest index), which `first_set` returns; it is called only when there are accuracy
 // candidates. A state of another graph is an Error.
 Diagnosis finish(const model::Model& m, CheckState state, const CheckOptions& o,
-                 const std::function<std::vector<NamedTensor>()>& first_set);
+                 const std::function<std::vector<NamedValue>()>& first_set);
 // The same from the model's graph alone (model::load_graph_bytes: its large tensors without
 // values), the state's constant scans standing in for the constants. Only the accuracy
 // origins' runs need the model itself: `model` returns it (the same model, its nodes named
 // as in `graph`), called, as first_set, only when there are accuracy candidates.
 Diagnosis finish(const model::Model& graph, CheckState state, const CheckOptions& o,
                  const std::function<const model::Model&()>& model,
-                 const std::function<std::vector<NamedTensor>()>& first_set);
+                 const std::function<std::vector<NamedValue>()>& first_set);
 
 }  // namespace fpguard::analysis
 
@@ -698,7 +743,7 @@ struct Plan {
 // (verified: the float32 function unchanged, the overflow gone), seeds from check's
 // origins, adds the nodes with the largest error contribution while it fails, then
 // prunes. When no plan meets the tolerance, returns the best one found with meets = false.
-Plan plan(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
+Plan plan(const model::Model& m, const std::vector<std::vector<NamedValue>>& samples,
           const PlanOptions& o);
 
 // A plan.json read back (what convert needs of it; report::read_plan reads it).

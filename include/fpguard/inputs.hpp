@@ -88,8 +88,8 @@ struct Shard {
 // "I/N" with I < N; else an Error in option "shard".
 Shard parse_shard(std::string_view spec);
 
-// The input sets of check, plan and convert (tensors only: an input of another type is
-// an Error naming the model): one per subdirectory of `inputs` when it holds sets, else
+// The input sets of check, plan and convert (tensors; sequences and optionals from their
+// .pb files, as gather reads them): one per subdirectory of `inputs` when it holds sets, else
 // `samples` sets (set s generated with seed + s, whichever process draws it; given files
 // are the same in every set). A directory's sets are first narrowed to Options::max_sets
 // or sample_sets; set indices number the sets chosen. With a `shard` of several, only its
@@ -104,7 +104,7 @@ struct SetList {
   std::size_t size() const { return indices.size(); }
   // The k-th set (k < size()); the inputs it generated are added to *generated unless
   // already there (in the model's order).
-  std::vector<NamedTensor> read(std::size_t k, std::vector<Generated>* generated = nullptr) const;
+  std::vector<NamedValue> read(std::size_t k, std::vector<Generated>* generated = nullptr) const;
 
   Options options{};
   const model::Model* model = nullptr;
@@ -115,7 +115,7 @@ SetList list_samples(const Options& o, const model::Model& m, std::size_t sample
 
 // The same sets, all read (list_samples, then read each).
 struct Samples {
-  std::vector<std::vector<NamedTensor>> sets;
+  std::vector<std::vector<NamedValue>> sets;
   std::vector<Generated> generated;  // once each, in the model's order
   // Each set's index among all sets (ascending), and its directory's name ("" when
   // generated or `inputs` is one set); `total`: how many sets there are before sharding.
@@ -126,9 +126,11 @@ struct Samples {
 Samples gather_samples(const Options& o, const model::Model& m, std::size_t samples,
                        const Shard& shard = {});
 
-// The SHA-256 of an input set's tensors (names, dtypes, shapes and bytes, in order): what
-// identifies the set a merge of sharded checks reads again.
-std::string set_sha256(const std::vector<NamedTensor>& set);
+// The SHA-256 of an input set's values (names, dtypes, shapes and bytes, in order; a
+// sequence's elements in order after its kind and length, an empty optional by its kind):
+// what identifies the set a merge of sharded checks reads again. A set of tensors hashes
+// as it always did.
+std::string set_sha256(const std::vector<NamedValue>& set);
 
 // `o` with its file paths (the files of `input` and the `inputs` directory) absolute,
 // resolved against the current directory and lexically normalised; generator specs and

@@ -147,6 +147,10 @@ std::string describe(const CombinedFix& c);
 std::string next_steps(const analysis::Diagnosis& d);
 // Why a failing check found no origin, naming where the trouble shows first (one line).
 std::string describe(const analysis::FirstTrouble& f, const analysis::Diagnosis& d);
+// A sequence or optional output whose emulated value differs in kind or length: "the
+// emulated run gives a sequence of 2 where the reference gives a sequence of 3 (input set
+// 0; 1 set in all)", over `sets` mismatched sets.
+std::string describe(const analysis::OutputMismatch& m, std::uint64_t sets);
 // "and 3 more findings below the threshold (...); --json has all" for `minor` findings
 // (after_others: some were shown before; else "3 findings ...").
 std::string minor_findings(std::size_t minor, bool after_others);

@@ -87,13 +87,15 @@ struct Verified {
   std::string output{};
   double cosine = 1, max_abs_error = 0;
   std::uint64_t nonfinite = 0;  // non-finite where the original is finite
-  bool pass = true;             // no such value and cosine >= min_cosine
+  bool mismatch = false;        // a value of another kind or length (sequences, optionals)
+  bool pass = true;             // none of these and cosine >= min_cosine
 };
 // Runs `original` on `sample` and `converted` on it converted to its declared input types,
-// and compares each floating output (check's criterion, in float32), in graph order.
+// and compares each output with floating values (check's criterion, in float32; a
+// sequence's elements together, and one whose kind or length differs fails), in graph
+// order.
 std::vector<Verified> verify(const model::Model& original, const model::Model& converted,
-                             const std::vector<NamedTensor>& sample, double min_cosine,
-                             int threads);
+                             const std::vector<NamedValue>& sample, double min_cosine, int threads);
 
 // ---- plans ----------------------------------------------------------------------------
 // What convert does with a plan (analysis::PlanFile, plan.json read back) on `m`, whose

@@ -99,6 +99,6 @@ struct LoadedModel {
 };
 // One input set from the package's [(name, array, dtype name or None), ...]: each array
 // copied into a Tensor of its dtype (or of the dtype named: bfloat16 bits in a uint16 view).
-std::vector<NamedTensor> input_set(const py::list& items);
+std::vector<NamedValue> input_set(const py::list& items);
 
 }  // namespace fpguard::python

@@ -71,13 +71,13 @@ analysis::CheckOptions check_options(const py::dict& d) {
 }
 
 // The input sets given (lists of (name, array, dtype)); `samples` is for generated ones.
-std::vector<std::vector<NamedTensor>> given_sets(const py::object& sets, const py::dict& d) {
+std::vector<std::vector<NamedValue>> given_sets(const py::object& sets, const py::dict& d) {
   const auto samples = option<std::size_t>(d, "samples", 1);
   if (samples != 1)
     throw Error::in_option("samples", std::to_string(samples),
                            "applies to generated inputs (inputs=None); give a list of input "
                            "sets instead");
-  std::vector<std::vector<NamedTensor>> out;
+  std::vector<std::vector<NamedValue>> out;
   for (py::handle set : sets) out.push_back(input_set(set.cast<py::list>()));
   if (out.empty()) throw Error::in_option("inputs", "", "no input set given");
   return out;
@@ -91,7 +91,7 @@ struct GeneratedSets {
   std::size_t samples = 1;
   inputs::SetList list;
   std::vector<inputs::Generated> generated;  // set 0's (and any later set's, as read)
-  std::vector<NamedTensor> first;            // set 0
+  std::vector<NamedValue> first;             // set 0
 };
 
 GeneratedSets generated_sets(const LoadedModel& l, const py::dict& d) {
@@ -245,7 +245,7 @@ py::dict convert(py::handle m, const py::object& plan, const std::string& out_pa
   // The verification's inputs before anything is written: bad inputs leave no output. The
   // plan's recorded inputs, as `fpguard convert` verifies on, when none are given.
   const bool verify = option<bool>(d, "verify", true);
-  std::vector<NamedTensor> sample;
+  std::vector<NamedValue> sample;
   if (verify && !sets.is_none()) {
     sample = given_sets(sets, d).front();
     const exec::Executor original(l.model);

@@ -29,8 +29,8 @@ void poll_interrupt() {
   if (PyErr_CheckSignals() != 0) throw Interrupted{};
 }
 
-std::vector<NamedTensor> input_set(const py::list& items) {
-  std::vector<NamedTensor> set;
+std::vector<NamedValue> input_set(const py::list& items) {
+  std::vector<NamedValue> set;
   for (py::handle item : items) {
     const auto t = item.cast<py::tuple>();
     const std::string name = t[0].cast<std::string>();
@@ -188,7 +188,7 @@ py::dict run(py::handle m, const py::list& inputs, const py::object& precision,
     throw Error::in_option("threads", std::to_string(threads), "must be 0 (automatic) or more");
   exec::RunOptions o = run_options(precision, other, amax_margin, keep, keep_ops, threads);
   std::vector<NamedValue> feed;
-  for (auto& t : input_set(inputs)) feed.push_back({t.name, Value(std::move(t.tensor))});
+  for (auto& t : input_set(inputs)) feed.push_back(std::move(t));
   InterruptObserver interrupt;
   o.observer = &interrupt;
   const auto outputs =

@@ -50,12 +50,13 @@ struct Context {
   // smallest non-zero |value|.
   std::map<std::string, double> absmax{};
   std::map<std::string, double> min_abs_nonzero{};
-  std::set<std::string> seen{};           // values whose finite reference values were recorded
-  std::vector<NodeFirsts> firsts{};       // per position (CheckState::firsts)
-  std::vector<std::size_t> sets{};        // the input sets run (global indices)
-  std::vector<Comparison> output_cmp{};   // graph outputs: emulated vs reference
-  std::vector<ConstantScan> constants{};  // floating constants, scanned once
-  std::set<std::string> initializers{};   // their keys (subgraphs' too)
+  std::set<std::string> seen{};          // values whose finite reference values were recorded
+  std::vector<NodeFirsts> firsts{};      // per position (CheckState::firsts)
+  std::vector<std::size_t> sets{};       // the input sets run (global indices)
+  std::vector<Comparison> output_cmp{};  // graph outputs: emulated vs reference
+  std::vector<std::vector<Comparison>> element_cmp{};      // sequence outputs': per element
+  std::vector<ConstantScan> constants{};                   // floating constants, scanned once
+  std::set<std::string> initializers{};                    // their keys (subgraphs' too)
   std::map<std::string, const Tensor*> constant_values{};  // initializers and Constant values
   std::map<std::string, bool> constant_nonfinite{};        // scanned constants: inf/NaN present
   // The ONNX element type of every value shape inference types (model::infer_graph_elem_types),
@@ -68,8 +69,8 @@ struct Context {
   // 16-bit storage (where the emulated run is the one they run: every node but --keep-fp32
   // in the format), the emulated run's; empty where this check did not run set 0 (one
   // finished from partial results).
-  std::vector<Tensor> first_reference{};
-  std::vector<NamedTensor> first_emulated{};
+  std::vector<Value> first_reference{};
+  std::vector<NamedValue> first_emulated{};
 
   Source source_of(const std::string& value) const;
   // Gives `p` the check's scaled precision (CheckOptions::scaled), if any, with its
@@ -78,13 +79,28 @@ struct Context {
 };
 
 // The graph outputs of a finished reference session as compared: float64 carriers as
-// they are (the truth run), others as stored (floating ones converted to float32).
-std::vector<Tensor> reference_outputs(const exec::Session& ref);
+// they are (the truth run), other tensors as stored (floating ones converted to float32),
+// sequences and optionals as they are.
+std::vector<Value> reference_outputs(const exec::Session& ref);
+// One input set's graph output (global index `set`): the emulated value `e` against the
+// reference `r` (compare_values, with max_scaled), added to its verdict's counts
+// (nonfinite; with atol/rtol, outside_tolerance; a mismatch), to its comparison `cmp` and,
+// for a sequence, to its elements' (element_cmp, grown with v.elements).
+void record_output(const Value& r, const Value& e, std::size_t set, const CheckOptions& o,
+                   OutputVerdict& v, Comparison& cmp, std::vector<Comparison>& element_cmp);
+// An output's verdict from its comparison over all input sets, and its elements' from
+// theirs (the counts recorded already). Errors over no finite pair are NaN: no value.
+void judge(const Comparison& c, const std::vector<Comparison>& elements, const CheckOptions& o,
+           OutputVerdict& v);
+// Adds `b`'s counts and element comparisons to `a`'s (the verdicts of one output in two
+// check states); the mismatch of the earlier set stays.
+void merge_output(OutputVerdict& a, std::vector<Comparison>& a_elements, const OutputVerdict& b,
+                  const std::vector<Comparison>& b_elements);
 // Fills diag.origins (may run the model again: accuracy contributions, on the input set
 // `sample` returns, called only when there are candidates).
 // (`reference`: the reference run's executor, asked for only then.)
 void find_origins(Context& ctx, const std::function<const exec::Executor&()>& reference,
-                  const std::function<std::vector<NamedTensor>()>& sample);
+                  const std::function<std::vector<NamedValue>()>& sample);
 // Throws an Error for an id that names no rule.
 void check_rule_ids(const std::set<std::string>& ids);
 // Fills diag.rules, each finding with its margin and severity.

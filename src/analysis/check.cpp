@@ -479,12 +479,13 @@ struct Lockstep {
   const exec::Executor* orig_ex = nullptr;
   std::map<std::string, std::string> matched{};
   std::map<std::string, Tensor> original{};
+  std::map<std::string, Value> original_outputs{};
   // The original's node value keys (exec::value_keys), and this sample's values of its
   // matched body tensors by (key, iterations of the enclosing bodies).
   std::map<std::string, exec::NodeKeys> orig_keys{};
   std::map<std::pair<std::string, std::vector<std::size_t>>, Tensor> original_body{};
 
-  void run_sample(const std::vector<NamedTensor>& inputs);
+  void run_sample(const std::vector<NamedValue>& inputs);
   // The reference absmax of value `key` in this sample (constants: theirs); nullopt when
   // neither was recorded.
   std::optional<double> absmax_now(const std::string& key) const {
@@ -516,7 +517,7 @@ struct Lockstep {
   void record_reference(TensorRecord& t, const std::string& key, const TensorStats& st);
   void judge_outputs(const exec::Session& ref, const exec::Session& emu);
   // Runs the original on `inputs` and keeps the values matched to ours and its outputs.
-  void run_original(const std::vector<NamedTensor>& inputs);
+  void run_original(const std::vector<NamedValue>& inputs);
 };
 
 void Lockstep::record_scaled(const model::Node& node, NodeRecord& rec,
@@ -734,18 +735,20 @@ void BodyEmulated::on_body_node(const exec::BodyNode& b, const std::vector<const
   }
 }
 
-void Lockstep::run_original(const std::vector<NamedTensor>& inputs) {
+void Lockstep::run_original(const std::vector<NamedValue>& inputs) {
   original.clear();
+  original_outputs.clear();
   const auto& og = orig_ex->model().graph;
-  std::vector<NamedTensor> fed;
+  std::vector<NamedValue> fed;
   for (const auto& in : inputs) {
     const auto v = std::find_if(og.inputs.begin(), og.inputs.end(),
                                 [&](const model::ValueInfo& x) { return x.name == in.name; });
-    DType want = in.tensor.dtype();
-    if (v != og.inputs.end() && exec::is_float(want))
-      if (const auto dt = model::dtype_of(v->elem_type)) want = *dt;
-    fed.push_back(
-        {in.name, want != in.tensor.dtype() ? exec::convert(in.tensor, want) : in.tensor});
+    fed.push_back(in);
+    if (!in.value.is_tensor()) continue;  // (sequences hold float32 in both)
+    const DType have = in.value.tensor.dtype();
+    if (v != og.inputs.end() && exec::is_float(have))
+      if (const auto dt = model::dtype_of(v->elem_type); dt && *dt != have)
+        fed.back().value = exec::convert(in.value.tensor, *dt);
   }
   std::set<std::string> wanted;
   for (const auto& [ours, theirs] : matched) wanted.insert(theirs);
@@ -782,12 +785,15 @@ void Lockstep::run_original(const std::vector<NamedTensor>& inputs) {
           t && exec::is_float(t->dtype()))
         original[out] = *t;
   }
-  for (const auto& o : os.outputs())
-    original[o.name] =
-        exec::is_float(o.tensor.dtype()) ? exec::convert(o.tensor, DType::float32) : o.tensor;
+  for (auto& o : os.output_values()) {
+    if (o.value.is_tensor() && exec::is_float(o.value.tensor.dtype()))
+      o.value.tensor = exec::convert(o.value.tensor, DType::float32);
+    if (o.value.is_tensor()) original[o.name] = o.value.tensor;
+    original_outputs[o.name] = std::move(o.value);
+  }
 }
 
-void Lockstep::run_sample(const std::vector<NamedTensor>& inputs) {
+void Lockstep::run_sample(const std::vector<NamedValue>& inputs) {
   const auto& g = m.graph;
   exec::Session ref(ref_ex, inputs), emu(emu_ex, inputs);
   error.clear();
@@ -928,59 +934,41 @@ void Lockstep::record_outputs(const model::Node& node, std::size_t pos, const ex
 }
 
 void Lockstep::judge_outputs(const exec::Session& ref, const exec::Session& emu) {
-  const Format fp32 = parse_format("float32");
   // The verdict inputs: the emulated graph outputs in their storage dtypes, against the
   // reference's (its float64 carriers with --reference fp64).
   auto ro = reference_outputs(ref);
-  const auto eo = emu.outputs();
+  const auto eo = emu.output_values();
   if (set == 0) {
     ctx.first_reference = ro;
     if (keep_first_emulated) ctx.first_emulated = eo;
   }
   if (orig_ex)  // the original's outputs (same names, checked before)
     for (std::size_t i = 0; i < ro.size(); ++i)
-      if (auto ov = original.find(eo[i].name); ov != original.end()) {
-        if (ov->second.size() != eo[i].tensor.size())
+      if (auto ov = original_outputs.find(eo[i].name); ov != original_outputs.end()) {
+        const Value& e = eo[i].value;
+        if (ov->second.is_tensor() && e.is_tensor() && ov->second.tensor.size() != e.tensor.size())
           throw Error::in_option("reference_model", orig_ex->model().path.string(),
                                  "its output '" + eo[i].name + "' has " +
-                                     std::to_string(ov->second.size()) + " values, the model's " +
-                                     std::to_string(eo[i].tensor.size()));
+                                     std::to_string(ov->second.tensor.size()) +
+                                     " values, the model's " + std::to_string(e.tensor.size()));
         ro[i] = ov->second;
       }
-  for (std::size_t i = 0; i < ro.size(); ++i) {
-    OutputVerdict& v = verdicts[i];
-    if (!exec::is_float(ro[i].dtype())) continue;
-    const Tensor e = exec::convert(eo[i].tensor, DType::float32);
-    const Comparison c = compare_to(ro[i], e, fp32, true);
-    ctx.output_cmp[i].merge(c);
-    v.nonfinite += c.overflow + c.nan;
-    if (o.atol || o.rtol) {
-      const double atol = o.atol.value_or(0), rtol = o.rtol.value_or(0);
-      const auto es = floats(e);
-      with_values(ro[i], [&](auto rs) {
-        for (std::size_t k = 0; k < rs.size(); ++k) {
-          const double x = rs[k], y = es[k];
-          if (std::isnan(x) && std::isnan(y)) continue;
-          if (x == y) continue;  // also equal infinities
-          if (!(std::fabs(y - x) <= atol + rtol * std::fabs(x))) ++v.outside_tolerance;
-        }
-      });
-    }
-  }
+  for (std::size_t i = 0; i < ro.size(); ++i)
+    record_output(ro[i], eo[i].value, set, o, verdicts[i], ctx.output_cmp[i], ctx.element_cmp[i]);
 }
 
 }  // namespace
 
-std::vector<Tensor> reference_outputs(const exec::Session& ref) {
-  std::vector<Tensor> out;
-  const auto stored = ref.outputs();
-  for (const auto& o : stored) {
+std::vector<Value> reference_outputs(const exec::Session& ref) {
+  std::vector<Value> out;
+  for (auto& o : ref.output_values()) {
     const Tensor* carrier = ref.value(o.name);
     if (carrier && carrier->dtype() == DType::float64)
-      out.push_back(*carrier);  // the truth, not narrowed to the declared dtype
+      out.emplace_back(*carrier);  // the truth, not narrowed to the declared dtype
+    else if (o.value.is_tensor() && exec::is_float(o.value.tensor.dtype()))
+      out.emplace_back(exec::convert(o.value.tensor, DType::float32));
     else
-      out.push_back(exec::is_float(o.tensor.dtype()) ? exec::convert(o.tensor, DType::float32)
-                                                     : o.tensor);
+      out.push_back(std::move(o.value));
   }
   return out;
 }
@@ -1025,20 +1013,6 @@ Source Context::source_of(const std::string& name) const {
 
 namespace {
 
-// An output's verdict from its comparison over all input sets (nonfinite and
-// outside_tolerance counted already). Errors over no finite pair are NaN: no value.
-void judge(const Comparison& c, const CheckOptions& o, OutputVerdict& v) {
-  constexpr double none = std::numeric_limits<double>::quiet_NaN();
-  const bool measured = c.finite > 0;
-  v.max_abs_error = measured ? c.max_abs : none;
-  v.max_rel_error = measured ? c.max_rel : none;
-  v.max_scaled_error = measured ? c.max_scaled : none;
-  // Relative to an all-zero reference, a non-zero error has no finite value either.
-  v.rel_rms_error = measured && (c.rr > 0 || c.dd == 0) ? c.nrmse() : none;
-  v.cosine = c.cosine();
-  v.pass = v.nonfinite == 0 && v.outside_tolerance == 0 && v.cosine >= o.min_cosine;  // NaN fails
-}
-
 // Whether an output differs from the reference at all.
 bool outputs_changed(const Diagnosis& d) {
   return std::any_of(d.outputs.begin(), d.outputs.end(), [](const OutputVerdict& v) {
@@ -1071,9 +1045,13 @@ FirstTrouble first_trouble(const Context& ctx, Comparison TensorRecord::*which) 
   FirstTrouble ft;
   for (const auto& v : ctx.diag.outputs)
     if (!v.pass) {
-      ft.tensor = v.name;
-      ft.nonfinite = v.nonfinite > 0;
-      ft.cosine = v.cosine;
+      // A sequence's first failing element, when it is one that fails.
+      const auto e = std::find_if(v.elements.begin(), v.elements.end(),
+                                  [](const OutputVerdict& x) { return !x.pass; });
+      const OutputVerdict& w = e != v.elements.end() && !v.mismatched_sets ? *e : v;
+      ft.tensor = w.name;
+      ft.nonfinite = w.nonfinite > 0;
+      ft.cosine = w.cosine;
       if (auto p = ctx.producer.find(v.name); p != ctx.producer.end()) {
         ft.node = ctx.diag.nodes[p->second].name;
         ft.op_type = ctx.diag.nodes[p->second].op_type;
@@ -1347,15 +1325,38 @@ bool holds_16bit(const model::Model& m) {
   return found;
 }
 
-// The compute nodes of a mixed model whose output is float32 (they stay float32).
+// Whether a compute node of a mixed model runs in float32 as it is (`k`: its value keys,
+// `types` by key): its output is float32, or it has no floating output (a comparison,
+// IsInf) and reads float32 values and no 16-bit one.
+bool runs_float32(const exec::NodeKeys& k, const std::map<std::string, int>& types) {
+  auto type_of = [&](const std::string& key) {
+    const auto t = types.find(key);
+    return t == types.end() ? 0 : t->second;
+  };
+  const int t = k.outputs.empty() ? 0 : type_of(k.outputs[0]);
+  if (t == 0 || t == 1 || t == 11 || is_16bit(t)) return t == 1;
+  bool reads32 = false, reads16 = false;
+  for (const auto& in : k.inputs) {
+    reads32 = reads32 || type_of(in) == 1;
+    reads16 = reads16 || is_16bit(type_of(in));
+  }
+  return reads32 && !reads16;
+}
+
+// The compute nodes of a mixed model that run in float32 (they stay float32), by path: body
+// nodes too, as a converted model keeps them.
 std::set<std::string> float32_nodes(const model::Model& m,
                                     const std::map<std::string, int>& types) {
   std::set<std::string> out;
-  for (const auto& n : m.graph.nodes) {
-    const auto* info = exec::Registry::global().find(n.op_type);
-    if (!info || info->kind == exec::OpKind::data_movement || n.outputs.empty()) continue;
-    if (auto t = types.find(n.outputs[0]); t != types.end() && t->second == 1) out.insert(n.name);
-  }
+  const auto keys = exec::value_keys(m);
+  exec::for_each_node(m.graph, m.path.string(),
+                      [&](const model::Node& n, const std::string& path, const model::Graph&) {
+                        const auto* info = exec::Registry::global().find(n.op_type);
+                        const auto k = keys.find(path);
+                        if (info && info->kind != exec::OpKind::data_movement && k != keys.end() &&
+                            runs_float32(k->second, types))
+                          out.insert(path);
+                      });
   return out;
 }
 
@@ -1471,7 +1472,7 @@ RunSetup run_setup(const model::Model& m, const CheckOptions& o) {
 // exec::calibrate_activations over sets read one at a time: the maximum of each set's.
 ActivationAmax calibrate_lazily(const exec::Executor& ref_ex, const SetReader& samples) {
   ActivationAmax amax;
-  std::vector<std::vector<NamedTensor>> one(1);
+  std::vector<std::vector<NamedValue>> one(1);
   for (std::size_t k = 0; k < samples.count; ++k) {
     one[0] = samples.read(k);
     max_amax(amax, exec::calibrate_activations(ref_ex, one));
@@ -1491,7 +1492,7 @@ ActivationAmax calibrate(const exec::Executor& ref_ex, const CheckOptions& o,
 }
 
 // `samples` as a SetReader (they outlive it).
-SetReader reader_of(const std::vector<std::vector<NamedTensor>>& samples) {
+SetReader reader_of(const std::vector<std::vector<NamedValue>>& samples) {
   return {.count = samples.size(), .read = [&samples](std::size_t k) { return samples[k]; }};
 }
 
@@ -1532,7 +1533,7 @@ struct Checker {
   void install(CheckState st);
   // `full`: the model itself, when this checker's is its graph alone (for the accuracy
   // origins' runs); nullptr: this checker's.
-  Diagnosis finish(const std::function<std::vector<NamedTensor>()>& first_set,
+  Diagnosis finish(const std::function<std::vector<NamedValue>()>& first_set,
                    const std::function<const model::Model&()>& full = nullptr);
 };
 
@@ -1575,6 +1576,7 @@ void Checker::prepare(const std::vector<ConstantScan>* scans) {
   const auto& g = m.graph;
   verdicts.resize(g.outputs.size());
   ctx.output_cmp.resize(g.outputs.size());
+  ctx.element_cmp.resize(g.outputs.size());
   for (std::size_t i = 0; i < g.outputs.size(); ++i) verdicts[i].name = g.outputs[i].name;
 }
 
@@ -1611,6 +1613,7 @@ CheckState Checker::state() {
           .firsts = std::move(ctx.firsts),
           .output_cmp = std::move(ctx.output_cmp),
           .verdicts = std::move(verdicts),
+          .element_cmp = std::move(ctx.element_cmp),
           .absmax = std::move(ctx.absmax),
           .min_abs_nonzero = std::move(ctx.min_abs_nonzero),
           .seen = std::move(ctx.seen),
@@ -1620,7 +1623,8 @@ CheckState Checker::state() {
 void Checker::install(CheckState st) {
   const auto& ours = ctx.diag.nodes;
   bool same = st.nodes.size() == ours.size() && st.firsts.size() == ours.size() &&
-              st.verdicts.size() == verdicts.size() && st.output_cmp.size() == verdicts.size();
+              st.verdicts.size() == verdicts.size() && st.output_cmp.size() == verdicts.size() &&
+              st.element_cmp.size() == verdicts.size();
   for (std::size_t i = 0; same && i < ours.size(); ++i)
     same = st.nodes[i].name == ours[i].name && st.nodes[i].outputs.size() == ours[i].outputs.size();
   if (!same)
@@ -1650,15 +1654,17 @@ void Checker::install(CheckState st) {
   }
   ctx.firsts = std::move(st.firsts);
   ctx.output_cmp = std::move(st.output_cmp);
+  ctx.element_cmp = std::move(st.element_cmp);
   verdicts = std::move(st.verdicts);
   ctx.min_abs_nonzero = std::move(st.min_abs_nonzero);
   ctx.seen = std::move(st.seen);
 }
 
-Diagnosis Checker::finish(const std::function<std::vector<NamedTensor>()>& first_set,
+Diagnosis Checker::finish(const std::function<std::vector<NamedValue>()>& first_set,
                           const std::function<const model::Model&()>& full) {
   if (ctx.sets.empty()) throw Error(m.path.string(), "no input sets to check with");
-  for (std::size_t i = 0; i < verdicts.size(); ++i) judge(ctx.output_cmp[i], o, verdicts[i]);
+  for (std::size_t i = 0; i < verdicts.size(); ++i)
+    judge(ctx.output_cmp[i], ctx.element_cmp[i], o, verdicts[i]);
   ctx.diag.pass =
       std::all_of(verdicts.begin(), verdicts.end(), [](const OutputVerdict& v) { return v.pass; });
   ctx.diag.outputs = std::move(verdicts);
@@ -1715,7 +1721,7 @@ std::vector<std::size_t> set_indices(std::vector<std::size_t> sets, std::size_t 
 
 }  // namespace
 
-Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
+Diagnosis check(const model::Model& m, const std::vector<std::vector<NamedValue>>& samples,
                 const CheckOptions& o) {
   if (samples.empty()) throw Error(m.path.string(), "no input sets to check with");
   const SetReader reader = reader_of(samples);
@@ -1736,7 +1742,7 @@ Diagnosis check(const model::Model& m, const SetReader& samples, const CheckOpti
   return c.finish([&] { return samples.read(0); });
 }
 
-CheckState accumulate(const model::Model& m, const std::vector<std::vector<NamedTensor>>& samples,
+CheckState accumulate(const model::Model& m, const std::vector<std::vector<NamedValue>>& samples,
                       const CheckOptions& o, std::vector<std::size_t> sets) {
   return accumulate(m, reader_of(samples), o, std::move(sets));
 }
@@ -1763,7 +1769,7 @@ void max_amax(ActivationAmax& into, const ActivationAmax& from) {
 }
 
 Diagnosis finish(const model::Model& m, CheckState state, const CheckOptions& o,
-                 const std::function<std::vector<NamedTensor>()>& first_set) {
+                 const std::function<std::vector<NamedValue>()>& first_set) {
   Checker c(m, o, nullptr);
   c.install(std::move(state));
   return c.finish(first_set);
@@ -1771,7 +1777,7 @@ Diagnosis finish(const model::Model& m, CheckState state, const CheckOptions& o,
 
 Diagnosis finish(const model::Model& graph, CheckState state, const CheckOptions& o,
                  const std::function<const model::Model&()>& model,
-                 const std::function<std::vector<NamedTensor>()>& first_set) {
+                 const std::function<std::vector<NamedValue>()>& first_set) {
   // (The clipping rules of a converted model compare its weights with the original's.)
   if (o.reference_model)
     throw Error::in_option("reference_model", o.reference_model->path.string(),

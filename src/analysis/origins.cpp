@@ -484,7 +484,7 @@ void scaled_origins(Context& ctx, const Graphs& g) {
 // alone (everything else in float32) does to the graph outputs.
 void accuracy_origins(Context& ctx, const Graphs& g,
                       const std::function<const exec::Executor&()>& reference,
-                      const std::function<std::vector<NamedTensor>()>& first_set) {
+                      const std::function<std::vector<NamedValue>()>& first_set) {
   const bool accuracy_failure =
       std::any_of(ctx.diag.outputs.begin(), ctx.diag.outputs.end(),
                   [](const OutputVerdict& v) { return !v.pass && v.nonfinite == 0; });
@@ -507,26 +507,19 @@ void accuracy_origins(Context& ctx, const Graphs& g,
   if (candidates.empty()) return;
 
   const exec::Executor& ref_ex = reference();
-  const std::vector<NamedTensor> sample = first_set();
-  std::vector<Tensor> ref_outputs = ctx.first_reference;  // as the lockstep ran set 0
+  const std::vector<NamedValue> sample = first_set();
+  std::vector<Value> ref_outputs = ctx.first_reference;  // as the lockstep ran set 0
   if (ref_outputs.empty()) {
     exec::Session ref(ref_ex, sample);
     while (!ref.done()) ref.step();
     ref_outputs = reference_outputs(ref);
   }
-  auto output_error = [&](const std::vector<NamedTensor>& out) {
+  // The largest relative RMS error of the outputs (+inf where their forms differ).
+  auto output_error = [&](const std::vector<NamedValue>& out) {
     double e = 0;
     for (std::size_t i = 0; i < out.size(); ++i) {
-      if (!exec::is_float(out[i].tensor.dtype())) continue;
-      const Tensor v = exec::convert(out[i].tensor, DType::float32);
-      const std::span<const float> vs(v.data<float>().data(), v.size());
-      const Format fp32 = parse_format("float32");
-      const Tensor& r = ref_outputs[i];
-      const Comparison c =
-          r.dtype() == DType::float64
-              ? compare(std::span<const double>(r.data<double>().data(), r.size()), vs, fp32)
-              : compare(std::span<const float>(r.data<float>().data(), r.size()), vs, fp32);
-      e = std::max(e, c.nrmse());
+      const ValueComparison c = compare_values(ref_outputs[i], out[i].value);
+      e = std::max(e, c.same_form ? c.all.nrmse() : INFINITY);
     }
     return e;
   };
@@ -539,8 +532,9 @@ void accuracy_origins(Context& ctx, const Graphs& g,
   all.policy.accumulate = ctx.o.accumulate;
   all.policy.accumulation = ctx.o.accumulation;
   ctx.scale(all.policy);
-  const double total = output_error(
-      !ctx.first_emulated.empty() ? ctx.first_emulated : exec::Executor(ref_ex, all).run(sample));
+  const double total =
+      output_error(!ctx.first_emulated.empty() ? ctx.first_emulated
+                                               : exec::Executor(ref_ex, all).run_values(sample));
   std::vector<Origin> found;
   for (const auto& [err, pos] : candidates) {
     const NodeRecord& rec = ctx.diag.nodes[pos];
@@ -552,7 +546,7 @@ void accuracy_origins(Context& ctx, const Graphs& g,
     one.policy.accumulate = ctx.o.accumulate;
     one.policy.accumulation = ctx.o.accumulation;
     ctx.scale(one.policy);
-    const double contribution = output_error(exec::Executor(ref_ex, one).run(sample));
+    const double contribution = output_error(exec::Executor(ref_ex, one).run_values(sample));
     if (!(contribution >= 0.1 * total) || contribution == 0) continue;
     Origin o;
     o.node = rec.name;
@@ -588,7 +582,7 @@ std::vector<double> reached_output_error(const Context& ctx) {
   std::map<std::string, double> output_error;
   for (std::size_t i = 0; i < g.outputs.size() && i < ctx.diag.outputs.size(); ++i) {
     const OutputVerdict& v = ctx.diag.outputs[i];
-    const bool broken = v.nonfinite > 0 || std::isnan(v.rel_rms_error);
+    const bool broken = v.nonfinite > 0 || v.mismatched_sets > 0 || std::isnan(v.rel_rms_error);
     output_error[g.outputs[i].name] = broken ? INFINITY : v.rel_rms_error;
   }
   std::map<std::string, std::vector<std::size_t>> readers;
@@ -630,7 +624,7 @@ void assess_damage(Context& ctx) {
 }
 
 void find_origins(Context& ctx, const std::function<const exec::Executor&()>& reference,
-                  const std::function<std::vector<NamedTensor>()>& sample) {
+                  const std::function<std::vector<NamedValue>()>& sample) {
   const Graphs g(ctx);
   value_origins(ctx, g);
   node_origins(ctx, g);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -127,16 +128,12 @@ std::string widest_input(const model::Graph& g, const model::Node& node,
 // The relative RMS error of `got` against `truth`, or nullopt where they agree within
 // float32 rounding (relative RMS <= 1e-5, nothing non-finite): a rewrite that keeps the
 // float32 function.
-std::optional<double> function_change(const std::vector<NamedTensor>& truth,
-                                      const std::vector<NamedTensor>& got) {
+std::optional<double> function_change(const std::vector<NamedValue>& truth,
+                                      const std::vector<NamedValue>& got) {
   for (std::size_t i = 0; i < got.size() && i < truth.size(); ++i) {
-    if (!exec::is_float(truth[i].tensor.dtype())) continue;
-    const Tensor r = exec::convert(truth[i].tensor, DType::float32);
-    const Tensor v = exec::convert(got[i].tensor, DType::float32);
-    const Comparison c =
-        compare(std::span<const float>(r.data<float>().data(), r.size()),
-                std::span<const float>(v.data<float>().data(), v.size()), parse_format("float32"));
-    if (c.overflow + c.nan > 0 || !(c.nrmse() <= 1e-5)) return c.nrmse();
+    const ValueComparison c = compare_values(truth[i].value, got[i].value);
+    if (!c.same_form) return INFINITY;
+    if (c.all.overflow + c.all.nan > 0 || !(c.all.nrmse() <= 1e-5)) return c.all.nrmse();
   }
   return std::nullopt;
 }
@@ -191,7 +188,7 @@ void find_islands(Plan& p, const model::Model& m, const std::set<std::string>& f
 // rewrites replace it), the float32 set and what the search added to it.
 struct Planner {
   const model::Model& original;
-  const std::vector<std::vector<NamedTensor>>& samples;
+  const std::vector<std::vector<NamedValue>>& samples;
   const PlanOptions& o;
   Plan p{};
   std::vector<std::string> names{};                // main-graph names by index
@@ -200,13 +197,13 @@ struct Planner {
   const std::set<std::string> forced = keep;
   std::set<std::string> unscaled = o.check.keep_unscaled;
   std::vector<std::string> added{};  // in the order the search added them
-  std::vector<NamedTensor> truth{};  // the original's float32 outputs (scale rewrites')
+  std::vector<NamedValue> truth{};   // the original's float32 outputs (scale rewrites')
   std::set<std::string> scale_tried{};
   // The original's main-graph names: a node a scale rewrite added (a multiply-back before a
   // reader without a homogeneity degree, or before an output) is not scaled again.
   const std::vector<std::string> original_names = display_names(original);
 
-  Planner(const model::Model& m, const std::vector<std::vector<NamedTensor>>& s,
+  Planner(const model::Model& m, const std::vector<std::vector<NamedValue>>& s,
           const PlanOptions& opts);
   model::Model& m() { return p.rewritten; }
   void index_nodes();
@@ -219,7 +216,7 @@ struct Planner {
   std::size_t casts(const std::set<std::string>& s) const;
   bool add(const std::string& n, const Reason& why);
   // The float32 outputs of a model on the first input set (the rewrite's yardstick).
-  std::vector<NamedTensor> outputs32(const model::Model& mm) const;
+  std::vector<NamedValue> outputs32(const model::Model& mm) const;
   bool try_scale(const Origin& org, const Diagnosis& d);
   bool adopt_scale(model::Model rewritten, const Scaled& s, const std::string& value,
                    const Origin& org);
@@ -232,7 +229,7 @@ struct Planner {
   void finish(const Diagnosis& best, const std::set<std::string>& best_keep);
 };
 
-Planner::Planner(const model::Model& m, const std::vector<std::vector<NamedTensor>>& s,
+Planner::Planner(const model::Model& m, const std::vector<std::vector<NamedValue>>& s,
                  const PlanOptions& opts)
     : original(m), samples(s), o(opts) {
   p.model = original.path.string();
@@ -280,10 +277,10 @@ bool Planner::add(const std::string& n, const Reason& why) {
   return true;
 }
 
-std::vector<NamedTensor> Planner::outputs32(const model::Model& mm) const {
+std::vector<NamedValue> Planner::outputs32(const model::Model& mm) const {
   exec::RunOptions ro;
   ro.threads = o.check.threads;
-  return exec::Executor(mm, ro).run(samples.front());
+  return exec::Executor(mm, ro).run_values(samples.front());
 }
 
 // An exact scale rewrite for a node's overflow, verified: the float32 model keeps its
@@ -453,7 +450,7 @@ bool node_overflow(const Origin& org) {
 
 }  // namespace
 
-Plan plan(const model::Model& original, const std::vector<std::vector<NamedTensor>>& samples,
+Plan plan(const model::Model& original, const std::vector<std::vector<NamedValue>>& samples,
           const PlanOptions& o) {
   Planner pl(original, samples, o);
   Diagnosis d = pl.run(pl.keep, {.kind = PlanStepKind::as_is});

@@ -116,7 +116,9 @@ void merge(CheckState& into, const CheckState& from) {
               from.firsts.size() == from.nodes.size() &&
               into.output_cmp.size() == from.output_cmp.size() &&
               into.verdicts.size() == from.verdicts.size() &&
-              into.verdicts.size() == into.output_cmp.size();
+              into.verdicts.size() == into.output_cmp.size() &&
+              into.element_cmp.size() == into.verdicts.size() &&
+              from.element_cmp.size() == from.verdicts.size();
   for (std::size_t i = 0; same && i < into.nodes.size(); ++i)
     same = into.nodes[i].name == from.nodes[i].name &&
            into.nodes[i].outputs.size() == from.nodes[i].outputs.size();
@@ -130,8 +132,7 @@ void merge(CheckState& into, const CheckState& from) {
     merge_node(into.nodes[i], into.firsts[i], from.nodes[i], from.firsts[i], into.seen, from.seen);
   for (std::size_t i = 0; i < into.output_cmp.size(); ++i) {
     into.output_cmp[i].merge(from.output_cmp[i]);
-    into.verdicts[i].nonfinite += from.verdicts[i].nonfinite;
-    into.verdicts[i].outside_tolerance += from.verdicts[i].outside_tolerance;
+    merge_output(into.verdicts[i], into.element_cmp[i], from.verdicts[i], from.element_cmp[i]);
   }
   for (const auto& [k, v] : from.absmax) {
     auto [it, fresh] = into.absmax.try_emplace(k, v);

@@ -388,21 +388,6 @@ Shard parse_shard(std::string_view spec) {
 }
 
 namespace {
-// The analyses (check, plan, convert) take tensors: an input that is not one is refused.
-std::vector<NamedTensor> tensors_of(std::vector<NamedValue> values, const model::Model& m) {
-  std::vector<NamedTensor> out;
-  for (auto& v : values) {
-    if (!v.value.is_tensor())
-      throw Error(m.path.string() + ": input '" + v.name + "'",
-                  "is not a tensor (" + std::string(to_string(v.value.kind)) +
-                      "); the analyses (check, plan, convert) take tensor inputs only");
-    out.push_back({std::move(v.name), std::move(v.value.tensor)});
-  }
-  return out;
-}
-}  // namespace
-
-namespace {
 // The sets Options::max_sets or sample_sets choose, in natural order.
 std::vector<std::string> chosen_sets(std::vector<std::string> dirs, const Options& o) {
   if (o.max_sets && o.sample_sets)
@@ -446,15 +431,15 @@ SetList list_samples(const Options& o, const model::Model& m, std::size_t sample
   return out;
 }
 
-std::vector<NamedTensor> SetList::read(std::size_t k, std::vector<Generated>* generated) const {
+std::vector<NamedValue> SetList::read(std::size_t k, std::vector<Generated>* generated) const {
   std::vector<Generated> drawn;
-  std::vector<NamedTensor> set;
+  std::vector<NamedValue> set;
   if (paths.empty()) {
-    set = tensors_of(gather(options, *model, indices.at(k), &drawn), *model);
+    set = gather(options, *model, indices.at(k), &drawn);
   } else {
     Options one = options;
     one.inputs = paths.at(k);
-    set = tensors_of(gather(one, *model, 0, &drawn), *model);
+    set = gather(one, *model, 0, &drawn);
   }
   // Once each (the sets of a directory may generate the same input), in first-seen order.
   if (generated)
@@ -476,14 +461,28 @@ Samples gather_samples(const Options& o, const model::Model& m, std::size_t samp
   return out;
 }
 
-std::string set_sha256(const std::vector<NamedTensor>& set) {
+namespace {
+void hash_tensor(Sha256& h, std::string head, const Tensor& t) {
+  head += std::string(to_string(t.dtype()));
+  for (const auto d : t.shape()) head += ',' + std::to_string(d);
+  head += '\0';
+  h.update(head.data(), head.size());
+  h.update(t.bytes(), t.nbytes());
+}
+}  // namespace
+
+std::string set_sha256(const std::vector<NamedValue>& set) {
   Sha256 h;
-  for (const auto& t : set) {
-    std::string head = t.name + '\0' + std::string(to_string(t.tensor.dtype()));
-    for (const auto d : t.tensor.shape()) head += ',' + std::to_string(d);
-    head += '\0';
+  for (const auto& v : set) {
+    if (v.value.is_tensor()) {  // as sets of tensors always hashed
+      hash_tensor(h, v.name + '\0', v.value.tensor);
+      continue;
+    }
+    // Kind and length first, so that no set of tensors hashes the same.
+    const std::string head = v.name + '\0' + std::string(to_string(v.value.kind)) + '\0' +
+                             std::to_string(v.value.items.size()) + '\0';
     h.update(head.data(), head.size());
-    h.update(t.tensor.bytes(), t.tensor.nbytes());
+    for (const auto& t : v.value.items) hash_tensor(h, "", t);
   }
   return h.hex();
 }

@@ -8,6 +8,7 @@
 #include "fpguard/error.hpp"
 #include "fpguard/report.hpp"
 #include "json_reader.hpp"
+#include "output_json.hpp"
 #include "scaled_operands.hpp"
 
 namespace fpguard::report {
@@ -168,6 +169,10 @@ Json kinds_json(const std::set<analysis::OriginKind>& kinds) {
 }
 
 Json output_json(const analysis::OutputVerdict& o) {
+  Json elements = Json::array();
+  for (const auto& e : o.elements) elements.push_back(output_json(e));
+  Json mismatch = detail::mismatch_json(o.mismatch);
+  if (o.mismatch) mismatch["message"] = describe(*o.mismatch, o.mismatched_sets);
   return {{"name", o.name},
           {"max_abs_error", number(o.max_abs_error)},
           {"max_rel_error", number(o.max_rel_error)},
@@ -176,6 +181,9 @@ Json output_json(const analysis::OutputVerdict& o) {
           {"cosine", number(o.cosine)},
           {"nonfinite", o.nonfinite},
           {"outside_tolerance", o.outside_tolerance},
+          {"elements", elements},
+          {"mismatched_sets", o.mismatched_sets},
+          {"mismatch", mismatch},
           {"pass", o.pass}};
 }
 
@@ -378,6 +386,13 @@ struct Reader : detail::JsonReader {
     v.nonfinite = u64(j, "nonfinite", path);
     v.outside_tolerance = u64(j, "outside_tolerance", path);
     v.pass = boolean(j, "pass", path);
+    if (j.contains("elements")) {  // (sequence and optional outputs; absent in older files)
+      const Json& es = array(j, "elements", path);
+      for (std::size_t k = 0; k < es.size(); ++k)
+        v.elements.push_back(output(es[k], detail::item(path, "elements", k)));
+      v.mismatched_sets = u64(j, "mismatched_sets", path);
+      v.mismatch = detail::read_mismatch(*this, j, path);
+    }
     return v;
   }
 

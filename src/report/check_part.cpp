@@ -13,6 +13,7 @@
 #include "fpguard/limits.hpp"
 #include "fpguard/report.hpp"
 #include "json_reader.hpp"
+#include "output_json.hpp"
 #include "scaled_operands.hpp"
 
 namespace fpguard::report {
@@ -114,11 +115,23 @@ Json state_json(const CheckState& s) {
   Json constants = Json::array();
   for (const auto& c : s.constants) constants.push_back(constant_scan(c));
   Json outputs = Json::array();
-  for (std::size_t i = 0; i < s.verdicts.size(); ++i)
-    outputs.push_back({{"name", s.verdicts[i].name},
-                       {"nonfinite", s.verdicts[i].nonfinite},
-                       {"outside_tolerance", s.verdicts[i].outside_tolerance},
-                       {"comparison", comparison_state(s.output_cmp[i])}});
+  auto counts = [](const analysis::OutputVerdict& v, const Comparison& c) {
+    return Json{{"name", v.name},
+                {"nonfinite", v.nonfinite},
+                {"outside_tolerance", v.outside_tolerance},
+                {"comparison", comparison_state(c)}};
+  };
+  for (std::size_t i = 0; i < s.verdicts.size(); ++i) {
+    const auto& v = s.verdicts[i];
+    Json elements = Json::array();
+    for (std::size_t k = 0; k < v.elements.size(); ++k)
+      elements.push_back(counts(v.elements[k], s.element_cmp[i][k]));
+    Json o = counts(v, s.output_cmp[i]);
+    o["elements"] = elements;
+    o["mismatched_sets"] = v.mismatched_sets;
+    o["mismatch"] = detail::mismatch_json(v.mismatch);
+    outputs.push_back(std::move(o));
+  }
   return {{"sets", s.sets},
           {"outputs", outputs},
           {"absmax", map_state(s.absmax)},
@@ -366,14 +379,31 @@ CheckState PartReader::state(const Json& j, const std::string& path) const {
   CheckState s;
   s.sets = sizes(j, "sets", path);
   const Json& outs = array(j, "outputs", path);
+  // An output's (or a sequence element's) counts and comparison.
+  auto counts = [&](const Json& o, const std::string& p) {
+    analysis::OutputVerdict v;
+    v.name = str(o, "name", p);
+    v.nonfinite = u64(o, "nonfinite", p);
+    v.outside_tolerance = u64(o, "outside_tolerance", p);
+    return std::make_pair(v, comparison(at(o, "comparison", p), field(p, "comparison")));
+  };
   for (std::size_t i = 0; i < outs.size(); ++i) {
     const std::string p = detail::item(path, "outputs", i);
-    analysis::OutputVerdict v;
-    v.name = str(outs[i], "name", p);
-    v.nonfinite = u64(outs[i], "nonfinite", p);
-    v.outside_tolerance = u64(outs[i], "outside_tolerance", p);
+    auto [v, c] = counts(outs[i], p);
+    std::vector<Comparison> element_cmp;
+    if (outs[i].contains("elements")) {  // (sequence and optional outputs; absent in older files)
+      const Json& es = array(outs[i], "elements", p);
+      for (std::size_t k = 0; k < es.size(); ++k) {
+        auto [e, ec] = counts(es[k], detail::item(p, "elements", k));
+        v.elements.push_back(std::move(e));
+        element_cmp.push_back(ec);
+      }
+      v.mismatched_sets = u64(outs[i], "mismatched_sets", p);
+      v.mismatch = detail::read_mismatch(*this, outs[i], p);
+    }
     s.verdicts.push_back(std::move(v));
-    s.output_cmp.push_back(comparison(at(outs[i], "comparison", p), field(p, "comparison")));
+    s.output_cmp.push_back(c);
+    s.element_cmp.push_back(std::move(element_cmp));
   }
   s.absmax = map(j, "absmax", path);
   s.min_abs_nonzero = map(j, "min_abs_nonzero", path);

@@ -21,6 +21,24 @@ std::string cosine_text(double c, double min_cosine) {
   return "cosine " + fixed(c, 6) + (c < min_cosine ? fmt::format(" < {}", min_cosine) : "");
 }
 
+// A sequence output's elements are listed whole up to this many, else those that fail.
+constexpr std::size_t kElementsShown = 8;
+
+// One output's (or a sequence element's) line.
+void render_output(std::ostream& out, const analysis::OutputVerdict& o,
+                   const analysis::Diagnosis& d, const Terminal& t, const std::string& indent) {
+  std::string why;
+  if (o.nonfinite)
+    why = fmt::format("{} non-finite values where the reference is finite; ", count(o.nonfinite));
+  if (o.outside_tolerance)
+    why += fmt::format("{} values outside atol/rtol; ", count(o.outside_tolerance));
+  out << fmt::format(
+      "{}{} {}: {}, relative RMS error {}, max scaled error {}, max abs error {}{}\n", indent,
+      o.pass ? "ok  " : t.bad("FAIL"), o.name, cosine_text(o.cosine, d.min_cosine),
+      num_na(o.rel_rms_error), num_na(o.max_scaled_error), num_na(o.max_abs_error),
+      why.empty() ? "" : " (" + why.substr(0, why.size() - 2) + ")");
+}
+
 void render_verdict(std::ostream& out, const analysis::Diagnosis& d, const Terminal& t) {
   const std::string qualifiers = verdict_qualifiers(d);
   out << (d.pass ? t.good("PASS") : t.bad("FAIL")) << (qualifiers.empty() ? "" : " " + qualifiers)
@@ -30,16 +48,19 @@ void render_verdict(std::ostream& out, const analysis::Diagnosis& d, const Termi
       << (d.reference_model.empty() ? d.reference : d.reference_model + " in " + d.reference)
       << ", " << d.samples << " input set" << (d.samples > 1 ? "s" : "") << ")\n";
   for (const auto& o : d.outputs) {
-    std::string why;
-    if (o.nonfinite)
-      why = fmt::format("{} non-finite values where the reference is finite; ", count(o.nonfinite));
-    if (o.outside_tolerance)
-      why += fmt::format("{} values outside atol/rtol; ", count(o.outside_tolerance));
-    out << fmt::format(
-        "  {} {}: {}, relative RMS error {}, max scaled error {}, max abs error {}{}\n",
-        o.pass ? "ok  " : t.bad("FAIL"), o.name, cosine_text(o.cosine, d.min_cosine),
-        num_na(o.rel_rms_error), num_na(o.max_scaled_error), num_na(o.max_abs_error),
-        why.empty() ? "" : " (" + why.substr(0, why.size() - 2) + ")");
+    render_output(out, o, d, t, "  ");
+    if (o.mismatch)
+      out << "      " << t.bad("its kind or length differs") << ": "
+          << describe(*o.mismatch, o.mismatched_sets) << "\n";
+    // A sequence's elements: all of a short one, else those that fail.
+    const bool all = o.elements.size() <= kElementsShown;
+    std::size_t hidden = 0;
+    for (const auto& e : o.elements)
+      if (all || !e.pass)
+        render_output(out, e, d, t, "      ");
+      else
+        ++hidden;
+    if (hidden) out << fmt::format("      ({} more elements pass)\n", hidden);
   }
   if (const std::string advice = generated_advice(d.generated); !advice.empty())
     out << "  note: " << advice << "\n";

@@ -71,7 +71,7 @@ font-size:20px;color:#fff;margin-right:10px}.pass{background:#1a7f37}.fail{backg
 .qualifiers{font-size:15px;font-weight:600;color:#8a5a00;margin-right:10px}
 .sub{color:#556}table{border-collapse:collapse;margin:6px 0 10px;font-size:13px}
 th,td{padding:3px 10px;border-bottom:1px solid #e4e6ee;text-align:left;vertical-align:top}
-th{background:#f4f5f9}td.r,th.r{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f4f5f9}td.r,th.r{text-align:right;font-variant-numeric:tabular-nums}td.element{padding-left:1.5em}
 .bad{color:#c62828;font-weight:600}.ok{color:#1a7f37}.kind{display:inline-block;padding:0 6px;
 border-radius:4px;background:#fde8e8;color:#9b1c1c;font-size:12px;font-weight:600}
 .kind.accuracy{background:#fff4d6;color:#7a5200}.fix{margin:2px 0 2px 18px;color:#224}
@@ -322,13 +322,22 @@ void outputs_table(std::ostream& out, const std::vector<analysis::OutputVerdict>
          "</th><th class=\"r\">relative RMS error</th><th class=\"r\">max scaled error</th>"
          "<th class=\"r\">max abs error</th><th class=\"r\">max rel error</th>"
          "<th class=\"r\">non-finite</th><th class=\"r\">outside atol/rtol</th></tr>\n";
-  for (const auto& o : outputs)
-    out << "<tr><td>" << esc(o.name) << "</td><td class=\"" << (o.pass ? "ok" : "bad") << "\">"
-        << (o.pass ? "ok" : "FAIL") << "</td><td class=\"r\">" << v_cosine(o.cosine)
-        << "</td><td class=\"r\">" << v_na(o.rel_rms_error) << "</td><td class=\"r\">"
-        << v_na(o.max_scaled_error) << "</td><td class=\"r\">" << v_na(o.max_abs_error)
-        << "</td><td class=\"r\">" << v_na(o.max_rel_error) << "</td><td class=\"r\">"
-        << vc(o.nonfinite) << "</td><td class=\"r\">" << vc(o.outside_tolerance) << "</td></tr>\n";
+  auto row = [&](const analysis::OutputVerdict& o, bool element) {
+    out << "<tr><td" << (element ? " class=\"element\"" : "") << ">" << esc(o.name)
+        << "</td><td class=\"" << (o.pass ? "ok" : "bad") << "\">" << (o.pass ? "ok" : "FAIL")
+        << "</td><td class=\"r\">" << v_cosine(o.cosine) << "</td><td class=\"r\">"
+        << v_na(o.rel_rms_error) << "</td><td class=\"r\">" << v_na(o.max_scaled_error)
+        << "</td><td class=\"r\">" << v_na(o.max_abs_error) << "</td><td class=\"r\">"
+        << v_na(o.max_rel_error) << "</td><td class=\"r\">" << vc(o.nonfinite)
+        << "</td><td class=\"r\">" << vc(o.outside_tolerance) << "</td></tr>\n";
+  };
+  for (const auto& o : outputs) {
+    row(o, false);
+    if (o.mismatch)  // a sequence or optional of another kind or length
+      out << "<tr><td></td><td class=\"bad\" colspan=\"8\">"
+          << esc(describe(*o.mismatch, o.mismatched_sets)) << "</td></tr>\n";
+    for (const auto& e : o.elements) row(e, true);  // a sequence's elements
+  }
   out << "</table>\n";
 }
 

@@ -555,9 +555,35 @@ std::string describe(const analysis::FirstTrouble& f, const analysis::Diagnosis&
                      from, why);
 }
 
+namespace {
+// "a tensor", "a sequence of 3", "an empty optional".
+std::string form_text(const analysis::ValueForm& f) {
+  if (f.kind == ValueKind::sequence) return fmt::format("a sequence of {}", f.length);
+  return f.kind == ValueKind::none ? "an empty optional" : "a tensor";
+}
+}  // namespace
+
+std::string describe(const analysis::OutputMismatch& m, std::uint64_t sets) {
+  const bool longer =
+      m.reference.kind == ValueKind::sequence && m.emulated.kind == ValueKind::sequence;
+  return fmt::format(
+      "the emulated run gives {} where the reference gives {}{} (input set {}; {} "
+      "set{} in all)",
+      form_text(m.emulated), form_text(m.reference),
+      longer ? ": elements past the shorter are not compared" : "", m.set, sets,
+      sets == 1 ? "" : "s");
+}
+
 std::string next_steps(const analysis::Diagnosis& d) {
   if (d.pass || !d.origins.empty()) return "";
   if (d.first_trouble && d.first_trouble->nonfinite) return describe(*d.first_trouble, d);
+  if (const auto& f = d.first_trouble)  // an output of another kind or length
+    for (const auto& o : d.outputs)
+      if (o.name == f->tensor && o.mismatch)
+        return fmt::format(
+            "no origin found: {} differs in kind or length{}: {}", quoted(o.name),
+            f->node.empty() ? "" : fmt::format(" (from {} ({}))", quoted(f->node), f->op_type),
+            describe(*o.mismatch, o.mismatched_sets));
   std::vector<std::string> top;
   for (const auto& r : detail::worst_nodes(d, 3))
     if (r.x.damage > 0)

@@ -30,6 +30,19 @@ bool has_subgraph(const model::Node& n) {
   return false;
 }
 
+// Ops that make or take sequences or optionals (SequenceConstruct, SplitToSequence,
+// ConcatFromSequence, Optional, ...): a type parameter of theirs holds no tensor type. The
+// sequences and optionals of a converted model hold float32 tensors (as declared), so such
+// a node reads and gives float32, with Casts on its tensor edges.
+bool handles_values(const model::OpTyping& t) {
+  auto no_tensor = [&](const std::string& p) {
+    auto it = t.allowed.find(p);
+    return it != t.allowed.end() && it->second.empty();
+  };
+  return t.known && (std::any_of(t.input_params.begin(), t.input_params.end(), no_tensor) ||
+                     std::any_of(t.output_params.begin(), t.output_params.end(), no_tensor));
+}
+
 // Renames reads of `from` to `to` inside a subgraph (and its subgraphs), where `from` is
 // not defined by the subgraph itself.
 void rename_captured(model::Graph& g, const std::string& from, const std::string& to) {
@@ -288,7 +301,7 @@ void Converter::classify(Scope& s) {
 int Converter::node_class(Scope& s, std::size_t idx, const model::OpTyping& typing, bool moves) {
   if (s.compute_class[idx]) return s.compute_class[idx];
   const auto& n = s.g.nodes[idx];
-  if (!moves || !typing.known || has_subgraph(n)) return kFloat;
+  if (!moves || !typing.known || has_subgraph(n) || handles_values(typing)) return kFloat;
   const std::string main = typing.output_param(0);
   bool any_low = false, all_const = true, any_float = false;
   for (std::size_t i = 0; i < n.inputs.size(); ++i) {
@@ -333,7 +346,8 @@ bool Converter::attr_typed_low(Scope& s, model::Node& n) {
 
 // Each float input becomes a value of the type the node needs: its class for inputs of
 // its main type parameter, float32 for a parameter of its own that does not allow what it
-// gets, and float32 for everything a node holding a body reads (bodies are typed float32).
+// gets, and float32 for everything a node holding a body reads (bodies are typed float32)
+// or one that makes or takes sequences and optionals reads (handles_values).
 void Converter::rewire_inputs(Scope& s, model::Node& n, int cls, bool computes) {
   const auto typing = model::op_typing(n.op_type, n.domain, opset);
   const std::string main = typing.known ? typing.output_param(0) : std::string();
@@ -342,7 +356,7 @@ void Converter::rewire_inputs(Scope& s, model::Node& n, int cls, bool computes) 
     if (in.empty() || s.orig_of(in) != kFloat) continue;
     const std::string& p = typing.input_param(i);
     const int have = s.cur_of(in) ? s.cur_of(in) : kFloat;
-    if (has_subgraph(n))
+    if (has_subgraph(n) || handles_values(typing))
       in = as_type(s, in, kFloat);
     else if (typing.known && p == main && computes)
       in = as_type(s, in, cls);
@@ -582,33 +596,36 @@ decltype(analysis::PlanOptions::count_casts) cast_counter() {
 namespace fpguard::rewrite {
 
 std::vector<Verified> verify(const model::Model& original, const model::Model& converted,
-                             const std::vector<NamedTensor>& sample, double min_cosine,
+                             const std::vector<NamedValue>& sample, double min_cosine,
                              int threads) {
   exec::RunOptions ro;
   ro.threads = threads;
-  const auto want = exec::Executor(original, ro).run(sample);
-  std::vector<NamedTensor> feed;
+  const auto want = exec::Executor(original, ro).run_values(sample);
+  std::vector<NamedValue> feed;
   for (const auto& t : sample) {
-    NamedTensor f = t;
+    NamedValue f = t;
     for (const auto& vi : converted.graph.inputs)
-      if (vi.name == t.name && vi.elem_type != model::onnx_elem_type(t.tensor.dtype()))
-        if (auto d = model::dtype_of(vi.elem_type)) f.tensor = exec::convert(t.tensor, *d);
+      if (t.value.is_tensor() && vi.name == t.name &&
+          vi.elem_type != model::onnx_elem_type(t.value.tensor.dtype()))
+        if (auto d = model::dtype_of(vi.elem_type)) f.value = exec::convert(t.value.tensor, *d);
     feed.push_back(std::move(f));
   }
-  const auto got = exec::Executor(converted, ro).run(feed);
+  const auto got = exec::Executor(converted, ro).run_values(feed);
   std::vector<Verified> out;
   for (std::size_t i = 0; i < want.size() && i < got.size(); ++i) {
-    if (!exec::is_float(want[i].tensor.dtype())) continue;
-    const Tensor r = exec::convert(want[i].tensor, DType::float32);
-    const Tensor v = exec::convert(got[i].tensor, DType::float32);
-    const auto c = analysis::compare(std::span<const float>(r.data<float>().data(), r.size()),
-                                     std::span<const float>(v.data<float>().data(), v.size()),
-                                     parse_format("float32"));
+    const auto ts = analysis::tensors_of(want[i].value);
+    if (std::none_of(ts.begin(), ts.end(),
+                     [](const Tensor* t) { return exec::is_float(t->dtype()); }) &&
+        !ts.empty())
+      continue;
+    const auto c = analysis::compare_values(want[i].value, got[i].value);
+    const std::uint64_t nonfinite = c.all.overflow + c.all.nan;
     out.push_back({.output = want[i].name,
-                   .cosine = c.cosine(),
-                   .max_abs_error = c.max_abs,
-                   .nonfinite = c.overflow + c.nan,
-                   .pass = c.overflow + c.nan == 0 && c.cosine() >= min_cosine});
+                   .cosine = c.all.cosine(),
+                   .max_abs_error = c.all.max_abs,
+                   .nonfinite = nonfinite,
+                   .mismatch = !c.same_form,
+                   .pass = c.same_form && nonfinite == 0 && c.all.cosine() >= min_cosine});
   }
   return out;
 }

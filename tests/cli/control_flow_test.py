@@ -25,10 +25,10 @@ on small models built here with onnx:
   the origins and --annotate name the body nodes reading them; in bfloat16, PASS;
 - a failure without origin (a Cast to float16 overflows, nothing computes in the format):
   one line names the first tensor that went non-finite and its producer;
-- the ONNX node tests with If/Loop/Scan/SequenceMap (Debian's libonnx-testdata): those
-  with tensor inputs and outputs check without error in float16 and bfloat16, each body
-  node a record with its parent; those with a sequence or optional input or output are
-  refused in one line (exit 2).
+- the ONNX node tests with If/Loop/Scan/SequenceMap (Debian's libonnx-testdata), those
+  with sequence or optional inputs or outputs too, check without error in float16 and
+  bfloat16, each body node a record with its parent, each sequence output's elements a
+  verdict each (plan and convert on them: sequence_test.py).
 
     control_flow_test.py --fpguard PATH
 """
@@ -73,8 +73,9 @@ def checked(f, tmp, model, inputs, *extra, precision="float16"):
         return r, None
     with open(out) as fh:
         j = json.load(fh)
-    # Outputs that changed always had something run in the format.
-    changed = any(o["nonfinite"] or o["max_abs_error"] != 0 for o in j["outputs"])
+    # Outputs that changed always had something run in the format (null: nothing floating
+    # was compared, an integer output).
+    changed = any(o["nonfinite"] or o["max_abs_error"] not in (0, None) for o in j["outputs"])
     check(not changed or "no floating-point compute node" not in r.stdout,
           f"{os.path.basename(model)} {extra}: no 'no floating-point compute node'", r.stdout)
     return r, j
@@ -503,13 +504,13 @@ def body_nodes(graph):
 
 
 def test_onnx_node_models(f, tmp):
-    """The ONNX node tests with If, Loop, Scan or SequenceMap: those whose graph inputs and
-    outputs are tensors check without error in float16 and bfloat16, every body node (onnx
-    counts them) a record with its parent; the others (a sequence or optional input or
-    output) are refused in one line naming it, exit 2 (the analyses take tensors)."""
+    """The ONNX node tests with If, Loop, Scan or SequenceMap, sequence and optional inputs
+    and outputs included, check without error in float16 and bfloat16, every body node (onnx
+    counts them) a record with its parent, and every output of the test's data a verdict (a
+    sequence's elements each one, by position)."""
     names = sorted(d for d in os.listdir(NODE_TESTS)
                    if d.startswith(("test_if", "test_loop", "test_scan", "test_sequence_map")))
-    checked_ok = 0
+    checked_ok = values = 0
     for name in names:
         model = os.path.join(NODE_TESTS, name, "model.onnx")
         inputs = os.path.join(NODE_TESTS, name, "test_data_set_0")
@@ -517,18 +518,40 @@ def test_onnx_node_models(f, tmp):
         tensors = all(v.type.HasField("tensor_type") for v in list(m.graph.input) +
                       list(m.graph.output))
         for precision in ("float16", "bfloat16"):
-            if not tensors:
-                fails(f, f"{name} {precision}", ["check", model, "--inputs", inputs, "--precision",
-                                                  precision], "not a tensor")
-                continue
             r, j = checked(f, tmp, model, inputs, precision=precision)
             if j:
                 inside = [n for n in j["nodes"] if n["parent"]]
                 check(len(inside) == body_nodes(m.graph), f"{name} {precision}: its body nodes",
                       (len(inside), body_nodes(m.graph)))
+                want = expected_outputs(m, inputs)
+                got = {o["name"]: [e["name"] for e in o.get("elements", [])] for o in j["outputs"]}
+                check(got == want, f"{name} {precision}: a verdict per output and element",
+                      (got, want))
                 checked_ok += 1
-    check(checked_ok >= 8, "the node tests with tensor inputs and outputs were checked",
-          (checked_ok, names))
+                values += not tensors
+    check(checked_ok == 2 * len(names) and values >= 2 * 14,
+          "the node tests were checked, those with sequences or optionals too",
+          (checked_ok, values, names))
+
+
+def expected_outputs(m, data_dir):
+    """Per graph output, the names of its elements in the test's expected output: "y[k]"
+    for a sequence of them (also inside an optional), none otherwise."""
+    out = {}
+    for i, vo in enumerate(m.graph.output):
+        raw = open(os.path.join(data_dir, f"output_{i}.pb"), "rb").read()
+        n = 0
+        if vo.type.HasField("sequence_type"):
+            p = onnx.SequenceProto()
+            p.ParseFromString(raw)
+            n = len(numpy_helper.to_list(p))
+        elif vo.type.HasField("optional_type"):
+            p = onnx.OptionalProto()
+            p.ParseFromString(raw)
+            v = numpy_helper.to_optional(p)
+            n = len(v) if isinstance(v, list) else 0
+        out[vo.name] = [f"{vo.name}[{k}]" for k in range(n)]
+    return out
 
 
 def main():

@@ -108,10 +108,16 @@ def main():
                                                 "x=" + x_npy, "--input",
                                                 "o=" + os.path.join(d, "values_o_none.pb")],
               "input 's'", "is a tensor but the model declares a sequence")
-        fails(f, "check takes tensors", ["check", vals, "--precision", "fp16", "--input", "s=" + s_pb,
-                                         "--input", "x=" + x_npy, "--input",
-                                         "o=" + os.path.join(d, "values_o_none.pb")],
-              "input 's'", "tensor inputs only")
+        # check takes them too: a verdict per output, a sequence's per element.
+        cj = os.path.join(tmp, "values_check.json")
+        r = run(f, "check", vals, "--precision", "fp16", "--input", "s=" + s_pb, "--input",
+                "x=" + x_npy, "--input", "o=" + os.path.join(d, "values_o_none.pb"), "--json", cj)
+        check(r.returncode == 0, "check on sequence and optional inputs passes", r.stderr)
+        if r.returncode == 0:
+            outs = {o["name"]: o for o in json.load(open(cj))["outputs"]}
+            check([e["name"] for e in outs["s2"]["elements"]] == ["s2[0]", "s2[1]", "s2[2]"] and
+                  outs["o2"]["elements"] == [] and outs["o2"]["pass"], "check's sequence verdicts",
+                  outs)
 
         # Strings: written as NumPy unicode arrays.
         x3 = os.path.join(tmp, "x3.npy")

@@ -83,16 +83,17 @@ inputs::Options verify_inputs(const ConvertArgs& a, const analysis::PlanFile* pl
 // The converted model (real 16-bit storage) against the float32 original on the first
 // input set, with check's pass criterion; false when an output misses it.
 bool verify(const ConvertArgs& a, const model::Model& original,
-            const std::vector<NamedTensor>& sample) {
+            const std::vector<NamedValue>& sample) {
   const model::Model saved = model::load(a.output);
   bool pass = true;
   for (const auto& v : rewrite::verify(original, saved, sample, a.min_cosine, a.threads)) {
     pass = pass && v.pass;
     std::cout << fmt::format(
         "  verified {}: {} vs the float32 model: cosine {:.6f}, max abs "
-        "error {:.4g}{}\n",
+        "error {:.4g}{}{}\n",
         v.output, v.pass ? "ok  " : "FAIL", v.cosine, v.max_abs_error,
-        v.nonfinite ? fmt::format(", {} non-finite", v.nonfinite) : "");
+        v.nonfinite ? fmt::format(", {} non-finite", v.nonfinite) : "",
+        v.mismatch ? "; its kind or length differs from the float32 model's" : "");
   }
   return pass;
 }

@@ -50,8 +50,8 @@ model::Model load_verified(const std::string& path, const report::FileId& id,
 }
 
 // The first input set (set 0), read again as the check read it and verified by SHA-256.
-std::vector<NamedTensor> first_set(const MergeArgs& a, const std::vector<report::CheckPart>& parts,
-                                   const model::Model& m) {
+std::vector<NamedValue> first_set(const MergeArgs& a, const std::vector<report::CheckPart>& parts,
+                                  const model::Model& m) {
   for (const auto& p : parts) {
     const auto& sets = p.checks.front().state.sets;
     if (sets.empty() || sets.front() != 0) continue;
@@ -66,13 +66,11 @@ std::vector<NamedTensor> first_set(const MergeArgs& a, const std::vector<report:
                                  " (merge reads input set 0 again for the accuracy "
                                  "origins; --inputs names the directory of sets)");
     }
-    std::vector<NamedTensor> out;
-    for (auto& v : values) out.push_back({std::move(v.name), std::move(v.value.tensor)});
-    if (inputs::set_sha256(out) != p.first_set_sha256)
+    if (inputs::set_sha256(values) != p.first_set_sha256)
       throw Error(o.inputs,
                   "is not the input set 0 the parts were checked with (its sha256 "
                   "differs; --inputs names the directory of sets)");
-    return out;
+    return values;
   }
   throw Error("merge", "no part holds input set 0");
 }

@@ -33,7 +33,7 @@ std::vector<analysis::CheckState> merged_states(
 // rank needs to finish a check or to plan.
 struct RankSets {
   inputs::SetList own{};
-  std::vector<NamedTensor> first{};
+  std::vector<NamedValue> first{};
   std::vector<inputs::Generated> generated{};  // set 0's, then those of the sets read
   std::size_t total = 0;
 };
