@@ -444,22 +444,92 @@ TEST(Executor, ExecutorsSharingWeightsKeepTheirOwnPreparedWeights) {
   auto same = [](const Tensor& a, const Tensor& b) {
     return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
   };
-  for (const bool reference_first : {true, false}) {
-    RunOptions ref_options;
-    ref_options.weights = std::make_shared<WeightCache>();
-    RunOptions emu_options = fp16();
-    emu_options.weights = ref_options.weights;
-    const Executor ref(m, ref_options);
-    const Executor emu(ref, emu_options), local(ref, emu_options);
-    if (reference_first) {
+  for (const bool reference_first : {true, false})
+    for (const bool in_float32 : {false, true}) {  // RunOptions::prepare_in_float32
+      RunOptions ref_options;
+      ref_options.weights = std::make_shared<WeightCache>();
+      ref_options.prepare_in_float32 = in_float32;
+      RunOptions emu_options = fp16();
+      emu_options.weights = ref_options.weights;
+      emu_options.prepare_in_float32 = in_float32;
+      const Executor ref(m, ref_options);
+      const Executor emu(ref, emu_options), local(ref, emu_options);
+      if (reference_first) {
+        EXPECT_TRUE(same(ref.run({{"x", x}})[0].tensor, want32));
+      }
+      EXPECT_TRUE(same(emu.run({{"x", x}})[0].tensor, want16));
+      EXPECT_TRUE(same(local.run({{"x", x}})[0].tensor, want16));
       EXPECT_TRUE(same(ref.run({{"x", x}})[0].tensor, want32));
+      EXPECT_TRUE(same(emu.run({{"x", x}})[0].tensor, want16));
     }
-    EXPECT_TRUE(same(emu.run({{"x", x}})[0].tensor, want16));
-    EXPECT_TRUE(same(local.run({{"x", x}})[0].tensor, want16));
-    EXPECT_TRUE(same(ref.run({{"x", x}})[0].tensor, want32));
-    EXPECT_TRUE(same(emu.run({{"x", x}})[0].tensor, want16));
-  }
   fs::remove_all(dir);
+}
+
+// Conv takes its weight unrounded where no observer reads weights (OpTraits::rounds_weight)
+// and rounds what it prepares from it: results bit for bit those of the rounded copy (the
+// path an observer that reads weights gets) and of a float32 run of the rounded operands
+// whose output is rounded after, with weights that overflow float16 or become subnormal or
+// zero; in layouts oneDNN pads (3 and 5 channels), with and without saturation, and with 4
+// spatial dimensions (no oneDNN: the kernel asks for the rounded copy).
+TEST(Emulation, ConvRoundsItsPreparedWeightAsTheRoundedCopyWould) {
+  struct Observing : Recorder {
+    bool reads = true;
+    bool reads_weights(bool) const override { return reads; }
+  };
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0, 0.3f);
+  const auto random = [&](std::vector<std::int64_t> shape) {
+    Tensor t(DType::float32, std::move(shape));
+    for (float& v : t.data<float>()) v = normal(rng);
+    return t;
+  };
+  const Format f16 = parse_format("float16");
+  const auto rounded = [&](Tensor t, const RoundOptions& ro) {
+    round(t.data<float>(), t.data<float>(), f16, ro);
+    return t;
+  };
+  const auto same = [](const Tensor& a, const Tensor& b) {
+    return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
+  };
+  const std::vector<std::vector<std::int64_t>> weights = {
+      {8, 3, 3, 3}, {16, 16, 1, 1}, {6, 5, 3, 3}, {2, 2, 2, 2, 2, 2}};
+  for (const auto& ws : weights)
+    for (const bool saturate : {false, true})
+      for (const bool in_float32 : {false, true}) {  // RunOptions::prepare_in_float32
+        SCOPED_TRACE(::testing::PrintToString(ws) + (saturate ? " saturating" : "") +
+                     (in_float32 ? " prepared in float32" : ""));
+        std::vector<std::int64_t> xs(ws.size(), 5);
+        xs[0] = 1, xs[1] = ws[1];
+        Tensor w = random(ws);
+        auto wv = w.data<float>();
+        wv[0] = 1e5f, wv[1] = -7e4f, wv[2] = 3e-6f, wv[3] = 1e-9f;
+        const Tensor x = random(xs);
+        const model::Model m = one_node("Conv", xs, w);
+        RunOptions o = fp16();
+        o.policy.round_options.saturate = saturate;
+        o.prepare_in_float32 = in_float32;
+        Observing rec;
+        rec.reads = false;
+        o.observer = &rec;
+        const Executor ex(m, o);
+        const Tensor unrounded = ex.run({{"x", x}})[0].tensor;
+        EXPECT_TRUE(same(ex.run({{"x", x}})[0].tensor, unrounded));  // from what it keeps
+        ASSERT_EQ(rec.calls.size(), 2u);
+        const Tensor& model_w = m.graph.find_initializer("w")->tensor;
+        const bool own_rounding = ws.size() <= 5;  // 1-3 spatial dimensions: oneDNN
+        EXPECT_EQ(rec.calls[0].input_addresses[1] == &model_w, own_rounding);
+        rec.calls.clear();
+        rec.reads = true;
+        const Tensor copy = Executor(m, o).run({{"x", x}})[0].tensor;
+        const RoundOptions& ro = o.policy.round_options;
+        EXPECT_TRUE(same(rec.calls[0].inputs[1], rounded(w, ro)));  // the observer's view
+        // x is rounded where it enters (a graph input), the output as the node's.
+        const Tensor want = rounded(
+            Executor(one_node("Conv", xs, rounded(w, ro))).run({{"x", rounded(x, ro)}})[0].tensor,
+            ro);
+        EXPECT_TRUE(same(unrounded, want));
+        EXPECT_TRUE(same(copy, want));
+      }
 }
 
 RunOptions accumulating(const std::string& order) {

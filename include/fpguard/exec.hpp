@@ -83,6 +83,26 @@ struct KernelContext {
   // reordered into their layout); nullptr: nothing is kept.
   class PreparedCache* prepared = nullptr;
   bool stable(std::size_t i) const { return i < stable_inputs.size() && stable_inputs[i]; }
+  // A weight handed to the kernel unrounded (ops with OpTraits::rounds_weight): input
+  // `input` is the model's own tensor (stable), which the node's format would round. The
+  // kernel rounds what it prepares from it itself, element by element with `options`
+  // (deterministic modes only: round(reorder(W)) is reorder(round(W))), or calls
+  // round_weight() first. nullopt: every input arrived as the emulation model says.
+  struct UnroundedWeight {
+    std::size_t input = 0;
+    Format format;
+    RoundOptions options;
+    std::string key;  // what tells this rounding from others (format, options)
+    // RunOptions::prepare_in_float32: keep what is prepared in float32 (shared with float32
+    // runs) and round it per run; else keep it rounded.
+    bool keep_float32 = false;
+    std::function<const Tensor*()> rounded;  // the rounded copy (WeightCache), made once
+  };
+  std::optional<UnroundedWeight> unrounded;
+  // Puts the rounded copy of the unrounded weight in its place (nothing when there is
+  // none): for the kernel's paths that do not round it themselves. The observer then sees
+  // that copy.
+  void round_weight();
 
   std::size_t num_inputs() const { return inputs.size(); }
   bool has(std::size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
@@ -137,6 +157,10 @@ struct OpTraits {
   // Produces inf/NaN for some finite arguments (a zero divisor, a negative root, log 0)
   // that an epsilon or a clamp avoids.
   bool guarded = false;
+  // Its kernel takes weight input 1 unrounded where the executor can (KernelContext::
+  // unrounded) and rounds what it prepares from it: Conv, whose oneDNN path keeps one
+  // reordered copy of W however many precisions it runs in.
+  bool rounds_weight = false;
 };
 
 struct OpInfo : OpTraits {
@@ -320,6 +344,8 @@ class Observer {
   // input address is stable within a run (a weight rounded once shows the same address
   // to every node that reads it).
   // Main-graph nodes only; body nodes come to on_body_node.
+  // One exception to "rounded": a weight whose kernel rounds it itself (KernelContext::
+  // unrounded) is shown unrounded to an observer whose reads_weights() is false.
   virtual void on_node(const model::Node& node, std::size_t position,
                        const std::vector<const Tensor*>& inputs,
                        const std::vector<NamedTensor>& outputs) = 0;
@@ -330,6 +356,10 @@ class Observer {
   // sees the bodies of the node it observes. Ignored by default.
   virtual void on_body_node(const BodyNode& /*node*/, const std::vector<const Tensor*>& /*inputs*/,
                             const std::vector<NamedTensor>& /*outputs*/) {}
+  // Whether on_node (`body`: on_body_node) reads the values of weight inputs
+  // (initializers). One that does not lets the executor hand a kernel that rounds its
+  // weight itself that weight unrounded, with no rounded copy of it kept.
+  virtual bool reads_weights(bool /*body*/) const { return true; }
 };
 
 // What kernels prepare once per node and keep for every later run (a oneDNN convolution's
@@ -347,11 +377,25 @@ class PreparedCache {
     return std::static_pointer_cast<const T>(
         get_any(node, key, [&]() -> std::shared_ptr<const void> { return make(); }));
   }
+  // The same for an object wanted by several executors running one node in turn (check's
+  // local and emulated runs of it: a weight rounded from its float32 prepared copy), and
+  // not after: only the latest one made is kept.
+  template <class T>
+  std::shared_ptr<const T> latest(const model::Node& node, const std::string& key,
+                                  const std::function<std::shared_ptr<const T>()>& make) {
+    return std::static_pointer_cast<const T>(
+        latest_any(node, key, [&]() -> std::shared_ptr<const void> { return make(); }));
+  }
 
  private:
+  using Key = std::pair<const model::Node*, std::string>;
   std::shared_ptr<const void> get_any(const model::Node& node, const std::string& key,
                                       const std::function<std::shared_ptr<const void>()>& make);
-  std::map<std::pair<const model::Node*, std::string>, std::shared_ptr<const void>> items_;
+  std::shared_ptr<const void> latest_any(const model::Node& node, const std::string& key,
+                                         const std::function<std::shared_ptr<const void>()>& make);
+  std::map<Key, std::shared_ptr<const void>> items_;
+  Key latest_key_;
+  std::shared_ptr<const void> latest_;
   std::mutex mutex_;
 };
 
@@ -461,6 +505,12 @@ struct RunOptions {
   DType carrier = DType::float32;
   // Times every node of every run (nullptr: nothing is timed, nothing costs).
   Profiler* profiler = nullptr;
+  // What kernels that round a weight themselves (OpTraits::rounds_weight: Conv) keep of
+  // it: false, what they prepare from it rounded, once per weight and format (fastest);
+  // true, the float32 prepared copy, which a float32 executor sharing the WeightCache makes
+  // and keeps too, rounded again whenever the node runs (the latest rounding kept:
+  // PreparedCache::latest). check's runs hold the conv weights once so.
+  bool prepare_in_float32 = false;
 };
 
 class Session;
@@ -536,6 +586,12 @@ class Executor {
   // it is not a scaled operand.
   const Tensor* quantized_input(Slot& s, const model::Node& node, const std::string& path,
                                 std::size_t i) const;
+  // Whether the next input of `ctx` (a weight held by `s`, which the node's format rounds)
+  // goes to the kernel unrounded (KernelContext::unrounded): the op rounds its weight
+  // itself (OpTraits::rounds_weight) and `observer` (on a body node: `body`) does not read
+  // weights.
+  bool hands_unrounded(const OpInfo& info, const KernelContext& ctx, const Slot& s,
+                       const Observer* observer, bool body) const;
 
   const model::Model& model_;
   RunOptions options_;

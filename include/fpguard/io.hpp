@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <ostream>
+#include <span>
 #include <string>
 
 namespace fpguard {
@@ -16,6 +17,27 @@ namespace fpguard {
 // is missing or the file cannot be written.
 void write_file_atomic(const std::filesystem::path& path,
                        const std::function<void(std::ostream&)>& write);
+
+// The bytes of a file that write_file_mapped is writing: a shared memory map of it.
+class MappedOutput {
+ public:
+  explicit MappedOutput(std::span<std::byte> bytes) : bytes_(bytes) {}
+  std::span<std::byte> bytes() const { return bytes_; }
+  // Unmaps the whole pages inside [offset, offset + n), written: they stay in the page
+  // cache and the file, and this process's resident memory stays at what it is writing.
+  void release(std::size_t offset, std::size_t n) const;
+
+ private:
+  std::span<std::byte> bytes_;
+};
+
+// Writes `path` atomically as write_file_atomic does, as a file of exactly `size` bytes
+// that `fill` writes in place through a shared memory map of the temporary file: the
+// bytes go straight into the page cache, not through a buffer and write(2). The file's
+// blocks are allocated before `fill` runs, so a full disk is an Error naming `path`,
+// never a SIGBUS.
+void write_file_mapped(const std::filesystem::path& path, std::size_t size,
+                       const std::function<void(const MappedOutput&)>& fill);
 
 // Makes SIGINT, SIGTERM and SIGHUP remove the temporary files of the writes in progress
 // before the process dies of the signal as it would have (exit status 128+N in a shell),

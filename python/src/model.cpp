@@ -146,6 +146,7 @@ class InterruptObserver : public exec::Observer {
                     const std::vector<NamedTensor>&) override {
     poll_interrupt();
   }
+  bool reads_weights(bool) const override { return false; }
 };
 
 py::object value_object(const Value& v) {

@@ -409,6 +409,7 @@ struct InputProbe : exec::Observer {
   std::vector<bool> nonfinite;
   InputProbe(Context& c, const std::map<std::string, std::pair<float, bool>>& r, const Format& f)
       : ctx(c), range(r), fmt(f) {}
+  bool reads_weights(bool) const override { return false; }  // constants: from their scan
   void on_node(const model::Node& node, std::size_t, const std::vector<const Tensor*>& inputs,
                const std::vector<NamedTensor>&) override {
     nonfinite.assign(inputs.size(), false);
@@ -626,6 +627,7 @@ struct BodyReference : exec::Observer {
   explicit BodyReference(Lockstep& l) : ls(l) {}
   void on_node(const model::Node&, std::size_t, const std::vector<const Tensor*>&,
                const std::vector<NamedTensor>&) override {}
+  bool reads_weights(bool body) const override { return body; }
   void on_body_node(const exec::BodyNode& b, const std::vector<const Tensor*>& inputs,
                     const std::vector<NamedTensor>& outputs) override {
     ls.poll();
@@ -654,6 +656,7 @@ struct BodyEmulated : exec::Observer {
   BodyEmulated(Lockstep& l, BodyReference& r) : ls(l), ref(r) {}
   void on_node(const model::Node&, std::size_t, const std::vector<const Tensor*>&,
                const std::vector<NamedTensor>&) override {}
+  bool reads_weights(bool body) const override { return body; }
   void on_body_node(const exec::BodyNode& b, const std::vector<const Tensor*>& inputs,
                     const std::vector<NamedTensor>& outputs) override;
   // Whether the node's kernel inputs were already inf/NaN in the format (trouble inherited);
@@ -758,6 +761,7 @@ void Lockstep::run_original(const std::vector<NamedValue>& inputs) {
     const std::set<std::string>& wanted;
     std::size_t bytes = 0;
     Bodies(Lockstep& l, const std::set<std::string>& w) : ls(l), wanted(w) {}
+    bool reads_weights(bool) const override { return false; }
     void on_node(const model::Node&, std::size_t, const std::vector<const Tensor*>&,
                  const std::vector<NamedTensor>&) override {}
     void on_body_node(const exec::BodyNode& b, const std::vector<const Tensor*>&,
@@ -1445,8 +1449,10 @@ RunSetup run_setup(const model::Model& m, const CheckOptions& o) {
   r.ref.policy.round_options = o.round_options;  // the local runs round with them
   r.ref.policy.accumulate = o.accumulate;        // and accumulate so
   r.ref.policy.accumulation = o.accumulation;
-  // One rounding of each weight serves the emulated and the local runs.
+  // One rounding of each weight serves the emulated and the local runs, and a Conv's
+  // weights prepared for oneDNN are held once for all three (rounded when a node runs).
   r.ref.weights = std::make_shared<exec::WeightCache>();
+  r.ref.prepare_in_float32 = true;
   // A model that already stores values in 16 bits (one fpguard convert wrote, say) is
   // checked as it is: its float32 nodes stay float32, and the reference is its float32
   // twin (the same graph with every 16-bit value held in float32, no Cast rounding).

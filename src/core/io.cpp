@@ -2,12 +2,15 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -97,7 +100,11 @@ ReadOnlyFd::~ReadOnlyFd() {
   ::close(fd_);
 }
 
-void write_file_atomic(const fs::path& path, const std::function<void(std::ostream&)>& write) {
+namespace {
+
+// The temporary file beside `path` that `fill` writes, renamed over `path` when complete;
+// on any exception it is removed and `path` is untouched.
+void replace_atomically(const fs::path& path, const std::function<void(const fs::path&)>& fill) {
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
@@ -111,13 +118,7 @@ void write_file_atomic(const fs::path& path, const std::function<void(std::ostre
   const fs::path tmp = dir / tmp_name;
   const TempRegistration registered(tmp);  // before the file exists: no window
   try {
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      if (!out) throw Error(path.string(), std::string("cannot write: ") + std::strerror(errno));
-      write(out);
-      out.flush();
-      if (!out) throw Error(path.string(), "write failed (disk full?)");
-    }
+    fill(tmp);
     test_delay_before_rename();
     fs::rename(tmp, path, ec);
     if (ec) throw Error(path.string(), "cannot write: " + ec.message());
@@ -125,6 +126,67 @@ void write_file_atomic(const fs::path& path, const std::function<void(std::ostre
     fs::remove(tmp, ec);
     throw;
   }
+}
+
+// A descriptor or a memory map, closed or unmapped when this goes out of scope.
+struct Closing {
+  int fd = -1;
+  void* map = nullptr;
+  std::size_t size = 0;
+  Closing() = default;
+  Closing(const Closing&) = delete;
+  Closing& operator=(const Closing&) = delete;
+  ~Closing() {
+    if (map) ::munmap(map, size);
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+std::size_t page_size() {
+  static const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+}  // namespace
+
+void write_file_atomic(const fs::path& path, const std::function<void(std::ostream&)>& write) {
+  replace_atomically(path, [&](const fs::path& tmp) {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error(path.string(), std::string("cannot write: ") + std::strerror(errno));
+    write(out);
+    out.flush();
+    if (!out) throw Error(path.string(), "write failed (disk full?)");
+  });
+}
+
+void MappedOutput::release(std::size_t offset, std::size_t n) const {
+  const std::size_t page = page_size();
+  const auto base = reinterpret_cast<std::uintptr_t>(bytes_.data());  // page-aligned
+  const std::size_t begin = (offset + page - 1) / page * page;
+  const std::size_t end = std::min(offset + n, bytes_.size()) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(base + begin), end - begin, MADV_DONTNEED);
+}
+
+void write_file_mapped(const fs::path& path, std::size_t size,
+                       const std::function<void(const MappedOutput&)>& fill) {
+  replace_atomically(path, [&](const fs::path& tmp) {
+    Closing file;
+    file.fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (file.fd < 0)
+      throw Error(path.string(), std::string("cannot write: ") + std::strerror(errno));
+    if (size == 0) return fill(MappedOutput({}));
+    // Blocks first: a write through the map to a block the disk cannot give is a SIGBUS.
+    if (const int e = ::posix_fallocate(file.fd, 0, static_cast<off_t>(size)); e != 0)
+      throw Error(path.string(), std::string("cannot write ") + std::to_string(size) +
+                                     " bytes: " + std::strerror(e));
+    file.map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, file.fd, 0);
+    if (file.map == MAP_FAILED) {
+      file.map = nullptr;
+      throw Error(path.string(), std::string("cannot map for writing: ") + std::strerror(errno));
+    }
+    file.size = size;
+    fill(MappedOutput({static_cast<std::byte*>(file.map), size}));
+  });
 }
 
 void check_not_same_file(const fs::path& input, const fs::path& output, const std::string& flag) {

@@ -54,6 +54,12 @@ void KernelContext::set_output(std::size_t i, Value v) {
   output_values[i] = std::move(v);
 }
 
+void KernelContext::round_weight() {
+  if (!unrounded) return;
+  inputs[unrounded->input] = unrounded->rounded();
+  unrounded.reset();
+}
+
 void KernelContext::fail(const std::string& what) const {
   throw Error(where, what);
 }
@@ -310,6 +316,19 @@ std::shared_ptr<const void> PreparedCache::get_any(
   return it->second;
 }
 
+std::shared_ptr<const void> PreparedCache::latest_any(
+    const model::Node& node, const std::string& key,
+    const std::function<std::shared_ptr<const void>()>& make) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  Key k{&node, key};
+  if (!latest_ || latest_key_ != k) {
+    latest_.reset();  // before making the next: one is held at a time
+    latest_ = make();
+    latest_key_ = std::move(k);
+  }
+  return latest_;
+}
+
 Executor::Executor(const model::Model& m, RunOptions options)
     : model_(m), options_(std::move(options)), where_(m.path.string()) {
   init_options();
@@ -470,7 +489,8 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
                     {},
                     {},
                     {},
-                    &options_.weights->prepared()};
+                    &options_.weights->prepared(),
+                    {}};
   std::map<const model::Graph*, std::size_t> runs;  // of each body, for Enclosing::iteration
   ctx.run_subgraph = [&](const model::Graph& sub, std::vector<Value> in) {
     std::vector<Enclosing> chain = enclosing;
@@ -539,8 +559,21 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
     if (fmt && floating && s.exact_in != fmt->name) {
       if (s.weight) {
         stable = true;
-        ctx.inputs.push_back(
-            &options_.weights->get(s.source, v, *fmt, policy.round_options, carrier));
+        const auto rounded = [this, &s, &v, f = *fmt] {
+          return &options_.weights->get(s.source, v, f, options_.policy.round_options,
+                                        options_.carrier);
+        };
+        if (hands_unrounded(*info, ctx, s, observer, !enclosing.empty())) {
+          ctx.unrounded = {.input = ctx.inputs.size(),
+                           .format = *fmt,
+                           .options = policy.round_options,
+                           .key = round_key(*fmt, policy.round_options, carrier),
+                           .keep_float32 = options_.prepare_in_float32,
+                           .rounded = rounded};
+          ctx.inputs.push_back(&v);
+        } else {
+          ctx.inputs.push_back(rounded());
+        }
       } else {
         auto [it, fresh] = s.rounded.try_emplace(round_key(*fmt, policy.round_options, carrier));
         if (fresh) it->second = rounded_copy(v, *fmt, policy.round_options, carrier);
@@ -610,6 +643,16 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
       if (!slot.other) slot.t = std::move(produced[k++].tensor);
   }
   return out;
+}
+
+bool Executor::hands_unrounded(const OpInfo& info, const KernelContext& ctx, const Slot& s,
+                               const Observer* observer, bool body) const {
+  // Input 1, held in place (a stable address: what the kernel prepares is keyed by it),
+  // in the carrier the kernel prepares from, rounded the same whatever the element order.
+  return info.rounds_weight && ctx.inputs.size() == 1 && s.view &&
+         options_.carrier == DType::float32 && s.value().dtype() == DType::float32 &&
+         options_.policy.round_options.rounding != Rounding::stochastic && !ctx.accumulate &&
+         !ctx.unrounded && (!observer || !observer->reads_weights(body));
 }
 
 const Tensor* Executor::quantized_input(Slot& s, const model::Node& node, const std::string& path,

@@ -185,12 +185,13 @@ void conv(KernelContext& ctx) {
   os.insert(os.end(), geo.out.begin(), geo.out.end());
   Tensor& out = ctx.out_uninit(0, carrier_dtype<T>(), os);
   const T* px = x.data<T>().data();
-  const T* pw = w.data<T>().data();
   T* po = out.data<T>().data();
   if constexpr (std::is_same_v<T, float>) {
     const float* pb = bias_of<float>(ctx, m);
-    if (n && m && osize && conv_primitive(ctx, geo, px, pw, pb, po)) return;
+    if (n && m && osize && conv_primitive(ctx, geo, px, w.data<float>().data(), pb, po)) return;
   }
+  ctx.round_weight();  // a weight handed over unrounded: the paths below read it rounded
+  const T* pw = ctx.in(1).data<T>().data();
   std::vector<T> col(static_cast<std::size_t>(cg * ksize * osize));
   for (std::int64_t b = 0; b < n; ++b)
     for (std::int64_t g = 0; g < group; ++g) {
@@ -506,7 +507,8 @@ void conv_transpose(KernelContext& ctx) {
 void register_conv(Registry& r) {
   r.add("ConvTranspose", carried<conv_transpose<float>, conv_transpose<double>>,
         {.degree = Degree::product});
-  r.add("Conv", carried<conv<float>, conv<double>>, {.degree = Degree::product});
+  r.add("Conv", carried<conv<float>, conv<double>>,
+        {.degree = Degree::product, .rounds_weight = true});
   r.add("MaxPool", carried<pool<float, true>, pool<double, true>>, {.degree = Degree::same});
   r.add("AveragePool", carried<pool<float, false>, pool<double, false>>, {.degree = Degree::same});
   r.add("GlobalMaxPool", carried<global_pool<float, true>, global_pool<double, true>>,

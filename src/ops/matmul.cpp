@@ -5,12 +5,14 @@
 
 #include <cstdio>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <span>
 #include <unordered_map>
 
 #include "core/parallel.hpp"
 #include "experiments/kernels.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/experiments.hpp"
+#include "fpguard/round.hpp"
 #include "ops/ops.hpp"
 
 // libgomp's, which oneDNN uses for its threads (declared here: no -fopenmp needed).
@@ -197,10 +199,68 @@ std::shared_ptr<const ConvPrepared> prepare_conv(const ConvDescs& d, const float
       ConvPrepared{.pd = std::move(pd), .primitive = std::move(prim), .weights = std::move(wm)});
 }
 
+// Prepared weights `w` (in oneDNN's layout) rounded as `u` says, into a new buffer.
+// Rounding is element-wise, so rounding the reordered copy gives the reorder of the
+// rounded weights, and a blocked layout's zero padding stays zero.
+dnnl::memory rounded_weights(const dnnl::memory& w, const KernelContext::UnroundedWeight& u,
+                             int threads) {
+  const dnnl::memory r(w.get_desc(), cpu_engine());
+  const std::size_t n = w.get_desc().get_size() / sizeof(float);
+  RoundOptions o = u.options;
+  o.threads = threads;
+  round(std::span<const float>(static_cast<const float*>(w.get_data_handle()), n),
+        std::span<float>(static_cast<float*>(r.get_data_handle()), n), u.format, o);
+  return r;
+}
+
 std::string dims_key(const dnnl::memory::dims& d) {
   std::string k;
   for (const auto v : d) k += std::to_string(v) + ",";
   return k;
+}
+
+}  // namespace
+
+namespace {
+
+// The primitive for `d` and the weights it runs with: W (`w`) reordered into its layout
+// and, when it arrived unrounded (KernelContext::unrounded), rounded. A weight that keeps
+// its address (an initializer) is prepared once per executor cache: keyed by its address
+// and the input's shape (the node fixes the rest), kept rounded once per format, or kept
+// in float32 (shared with float32 runs) and rounded per run (RunOptions::
+// prepare_in_float32), the latest rounding kept for the node's next run in another
+// executor.
+std::pair<std::shared_ptr<const ConvPrepared>, dnnl::memory> prepared_conv(const KernelContext& ctx,
+                                                                           const ConvDescs& d,
+                                                                           const float* w,
+                                                                           bool bias) {
+  const KernelContext::UnroundedWeight* u = ctx.unrounded ? &*ctx.unrounded : nullptr;
+  if (!ctx.prepared || !ctx.stable(1)) {
+    auto p = prepare_conv(d, w, bias);
+    return {p, u ? rounded_weights(p->weights, *u, ctx.threads) : p->weights};
+  }
+  char addr[32];
+  std::snprintf(addr, sizeof addr, "%p|", static_cast<const void*>(w));
+  const std::string key = std::string("conv|") + addr + dims_key(d.x.dims());
+  const bool keep_rounded = u && !u->keep_float32;
+  auto p = ctx.prepared->get<ConvPrepared>(ctx.node, keep_rounded ? key + "|" + u->key : key, [&] {
+    auto made = prepare_conv(d, w, bias);
+    // Runs read the reordered copy from now on: a weight in a file's memory map
+    // gives its pages back (read again, they come back from the file).
+    const Tensor* wt = ctx.inputs.size() > 1 ? ctx.inputs[1] : nullptr;
+    if (made->weights.get_data_handle() != w && wt && static_cast<const void*>(wt->bytes()) == w)
+      wt->release_pages();
+    if (!keep_rounded) return made;
+    return std::make_shared<const ConvPrepared>(
+        ConvPrepared{.pd = made->pd,
+                     .primitive = made->primitive,
+                     .weights = rounded_weights(made->weights, *u, ctx.threads)});
+  });
+  if (!u || keep_rounded) return {p, p->weights};
+  const auto r = ctx.prepared->latest<dnnl::memory>(ctx.node, key + "|" + u->key, [&] {
+    return std::make_shared<const dnnl::memory>(rounded_weights(p->weights, *u, ctx.threads));
+  });
+  return {p, *r};
 }
 
 }  // namespace
@@ -215,26 +275,7 @@ bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float
   auto& strm = cpu_stream();
   const ConvDescs d = conv_descs(g);
   try {
-    // A weight that keeps its address (an initializer) is reordered once per executor,
-    // with the primitive: key its address and the input's shape (the node fixes the rest).
-    std::shared_ptr<const ConvPrepared> prep;
-    if (ctx.prepared && ctx.stable(1)) {
-      char addr[32];
-      std::snprintf(addr, sizeof addr, "%p|", static_cast<const void*>(w));
-      prep = ctx.prepared->get<ConvPrepared>(
-          ctx.node, std::string("conv|") + addr + dims_key(d.x.dims()), [&] {
-            auto p = prepare_conv(d, w, bias != nullptr);
-            // Runs read the reordered copy from now on: a weight in a file's memory map
-            // gives its pages back (read again, they come back from the file).
-            const Tensor* wt = ctx.inputs.size() > 1 ? ctx.inputs[1] : nullptr;
-            if (p->weights.get_data_handle() != w && wt &&
-                static_cast<const void*>(wt->bytes()) == w)
-              wt->release_pages();
-            return p;
-          });
-    } else {
-      prep = prepare_conv(d, w, bias != nullptr);
-    }
+    const auto [prep, weights] = prepared_conv(ctx, d, w, bias != nullptr);
     const auto& pd = prep->pd;
     memory xm(d.x, eng, const_cast<float*>(x)), ym(d.y, eng, y);
     memory xr = xm;
@@ -244,7 +285,7 @@ bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float
     }
     memory yr = pd.dst_desc() == d.y ? ym : memory(pd.dst_desc(), eng);
     std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, xr}, {DNNL_ARG_WEIGHTS, prep->weights}, {DNNL_ARG_DST, yr}};
+        {DNNL_ARG_SRC, xr}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, yr}};
     if (bias) args.emplace(DNNL_ARG_BIAS, memory(d.b, eng, const_cast<float*>(bias)));
     prep->primitive.execute(strm, args);
     if (yr != ym) dnnl::reorder(yr, ym).execute(strm, yr, ym);

@@ -1,7 +1,9 @@
 // `fpguard round`: round a float32/float64 .npy into a format, writing carrier values in
 // the input dtype (or --dtype) or, with --encode, the format's bit patterns. The file is
-// streamed: read, rounded, counted and written a piece at a time.
+// streamed: read, rounded, counted and written a piece at a time (values in the input's
+// dtype straight into a map of the output).
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -66,73 +68,111 @@ Storage storage_of(const RoundArgs& a, DType input, const Format& f) {
   return {.dtype = c->second};
 }
 
-void write_span(std::ostream& out, const void* data, std::size_t bytes) {
-  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
-}
-
 // The codes of rounded values `y` in `f` (values of f: encoding them rounds nothing).
 template <class Code, class T>
-void write_codes(std::ostream& out, std::span<const T> y, const Format& f) {
-  std::vector<Code> codes(y.size());
+void store_codes(std::span<const T> y, std::byte* dst, const Format& f) {
+  const std::span<Code> codes(reinterpret_cast<Code*>(dst), y.size());
   if constexpr (std::is_same_v<T, float> && sizeof(Code) <= 2) {
-    encode(y, std::span<Code>(codes), f);  // float16: the SIMD conversion
+    encode(y, codes, f);  // float16: the SIMD conversion
   } else {
     const std::vector<double> d(y.begin(), y.end());
-    encode(std::span<const double>(d), std::span<Code>(codes), f);
+    encode(std::span<const double>(d), codes, f);
   }
-  write_span(out, codes.data(), codes.size() * sizeof(Code));
 }
 
-// Rounded values `y` written as `s` says.
+// Rounded values `y` stored at `dst` as `s` says (in another dtype than T's).
 template <class T>
-void write_piece(std::ostream& out, std::span<const T> y, const Storage& s) {
+void store_piece(std::span<const T> y, std::byte* dst, const Storage& s) {
   switch (s.dtype) {
     case DType::uint8:
-      return write_codes<std::uint8_t>(out, y, *s.bits);
+      return store_codes<std::uint8_t>(y, dst, *s.bits);
     case DType::uint16:
     case DType::float16:
-      return write_codes<std::uint16_t>(out, y, *s.bits);
+      return store_codes<std::uint16_t>(y, dst, *s.bits);
     case DType::uint32:
-      return write_codes<std::uint32_t>(out, y, *s.bits);
+      return store_codes<std::uint32_t>(y, dst, *s.bits);
     case DType::uint64:
-      return write_codes<std::uint64_t>(out, y, *s.bits);
+      return store_codes<std::uint64_t>(y, dst, *s.bits);
     default:
       break;
   }
-  if (s.dtype == (std::is_same_v<T, float> ? DType::float32 : DType::float64))
-    return write_span(out, y.data(), y.size_bytes());
   // The other carrier: exact, since the dtype holds every value of the format.
-  if (s.dtype == DType::float32) {
-    const std::vector<float> v(y.begin(), y.end());
-    return write_span(out, v.data(), v.size() * sizeof(float));
-  }
-  const std::vector<double> v(y.begin(), y.end());
-  write_span(out, v.data(), v.size() * sizeof(double));
+  if (s.dtype == DType::float32)
+    std::copy(y.begin(), y.end(), reinterpret_cast<float*>(dst));
+  else
+    std::copy(y.begin(), y.end(), reinterpret_cast<double*>(dst));
 }
 
-// The input read, rounded, counted and written a piece at a time: memory stays flat
-// whatever the file's size.
-template <class T>
-RoundCounts stream(NpyReader& in, std::ostream& out, const Format& f, const RoundOptions& o,
-                   const Storage& s) {
+// The input read, rounded and counted a piece at a time: `place(first, n)` says where the
+// rounded values of elements [first, first + n) go, `take(rounded, first)` takes them.
+// Memory stays flat whatever the file's size.
+template <class T, class Place, class Take>
+RoundCounts stream(NpyReader& in, const Format& f, const RoundOptions& o, Place&& place,
+                   Take&& take) {
   constexpr std::size_t kPiece = std::size_t{1} << 20;  // elements
-  std::vector<T> y(std::clamp<std::size_t>(in.size(), 1, kPiece));
   RoundCounts total;
   RoundOptions piece = o;
   for (std::span<const std::byte> bytes; !(bytes = in.next(kPiece)).empty();) {
     // The reader's views are aligned for T (its memory map only where the data is).
     const std::span<const T> x(reinterpret_cast<const T*>(bytes.data()), bytes.size() / sizeof(T));
-    const std::size_t n = x.size();
-    const RoundCounts c = round_and_count(x, std::span<T>(y.data(), n), f, piece);
-    write_piece(out, std::span<const T>(y.data(), n), s);
+    const std::span<T> rounded = place(piece.first_index, x.size());
+    const RoundCounts c = round_and_count(x, rounded, f, piece);
+    take(std::span<const T>(rounded), piece.first_index);
     total.values += c.values;
     total.changed += c.changed;
     total.overflow += c.overflow;
     total.underflow += c.underflow;
     total.nan += c.nan;
-    piece.first_index += n;
+    piece.first_index += x.size();
   }
+  FPG_CHECK(piece.first_index == in.size());
   return total;
+}
+
+// Values stored as T: rounded straight into the output's pages (a shared map of it; .npy
+// headers pad the data to 64 bytes, so it is aligned for T), each piece's pages given back
+// once written (they stay in the page cache).
+template <class T>
+RoundCounts round_mapped(NpyReader& in, const std::string& output, const std::string& header,
+                         const Format& f, const RoundOptions& o) {
+  RoundCounts counts;
+  write_file_mapped(output, header.size() + in.size() * sizeof(T), [&](const MappedOutput& out) {
+    std::memcpy(out.bytes().data(), header.data(), header.size());
+    T* data = reinterpret_cast<T*>(out.bytes().data() + header.size());
+    counts = stream<T>(
+        in, f, o, [&](std::size_t first, std::size_t n) { return std::span<T>(data + first, n); },
+        [&](std::span<const T> y, std::size_t first) {
+          out.release(header.size() + first * sizeof(T), y.size_bytes());
+        });
+  });
+  return counts;
+}
+
+// Values stored in another dtype, or codes: rounded into a piece buffer, stored into
+// another and written. (Through a map, the first write to each new page faults it in and
+// zero-fills it: measured slower than write(2) for these.)
+template <class T>
+RoundCounts round_buffered(NpyReader& in, const std::string& output, const std::string& header,
+                           const Format& f, const RoundOptions& o, const Storage& s) {
+  RoundCounts counts;
+  write_file_atomic(output, [&](std::ostream& out) {
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    std::vector<T> y;
+    std::vector<std::byte> stored;
+    counts = stream<T>(
+        in, f, o,
+        [&](std::size_t, std::size_t n) {
+          y.resize(n);
+          return std::span<T>(y);
+        },
+        [&](std::span<const T> rounded, std::size_t) {
+          stored.resize(rounded.size() * itemsize(s.dtype));
+          store_piece(rounded, stored.data(), s);
+          out.write(reinterpret_cast<const char*>(stored.data()),
+                    static_cast<std::streamsize>(stored.size()));
+        });
+  });
+  return counts;
 }
 
 // A scaled format needs the whole tensor (its scales come from its amax): read at once.
@@ -191,11 +231,13 @@ void run(const RoundArgs& a) {
   if (a.encode) summary.codes = s.dtype;
   if (!a.dtype.empty()) summary.stored = s.dtype;
   const std::string header = npy_header(s.dtype, in.shape(), a.output);
-  write_file_atomic(a.output, [&](std::ostream& out) {
-    write_span(out, header.data(), header.size());
-    summary.counts = in.dtype() == DType::float32 ? stream<float>(in, out, f, o, s)
-                                                  : stream<double>(in, out, f, o, s);
-  });
+  const bool f32 = in.dtype() == DType::float32;
+  if (s.dtype == in.dtype())
+    summary.counts = f32 ? round_mapped<float>(in, a.output, header, f, o)
+                         : round_mapped<double>(in, a.output, header, f, o);
+  else
+    summary.counts = f32 ? round_buffered<float>(in, a.output, header, f, o, s)
+                         : round_buffered<double>(in, a.output, header, f, o, s);
   report::render(std::cout, summary);
 }
 

@@ -51,6 +51,7 @@ class DumpObserver : public exec::Observer {
     const std::string prefix = body.path + "/" + body.attribute + "/";
     for (const auto& o : outputs) values.push_back({prefix + o.name, o.tensor});
   }
+  bool reads_weights(bool) const override { return false; }  // outputs only
   std::vector<NamedValue> values;
 };
 
