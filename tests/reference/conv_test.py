@@ -1,7 +1,9 @@
 """Conv against PyTorch (torch.nn.functional.conv1d/2d/3d in float64) for what the ONNX node
 tests leave out: groups (grouped and depthwise), dilations, 1-D and 3-D kernels, asymmetric
-and SAME pads, strides, with and without bias; the float32 path (oneDNN's convolution
-primitive) and the float64 truth run (--precision float64, im2col + the float64 GEMM)."""
+and SAME pads, strides, with and without bias; the float32 paths (oneDNN's convolution
+primitive, the direct depthwise kernel, 1x1 kernels as a GEMM) and the float64 truth run
+(--precision float64, im2col + the float64 GEMM). ConvTranspose (2-D) against
+torch.nn.functional.conv_transpose2d the same way."""
 
 import os
 import tempfile
@@ -30,6 +32,30 @@ CASES = [
     ("1d grouped", [1, 4, 12], 6, [3], {"group": 2}),
     ("3d", [1, 2, 5, 6, 7], 3, [3, 2, 3], {"pads": [1, 0, 1, 1, 1, 0], "strides": [1, 2, 2]}),
     ("3d depthwise", [1, 3, 4, 5, 5], 3, [2, 2, 2], {"group": 3}),
+    # Depthwise 2-D convolutions run directly on NCHW, along output rows (wide enough for
+    # several vectors and a tail); 1x1 kernels as one GEMM per image and group.
+    ("2d depthwise 3x3 wide rows", [2, 6, 19, 45], 6, [3, 3], {"group": 6, "pads": [1, 1, 1, 1]}),
+    ("2d depthwise 5x5 strided", [1, 5, 23, 41], 5, [5, 5],
+     {"group": 5, "strides": [2, 2], "pads": [2, 2, 2, 2]}),
+    ("2d depthwise stride 3, dilated, asymmetric pads", [1, 4, 17, 38], 8, [3, 3],
+     {"group": 4, "strides": [2, 3], "dilations": [2, 2], "pads": [0, 3, 2, 1]}),
+    ("2d depthwise kernel wider than the input", [1, 3, 4, 5], 3, [3, 7],
+     {"group": 3, "pads": [1, 3, 1, 3]}),
+    ("2d depthwise SAME_LOWER", [1, 4, 9, 20], 4, [4, 4], {"group": 4, "auto_pad": "SAME_LOWER"}),
+    ("2d 1x1 strided", [1, 8, 9, 11], 6, [1, 1], {"strides": [2, 2]}),
+    ("2d 1x1 grouped", [2, 8, 6, 5], 6, [1, 1], {"group": 2}),
+    ("2d 1x1 padded", [1, 4, 5, 5], 3, [1, 1], {"pads": [1, 0, 0, 1]}),
+    ("1d 1x1", [2, 5, 9], 3, [1], {}),
+]
+
+# ConvTranspose (name, input shape, out channels, kernel, attrs): col2im by output rows.
+TRANSPOSED = [
+    ("2d 2x2 stride 2", [1, 4, 6, 7], 3, [2, 2], {"strides": [2, 2]}),
+    ("2d 3x3 stride 2, pads, output_padding", [2, 3, 5, 6], 4, [3, 3],
+     {"strides": [2, 2], "pads": [1, 0, 1, 1], "output_padding": [1, 1]}),
+    ("2d dilated, stride 3x1", [1, 2, 4, 9], 2, [3, 2],
+     {"strides": [3, 1], "dilations": [2, 3], "pads": [2, 1, 0, 3]}),
+    ("2d grouped", [1, 4, 5, 5], 6, [3, 3], {"group": 2, "strides": [2, 2]}),
 ]
 
 
@@ -39,14 +65,15 @@ def torch_conv(x, w, b, attrs):
     sd = len(k)
     strides = attrs.get("strides", [1] * sd)
     dil = attrs.get("dilations", [1] * sd)
-    if attrs.get("auto_pad") == "SAME_UPPER":
+    if attrs.get("auto_pad") in ("SAME_UPPER", "SAME_LOWER"):
         pads_b, pads_e = [], []
         for i in range(sd):
             size = x.shape[2 + i]
             out = -(-size // strides[i])
             total = max(0, (out - 1) * strides[i] + (k[i] - 1) * dil[i] + 1 - size)
-            pads_b.append(total // 2)
-            pads_e.append(total - total // 2)
+            small = total // 2  # SAME_UPPER puts the odd one at the end, SAME_LOWER first
+            pads_b.append(small if attrs["auto_pad"] == "SAME_UPPER" else total - small)
+            pads_e.append(total - pads_b[-1])
     else:
         pads = attrs.get("pads", [0] * 2 * sd)
         pads_b, pads_e = pads[:sd], pads[sd:]
@@ -61,12 +88,26 @@ def torch_conv(x, w, b, attrs):
     return y.numpy()
 
 
-def model(x_shape, w, b, attrs):
+def torch_conv_transpose(x, w, b, attrs):
+    """ONNX ConvTranspose in float64: torch's unpadded result cropped by the pads."""
+    sd = w.ndim - 2
+    pads = attrs.get("pads", [0] * 2 * sd)
+    bt = None if b is None else torch.from_numpy(b).double()
+    y = F.conv_transpose2d(torch.from_numpy(x).double(), torch.from_numpy(w).double(), bt,
+                           stride=attrs.get("strides", [1] * sd),
+                           output_padding=attrs.get("output_padding", [0] * sd),
+                           groups=attrs.get("group", 1),
+                           dilation=attrs.get("dilations", [1] * sd))
+    h, wd = y.shape[2], y.shape[3]
+    return y[:, :, pads[0]:h - pads[2], pads[1]:wd - pads[3]].numpy()
+
+
+def model(x_shape, w, b, attrs, op="Conv"):
     inputs = ["x", "w"] + (["b"] if b is not None else [])
     init = [numpy_helper.from_array(w, "w")]
     if b is not None:
         init.append(numpy_helper.from_array(b, "b"))
-    node = helper.make_node("Conv", inputs, ["y"], **attrs)
+    node = helper.make_node(op, inputs, ["y"], **attrs)
     g = helper.make_graph([node], "g",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
@@ -81,16 +122,23 @@ def main():
     c = fpgref.Checker("conv_test")
     rng = np.random.default_rng(5)
     with tempfile.TemporaryDirectory() as tmp:
-        for name, x_shape, m_out, kernel, attrs in CASES:
+        cases = [("Conv",) + case for case in CASES]
+        cases += [("ConvTranspose",) + case for case in TRANSPOSED]
+        for op, name, x_shape, m_out, kernel, attrs in cases:
             group = attrs.get("group", 1)
             x = rng.standard_normal(x_shape).astype(np.float32)
-            w = rng.standard_normal([m_out, x_shape[1] // group] + kernel).astype(np.float32)
+            if op == "Conv":
+                w_shape = [m_out, x_shape[1] // group] + kernel
+            else:
+                w_shape = [x_shape[1], m_out // group] + kernel
+            w = rng.standard_normal(w_shape).astype(np.float32)
             for with_bias in (False, True):
                 b = rng.standard_normal(m_out).astype(np.float32) if with_bias else None
-                want = torch_conv(x, w, b, attrs)
-                case = f"{name}{' + bias' if with_bias else ''}"
+                reference = torch_conv if op == "Conv" else torch_conv_transpose
+                want = reference(x, w, b, attrs)
+                case = f"{op} {name}{' + bias' if with_bias else ''}"
                 path = os.path.join(tmp, "m.onnx")
-                onnx.save(model(x_shape, w, b, attrs), path)
+                onnx.save(model(x_shape, w, b, attrs, op), path)
                 xp = os.path.join(tmp, "x.npy")
                 np.save(xp, x)
                 for precision, tol in (("float32", 1e-5), ("float64", None)):
