@@ -6,6 +6,7 @@
 // operation, exp_shifted_sum and max_of.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <iostream>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "vmath_check.hpp"
@@ -273,6 +275,54 @@ TEST(VmathApply, TailsAndInPlace) {
           ASSERT_EQ(out[i], kGuard) << "n = " << n << ": wrote past the end";
           ASSERT_EQ(inplace[i], kGuard) << "n = " << n << ": wrote past the end";
         }
+      }
+    }
+  });
+}
+
+// The piecewise functions against the executor's scalar formulas, bit for bit (NaN
+// payloads and signed zeros included), on every target: every 257th bit pattern of the
+// float32 range, the values where their pieces meet, and lengths 0-40 (every tail).
+TEST(VmathExact, HardSwishAndReluAreTheScalarFormulasBitForBit) {
+  const auto hard_swish = [](float x) { return x * std::clamp(x / 6.0f + 0.5f, 0.0f, 1.0f); };
+  const auto relu = [](float x) {
+    return x > 0 ? x : (x == 0 ? 0.0f : (std::isnan(x) ? x : 0.0f));
+  };
+  std::vector<float> in = {0.0f,
+                           -0.0f,
+                           3.0f,
+                           -3.0f,
+                           2.9999998f,
+                           3.0000002f,
+                           -2.9999998f,
+                           -3.0000002f,
+                           kInf,
+                           -kInf,
+                           kNaN,
+                           -kNaN,
+                           kDenorm,
+                           -kDenorm,
+                           kMax,
+                           -kMax,
+                           std::bit_cast<float>(0x7f800001u),
+                           std::bit_cast<float>(0xffc12345u)};
+  for (std::uint64_t u = 0; u < (std::uint64_t{1} << 32); u += 257)
+    in.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(u)));
+  std::vector<float> out(in.size());
+  on_every_target([&] {
+    for (const auto& [f, scalar, what] :
+         {std::tuple{vm::Exact::hard_swish, +hard_swish, "hard_swish"},
+          std::tuple{vm::Exact::relu, +relu, "relu"}}) {
+      vm::apply_exact(f, in.data(), out.data(), in.size());
+      for (std::size_t i = 0; i < in.size(); ++i)
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(out[i]), std::bit_cast<std::uint32_t>(scalar(in[i])))
+            << what << " at x = " << describe(in[i]);
+      for (std::size_t n = 0; n <= 40; ++n) {
+        std::vector<float> part(n + 8, -12345.0f);
+        vm::apply_exact(f, in.data(), part.data(), n);
+        for (std::size_t i = 0; i < n; ++i)
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(part[i]), std::bit_cast<std::uint32_t>(out[i]));
+        for (std::size_t i = n; i < n + 8; ++i) ASSERT_EQ(part[i], -12345.0f) << "wrote past n";
       }
     }
   });

@@ -98,10 +98,9 @@ void unary(KernelContext& ctx) {
   unary_with(ctx, F);
 }
 
-// A transcendental function: vmath's vector code on float32 carriers (within 4 ULP of the
-// correctly rounded result), F (std::) on float64 ones.
-template <vmath::Fn V, auto F>
-void unary_vec(KernelContext& ctx) {
+// A function with vector code for float32 carriers, vec(in, out, n); F on float64 ones.
+template <auto F, class Vec>
+void unary_simd(KernelContext& ctx, Vec vec) {
   const Tensor& x = ctx.in(0);
   require_float(ctx, x);
   if (ctx.carrier != DType::float32) return unary<F>(ctx);
@@ -109,8 +108,23 @@ void unary_vec(KernelContext& ctx) {
   Tensor& y = ctx.out_uninit(0, DType::float32, x.shape());
   float* out = y.data<float>().data();
   detail::parallel_for(in.size(), ctx.threads > 1 ? 0 : 1, [&](std::size_t lo, std::size_t hi) {
-    vmath::apply(V, in.data() + lo, out + lo, hi - lo);
+    vec(in.data() + lo, out + lo, hi - lo);
   });
+}
+
+// A transcendental function: vmath's vector code on float32 carriers (within 4 ULP of the
+// correctly rounded result), F (std::) on float64 ones.
+template <vmath::Fn V, auto F>
+void unary_vec(KernelContext& ctx) {
+  unary_simd<F>(ctx,
+                [](const float* in, float* out, std::size_t n) { vmath::apply(V, in, out, n); });
+}
+
+// A piecewise function: vmath's vector code on float32 carriers, bit for bit F's results.
+template <vmath::Exact V, auto F>
+void unary_exact(KernelContext& ctx) {
+  unary_simd<F>(
+      ctx, [](const float* in, float* out, std::size_t n) { vmath::apply_exact(V, in, out, n); });
 }
 
 constexpr auto f_abs = [](auto x) { return std::fabs(x); };
@@ -118,6 +132,7 @@ constexpr auto f_neg = [](auto x) { return -x; };
 constexpr auto f_sqrt = [](auto x) { return std::sqrt(x); };
 constexpr auto f_exp = [](auto x) { return std::exp(x); };
 constexpr auto f_log = [](auto x) { return std::log(x); };
+// Relu; vmath::Exact::relu is this formula's vector form.
 constexpr auto f_relu = [](auto x) {
   return x > 0 ? x : (x == 0 ? 0.0f : (std::isnan(x) ? x : 0.0f));
 };
@@ -207,12 +222,11 @@ void hard_sigmoid(KernelContext& c) {
     return std::clamp(a * x + b, T{0}, T{1});
   });
 }
-void hard_swish(KernelContext& c) {
-  unary_with(c, [](auto x) {
-    using T = decltype(x);
-    return x * std::clamp(x / T{6} + T{0.5}, T{0}, T{1});
-  });
-}
+// HardSwish; vmath::Exact::hard_swish is this formula's vector form.
+constexpr auto f_hard_swish = [](auto x) {
+  using T = decltype(x);
+  return x * std::clamp(x / T{6} + T{0.5}, T{0}, T{1});
+};
 void thresholded_relu(KernelContext& c) {
   const float a = c.node.attr_float("alpha", 1.0f);
   unary_with(c, [a](auto x) { return x > a ? x : decltype(x){0}; });
@@ -694,7 +708,7 @@ void register_elementwise(Registry& r) {
   r.add("Sqrt", unary<f_sqrt>, {.degree = Degree::half, .guarded = true});
   r.add("Exp", unary_vec<vmath::Fn::exp, f_exp>);
   r.add("Log", unary_vec<vmath::Fn::log, f_log>, {.guarded = true});
-  r.add("Relu", unary<f_relu>, {.degree = Degree::same});
+  r.add("Relu", unary_exact<vmath::Exact::relu, f_relu>, {.degree = Degree::same});
   r.add("Sigmoid", unary_vec<vmath::Fn::sigmoid, f_sigmoid>);
   r.add("Tanh", unary_vec<vmath::Fn::tanh, f_tanh>);
   r.add("Erf", unary_vec<vmath::Fn::erf, f_erf>);
@@ -720,7 +734,7 @@ void register_elementwise(Registry& r) {
   r.add("Selu", selu);
   r.add("Celu", celu);
   r.add("HardSigmoid", hard_sigmoid);
-  r.add("HardSwish", hard_swish);
+  r.add("HardSwish", unary_exact<vmath::Exact::hard_swish, f_hard_swish>);
   r.add("ThresholdedRelu", thresholded_relu);
   r.add("Gelu", gelu);
   r.add("Clip", clip, {.degree = Degree::clipped});

@@ -177,6 +177,28 @@ void ApplyImpl(int fn, const float* in, float* out, std::size_t n) {
   }
 }
 
+// x * clamp(x / 6 + 0.5, 0, 1), clamp as std::clamp compares (a NaN stays NaN).
+HWY_INLINE VF HardSwishV(DF d, VF x) {
+  const VF zero = hn::Zero(d), one = hn::Set(d, 1.0f);
+  const VF t = hn::Add(hn::Div(x, hn::Set(d, 6.0f)), hn::Set(d, 0.5f));
+  const VF c = hn::IfThenElse(hn::Lt(t, zero), zero, hn::IfThenElse(hn::Lt(one, t), one, t));
+  return hn::Mul(x, c);
+}
+
+// x where x > 0 or x is NaN, else +0.
+HWY_INLINE VF ReluV(DF d, VF x) {
+  return hn::IfThenElseZero(hn::Or(hn::Gt(x, hn::Zero(d)), hn::IsNaN(x)), x);
+}
+
+void ApplyExactImpl(int fn, const float* in, float* out, std::size_t n) {
+  switch (static_cast<Exact>(fn)) {
+    case Exact::hard_swish:
+      return Loop(in, out, n, [](DF d, VF v) HWY_ATTR { return HardSwishV(d, v); });
+    case Exact::relu:
+      return Loop(in, out, n, [](DF d, VF v) HWY_ATTR { return ReluV(d, v); });
+  }
+}
+
 // Kahan-compensated float32 lanes: the sum's error stays ~2^-24 relative whatever n (the
 // terms are all >= 0), at five adds per vector next to exp's ~20 operations. The plain
 // sum rides along for the non-finite cases, where the compensation turns inf into NaN.
@@ -261,11 +283,16 @@ HWY_AFTER_NAMESPACE();
 namespace fpguard::ops::vmath {
 
 HWY_EXPORT(ApplyImpl);
+HWY_EXPORT(ApplyExactImpl);
 HWY_EXPORT(ExpShiftedSumImpl);
 HWY_EXPORT(MaxOfImpl);
 
 void apply(Fn f, const float* in, float* out, std::size_t n) {
   HWY_DYNAMIC_DISPATCH(ApplyImpl)(static_cast<int>(f), in, out, n);
+}
+
+void apply_exact(Exact f, const float* in, float* out, std::size_t n) {
+  HWY_DYNAMIC_DISPATCH(ApplyExactImpl)(static_cast<int>(f), in, out, n);
 }
 
 float exp_shifted_sum(const float* in, float shift, float* out, std::size_t n) {

@@ -23,4 +23,12 @@ float exp_shifted_sum(const float* in, float shift, float* out, std::size_t n);
 // one, payload and sign kept).
 float max_of(const float* x, std::size_t n);
 
+// Piecewise functions, bit for bit their scalar formulas in the executor (the same
+// operations, each rounded the same way; NaNs pass through as there):
+//   hard_swish: out[i] = x * clamp(x / 6 + 0.5, 0, 1)   (HardSwish)
+//   relu:       out[i] = x > 0 or x is NaN ? x : +0       (Relu)
+// out may equal in.
+enum class Exact { hard_swish, relu };
+void apply_exact(Exact f, const float* in, float* out, std::size_t n);
+
 }  // namespace fpguard::ops::vmath
