@@ -520,9 +520,30 @@ void global_pool(KernelContext& ctx) {
   }
 }
 
-// col2im of one 2-D output plane of ConvTranspose: row (kh, kw) of `col` (one column per
-// input position of `win.in`) added at the output positions it reaches, taps and inputs
-// in the order of the N-d loop in conv_transpose (the same sums, bit for bit).
+// col2im of one output plane of ConvTranspose (`win`: its input and output sizes, kernel,
+// strides, dilations and begin pads): row r of `col` (kernel offset r, one column per input
+// position) added at the output positions it reaches, kernel offsets in order, then input
+// positions.
+template <class T>
+void col2im_nd(const T* col, const Window& win, T* plane) {
+  const std::size_t sd = win.kernel.size();
+  const auto isize = product(win.in);
+  for_each_index(win.kernel, [&](const std::vector<std::int64_t>& kidx, std::int64_t kr) {
+    const T* row = col + kr * isize;
+    for_each_index(win.in, [&](const std::vector<std::int64_t>& iidx, std::int64_t ic) {
+      std::int64_t off = 0;
+      for (std::size_t d = 0; d < sd; ++d) {
+        const auto pos = iidx[d] * win.stride[d] - win.pad_begin[d] + kidx[d] * win.dilation[d];
+        if (pos < 0 || pos >= win.out[d]) return;
+        off = off * win.out[d] + pos;
+      }
+      plane[off] += row[ic];
+    });
+  });
+}
+
+// col2im_nd of a 2-D plane along output rows: the same additions in the same order (the
+// same sums, bit for bit), without the N-d index machinery.
 template <class T>
 void col2im_2d(const T* col, const Window& win, T* plane) {
   const auto ih_n = win.in[0], iw_n = win.in[1], oh_n = win.out[0], ow_n = win.out[1];
@@ -609,22 +630,10 @@ void conv_transpose(KernelContext& ctx) {
              px + (b * c + g * cg) * isize, isize, 0.0f, col.data(), isize);
       for (std::int64_t mi = 0; mi < mg; ++mi) {
         T* plane = py + (b * m + g * mg + mi) * osize;
-        if (sd == 2) {
+        if (sd == 2)
           col2im_2d(col.data() + mi * ksize * isize, scatter, plane);
-          continue;
-        }
-        for_each_index(kernel, [&](const std::vector<std::int64_t>& kidx, std::int64_t kr) {
-          const T* row = col.data() + (mi * ksize + kr) * isize;
-          for_each_index(in, [&](const std::vector<std::int64_t>& iidx, std::int64_t ic) {
-            std::int64_t off = 0;
-            for (std::size_t d = 0; d < sd; ++d) {
-              const auto pos = iidx[d] * stride[d] - pads[d] + kidx[d] * dil[d];
-              if (pos < 0 || pos >= out[d]) return;
-              off = off * out[d] + pos;
-            }
-            plane[off] += row[ic];
-          });
-        });
+        else
+          col2im_nd(col.data() + mi * ksize * isize, scatter, plane);
       }
     }
   add_bias(ctx, py, n, m, osize);
