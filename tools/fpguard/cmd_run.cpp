@@ -72,14 +72,8 @@ double peak_rss_mib() {
   return status_mib("VmHWM");
 }
 
-void run(const RunArgs& a) {
-  using clock = std::chrono::steady_clock;
-  const double base_mib = rss_mib();  // before the model: the program and its libraries
-  if (!a.profile_file.empty()) check_output_file(a.model, a.profile_file, "--profile");
-  const auto t0 = clock::now();
-  const model::Model m = model::load(a.model);
-  const double load_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-
+// The executor's options from the command line: precision, exclusions, scaled formats.
+exec::RunOptions run_options(const RunArgs& a, const model::Model& m) {
   exec::RunOptions opts;
   opts.threads = a.threads;
   const Precision precision = parse_precision(a.precision, a.scaled.other);
@@ -102,13 +96,44 @@ void run(const RunArgs& a) {
     else
       opts.policy.exclude_names.insert(e);
   }
-  const auto feed = inputs::gather(a.in, m);
   if (precision.scaled) {
     opts.policy.scaled = precision.scaled;
     opts.policy.amax_margin = a.scaled.amax_margin;
   }
   opts.policy.unscaled_names = unscaled_nodes(a.scaled, precision);
   exec::check_unscaled_names(m, opts.policy);
+  return opts;
+}
+
+// What `run` prints: each output summarised, the times and the memory.
+report::RunSummary run_summary(const std::vector<NamedValue>& outputs, std::vector<double> times,
+                               double load_ms, double base_mib) {
+  report::RunSummary summary;
+  for (const auto& [name, v] : outputs) {
+    report::OutputSummary o{name, v.kind, {}};
+    if (v.is_tensor()) o.items.push_back(report::summarize(v.tensor));
+    for (const auto& item : v.items) o.items.push_back(report::summarize(item));
+    summary.outputs.push_back(std::move(o));
+  }
+  std::sort(times.begin(), times.end());
+  summary.load_ms = load_ms;
+  summary.median_run_ms = times[times.size() / 2];
+  summary.runs = times.size();
+  summary.peak_rss_mib = peak_rss_mib();
+  summary.start_rss_mib = base_mib;
+  return summary;
+}
+
+void run(const RunArgs& a) {
+  using clock = std::chrono::steady_clock;
+  const double base_mib = rss_mib();  // before the model: the program and its libraries
+  if (!a.profile_file.empty()) check_output_file(a.model, a.profile_file, "--profile");
+  const auto t0 = clock::now();
+  const model::Model m = model::load(a.model);
+  const double load_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+
+  exec::RunOptions opts = run_options(a, m);
+  const auto feed = inputs::gather(a.in, m);
   DumpObserver dump;
   if (!a.dump_dir.empty()) opts.observer = &dump;
   exec::Profiler profiler;
@@ -124,24 +149,11 @@ void run(const RunArgs& a) {
     if (r == 0 && opts.observer) opts.observer = nullptr;  // dump the first run only
     if (r == 0 && a.repeat > 1) profiler.clear();          // the first run warms up
   }
-  std::sort(times.begin(), times.end());
-  const double median = times[times.size() / 2];
 
   if (!a.outputs_dir.empty()) report::write_values(a.outputs_dir, outputs);
   if (!a.dump_dir.empty()) report::write_values(a.dump_dir, dump.values);
 
-  report::RunSummary summary;
-  for (const auto& [name, v] : outputs) {
-    report::OutputSummary o{name, v.kind, {}};
-    if (v.is_tensor()) o.items.push_back(report::summarize(v.tensor));
-    for (const auto& item : v.items) o.items.push_back(report::summarize(item));
-    summary.outputs.push_back(std::move(o));
-  }
-  summary.load_ms = load_ms;
-  summary.median_run_ms = median;
-  summary.runs = times.size();
-  summary.peak_rss_mib = peak_rss_mib();
-  summary.start_rss_mib = base_mib;
+  report::RunSummary summary = run_summary(outputs, std::move(times), load_ms, base_mib);
   if (a.profile) summary.profile = profiler.profile();
   summary.profile_top = a.profile_top;
   if (!a.profile_file.empty()) {
