@@ -9,7 +9,8 @@
 // Models: each folder of DIR (default: the bench models, BUILD_DIR/bench/models, and
 // examples/) with model.onnx (+ external data) and inputs/<name>.npy (float32 or int64).
 // The two runtimes take turns: R rounds (default 4) of N/R ORT runs, then one `fpguard run
-// --repeat N/R` (N = 20 by default), so that a change in the machine's load hits both;
+// --warmup 1 --repeat N/R` (N = 20 by default), so that a change in the machine's load hits
+// both; each side is warm (ORT's session ran once before, each fpguard process once);
 // each side's time is the median of its round medians. The outputs are checked against
 // ORT's; the last line is the geometric mean of the ratios.
 'use strict';
@@ -82,9 +83,9 @@ function parseArgs(argv) {
 
 function fpguardJson(o, model, dir, extra) {
   return JSON.parse(execFileSync(path.join(o.build, 'fpguard'),
-                                 ['run', model, '--inputs', path.join(dir, 'inputs'), '--repeat',
-                                  String(o.perRound), '--threads', String(o.threads), '--json',
-                                  ...extra], {maxBuffer: 1 << 26}));
+                                 ['run', model, '--inputs', path.join(dir, 'inputs'), '--warmup',
+                                  '1', '--repeat', String(o.perRound), '--threads',
+                                  String(o.threads), '--json', ...extra], {maxBuffer: 1 << 26}));
 }
 
 // The outputs must agree: |fpguard - ORT| <= 1e-4 |ORT| + 1e-5 (float32 GEMMs sum in

@@ -326,6 +326,43 @@ TEST(Damage, OwnErrorCappedByTheOutputsItReaches) {
   EXPECT_GT(dm.nodes[0].damage, 0);
 }
 
+// The constants' shares of the L2 norm on a tensor large enough to be split over threads
+// and blocks (and not a multiple of either): against sums in long double, and the same
+// bits whatever the thread count.
+TEST(Rules, NormShareOfALargeConstant) {
+  const std::size_t n = (std::size_t{1} << 20) + 13;
+  std::vector<float> w(n);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  for (auto& v : w) v = normal(rng);
+  for (std::size_t i = 5; i < n; i += 9973) w[i] = 1e-9f;   // flush to zero in float16
+  for (std::size_t i = 77; i < n; i += 65521) w[i] = 7e4f;  // beyond float16's max
+  long double all = 0, under = 0, over = 0;
+  for (const float v : w) {
+    const long double sq = static_cast<long double>(v) * v;
+    all += sq;
+    if (v != 0 && std::fabs(v) <= 0x1p-25f) under += sq;  // float16 rounds these to 0
+    if (std::fabs(v) >= 65520.0f) over += sq;             // and these to inf
+  }
+  Builder b({1});
+  b.init("w", floats({static_cast<std::int64_t>(n)}, w));
+  b.node("scale", "Mul", {"x", "w"}, "y").output("y");
+  std::map<int, std::map<std::string, double>> share;
+  for (const int threads : {1, 2}) {
+    CheckOptions o = fp16();
+    o.threads = threads;
+    const Diagnosis d = check(b.m, {{{"x", floats({1}, {1})}}}, o);
+    for (const auto& r : d.rules)
+      if (r.node == "w") share[threads][r.id] = r.norm_share;
+  }
+  ASSERT_TRUE(share[1].count("constant-underflow") && share[1].count("constant-overflow"));
+  EXPECT_NEAR(share[1]["constant-underflow"], static_cast<double>(std::sqrt(under / all)),
+              1e-12 * static_cast<double>(std::sqrt(under / all)));
+  EXPECT_NEAR(share[1]["constant-overflow"], static_cast<double>(std::sqrt(over / all)),
+              1e-12 * static_cast<double>(std::sqrt(over / all)));
+  EXPECT_EQ(share[1], share[2]);
+}
+
 // A rule finding is major when its margin is under 2^4 or it affects 0.1% of a tensor's
 // values or of its L2 norm; minor otherwise.
 TEST(Rules, SeverityFromMarginAndShare) {

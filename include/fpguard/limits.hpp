@@ -50,9 +50,10 @@ void reuse_freed_memory();
 // and loses everything when a core is busy: a spinning thread holds the core its
 // descheduled partner needs (bench/README.md: 2-thread runs 10x slower under load).
 // Returns whether it set the variable. libgomp reads its environment once, when it is
-// loaded, before main() (and glibc resets the environment after an executable's
-// .preinit_array has run), so a program that gets true must start again for it to take
-// effect: the CLI re-executes itself (tools/fpguard/main.cpp).
+// loaded, before main() (and glibc's initializer, which runs before libgomp's, resets the
+// environment that an executable's .preinit_array changed), so a program that gets true
+// must start again for it to take effect: the CLI re-executes itself for the commands that
+// run models (tools/fpguard/main.cpp).
 bool prefer_passive_openmp_wait();
 
 }  // namespace fpguard

@@ -369,31 +369,62 @@ std::pair<TensorStats, std::vector<Comparison>> measure_runs(const Tensor& r,
   return {std::move(st), cmp};
 }
 
-// A constant's sums of squares (ConstantScan): over its finite values, and over those
-// that round to zero (non-zero) or past the range in `f`, rounded in blocks.
+// Sums of squares of one block of a constant (ConstantScan): over its finite values, and
+// over those that round to zero (non-zero) or past the range (`out`: the block rounded).
+// float32 in SIMD (compare_simd.cpp), each lane its own running sums: the order of the
+// additions, so each sum's bits, does not depend on the threads.
+struct SquareSums {
+  double all = 0, underflow = 0, overflow = 0;
+};
+
 template <class T>
-void constant_sums(std::span<const T> xs, const Format& f, ConstantScan& c) {
+SquareSums block_square_sums(std::span<const T> in, std::span<const T> out) {
+  double sums[3] = {0, 0, 0};
+  std::size_t i = 0;
+  if constexpr (std::is_same_v<T, float>)
+    i = square_sums_simd(in.data(), out.data(), in.size(), sums);
+  for (; i < in.size(); ++i) {
+    const double x = in[i], sq = x * x;
+    if (!std::isfinite(x)) continue;
+    sums[0] += sq;
+    if (x != 0 && out[i] == 0) sums[1] += sq;
+    if (!std::isfinite(out[i])) sums[2] += sq;
+  }
+  return {.all = sums[0], .underflow = sums[1], .overflow = sums[2]};
+}
+
+// A constant's sums of squares, rounded and summed in blocks on the threads; the blocks'
+// sums are added in order.
+template <class T>
+void constant_sums(std::span<const T> xs, const Format& f, int threads, ConstantScan& c) {
   constexpr std::size_t kBlock = 4096;
-  std::vector<T> rounded(std::min(kBlock, xs.size()));
-  for (std::size_t lo = 0; lo < xs.size(); lo += kBlock) {
-    const auto in = xs.subspan(lo, std::min(kBlock, xs.size() - lo));
-    const std::span<T> out(rounded.data(), in.size());
-    round(in, out, f);
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      const double x = in[i], sq = x * x;
-      if (!std::isfinite(x)) continue;
-      c.sumsq += sq;
-      if (x != 0 && out[i] == 0) c.sumsq_underflow += sq;
-      if (!std::isfinite(out[i])) c.sumsq_overflow += sq;
-    }
+  std::vector<SquareSums> blocks((xs.size() + kBlock - 1) / kBlock);
+  detail::parallel_for(
+      xs.size(), threads,
+      [&](std::size_t b0, std::size_t b1) {
+        std::vector<T> rounded(std::min(kBlock, b1 - b0));
+        RoundOptions ro;
+        ro.threads = 1;
+        for (std::size_t lo = b0; lo < b1; lo += kBlock) {
+          const auto in = xs.subspan(lo, std::min(kBlock, b1 - lo));
+          const std::span<T> out(rounded.data(), in.size());
+          round(in, out, f, ro);
+          blocks[lo / kBlock] = block_square_sums(in, std::span<const T>(out));
+        }
+      },
+      kBlock);
+  for (const SquareSums& b : blocks) {
+    c.sumsq += b.all;
+    c.sumsq_underflow += b.underflow;
+    c.sumsq_overflow += b.overflow;
   }
 }
 
-void constant_sums(const Tensor& t, const Format& f, ConstantScan& c) {
-  if (t.dtype() == DType::float64) return constant_sums(doubles(t), f, c);
-  if (t.dtype() == DType::float32) return constant_sums(floats(t), f, c);
+void constant_sums(const Tensor& t, const Format& f, int threads, ConstantScan& c) {
+  if (t.dtype() == DType::float64) return constant_sums(doubles(t), f, threads, c);
+  if (t.dtype() == DType::float32) return constant_sums(floats(t), f, threads, c);
   const Tensor widened = exec::convert(t, DType::float32);  // exact for 16-bit formats
-  constant_sums(floats(widened), f, c);
+  constant_sums(floats(widened), f, threads, c);
 }
 
 // Whether the local run's kernel inputs hold inf/NaN after rounding to the node's
@@ -1232,7 +1263,7 @@ void scan_constants(Context& ctx, const std::vector<ConstantJob>& jobs) {
                    .max = st.tensor.max,
                    .min_abs_nonzero = st.tensor.min_abs_nonzero};
     // Their share of the L2 norm, for the constant rules' severity.
-    if (c.overflow || c.underflow) constant_sums(t, o.precision, c);
+    if (c.overflow || c.underflow) constant_sums(t, o.precision, o.threads, c);
     c.absmax = st.tensor.absmax;
     c.nonfinite = st.tensor.nan + st.tensor.posinf + st.tensor.neginf > 0;
     take_scan(ctx, std::move(c));

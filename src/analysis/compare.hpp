@@ -73,4 +73,9 @@ inline void compare_one(double x, double y, const CompareParams& p, Comparison& 
 std::size_t compare_simd(const float* r, const float* const* vs, std::size_t k, std::size_t n,
                          const CompareParams* ps, Comparison* cs, detail::BaseAcc* ref = nullptr);
 
+// A constant's sums of squares over the first n - n % (lanes) values of x (out: x rounded):
+// adds those of the finite values, of the non-zero ones out sends to zero, and of those out
+// sends past the range into sums[0], [1], [2]; returns how many values it did.
+std::size_t square_sums_simd(const float* x, const float* out, std::size_t n, double* sums);
+
 }  // namespace fpguard::analysis

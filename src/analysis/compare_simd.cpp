@@ -162,6 +162,47 @@ std::size_t CompareF32(const float* HWY_RESTRICT r, const float* const* vs, std:
   return 0;
 }
 
+// A constant's sums of squares (ConstantScan), over whole vectors of x: of its finite
+// values, and of those that `out` (x rounded) sends to zero (non-zero) or past the range.
+// Squares of floats are exact in double; each lane keeps its own running sums. Adds
+// them into sums[0..3) and returns how many values it did.
+std::size_t SquareSumsF32(const float* HWY_RESTRICT x, const float* HWY_RESTRICT out, std::size_t n,
+                          double* sums) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)x, (void)out, (void)n, (void)sums;
+  return 0;
+#else
+  const hn::ScalableTag<float> df;
+  const hn::Repartition<double, decltype(df)> dd;
+  const hn::Half<decltype(df)> dh;
+  const std::size_t N = hn::Lanes(df);
+  const std::size_t end = n - n % N;
+  const auto fmax = hn::Set(df, std::numeric_limits<float>::max());
+  const auto zero = hn::Zero(df);
+  hn::Vec<decltype(dd)> acc[3][2];
+  for (auto& a : acc) a[0] = a[1] = hn::Zero(dd);
+  auto add = [&](hn::Vec<decltype(dd)>* a, hn::Vec<decltype(df)> v) {
+    const auto lo = hn::PromoteTo(dd, hn::LowerHalf(dh, v));
+    const auto hi = hn::PromoteTo(dd, hn::UpperHalf(dh, v));
+    a[0] = hn::MulAdd(lo, lo, a[0]);
+    a[1] = hn::MulAdd(hi, hi, a[1]);
+  };
+  for (std::size_t i = 0; i < end; i += N) {
+    const auto v = hn::LoadU(df, x + i);
+    const auto r = hn::LoadU(df, out + i);
+    const auto finite = hn::Le(hn::Abs(v), fmax);
+    const auto vf = hn::IfThenElseZero(finite, v);
+    add(acc[0], vf);
+    add(acc[1], hn::IfThenElseZero(hn::Eq(r, zero), vf));  // zero lanes add nothing
+    add(acc[2], hn::IfThenZeroElse(hn::Le(hn::Abs(r), fmax), vf));
+  }
+  for (std::size_t k = 0; k < 3; ++k)
+    sums[k] +=
+        hn::GetLane(hn::SumOfLanes(dd, acc[k][0])) + hn::GetLane(hn::SumOfLanes(dd, acc[k][1]));
+  return end;
+#endif
+}
+
 }  // namespace fpguard::analysis::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -169,10 +210,15 @@ HWY_AFTER_NAMESPACE();
 namespace fpguard::analysis {
 
 HWY_EXPORT(CompareF32);
+HWY_EXPORT(SquareSumsF32);
 
 std::size_t compare_simd(const float* r, const float* const* vs, std::size_t k, std::size_t n,
                          const CompareParams* ps, Comparison* cs, detail::BaseAcc* ref) {
   return HWY_DYNAMIC_DISPATCH(CompareF32)(r, vs, k, n, ps, cs, ref);
+}
+
+std::size_t square_sums_simd(const float* x, const float* out, std::size_t n, double* sums) {
+  return HWY_DYNAMIC_DISPATCH(SquareSumsF32)(x, out, n, sums);
 }
 
 }  // namespace fpguard::analysis

@@ -76,19 +76,24 @@ double power_of_two_scale(double v, int guess, Fits fits) {
   return std::ldexp(1.0, k);
 }
 
+// What the chunks of x add up to: the base summary and each format's errors, merged over
+// the threads, and each chunk's moments (merged pairwise by the caller).
+struct Accumulated {
+  BaseAcc base;
+  std::vector<FormatAcc> fmt;
+  std::vector<Moments> moments;
+};
+
 template <class T>
-Stats run(std::span<const T> x, const std::vector<Format>& formats, const StatsOptions& o) {
+Accumulated accumulate(std::span<const T> x, const std::vector<Format>& formats,
+                       const StatsOptions& o) {
   const std::size_t n = x.size();
   const std::size_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<detail::FormatPlan> plans;
   for (const auto& f : formats) plans.push_back(detail::make_plan(f));
 
   const int threads = detail::resolve_threads(o.threads, n);
-  struct ThreadAcc {
-    BaseAcc base;
-    std::vector<FormatAcc> fmt;
-  };
-  std::vector<ThreadAcc> acc(static_cast<std::size_t>(std::max(1, threads)));
+  std::vector<Accumulated> acc(static_cast<std::size_t>(std::max(1, threads)));
   for (auto& a : acc) a.fmt.resize(formats.size());
   std::vector<Moments> moments(chunks);
 
@@ -135,54 +140,62 @@ Stats run(std::span<const T> x, const std::vector<Format>& formats, const StatsO
     merge_into(acc[0].base, acc[t].base);
     for (std::size_t f = 0; f < formats.size(); ++f) merge_into(acc[0].fmt[f], acc[t].fmt[f]);
   }
+  acc[0].moments = std::move(moments);
+  return std::move(acc[0]);
+}
 
+// One format's findings from its accumulated errors and the tensor's summary.
+FormatStats format_stats(const Format& format, const FormatAcc& a, const TensorStats& ts,
+                         bool any_finite, std::uint64_t nonzero, const StatsOptions& o) {
+  FormatStats fs;
+  fs.format = format;
+  fs.overflow = a.overflow;
+  fs.underflow = a.underflow;
+  fs.subnormal = a.subnormal;
+  fs.precision_loss = a.precision_loss;
+  fs.max_abs_error = a.max_abs_error;
+  fs.max_rel_error = a.max_rel_error;
+  fs.mean_rel_error = a.rel_count ? a.sum_rel_error / static_cast<double>(a.rel_count) : 0.0;
+  const double fmax = format.max();
+  if (!any_finite || ts.absmax == 0) {
+    fs.headroom_bits = std::numeric_limits<double>::infinity();
+  } else {
+    fs.headroom_bits = std::log2(fmax / ts.absmax);
+  }
+  const double limit = o.margin * fmax;
+  const double v = any_finite ? ts.absmax : 0.0;
+  const int guess = v > 0 ? static_cast<int>(std::floor(std::log2(limit / v))) : 0;
+  fs.scale = power_of_two_scale(v, guess, [&](double y) { return y <= limit; });
+  const int guess_sq =
+      v > 0 ? static_cast<int>(std::floor(0.5 * std::log2(limit) - std::log2(v))) : 0;
+  fs.scale_for_square = power_of_two_scale(v, guess_sq, [&](double y) { return y * y <= limit; });
+  const double threshold = kVerdictFraction * static_cast<double>(nonzero);
+  if (ts.nan + ts.posinf + ts.neginf > 0)
+    fs.verdict = Verdict::nonfinite;
+  else if (fs.overflow > 0)
+    fs.verdict = Verdict::overflow;
+  else if (static_cast<double>(fs.underflow) > threshold)
+    fs.verdict = Verdict::underflow;
+  else if (static_cast<double>(fs.precision_loss) > threshold)
+    fs.verdict = Verdict::precision;
+  return fs;
+}
+
+template <class T>
+Stats run(std::span<const T> x, const std::vector<Format>& formats, const StatsOptions& o) {
+  const Accumulated acc = accumulate(x, formats, o);
   Stats s;
-  const BaseAcc& b = acc[0].base;
-  s.tensor = detail::summarize(b, n, o.distribution);
+  const BaseAcc& b = acc.base;
+  s.tensor = detail::summarize(b, x.size(), o.distribution);
   TensorStats& ts = s.tensor;
-  const bool any_finite = b.finite > 0;
-  const Moments m = merge_all(moments);
+  const Moments m = merge_all(acc.moments);
   if (m.n && o.distribution) {
     ts.mean = m.mean;
     ts.std = std::sqrt(m.m2 / static_cast<double>(m.n));
   }
-
   const std::uint64_t nonzero = b.finite - b.zeros;
-  for (std::size_t f = 0; f < formats.size(); ++f) {
-    const FormatAcc& a = acc[0].fmt[f];
-    FormatStats fs;
-    fs.format = formats[f];
-    fs.overflow = a.overflow;
-    fs.underflow = a.underflow;
-    fs.subnormal = a.subnormal;
-    fs.precision_loss = a.precision_loss;
-    fs.max_abs_error = a.max_abs_error;
-    fs.max_rel_error = a.max_rel_error;
-    fs.mean_rel_error = a.rel_count ? a.sum_rel_error / static_cast<double>(a.rel_count) : 0.0;
-    const double fmax = formats[f].max();
-    if (!any_finite || ts.absmax == 0) {
-      fs.headroom_bits = std::numeric_limits<double>::infinity();
-    } else {
-      fs.headroom_bits = std::log2(fmax / ts.absmax);
-    }
-    const double limit = o.margin * fmax;
-    const double v = any_finite ? ts.absmax : 0.0;
-    const int guess = v > 0 ? static_cast<int>(std::floor(std::log2(limit / v))) : 0;
-    fs.scale = power_of_two_scale(v, guess, [&](double y) { return y <= limit; });
-    const int guess_sq =
-        v > 0 ? static_cast<int>(std::floor(0.5 * std::log2(limit) - std::log2(v))) : 0;
-    fs.scale_for_square = power_of_two_scale(v, guess_sq, [&](double y) { return y * y <= limit; });
-    const double threshold = kVerdictFraction * static_cast<double>(nonzero);
-    if (ts.nan + ts.posinf + ts.neginf > 0)
-      fs.verdict = Verdict::nonfinite;
-    else if (fs.overflow > 0)
-      fs.verdict = Verdict::overflow;
-    else if (static_cast<double>(fs.underflow) > threshold)
-      fs.verdict = Verdict::underflow;
-    else if (static_cast<double>(fs.precision_loss) > threshold)
-      fs.verdict = Verdict::precision;
-    s.formats.push_back(fs);
-  }
+  for (std::size_t f = 0; f < formats.size(); ++f)
+    s.formats.push_back(format_stats(formats[f], acc.fmt[f], ts, b.finite > 0, nonzero, o));
   return s;
 }
 

@@ -26,7 +26,7 @@ import onnx
 from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from clitest import check, finish, num, read_outputs, run  # noqa: E402
+from clitest import check, fails, finish, num, read_outputs, run  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
@@ -101,6 +101,16 @@ def example(f, tmp):
         check(row == want, f"node row {row[0]}", (row, want))
     ms = [by_name[row[0]]["ms"] for row in rows]
     check(ms == sorted(ms, reverse=True), "nodes slowest first", ms)
+
+    # --warmup: untimed runs first; the --repeat runs are all timed and profiled.
+    r4 = run(f, "run", model, "--inputs", inputs, "--warmup", "2", "--repeat", "3", "--profile",
+             "--json")
+    check(r4.returncode == 0, "run --warmup 2 --repeat 3", r4.stderr)
+    j4 = json.loads(r4.stdout)
+    check(j4["timing"]["runs"] == 3 and j4["profile"]["runs"] == 3,
+          "--warmup: 3 timed and profiled runs", (j4["timing"]["runs"], j4["profile"]["runs"]))
+    fails(f, "--warmup -1", ["run", model, "--inputs", inputs, "--warmup", "-1"], "--warmup",
+          "must be 0 or more")
 
     # Default: the 20 slowest, and a line saying so.
     r2 = run(f, "run", model, "--inputs", inputs, "--profile", "--json", "--outputs", out_n)

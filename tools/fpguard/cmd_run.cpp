@@ -29,7 +29,7 @@ struct RunArgs {
   inputs::Options in;
   std::vector<std::string> exclude;
   std::string precision = "float32", outputs_dir, dump_dir, accumulate, accumulation = "sequential";
-  int repeat = 1, threads = 0;
+  int repeat = 1, warmup = 0, threads = 0;
   bool json = false;
   bool profile = false;      // --profile given
   std::string profile_file;  // --profile FILE
@@ -72,14 +72,8 @@ double peak_rss_mib() {
   return status_mib("VmHWM");
 }
 
-void run(const RunArgs& a) {
-  using clock = std::chrono::steady_clock;
-  const double base_mib = rss_mib();  // before the model: the program and its libraries
-  if (!a.profile_file.empty()) check_output_file(a.model, a.profile_file, "--profile");
-  const auto t0 = clock::now();
-  const model::Model m = model::load(a.model);
-  const double load_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-
+// The executor's options from the command line: precision, exclusions, scaled formats.
+exec::RunOptions run_options(const RunArgs& a, const model::Model& m) {
   exec::RunOptions opts;
   opts.threads = a.threads;
   const Precision precision = parse_precision(a.precision, a.scaled.other);
@@ -102,34 +96,18 @@ void run(const RunArgs& a) {
     else
       opts.policy.exclude_names.insert(e);
   }
-  const auto feed = inputs::gather(a.in, m);
   if (precision.scaled) {
     opts.policy.scaled = precision.scaled;
     opts.policy.amax_margin = a.scaled.amax_margin;
   }
   opts.policy.unscaled_names = unscaled_nodes(a.scaled, precision);
   exec::check_unscaled_names(m, opts.policy);
-  DumpObserver dump;
-  if (!a.dump_dir.empty()) opts.observer = &dump;
-  exec::Profiler profiler;
-  if (a.profile) opts.profiler = &profiler;
-  const exec::Executor ex = exec::calibrated_executor(m, opts, {feed});
+  return opts;
+}
 
-  std::vector<double> times;
-  std::vector<NamedValue> outputs;
-  for (int r = 0; r < std::max(1, a.repeat); ++r) {
-    const auto s = clock::now();
-    outputs = ex.run_values(feed);
-    times.push_back(std::chrono::duration<double, std::milli>(clock::now() - s).count());
-    if (r == 0 && opts.observer) opts.observer = nullptr;  // dump the first run only
-    if (r == 0 && a.repeat > 1) profiler.clear();          // the first run warms up
-  }
-  std::sort(times.begin(), times.end());
-  const double median = times[times.size() / 2];
-
-  if (!a.outputs_dir.empty()) report::write_values(a.outputs_dir, outputs);
-  if (!a.dump_dir.empty()) report::write_values(a.dump_dir, dump.values);
-
+// What `run` prints: each output summarised, the times and the memory.
+report::RunSummary run_summary(const std::vector<NamedValue>& outputs, std::vector<double> times,
+                               double load_ms, double base_mib) {
   report::RunSummary summary;
   for (const auto& [name, v] : outputs) {
     report::OutputSummary o{name, v.kind, {}};
@@ -137,11 +115,50 @@ void run(const RunArgs& a) {
     for (const auto& item : v.items) o.items.push_back(report::summarize(item));
     summary.outputs.push_back(std::move(o));
   }
+  std::sort(times.begin(), times.end());
   summary.load_ms = load_ms;
-  summary.median_run_ms = median;
+  summary.median_run_ms = times[times.size() / 2];
   summary.runs = times.size();
   summary.peak_rss_mib = peak_rss_mib();
   summary.start_rss_mib = base_mib;
+  return summary;
+}
+
+void run(const RunArgs& a) {
+  using clock = std::chrono::steady_clock;
+  if (a.warmup < 0) throw Error("--warmup", "must be 0 or more");
+  const double base_mib = rss_mib();  // before the model: the program and its libraries
+  if (!a.profile_file.empty()) check_output_file(a.model, a.profile_file, "--profile");
+  const auto t0 = clock::now();
+  const model::Model m = model::load(a.model);
+  const double load_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+
+  exec::RunOptions opts = run_options(a, m);
+  const auto feed = inputs::gather(a.in, m);
+  DumpObserver dump;
+  if (!a.dump_dir.empty()) opts.observer = &dump;
+  exec::Profiler profiler;
+  if (a.profile) opts.profiler = &profiler;
+  const exec::Executor ex = exec::calibrated_executor(m, opts, {feed});
+
+  // --warmup runs first, untimed; without them the profile leaves out the first of
+  // several runs (weights rounded, memory first touched), and the median includes it.
+  const int repeat = std::max(1, a.repeat);
+  std::vector<double> times;
+  std::vector<NamedValue> outputs;
+  for (int r = 0; r < a.warmup + repeat; ++r) {
+    const auto s = clock::now();
+    outputs = ex.run_values(feed);
+    if (r >= a.warmup)
+      times.push_back(std::chrono::duration<double, std::milli>(clock::now() - s).count());
+    if (r == 0 && opts.observer) opts.observer = nullptr;  // dump the first run only
+    if (r + 1 == std::max(a.warmup, repeat > 1 ? 1 : 0)) profiler.clear();
+  }
+
+  if (!a.outputs_dir.empty()) report::write_values(a.outputs_dir, outputs);
+  if (!a.dump_dir.empty()) report::write_values(a.dump_dir, dump.values);
+
+  report::RunSummary summary = run_summary(outputs, std::move(times), load_ms, base_mib);
   if (a.profile) summary.profile = profiler.profile();
   summary.profile_top = a.profile_top;
   if (!a.profile_file.empty()) {
@@ -177,12 +194,14 @@ void add_run(CLI::App& app) {
   cmd->add_option("--outputs", a->outputs_dir, "Write outputs as .npy + outputs.json here");
   cmd->add_option("--dump-all", a->dump_dir, "Write every node output as .npy + outputs.json here");
   cmd->add_option("--repeat", a->repeat, "Run N times and report the median time");
+  cmd->add_option("--warmup", a->warmup,
+                  "Untimed runs before the timed ones (default 0; as trtexec's --warmUp)");
   cmd->add_option("--threads", a->threads, "Threads (default: the cores this process may use)");
   cmd->add_flag("--json", a->json, "Print JSON");
   auto* profile = cmd->add_option("--profile", a->profile_file,
-                                  "Time every node and op type (median of the runs after the "
-                                  "first when --repeat > 1) and print it; with FILE, also "
-                                  "write it there as JSON");
+                                  "Time every node and op type (median of the timed runs, "
+                                  "after the first when --repeat > 1 without --warmup) and "
+                                  "print it; with FILE, also write it there as JSON");
   profile->expected(0, 1);
   cmd->add_option("--profile-top", a->profile_top,
                   "Nodes in the profile's node table, slowest first (default 20; 0: all)");

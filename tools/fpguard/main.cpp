@@ -140,12 +140,19 @@ int run(int argc, char** argv) {
   return fpguard::cli::exit_code;
 }
 
-// Whether the command runs models on OpenMP's threads, so that how they wait matters:
-// every subcommand but `merge`, which reads parts and derives the diagnosis (it runs the
-// model once at most, on set 0 for accuracy origins). Starting again costs a merge as
-// much as parsing its parts: a second dynamic link of every library (docs/scale.md).
+// Whether the command runs models (or GEMM experiments) on OpenMP's threads, so that how
+// they wait matters and is worth a second start: a dynamic link of every library and
+// libhwy's timer calibration, ~15 ms, a fifth of `round`'s time on 256 MiB and a quarter
+// of `merge`'s. The other commands make a few long parallel regions at most, whose waits
+// spin on a core that would idle anyway; `merge` runs the model once at most (set 0, for
+// accuracy origins).
 bool runs_models(int argc, char** argv) {
-  return argc < 2 || std::string_view(argv[1]) != "merge";
+  if (argc < 2) return false;
+  const std::string_view command = argv[1];
+  for (const std::string_view runner :
+       {"run", "check", "plan", "convert", "calibrate", "accum", "gemm-error"})
+    if (command == runner) return true;
+  return false;
 }
 
 }  // namespace
