@@ -137,9 +137,7 @@ class Quantizer {
     if (o.amax) calibrated_ = static_cast<T>(*o.amax);
     if (f.rule == ScaleRule::two_level) {
       // s_t = amax / (element max * scale max), over the tensor's finite values.
-      T amax = 0;
-      for (T x : in)
-        if (std::isfinite(x)) amax = std::max(amax, std::abs(x));
+      const auto amax = static_cast<T>(detail::finite_absmax(in));
       tensor_scale_ = calibrated_.value_or(amax) / static_cast<T>(f.element.max() * f.scale.max());
       if (codes) codes->tensor_scale = static_cast<double>(tensor_scale_);
     }
@@ -363,8 +361,7 @@ std::optional<TwoLevelParams> two_level_fast(const ScaledFormat& f) {
 // in float32, amax the calibrated one or the tensor's largest finite magnitude.
 TwoLevelParams two_level_params(TwoLevelParams t, const ScaledFormat& f, std::span<const float> in,
                                 const ScaledOptions& o) {
-  const float amax =
-      o.amax ? static_cast<float>(*o.amax) : detail::finite_absmax(in.data(), in.size());
+  const auto amax = static_cast<float>(o.amax ? *o.amax : detail::finite_absmax(in));
   t.tensor_scale = amax / static_cast<float>(f.element.max() * f.scale.max());
   t.span = static_cast<float>(f.element.max()) * t.tensor_scale;
   return t;
@@ -487,6 +484,21 @@ ScaledCounts round_scaled(std::span<const double> in, std::span<double> out, con
                           const ScaledFormat& f, const ScaledOptions& o, ScaledCodes* codes) {
   return round_scaled_impl(in, out, l, f, o, codes);
 }
+
+namespace detail {
+
+double finite_absmax(std::span<const double> xs) {
+  // (float32's is SIMD, in scaled_simd.cpp.) No early exits: a loop the compiler vectorises.
+  constexpr double big = std::numeric_limits<double>::max();
+  double m = 0;
+  for (const double x : xs) {
+    const double a = std::fabs(x);
+    m = std::max(m, a <= big ? a : 0.0);  // inf and NaN count as 0
+  }
+  return m;
+}
+
+}  // namespace detail
 
 void for_each_scale_group(const ScaledLayout& l, const ScaledFormat& f, std::size_t size,
                           const std::function<void(std::span<const std::size_t>)>& fn) {
