@@ -276,6 +276,16 @@ std::vector<std::pair<const char*, std::optional<double>>> corner_formats() {
           {"block:float4_e2m1fn:e4m3:32", {}}};
 }
 
+// Whether got and want hold the same bits (NaN: any NaN), else the first place they differ.
+::testing::AssertionResult same_bits(const std::vector<float>& got,
+                                     const std::vector<float>& want) {
+  for (std::size_t i = 0; i < want.size(); ++i)
+    if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(want[i]) &&
+        !(std::isnan(got[i]) && std::isnan(want[i])))
+      return ::testing::AssertionFailure() << "at " << i << ": " << got[i] << " vs " << want[i];
+  return ::testing::AssertionSuccess();
+}
+
 // The fast paths (MX and two-level blocks along a contiguous axis, and along a strided one:
 // one block per SIMD lane) equal the generic path bit for bit, counts included: the corner
 // values, short last blocks, strides shorter and longer than a vector, every compiled SIMD
@@ -298,11 +308,7 @@ TEST(RoundScaled, FastPathEqualsGenericBitForBit) {
           std::vector<float> got(x.size());
           const ScaledCounts cg = round_scaled(x, got, l, f, {.amax = amax, .threads = threads});
           hwy::SetSupportedTargetsForTest(0);
-          for (std::size_t i = 0; i < x.size(); ++i)
-            ASSERT_TRUE(std::bit_cast<std::uint32_t>(got[i]) ==
-                            std::bit_cast<std::uint32_t>(want[i]) ||
-                        (std::isnan(got[i]) && std::isnan(want[i])))
-                << "at " << i << ": " << got[i] << " vs " << want[i];
+          ASSERT_TRUE(same_bits(got, want));
           EXPECT_EQ(cg.values, cw.values);
           EXPECT_EQ(cg.changed, cw.changed);
           EXPECT_EQ(cg.saturated, cw.saturated);
@@ -312,6 +318,45 @@ TEST(RoundScaled, FastPathEqualsGenericBitForBit) {
           EXPECT_EQ(cg.nan_scales, cw.nan_scales);
           EXPECT_EQ(cg.saturated_scales, cw.saturated_scales);
         }
+    }
+}
+
+// round_scaled's encoding (round --encode) on the fast path of MX blocks, derived from the
+// values it wrote, equals the generic path's: element and scale codes, scale values and
+// shape; the corner values (NaN, inf, zero and subnormal blocks, maxima at and just under a
+// power of two), every layout and format, every SIMD target; `out` aliasing `in` too.
+TEST(RoundScaled, FastCodesEqualGeneric) {
+  const std::vector<float> x = corner_values();
+  for (const auto& [name, amax] : corner_formats())
+    for (const ScaledLayout& l : corner_layouts()) {
+      const ScaledFormat f = parse_scaled_format(name);
+      SCOPED_TRACE(std::string(name) + " axis " + std::to_string(l.axis) + " of rank " +
+                   std::to_string(l.shape.size()) + (amax ? " calibrated" : ""));
+      std::vector<float> want(x.size());
+      ScaledCodes cw;
+      round_scaled(x, want, l, f, {.amax = amax, .generic = true}, &cw);
+      for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        SCOPED_TRACE(hwy::TargetName(target));
+        std::vector<float> got(x.size()), in_place = x;
+        ScaledCodes cg, ci;
+        round_scaled(x, got, l, f, {.amax = amax}, &cg);
+        round_scaled(in_place, in_place, l, f, {.amax = amax}, &ci);
+        hwy::SetSupportedTargetsForTest(0);
+        ASSERT_TRUE(same_bits(got, want));
+        ASSERT_TRUE(same_bits(in_place, want));
+        for (const ScaledCodes* c : {&cg, &ci}) {
+          EXPECT_EQ(c->codes, cw.codes);
+          EXPECT_EQ(c->scale_codes, cw.scale_codes);
+          EXPECT_EQ(c->scale_shape, cw.scale_shape);
+          EXPECT_EQ(c->tensor_scale, cw.tensor_scale);
+          ASSERT_EQ(c->scale_values.size(), cw.scale_values.size());
+          for (std::size_t i = 0; i < cw.scale_values.size(); ++i)
+            EXPECT_TRUE(c->scale_values[i] == cw.scale_values[i] ||
+                        (std::isnan(c->scale_values[i]) && std::isnan(cw.scale_values[i])))
+                << "scale " << i;
+        }
+      }
     }
 }
 

@@ -43,6 +43,10 @@ void round_fast(const float* in, float* out, std::size_t n, const FastParams& p)
 // (nothing written) where the CPU has no such conversion.
 bool half_bits(const float* in, std::uint16_t* out, std::size_t n);
 
+// The code of a value exactly representable in `f` (a result of round()): encode() without
+// the rounding.
+std::uint64_t code_of(double v, const Format& f);
+
 // What the scales did to the finite non-zero values of the blocks they cover, summed over
 // blocks: the counts of scaled_stats (ScaledFormatStats in fpguard/stats.hpp says what each
 // means). Defined once here for the two that count them: the fast path's kernels, while

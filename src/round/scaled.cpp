@@ -114,6 +114,13 @@ std::vector<std::int64_t> scale_shape(const ScaledLayout& l, const Dims& d, cons
   return {};
 }
 
+// The code of element value p (a result of rounding into f's element format).
+std::uint16_t element_code(double p, const ScaledFormat& f) {
+  if (f.integer_elements)  // k * 2^-6 as the int8 k
+    return static_cast<std::uint8_t>(static_cast<std::int8_t>(std::ldexp(p, 6)));
+  return static_cast<std::uint16_t>(detail::code_of(p, f.element));
+}
+
 // One group's scale, as the values are divided by it and multiplied back.
 template <class T>
 struct GroupScale {
@@ -237,7 +244,7 @@ class Quantizer {
     c.changed +=
         !(std::isnan(x) && std::isnan(y)) && !(x == y && std::signbit(x) == std::signbit(y));
     out_[i] = y;
-    if (codes_) codes_->codes.push_back(s.nan ? std::uint16_t{0} : code_of(p));
+    if (codes_) codes_->codes.push_back(s.nan ? std::uint16_t{0} : element_code(p, f_));
     return saturated;
   }
 
@@ -251,12 +258,6 @@ class Quantizer {
         return static_cast<T>(p) * s.scale * tensor_scale_;
     }
     return 0;
-  }
-
-  std::uint16_t code_of(double p) const {
-    if (f_.integer_elements)  // k * 2^-6 as the int8 k
-      return static_cast<std::uint8_t>(static_cast<std::int8_t>(std::ldexp(p, 6)));
-    return static_cast<std::uint16_t>(encode(p, f_.element));
   }
 
   const ScaledFormat& f_;
@@ -461,14 +462,61 @@ std::optional<ScaledCounts> fast_path(std::span<const float> in, std::span<float
   return std::nullopt;
 }
 
+// Whether every value an OCP MX block of `f` decodes to is exact in float32, down to the
+// smallest element times the smallest scale: then a value over its block's scale is its
+// element exactly.
+bool decodes_exactly(const ScaledFormat& f) {
+  return std::ilogb(f.element.smallest_subnormal()) + f.scale.emin() >= -149;
+}
+
+// The encoding of OCP MX blocks from the values the fast path wrote (`out`, which may
+// have overwritten the input). A block's scale exponent is its largest decoded magnitude's
+// floor(log2) less emax, clamped as the scale is: the same as its input maximum's, since
+// that value over the scale lies in [2^emax, 2^(emax+1)) and rounds (saturating) within it,
+// unless the clamp raised the scale (then both clamp), or the block is zeros (lo). A
+// block of NaNs held a NaN or an inf (the others decode finite). Needs decodes_exactly.
+void mx_codes(std::span<const float> out, const Dims& d, const ScaledFormat& f,
+              ScaledCodes& codes) {
+  codes.codes.resize(out.size());
+  const int emax = f.element.emax(), lo = f.scale.emin(), hi = f.scale.emax();
+  for_each_block(
+      d, static_cast<std::size_t>(f.block_size),
+      [&](std::size_t first, std::size_t stride, std::size_t count) {
+        float top = 0;
+        bool nan = false;
+        for (std::size_t k = 0; k < count; ++k) {
+          const float y = out[first + k * stride];
+          nan |= std::isnan(y);
+          top = std::max(top, std::abs(y));
+        }
+        const int e = top == 0 ? lo : std::clamp(std::ilogb(top) - emax, lo, hi);
+        const double scale = nan ? std::numeric_limits<double>::quiet_NaN() : std::ldexp(1.0, e);
+        codes.scale_codes.push_back(static_cast<std::uint8_t>(encode(scale, f.scale)));
+        codes.scale_values.push_back(scale);
+        for (std::size_t k = 0; k < count; ++k) {
+          const std::size_t i = first + k * stride;
+          codes.codes[i] =
+              nan ? std::uint16_t{0} : element_code(std::ldexp(static_cast<double>(out[i]), -e), f);
+        }
+      });
+}
+
 template <class T>
 ScaledCounts round_scaled_impl(std::span<const T> in, std::span<T> out, const ScaledLayout& l,
                                const ScaledFormat& f, const ScaledOptions& o, ScaledCodes* codes) {
   if constexpr (std::is_same_v<T, float>) {
     FPG_CHECK(in.size() == out.size());
     const Dims d = dims_of(l, in.size());
-    if (!codes && !o.generic)
-      if (const auto c = fast_path(in, out, d, f, o)) return *c;
+    const bool fast_codes = codes && mx_fast(f) && decodes_exactly(f);
+    if ((!codes || fast_codes) && !o.generic)
+      if (const auto c = fast_path(in, out, d, f, o)) {
+        if (codes) {
+          *codes = ScaledCodes{};
+          codes->scale_shape = scale_shape(l, d, f);
+          mx_codes(out, d, f, *codes);
+        }
+        return *c;
+      }
   }
   return round_scaled_generic(in, out, l, f, o, codes);
 }
