@@ -252,7 +252,7 @@ std::vector<ScaledLayout> corner_layouts() {
   return {{.shape = {dim(rows), dim(n)}},
           {.shape = {dim(n), dim(rows)}, .axis = 0},        // stride 37: a vector and a tail
           {.shape = {dim(rows), 9, dim(rows)}, .axis = 1},  // one short block per column
-          {.shape = {dim(rows * rows), 9}, .axis = 0},      // stride 9, under one vector
+          {.shape = {dim(rows * rows), 9}, .axis = 0},      // stride 9: transposed (fast_narrow)
           {.shape = {3, dim(rows * n / 3)}, .axis = 0},     // one 3-value block per column
           {.shape = {dim(rows), dim(n), 1}, .axis = 1}};    // stride 1 through the strided shape
 }

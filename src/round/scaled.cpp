@@ -432,6 +432,45 @@ ScaledCounts fast_columns(std::span<const float> in, std::span<float> out, const
   return total;
 }
 
+// Blocks along a strided axis narrower than a vector of lanes (d.inner < kNarrow: a Conv
+// weight's kernel positions along its input channels), which the columns kernel would run
+// on a few lanes loaded piecemeal: each block row (len x inner values, contiguous) is
+// transposed into `inner` contiguous blocks, quantized by the rows kernel (rows(in, out,
+// rows, n, counts, block counts or nullptr)), and transposed back. `blocks` and `out` as
+// fast_rows; `out` may alias `in` (a block row is read before it is written).
+constexpr std::size_t kNarrow = 16;
+
+template <class Rows>
+ScaledCounts fast_narrow(std::span<const float> in, std::span<float> out, const Dims& d,
+                         std::size_t bs, int threads, const Rows& kernel, BlockCounts* blocks) {
+  const std::size_t per_row = (d.n + bs - 1) / bs, w = d.inner;
+  ScaledCounts total;
+  detail::parallel_for(
+      d.outer * per_row, threads == 0 ? detail::resolve_threads(0, in.size()) : threads,
+      [&](std::size_t u0, std::size_t u1) {
+        ScaledCounts c;
+        BlockCounts bc;
+        std::vector<float> x(bs * w), y(out.empty() ? 0 : bs * w);
+        for (std::size_t u = u0; u < u1; ++u) {
+          const std::size_t b = u % per_row, len = std::min(bs, d.n - b * bs);
+          const std::size_t at = (u / per_row * d.n + b * bs) * w;
+          for (std::size_t k = 0; k < len; ++k)
+            for (std::size_t j = 0; j < w; ++j) x[j * len + k] = in[at + k * w + j];
+          kernel(x.data(), y.empty() ? nullptr : y.data(), w, len, c, blocks ? &bc : nullptr);
+          if (!y.empty())
+            for (std::size_t k = 0; k < len; ++k)
+              for (std::size_t j = 0; j < w; ++j) out[at + k * w + j] = y[j * len + k];
+        }
+#pragma omp critical(fpguard_mx_counts)
+        {
+          add(total, c);
+          if (blocks) blocks->add(bc);
+        }
+      },
+      1);
+  return total;
+}
+
 // The SIMD kernels for `f`, if it has them: rows or columns as the layout asks; with
 // `blocks`, the block counts added to it.
 std::optional<ScaledCounts> fast_path(std::span<const float> in, std::span<float> out,
@@ -439,8 +478,9 @@ std::optional<ScaledCounts> fast_path(std::span<const float> in, std::span<float
                                       BlockCounts* blocks = nullptr) {
   const auto bs = static_cast<std::size_t>(f.block_size);
   const auto run = [&](const auto& rows, const auto& columns) {
-    return d.inner == 1 ? fast_rows(in, out, d, bs, o.threads, rows, blocks)
-                        : fast_columns(in, out, d, bs, o.threads, columns, blocks);
+    if (d.inner == 1) return fast_rows(in, out, d, bs, o.threads, rows, blocks);
+    if (d.inner < kNarrow) return fast_narrow(in, out, d, bs, o.threads, rows, blocks);
+    return fast_columns(in, out, d, bs, o.threads, columns, blocks);
   };
   using std::size_t;
   using C = ScaledCounts;
