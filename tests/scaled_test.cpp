@@ -252,7 +252,7 @@ std::vector<ScaledLayout> corner_layouts() {
   return {{.shape = {dim(rows), dim(n)}},
           {.shape = {dim(n), dim(rows)}, .axis = 0},        // stride 37: a vector and a tail
           {.shape = {dim(rows), 9, dim(rows)}, .axis = 1},  // one short block per column
-          {.shape = {dim(rows * rows), 9}, .axis = 0},      // stride 9, under one vector
+          {.shape = {dim(rows * rows), 9}, .axis = 0},      // stride 9: transposed (fast_narrow)
           {.shape = {3, dim(rows * n / 3)}, .axis = 0},     // one 3-value block per column
           {.shape = {dim(rows), dim(n), 1}, .axis = 1}};    // stride 1 through the strided shape
 }
@@ -276,43 +276,94 @@ std::vector<std::pair<const char*, std::optional<double>>> corner_formats() {
           {"block:float4_e2m1fn:e4m3:32", {}}};
 }
 
+// Calls fn(name, format, layout, calibrated amax) for every corner format and layout,
+// traced.
+template <class F>
+void for_each_corner(F&& fn) {
+  for (const auto& [name, amax] : corner_formats())
+    for (const ScaledLayout& l : corner_layouts()) {
+      SCOPED_TRACE(std::string(name) + " axis " + std::to_string(l.axis) + " of rank " +
+                   std::to_string(l.shape.size()) + (amax ? " calibrated" : ""));
+      fn(name, parse_scaled_format(name), l, amax);
+    }
+}
+
+// Whether got and want hold the same bits (NaN: any NaN), else the first place they differ.
+::testing::AssertionResult same_bits(const std::vector<float>& got,
+                                     const std::vector<float>& want) {
+  for (std::size_t i = 0; i < want.size(); ++i)
+    if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(want[i]) &&
+        !(std::isnan(got[i]) && std::isnan(want[i])))
+      return ::testing::AssertionFailure() << "at " << i << ": " << got[i] << " vs " << want[i];
+  return ::testing::AssertionSuccess();
+}
+
 // The fast paths (MX and two-level blocks along a contiguous axis, and along a strided one:
 // one block per SIMD lane) equal the generic path bit for bit, counts included: the corner
 // values, short last blocks, strides shorter and longer than a vector, every compiled SIMD
 // target, several thread counts.
 TEST(RoundScaled, FastPathEqualsGenericBitForBit) {
   const std::vector<float> x = corner_values();
-  for (const auto& [name, amax] : corner_formats())
-    for (const ScaledLayout& l : corner_layouts()) {
-      const ScaledFormat f = parse_scaled_format(name);
-      SCOPED_TRACE(std::string(name) + " axis " + std::to_string(l.axis) + " of rank " +
-                   std::to_string(l.shape.size()) + (amax ? " calibrated" : ""));
-      const bool custom_fine = std::string_view(name) == "block:bf16:e8m0:32";  // 2^-133
-      EXPECT_EQ(has_fast_path(f, l), !custom_fine);
-      std::vector<float> want(x.size());
-      const ScaledCounts cw = round_scaled(x, want, l, f, {.amax = amax, .generic = true});
-      for (std::int64_t target : hwy::SupportedAndGeneratedTargets())
-        for (int threads : {1, 2, 3}) {
+  for_each_corner([&](const char* name, const ScaledFormat& f, const ScaledLayout& l,
+                      std::optional<double> amax) {
+    const bool custom_fine = std::string_view(name) == "block:bf16:e8m0:32";  // 2^-133
+    EXPECT_EQ(has_fast_path(f, l), !custom_fine);
+    std::vector<float> want(x.size());
+    const ScaledCounts cw = round_scaled(x, want, l, f, {.amax = amax, .generic = true});
+    for (std::int64_t target : hwy::SupportedAndGeneratedTargets())
+      for (int threads : {1, 2, 3}) {
+        hwy::SetSupportedTargetsForTest(target);
+        SCOPED_TRACE(hwy::TargetName(target));
+        std::vector<float> got(x.size());
+        const ScaledCounts cg = round_scaled(x, got, l, f, {.amax = amax, .threads = threads});
+        hwy::SetSupportedTargetsForTest(0);
+        ASSERT_TRUE(same_bits(got, want));
+        EXPECT_EQ(cg.values, cw.values);
+        EXPECT_EQ(cg.changed, cw.changed);
+        EXPECT_EQ(cg.saturated, cw.saturated);
+        EXPECT_EQ(cg.underflow, cw.underflow);
+        EXPECT_EQ(cg.nan, cw.nan);
+        EXPECT_EQ(cg.scales, cw.scales);
+        EXPECT_EQ(cg.nan_scales, cw.nan_scales);
+        EXPECT_EQ(cg.saturated_scales, cw.saturated_scales);
+      }
+  });
+}
+
+// round_scaled's encoding (round --encode) on the fast path of MX blocks, derived from the
+// values it wrote, equals the generic path's: element and scale codes, scale values and
+// shape; the corner values (NaN, inf, zero and subnormal blocks, maxima at and just under a
+// power of two), every layout and format, every SIMD target; `out` aliasing `in` too.
+TEST(RoundScaled, FastCodesEqualGeneric) {
+  const std::vector<float> x = corner_values();
+  for_each_corner(
+      [&](const char*, const ScaledFormat& f, const ScaledLayout& l, std::optional<double> amax) {
+        std::vector<float> want(x.size());
+        ScaledCodes cw;
+        round_scaled(x, want, l, f, {.amax = amax, .generic = true}, &cw);
+        for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
           hwy::SetSupportedTargetsForTest(target);
           SCOPED_TRACE(hwy::TargetName(target));
-          std::vector<float> got(x.size());
-          const ScaledCounts cg = round_scaled(x, got, l, f, {.amax = amax, .threads = threads});
+          std::vector<float> got(x.size()), in_place = x;
+          ScaledCodes cg, ci;
+          round_scaled(x, got, l, f, {.amax = amax}, &cg);
+          round_scaled(in_place, in_place, l, f, {.amax = amax}, &ci);
           hwy::SetSupportedTargetsForTest(0);
-          for (std::size_t i = 0; i < x.size(); ++i)
-            ASSERT_TRUE(std::bit_cast<std::uint32_t>(got[i]) ==
-                            std::bit_cast<std::uint32_t>(want[i]) ||
-                        (std::isnan(got[i]) && std::isnan(want[i])))
-                << "at " << i << ": " << got[i] << " vs " << want[i];
-          EXPECT_EQ(cg.values, cw.values);
-          EXPECT_EQ(cg.changed, cw.changed);
-          EXPECT_EQ(cg.saturated, cw.saturated);
-          EXPECT_EQ(cg.underflow, cw.underflow);
-          EXPECT_EQ(cg.nan, cw.nan);
-          EXPECT_EQ(cg.scales, cw.scales);
-          EXPECT_EQ(cg.nan_scales, cw.nan_scales);
-          EXPECT_EQ(cg.saturated_scales, cw.saturated_scales);
+          ASSERT_TRUE(same_bits(got, want));
+          ASSERT_TRUE(same_bits(in_place, want));
+          for (const ScaledCodes* c : {&cg, &ci}) {
+            EXPECT_EQ(c->codes, cw.codes);
+            EXPECT_EQ(c->scale_codes, cw.scale_codes);
+            EXPECT_EQ(c->scale_shape, cw.scale_shape);
+            EXPECT_EQ(c->tensor_scale, cw.tensor_scale);
+            ASSERT_EQ(c->scale_values.size(), cw.scale_values.size());
+            for (std::size_t i = 0; i < cw.scale_values.size(); ++i)
+              EXPECT_TRUE(c->scale_values[i] == cw.scale_values[i] ||
+                          (std::isnan(c->scale_values[i]) && std::isnan(cw.scale_values[i])))
+                  << "scale " << i;
+          }
         }
-    }
+      });
 }
 
 // scaled_stats' counts alone (taken by the fast path's kernels while they quantize) equal
@@ -325,40 +376,37 @@ TEST(ScaledStats, CountsWhileQuantizingEqualTheWalk) {
   StatsOptions full;
   full.threads = 1;
   std::uint64_t flushed = 0, swamped = 0, clipped = 0, underflow = 0;
-  for (const auto& [name, amax] : corner_formats())
-    for (const ScaledLayout& l : corner_layouts()) {
-      const ScaledFormat f = parse_scaled_format(name);
-      SCOPED_TRACE(std::string(name) + " axis " + std::to_string(l.axis) + " of rank " +
-                   std::to_string(l.shape.size()) + (amax ? " calibrated" : ""));
-      const ScaledFormatStats want = scaled_stats(x, l, f, full, amax);
-      flushed += want.flushed;
-      swamped += want.swamped;
-      clipped += want.clipped;
-      underflow += want.underflow;
-      for (std::int64_t target : hwy::SupportedAndGeneratedTargets())
-        for (int threads : {1, 2, 3}) {
-          hwy::SetSupportedTargetsForTest(target);
-          SCOPED_TRACE(hwy::TargetName(target));
-          StatsOptions counts;
-          counts.threads = threads;
-          counts.distribution = false;
-          const ScaledFormatStats got = scaled_stats(x, l, f, counts, amax);
-          hwy::SetSupportedTargetsForTest(0);
-          EXPECT_EQ(got.blocks, want.blocks);
-          EXPECT_EQ(got.nan_blocks, want.nan_blocks);
-          EXPECT_EQ(got.saturated_blocks, want.saturated_blocks);
-          EXPECT_EQ(got.saturated, want.saturated);
-          EXPECT_EQ(got.flushed, want.flushed);
-          EXPECT_EQ(got.flushed_blocks, want.flushed_blocks);
-          EXPECT_EQ(got.swamped, want.swamped);
-          EXPECT_EQ(got.swamped_blocks, want.swamped_blocks);
-          EXPECT_EQ(got.underflow, want.underflow);
-          EXPECT_EQ(got.nonzero, want.nonzero);
-          EXPECT_EQ(got.subnormal, want.subnormal);
-          EXPECT_EQ(got.clipped, want.clipped);
-          EXPECT_EQ(got.clipped_blocks, want.clipped_blocks);
-        }
-    }
+  for_each_corner(
+      [&](const char*, const ScaledFormat& f, const ScaledLayout& l, std::optional<double> amax) {
+        const ScaledFormatStats want = scaled_stats(x, l, f, full, amax);
+        flushed += want.flushed;
+        swamped += want.swamped;
+        clipped += want.clipped;
+        underflow += want.underflow;
+        for (std::int64_t target : hwy::SupportedAndGeneratedTargets())
+          for (int threads : {1, 2, 3}) {
+            hwy::SetSupportedTargetsForTest(target);
+            SCOPED_TRACE(hwy::TargetName(target));
+            StatsOptions counts;
+            counts.threads = threads;
+            counts.distribution = false;
+            const ScaledFormatStats got = scaled_stats(x, l, f, counts, amax);
+            hwy::SetSupportedTargetsForTest(0);
+            EXPECT_EQ(got.blocks, want.blocks);
+            EXPECT_EQ(got.nan_blocks, want.nan_blocks);
+            EXPECT_EQ(got.saturated_blocks, want.saturated_blocks);
+            EXPECT_EQ(got.saturated, want.saturated);
+            EXPECT_EQ(got.flushed, want.flushed);
+            EXPECT_EQ(got.flushed_blocks, want.flushed_blocks);
+            EXPECT_EQ(got.swamped, want.swamped);
+            EXPECT_EQ(got.swamped_blocks, want.swamped_blocks);
+            EXPECT_EQ(got.underflow, want.underflow);
+            EXPECT_EQ(got.nonzero, want.nonzero);
+            EXPECT_EQ(got.subnormal, want.subnormal);
+            EXPECT_EQ(got.clipped, want.clipped);
+            EXPECT_EQ(got.clipped_blocks, want.clipped_blocks);
+          }
+      });
   // The corners do reach every count.
   EXPECT_GT(flushed, 0u);
   EXPECT_GT(swamped, 0u);

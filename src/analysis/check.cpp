@@ -16,6 +16,7 @@
 #include "fpguard/error.hpp"
 #include "fpguard/round.hpp"
 #include "fpguard/stats.hpp"
+#include "round/fast.hpp"
 #include "stats/kernels.hpp"
 
 namespace fpguard::analysis {
@@ -131,23 +132,10 @@ std::vector<Comparison> compare_blocks(std::span<const float> r,
   return out;
 }
 
-// The largest finite |x| (0 when none), in the values' own type, without early exits: a
-// loop the compiler vectorises.
-template <class T>
-double finite_absmax(std::span<const T> xs) {
-  constexpr T big = std::numeric_limits<T>::max();
-  T m = 0;
-  for (const T x : xs) {
-    const T a = std::fabs(x);
-    m = std::max(m, a <= big ? a : T(0));  // inf and NaN count as 0
-  }
-  return static_cast<double>(m);
-}
-
 // The scale-relative error's floor over r: max(2^-10 absmax, tiny).
 template <class T>
 double scale_floor(std::span<const T> r, const Format& f) {
-  return std::max(std::ldexp(finite_absmax(r), -kScaleFloorBits), f.smallest_normal());
+  return std::max(std::ldexp(detail::finite_absmax(r), -kScaleFloorBits), f.smallest_normal());
 }
 
 }  // namespace
@@ -329,11 +317,13 @@ auto with_values(const Tensor& t, F&& f) {
   return t.dtype() == DType::float64 ? f(doubles(t)) : f(floats(t));
 }
 
-// Both in the carrier's own type, without early exits: loops the compiler vectorises.
+// The largest finite |x| of a carrier (finite_absmax).
 double absmax_of(const Tensor& t) {
-  return with_values(t, [](auto xs) { return finite_absmax(xs); });
+  return with_values(t, [](auto xs) { return detail::finite_absmax(xs); });
 }
 
+// Whether any value is inf or NaN, in the carrier's own type without early exits: a loop
+// the compiler vectorises.
 bool any_nonfinite(const Tensor& t) {
   return with_values(t, [](auto xs) {
     using T = typename decltype(xs)::value_type;

@@ -523,8 +523,11 @@ void accuracy_origins(Context& ctx, const Graphs& g,
     }
     return e;
   };
+  // The runs below share the check's weight cache: weights already rounded or quantized, and
+  // a convolution's weights as prepared, are not made again for each run.
   exec::RunOptions all;
   all.threads = ctx.o.threads;
+  all.weights = ref_ex.options().weights;
   all.policy.default_format = ctx.o.precision;
   all.policy.exclude_names = ctx.o.keep_fp32;
   all.policy.exclude_op_types = ctx.o.keep_fp32_ops;
@@ -541,6 +544,7 @@ void accuracy_origins(Context& ctx, const Graphs& g,
     if (g.node(pos).name.empty()) continue;  // a policy cannot name it (see name_nodes)
     exec::RunOptions one;
     one.threads = ctx.o.threads;
+    one.weights = ref_ex.options().weights;
     one.policy.node_formats.emplace(g.node(pos).name, *ctx.formats[pos]);
     one.policy.round_options = ctx.o.round_options;
     one.policy.accumulate = ctx.o.accumulate;

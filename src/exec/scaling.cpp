@@ -7,6 +7,7 @@
 
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
+#include "round/fast.hpp"
 
 namespace fpguard::exec {
 
@@ -111,18 +112,8 @@ namespace {
 
 // The largest finite |x| of a float32 or float64 carrier.
 double finite_absmax(const Tensor& t) {
-  auto scan = [](auto xs) {
-    using T = typename decltype(xs)::value_type;
-    constexpr T big = std::numeric_limits<T>::max();
-    T m = 0;
-    for (const T x : xs) {
-      const T a = std::fabs(x);
-      m = std::max(m, a <= big ? a : T(0));
-    }
-    return static_cast<double>(m);
-  };
-  if (t.dtype() == DType::float64) return scan(t.data<double>());
-  return scan(t.data<float>());
+  if (t.dtype() == DType::float64) return detail::finite_absmax(t.data<double>());
+  return detail::finite_absmax(t.data<float>());
 }
 
 struct Calibration : Observer {

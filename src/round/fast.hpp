@@ -43,6 +43,10 @@ void round_fast(const float* in, float* out, std::size_t n, const FastParams& p)
 // (nothing written) where the CPU has no such conversion.
 bool half_bits(const float* in, std::uint16_t* out, std::size_t n);
 
+// The code of a value exactly representable in `f` (a result of round()): encode() without
+// the rounding.
+std::uint64_t code_of(double v, const Format& f);
+
 // What the scales did to the finite non-zero values of the blocks they cover, summed over
 // blocks: the counts of scaled_stats (ScaledFormatStats in fpguard/stats.hpp says what each
 // means). Defined once here for the two that count them: the fast path's kernels, while
@@ -102,8 +106,11 @@ void two_level_round_columns(const float* in, float* out, std::size_t len, std::
                              std::size_t width, const TwoLevelParams& t, ScaledCounts& c,
                              BlockCounts* b);
 
-// The largest finite |x| of in[0, n) (0 when there is none), in SIMD.
-float finite_absmax(const float* in, std::size_t n);
+// The largest finite |x| of `xs`, 0 when there is none (inf and NaN do not count), float32 in
+// SIMD: the one tensor amax of round_scaled's tensor scales, check's statistics and scaled
+// FP8's calibration.
+double finite_absmax(std::span<const float> xs);
+double finite_absmax(std::span<const double> xs);
 
 // round_scaled on its fast path, the block counts added to `b` in the same pass (an empty
 // `out`: the counts alone, no values written); nullopt (nothing written) where the format

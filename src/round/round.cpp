@@ -392,7 +392,10 @@ std::uint64_t nan_code(const Format& f) {
   return (std::uint64_t{1} << (e + m)) - 1;  // no NaN: +max, the documented stand-in
 }
 
-// Code of a value that is exactly representable in f (a result of round()).
+}  // namespace
+
+namespace detail {
+
 std::uint64_t code_of(double v, const Format& f) {
   if (std::isnan(v)) return nan_code(f);
   const int m = f.mantissa_bits, e = f.exponent_bits;
@@ -415,6 +418,12 @@ std::uint64_t code_of(double v, const Format& f) {
   }
   return sign | exp_code << m | mant;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::code_of;
 
 template <class In, class Out>
 void encode_array(std::span<const In> in, std::span<Out> out, const Format& f,

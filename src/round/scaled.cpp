@@ -114,6 +114,13 @@ std::vector<std::int64_t> scale_shape(const ScaledLayout& l, const Dims& d, cons
   return {};
 }
 
+// The code of element value p (a result of rounding into f's element format).
+std::uint16_t element_code(double p, const ScaledFormat& f) {
+  if (f.integer_elements)  // k * 2^-6 as the int8 k
+    return static_cast<std::uint8_t>(static_cast<std::int8_t>(std::ldexp(p, 6)));
+  return static_cast<std::uint16_t>(detail::code_of(p, f.element));
+}
+
 // One group's scale, as the values are divided by it and multiplied back.
 template <class T>
 struct GroupScale {
@@ -137,9 +144,7 @@ class Quantizer {
     if (o.amax) calibrated_ = static_cast<T>(*o.amax);
     if (f.rule == ScaleRule::two_level) {
       // s_t = amax / (element max * scale max), over the tensor's finite values.
-      T amax = 0;
-      for (T x : in)
-        if (std::isfinite(x)) amax = std::max(amax, std::abs(x));
+      const auto amax = static_cast<T>(detail::finite_absmax(in));
       tensor_scale_ = calibrated_.value_or(amax) / static_cast<T>(f.element.max() * f.scale.max());
       if (codes) codes->tensor_scale = static_cast<double>(tensor_scale_);
     }
@@ -239,7 +244,7 @@ class Quantizer {
     c.changed +=
         !(std::isnan(x) && std::isnan(y)) && !(x == y && std::signbit(x) == std::signbit(y));
     out_[i] = y;
-    if (codes_) codes_->codes.push_back(s.nan ? std::uint16_t{0} : code_of(p));
+    if (codes_) codes_->codes.push_back(s.nan ? std::uint16_t{0} : element_code(p, f_));
     return saturated;
   }
 
@@ -253,12 +258,6 @@ class Quantizer {
         return static_cast<T>(p) * s.scale * tensor_scale_;
     }
     return 0;
-  }
-
-  std::uint16_t code_of(double p) const {
-    if (f_.integer_elements)  // k * 2^-6 as the int8 k
-      return static_cast<std::uint8_t>(static_cast<std::int8_t>(std::ldexp(p, 6)));
-    return static_cast<std::uint16_t>(encode(p, f_.element));
   }
 
   const ScaledFormat& f_;
@@ -363,8 +362,7 @@ std::optional<TwoLevelParams> two_level_fast(const ScaledFormat& f) {
 // in float32, amax the calibrated one or the tensor's largest finite magnitude.
 TwoLevelParams two_level_params(TwoLevelParams t, const ScaledFormat& f, std::span<const float> in,
                                 const ScaledOptions& o) {
-  const float amax =
-      o.amax ? static_cast<float>(*o.amax) : detail::finite_absmax(in.data(), in.size());
+  const auto amax = static_cast<float>(o.amax ? *o.amax : detail::finite_absmax(in));
   t.tensor_scale = amax / static_cast<float>(f.element.max() * f.scale.max());
   t.span = static_cast<float>(f.element.max()) * t.tensor_scale;
   return t;
@@ -434,6 +432,45 @@ ScaledCounts fast_columns(std::span<const float> in, std::span<float> out, const
   return total;
 }
 
+// Blocks along a strided axis narrower than a vector of lanes (d.inner < kNarrow: a Conv
+// weight's kernel positions along its input channels), which the columns kernel would run
+// on a few lanes loaded piecemeal: each block row (len x inner values, contiguous) is
+// transposed into `inner` contiguous blocks, quantized by the rows kernel (rows(in, out,
+// rows, n, counts, block counts or nullptr)), and transposed back. `blocks` and `out` as
+// fast_rows; `out` may alias `in` (a block row is read before it is written).
+constexpr std::size_t kNarrow = 16;
+
+template <class Rows>
+ScaledCounts fast_narrow(std::span<const float> in, std::span<float> out, const Dims& d,
+                         std::size_t bs, int threads, const Rows& kernel, BlockCounts* blocks) {
+  const std::size_t per_row = (d.n + bs - 1) / bs, w = d.inner;
+  ScaledCounts total;
+  detail::parallel_for(
+      d.outer * per_row, threads == 0 ? detail::resolve_threads(0, in.size()) : threads,
+      [&](std::size_t u0, std::size_t u1) {
+        ScaledCounts c;
+        BlockCounts bc;
+        std::vector<float> x(bs * w), y(out.empty() ? 0 : bs * w);
+        for (std::size_t u = u0; u < u1; ++u) {
+          const std::size_t b = u % per_row, len = std::min(bs, d.n - b * bs);
+          const std::size_t at = (u / per_row * d.n + b * bs) * w;
+          for (std::size_t k = 0; k < len; ++k)
+            for (std::size_t j = 0; j < w; ++j) x[j * len + k] = in[at + k * w + j];
+          kernel(x.data(), y.empty() ? nullptr : y.data(), w, len, c, blocks ? &bc : nullptr);
+          if (!y.empty())
+            for (std::size_t k = 0; k < len; ++k)
+              for (std::size_t j = 0; j < w; ++j) out[at + k * w + j] = y[j * len + k];
+        }
+#pragma omp critical(fpguard_mx_counts)
+        {
+          add(total, c);
+          if (blocks) blocks->add(bc);
+        }
+      },
+      1);
+  return total;
+}
+
 // The SIMD kernels for `f`, if it has them: rows or columns as the layout asks; with
 // `blocks`, the block counts added to it.
 std::optional<ScaledCounts> fast_path(std::span<const float> in, std::span<float> out,
@@ -441,8 +478,9 @@ std::optional<ScaledCounts> fast_path(std::span<const float> in, std::span<float
                                       BlockCounts* blocks = nullptr) {
   const auto bs = static_cast<std::size_t>(f.block_size);
   const auto run = [&](const auto& rows, const auto& columns) {
-    return d.inner == 1 ? fast_rows(in, out, d, bs, o.threads, rows, blocks)
-                        : fast_columns(in, out, d, bs, o.threads, columns, blocks);
+    if (d.inner == 1) return fast_rows(in, out, d, bs, o.threads, rows, blocks);
+    if (d.inner < kNarrow) return fast_narrow(in, out, d, bs, o.threads, rows, blocks);
+    return fast_columns(in, out, d, bs, o.threads, columns, blocks);
   };
   using std::size_t;
   using C = ScaledCounts;
@@ -464,14 +502,61 @@ std::optional<ScaledCounts> fast_path(std::span<const float> in, std::span<float
   return std::nullopt;
 }
 
+// Whether every value an OCP MX block of `f` decodes to is exact in float32, down to the
+// smallest element times the smallest scale: then a value over its block's scale is its
+// element exactly.
+bool decodes_exactly(const ScaledFormat& f) {
+  return std::ilogb(f.element.smallest_subnormal()) + f.scale.emin() >= -149;
+}
+
+// The encoding of OCP MX blocks from the values the fast path wrote (`out`, which may
+// have overwritten the input). A block's scale exponent is its largest decoded magnitude's
+// floor(log2) less emax, clamped as the scale is: the same as its input maximum's, since
+// that value over the scale lies in [2^emax, 2^(emax+1)) and rounds (saturating) within it,
+// unless the clamp raised the scale (then both clamp), or the block is zeros (lo). A
+// block of NaNs held a NaN or an inf (the others decode finite). Needs decodes_exactly.
+void mx_codes(std::span<const float> out, const Dims& d, const ScaledFormat& f,
+              ScaledCodes& codes) {
+  codes.codes.resize(out.size());
+  const int emax = f.element.emax(), lo = f.scale.emin(), hi = f.scale.emax();
+  for_each_block(
+      d, static_cast<std::size_t>(f.block_size),
+      [&](std::size_t first, std::size_t stride, std::size_t count) {
+        float top = 0;
+        bool nan = false;
+        for (std::size_t k = 0; k < count; ++k) {
+          const float y = out[first + k * stride];
+          nan |= std::isnan(y);
+          top = std::max(top, std::abs(y));
+        }
+        const int e = top == 0 ? lo : std::clamp(std::ilogb(top) - emax, lo, hi);
+        const double scale = nan ? std::numeric_limits<double>::quiet_NaN() : std::ldexp(1.0, e);
+        codes.scale_codes.push_back(static_cast<std::uint8_t>(encode(scale, f.scale)));
+        codes.scale_values.push_back(scale);
+        for (std::size_t k = 0; k < count; ++k) {
+          const std::size_t i = first + k * stride;
+          codes.codes[i] =
+              nan ? std::uint16_t{0} : element_code(std::ldexp(static_cast<double>(out[i]), -e), f);
+        }
+      });
+}
+
 template <class T>
 ScaledCounts round_scaled_impl(std::span<const T> in, std::span<T> out, const ScaledLayout& l,
                                const ScaledFormat& f, const ScaledOptions& o, ScaledCodes* codes) {
   if constexpr (std::is_same_v<T, float>) {
     FPG_CHECK(in.size() == out.size());
     const Dims d = dims_of(l, in.size());
-    if (!codes && !o.generic)
-      if (const auto c = fast_path(in, out, d, f, o)) return *c;
+    const bool fast_codes = codes && mx_fast(f) && decodes_exactly(f);
+    if ((!codes || fast_codes) && !o.generic)
+      if (const auto c = fast_path(in, out, d, f, o)) {
+        if (codes) {
+          *codes = ScaledCodes{};
+          codes->scale_shape = scale_shape(l, d, f);
+          mx_codes(out, d, f, *codes);
+        }
+        return *c;
+      }
   }
   return round_scaled_generic(in, out, l, f, o, codes);
 }
@@ -487,6 +572,21 @@ ScaledCounts round_scaled(std::span<const double> in, std::span<double> out, con
                           const ScaledFormat& f, const ScaledOptions& o, ScaledCodes* codes) {
   return round_scaled_impl(in, out, l, f, o, codes);
 }
+
+namespace detail {
+
+double finite_absmax(std::span<const double> xs) {
+  // (float32's is SIMD, in scaled_simd.cpp.) No early exits: a loop the compiler vectorises.
+  constexpr double big = std::numeric_limits<double>::max();
+  double m = 0;
+  for (const double x : xs) {
+    const double a = std::fabs(x);
+    m = std::max(m, a <= big ? a : 0.0);  // inf and NaN count as 0
+  }
+  return m;
+}
+
+}  // namespace detail
 
 void for_each_scale_group(const ScaledLayout& l, const ScaledFormat& f, std::size_t size,
                           const std::function<void(std::span<const std::size_t>)>& fn) {

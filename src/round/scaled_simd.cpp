@@ -500,8 +500,8 @@ HWY_EXPORT(MxColumnsImpl);
 HWY_EXPORT(TwoLevelRowsImpl);
 HWY_EXPORT(TwoLevelColumnsImpl);
 
-float finite_absmax(const float* in, std::size_t n) {
-  return std::bit_cast<float>(HWY_DYNAMIC_DISPATCH(FiniteTopImpl)(in, n));
+double finite_absmax(std::span<const float> xs) {
+  return std::bit_cast<float>(HWY_DYNAMIC_DISPATCH(FiniteTopImpl)(xs.data(), xs.size()));
 }
 
 void mx_round_fast(const float* in, float* out, std::size_t rows, std::size_t n, std::size_t bs,
