@@ -320,7 +320,8 @@ void recurrent(KernelContext& ctx) {
   KernelContext plain = ctx;  // the gate products never apply the accumulation model
   plain.accumulate = nullptr;
   // The directions are independent: side by side when there are two threads. Their gemms
-  // then run on one thread each, which gives the same sums (oneDNN splits the columns).
+  // then run on one thread each, which gave the 1-thread bits on the real and the small
+  // CRNN (tests/cli/realarch_test.py checks the small one).
   const int threads = static_cast<int>(std::min<std::int64_t>(std::max(ctx.threads, 1), dirs));
   detail::parallel_for(
       static_cast<std::size_t>(dirs), threads,
