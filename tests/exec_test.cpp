@@ -761,5 +761,34 @@ TEST(Pool, MaxPoolWithoutIndicesEqualsTheIndexedPathBitForBit) {
   }
 }
 
+// A bidirectional RNN whose directions take different activations with alpha and beta
+// (ONNX: the activation_alpha/_beta lists are consumed in order, by the activations that
+// take them): forward LeakyRelu(alpha 0.2), reverse Affine(alpha 3, beta -1). One step from
+// a zero state, so Y is f_d(W_d x), worked out by hand; the two directions run side by
+// side on two threads.
+TEST(Rnn, ActivationsTakeTheirAlphaAndBetaInOrder) {
+  test::GraphBuilder b({1, 1, 2});
+  b.init("W", floats({2, 2, 2}, {0.5f, 1.0f, 1.0f, 0.25f, 1.0f, 1.0f, 0.5f, -0.5f}))
+      .init("R", floats({2, 2, 2}, std::vector<float>(8, 0.0f)))
+      .node("rnn", "RNN", {"x", "W", "R"}, "y",
+            {{"direction", std::string("bidirectional"), ""},
+             {"hidden_size", std::int64_t{2}, ""},
+             {"activations", std::vector<std::string>{"LeakyRelu", "Affine"}, ""},
+             {"activation_alpha", std::vector<float>{0.2f, 3.0f}, ""},
+             {"activation_beta", std::vector<float>{-1.0f}, ""}})
+      .output("y");
+  RunOptions o;
+  o.threads = 2;
+  const auto out = Executor(b.m, o).run({{"x", floats({1, 1, 2}, {1.0f, -2.0f})}});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].tensor.shape(), (std::vector<std::int64_t>{1, 2, 1, 2}));
+  const auto y = out[0].tensor.data<float>();
+  // forward: W x = (-1.5, 0.5); reverse: W x = (-1, 1.5)
+  EXPECT_EQ(y[0], 0.2f * -1.5f);
+  EXPECT_EQ(y[1], 0.5f);
+  EXPECT_EQ(y[2], -4.0f);
+  EXPECT_EQ(y[3], 3.5f);
+}
+
 }  // namespace
 }  // namespace fpguard::exec

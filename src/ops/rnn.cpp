@@ -2,18 +2,89 @@
 // activations with alpha/beta; GRU linear_before_reset; LSTM peepholes and input_forget).
 // The input products of every step are one gemm per direction before the steps (they do
 // not depend on the state); the recurrent product is one gemm per step; the gates are
-// plain loops.
+// plain loops. The two directions of a bidirectional node run side by side, one thread
+// each (a step's products are too small to split: a parallel region per step cost more
+// than the product).
+#include <algorithm>
 #include <cmath>
-#include <functional>
+#include <limits>
 
+#include "core/parallel.hpp"
 #include "ops/ops.hpp"
 
 namespace fpguard::ops {
 
 namespace {
 
+// An activation of the cell (ONNX's list), applied as the C library's scalar functions.
+enum class ActKind {
+  sigmoid,
+  tanh,
+  relu,
+  softsign,
+  softplus,
+  leaky_relu,
+  thresholded_relu,
+  elu,
+  hard_sigmoid,
+  affine,
+  scaled_tanh
+};
+
 template <class T>
-using Act = std::function<T(T)>;
+struct Act {
+  ActKind kind = ActKind::tanh;
+  float alpha = 0, beta = 0;
+
+  T operator()(T x) const {
+    switch (kind) {
+      case ActKind::sigmoid:
+        return 1.0f / (1.0f + std::exp(-x));
+      case ActKind::tanh:
+        return std::tanh(x);
+      case ActKind::relu:
+        return std::max(x, T{0});
+      case ActKind::softsign:
+        return x / (1 + std::fabs(x));
+      case ActKind::softplus:
+        return std::log1p(std::exp(x));
+      case ActKind::leaky_relu:
+        return x >= 0 ? x : alpha * x;
+      case ActKind::thresholded_relu:
+        return x > alpha ? x : T{0};
+      case ActKind::elu:
+        return x >= 0 ? x : alpha * (std::exp(x) - 1);
+      case ActKind::hard_sigmoid:
+        return std::clamp(alpha * x + beta, T{0}, T{1});
+      case ActKind::affine:
+        return alpha * x + beta;
+      case ActKind::scaled_tanh:
+        return alpha * std::tanh(beta * x);
+    }
+    return x;
+  }
+};
+
+// Each name's kind, and the defaults of the alpha and beta it reads (NaN: reads none).
+struct ActName {
+  const char* name;
+  ActKind kind;
+  float alpha, beta;
+};
+constexpr float kNone = std::numeric_limits<float>::quiet_NaN();
+constexpr ActName kActNames[] = {
+    {"Sigmoid", ActKind::sigmoid, kNone, kNone},
+    {"Tanh", ActKind::tanh, kNone, kNone},
+    {"Relu", ActKind::relu, kNone, kNone},
+    {"Softsign", ActKind::softsign, kNone, kNone},
+    {"Softplus", ActKind::softplus, kNone, kNone},
+    {"LeakyRelu", ActKind::leaky_relu, 0.01f, kNone},
+    {"ThresholdedRelu", ActKind::thresholded_relu, 1.0f, kNone},
+    {"Elu", ActKind::elu, 1.0f, kNone},
+    {"HardSigmoid", ActKind::hard_sigmoid, 0.2f, 0.5f},
+    {"Affine", ActKind::affine, 1.0f, 0.0f},
+    {"ScaledTanh", ActKind::scaled_tanh, 1.0f, 1.0f},
+};
 
 template <class T>
 std::vector<Act<T>> activations(const KernelContext& ctx, const std::vector<std::string>& defaults,
@@ -29,39 +100,13 @@ std::vector<Act<T>> activations(const KernelContext& ctx, const std::vector<std:
   std::size_t ia = 0, ib = 0;
   std::vector<Act<T>> out;
   for (const auto& n : names) {
-    auto alpha = [&](float def) { return ia < alphas.size() ? alphas[ia++] : def; };
-    auto beta = [&](float def) { return ib < betas.size() ? betas[ib++] : def; };
-    if (n == "Sigmoid")
-      out.push_back([](T x) { return 1.0f / (1.0f + std::exp(-x)); });
-    else if (n == "Tanh")
-      out.push_back([](T x) { return std::tanh(x); });
-    else if (n == "Relu")
-      out.push_back([](T x) { return std::max(x, T{0}); });
-    else if (n == "Softsign")
-      out.push_back([](T x) { return x / (1 + std::fabs(x)); });
-    else if (n == "Softplus")
-      out.push_back([](T x) { return std::log1p(std::exp(x)); });
-    else if (n == "LeakyRelu") {
-      const float al = alpha(0.01f);
-      out.push_back([al](T x) { return x >= 0 ? x : al * x; });
-    } else if (n == "ThresholdedRelu") {
-      const float al = alpha(1.0f);
-      out.push_back([al](T x) { return x > al ? x : T{0}; });
-    } else if (n == "Elu") {
-      const float al = alpha(1.0f);
-      out.push_back([al](T x) { return x >= 0 ? x : al * (std::exp(x) - 1); });
-    } else if (n == "HardSigmoid") {
-      const float al = alpha(0.2f), be = beta(0.5f);
-      out.push_back([al, be](T x) { return std::clamp(al * x + be, T{0}, T{1}); });
-    } else if (n == "Affine") {
-      const float al = alpha(1.0f), be = beta(0.0f);
-      out.push_back([al, be](T x) { return al * x + be; });
-    } else if (n == "ScaledTanh") {
-      const float al = alpha(1.0f), be = beta(1.0f);
-      out.push_back([al, be](T x) { return al * std::tanh(be * x); });
-    } else {
-      ctx.fail("activation '" + n + "' is not supported");
-    }
+    const auto* known = std::find_if(std::begin(kActNames), std::end(kActNames),
+                                     [&](const ActName& k) { return n == k.name; });
+    if (known == std::end(kActNames)) ctx.fail("activation '" + n + "' is not supported");
+    Act<T> act{.kind = known->kind};
+    if (!std::isnan(known->alpha)) act.alpha = ia < alphas.size() ? alphas[ia++] : known->alpha;
+    if (!std::isnan(known->beta)) act.beta = ib < betas.size() ? betas[ib++] : known->beta;
+    out.push_back(act);
   }
   const auto per_dir = static_cast<std::int64_t>(defaults.size());
   if (static_cast<std::int64_t>(out.size()) != per_dir * dirs)
@@ -73,12 +118,11 @@ enum class Cell { rnn, gru, lstm };
 
 // The products of one direction as ops::gemm computes MatMul, without the accumulation
 // model (which RNN, GRU and LSTM have never applied): `rows` x `cols` = A (rows x k)
-// times B^T (B: cols x k, a W or R of the node) + `bias` (per column).
+// times B^T (B: cols x k, a W or R of the node) + `bias` (per column). `plain`: the
+// node's context without the accumulation model.
 template <class T>
-void gate_products(const KernelContext& ctx, std::int64_t rows, std::int64_t cols, std::int64_t k,
+void gate_products(const KernelContext& plain, std::int64_t rows, std::int64_t cols, std::int64_t k,
                    const T* a, const T* b, const T* bias, T* out) {
-  KernelContext plain = ctx;
-  plain.accumulate = nullptr;
   gemm(plain, false, true, rows, cols, k, T{1}, a, k, b, k, T{0}, out, cols);
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t j = 0; j < cols; ++j) out[r * cols + j] += bias[j];
@@ -204,57 +248,91 @@ void cell_step(const Recurrence<T, cell>& n, std::int64_t d, const T* gx, const 
   }
 }
 
+// The outputs of a node: Y, Y_h and Y_c, and where each (step, direction, batch) row lies
+// in them for the node's layout.
+template <class T>
+struct RecurrentOutputs {
+  Tensor y, yh, yc;
+  bool layout = false;
+  std::int64_t seq = 0, dirs = 1, batch = 0, hidden = 0;
+
+  T* y_at(std::int64_t t, std::int64_t d, std::int64_t b) {
+    return y.data<T>().data() +
+           (layout ? ((b * seq + t) * dirs + d) : ((t * dirs + d) * batch + b)) * hidden;
+  }
+  T* state_at(Tensor& s, std::int64_t d, std::int64_t b) {
+    return s.data<T>().data() + (layout ? (b * dirs + d) : (d * batch + b)) * hidden;
+  }
+};
+
+// Direction d of the node: every step's input products (one gemm), then the steps of each
+// batch entry in order, writing its rows of the outputs.
 template <class T, Cell cell>
-void recurrent(KernelContext& ctx) {
+void run_direction(const KernelContext& plain, const Recurrence<T, cell>& n, std::int64_t d,
+                   RecurrentOutputs<T>& out) {
   constexpr std::int64_t G = kGates<cell>;
-  const auto n = read_recurrence<T, cell>(ctx);
-  const auto seq = n.seq, batch = n.batch, dirs = n.dirs, hidden = n.hidden;
-  const Shape ys = n.layout ? Shape{batch, seq, dirs, hidden} : Shape{seq, dirs, batch, hidden};
-  const Shape hs = n.layout ? Shape{batch, dirs, hidden} : Shape{dirs, batch, hidden};
-  Tensor y(carrier_dtype<T>(), ys), yh(carrier_dtype<T>(), hs), yc(carrier_dtype<T>(), hs);
-  auto px = ctx.in(0).template data<T>(), pw = ctx.in(1).template data<T>(),
-       pr = ctx.in(2).template data<T>();
-  auto py = y.data<T>(), pyh = yh.data<T>(), pyc = yc.data<T>();
-  auto yat = [&](std::int64_t t, std::int64_t d, std::int64_t b) -> T* {
-    return py.data() +
-           (n.layout ? ((b * seq + t) * dirs + d) : ((t * dirs + d) * batch + b)) * hidden;
-  };
-  auto hat = [&](std::span<T> p, std::int64_t d, std::int64_t b) -> T* {
-    return p.data() + (n.layout ? (b * dirs + d) : (d * batch + b)) * hidden;
-  };
+  const auto seq = n.seq, batch = n.batch, hidden = n.hidden;
+  const bool reverse = n.direction == "reverse" || d == 1;
+  const T* W = plain.in(1).template data<T>().data() + d * G * hidden * n.in;
+  const T* R = plain.in(2).template data<T>().data() + d * G * hidden * hidden;
+  const T* Wb = n.bias.data() + d * 2 * G * hidden;
+  const T* Rb = Wb + G * hidden;
   // Row (t, b) of X (in its layout's order) times W^T: every step's input products.
   std::vector<T> gx_all(static_cast<std::size_t>(seq * batch * G * hidden)),
       gh(static_cast<std::size_t>(G * hidden));
   auto gx_row = [&](std::int64_t t, std::int64_t b) {
     return gx_all.data() + (n.layout ? (b * seq + t) : (t * batch + b)) * G * hidden;
   };
-  for (std::int64_t d = 0; d < dirs; ++d) {
-    const bool reverse = n.direction == "reverse" || d == 1;
-    const T* W = pw.data() + d * G * hidden * n.in;
-    const T* R = pr.data() + d * G * hidden * hidden;
-    const T* Wb = n.bias.data() + d * 2 * G * hidden;
-    const T* Rb = Wb + G * hidden;
-    gate_products(ctx, seq * batch, G * hidden, n.in, px.data(), W, Wb, gx_all.data());
-    for (std::int64_t b = 0; b < batch; ++b) {
-      const auto first = (d * batch + b) * hidden;
-      std::vector<T> h(n.h0.begin() + first, n.h0.begin() + first + hidden);
-      std::vector<T> c(n.c0.begin() + first, n.c0.begin() + first + hidden);
-      std::vector<T> hn(static_cast<std::size_t>(hidden));
-      const auto len = std::min(n.lens[static_cast<std::size_t>(b)], seq);
-      for (std::int64_t s = 0; s < len; ++s) {
-        const auto t = reverse ? len - 1 - s : s;
-        gate_products(ctx, 1, G * hidden, hidden, h.data(), R, Rb, gh.data());
-        cell_step(n, d, gx_row(t, b), gh.data(), R, Rb, h, c, hn);
-        h = hn;
-        std::copy(h.begin(), h.end(), yat(t, d, b));
-      }
-      std::copy(h.begin(), h.end(), hat(pyh, d, b));
-      std::copy(c.begin(), c.end(), hat(pyc, d, b));
+  gate_products(plain, seq * batch, G * hidden, n.in, plain.in(0).template data<T>().data(), W, Wb,
+                gx_all.data());
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const auto first = (d * batch + b) * hidden;
+    std::vector<T> h(n.h0.begin() + first, n.h0.begin() + first + hidden);
+    std::vector<T> c(n.c0.begin() + first, n.c0.begin() + first + hidden);
+    std::vector<T> hn(static_cast<std::size_t>(hidden));
+    const auto len = std::min(n.lens[static_cast<std::size_t>(b)], seq);
+    for (std::int64_t s = 0; s < len; ++s) {
+      const auto t = reverse ? len - 1 - s : s;
+      gate_products(plain, 1, G * hidden, hidden, h.data(), R, Rb, gh.data());
+      cell_step(n, d, gx_row(t, b), gh.data(), R, Rb, h, c, hn);
+      h.swap(hn);
+      std::copy(h.begin(), h.end(), out.y_at(t, d, b));
     }
+    std::copy(h.begin(), h.end(), out.state_at(out.yh, d, b));
+    std::copy(c.begin(), c.end(), out.state_at(out.yc, d, b));
   }
-  ctx.outputs[0] = std::move(y);
-  if (ctx.outputs.size() > 1) ctx.outputs[1] = std::move(yh);
-  if (ctx.outputs.size() > 2) ctx.outputs[2] = std::move(yc);
+}
+
+template <class T, Cell cell>
+void recurrent(KernelContext& ctx) {
+  const auto n = read_recurrence<T, cell>(ctx);
+  const auto seq = n.seq, batch = n.batch, dirs = n.dirs, hidden = n.hidden;
+  const Shape ys = n.layout ? Shape{batch, seq, dirs, hidden} : Shape{seq, dirs, batch, hidden};
+  const Shape hs = n.layout ? Shape{batch, dirs, hidden} : Shape{dirs, batch, hidden};
+  RecurrentOutputs<T> out{.y = Tensor(carrier_dtype<T>(), ys),
+                          .yh = Tensor(carrier_dtype<T>(), hs),
+                          .yc = Tensor(carrier_dtype<T>(), hs),
+                          .layout = n.layout,
+                          .seq = seq,
+                          .dirs = dirs,
+                          .batch = batch,
+                          .hidden = hidden};
+  KernelContext plain = ctx;  // the gate products never apply the accumulation model
+  plain.accumulate = nullptr;
+  // The directions are independent: side by side when there are two threads. Their gemms
+  // then run on one thread each, which gave the 1-thread bits on the real and the small
+  // CRNN (tests/cli/realarch_test.py checks the small one).
+  const int threads = static_cast<int>(std::min<std::int64_t>(std::max(ctx.threads, 1), dirs));
+  detail::parallel_for(
+      static_cast<std::size_t>(dirs), threads,
+      [&](std::size_t begin, std::size_t end) {
+        for (auto d = begin; d < end; ++d)
+          run_direction(plain, n, static_cast<std::int64_t>(d), out);
+      },
+      1);
+  ctx.outputs[0] = std::move(out.y);
+  if (ctx.outputs.size() > 1) ctx.outputs[1] = std::move(out.yh);
+  if (ctx.outputs.size() > 2) ctx.outputs[2] = std::move(out.yc);
 }
 
 }  // namespace

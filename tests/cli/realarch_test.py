@@ -9,6 +9,8 @@ the same functions of bench/make_real_models.py with tiny widths and exported th
 - `fpguard run` against PyTorch's own output of the module (float32, eval mode), the
   independent reference: |fpguard - torch| <= 1e-4 |torch| + 1e-5 (float32 sums in
   different orders), the bound bench/ort_compare.js applies against ONNX Runtime;
+- the CRNN's `run` on two threads (its bidirectional LSTM's directions side by side) gives
+  the 1-thread outputs bit for bit;
 - `fpguard check --precision float16`: these seeded networks keep their activations in
   float16's range (checked here on PyTorch's activations: every absmax below 65504), so
   the verdict must be a pass with no origin, every output's cosine >= 0.999.
@@ -84,6 +86,15 @@ def test_case(f, tmp, name, make, shape, ops):
             err = np.abs(got.astype(np.float64) - want) / (1e-4 * np.abs(want) + 1e-5)
             check(err.max() <= 1, f"{name}: run matches PyTorch within 1e-4 rel + 1e-5",
                   f"{err.max():.3g}x the tolerance")
+        if "LSTM" in ops:  # two threads run the two directions side by side: same bits
+            out2 = os.path.join(tmp, name + "_out2")
+            r = run(f, "run", path, "--inputs", os.path.join(folder, "inputs"), "--outputs",
+                    out2, "--threads", "2")
+            check(r.returncode == 0, f"{name}: fpguard run --threads 2", r.stderr)
+            if r.returncode == 0:
+                two = read_outputs(out2)["out"]
+                check(two.tobytes() == got.tobytes(), f"{name}: 2 threads give the same bits",
+                      np.abs(two.astype(np.float64) - got).max())
 
     amax = max_activation(model, x)
     check(amax < 65504, f"{name}: setup: PyTorch's activations fit float16", amax)
