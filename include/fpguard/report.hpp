@@ -198,6 +198,9 @@ struct CheckPart {
     analysis::CheckState state{};
   };
   std::vector<Check> checks{};  // one per precision, in the order they were asked for
+  // The threads the shard ran on (--threads, or the cores of its CPU affinity); not part
+  // of the identity (threads do not change results), and merge does not use it.
+  std::size_t threads = 0;
 };
 Json to_json(const CheckPart& p);
 // Read back exactly; every error names `where`.

@@ -572,7 +572,8 @@ Json to_json(const CheckPart& p) {
           {"set_names", p.set_names},
           {"first_set_sha256", p.first_set_sha256},
           {"graph", base64(p.graph)},
-          {"states", states}};
+          {"states", states},
+          {"threads", p.threads}};
 }
 
 Json to_json(const CheckState& s) {
@@ -615,6 +616,7 @@ CheckPart check_part_from_json(const Json& j, const std::string& where) {
       r.fail(detail::item("", "states", i), "does not hold one set per \"set_names\" entry");
     p.checks.push_back(std::move(c));
   }
+  p.threads = r.u64(j, "threads", "");
   return p;
 }
 

@@ -232,12 +232,14 @@ void check_shard(const CheckArgs& a, const model::Model& m, const inputs::SetLis
                  const model::Model* original, std::vector<analysis::CheckOptions> opts,
                  const report::Terminal& term) {
   std::vector<inputs::Generated> generated;
-  report::CheckPart part{.inputs = inputs::absolute(a.in),
-                         .total_sets = sets.total,
-                         .shard = shard_of(a),
-                         .set_names = sets.names,
-                         .first_set_sha256 = inputs::set_sha256(sets.read(0, &generated)),
-                         .graph = model::save_graph_bytes(m)};
+  report::CheckPart part{
+      .inputs = inputs::absolute(a.in),
+      .total_sets = sets.total,
+      .shard = shard_of(a),
+      .set_names = sets.names,
+      .first_set_sha256 = inputs::set_sha256(sets.read(0, &generated)),
+      .graph = model::save_graph_bytes(m),
+      .threads = static_cast<std::size_t>(a.out.threads > 0 ? a.out.threads : available_cores())};
   identify(m, a.model, part.model, part.data);
   if (original)
     identify(*original, a.reference_model, part.reference_model.emplace(), part.reference_data);
@@ -249,9 +251,7 @@ void check_shard(const CheckArgs& a, const model::Model& m, const inputs::SetLis
     o.generated = generated;
     part.checks.push_back({.options = std::move(o), .state = std::move(state)});
   }
-  report::Json j = report::to_json(part);
-  // What this shard ran on (not part of the identity: threads do not change results).
-  j["threads"] = a.out.threads > 0 ? a.out.threads : available_cores();
+  const report::Json j = report::to_json(part);
   if (a.out.json == "-") {
     std::cout << j.dump(2) << "\n";
     return;
