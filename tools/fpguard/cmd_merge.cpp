@@ -81,33 +81,6 @@ model::Model load_named(const std::string& path, const report::FileId& id,
   return m;
 }
 
-// A part as one task read it: its identity (compared with the first part's), its
-// contents, and what went wrong with each.
-struct ReadPart {
-  report::Json identity;  // {"identity": ...}
-  std::optional<report::CheckPart> part;
-  std::exception_ptr unreadable, malformed;
-};
-
-// (Every exception is kept, out of memory included: read_parts reports them in order.)
-ReadPart read_part(const std::string& file) {
-  ReadPart r;
-  report::Json doc;
-  try {
-    doc = report::read_check_part_json(file);
-    r.identity["identity"] = doc["identity"];
-  } catch (...) {
-    r.unreadable = std::current_exception();
-    return r;
-  }
-  try {
-    r.part = report::check_part_from_json(doc, file);
-  } catch (...) {
-    r.malformed = std::current_exception();
-  }
-  return r;
-}
-
 // The parts, read side by side on up to `threads` threads (0: the cores this process may
 // use), and the first one's graph (their hashes agree: the same model). Errors are
 // reported as reading them one by one would: the first part that cannot be read or is of
@@ -115,13 +88,20 @@ ReadPart read_part(const std::string& file) {
 // then the graph.
 std::pair<std::vector<report::CheckPart>, model::Model> read_parts(
     const std::vector<std::string>& files, int threads) {
-  std::vector<ReadPart> read(files.size());
-  parallel_tasks(files.size(), threads, [&](std::size_t i) { read[i] = read_part(files[i]); });
+  std::vector<report::CheckPartFile> read(files.size());
+  std::vector<std::exception_ptr> unreadable(files.size());
+  parallel_tasks(files.size(), threads, [&](std::size_t i) {
+    try {  // (every exception kept, out of memory included, and reported in order below)
+      read[i] = report::read_check_part(files[i]);
+    } catch (...) {
+      unreadable[i] = std::current_exception();
+    }
+  });
   // The graph is loaded on this thread alone: in the parallel loop, the other threads
   // would spin at its end while the first loads it (libgomp's default wait).
   release_idle_threads();
   for (std::size_t i = 0; i < files.size(); ++i) {
-    if (read[i].unreadable) std::rethrow_exception(read[i].unreadable);
+    if (unreadable[i]) std::rethrow_exception(unreadable[i]);
     report::require_same_check(read.front().identity, files.front(), read[i].identity, files[i]);
   }
   std::vector<report::CheckPart> parts;
