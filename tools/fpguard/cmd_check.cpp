@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -211,7 +212,8 @@ void write_check_results(const CheckOutputs& to, const std::vector<analysis::Dia
       return;
     }
     check_not_same_file(to.model, to.json, "--json");
-    write_file_atomic(to.json, [&](std::ostream& out) { out << j.dump(2) << "\n"; });
+    // (Streamed: as j.dump(2), without a string of the whole document.)
+    write_file_atomic(to.json, [&](std::ostream& out) { out << std::setw(2) << j << "\n"; });
   }
   for (std::size_t i = 0; i < results.size(); ++i) {
     if (i) std::cout << "\n" << std::string(78, '-') << "\n";
