@@ -734,9 +734,9 @@ CheckPartFile read_check_part(const std::filesystem::path& path) {
   r.str(r.object(id, "model", ip), "sha256", r.field(ip, "model"));
   for (const char* key : {"data", "reference_model", "reference_data", "sets", "input_options"})
     r.at(id, key, ip);
-  std::size_t i = 0;
-  for (const Node& o : r.array(id, "options", ip))
-    if (!o.is_object()) r.fail(detail::item(ip, "options", i++), "is not an object");
+  each(r.array(id, "options", ip), [&](const Node& o, std::size_t i) {
+    if (!o.is_object()) r.fail(detail::item(ip, "options", i), "is not an object");
+  });
   CheckPartFile f;
   f.identity["identity"] = detail::to_dom(id);
   try {
