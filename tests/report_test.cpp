@@ -14,6 +14,7 @@
 #include "fpguard/error.hpp"
 #include "fpguard/report.hpp"
 #include "graph_util.hpp"
+#include "report/json_tape.hpp"
 
 namespace fpguard::report {
 namespace {
@@ -392,6 +393,65 @@ TEST(Json, CheckPartRoundTripsExactly) {
     bad = j;
     bad["graph"] = not64;
     EXPECT_THROW(check_part_from_json(bad, "part.json"), Error) << not64;
+  }
+}
+
+// The tape a part is read through (report/json_tape.hpp) holds what nlohmann's DOM parser
+// reads, from JSON text and from CBOR: every kind of value, nesting, escapes, duplicate
+// keys (the last kept), the extremes of the integer kinds; and element, member and
+// iterator access agree with the DOM's. Text that is not JSON is an Error naming the file.
+TEST(Json, TapeReadsWhatTheDomReads) {
+  using detail::JsonTape;
+  for (const char* text :
+       {R"({"a": [1, -2, 3.5, "x", null, true, false, [], {}], "b": {"c": [[1], [2, [3]]]}})",
+        R"([18446744073709551615, -9223372036854775808, 1e308, -0.0, 5e-324, "\u00e9\n\"\t"])",
+        R"({"k": 1, "k": 2, "z": {"k": [3]}})", R"("alone")", "7", "[]", "{}",
+        R"([{"name": "n", "outputs": [{"v": [1, 2, 3]}, {"v": []}]}, {"name": "m"}])"}) {
+    const Json want = Json::parse(text);
+    const JsonTape tape = JsonTape::parse(text, "doc.json", "a test document");
+    EXPECT_EQ(detail::to_dom(tape.root()).dump(), want.dump()) << text;
+    const std::vector<std::uint8_t> cbor = Json::to_cbor(want);
+    const JsonTape from_cbor = JsonTape::parse_cbor(
+        std::string_view(reinterpret_cast<const char*>(cbor.data()), cbor.size()), "rank 1",
+        "check states");
+    EXPECT_EQ(detail::to_dom(from_cbor.root()).dump(), want.dump()) << text;
+    const detail::JsonNode& root = tape.root();
+    if (!want.is_object()) {
+      EXPECT_EQ(root.size(), want.size()) << text;
+    }
+    if (want.is_array()) {
+      std::size_t i = 0;
+      for (const auto& e : root) {
+        EXPECT_EQ(detail::to_dom(e).dump(), want[i].dump()) << text;
+        EXPECT_EQ(detail::to_dom(root[i]).dump(), want[i].dump()) << text;
+        ++i;
+      }
+      EXPECT_EQ(i, want.size());
+    }
+    if (want.is_object())
+      for (auto it = want.begin(); it != want.end(); ++it) {
+        ASSERT_TRUE(root.contains(it.key())) << text;
+        EXPECT_EQ(detail::to_dom(*root.find(it.key())).dump(), it.value().dump()) << text;
+      }
+  }
+  const JsonTape t = JsonTape::parse(R"({"n": 3, "u": 18446744073709551615, "i": -4})", "d", "x");
+  EXPECT_TRUE(t.root().find("n")->is_number_unsigned());
+  EXPECT_EQ(t.root().find("u")->get<std::uint64_t>(), UINT64_MAX);
+  EXPECT_TRUE(t.root().find("i")->is_number_integer());
+  EXPECT_FALSE(t.root().find("i")->is_number_unsigned());
+  EXPECT_EQ(t.root().find("i")->get<std::int64_t>(), -4);
+  EXPECT_FALSE(t.root().contains("m"));
+  // An object's members as written: a duplicate key counts, find() gives the last.
+  const JsonTape dup = JsonTape::parse(R"({"k": 1, "k": 2})", "d", "x");
+  EXPECT_EQ(dup.root().size(), 2u);
+  EXPECT_EQ(dup.root().find("k")->get<int>(), 2);
+  for (const char* bad : {"", "{", "[1,]", R"({"a" 1})", "1 2", "nul", "1e999"}) {
+    try {
+      (void)JsonTape::parse(bad, "doc.json", "a test document");
+      ADD_FAILURE() << "no error: " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "doc.json: not JSON (expected a test document)") << bad;
+    }
   }
 }
 

@@ -6,7 +6,9 @@
 // asked (MemAvailable, or less where a cgroup limit leaves less).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -26,6 +28,16 @@ int available_cores();
 // Sets what available_cores() returns (at least 1): the CLI under mpirun gives each rank
 // its share of cores that several ranks on one machine may run on.
 void set_available_cores(int cores);
+// Calls task(i) for each i in [0, n), side by side on up to `threads` threads (0:
+// available_cores()) of the pool the library's parallel loops run on (OpenMP's:
+// src/core/parallel.hpp), in contiguous runs of i per thread. The first exception a task
+// throws is rethrown here (the rest of that thread's run is skipped).
+void parallel_tasks(std::size_t n, int threads, const std::function<void(std::size_t)>& task);
+// Ends that pool's idle threads (OpenMP 5's omp_pause_resource_all; a later parallel loop
+// starts them again): for a program with no parallel work ahead, whose idle threads would
+// otherwise spin for milliseconds (libgomp's default wait, where prefer_passive_openmp_wait
+// did not take effect: merge).
+void release_idle_threads();
 
 // Throws Error(where, "tensor needs N bytes, more than the memory limit of M bytes"),
 // governed_by("max_memory"), when `bytes` exceeds memory_limit().

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <iosfwd>
 #include <nlohmann/json.hpp>
@@ -198,6 +199,9 @@ struct CheckPart {
     analysis::CheckState state{};
   };
   std::vector<Check> checks{};  // one per precision, in the order they were asked for
+  // The threads the shard ran on (--threads, or the cores of its CPU affinity); not part
+  // of the identity (threads do not change results), and merge does not use it.
+  std::size_t threads = 0;
 };
 Json to_json(const CheckPart& p);
 // Read back exactly; every error names `where`.
@@ -207,13 +211,21 @@ CheckPart check_part_from_json(const Json& j, const std::string& where);
 // difference from `a_where`'s otherwise.
 void require_same_check(const Json& a, const std::string& a_where, const Json& b,
                         const std::string& b_where);
-// A part file's JSON (the identity checked with require_same_check, then read with
-// check_part_from_json); Error(path) when it cannot be read or is not a part.
-Json read_check_part_json(const std::filesystem::path& path);
-// One state alone, as a part's "states" hold it, and back exactly (what the ranks of an
+// A part file, read: its identity ({"identity": ...}, for require_same_check) and its
+// contents read back exactly, or why they cannot be (`malformed`: merge names the parts
+// of another check before a malformed one).
+struct CheckPartFile {
+  Json identity{};
+  std::optional<CheckPart> part{};
+  std::exception_ptr malformed{};
+};
+// Error(path) when the file cannot be read or is not a part (its kind, schema, identity).
+CheckPartFile read_check_part(const std::filesystem::path& path);
+// States as a part's "states" hold them, in CBOR, and back exactly (what the ranks of an
 // mpirun job exchange); errors name `where`.
-Json to_json(const analysis::CheckState& s);
-analysis::CheckState check_state_from_json(const Json& j, const std::string& where);
+std::string to_cbor(const std::vector<analysis::CheckState>& states);
+std::vector<analysis::CheckState> check_states_from_cbor(std::string_view bytes,
+                                                         const std::string& where);
 // "shard 1/3: 4 of 12 input sets, written to part_1.json" (one line).
 std::string describe(const CheckPart& p, const std::string& file);
 

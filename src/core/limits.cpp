@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/parallel.hpp"
 #include "fpguard/error.hpp"
 
 namespace fpguard {
@@ -81,6 +82,21 @@ int available_cores() {
 
 void set_available_cores(int cores) {
   g_cores.store(std::max(1, cores), std::memory_order_relaxed);
+}
+
+void parallel_tasks(std::size_t n, int threads, const std::function<void(std::size_t)>& task) {
+  const auto t =
+      std::min<std::size_t>(n, static_cast<std::size_t>(threads > 0 ? threads : available_cores()));
+  detail::parallel_for(
+      n, static_cast<int>(std::max<std::size_t>(t, 1)),
+      [&](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) task(i);
+      },
+      1);
+}
+
+void release_idle_threads() {
+  omp_pause_resource_all(omp_pause_soft);
 }
 
 std::uint64_t available_memory() {

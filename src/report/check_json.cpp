@@ -82,9 +82,9 @@ Json origin_json(const analysis::Origin& o) {
             {"input_error", number(o.input_error)},
             {"absorbed", o.absorbed},
             {"saturates", o.saturates},
-            {"consumers", consumers},
+            {"consumers", std::move(consumers)},
             {"message", describe(o)},
-            {"fixes", fixes},
+            {"fixes", std::move(fixes)},
             {"suggestions", suggestions},
             {"keep_fp32", o.keep_fp32},
             {"iteration", o.iteration}};
@@ -100,12 +100,12 @@ Json origin_json(const analysis::Origin& o) {
   return j;
 }
 
-Json tensor_fields(const analysis::TensorRecord& t, const Json& hist);
+Json tensor_fields(const analysis::TensorRecord& t, Json hist);
 
 Json tensor_json(const analysis::TensorRecord& t) {
   Json hist = Json::object();
   for (const auto& [e, c] : t.exponent_histogram) hist[std::to_string(e)] = c;
-  Json j = tensor_fields(t, hist);
+  Json j = tensor_fields(t, std::move(hist));
   if (!t.original.empty()) {  // (with a reference model only)
     j["original"] = t.original;
     j["against_original"] = comparison_json(t.against_original);
@@ -113,7 +113,7 @@ Json tensor_json(const analysis::TensorRecord& t) {
   return j;
 }
 
-Json tensor_fields(const analysis::TensorRecord& t, const Json& hist) {
+Json tensor_fields(const analysis::TensorRecord& t, Json hist) {
   return {{"name", t.name},
           {"ref_min", number(t.ref_min)},
           {"ref_max", number(t.ref_max)},
@@ -126,7 +126,7 @@ Json tensor_fields(const analysis::TensorRecord& t, const Json& hist) {
           {"subnormal", t.propagated.subnormal},
           {"local", comparison_json(t.local)},
           {"propagated", comparison_json(t.propagated)},
-          {"exponent_histogram", hist}};
+          {"exponent_histogram", std::move(hist)}};
 }
 
 Json node_json(const analysis::NodeRecord& n) {
@@ -147,7 +147,7 @@ Json node_json(const analysis::NodeRecord& n) {
           {"parent", n.parent},
           {"runs", n.runs},
           {"first_overflow_iteration", n.first_overflow_iteration},
-          {"outputs", outs},
+          {"outputs", std::move(outs)},
           {"scaled_operands", detail::scaled_operands_json(n.scaled_operands)}};
 }
 
@@ -181,9 +181,9 @@ Json output_json(const analysis::OutputVerdict& o) {
           {"cosine", number(o.cosine)},
           {"nonfinite", o.nonfinite},
           {"outside_tolerance", o.outside_tolerance},
-          {"elements", elements},
+          {"elements", std::move(elements)},
           {"mismatched_sets", o.mismatched_sets},
-          {"mismatch", mismatch},
+          {"mismatch", std::move(mismatch)},
           {"pass", o.pass}};
 }
 
@@ -479,7 +479,7 @@ Json to_json(const analysis::Diagnosis& d) {
           {"accumulate", d.accumulate},
           {"samples", d.samples},
           {"inputs", d.generated.empty() ? "given" : "generated"},
-          {"generated_inputs", generated},
+          {"generated_inputs", std::move(generated)},
           {"tolerance",
            {{"min_cosine", d.min_cosine},
             {"atol", d.atol ? Json(*d.atol) : Json(nullptr)},
@@ -487,11 +487,11 @@ Json to_json(const analysis::Diagnosis& d) {
           {"fail_on", kinds_json(d.fail_on)},
           {"verdict", d.pass ? "pass" : "fail"},
           {"absorbed", d.absorbed},
-          {"outputs", outputs},
-          {"origins", origins},
-          {"nodes", nodes},
-          {"rules", rules},
-          {"notes", notes},
+          {"outputs", std::move(outputs)},
+          {"origins", std::move(origins)},
+          {"nodes", std::move(nodes)},
+          {"rules", std::move(rules)},
+          {"notes", std::move(notes)},
           {"first_trouble", first_trouble_json(d)}};
 }
 
@@ -506,7 +506,7 @@ Json to_json(const std::vector<analysis::Diagnosis>& ds, const std::string& mode
   return {{"schema_version", kCheckSchema},
           {"model", model},
           {"verdict", pass ? "pass" : "fail"},
-          {"checks", checks}};
+          {"checks", std::move(checks)}};
 }
 
 analysis::Diagnosis diagnosis_from_json(const Json& j, const std::string& where) {

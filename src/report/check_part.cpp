@@ -2,6 +2,7 @@
 // read back exactly: numbers are written in full (shortest round-trip decimals; inf and NaN
 // as the strings "inf", "-inf", "nan"), so that a merge of parts gives the numbers one check
 // over all sets gives.
+#include <array>
 #include <bit>
 #include <climits>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "fpguard/limits.hpp"
 #include "fpguard/report.hpp"
 #include "json_reader.hpp"
+#include "json_tape.hpp"
 #include "output_json.hpp"
 #include "scaled_operands.hpp"
 
@@ -197,8 +199,17 @@ Json file_ids(const std::vector<FileId>& fs) {
 
 // ---- reading ---------------------------------------------------------------------------
 
-struct PartReader : detail::JsonReader {
-  double exact(const Json& v, const std::string& path) const {
+using Node = detail::JsonNode;
+
+// fn(element, index) for each element of an array, in order.
+template <class Fn>
+void each(const Node& array, Fn&& fn) {
+  std::size_t i = 0;
+  for (const Node& e : array) fn(e, i++);
+}
+
+struct PartReader : detail::BasicJsonReader<Node> {
+  double exact(const Node& v, const std::string& path) const {
     if (v.is_number()) return v.get<double>();
     if (v.is_string()) {
       const std::string s = v.get<std::string>();
@@ -209,14 +220,14 @@ struct PartReader : detail::JsonReader {
     fail(path, "is not a number (or \"inf\", \"-inf\", \"nan\")");
   }
   // (The paths of the values, built only to name a wrong one: a part holds 100,000s.)
-  double exact(const Json& j, const char* key, const std::string& path) const {
-    const Json& v = at(j, key, path);
+  double exact(const Node& j, const char* key, const std::string& path) const {
+    const Node& v = at(j, key, path);
     return v.is_number() ? v.get<double>() : exact(v, field(path, key));
   }
   // An array of `n` exact numbers.
-  std::vector<double> exacts(const Json& j, const char* key, const std::string& path,
+  std::vector<double> exacts(const Node& j, const char* key, const std::string& path,
                              std::size_t n) const {
-    const Json& a = array(j, key, path);
+    const Node& a = array(j, key, path);
     if (a.size() != n) fail(field(path, key), "does not hold " + std::to_string(n) + " numbers");
     std::vector<double> out;
     for (std::size_t i = 0; i < n; ++i)
@@ -224,12 +235,12 @@ struct PartReader : detail::JsonReader {
                                      : exact(a[i], detail::item(path, key, i)));
     return out;
   }
-  std::size_t set(const Json& j, const char* key, const std::string& path) const {
+  std::size_t set(const Node& j, const char* key, const std::string& path) const {
     return at(j, key, path).is_null() ? analysis::kNoSet : u64(j, key, path);
   }
 
   // comparison_state's array, or null.
-  Comparison comparison(const Json& j, const std::string& path) const {
+  Comparison comparison(const Node& j, const std::string& path) const {
     Comparison c;
     if (j.is_null()) return c;
     if (!j.is_array() || j.size() != 19) fail(path, "is not null or an array of 19 numbers");
@@ -252,9 +263,9 @@ struct PartReader : detail::JsonReader {
   }
 
   // [exponent, count, ...]: floor(log2|x|) -> count.
-  std::map<int, std::uint64_t> histogram(const Json& j, const char* key,
+  std::map<int, std::uint64_t> histogram(const Node& j, const char* key,
                                          const std::string& path) const {
-    const Json& h = array(j, key, path);
+    const Node& h = array(j, key, path);
     if (h.size() % 2) fail(field(path, key), "does not hold [exponent, count] pairs");
     std::map<int, std::uint64_t> out;
     for (std::size_t i = 0; i < h.size(); i += 2) {
@@ -266,7 +277,7 @@ struct PartReader : detail::JsonReader {
     return out;
   }
 
-  analysis::TensorRecord tensor(const Json& j, const std::string& path) const {
+  analysis::TensorRecord tensor(const Node& j, const std::string& path) const {
     analysis::TensorRecord t;
     t.name = str(j, "name", path);
     t.floating = boolean(j, "floating", path);
@@ -283,7 +294,7 @@ struct PartReader : detail::JsonReader {
     return t;
   }
 
-  std::pair<analysis::NodeRecord, analysis::NodeFirsts> node(const Json& j,
+  std::pair<analysis::NodeRecord, analysis::NodeFirsts> node(const Node& j,
                                                              const std::string& path) const {
     analysis::NodeRecord n;
     n.name = str(j, "name", path);
@@ -293,28 +304,27 @@ struct PartReader : detail::JsonReader {
     n.input_error = exact(j, "input_error", path);
     n.input_absmax = exact(j, "input_absmax", path);
     n.boundary_inputs = strings(j, "boundary_inputs", path);
-    const Json& shapes = array(j, "input_shapes", path);
-    for (std::size_t i = 0; i < shapes.size(); ++i) {
-      if (!shapes[i].is_array()) fail(detail::item(path, "input_shapes", i), "is not an array");
-      n.input_shapes.push_back(integers(shapes, i, path));
-    }
-    const Json& f = object(j, "firsts", path);
+    each(array(j, "input_shapes", path), [&](const Node& shape, std::size_t i) {
+      if (!shape.is_array()) fail(detail::item(path, "input_shapes", i), "is not an array");
+      n.input_shapes.push_back(integers(shape, i, path));
+    });
+    const Node& f = object(j, "firsts", path);
     const std::string fp = field(path, "firsts");
     analysis::NodeFirsts firsts{.shapes = set(f, "shapes", fp), .overflow = set(f, "overflow", fp)};
     for (const auto s : sizes(f, "boundary", fp)) firsts.boundary.push_back(s);
     if (firsts.boundary.size() != n.boundary_inputs.size())
       fail(field(fp, "boundary"), "does not hold one set per boundary input");
-    const Json& outs = array(j, "outputs", path);
-    for (std::size_t i = 0; i < outs.size(); ++i)
-      n.outputs.push_back(tensor(outs[i], detail::item(path, "outputs", i)));
+    each(array(j, "outputs", path), [&](const Node& out, std::size_t i) {
+      n.outputs.push_back(tensor(out, detail::item(path, "outputs", i)));
+    });
     n.scaled_operands = detail::read_scaled_operands(*this, j, path);
     return {std::move(n), std::move(firsts)};
   }
   // input_shapes[i] (an array of integers).
-  std::vector<std::int64_t> integers(const Json& shapes, std::size_t i,
+  std::vector<std::int64_t> integers(const Node& shape, std::size_t i,
                                      const std::string& path) const {
     std::vector<std::int64_t> out;
-    for (const auto& d : shapes[i]) {
+    for (const auto& d : shape) {
       if (!d.is_number_integer())
         fail(detail::item(path, "input_shapes", i), "holds a non-integer");
       out.push_back(d.get<std::int64_t>());
@@ -322,9 +332,9 @@ struct PartReader : detail::JsonReader {
     return out;
   }
 
-  std::map<std::string, double> map(const Json& j, const char* key, const std::string& path) const {
+  std::map<std::string, double> map(const Node& j, const char* key, const std::string& path) const {
     std::map<std::string, double> out;
-    const Json& m = object(j, key, path);
+    const Node& m = object(j, key, path);
     for (auto it = m.begin(); it != m.end(); ++it)
       out[it.key()] = it.value().is_number()
                           ? it.value().get<double>()
@@ -332,7 +342,7 @@ struct PartReader : detail::JsonReader {
     return out;
   }
 
-  analysis::ConstantScan constant(const Json& j, const std::string& path) const {
+  analysis::ConstantScan constant(const Node& j, const std::string& path) const {
     analysis::ConstantScan c{.name = str(j, "name", path),
                              .label = str(j, "label", path),
                              .kind = str(j, "kind", path),
@@ -349,78 +359,72 @@ struct PartReader : detail::JsonReader {
     return c;
   }
 
-  CheckState state(const Json& j, const std::string& path) const;
-  analysis::CheckOptions options(const Json& j, const std::string& path) const;
-  analysis::ActivationAmax amax(const Json& j, const char* key, const std::string& path) const {
-    const Json& a = array(j, key, path);
+  CheckState state(const Node& j, const std::string& path) const;
+  analysis::CheckOptions options(const Node& j, const std::string& path) const;
+  analysis::ActivationAmax amax(const Node& j, const char* key, const std::string& path) const {
     analysis::ActivationAmax out;
-    for (std::size_t i = 0; i < a.size(); ++i) {
+    each(array(j, key, path), [&](const Node& e, std::size_t i) {
       const std::string p = detail::item(path, key, i);
-      if (!a[i].is_array() || a[i].size() != 3 || !a[i][0].is_string() ||
-          !a[i][1].is_number_unsigned())
+      if (!e.is_array() || e.size() != 3 || !e[0].is_string() || !e[1].is_number_unsigned())
         fail(p, "is not [node, input index, amax]");
-      out[{a[i][0].get<std::string>(), a[i][1].get<std::size_t>()}] = exact(a[i][2], p);
-    }
+      out[{e[0].get<std::string>(), e[1].get<std::size_t>()}] = exact(e[2], p);
+    });
     return out;
   }
-  FileId file(const Json& j, const std::string& path) const {
+  FileId file(const Node& j, const std::string& path) const {
     return {.path = str(j, "path", path), .sha256 = str(j, "sha256", path)};
   }
-  std::vector<FileId> files(const Json& j, const char* key, const std::string& path) const {
+  std::vector<FileId> files(const Node& j, const char* key, const std::string& path) const {
     std::vector<FileId> out;
-    const Json& a = array(j, key, path);
-    for (std::size_t i = 0; i < a.size(); ++i)
-      out.push_back(file(a[i], detail::item(path, key, i)));
+    each(array(j, key, path),
+         [&](const Node& f, std::size_t i) { out.push_back(file(f, detail::item(path, key, i))); });
     return out;
   }
 };
 
-CheckState PartReader::state(const Json& j, const std::string& path) const {
+CheckState PartReader::state(const Node& j, const std::string& path) const {
   CheckState s;
   s.sets = sizes(j, "sets", path);
-  const Json& outs = array(j, "outputs", path);
   // An output's (or a sequence element's) counts and comparison.
-  auto counts = [&](const Json& o, const std::string& p) {
+  auto counts = [&](const Node& o, const std::string& p) {
     analysis::OutputVerdict v;
     v.name = str(o, "name", p);
     v.nonfinite = u64(o, "nonfinite", p);
     v.outside_tolerance = u64(o, "outside_tolerance", p);
     return std::make_pair(v, comparison(at(o, "comparison", p), field(p, "comparison")));
   };
-  for (std::size_t i = 0; i < outs.size(); ++i) {
+  each(array(j, "outputs", path), [&](const Node& out, std::size_t i) {
     const std::string p = detail::item(path, "outputs", i);
-    auto [v, c] = counts(outs[i], p);
+    auto [v, c] = counts(out, p);
     std::vector<Comparison> element_cmp;
-    if (outs[i].contains("elements")) {  // (sequence and optional outputs; absent in older files)
-      const Json& es = array(outs[i], "elements", p);
-      for (std::size_t k = 0; k < es.size(); ++k) {
-        auto [e, ec] = counts(es[k], detail::item(p, "elements", k));
+    if (out.contains("elements")) {  // (sequence and optional outputs; absent in older files)
+      each(array(out, "elements", p), [&](const Node& element, std::size_t k) {
+        auto [e, ec] = counts(element, detail::item(p, "elements", k));
         v.elements.push_back(std::move(e));
         element_cmp.push_back(ec);
-      }
-      v.mismatched_sets = u64(outs[i], "mismatched_sets", p);
-      v.mismatch = detail::read_mismatch(*this, outs[i], p);
+      });
+      v.mismatched_sets = u64(out, "mismatched_sets", p);
+      v.mismatch = detail::read_mismatch(*this, out, p);
     }
     s.verdicts.push_back(std::move(v));
     s.output_cmp.push_back(c);
     s.element_cmp.push_back(std::move(element_cmp));
-  }
+  });
   s.absmax = map(j, "absmax", path);
   s.min_abs_nonzero = map(j, "min_abs_nonzero", path);
   for (auto& k : strings(j, "seen", path)) s.seen.insert(std::move(k));
-  const Json& nodes = array(j, "nodes", path);
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    auto [n, f] = node(nodes[i], detail::item(path, "nodes", i));
+  each(array(j, "nodes", path), [&](const Node& record, std::size_t i) {
+    auto [n, f] = node(record, detail::item(path, "nodes", i));
     s.nodes.push_back(std::move(n));
     s.firsts.push_back(std::move(f));
-  }
-  const Json& constants = array(j, "constants", path);
-  for (std::size_t i = 0; i < constants.size(); ++i)
-    s.constants.push_back(constant(constants[i], detail::item(path, "constants", i)));
+  });
+  each(array(j, "constants", path), [&](const Node& c, std::size_t i) {
+    s.constants.push_back(constant(c, detail::item(path, "constants", i)));
+  });
   return s;
 }
 
-analysis::CheckOptions PartReader::options(const Json& j, const std::string& path) const {
+analysis::CheckOptions PartReader::options(const Node& j, const std::string& path) const {
   analysis::CheckOptions o;
   auto where = [&](const char* key) { return field(path, key); };
   try {
@@ -456,7 +460,7 @@ analysis::CheckOptions PartReader::options(const Json& j, const std::string& pat
   } catch (const Error& e) {
     fail(where("fail_on"), e.what());
   }
-  const Json& gs = array(j, "generated", path);
+  const Node& gs = array(j, "generated", path);
   for (std::size_t i = 0; i < gs.size(); ++i) {
     const std::string p = detail::item(path, "generated", i);
     inputs::Generated g;
@@ -490,8 +494,15 @@ std::string base64(const std::string& bytes) {
   return out;
 }
 
-std::string unbase64(const detail::JsonReader& r, const std::string& text,
-                     const std::string& path) {
+// kBase64's inverse: each character's 6 bits, -1 for the others.
+constexpr auto kUnbase64 = [] {
+  std::array<int, 256> t{};
+  t.fill(-1);
+  for (int i = 0; i < 64; ++i) t[static_cast<std::uint8_t>(kBase64[i])] = i;
+  return t;
+}();
+
+std::string unbase64(const PartReader& r, std::string_view text, const std::string& path) {
   if (text.size() % 4 != 0) r.fail(path, "is not base64");
   std::string out;
   out.reserve(text.size() / 4 * 3);
@@ -500,14 +511,14 @@ std::string unbase64(const detail::JsonReader& r, const std::string& text,
     int pad = 0;
     for (std::size_t k = 0; k < 4; ++k) {
       const char ch = text[i + k];
-      const char* at = ch ? std::strchr(kBase64, ch) : nullptr;
+      const int bits = kUnbase64[static_cast<std::uint8_t>(ch)];
       if (ch == '=' && i + 4 == text.size() && k >= 2 && (k == 3 || text[i + 3] == '=')) {
         ++pad;
         v <<= 6;
         continue;
       }
-      if (!at || pad) r.fail(path, "is not base64");
-      v = (v << 6) | std::uint32_t(at - kBase64);
+      if (bits < 0 || pad) r.fail(path, "is not base64");
+      v = (v << 6) | static_cast<std::uint32_t>(bits);
     }
     out += char((v >> 16) & 255);
     if (pad < 2) out += char((v >> 8) & 255);
@@ -518,10 +529,17 @@ std::string unbase64(const detail::JsonReader& r, const std::string& text,
 
 constexpr const char* kPartKind = "fpguard check part";
 
+// The document is an object whose "kind" is `kind`.
+bool is_kind(const Node& j, std::string_view kind) {
+  const auto it = j.find("kind");
+  return it != j.end() && it->is_string() && it->text() == kind;
+}
+
 // The schema_version, and the "kind" that tells a part from other files of that version.
 // (The kind first: a part of an older schema says so.)
-void schema(const detail::JsonReader& r, const Json& j) {
-  if (!j.is_object() || !j.contains("kind") || j["kind"] != kPartKind)
+
+void schema(const PartReader& r, const Node& j) {
+  if (!is_kind(j, kPartKind))
     throw Error(r.where, std::string("not a partial check result (check --shard): its \"kind\" "
                                      "is not \"") +
                              kPartKind + "\"");
@@ -541,7 +559,7 @@ Json input_options_json(const inputs::Options& o) {
           {"sample_sets", o.sample_sets}};
 }
 
-void read_input_options(const PartReader& r, const Json& io, const std::string& iop,
+void read_input_options(const PartReader& r, const Node& io, const std::string& iop,
                         inputs::Options& o) {
   o.input = r.strings(io, "input", iop);
   o.shape = r.strings(io, "shape", iop);
@@ -572,22 +590,33 @@ Json to_json(const CheckPart& p) {
           {"set_names", p.set_names},
           {"first_set_sha256", p.first_set_sha256},
           {"graph", base64(p.graph)},
-          {"states", states}};
+          {"states", states},
+          {"threads", p.threads}};
 }
 
-Json to_json(const CheckState& s) {
-  return state_json(s);
+std::string to_cbor(const std::vector<CheckState>& states) {
+  Json j = Json::array();
+  for (const auto& s : states) j.push_back(state_json(s));
+  const std::vector<std::uint8_t> cbor = Json::to_cbor(j);
+  return std::string(cbor.begin(), cbor.end());
 }
 
-CheckState check_state_from_json(const Json& j, const std::string& where) {
-  return PartReader{{where}}.state(j, "");
-}
-
-CheckPart check_part_from_json(const Json& j, const std::string& where) {
+std::vector<CheckState> check_states_from_cbor(std::string_view bytes, const std::string& where) {
+  const auto tape = detail::JsonTape::parse_cbor(bytes, where, "check states");
   const PartReader r{{where}};
+  const Node& states = tape.root();
+  if (!states.is_array()) r.fail("the document", "is not an array of check states");
+  std::vector<CheckState> out;
+  for (const auto& s : states) out.push_back(r.state(s, ""));
+  return out;
+}
+
+namespace {
+
+CheckPart part_of(const PartReader& r, const Node& j) {
   schema(r, j);
   CheckPart p;
-  const Json& id = r.object(j, "identity", "");
+  const Node& id = r.object(j, "identity", "");
   const std::string ip = "\"identity\"";
   p.model = r.file(r.object(id, "model", ip), r.field(ip, "model"));
   p.data = r.files(id, "data", ip);
@@ -595,27 +624,40 @@ CheckPart check_part_from_json(const Json& j, const std::string& where) {
     p.reference_model = r.file(r.object(id, "reference_model", ip), r.field(ip, "reference_model"));
   p.reference_data = r.files(id, "reference_data", ip);
   p.total_sets = r.u64(id, "sets", ip);
-  const Json& io = r.object(id, "input_options", ip);
+  const Node& io = r.object(id, "input_options", ip);
   const std::string iop = r.field(ip, "input_options");
   read_input_options(r, io, iop, p.inputs);
   p.inputs.inputs = r.str(j, "inputs", "");
-  const Json& sh = r.object(j, "shard", "");
+  const Node& sh = r.object(j, "shard", "");
   p.shard = {.index = r.u64(sh, "index", "\"shard\""), .count = r.u64(sh, "count", "\"shard\"")};
   p.set_names = r.strings(j, "set_names", "");
   p.first_set_sha256 = r.str(j, "first_set_sha256", "");
-  p.graph = unbase64(r, r.str(j, "graph", ""), "\"graph\"");
-  const Json& options = r.array(id, "options", ip);
-  const Json& states = r.array(j, "states", "");
+  const Node& graph = r.at(j, "graph", "");
+  if (!graph.is_string()) r.fail("\"graph\"", "is not a string");
+  p.graph = unbase64(r, graph.text(), "\"graph\"");
+  const Node& options = r.array(id, "options", ip);
+  const Node& states = r.array(j, "states", "");
   if (options.size() != states.size() || options.empty())
     r.fail("\"states\"", "does not hold one state per check of \"identity\".\"options\"");
-  for (std::size_t i = 0; i < states.size(); ++i) {
-    CheckPart::Check c{.options = r.options(options[i], detail::item(ip, "options", i)),
-                       .state = r.state(states[i], detail::item("", "states", i))};
+  auto option = options.begin();
+  std::size_t i = 0;
+  for (const Node& state : states) {
+    CheckPart::Check c{.options = r.options(*option, detail::item(ip, "options", i)),
+                       .state = r.state(state, detail::item("", "states", i))};
     if (c.state.sets.size() != p.set_names.size())
       r.fail(detail::item("", "states", i), "does not hold one set per \"set_names\" entry");
     p.checks.push_back(std::move(c));
+    ++option, ++i;
   }
+  p.threads = r.u64(j, "threads", "");
   return p;
+}
+
+}  // namespace
+
+CheckPart check_part_from_json(const Json& j, const std::string& where) {
+  const auto tape = detail::JsonTape::parse(j.dump(), where, "a part");
+  return part_of(PartReader{{where}}, tape.root());
 }
 
 namespace {
@@ -657,9 +699,9 @@ void require_same_check(const Json& a, const std::string& a_where, const Json& b
 }
 
 namespace {
-// The JSON of the file at `path`; Error(path) when it cannot be read or is not JSON
-// (`expected`: what it should be).
-Json read_json(const std::filesystem::path& path, const char* expected) {
+// The JSON of the file at `path`, as a tape; Error(path) when it cannot be read or is not
+// JSON (`expected`: what it should be).
+detail::JsonTape read_json(const std::filesystem::path& path, const char* expected) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path.string(), "cannot be read");
   // Read whole and parsed from memory: nlohmann reads a stream a character at a time.
@@ -675,29 +717,34 @@ Json read_json(const std::filesystem::path& path, const char* expected) {
     text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   if (in.bad()) throw Error(path.string(), "cannot be read");
-  try {
-    return Json::parse(text);
-  } catch (const Json::exception&) {
-    throw Error(path.string(), std::string("not JSON (expected ") + expected + ")");
-  }
+  return detail::JsonTape::parse(text, path.string(), expected);
 }
 }  // namespace
 
-Json read_check_part_json(const std::filesystem::path& path) {
+CheckPartFile read_check_part(const std::filesystem::path& path) {
   const std::string where = path.string();
-  const Json j = read_json(path, "a part written by fpguard check --shard");
-  const detail::JsonReader r{where};
+  const detail::JsonTape tape = read_json(path, "a part written by fpguard check --shard");
+  const Node& j = tape.root();
+  const PartReader r{{where}};
   schema(r, j);
-  if (!j.contains("identity") || !j["identity"].is_object()) r.fail("\"identity\"", "is missing");
-  const Json& id = j["identity"];
+  const auto identity = j.find("identity");
+  if (identity == j.end() || !identity->is_object()) r.fail("\"identity\"", "is missing");
+  const Node& id = *identity;
   const std::string ip = "\"identity\"";
   r.str(r.object(id, "model", ip), "sha256", r.field(ip, "model"));
   for (const char* key : {"data", "reference_model", "reference_data", "sets", "input_options"})
     r.at(id, key, ip);
-  const Json& options = r.array(id, "options", ip);
-  for (std::size_t i = 0; i < options.size(); ++i)
-    if (!options[i].is_object()) r.fail(detail::item(ip, "options", i), "is not an object");
-  return j;
+  each(r.array(id, "options", ip), [&](const Node& o, std::size_t i) {
+    if (!o.is_object()) r.fail(detail::item(ip, "options", i), "is not an object");
+  });
+  CheckPartFile f;
+  f.identity["identity"] = detail::to_dom(id);
+  try {
+    f.part = part_of(r, j);
+  } catch (...) {
+    f.malformed = std::current_exception();
+  }
+  return f;
 }
 
 Json to_json(const AmaxFile& a) {
@@ -715,9 +762,10 @@ Json to_json(const AmaxFile& a) {
 
 AmaxFile read_amax_file(const std::filesystem::path& path) {
   const std::string where = path.string();
-  const Json j = read_json(path, "an amax file written by fpguard calibrate");
+  const detail::JsonTape tape = read_json(path, "an amax file written by fpguard calibrate");
+  const Node& j = tape.root();
   const PartReader r{{where}};
-  if (!j.is_object() || !j.contains("kind") || j["kind"] != kAmaxKind)
+  if (!is_kind(j, kAmaxKind))
     throw Error(where, std::string("not an amax file (fpguard calibrate): its \"kind\" is not \"") +
                            kAmaxKind + "\"");
   r.schema(j, kAmaxSchema, "an amax file (fpguard calibrate)");
@@ -728,7 +776,7 @@ AmaxFile read_amax_file(const std::filesystem::path& path) {
   a.inputs.inputs = r.str(j, "inputs", "");
   read_input_options(r, r.object(j, "input_options", ""), "\"input_options\"", a.inputs);
   a.total_sets = r.u64(j, "total_sets", "");
-  const Json& sets = r.array(j, "sets", "");
+  const Node& sets = r.array(j, "sets", "");
   for (std::size_t i = 0; i < sets.size(); ++i) {
     if (!sets[i].is_number_unsigned()) r.fail(detail::item("", "sets", i), "is not a count");
     a.sets.push_back(sets[i].get<std::size_t>());

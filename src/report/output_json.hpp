@@ -18,14 +18,15 @@ inline Json mismatch_json(const std::optional<analysis::OutputMismatch>& m) {
   return {{"set", m->set}, {"reference", form(m->reference)}, {"emulated", form(m->emulated)}};
 }
 
-inline std::optional<analysis::OutputMismatch> read_mismatch(const JsonReader& r, const Json& j,
-                                                             const std::string& path) {
-  if (r.at(j, "mismatch", path).is_null()) return std::nullopt;
+template <class J>
+std::optional<analysis::OutputMismatch> read_mismatch(const BasicJsonReader<J>& r, const J& j,
+                                                      const std::string& path) {
+  const J& m = r.at(j, "mismatch", path);
+  if (m.is_null()) return std::nullopt;
   const std::string p = JsonReader::field(path, "mismatch");
-  const Json& m = j["mismatch"];
   auto form = [&](const char* key) {
     const std::string fp = JsonReader::field(p, key);
-    const Json& f = r.object(m, key, p);
+    const J& f = r.object(m, key, p);
     return analysis::ValueForm{.kind = r.kind(f, "kind", fp, ValueKind::none),
                                .length = r.u64(f, "length", fp)};
   };

@@ -40,12 +40,13 @@ inline Json scaled_operands_json(const std::vector<analysis::ScaledOperandRecord
 }
 
 // The node's "scaled_operands" (absent in files older than them: none).
-inline std::vector<analysis::ScaledOperandRecord> read_scaled_operands(const JsonReader& r,
-                                                                       const Json& node,
-                                                                       const std::string& path) {
+template <class J>
+std::vector<analysis::ScaledOperandRecord> read_scaled_operands(const BasicJsonReader<J>& r,
+                                                                const J& node,
+                                                                const std::string& path) {
   std::vector<analysis::ScaledOperandRecord> out;
   if (!node.contains("scaled_operands")) return out;
-  const Json& a = r.array(node, "scaled_operands", path);
+  const J& a = r.array(node, "scaled_operands", path);
   for (std::size_t i = 0; i < a.size(); ++i) {
     const std::string p = item(path, "scaled_operands", i);
     analysis::ScaledOperandRecord s;

@@ -6,7 +6,8 @@ superres in float16 on 2 ranks (fails, an overflow origin), clean_cnn on 3 (pass
 MatMul whose products cancel on 2 (an accuracy origin, measured on set 0 on rank 0).
 `plan` under -n 2 writes the plan one process writes. A corrupt set on rank 1 ends the job
 within 30 s with exit 2, that rank's one error line, naming the set, once, and no output
-file; --shard is refused likewise. --progress draws rank 0's bar alone, counting every
+file; so does a real allocation failure on rank 1 (its memory limited by a wrapper script
+given to mpirun); --shard is refused likewise. --progress draws rank 0's bar alone, counting every
 rank's sets. Generated sets (--samples 12) spread over 2 ranks, and
 scaled precisions (mxfp8_e4m3; fp8, its activation amax calibrated over all ranks' sets)
 equal one process too.
@@ -21,6 +22,10 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from clitest import check, finish, run  # noqa: E402
@@ -125,6 +130,63 @@ def corrupt(a, tmp, example):
         check(took < 30, f"{cmd[0]}: within 30 s", took)
 
 
+# Rank 1's wrapper: its data segment (heap and private memory, RLIMIT_DATA) limited to 64
+# MiB, so that allocating its set fails; in the sanitizer build, whose shadow memory no
+# such limit allows, ASan's allocator refuses allocations over 64 MiB instead (returning
+# null: operator new throws). Rank 0 runs unlimited.
+LIMIT_RANK_1 = """#!/bin/sh
+if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then
+  if [ -n "$ASAN_OPTIONS" ]; then
+    export ASAN_OPTIONS="$ASAN_OPTIONS:max_allocation_size_mb=64:allocator_may_return_null=1"
+  else
+    ulimit -d 65536
+  fi
+fi
+exec "$@"
+"""
+
+
+def out_of_memory(a, tmp):
+    """A real allocation failure on one rank: x * 2 over set 0 of 4 x 1024 values and set 1
+    (rank 1's) of 32768 x 1024 (128 MiB), rank 1 limited to 64 MiB: the job ends within
+    30 s, exit 2, one error line naming the rank, no output file."""
+    root = os.path.join(tmp, "oom")
+    g = helper.make_graph(
+        [helper.make_node("Mul", ["x", "two"], ["y"], name="double")], "oom",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 1024])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 1024])],
+        [numpy_helper.from_array(np.array(2, np.float32), "two")])
+    rng = np.random.default_rng(22)
+    for s, n in ((0, 4), (1, 32768)):
+        os.makedirs(os.path.join(root, "sets", f"set_{s}"))
+        np.save(os.path.join(root, "sets", f"set_{s}", "x.npy"),
+                rng.standard_normal((n, 1024), dtype=np.float32))
+    model = os.path.join(root, "model.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), model)
+    wrapper = os.path.join(root, "limit_rank_1.sh")
+    with open(wrapper, "w") as fh:
+        fh.write(LIMIT_RANK_1)
+    os.chmod(wrapper, 0o755)
+    out = os.path.join(root, "oom.json")
+    cmd = [a.mpirun, "--allow-run-as-root", "--oversubscribe", "-n", "2", wrapper, a.fpguard,
+           "check", model, "--inputs", os.path.join(root, "sets"), "--precision", "float16",
+           "--json", out, "--quiet"]
+    start = time.monotonic()
+    try:
+        m = subprocess.run(cmd, capture_output=True, text=True, timeout=30, env=rank_env())
+    except subprocess.TimeoutExpired:
+        check(False, "out of memory on rank 1 ends the job within 30 s", "timed out")
+        return
+    took = time.monotonic() - start
+    check(m.returncode == 2, "out of memory on rank 1: exit 2", (m.returncode, m.stderr))
+    ours = [ln for ln in m.stderr.splitlines() if ln.startswith("fpguard: ")]
+    check(ours == ["fpguard: error: rank 1: out of memory"],
+          "out of memory on rank 1: one error line naming the rank", m.stderr)
+    check(m.stdout == "", "out of memory on rank 1: nothing on stdout", m.stdout)
+    check(not os.path.exists(out), "out of memory on rank 1: no output file", out)
+    check(took < 30, "out of memory on rank 1: within 30 s", took)
+
+
 def refused(a, tmp, example):
     """--shard is refused on every rank alike."""
     model = os.path.join(example, "model.onnx")
@@ -199,6 +261,7 @@ def main():
         plan(a, tmp, ex("superres"))
         progress(a, tmp, ex("superres"), sr)
         corrupt(a, tmp, ex("superres"))
+        out_of_memory(a, tmp)
         refused(a, tmp, ex("superres"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -211,7 +212,8 @@ void write_check_results(const CheckOutputs& to, const std::vector<analysis::Dia
       return;
     }
     check_not_same_file(to.model, to.json, "--json");
-    write_file_atomic(to.json, [&](std::ostream& out) { out << j.dump(2) << "\n"; });
+    // (Streamed: as j.dump(2), without a string of the whole document.)
+    write_file_atomic(to.json, [&](std::ostream& out) { out << std::setw(2) << j << "\n"; });
   }
   for (std::size_t i = 0; i < results.size(); ++i) {
     if (i) std::cout << "\n" << std::string(78, '-') << "\n";
@@ -232,12 +234,14 @@ void check_shard(const CheckArgs& a, const model::Model& m, const inputs::SetLis
                  const model::Model* original, std::vector<analysis::CheckOptions> opts,
                  const report::Terminal& term) {
   std::vector<inputs::Generated> generated;
-  report::CheckPart part{.inputs = inputs::absolute(a.in),
-                         .total_sets = sets.total,
-                         .shard = shard_of(a),
-                         .set_names = sets.names,
-                         .first_set_sha256 = inputs::set_sha256(sets.read(0, &generated)),
-                         .graph = model::save_graph_bytes(m)};
+  report::CheckPart part{
+      .inputs = inputs::absolute(a.in),
+      .total_sets = sets.total,
+      .shard = shard_of(a),
+      .set_names = sets.names,
+      .first_set_sha256 = inputs::set_sha256(sets.read(0, &generated)),
+      .graph = model::save_graph_bytes(m),
+      .threads = static_cast<std::size_t>(a.out.threads > 0 ? a.out.threads : available_cores())};
   identify(m, a.model, part.model, part.data);
   if (original)
     identify(*original, a.reference_model, part.reference_model.emplace(), part.reference_data);
@@ -249,9 +253,7 @@ void check_shard(const CheckArgs& a, const model::Model& m, const inputs::SetLis
     o.generated = generated;
     part.checks.push_back({.options = std::move(o), .state = std::move(state)});
   }
-  report::Json j = report::to_json(part);
-  // What this shard ran on (not part of the identity: threads do not change results).
-  j["threads"] = a.out.threads > 0 ? a.out.threads : available_cores();
+  const report::Json j = report::to_json(part);
   if (a.out.json == "-") {
     std::cout << j.dump(2) << "\n";
     return;

@@ -3,11 +3,9 @@
 // parts alone (the model file only where something runs it or compares its weights). Parts
 // of different checks, input sets in two parts, and missing sets are refused.
 #include <algorithm>
-#include <atomic>
 #include <exception>
 #include <iostream>
 #include <map>
-#include <thread>
 
 #include "cli.hpp"
 #include "fpguard/analysis.hpp"
@@ -83,60 +81,27 @@ model::Model load_named(const std::string& path, const report::FileId& id,
   return m;
 }
 
-// A part as one worker read it: its identity (compared with the first part's), its
-// contents, the graph it carries (the first part's only), and what went wrong with each.
-struct ReadPart {
-  report::Json identity;  // {"identity": ...}
-  std::optional<report::CheckPart> part;
-  std::optional<model::Model> graph;
-  std::exception_ptr unreadable, malformed, bad_graph;
-};
-
-ReadPart read_part(const std::string& file, bool with_graph) {
-  ReadPart r;
-  report::Json doc;
-  try {
-    doc = report::read_check_part_json(file);
-  } catch (...) {
-    r.unreadable = std::current_exception();
-    return r;
-  }
-  r.identity["identity"] = doc["identity"];
-  try {
-    r.part = report::check_part_from_json(doc, file);
-  } catch (...) {
-    r.malformed = std::current_exception();
-    return r;
-  }
-  doc = report::Json();  // (freed here, on this worker)
-  try {
-    if (with_graph) r.graph = model::load_graph_bytes(r.part->graph, file);
-  } catch (...) {
-    r.bad_graph = std::current_exception();
-  }
-  return r;
-}
-
-// The parts, parsed side by side on up to `threads` threads (threads 0: the cores this
-// process may use), and the first one's graph (their hashes agree: the same model).
-// Errors are reported as reading them one by one would: the first part that cannot be
-// read or is of another check, then the first malformed one, then the sets (none missing,
-// none twice), then the graph.
+// The parts, read side by side on up to `threads` threads (0: the cores this process may
+// use), and the first one's graph (their hashes agree: the same model). Errors are
+// reported as reading them one by one would: the first part that cannot be read or is of
+// another check, then the first malformed one, then the sets (none missing, none twice),
+// then the graph.
 std::pair<std::vector<report::CheckPart>, model::Model> read_parts(
     const std::vector<std::string>& files, int threads) {
-  std::vector<ReadPart> read(files.size());
-  std::atomic<std::size_t> next{0};
-  auto worker = [&] {
-    for (std::size_t i; (i = next.fetch_add(1)) < files.size();)
-      read[i] = read_part(files[i], i == 0);
-  };
-  const auto n = std::min<std::size_t>(files.size(), threads > 0 ? threads : available_cores());
-  std::vector<std::thread> pool;
-  for (std::size_t t = 1; t < n; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+  std::vector<report::CheckPartFile> read(files.size());
+  std::vector<std::exception_ptr> unreadable(files.size());
+  parallel_tasks(files.size(), threads, [&](std::size_t i) {
+    try {  // (every exception kept, out of memory included, and reported in order below)
+      read[i] = report::read_check_part(files[i]);
+    } catch (...) {
+      unreadable[i] = std::current_exception();
+    }
+  });
+  // The graph is loaded on this thread alone: in the parallel loop, the other threads
+  // would spin at its end while the first loads it (libgomp's default wait).
+  release_idle_threads();
   for (std::size_t i = 0; i < files.size(); ++i) {
-    if (read[i].unreadable) std::rethrow_exception(read[i].unreadable);
+    if (unreadable[i]) std::rethrow_exception(unreadable[i]);
     report::require_same_check(read.front().identity, files.front(), read[i].identity, files[i]);
   }
   std::vector<report::CheckPart> parts;
@@ -147,8 +112,8 @@ std::pair<std::vector<report::CheckPart>, model::Model> read_parts(
   std::vector<std::vector<std::size_t>> sets;
   for (const auto& p : parts) sets.push_back(p.checks.front().state.sets);
   require_all_sets(files, sets, parts.front().total_sets, "merge");
-  if (read.front().bad_graph) std::rethrow_exception(read.front().bad_graph);
-  return {std::move(parts), std::move(*read.front().graph)};
+  model::Model graph = model::load_graph_bytes(parts.front().graph, files.front());
+  return {std::move(parts), std::move(graph)};
 }
 
 void merge(const MergeArgs& a) {

@@ -48,26 +48,20 @@ std::vector<std::string> exchange(const std::function<std::string()>& work) {
 
 std::vector<analysis::CheckState> merged_states(
     const std::function<std::vector<analysis::CheckState>()>& work) {
-  const auto all = exchange([&] {
-    report::Json states = report::Json::array();
-    for (const auto& s : work()) states.push_back(report::to_json(s));
-    const std::vector<std::uint8_t> cbor = report::Json::to_cbor(states);
-    return std::string(cbor.begin(), cbor.end());
-  });
+  const auto all = exchange([&] { return report::to_cbor(work()); });
   std::vector<analysis::CheckState> merged;
   for (std::size_t r = 0; r < all.size(); ++r) {
     const std::string where = "rank " + std::to_string(r);
-    const report::Json states = report::Json::from_cbor(all[r]);
+    auto states = report::check_states_from_cbor(all[r], where);
     if (states.empty()) continue;  // no input sets on that rank
     if (merged.empty()) {
-      for (const auto& s : states) merged.push_back(report::check_state_from_json(s, where));
+      merged = std::move(states);
       continue;
     }
     if (states.size() != merged.size())
       throw Error(where, "sent states of another check (" + std::to_string(states.size()) +
                              " precisions, not " + std::to_string(merged.size()) + ")");
-    for (std::size_t k = 0; k < states.size(); ++k)
-      analysis::merge(merged[k], report::check_state_from_json(states[k], where));
+    for (std::size_t k = 0; k < states.size(); ++k) analysis::merge(merged[k], states[k]);
   }
   return merged;
 }
