@@ -131,25 +131,33 @@ def corrupt(a, tmp, example):
 
 
 # Rank 1's wrapper: its data segment (heap and private memory, RLIMIT_DATA) limited to 64
-# MiB, so that allocating its set fails; in the sanitizer build, whose shadow memory no
-# such limit allows, ASan's allocator refuses allocations over 64 MiB instead (returning
-# null: operator new throws). Rank 0 runs unlimited.
+# MiB, so that allocating its set fails. Rank 0 runs unlimited.
 LIMIT_RANK_1 = """#!/bin/sh
 if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then
-  if [ -n "$ASAN_OPTIONS" ]; then
-    export ASAN_OPTIONS="$ASAN_OPTIONS:max_allocation_size_mb=64:allocator_may_return_null=1"
-  else
-    ulimit -d 65536
-  fi
+  ulimit -d 65536
 fi
 exec "$@"
 """
+
+
+def sanitized(fpguard):
+    """Whether the binary is built with AddressSanitizer (scripts/test-sanitize: gcc links
+    libasan.so)."""
+    r = subprocess.run(["ldd", fpguard], capture_output=True, text=True)
+    return "libasan" in r.stdout
 
 
 def out_of_memory(a, tmp):
     """A real allocation failure on one rank: x * 2 over set 0 of 4 x 1024 values and set 1
     (rank 1's) of 32768 x 1024 (128 MiB), rank 1 limited to 64 MiB: the job ends within
     30 s, exit 2, one error line naming the rank, no output file."""
+    if sanitized(a.fpguard):
+        # ASan's shadow memory cannot live under a data limit, and its operator new aborts
+        # on a failed allocation by design (allocator_may_return_null covers malloc only):
+        # a real allocation failure cannot reach fpguard's handler in that build.
+        print("cli.mpi: the out-of-memory case is not run under AddressSanitizer (its "
+              "operator new aborts on failure by design)")
+        return
     root = os.path.join(tmp, "oom")
     g = helper.make_graph(
         [helper.make_node("Mul", ["x", "two"], ["y"], name="double")], "oom",
