@@ -48,6 +48,12 @@ void add_scaled_options(CLI::App& cmd, ScaledArgs& a);
 // The --keep-unscaled nodes; Error("--keep-unscaled") when given without a scaled `p`.
 std::set<std::string> unscaled_nodes(const ScaledArgs& a, const Precision& p);
 
+// Marks `cmd` as a command that runs models (or GEMM experiments) on OpenMP's threads:
+// for those, how its threads wait matters, and main() starts the process again with
+// passive waits (tools/fpguard/main.cpp). `runs_models(name)`: whether that command is one.
+void mark_runs_models(CLI::App& cmd);
+bool runs_models(const std::string& command);
+
 void add_finfo(CLI::App& app);
 void add_iinfo(CLI::App& app);
 void add_round(CLI::App& app);

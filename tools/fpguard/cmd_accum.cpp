@@ -56,6 +56,7 @@ void run(const AccumArgs& a) {
 void add_accum(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "accum", "When a running sum stops growing; naive vs pairwise vs Kahan sums in a format");
+  mark_runs_models(*cmd);
   auto a = std::make_shared<AccumArgs>();
   cmd->add_option("--format", a->formats, "Format(s), comma-separated (fp16, bf16, ...)");
   cmd->add_flag("--all", a->all, "Every named format but e8m0 (no sign or zero)");

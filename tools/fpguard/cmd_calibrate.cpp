@@ -104,6 +104,7 @@ void add_calibrate(CLI::App& app) {
       "calibrate",
       "Calibrate the activation amax of scaled FP8 (fp8, tensor:, channel:) on some input sets, "
       "for the shards of a check (check --amax)");
+  mark_runs_models(*cmd);
   cmd->add_option("model", a->model, "ONNX model")->required();
   add_input_options(*cmd, a->in);
   add_set_options(*cmd, a->in);

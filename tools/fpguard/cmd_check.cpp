@@ -380,6 +380,7 @@ void add_check(CLI::App& app) {
   auto a = std::make_shared<CheckArgs>();
   auto* cmd = app.add_subcommand(
       "check", "Find where a low-precision deployment of a model breaks, and why (main job)");
+  mark_runs_models(*cmd);
   cmd->add_option("model", a->model, "ONNX model")->required();
   cmd->add_option("--precision", a->precisions,
                   "Format(s) to check, e.g. float16 or float16,bfloat16,float8_e4m3fn, or "

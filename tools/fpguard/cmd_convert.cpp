@@ -182,6 +182,7 @@ void add_convert(CLI::App& app) {
   auto a = std::make_shared<ConvertArgs>();
   auto* cmd = app.add_subcommand(
       "convert", "Write a mixed-precision (float16/bfloat16) ONNX model from a plan");
+  mark_runs_models(*cmd);
   cmd->add_option("model", a->model, "ONNX model")->required();
   cmd->add_option("-o,--output", a->output, "The converted model (required)");
   cmd->add_option("--precision", a->precision, "float16 or bfloat16 (default: the plan's)");

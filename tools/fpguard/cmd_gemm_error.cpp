@@ -50,6 +50,7 @@ void run(const GemmErrorArgs& a) {
 void add_gemm_error(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "gemm-error", "Error of an n x n matrix product in low precision, against exact truth");
+  mark_runs_models(*cmd);
   auto a = std::make_shared<GemmErrorArgs>();
   cmd->add_option("--sizes", a->sizes, "Comma-separated n (default 128,256,512,1024)");
   cmd->add_option("--formats", a->formats,

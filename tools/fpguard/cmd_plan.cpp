@@ -172,6 +172,7 @@ void add_plan(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
   auto* cmd = app.add_subcommand(
       "plan", "Find the nodes to keep in float32 so that a low precision meets a tolerance");
+  mark_runs_models(*cmd);
   cmd->add_option("model", a->model, "ONNX model")->required();
   cmd->add_option("--precision", a->precision,
                   "Format to plan for (float16, bfloat16, ...; or a scaled one, fp8, mxfp8_e4m3, "

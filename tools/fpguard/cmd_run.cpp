@@ -177,6 +177,7 @@ void add_run(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   auto* cmd =
       app.add_subcommand("run", "Run an ONNX model on the CPU (optionally emulating a precision)");
+  mark_runs_models(*cmd);
   cmd->add_option("model", a->model, "ONNX model")->required();
   add_input_options(*cmd, a->in);
   cmd->add_option("--precision", a->precision,

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +36,25 @@ std::string where_of(const Error& e) {
 std::string problem_of(const Error& e) {
   if (e.setting().empty()) return e.problem();
   return e.problem() + " (" + flag_of(e.setting()) + ")";
+}
+
+std::set<std::string>& model_runners() {
+  static std::set<std::string> names;
+  return names;
+}
+
+void mark_runs_models(CLI::App& cmd) {
+  model_runners().insert(cmd.get_name());
+}
+
+// The commands that mark themselves (run, check, plan, ...) make many short parallel
+// regions, where how OpenMP's threads wait matters and is worth a second start: a dynamic
+// link of every library and libhwy's timer calibration, ~15 ms, a fifth of `round`'s time
+// on 256 MiB and a quarter of `merge`'s. The other commands make a few long parallel
+// regions at most, whose waits spin on a core that would idle anyway; `merge` runs the
+// model once at most (set 0, for accuracy origins).
+bool runs_models(const std::string& command) {
+  return model_runners().count(command) > 0;
 }
 
 }  // namespace fpguard::cli
@@ -68,36 +89,35 @@ int local_failure(const std::string& where, const std::string& what) {
   std::_Exit(2);
 }
 
-int run(int argc, char** argv) {
-  fpguard::reuse_freed_memory();
-  CLI::App app{"fpguard: make low-precision (FP16/BF16/FP8/FP6/FP4) deployment safe", "fpguard"};
-  app.set_version_flag("--version", std::string("fpguard ") + fpguard::kVersion);
-  app.require_subcommand(1);
+// The command line: every subcommand, with the global options they inherit.
+std::unique_ptr<CLI::App> make_app() {
+  auto app = std::make_unique<CLI::App>(
+      "fpguard: make low-precision (FP16/BF16/FP8/FP6/FP4) deployment safe", "fpguard");
+  app->set_version_flag("--version", std::string("fpguard ") + fpguard::kVersion);
+  app->require_subcommand(1);
   // Before the subcommands are added, so that they inherit it: global options such as
   // --max-memory may also be given after the subcommand.
-  app.fallthrough();
-  app.add_option_function<std::string>(
+  app->fallthrough();
+  app->add_option_function<std::string>(
          "--max-memory",
          [](const std::string& v) {
            fpguard::set_memory_limit(fpguard::parse_byte_size(v, "--max-memory"));
          },
          "Largest tensor to read, in bytes (K/M/G/T suffixes); default: the available memory")
       ->type_name("BYTES");
-  fpguard::install_interrupt_cleanup();  // Ctrl-C leaves no partial output
-  fpguard::cli::add_finfo(app);
-  fpguard::cli::add_iinfo(app);
-  fpguard::cli::add_round(app);
-  fpguard::cli::add_inspect(app);
-  fpguard::cli::add_check(app);
-  fpguard::cli::add_plan(app);
-  fpguard::cli::add_convert(app);
-  fpguard::cli::add_merge(app);
-  fpguard::cli::add_calibrate(app);
-  fpguard::cli::add_run(app);
-  fpguard::cli::add_gemm_error(app);
-  fpguard::cli::add_accum(app);
-  fpguard::cli::add_targets(app);
+  for (const auto add :
+       {fpguard::cli::add_finfo, fpguard::cli::add_iinfo, fpguard::cli::add_round,
+        fpguard::cli::add_inspect, fpguard::cli::add_check, fpguard::cli::add_plan,
+        fpguard::cli::add_convert, fpguard::cli::add_merge, fpguard::cli::add_calibrate,
+        fpguard::cli::add_run, fpguard::cli::add_gemm_error, fpguard::cli::add_accum,
+        fpguard::cli::add_targets})
+    add(*app);
+  return app;
+}
 
+int run(CLI::App& app, int argc, char** argv) {
+  fpguard::reuse_freed_memory();
+  fpguard::install_interrupt_cleanup();  // Ctrl-C leaves no partial output
   if (argc == 1) {
     std::fputs(fpguard::cli::short_usage(app).c_str(), stderr);
     return 2;
@@ -140,29 +160,15 @@ int run(int argc, char** argv) {
   return fpguard::cli::exit_code;
 }
 
-// Whether the command runs models (or GEMM experiments) on OpenMP's threads, so that how
-// they wait matters and is worth a second start: a dynamic link of every library and
-// libhwy's timer calibration, ~15 ms, a fifth of `round`'s time on 256 MiB and a quarter
-// of `merge`'s. The other commands make a few long parallel regions at most, whose waits
-// spin on a core that would idle anyway; `merge` runs the model once at most (set 0, for
-// accuracy origins).
-bool runs_models(int argc, char** argv) {
-  if (argc < 2) return false;
-  const std::string_view command = argv[1];
-  for (const std::string_view runner :
-       {"run", "check", "plan", "convert", "calibrate", "accum", "gemm-error"})
-    if (command == runner) return true;
-  return false;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   // OpenMP threads sleep while they wait unless the user chose otherwise; libgomp has
   // read its environment already, so the process starts again (once: the variable is set
   // now). Should the exec fail, the run goes on with libgomp's default.
-  if (runs_models(argc, argv) && fpguard::prefer_passive_openmp_wait())
+  const auto app = make_app();
+  if (argc > 1 && fpguard::cli::runs_models(argv[1]) && fpguard::prefer_passive_openmp_wait())
     execv("/proc/self/exe", argv);
   fpguard::cli::mpi::start(&argc, &argv);
-  return fpguard::cli::mpi::stop(run(argc, argv));
+  return fpguard::cli::mpi::stop(run(*app, argc, argv));
 }
