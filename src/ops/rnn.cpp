@@ -2,21 +2,22 @@
 // activations with alpha/beta; GRU linear_before_reset; LSTM peepholes and input_forget).
 // The input products of every step are one gemm per direction before the steps (they do
 // not depend on the state); the recurrent product is one gemm per step; the gates are
-// plain loops. The two directions of a bidirectional node run side by side, one thread
-// each (a step's products are too small to split: a parallel region per step cost more
-// than the product).
+// loops, LSTM's activations applied a gate at a time. The two directions of a bidirectional node
+// run side by side, one thread each (a step's products are too small to split: a parallel region
+// per step cost more than the product).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "core/parallel.hpp"
 #include "ops/ops.hpp"
+#include "ops/vmath.hpp"
 
 namespace fpguard::ops {
 
 namespace {
 
-// An activation of the cell (ONNX's list), applied as the C library's scalar functions.
+// An activation of the cell (ONNX's list): the C library's scalar functions (see apply()).
 enum class ActKind {
   sigmoid,
   tanh,
@@ -64,6 +65,18 @@ struct Act {
     return x;
   }
 };
+
+// x[0..n) = a(x[i]), in place. Float32 sigmoid and tanh take the executor's vectorised
+// math (ops/vmath, as the Sigmoid and Tanh ops do: within a few ULP of the C library's);
+// the rest the scalar formulas above.
+template <class T>
+void apply(const Act<T>& a, T* x, std::size_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (a.kind == ActKind::sigmoid) return vmath::apply(vmath::Fn::sigmoid, x, x, n);
+    if (a.kind == ActKind::tanh) return vmath::apply(vmath::Fn::tanh, x, x, n);
+  }
+  for (std::size_t i = 0; i < n; ++i) x[i] = a(x[i]);
+}
 
 // Each name's kind, and the defaults of the alpha and beta it reads (NaN: reads none).
 struct ActName {
@@ -204,28 +217,40 @@ Recurrence<T, cell> read_recurrence(const KernelContext& ctx) {
 // One step of direction d: the new hidden state `hn` (and cell state `c`, LSTM) from the
 // input products `gx`, the recurrent products `gh` and the state `h`. `R`, `Rb`: the
 // direction's recurrent weights and bias (GRU without linear_before_reset multiplies by R
-// after the reset gate).
+// after the reset gate). `scratch`: G * hidden values (LSTM's gates).
 template <class T, Cell cell>
 void cell_step(const Recurrence<T, cell>& n, std::int64_t d, const T* gx, const T* gh, const T* R,
-               const T* Rb, const std::vector<T>& h, std::vector<T>& c, std::vector<T>& hn) {
+               const T* Rb, const std::vector<T>& h, std::vector<T>& c, std::vector<T>& hn,
+               std::vector<T>& scratch) {
   const auto H = static_cast<std::size_t>(n.hidden);
   const Act<T>& f = n.act(d, 0);
   const Act<T>& g = n.act(d, 1);
   if constexpr (cell == Cell::rnn) {
     for (std::size_t k = 0; k < H; ++k) hn[k] = f(n.clipped(gx[k] + gh[k]));
   } else if constexpr (cell == Cell::lstm) {
+    // In passes over the gates (ONNX's order i, o, f, c), each activation applied to a
+    // whole gate at once; the sums are the scalar formulas' (o's peephole reads the new c).
     const Act<T>& hact = n.act(d, 2);
     const T* P = n.peep.empty() ? nullptr : n.peep.data() + d * 3 * n.hidden;
+    T *pi = scratch.data(), *po = pi + H, *pf = po + H, *pc = pf + H;
     for (std::size_t k = 0; k < H; ++k) {
-      T i = f(n.clipped(gx[k] + gh[k] + (P ? P[k] * c[k] : 0)));
-      T fg = f(n.clipped(gx[2 * H + k] + gh[2 * H + k] + (P ? P[2 * H + k] * c[k] : 0)));
-      if (n.input_forget) fg = 1 - i;
-      const T cc = g(n.clipped(gx[3 * H + k] + gh[3 * H + k]));
-      const T cn = fg * c[k] + i * cc;
-      const T o = f(n.clipped(gx[H + k] + gh[H + k] + (P ? P[H + k] * cn : 0)));
-      c[k] = cn;
-      hn[k] = o * hact(cn);
+      pi[k] = n.clipped(gx[k] + gh[k] + (P ? P[k] * c[k] : 0));
+      pf[k] = n.clipped(gx[2 * H + k] + gh[2 * H + k] + (P ? P[2 * H + k] * c[k] : 0));
+      pc[k] = n.clipped(gx[3 * H + k] + gh[3 * H + k]);
     }
+    apply(f, pi, H);
+    if (!n.input_forget) apply(f, pf, H);
+    apply(g, pc, H);
+    for (std::size_t k = 0; k < H; ++k) {
+      const T fg = n.input_forget ? 1 - pi[k] : pf[k];
+      const T cn = fg * c[k] + pi[k] * pc[k];
+      po[k] = n.clipped(gx[H + k] + gh[H + k] + (P ? P[H + k] * cn : 0));
+      c[k] = cn;
+      hn[k] = cn;
+    }
+    apply(f, po, H);
+    apply(hact, hn.data(), H);
+    for (std::size_t k = 0; k < H; ++k) hn[k] = po[k] * hn[k];
   } else {
     // GRU needs every reset gate before the candidate.
     std::vector<T> z(H), rr(H), rh(H);
@@ -279,7 +304,7 @@ void run_direction(const KernelContext& plain, const Recurrence<T, cell>& n, std
   const T* Rb = Wb + G * hidden;
   // Row (t, b) of X (in its layout's order) times W^T: every step's input products.
   std::vector<T> gx_all(static_cast<std::size_t>(seq * batch * G * hidden)),
-      gh(static_cast<std::size_t>(G * hidden));
+      gh(static_cast<std::size_t>(G * hidden)), scratch(gh.size());
   auto gx_row = [&](std::int64_t t, std::int64_t b) {
     return gx_all.data() + (n.layout ? (b * seq + t) : (t * batch + b)) * G * hidden;
   };
@@ -294,7 +319,7 @@ void run_direction(const KernelContext& plain, const Recurrence<T, cell>& n, std
     for (std::int64_t s = 0; s < len; ++s) {
       const auto t = reverse ? len - 1 - s : s;
       gate_products(plain, 1, G * hidden, hidden, h.data(), R, Rb, gh.data());
-      cell_step(n, d, gx_row(t, b), gh.data(), R, Rb, h, c, hn);
+      cell_step(n, d, gx_row(t, b), gh.data(), R, Rb, h, c, hn, scratch);
       h.swap(hn);
       std::copy(h.begin(), h.end(), out.y_at(t, d, b));
     }
