@@ -33,9 +33,9 @@ function readNpy(file) {  // little-endian float32 or int64, C order (the model 
                         shape);
 }
 
-function median(xs) {
+function median(xs) {  // of an even count: the mean of the middle two, as fpguard's
   const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
+  return (s[Math.floor((s.length - 1) / 2)] + s[Math.floor(s.length / 2)]) / 2;
 }
 
 function feedsOf(dir) {

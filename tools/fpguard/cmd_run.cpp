@@ -117,7 +117,7 @@ report::RunSummary run_summary(const std::vector<NamedValue>& outputs, std::vect
   }
   std::sort(times.begin(), times.end());
   summary.load_ms = load_ms;
-  summary.median_run_ms = times[times.size() / 2];
+  summary.median_run_ms = (times[(times.size() - 1) / 2] + times[times.size() / 2]) / 2;
   summary.runs = times.size();
   summary.peak_rss_mib = peak_rss_mib();
   summary.start_rss_mib = base_mib;
