@@ -27,226 +27,243 @@ constexpr const char* kNvidiaSources =
 std::vector<Target> make_targets() {
   std::vector<Target> t;
   // ---- NVIDIA ------------------------------------------------------------------------
-  t.push_back({"sm_70",
-               {"volta", "v100"},
-               "NVIDIA",
-               "V100 (Volta)",
-               {"float16"},
-               {"float32", "float64", "float16"},
-               {},
-               "float16",
-               "float16",
-               "First tensor cores: fp16 inputs, fp16 or fp32 accumulation. No bf16 (converted "
-               "to fp32), no int8 tensor cores (int8 wmma starts at sm_72).",
-               std::string(kNvidiaSources) + "; NVIDIA Tesla V100 GPU Architecture whitepaper"});
-  t.push_back({"sm_75",
-               {"turing", "t4", "rtx2080", "rtx-20"},
-               "NVIDIA",
-               "T4, RTX 20 series, Quadro RTX (Turing)",
-               {"float16"},
-               {"float32", "float64", "float16"},
-               {"int8", "int4"},
-               "float16",
-               "float16",
-               "Tensor cores: fp16 and int8/int4 (sub-byte wmma is 'experimental' in CUDA). No "
-               "bf16 or tf32 tensor cores: bf16 is converted to fp32.",
-               std::string(kNvidiaSources) + "; NVIDIA Turing GPU Architecture whitepaper"});
   t.push_back(
-      {"sm_80",
-       {"ampere", "a100", "a30"},
-       "NVIDIA",
-       "A100, A30 (GA100)",
-       {"float16", "bfloat16", "tf32", "float64"},
-       {"float32", "float64", "float16", "bfloat16"},
-       {"int8", "int4"},
-       "bfloat16",
-       "float16",
-       "Adds bf16 and tf32 tensor cores and fp64 tensor cores (DMMA). tf32 is what "
-       "'fp32' convolutions and GEMMs run in when the framework allows it (PyTorch: "
-       "cuDNN convolutions by default, matmuls opt-in since 1.12). No fp8: fp8 tensor "
-       "cores start at sm_89.",
-       std::string(kNvidiaSources) + "; NVIDIA A100 Tensor Core GPU Architecture whitepaper"});
-  t.push_back({"sm_86",
-               {"a10", "a40", "a16", "a2", "rtx3090", "rtx-30", "ga102"},
-               "NVIDIA",
-               "A10, A40, RTX 30 series, RTX A-series (GA10x)",
-               {"float16", "bfloat16", "tf32"},
-               {"float32", "float64", "float16", "bfloat16"},
-               {"int8", "int4"},
-               "bfloat16",
-               "float16",
-               "Same tensor-core formats as sm_80 for fp16/bf16/tf32/int8. No fp8. GA10x has no "
-               "fp64 tensor-core throughput (fp64 runs at 1/64 rate) and is not listed here. "
-               "GeForce parts run fp16 with fp32 accumulation at half the fp16-accumulate rate.",
-               std::string(kNvidiaSources) +
-                   "; NVIDIA Ampere GA102 GPU Architecture whitepaper (tensor-core rate tables)"});
-  t.push_back({"sm_89",
-               {"ada", "l4", "l40", "l40s", "rtx4090", "rtx-40"},
-               "NVIDIA",
-               "L4, L40, L40S, RTX 40 series (Ada Lovelace)",
-               {"float16", "bfloat16", "tf32", "float8_e4m3fn", "float8_e5m2"},
-               {"float32", "float64", "float16", "bfloat16"},
-               {"int8", "int4"},
-               "bfloat16",
-               "float8_e4m3fn",
-               "First generation with fp8 tensor cores (OCP e4m3fn and e5m2; library support "
-               "arrived with CUDA 12 — check your version). fp8 "
-               "needs per-tensor scales: check them with `fpguard inspect`. GeForce parts run "
-               "fp16/fp8 with fp32 accumulation at half rate.",
-               std::string(kNvidiaSources) +
-                   " (mma .e4m3/.e5m2 require sm_89); NVIDIA Ada GPU Architecture whitepaper"});
+      {.name = "sm_70",
+       .aliases = {"volta", "v100"},
+       .vendor = "NVIDIA",
+       .products = "V100 (Volta)",
+       .matrix_formats = {"float16"},
+       .vector_formats = {"float32", "float64", "float16"},
+       .integer_formats = {},
+       .recommended = "float16",
+       .fastest = "float16",
+       .notes = "First tensor cores: fp16 inputs, fp16 or fp32 accumulation. No bf16 (converted "
+                "to fp32), no int8 tensor cores (int8 wmma starts at sm_72).",
+       .sources = std::string(kNvidiaSources) + "; NVIDIA Tesla V100 GPU Architecture whitepaper"});
   t.push_back(
-      {"sm_90",
-       {"hopper", "h100", "h200", "h800", "gh200"},
-       "NVIDIA",
-       "H100, H200, GH200 (Hopper)",
-       {"float16", "bfloat16", "tf32", "float8_e4m3fn", "float8_e5m2", "float64"},
-       {"float32", "float64", "float16", "bfloat16"},
-       {"int8"},
-       "bfloat16",
-       "float8_e4m3fn",
-       "fp8 (e4m3fn, e5m2) tensor cores via wgmma; int4 tensor cores were dropped. "
-       "Reported (DeepSeek-V3 technical report, 2024, sec. 3.3.2, not an NVIDIA "
-       "document): fp8 GEMMs keep only ~14 bits in the tensor-core accumulator, which "
-       "is why fp8 kernels promote partial sums to fp32 every 128 products — modelled by "
-       "accumulation in e8m13 with blocked:128 order (docs/experiments.md).",
-       std::string(kNvidiaSources) + "; NVIDIA H100 Tensor Core GPU Architecture whitepaper"});
-  t.push_back({"sm_100",
-               {"blackwell", "b200", "b100", "gb200"},
-               "NVIDIA",
-               "B200, B100, GB200 (Blackwell data centre)",
-               {"float16", "bfloat16", "tf32", "float8_e4m3fn", "float8_e5m2", "float6_e2m3fn",
-                "float6_e3m2fn", "float4_e2m1fn", "float64"},
-               {"float32", "float64", "float16", "bfloat16"},
-               {"int8"},
-               "bfloat16",
-               "float4_e2m1fn",
-               "Adds fp6 and fp4 (OCP MX element formats) to fp8, with hardware block scaling: "
-               "e8m0 scales per 32 elements (MXFP8/6/4) or e4m3 scales per 16 (NVFP4) — fp4 and "
-               "fp6 are only usable with such scales. tcgen05 instructions (sm_100a).",
-               std::string(kNvidiaSources) +
-                   " (tcgen05.mma kinds f8f6f4, mxf8f6f4, mxf4, mxf4nvf4); NVIDIA Blackwell "
-                   "architecture technical brief"});
+      {.name = "sm_75",
+       .aliases = {"turing", "t4", "rtx2080", "rtx-20"},
+       .vendor = "NVIDIA",
+       .products = "T4, RTX 20 series, Quadro RTX (Turing)",
+       .matrix_formats = {"float16"},
+       .vector_formats = {"float32", "float64", "float16"},
+       .integer_formats = {"int8", "int4"},
+       .recommended = "float16",
+       .fastest = "float16",
+       .notes = "Tensor cores: fp16 and int8/int4 (sub-byte wmma is 'experimental' in CUDA). No "
+                "bf16 or tf32 tensor cores: bf16 is converted to fp32.",
+       .sources = std::string(kNvidiaSources) + "; NVIDIA Turing GPU Architecture whitepaper"});
+  t.push_back({.name = "sm_80",
+               .aliases = {"ampere", "a100", "a30"},
+               .vendor = "NVIDIA",
+               .products = "A100, A30 (GA100)",
+               .matrix_formats = {"float16", "bfloat16", "tf32", "float64"},
+               .vector_formats = {"float32", "float64", "float16", "bfloat16"},
+               .integer_formats = {"int8", "int4"},
+               .recommended = "bfloat16",
+               .fastest = "float16",
+               .notes =
+                   "Adds bf16 and tf32 tensor cores and fp64 tensor cores (DMMA). tf32 is what "
+                   "'fp32' convolutions and GEMMs run in when the framework allows it (PyTorch: "
+                   "cuDNN convolutions by default, matmuls opt-in since 1.12). No fp8: fp8 tensor "
+                   "cores start at sm_89.",
+               .sources = std::string(kNvidiaSources) +
+                          "; NVIDIA A100 Tensor Core GPU Architecture whitepaper"});
+  t.push_back(
+      {.name = "sm_86",
+       .aliases = {"a10", "a40", "a16", "a2", "rtx3090", "rtx-30", "ga102"},
+       .vendor = "NVIDIA",
+       .products = "A10, A40, RTX 30 series, RTX A-series (GA10x)",
+       .matrix_formats = {"float16", "bfloat16", "tf32"},
+       .vector_formats = {"float32", "float64", "float16", "bfloat16"},
+       .integer_formats = {"int8", "int4"},
+       .recommended = "bfloat16",
+       .fastest = "float16",
+       .notes = "Same tensor-core formats as sm_80 for fp16/bf16/tf32/int8. No fp8. GA10x has no "
+                "fp64 tensor-core throughput (fp64 runs at 1/64 rate) and is not listed here. "
+                "GeForce parts run fp16 with fp32 accumulation at half the fp16-accumulate rate.",
+       .sources = std::string(kNvidiaSources) +
+                  "; NVIDIA Ampere GA102 GPU Architecture whitepaper (tensor-core rate tables)"});
+  t.push_back(
+      {.name = "sm_89",
+       .aliases = {"ada", "l4", "l40", "l40s", "rtx4090", "rtx-40"},
+       .vendor = "NVIDIA",
+       .products = "L4, L40, L40S, RTX 40 series (Ada Lovelace)",
+       .matrix_formats = {"float16", "bfloat16", "tf32", "float8_e4m3fn", "float8_e5m2"},
+       .vector_formats = {"float32", "float64", "float16", "bfloat16"},
+       .integer_formats = {"int8", "int4"},
+       .recommended = "bfloat16",
+       .fastest = "float8_e4m3fn",
+       .notes = "First generation with fp8 tensor cores (OCP e4m3fn and e5m2; library support "
+                "arrived with CUDA 12 — check your version). fp8 "
+                "needs per-tensor scales: check them with `fpguard inspect`. GeForce parts run "
+                "fp16/fp8 with fp32 accumulation at half rate.",
+       .sources = std::string(kNvidiaSources) +
+                  " (mma .e4m3/.e5m2 require sm_89); NVIDIA Ada GPU Architecture whitepaper"});
+  t.push_back(
+      {.name = "sm_90",
+       .aliases = {"hopper", "h100", "h200", "h800", "gh200"},
+       .vendor = "NVIDIA",
+       .products = "H100, H200, GH200 (Hopper)",
+       .matrix_formats = {"float16", "bfloat16", "tf32", "float8_e4m3fn", "float8_e5m2", "float64"},
+       .vector_formats = {"float32", "float64", "float16", "bfloat16"},
+       .integer_formats = {"int8"},
+       .recommended = "bfloat16",
+       .fastest = "float8_e4m3fn",
+       .notes = "fp8 (e4m3fn, e5m2) tensor cores via wgmma; int4 tensor cores were dropped. "
+                "Reported (DeepSeek-V3 technical report, 2024, sec. 3.3.2, not an NVIDIA "
+                "document): fp8 GEMMs keep only ~14 bits in the tensor-core accumulator, which "
+                "is why fp8 kernels promote partial sums to fp32 every 128 products — modelled by "
+                "accumulation in e8m13 with blocked:128 order (docs/experiments.md).",
+       .sources =
+           std::string(kNvidiaSources) + "; NVIDIA H100 Tensor Core GPU Architecture whitepaper"});
+  t.push_back(
+      {.name = "sm_100",
+       .aliases = {"blackwell", "b200", "b100", "gb200"},
+       .vendor = "NVIDIA",
+       .products = "B200, B100, GB200 (Blackwell data centre)",
+       .matrix_formats = {"float16", "bfloat16", "tf32", "float8_e4m3fn", "float8_e5m2",
+                          "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn", "float64"},
+       .vector_formats = {"float32", "float64", "float16", "bfloat16"},
+       .integer_formats = {"int8"},
+       .recommended = "bfloat16",
+       .fastest = "float4_e2m1fn",
+       .notes = "Adds fp6 and fp4 (OCP MX element formats) to fp8, with hardware block scaling: "
+                "e8m0 scales per 32 elements (MXFP8/6/4) or e4m3 scales per 16 (NVFP4) — fp4 and "
+                "fp6 are only usable with such scales. tcgen05 instructions (sm_100a).",
+       .sources = std::string(kNvidiaSources) +
+                  " (tcgen05.mma kinds f8f6f4, mxf8f6f4, mxf4, mxf4nvf4); NVIDIA Blackwell "
+                  "architecture technical brief"});
   t.back().scaled_formats = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2",
                              "mxfp6_e2m3", "mxfp4_e2m1", "nvfp4"};
-  t.push_back({"sm_120",
-               {"rtx5090", "rtx-50", "rtx-pro-6000", "gb202"},
-               "NVIDIA",
-               "RTX 50 series, RTX PRO Blackwell (GB20x)",
-               {"float16", "bfloat16", "tf32", "float8_e4m3fn", "float8_e5m2", "float6_e2m3fn",
-                "float6_e3m2fn", "float4_e2m1fn"},
-               {"float32", "float64", "float16", "bfloat16"},
-               {"int8"},
-               "bfloat16",
-               "float4_e2m1fn",
-               "Consumer Blackwell: fp4/fp6/fp8 with block scales through mma.sync "
-               "(kind::f8f6f4, mxf8f6f4, mxf4nvf4 on sm_120a), not tcgen05. No fp64 tensor "
-               "cores. The exact per-kind coverage on sm_120 is from the PTX ISA tables; "
-               "check your CUDA version's release notes.",
-               std::string(kNvidiaSources) + "; NVIDIA RTX Blackwell GPU Architecture whitepaper"});
+  t.push_back({.name = "sm_120",
+               .aliases = {"rtx5090", "rtx-50", "rtx-pro-6000", "gb202"},
+               .vendor = "NVIDIA",
+               .products = "RTX 50 series, RTX PRO Blackwell (GB20x)",
+               .matrix_formats = {"float16", "bfloat16", "tf32", "float8_e4m3fn", "float8_e5m2",
+                                  "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn"},
+               .vector_formats = {"float32", "float64", "float16", "bfloat16"},
+               .integer_formats = {"int8"},
+               .recommended = "bfloat16",
+               .fastest = "float4_e2m1fn",
+               .notes =
+                   "Consumer Blackwell: fp4/fp6/fp8 with block scales through mma.sync "
+                   "(kind::f8f6f4, mxf8f6f4, mxf4nvf4 on sm_120a), not tcgen05. No fp64 tensor "
+                   "cores. The exact per-kind coverage on sm_120 is from the PTX ISA tables; "
+                   "check your CUDA version's release notes.",
+               .sources = std::string(kNvidiaSources) +
+                          "; NVIDIA RTX Blackwell GPU Architecture whitepaper"});
   t.back().scaled_formats = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2",
                              "mxfp6_e2m3", "mxfp4_e2m1", "nvfp4"};
   // ---- AMD ---------------------------------------------------------------------------
-  t.push_back({"cdna2",
-               {"mi200", "mi250", "mi250x", "mi210", "gfx90a"},
-               "AMD",
-               "Instinct MI200 series (gfx90a)",
-               {"float64", "float32", "float16", "bfloat16"},
-               {"float32", "float64", "float16", "bfloat16"},
-               {"int8"},
-               "bfloat16",
-               "float16",
-               "MFMA matrix cores run fp64, fp32, fp16 and bf16 (full-rate '_1k' bf16 "
-               "instructions). No fp8 and no tf32.",
-               "AMD Instinct MI200 Instruction Set Architecture reference guide (V_MFMA_* "
-               "opcodes); AMD CDNA 2 architecture whitepaper"});
+  t.push_back({.name = "cdna2",
+               .aliases = {"mi200", "mi250", "mi250x", "mi210", "gfx90a"},
+               .vendor = "AMD",
+               .products = "Instinct MI200 series (gfx90a)",
+               .matrix_formats = {"float64", "float32", "float16", "bfloat16"},
+               .vector_formats = {"float32", "float64", "float16", "bfloat16"},
+               .integer_formats = {"int8"},
+               .recommended = "bfloat16",
+               .fastest = "float16",
+               .notes = "MFMA matrix cores run fp64, fp32, fp16 and bf16 (full-rate '_1k' bf16 "
+                        "instructions). No fp8 and no tf32.",
+               .sources =
+                   "AMD Instinct MI200 Instruction Set Architecture reference guide (V_MFMA_* "
+                   "opcodes); AMD CDNA 2 architecture whitepaper"});
+  t.push_back({.name = "cdna3",
+               .aliases = {"mi300", "mi300x", "mi300a", "mi325x", "gfx942"},
+               .vendor = "AMD",
+               .products = "Instinct MI300X, MI300A, MI325X (gfx942)",
+               .matrix_formats = {"float64", "float32", "tf32", "float16", "bfloat16",
+                                  "float8_e4m3fnuz", "float8_e5m2fnuz"},
+               .vector_formats = {"float32", "float64", "float16", "bfloat16"},
+               .integer_formats = {"int8"},
+               .recommended = "bfloat16",
+               .fastest = "float8_e4m3fnuz",
+               .notes =
+                   "fp8 matrix cores use the fnuz encodings (AMD 'FP8'/'BF8': bias 8/16, one NaN "
+                   "code 0x80, no inf, no -0), not NVIDIA's OCP e4m3fn/e5m2: an e4m3fn model must "
+                   "be converted (max 240, not 448). tf32 is AMD's XF32 (same 1-8-10 layout).",
+               .sources = "AMD Instinct MI300 Instruction Set Architecture reference guide "
+                          "(V_MFMA_F32_*_FP8_FP8/BF8, V_MFMA_F32_*_XF32); AMD CDNA 3 architecture "
+                          "whitepaper"});
   t.push_back(
-      {"cdna3",
-       {"mi300", "mi300x", "mi300a", "mi325x", "gfx942"},
-       "AMD",
-       "Instinct MI300X, MI300A, MI325X (gfx942)",
-       {"float64", "float32", "tf32", "float16", "bfloat16", "float8_e4m3fnuz", "float8_e5m2fnuz"},
-       {"float32", "float64", "float16", "bfloat16"},
-       {"int8"},
-       "bfloat16",
-       "float8_e4m3fnuz",
-       "fp8 matrix cores use the fnuz encodings (AMD 'FP8'/'BF8': bias 8/16, one NaN "
-       "code 0x80, no inf, no -0), not NVIDIA's OCP e4m3fn/e5m2: an e4m3fn model must "
-       "be converted (max 240, not 448). tf32 is AMD's XF32 (same 1-8-10 layout).",
-       "AMD Instinct MI300 Instruction Set Architecture reference guide "
-       "(V_MFMA_F32_*_FP8_FP8/BF8, V_MFMA_F32_*_XF32); AMD CDNA 3 architecture "
-       "whitepaper"});
-  t.push_back({"cdna4",
-               {"mi350", "mi350x", "mi355x", "gfx950"},
-               "AMD",
-               "Instinct MI350X, MI355X (gfx950)",
-               {"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
-                "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn"},
-               {"float32", "float64", "float16", "bfloat16"},
-               {"int8"},
-               "bfloat16",
-               "float4_e2m1fn",
-               "Moves fp8 to the OCP encodings (e4m3fn, e5m2) and adds MX fp6/fp4 with e8m0 "
-               "block scales; XF32 was removed. Less widely documented than CDNA3: check the "
-               "ISA guide of your ROCm release.",
-               "AMD CDNA 4 architecture whitepaper (2025); AMD Instinct MI350 series ISA "
-               "reference guide"});
+      {.name = "cdna4",
+       .aliases = {"mi350", "mi350x", "mi355x", "gfx950"},
+       .vendor = "AMD",
+       .products = "Instinct MI350X, MI355X (gfx950)",
+       .matrix_formats = {"float64", "float32", "float16", "bfloat16", "float8_e4m3fn",
+                          "float8_e5m2", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn"},
+       .vector_formats = {"float32", "float64", "float16", "bfloat16"},
+       .integer_formats = {"int8"},
+       .recommended = "bfloat16",
+       .fastest = "float4_e2m1fn",
+       .notes = "Moves fp8 to the OCP encodings (e4m3fn, e5m2) and adds MX fp6/fp4 with e8m0 "
+                "block scales; XF32 was removed. Less widely documented than CDNA3: check the "
+                "ISA guide of your ROCm release.",
+       .sources = "AMD CDNA 4 architecture whitepaper (2025); AMD Instinct MI350 series ISA "
+                  "reference guide"});
   t.back().scaled_formats = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4_e2m1"};
   // ---- Intel -------------------------------------------------------------------------
-  t.push_back({"sapphire-rapids",
-               {"spr", "emerald-rapids", "emr", "xeon-4th-gen"},
-               "Intel",
-               "4th/5th gen Xeon Scalable (Sapphire Rapids, Emerald Rapids)",
-               {"bfloat16"},
-               {"float32", "float64", "float16", "bfloat16"},
-               {"int8"},
-               "bfloat16",
-               "bfloat16",
-               "AMX tiles multiply bf16 (TDPBF16PS, fp32 accumulation) and int8. AVX512-FP16 "
-               "gives full fp16 vector arithmetic; AVX512_BF16 gives bf16 dot products into "
-               "fp32 (VDPBF16PS). No fp16 in AMX until Granite Rapids.",
-               "Intel Architecture Instruction Set Extensions Programming Reference (AMX-BF16, "
-               "AMX-INT8, AVX512-FP16, AVX512_BF16); Intel 64 and IA-32 Architectures "
-               "Optimization Reference Manual"});
-  t.push_back({"granite-rapids",
-               {"gnr", "xeon-6"},
-               "Intel",
-               "Xeon 6 P-core (Granite Rapids)",
-               {"bfloat16", "float16"},
-               {"float32", "float64", "float16", "bfloat16"},
-               {"int8"},
-               "bfloat16",
-               "bfloat16",
-               "Adds AMX-FP16 (TDPFP16PS: fp16 tiles, fp32 accumulation) to AMX-BF16/INT8.",
-               "Intel Architecture Instruction Set Extensions Programming Reference (AMX-FP16)"});
+  t.push_back(
+      {.name = "sapphire-rapids",
+       .aliases = {"spr", "emerald-rapids", "emr", "xeon-4th-gen"},
+       .vendor = "Intel",
+       .products = "4th/5th gen Xeon Scalable (Sapphire Rapids, Emerald Rapids)",
+       .matrix_formats = {"bfloat16"},
+       .vector_formats = {"float32", "float64", "float16", "bfloat16"},
+       .integer_formats = {"int8"},
+       .recommended = "bfloat16",
+       .fastest = "bfloat16",
+       .notes = "AMX tiles multiply bf16 (TDPBF16PS, fp32 accumulation) and int8. AVX512-FP16 "
+                "gives full fp16 vector arithmetic; AVX512_BF16 gives bf16 dot products into "
+                "fp32 (VDPBF16PS). No fp16 in AMX until Granite Rapids.",
+       .sources = "Intel Architecture Instruction Set Extensions Programming Reference (AMX-BF16, "
+                  "AMX-INT8, AVX512-FP16, AVX512_BF16); Intel 64 and IA-32 Architectures "
+                  "Optimization Reference Manual"});
+  t.push_back(
+      {.name = "granite-rapids",
+       .aliases = {"gnr", "xeon-6"},
+       .vendor = "Intel",
+       .products = "Xeon 6 P-core (Granite Rapids)",
+       .matrix_formats = {"bfloat16", "float16"},
+       .vector_formats = {"float32", "float64", "float16", "bfloat16"},
+       .integer_formats = {"int8"},
+       .recommended = "bfloat16",
+       .fastest = "bfloat16",
+       .notes = "Adds AMX-FP16 (TDPFP16PS: fp16 tiles, fp32 accumulation) to AMX-BF16/INT8.",
+       .sources =
+           "Intel Architecture Instruction Set Extensions Programming Reference (AMX-FP16)"});
   // ---- Arm ---------------------------------------------------------------------------
-  t.push_back({"armv8.2-fp16",
-               {"armv8.2", "neoverse-n1", "graviton2", "cortex-a76"},
-               "Arm",
-               "Armv8.2-A cores with FEAT_FP16 (Neoverse N1 / Graviton2, Cortex-A76, ...)",
-               {},
-               {"float32", "float64", "float16"},
-               {"int8"},
-               "float16",
-               "float16",
-               "FEAT_FP16 (optional from Armv8.2) gives fp16 vector arithmetic (FMLA .8H); "
-               "there is no matrix unit and no bf16. int8 via SDOT (FEAT_DotProd).",
-               "Arm Architecture Reference Manual for A-profile (FEAT_FP16, FEAT_DotProd); Arm "
-               "Neoverse N1 technical reference manual"});
-  t.push_back({"armv8.6-bf16",
-               {"armv8.6", "neoverse-v1", "graviton3", "neoverse-v2", "graviton4", "grace"},
-               "Arm",
-               "Armv8.6-A and later with FEAT_BF16 (Neoverse V1/V2: Graviton3/4, Grace, ...)",
-               {"bfloat16"},
-               {"float32", "float64", "float16", "bfloat16"},
-               {"int8"},
-               "bfloat16",
-               "bfloat16",
-               "FEAT_BF16 (mandatory from Armv8.6) adds BFMMLA, a 2x4 by 4x2 bf16 matrix "
-               "multiply into fp32, and BFDOT; FEAT_I8MM adds int8 SMMLA. Neoverse V1 is "
-               "Armv8.4 with BF16 and I8MM added, so it is listed here by its features.",
-               "Arm Architecture Reference Manual for A-profile (FEAT_BF16, FEAT_I8MM); Arm "
-               "Neoverse V1 technical reference manual"});
+  t.push_back(
+      {.name = "armv8.2-fp16",
+       .aliases = {"armv8.2", "neoverse-n1", "graviton2", "cortex-a76"},
+       .vendor = "Arm",
+       .products = "Armv8.2-A cores with FEAT_FP16 (Neoverse N1 / Graviton2, Cortex-A76, ...)",
+       .matrix_formats = {},
+       .vector_formats = {"float32", "float64", "float16"},
+       .integer_formats = {"int8"},
+       .recommended = "float16",
+       .fastest = "float16",
+       .notes = "FEAT_FP16 (optional from Armv8.2) gives fp16 vector arithmetic (FMLA .8H); "
+                "there is no matrix unit and no bf16. int8 via SDOT (FEAT_DotProd).",
+       .sources = "Arm Architecture Reference Manual for A-profile (FEAT_FP16, FEAT_DotProd); Arm "
+                  "Neoverse N1 technical reference manual"});
+  t.push_back(
+      {.name = "armv8.6-bf16",
+       .aliases = {"armv8.6", "neoverse-v1", "graviton3", "neoverse-v2", "graviton4", "grace"},
+       .vendor = "Arm",
+       .products = "Armv8.6-A and later with FEAT_BF16 (Neoverse V1/V2: Graviton3/4, Grace, ...)",
+       .matrix_formats = {"bfloat16"},
+       .vector_formats = {"float32", "float64", "float16", "bfloat16"},
+       .integer_formats = {"int8"},
+       .recommended = "bfloat16",
+       .fastest = "bfloat16",
+       .notes = "FEAT_BF16 (mandatory from Armv8.6) adds BFMMLA, a 2x4 by 4x2 bf16 matrix "
+                "multiply into fp32, and BFDOT; FEAT_I8MM adds int8 SMMLA. Neoverse V1 is "
+                "Armv8.4 with BF16 and I8MM added, so it is listed here by its features.",
+       .sources = "Arm Architecture Reference Manual for A-profile (FEAT_BF16, FEAT_I8MM); Arm "
+                  "Neoverse V1 technical reference manual"});
   return t;
 }
 
