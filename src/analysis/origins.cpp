@@ -480,19 +480,19 @@ void scaled_origins(Context& ctx, const Graphs& g) {
   }
 }
 
-// Accuracy origins: large local error with accurate inputs, ranked by what the node
-// alone (everything else in float32) does to the graph outputs.
-void accuracy_origins(Context& ctx, const Graphs& g,
-                      const std::function<const exec::Executor&()>& reference,
-                      const std::function<std::vector<NamedValue>()>& first_set) {
+// The accuracy-origin candidates of a check whose outputs lost accuracy (none otherwise):
+// up to 8 emulated nodes, not origins already, whose local error (local nrmse) is well
+// above the format's unit roundoff and their inputs' error, largest first, as (local
+// error, position).
+std::vector<std::pair<double, std::size_t>> accuracy_candidates(const Context& ctx) {
   const bool accuracy_failure =
       std::any_of(ctx.diag.outputs.begin(), ctx.diag.outputs.end(),
                   [](const OutputVerdict& v) { return !v.pass && v.nonfinite == 0; });
-  if (!accuracy_failure) return;
+  if (!accuracy_failure) return {};
   std::set<std::string> already;
   for (const auto& o : ctx.diag.origins) already.insert(o.node);
   const double u = std::ldexp(1.0, -ctx.o.precision.precision_bits());
-  std::vector<std::pair<double, std::size_t>> candidates;  // (local nrmse, position)
+  std::vector<std::pair<double, std::size_t>> candidates;
   for (std::size_t pos = 0; pos < ctx.nodes.size(); ++pos) {
     const NodeRecord& rec = ctx.diag.nodes[pos];
     if (!rec.emulated || already.count(rec.name) || rec.inputs_nonfinite) continue;
@@ -504,8 +504,60 @@ void accuracy_origins(Context& ctx, const Graphs& g,
   }
   std::sort(candidates.rbegin(), candidates.rend());
   if (candidates.size() > 8) candidates.resize(8);
-  if (candidates.empty()) return;
+  return candidates;
+}
 
+// What every accuracy-origin run shares with the check: threads, the weight cache (weights
+// already rounded or quantized, and a convolution's weights as prepared, are not made again
+// for each run), rounding and accumulation. `formats` sets the formats of the run's policy;
+// the scales are added after it.
+exec::RunOptions origin_run(const Context& ctx, const exec::Executor& ref_ex,
+                            const std::function<void(exec::PrecisionPolicy&)>& formats) {
+  exec::RunOptions r;
+  r.threads = ctx.o.threads;
+  r.weights = ref_ex.options().weights;
+  formats(r.policy);
+  r.policy.round_options = ctx.o.round_options;
+  r.policy.accumulate = ctx.o.accumulate;
+  r.policy.accumulation = ctx.o.accumulation;
+  ctx.scale(r.policy);
+  return r;
+}
+
+// The accuracy origin at position `pos`: its local error `err`, what it alone does to the
+// outputs (`contribution`) against the whole emulated run's error (`total`), its fixes.
+Origin accuracy_origin(const Context& ctx, const Graphs& g, std::size_t pos, double err,
+                       double contribution, double total) {
+  const NodeRecord& rec = ctx.diag.nodes[pos];
+  Origin o;
+  o.node = rec.name;
+  o.op_type = rec.op_type;
+  o.kind = OriginKind::accuracy;
+  o.cause = Cause::local_error;
+  o.outputs = output_names(g.node(pos));
+  o.format = rec.precision;  // a scaled precision's name at a node quantizing into it
+  o.local_error = err;
+  o.input_error = rec.input_error;
+  o.contribution = contribution;
+  o.total_error = total;
+  o.keep_fp32 = {rec.name};
+  o.fixes.push_back(keep_fix(o.keep_fp32));
+  if (ctx.o.precision.precision_bits() < 11 && rec.precision == ctx.o.precision.name) {
+    Fix f16;
+    f16.kind = FixKind::format;
+    f16.format = "float16";
+    o.fixes.push_back(f16);
+  }
+  return o;
+}
+
+// Accuracy origins: large local error with accurate inputs, ranked by what the node
+// alone (everything else in float32) does to the graph outputs.
+void accuracy_origins(Context& ctx, const Graphs& g,
+                      const std::function<const exec::Executor&()>& reference,
+                      const std::function<std::vector<NamedValue>()>& first_set) {
+  const auto candidates = accuracy_candidates(ctx);
+  if (candidates.empty()) return;
   const exec::Executor& ref_ex = reference();
   const std::vector<NamedValue> sample = first_set();
   std::vector<Value> ref_outputs = ctx.first_reference;  // as the lockstep ran set 0
@@ -523,55 +575,27 @@ void accuracy_origins(Context& ctx, const Graphs& g,
     }
     return e;
   };
-  // The runs below share the check's weight cache: weights already rounded or quantized, and
-  // a convolution's weights as prepared, are not made again for each run.
-  exec::RunOptions all;
-  all.threads = ctx.o.threads;
-  all.weights = ref_ex.options().weights;
-  all.policy.default_format = ctx.o.precision;
-  all.policy.exclude_names = ctx.o.keep_fp32;
-  all.policy.exclude_op_types = ctx.o.keep_fp32_ops;
-  all.policy.round_options = ctx.o.round_options;
-  all.policy.accumulate = ctx.o.accumulate;
-  all.policy.accumulation = ctx.o.accumulation;
-  ctx.scale(all.policy);
   const double total =
-      output_error(!ctx.first_emulated.empty() ? ctx.first_emulated
-                                               : exec::Executor(ref_ex, all).run_values(sample));
+      output_error(!ctx.first_emulated.empty()
+                       ? ctx.first_emulated
+                       : exec::Executor(ref_ex, origin_run(ctx, ref_ex,
+                                                           [&](exec::PrecisionPolicy& p) {
+                                                             p.default_format = ctx.o.precision;
+                                                             p.exclude_names = ctx.o.keep_fp32;
+                                                             p.exclude_op_types =
+                                                                 ctx.o.keep_fp32_ops;
+                                                           }))
+                             .run_values(sample));
   std::vector<Origin> found;
   for (const auto& [err, pos] : candidates) {
-    const NodeRecord& rec = ctx.diag.nodes[pos];
-    if (g.node(pos).name.empty()) continue;  // a policy cannot name it (see name_nodes)
-    exec::RunOptions one;
-    one.threads = ctx.o.threads;
-    one.weights = ref_ex.options().weights;
-    one.policy.node_formats.emplace(g.node(pos).name, *ctx.formats[pos]);
-    one.policy.round_options = ctx.o.round_options;
-    one.policy.accumulate = ctx.o.accumulate;
-    one.policy.accumulation = ctx.o.accumulation;
-    ctx.scale(one.policy);
+    const std::string& name = g.node(pos).name;
+    if (name.empty()) continue;  // a policy cannot name it (see name_nodes)
+    const exec::RunOptions one = origin_run(ctx, ref_ex, [&](exec::PrecisionPolicy& p) {
+      p.node_formats.emplace(name, *ctx.formats[pos]);
+    });
     const double contribution = output_error(exec::Executor(ref_ex, one).run_values(sample));
     if (!(contribution >= 0.1 * total) || contribution == 0) continue;
-    Origin o;
-    o.node = rec.name;
-    o.op_type = rec.op_type;
-    o.kind = OriginKind::accuracy;
-    o.cause = Cause::local_error;
-    o.outputs = output_names(g.node(pos));
-    o.format = rec.precision;  // a scaled precision's name at a node quantizing into it
-    o.local_error = err;
-    o.input_error = rec.input_error;
-    o.contribution = contribution;
-    o.total_error = total;
-    o.keep_fp32 = {rec.name};
-    o.fixes.push_back(keep_fix(o.keep_fp32));
-    if (ctx.o.precision.precision_bits() < 11 && rec.precision == ctx.o.precision.name) {
-      Fix f16;
-      f16.kind = FixKind::format;
-      f16.format = "float16";
-      o.fixes.push_back(f16);
-    }
-    found.push_back(std::move(o));
+    found.push_back(accuracy_origin(ctx, g, pos, err, contribution, total));
   }
   std::stable_sort(found.begin(), found.end(), [](const Origin& a, const Origin& b) {
     return a.contribution > b.contribution;
