@@ -45,21 +45,21 @@ enum Accepts : unsigned { kTensors = 0, kValues = 1, kStrings = 2 };
 
 struct KernelContext {
   const model::Node& node;
-  std::int64_t opset;                 // version of the default domain
-  std::vector<const Tensor*> inputs;  // nullptr for an omitted optional input
-  std::vector<Tensor> outputs;        // one per node output (kernels fill them)
+  std::int64_t opset;                   // version of the default domain
+  std::vector<const Tensor*> inputs{};  // nullptr for an omitted optional input
+  std::vector<Tensor> outputs{};        // one per node output (kernels fill them)
   // The storage dtype of each floating input before widening (float32 for others):
   // kernels that create floating tensors of "the input's type" read it.
-  std::vector<DType> input_dtypes;
+  std::vector<DType> input_dtypes{};
   // Set by a kernel for an output whose storage dtype is not what the executor infers
   // (the float dtype of the inputs for float32 outputs): Cast, ConstantOfShape...
-  std::vector<std::optional<DType>> output_dtypes;
+  std::vector<std::optional<DType>> output_dtypes{};
   int threads = 1;
   std::string where;  // "file: node 'x' (Op)" for errors
   // Runs a subgraph of this node (If/Loop/Scan/SequenceMap bodies) with `inputs` bound to
   // its graph inputs in order, reading other values from the enclosing scopes; returns its
   // outputs, tensors in their storage dtypes.
-  std::function<std::vector<Value>(const model::Graph&, std::vector<Value>)> run_subgraph;
+  std::function<std::vector<Value>(const model::Graph&, std::vector<Value>)> run_subgraph{};
   // Low-precision accumulation of this node's products (MatMul, Gemm, Conv): nullptr
   // accumulates in float32.
   const Format* accumulate = nullptr;
@@ -71,14 +71,14 @@ struct KernelContext {
   DType carrier = DType::float32;
   // Ops registered with kValues only: the value of input i when it is a sequence or an
   // empty optional (inputs[i] is then nullptr); empty when every input is a tensor.
-  std::vector<const Value*> input_values;
+  std::vector<const Value*> input_values{};
   // Ops registered with kValues only (else empty): a sequence or empty optional made for
   // output i instead of a tensor (set_output).
-  std::vector<std::optional<Value>> output_values;
+  std::vector<std::optional<Value>> output_values{};
   // Per input (may be shorter than inputs: false): a weight whose tensor keeps its address
   // and values for the executor's life (a model initializer, or its rounded copy in the
   // WeightCache). What a kernel derives from it alone may be kept in `prepared`.
-  std::vector<char> stable_inputs;
+  std::vector<char> stable_inputs{};
   // The executor's store of what kernels prepare once (oneDNN primitives, weights
   // reordered into their layout); nullptr: nothing is kept.
   class PreparedCache* prepared = nullptr;
@@ -98,7 +98,7 @@ struct KernelContext {
     bool keep_float32 = false;
     std::function<const Tensor*()> rounded;  // the rounded copy (WeightCache), made once
   };
-  std::optional<UnroundedWeight> unrounded;
+  std::optional<UnroundedWeight> unrounded{};
   // Puts the rounded copy of the unrounded weight in its place (nothing when there is
   // none): for the kernel's paths that do not round it themselves. The observer then sees
   // that copy.
@@ -570,6 +570,27 @@ class Executor {
                                                      const std::vector<Enclosing>& enclosing = {},
                                                      const std::string& path = {},
                                                      Profiler* profiler = nullptr) const;
+  // Runs the body `sub` of the node `ctx` runs on `in`, in a scope inside `scope`, and
+  // returns its outputs (KernelContext::run_subgraph); `chain` ends with that node.
+  std::vector<Value> run_body(const model::Graph& sub, std::vector<Value> in, Scope& scope,
+                              Observer* observer, const std::vector<Enclosing>& chain,
+                              Profiler* profiler, const KernelContext& ctx) const;
+  // The inputs of ctx.node, from `scope`, into `ctx` (inputs, their dtypes and stability,
+  // values that are not tensors, an unrounded weight) as the node (named `here`, inside a
+  // body when `body`) reads them in `fmt`; `converted` holds those converted from another
+  // carrier. Returns the exact format of the first floating input (what data movement
+  // passes on).
+  std::string gather_inputs(KernelContext& ctx, const OpInfo& info, const std::string& here,
+                            Scope& scope, const std::optional<Format>& fmt,
+                            const Observer* observer, bool body,
+                            std::vector<Tensor>& converted) const;
+  // The next input of `ctx`, held by `s`, as the kernel reads it: quantized into the scaled
+  // format, rounded to `fmt` (a weight through the WeightCache, or handed over unrounded),
+  // converted to this carrier, or as it is; marks it stable (ctx.stable_inputs.back()).
+  const Tensor* kernel_input(KernelContext& ctx, const OpInfo& info, Slot& s,
+                             const std::string& here, const std::optional<Format>& fmt,
+                             const Observer* observer, bool body,
+                             std::vector<Tensor>& converted) const;
   // Shows a body node to `observer` (Observer::on_body_node).
   void observe_body(Observer& observer, const model::Node& node, std::size_t pos, Scope& scope,
                     const std::optional<Format>& fmt, const std::vector<Enclosing>& enclosing,

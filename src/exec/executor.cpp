@@ -459,158 +459,35 @@ std::vector<NamedValue> Executor::run_values(const std::vector<NamedValue>& inpu
   return s.output_values();
 }
 
-std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
-    const model::Node& node, std::size_t pos, Scope& scope, const std::optional<Format>& fmt,
-    Observer* observer, const std::vector<Enclosing>& enclosing, const std::string& path,
-    Profiler* profiler) const {
-  const auto* info = Registry::global().find(node.op_type);
-  const bool moves_data = info->kind == OpKind::data_movement;
-  const auto& policy = options_.policy;
-  const DType carrier = options_.carrier;
+namespace {
 
-  const std::string here = path.empty() ? display_name(node, pos) : path;
-  if (profiler) profiler->enter(node, here);
-  const Profiler::Guard timing{profiler};
-  KernelContext ctx{node,
-                    model_.default_opset(),
-                    {},
-                    {},
-                    {},
-                    {},
-                    options_.threads,
-                    where_ + ": " + node.describe(),
-                    {},
-                    fmt && policy.accumulate && policy.accumulate->name != "float32"
-                        ? &*policy.accumulate
-                        : nullptr,
-                    policy.accumulation,
-                    options_.float32_storage,
-                    carrier,
-                    {},
-                    {},
-                    {},
-                    &options_.weights->prepared(),
-                    {}};
-  std::map<const model::Graph*, std::size_t> runs;  // of each body, for Enclosing::iteration
-  ctx.run_subgraph = [&](const model::Graph& sub, std::vector<Value> in) {
-    std::vector<Enclosing> chain = enclosing;
-    chain.push_back({.node = &node,
-                     .path = here,
-                     .attribute = attribute_of(node, sub),
-                     .iteration = runs[&sub]++});
-    Scope inner;
-    inner.parent = &scope;
-    if (in.size() != sub.inputs.size())
-      ctx.fail("subgraph '" + sub.name + "' takes " + std::to_string(sub.inputs.size()) +
-               " inputs, given " + std::to_string(in.size()));
-    for (std::size_t i = 0; i < in.size(); ++i)
-      inner.values[sub.inputs[i].name] =
-          in[i].is_tensor() ? make_slot(in[i].tensor, options_.float32_storage, options_.carrier)
-                            : make_slot(std::move(in[i]));
-    add_initializers(sub, inner);
-    run_graph(sub, inner, observer, chain, profiler);
-    std::vector<Value> out;
-    for (const auto& o : sub.outputs) {
-      Slot* s = inner.find(o.name);
-      if (!s) ctx.fail("subgraph output '" + o.name + "' was not produced");
-      out.push_back(slot_value(*s));
-    }
-    return out;
-  };
-  std::vector<Tensor> rounded;  // inputs converted from another carrier
-  rounded.reserve(node.inputs.size());
-  std::string carried_format;  // what data-movement ops pass on
-  for (const auto& name : node.inputs) {
-    if (name.empty()) {
-      ctx.inputs.push_back(nullptr);
-      ctx.input_dtypes.push_back(DType::float32);
-      continue;
-    }
-    Slot* found = scope.find(name);
-    if (!found) throw Error(ctx.where, "input '" + name + "' is not available");
-    Slot& s = *found;
-    if (s.other) {
-      if (!(info->accepts & kValues))
-        throw Error(ctx.where, "input '" + name + "' is " + a_kind(s.other->kind) + "; " +
-                                   node.op_type + " takes tensors");
-      ctx.input_values.resize(node.inputs.size());
-      ctx.input_values[ctx.inputs.size()] = s.other.get();
-      ctx.inputs.push_back(nullptr);
-      ctx.input_dtypes.push_back(DType::float32);
-      continue;
-    }
-    ctx.input_dtypes.push_back(s.storage);
-    const Tensor& v = s.value();
-    if (v.dtype() == DType::string && !(info->accepts & kStrings))
-      throw Error(ctx.where, "input '" + name + "' is a string tensor; " + node.op_type +
-                                 " takes numeric tensors");
-    const bool floating = is_float(v.dtype());
-    if (carried_format.empty() && floating) carried_format = s.exact_in;
-    // A weight read in place (the model's tensor) or through the WeightCache keeps its
-    // address; one widened into this run's scope does not, nor does a per-run copy.
-    ctx.stable_inputs.resize(ctx.inputs.size() + 1);
-    auto& stable = ctx.stable_inputs.back();
-    if (fmt && floating && policy.scaled && !policy.unscaled_names.count(here))
-      if (const Tensor* q = quantized_input(s, node, here, ctx.inputs.size())) {
-        stable = s.weight;
-        ctx.inputs.push_back(q);
-        continue;
-      }
-    if (fmt && floating && s.exact_in != fmt->name) {
-      if (s.weight) {
-        stable = true;
-        const auto rounded = [this, &s, &v, f = *fmt] {
-          return &options_.weights->get(s.source, v, f, options_.policy.round_options,
-                                        options_.carrier);
-        };
-        if (hands_unrounded(*info, ctx, s, observer, !enclosing.empty())) {
-          ctx.unrounded = {.input = ctx.inputs.size(),
-                           .format = *fmt,
-                           .options = policy.round_options,
-                           .key = round_key(*fmt, policy.round_options, carrier),
-                           .keep_float32 = options_.prepare_in_float32,
-                           .rounded = rounded};
-          ctx.inputs.push_back(&v);
-        } else {
-          ctx.inputs.push_back(rounded());
-        }
-      } else {
-        auto [it, fresh] = s.rounded.try_emplace(round_key(*fmt, policy.round_options, carrier));
-        if (fresh) it->second = rounded_copy(v, *fmt, policy.round_options, carrier);
-        ctx.inputs.push_back(&it->second);
-      }
-    } else if (floating && v.dtype() != carrier) {  // another executor's session (local run)
-      rounded.push_back(convert(v, carrier));
-      ctx.inputs.push_back(&rounded.back());
-    } else {
-      stable = s.weight && s.view;
-      ctx.inputs.push_back(&v);
-    }
-  }
-  ctx.outputs.resize(node.outputs.size());
-  ctx.output_dtypes.resize(node.outputs.size());
-  if (info->accepts & kValues) ctx.output_values.resize(node.outputs.size());
-  info->kernel(ctx);
-
-  // The storage dtype of float outputs: what the kernel says, else the first floating
-  // input's storage dtype (a float16 model stays float16).
-  DType float_storage = DType::float32;
+// The storage dtype of a node's float outputs: the first input in the carrier's storage
+// dtype (a float16 model stays float16), else float32; a kernel may say otherwise.
+DType float_output_storage(const KernelContext& ctx) {
   for (std::size_t i = 0; i < ctx.inputs.size(); ++i)
-    if (ctx.inputs[i] && ctx.inputs[i]->dtype() == carrier) {
-      float_storage = ctx.input_dtypes[i];
-      break;
-    }
-  std::vector<std::pair<std::string, Slot>> out;
-  for (std::size_t i = 0; i < node.outputs.size(); ++i) {
-    if (node.outputs[i].empty()) continue;
+    if (ctx.inputs[i] && ctx.inputs[i]->dtype() == ctx.carrier) return ctx.input_dtypes[i];
+  return DType::float32;
+}
+
+// The outputs `ctx`'s kernel produced, held as the executor holds values: in the carrier,
+// rounded to their storage format and to `fmt` (the node's format; data movement passes
+// `carried_format` on instead, Cast rounding itself).
+std::vector<std::pair<std::string, Executor::Slot>> node_outputs(
+    KernelContext& ctx, bool moves_data, const std::optional<Format>& fmt, const RunOptions& o,
+    const std::string& carried_format) {
+  const DType carrier = ctx.carrier, float_storage = float_output_storage(ctx);
+  std::vector<std::pair<std::string, Executor::Slot>> out;
+  for (std::size_t i = 0; i < ctx.node.outputs.size(); ++i) {
+    const std::string& name = ctx.node.outputs[i];
+    if (name.empty()) continue;
     if (i < ctx.output_values.size() && ctx.output_values[i]) {
-      out.emplace_back(node.outputs[i], make_slot(std::move(*ctx.output_values[i])));
+      out.emplace_back(name, make_slot(std::move(*ctx.output_values[i])));
       continue;
     }
-    Slot s;
+    Executor::Slot s;
     Tensor t = std::move(ctx.outputs[i]);
     s.storage = ctx.output_dtypes[i].value_or(t.dtype() == carrier ? float_storage : t.dtype());
-    if (options_.float32_storage && !storage_format(s.storage).empty()) s.storage = DType::float32;
+    if (o.float32_storage && !storage_format(s.storage).empty()) s.storage = DType::float32;
     // A computed float32 result in a float64 run would be a kernel computing in float: a
     // bug. (Data movement may pass stored float32 values on, e.g. a Constant: widened.)
     FPG_CHECK(moves_data || !(carrier == DType::float64 && t.dtype() == DType::float32));
@@ -622,13 +499,55 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
         s.exact_in = sf.empty() ? carried_format : sf;
       } else {
         if (!sf.empty()) round_in_place(t, parse_format(sf), {});
-        if (fmt) round_in_place(t, *fmt, policy.round_options);
+        if (fmt) round_in_place(t, *fmt, o.policy.round_options);
         s.exact_in = fmt ? fmt->name : sf;
       }
     }
     s.t = std::move(t);
-    out.emplace_back(node.outputs[i], std::move(s));
+    out.emplace_back(name, std::move(s));
   }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
+    const model::Node& node, std::size_t pos, Scope& scope, const std::optional<Format>& fmt,
+    Observer* observer, const std::vector<Enclosing>& enclosing, const std::string& path,
+    Profiler* profiler) const {
+  const auto* info = Registry::global().find(node.op_type);
+  const auto& policy = options_.policy;
+  const std::string here = path.empty() ? display_name(node, pos) : path;
+  if (profiler) profiler->enter(node, here);
+  const Profiler::Guard timing{profiler};
+  KernelContext ctx{.node = node,
+                    .opset = model_.default_opset(),
+                    .threads = options_.threads,
+                    .where = where_ + ": " + node.describe(),
+                    .accumulate = fmt && policy.accumulate && policy.accumulate->name != "float32"
+                                      ? &*policy.accumulate
+                                      : nullptr,
+                    .accumulation = policy.accumulation,
+                    .float32_storage = options_.float32_storage,
+                    .carrier = options_.carrier,
+                    .prepared = &options_.weights->prepared()};
+  std::map<const model::Graph*, std::size_t> runs;  // of each body, for Enclosing::iteration
+  ctx.run_subgraph = [&](const model::Graph& sub, std::vector<Value> in) {
+    std::vector<Enclosing> chain = enclosing;
+    chain.push_back({.node = &node,
+                     .path = here,
+                     .attribute = attribute_of(node, sub),
+                     .iteration = runs[&sub]++});
+    return run_body(sub, std::move(in), scope, observer, chain, profiler, ctx);
+  };
+  std::vector<Tensor> converted;  // inputs converted from another carrier
+  const std::string carried_format =
+      gather_inputs(ctx, *info, here, scope, fmt, observer, !enclosing.empty(), converted);
+  ctx.outputs.resize(node.outputs.size());
+  ctx.output_dtypes.resize(node.outputs.size());
+  if (info->accepts & kValues) ctx.output_values.resize(node.outputs.size());
+  info->kernel(ctx);
+  auto out = node_outputs(ctx, info->kind == OpKind::data_movement, fmt, options_, carried_format);
   if (profiler) profiler->stop();
   if (observer) {  // lend the outputs to the observer without copying them
     std::vector<NamedTensor> produced;
@@ -643,6 +562,112 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
       if (!slot.other) slot.t = std::move(produced[k++].tensor);
   }
   return out;
+}
+
+std::vector<Value> Executor::run_body(const model::Graph& sub, std::vector<Value> in, Scope& scope,
+                                      Observer* observer, const std::vector<Enclosing>& chain,
+                                      Profiler* profiler, const KernelContext& ctx) const {
+  Scope inner;
+  inner.parent = &scope;
+  if (in.size() != sub.inputs.size())
+    ctx.fail("subgraph '" + sub.name + "' takes " + std::to_string(sub.inputs.size()) +
+             " inputs, given " + std::to_string(in.size()));
+  for (std::size_t i = 0; i < in.size(); ++i)
+    inner.values[sub.inputs[i].name] =
+        in[i].is_tensor() ? make_slot(in[i].tensor, options_.float32_storage, options_.carrier)
+                          : make_slot(std::move(in[i]));
+  add_initializers(sub, inner);
+  run_graph(sub, inner, observer, chain, profiler);
+  std::vector<Value> out;
+  for (const auto& o : sub.outputs) {
+    Slot* s = inner.find(o.name);
+    if (!s) ctx.fail("subgraph output '" + o.name + "' was not produced");
+    out.push_back(slot_value(*s));
+  }
+  return out;
+}
+
+std::string Executor::gather_inputs(KernelContext& ctx, const OpInfo& info, const std::string& here,
+                                    Scope& scope, const std::optional<Format>& fmt,
+                                    const Observer* observer, bool body,
+                                    std::vector<Tensor>& converted) const {
+  const model::Node& node = ctx.node;
+  converted.reserve(node.inputs.size());
+  std::string carried_format;  // what data-movement ops pass on
+  for (const auto& name : node.inputs) {
+    if (name.empty()) {
+      ctx.inputs.push_back(nullptr);
+      ctx.input_dtypes.push_back(DType::float32);
+      continue;
+    }
+    Slot* found = scope.find(name);
+    if (!found) throw Error(ctx.where, "input '" + name + "' is not available");
+    Slot& s = *found;
+    if (s.other) {
+      if (!(info.accepts & kValues))
+        throw Error(ctx.where, "input '" + name + "' is " + a_kind(s.other->kind) + "; " +
+                                   node.op_type + " takes tensors");
+      ctx.input_values.resize(node.inputs.size());
+      ctx.input_values[ctx.inputs.size()] = s.other.get();
+      ctx.inputs.push_back(nullptr);
+      ctx.input_dtypes.push_back(DType::float32);
+      continue;
+    }
+    ctx.input_dtypes.push_back(s.storage);
+    const Tensor& v = s.value();
+    if (v.dtype() == DType::string && !(info.accepts & kStrings))
+      throw Error(ctx.where, "input '" + name + "' is a string tensor; " + node.op_type +
+                                 " takes numeric tensors");
+    if (carried_format.empty() && is_float(v.dtype())) carried_format = s.exact_in;
+    ctx.stable_inputs.resize(ctx.inputs.size() + 1);
+    ctx.inputs.push_back(kernel_input(ctx, info, s, here, fmt, observer, body, converted));
+  }
+  return carried_format;
+}
+
+const Tensor* Executor::kernel_input(KernelContext& ctx, const OpInfo& info, Slot& s,
+                                     const std::string& here, const std::optional<Format>& fmt,
+                                     const Observer* observer, bool body,
+                                     std::vector<Tensor>& converted) const {
+  const auto& policy = options_.policy;
+  const DType carrier = options_.carrier;
+  const Tensor& v = s.value();
+  const bool floating = is_float(v.dtype());
+  // A weight read in place (the model's tensor) or through the WeightCache keeps its
+  // address; one widened into this run's scope does not, nor does a per-run copy.
+  auto& stable = ctx.stable_inputs.back();
+  const std::size_t i = ctx.inputs.size();
+  if (fmt && floating && policy.scaled && !policy.unscaled_names.count(here))
+    if (const Tensor* q = quantized_input(s, ctx.node, here, i)) {
+      stable = s.weight;
+      return q;
+    }
+  if (fmt && floating && s.exact_in != fmt->name) {
+    if (!s.weight) {
+      auto [it, fresh] = s.rounded.try_emplace(round_key(*fmt, policy.round_options, carrier));
+      if (fresh) it->second = rounded_copy(v, *fmt, policy.round_options, carrier);
+      return &it->second;
+    }
+    stable = true;
+    const auto rounded = [this, &s, &v, f = *fmt] {
+      return &options_.weights->get(s.source, v, f, options_.policy.round_options,
+                                    options_.carrier);
+    };
+    if (!hands_unrounded(info, ctx, s, observer, body)) return rounded();
+    ctx.unrounded = {.input = i,
+                     .format = *fmt,
+                     .options = policy.round_options,
+                     .key = round_key(*fmt, policy.round_options, carrier),
+                     .keep_float32 = options_.prepare_in_float32,
+                     .rounded = rounded};
+    return &v;
+  }
+  if (floating && v.dtype() != carrier) {  // another executor's session (local run)
+    converted.push_back(convert(v, carrier));
+    return &converted.back();
+  }
+  stable = s.weight && s.view;
+  return &v;
 }
 
 bool Executor::hands_unrounded(const OpInfo& info, const KernelContext& ctx, const Slot& s,
