@@ -465,6 +465,25 @@ TEST(Executor, ExecutorsSharingWeightsKeepTheirOwnPreparedWeights) {
   fs::remove_all(dir);
 }
 
+// Random float32 tensors (N(0, 0.3)), float16 rounding and bitwise equality, for the
+// weight-rounding tests below.
+struct RoundingTestKit {
+  std::mt19937 rng;
+  std::normal_distribution<float> normal{0, 0.3f};
+  Tensor random(std::vector<std::int64_t> shape) {
+    Tensor t(DType::float32, std::move(shape));
+    for (float& v : t.data<float>()) v = normal(rng);
+    return t;
+  }
+  static Tensor rounded(Tensor t, const RoundOptions& ro) {
+    round(t.data<float>(), t.data<float>(), parse_format("float16"), ro);
+    return t;
+  }
+  static bool same(const Tensor& a, const Tensor& b) {
+    return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
+  }
+};
+
 // Conv takes its weight unrounded where no observer reads weights (OpTraits::rounds_weight)
 // and rounds what it prepares from it: results bit for bit those of the rounded copy (the
 // path an observer that reads weights gets) and of a float32 run of the rounded operands
@@ -476,21 +495,10 @@ TEST(Emulation, ConvRoundsItsPreparedWeightAsTheRoundedCopyWould) {
     bool reads = true;
     bool reads_weights(bool) const override { return reads; }
   };
-  std::mt19937 rng(9);
-  std::normal_distribution<float> normal(0, 0.3f);
-  const auto random = [&](std::vector<std::int64_t> shape) {
-    Tensor t(DType::float32, std::move(shape));
-    for (float& v : t.data<float>()) v = normal(rng);
-    return t;
-  };
-  const Format f16 = parse_format("float16");
-  const auto rounded = [&](Tensor t, const RoundOptions& ro) {
-    round(t.data<float>(), t.data<float>(), f16, ro);
-    return t;
-  };
-  const auto same = [](const Tensor& a, const Tensor& b) {
-    return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
-  };
+  RoundingTestKit kit{std::mt19937(9)};
+  const auto random = [&](std::vector<std::int64_t> shape) { return kit.random(std::move(shape)); };
+  const auto rounded = RoundingTestKit::rounded;
+  const auto same = RoundingTestKit::same;
   const std::vector<std::vector<std::int64_t>> weights = {
       {8, 3, 3, 3}, {16, 16, 1, 1}, {6, 5, 3, 3}, {2, 2, 2, 2, 2, 2}};
   for (const auto& ws : weights)
@@ -544,21 +552,10 @@ TEST(Emulation, MatMulAndGemmRoundTheirWeightAsTheRoundedCopyWould) {
   struct Observing : Recorder {
     bool reads_weights(bool) const override { return false; }
   };
-  std::mt19937 rng(11);
-  std::normal_distribution<float> normal(0, 0.3f);
-  const auto random = [&](std::vector<std::int64_t> shape) {
-    Tensor t(DType::float32, std::move(shape));
-    for (float& v : t.data<float>()) v = normal(rng);
-    return t;
-  };
-  const Format f16 = parse_format("float16");
-  const auto rounded = [&](Tensor t, const RoundOptions& ro) {
-    round(t.data<float>(), t.data<float>(), f16, ro);
-    return t;
-  };
-  const auto same = [](const Tensor& a, const Tensor& b) {
-    return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
-  };
+  RoundingTestKit kit{std::mt19937(11)};
+  const auto random = [&](std::vector<std::int64_t> shape) { return kit.random(std::move(shape)); };
+  const auto rounded = RoundingTestKit::rounded;
+  const auto same = RoundingTestKit::same;
   const auto model_of = [](const std::string& op, const Tensor& w) {
     test::GraphBuilder b({3, 40}, "mm.onnx");
     std::vector<model::Attribute> attrs;
