@@ -465,6 +465,25 @@ TEST(Executor, ExecutorsSharingWeightsKeepTheirOwnPreparedWeights) {
   fs::remove_all(dir);
 }
 
+// Random float32 tensors (N(0, 0.3)), float16 rounding and bitwise equality, for the
+// weight-rounding tests below.
+struct RoundingTestKit {
+  std::mt19937 rng;
+  std::normal_distribution<float> normal{0, 0.3f};
+  Tensor random(std::vector<std::int64_t> shape) {
+    Tensor t(DType::float32, std::move(shape));
+    for (float& v : t.data<float>()) v = normal(rng);
+    return t;
+  }
+  static Tensor rounded(Tensor t, const RoundOptions& ro) {
+    round(t.data<float>(), t.data<float>(), parse_format("float16"), ro);
+    return t;
+  }
+  static bool same(const Tensor& a, const Tensor& b) {
+    return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
+  }
+};
+
 // Conv takes its weight unrounded where no observer reads weights (OpTraits::rounds_weight)
 // and rounds what it prepares from it: results bit for bit those of the rounded copy (the
 // path an observer that reads weights gets) and of a float32 run of the rounded operands
@@ -476,21 +495,10 @@ TEST(Emulation, ConvRoundsItsPreparedWeightAsTheRoundedCopyWould) {
     bool reads = true;
     bool reads_weights(bool) const override { return reads; }
   };
-  std::mt19937 rng(9);
-  std::normal_distribution<float> normal(0, 0.3f);
-  const auto random = [&](std::vector<std::int64_t> shape) {
-    Tensor t(DType::float32, std::move(shape));
-    for (float& v : t.data<float>()) v = normal(rng);
-    return t;
-  };
-  const Format f16 = parse_format("float16");
-  const auto rounded = [&](Tensor t, const RoundOptions& ro) {
-    round(t.data<float>(), t.data<float>(), f16, ro);
-    return t;
-  };
-  const auto same = [](const Tensor& a, const Tensor& b) {
-    return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
-  };
+  RoundingTestKit kit{std::mt19937(9)};
+  const auto random = [&](std::vector<std::int64_t> shape) { return kit.random(std::move(shape)); };
+  const auto rounded = RoundingTestKit::rounded;
+  const auto same = RoundingTestKit::same;
   const std::vector<std::vector<std::int64_t>> weights = {
       {8, 3, 3, 3}, {16, 16, 1, 1}, {6, 5, 3, 3}, {2, 2, 2, 2, 2, 2}};
   for (const auto& ws : weights)
@@ -530,6 +538,65 @@ TEST(Emulation, ConvRoundsItsPreparedWeightAsTheRoundedCopyWould) {
             ro);
         EXPECT_TRUE(same(unrounded, want));
         EXPECT_TRUE(same(copy, want));
+      }
+}
+
+// MatMul and Gemm take their weight B unrounded where no observer reads weights
+// (OpTraits::rounds_weight): the first run rounds it per call, check's runs (prepared in
+// float32) share the latest rounding, later runs read the WeightCache's copy. Every run's
+// result is bit for bit a float32 run of the rounded operands whose output is rounded
+// after, with weights that overflow float16 or become subnormal or zero, with and without
+// saturation; and executors sharing the weights (check's emulated and local runs, over
+// several input sets) get the same.
+TEST(Emulation, MatMulAndGemmRoundTheirWeightAsTheRoundedCopyWould) {
+  struct Observing : Recorder {
+    bool reads_weights(bool) const override { return false; }
+  };
+  RoundingTestKit kit{std::mt19937(11)};
+  const auto random = [&](std::vector<std::int64_t> shape) { return kit.random(std::move(shape)); };
+  const auto rounded = RoundingTestKit::rounded;
+  const auto same = RoundingTestKit::same;
+  const auto model_of = [](const std::string& op, const Tensor& w) {
+    test::GraphBuilder b({3, 40}, "mm.onnx");
+    std::vector<model::Attribute> attrs;
+    if (op == "Gemm") attrs.push_back({"transB", std::int64_t{1}, ""});
+    b.init("w", w).node("node", op, {"x", "w"}, "y", attrs).output("y");
+    return b.m;
+  };
+  for (const std::string op : {"MatMul", "Gemm"})
+    for (const bool saturate : {false, true})
+      for (const bool in_float32 : {false, true}) {  // RunOptions::prepare_in_float32
+        SCOPED_TRACE(op + (saturate ? " saturating" : "") + (in_float32 ? " in float32" : ""));
+        Tensor w = random(op == "Gemm" ? std::vector<std::int64_t>{24, 40}
+                                       : std::vector<std::int64_t>{40, 24});
+        auto wv = w.data<float>();
+        wv[0] = 1e5f, wv[1] = -7e4f, wv[2] = 3e-6f, wv[3] = 1e-9f;
+        const model::Model m = model_of(op, w);
+        RunOptions o = fp16();
+        o.policy.round_options.saturate = saturate;
+        o.prepare_in_float32 = in_float32;
+        const RoundOptions& ro = o.policy.round_options;
+        const Tensor x1 = random({3, 40}), x2 = random({3, 40});
+        const auto want = [&](const Tensor& x) {
+          return rounded(
+              Executor(model_of(op, rounded(w, ro))).run({{"x", rounded(x, ro)}})[0].tensor, ro);
+        };
+        const Tensor want1 = want(x1), want2 = want(x2);
+        Observing rec;
+        o.observer = &rec;
+        const Executor ex(m, o);
+        for (int run = 0; run < 3; ++run) EXPECT_TRUE(same(ex.run({{"x", x1}})[0].tensor, want1));
+        ASSERT_EQ(rec.calls.size(), 3u);
+        EXPECT_EQ(rec.calls[0].input_addresses[1], &m.graph.find_initializer("w")->tensor);
+        // Two executors sharing the weights, node after node, over three input sets.
+        o.observer = nullptr;
+        o.weights = std::make_shared<WeightCache>();
+        const Executor emu(m, o), local(emu, o);
+        for (const Tensor* x : {&x1, &x2, &x1}) {
+          const Tensor& w_want = x == &x2 ? want2 : want1;
+          EXPECT_TRUE(same(local.run({{"x", *x}})[0].tensor, w_want));
+          EXPECT_TRUE(same(emu.run({{"x", *x}})[0].tensor, w_want));
+        }
       }
 }
 
