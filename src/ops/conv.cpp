@@ -253,6 +253,17 @@ bool im2col_is_identity(const ConvGeometry& g) {
   return true;
 }
 
+// The threads of one convolution: one when it is too small for a second thread to pay
+// for waking it (each parallel region of oneDNN's and of the depthwise kernel wakes the
+// pool's threads: tens of microseconds on a VM with the command's passive wait), else the
+// run's. A multiply-add counts as a quarter of parallel_for's element (a load and a store
+// at memory speed). The work is split by output position and channel, never along a sum:
+// the results do not depend on the choice.
+int conv_threads(const ConvGeometry& g, int threads) {
+  const auto macs = g.n * g.m * product(g.out) * (g.c / g.group) * product(g.kernel);
+  return static_cast<std::size_t>(macs) < 4 * detail::parallel_threshold() ? 1 : threads;
+}
+
 template <class T>
 void conv(KernelContext& ctx) {
   const auto [x, w] = conv_operands(ctx);
@@ -266,6 +277,7 @@ void conv(KernelContext& ctx) {
   const T* px = x.data<T>().data();
   T* po = out.data<T>().data();
   if constexpr (std::is_same_v<T, float>) {
+    const detail::PoolThreads pool(conv_threads(geo, ctx.threads));
     const float* pb = bias_of<float>(ctx, m);
     // Depthwise kernels run directly on NCHW, and 1x1 kernels over large planes as one
     // GEMM per image and group (below), without oneDNN's reorders of X and Y.
