@@ -519,17 +519,24 @@ void global_pool(KernelContext& ctx) {
   os[0] = s[0], os[1] = s[1];
   auto out = ctx.out(0, carrier_dtype<T>(), os).template data<T>();
   auto in = x.data<T>();
-  for (std::int64_t p = 0; p < nc; ++p) {
-    T acc = is_max ? -std::numeric_limits<T>::infinity() : 0.0f;
-    for (std::int64_t i = 0; i < len; ++i) {
-      const T v = in[static_cast<std::size_t>(p * len + i)];
-      if constexpr (is_max)
-        acc = v > acc ? v : acc;
-      else
-        acc += v;
-    }
-    out[static_cast<std::size_t>(p)] = is_max ? acc : acc / static_cast<T>(len);
-  }
+  // Planes split across threads; each plane's sum in order, on one thread.
+  detail::parallel_for(
+      static_cast<std::size_t>(nc),
+      detail::resolve_threads(ctx.threads > 1 ? 0 : 1, static_cast<std::size_t>(nc * len)),
+      [&](std::size_t lo, std::size_t hi) {
+        for (auto p = static_cast<std::int64_t>(lo); p < static_cast<std::int64_t>(hi); ++p) {
+          T acc = is_max ? -std::numeric_limits<T>::infinity() : 0.0f;
+          for (std::int64_t i = 0; i < len; ++i) {
+            const T v = in[static_cast<std::size_t>(p * len + i)];
+            if constexpr (is_max)
+              acc = v > acc ? v : acc;
+            else
+              acc += v;
+          }
+          out[static_cast<std::size_t>(p)] = is_max ? acc : acc / static_cast<T>(len);
+        }
+      },
+      1);
 }
 
 // col2im of one output plane of ConvTranspose (`win`: its input and output sizes, kernel,
