@@ -253,7 +253,8 @@ bool im2col_is_identity(const ConvGeometry& g) {
   return true;
 }
 
-// The threads of one convolution: one when it is too small for a second thread to pay
+// The threads of a convolution on the depthwise kernel or oneDNN's primitive: one when
+// it is too small for a second thread to pay
 // for waking it (each parallel region of oneDNN's and of the depthwise kernel wakes the
 // pool's threads: tens of microseconds on a VM with the command's passive wait), else the
 // run's. A multiply-add counts as a quarter of parallel_for's element (a load and a store
@@ -277,6 +278,8 @@ void conv(KernelContext& ctx) {
   const T* px = x.data<T>().data();
   T* po = out.data<T>().data();
   if constexpr (std::is_same_v<T, float>) {
+    // The depthwise kernel and oneDNN's convolution (with its reorders) on conv_threads;
+    // the GEMM paths below keep the run's threads.
     const detail::PoolThreads pool(conv_threads(geo, ctx.threads));
     const float* pb = bias_of<float>(ctx, m);
     // Depthwise kernels run directly on NCHW, and 1x1 kernels over large planes as one
