@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -826,6 +827,106 @@ TEST(Pool, MaxPoolWithoutIndicesEqualsTheIndexedPathBitForBit) {
       ASSERT_EQ(std::bit_cast<std::uint32_t>(rows[i]), std::bit_cast<std::uint32_t>(scalar[i]))
           << "output " << i;
   }
+}
+
+// Nearest Resize of the last two axes (planar: row by row, the input plus 0, repeated
+// rows copied) gives the generic path's bits (the sum over the taps of 1 x input in double:
+// -0 becomes +0, NaN payloads kept): the generic path runs the same resize with the batch
+// axis doubled too, whose outputs 2b and 2b + 1 are input b's (in these coordinate and
+// rounding modes).
+TEST(Resize, NearestOfThePlanesEqualsTheGenericPathBitForBit) {
+  struct Case {
+    std::string transform, nearest_mode;
+    float scale_h, scale_w;
+  };
+  const std::vector<Case> cases = {{"asymmetric", "floor", 2.0f, 2.0f},
+                                   {"half_pixel", "round_prefer_floor", 1.5f, 2.5f},
+                                   {"align_corners", "round_prefer_ceil", 0.6f, 3.0f},
+                                   {"pytorch_half_pixel", "round_prefer_floor", 3.0f, 0.5f}};
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> uniform(-4.0f, 4.0f);
+  const std::vector<float> special = {std::bit_cast<float>(0x7fc00001u),
+                                      std::bit_cast<float>(0xffc12345u),
+                                      std::numeric_limits<float>::infinity(),
+                                      0.0f,
+                                      -0.0f,
+                                      1e-40f};
+  std::vector<float> x(2 * 3 * 5 * 7);
+  for (float& v : x) v = rng() % 4 == 0 ? special[rng() % special.size()] : uniform(rng);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.transform + " " + c.nearest_mode);
+    test::GraphBuilder b({2, 3, 5, 7});
+    const std::vector<model::Attribute> attrs = {
+        {"mode", std::string("nearest"), ""},
+        {"coordinate_transformation_mode", c.transform, ""},
+        {"nearest_mode", c.nearest_mode, ""}};
+    b.init("planar", floats({4}, {1.0f, 1.0f, c.scale_h, c.scale_w}))
+        .init("generic", floats({4}, {2.0f, 1.0f, c.scale_h, c.scale_w}))
+        .node("p", "Resize", {"x", "", "planar"}, "y_planar", attrs)
+        .node("g", "Resize", {"x", "", "generic"}, "y_generic", attrs)
+        .output("y_planar")
+        .output("y_generic");
+    const auto out = Executor(b.m).run({{"x", floats({2, 3, 5, 7}, x)}});
+    ASSERT_EQ(out.size(), 2u);
+    const auto planar = out[0].tensor.data<float>(), generic = out[1].tensor.data<float>();
+    ASSERT_EQ(generic.size(), 2 * planar.size());
+    const std::size_t image = planar.size() / 2;
+    for (std::size_t i = 0; i < planar.size(); ++i) {
+      const std::size_t batch = i / image, rest = i % image;
+      for (std::size_t copy = 0; copy < 2; ++copy)
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(planar[i]),
+                  std::bit_cast<std::uint32_t>(generic[(2 * batch + copy) * image + rest]))
+            << "output " << i;
+    }
+  }
+}
+
+// Linear Resize of the last two axes: each output is the double sum, in order, of (row
+// weight x column weight) x input over the two row taps (outer) and the two column taps,
+// rounded to float32 once; worked out here from the coordinates (half_pixel, clamped at
+// the edges), bit for bit.
+TEST(Resize, LinearOfThePlanesIsTheDoubleSumOfItsFourTaps) {
+  const std::int64_t h = 5, w = 7;
+  const double sh = 2.5, sw = 1.75;
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> uniform(-4.0f, 4.0f);
+  std::vector<float> x(static_cast<std::size_t>(3 * h * w));
+  for (float& v : x) v = uniform(rng);
+  x[3] = -0.0f;
+  test::GraphBuilder b({1, 3, h, w});
+  b.init("scales", floats({4}, {1.0f, 1.0f, static_cast<float>(sh), static_cast<float>(sw)}))
+      .node("r", "Resize", {"x", "", "scales"}, "y",
+            {{"mode", std::string("linear"), ""},
+             {"coordinate_transformation_mode", std::string("half_pixel"), ""}})
+      .output("y");
+  const auto out = Executor(b.m).run({{"x", floats({1, 3, h, w}, x)}});
+  ASSERT_EQ(out.size(), 1u);
+  const auto oh = static_cast<std::int64_t>(std::floor(h * sh)),
+             ow = static_cast<std::int64_t>(std::floor(w * sw));
+  ASSERT_EQ(out[0].tensor.shape(), (std::vector<std::int64_t>{1, 3, oh, ow}));
+  // The two taps (index, weight) of output o on an axis of n inputs.
+  auto taps = [](std::int64_t o, double scale, std::int64_t n) {
+    const double xo = (static_cast<double>(o) + 0.5) / scale - 0.5;
+    const auto base = static_cast<std::int64_t>(std::floor(xo));
+    const double r = xo - static_cast<double>(base);
+    auto clamp = [n](std::int64_t i) { return std::min(std::max<std::int64_t>(i, 0), n - 1); };
+    return std::array<std::pair<std::int64_t, double>, 2>{
+        {{clamp(base), 1 - r}, {clamp(base + 1), r}}};
+  };
+  const auto y = out[0].tensor.data<float>();
+  for (std::int64_t c = 0; c < 3; ++c)
+    for (std::int64_t oy = 0; oy < oh; ++oy)
+      for (std::int64_t ox = 0; ox < ow; ++ox) {
+        double acc = 0;
+        for (const auto& [iy, wy] : taps(oy, sh, h))
+          for (const auto& [ix, wx] : taps(ox, sw, w))
+            acc +=
+                wy * wx * static_cast<double>(x[static_cast<std::size_t>((c * h + iy) * w + ix)]);
+        const auto i = static_cast<std::size_t>((c * oh + oy) * ow + ox);
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(y[i]),
+                  std::bit_cast<std::uint32_t>(static_cast<float>(acc)))
+            << "output " << i;
+      }
 }
 
 // A bidirectional RNN whose directions take different activations with alpha and beta

@@ -38,6 +38,24 @@ inline int resolve_threads(int requested, std::size_t n) {
   return static_cast<int>(std::min<std::size_t>(pool, n / (threshold / 2)));
 }
 
+// The pool's thread count (what oneDNN's primitives and resolve_threads read) set to
+// `threads` for the life of the object, and restored after: work too small to pay for
+// waking the pool's sleeping threads runs on the calling thread alone.
+class PoolThreads {
+ public:
+  explicit PoolThreads(int threads) : saved_(omp_get_max_threads()) {
+    if (threads != saved_) omp_set_num_threads(threads);
+  }
+  ~PoolThreads() {
+    if (omp_get_max_threads() != saved_) omp_set_num_threads(saved_);
+  }
+  PoolThreads(const PoolThreads&) = delete;
+  PoolThreads& operator=(const PoolThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
 // Calls fn(begin, end) on contiguous chunks of [0, n); chunk boundaries are multiples of
 // `align` so SIMD kernels see aligned tails only at the very end. The chunks run on
 // OpenMP's thread pool, the one oneDNN's GEMMs use: its workers are already running (and

@@ -253,6 +253,18 @@ bool im2col_is_identity(const ConvGeometry& g) {
   return true;
 }
 
+// The threads of a convolution on the depthwise kernel or oneDNN's primitive: one when
+// it is too small for a second thread to pay
+// for waking it (each parallel region of oneDNN's and of the depthwise kernel wakes the
+// pool's threads: tens of microseconds on a VM with the command's passive wait), else the
+// run's. A multiply-add counts as a quarter of parallel_for's element (a load and a store
+// at memory speed). The work is split by output position and channel, never along a sum:
+// the results do not depend on the choice.
+int conv_threads(const ConvGeometry& g, int threads) {
+  const auto macs = g.n * g.m * product(g.out) * (g.c / g.group) * product(g.kernel);
+  return static_cast<std::size_t>(macs) < 4 * detail::parallel_threshold() ? 1 : threads;
+}
+
 template <class T>
 void conv(KernelContext& ctx) {
   const auto [x, w] = conv_operands(ctx);
@@ -266,6 +278,9 @@ void conv(KernelContext& ctx) {
   const T* px = x.data<T>().data();
   T* po = out.data<T>().data();
   if constexpr (std::is_same_v<T, float>) {
+    // The depthwise kernel and oneDNN's convolution (with its reorders) on conv_threads;
+    // the GEMM paths below keep the run's threads.
+    const detail::PoolThreads pool(conv_threads(geo, ctx.threads));
     const float* pb = bias_of<float>(ctx, m);
     // Depthwise kernels run directly on NCHW, and 1x1 kernels over large planes as one
     // GEMM per image and group (below), without oneDNN's reorders of X and Y.
@@ -507,17 +522,24 @@ void global_pool(KernelContext& ctx) {
   os[0] = s[0], os[1] = s[1];
   auto out = ctx.out(0, carrier_dtype<T>(), os).template data<T>();
   auto in = x.data<T>();
-  for (std::int64_t p = 0; p < nc; ++p) {
-    T acc = is_max ? -std::numeric_limits<T>::infinity() : 0.0f;
-    for (std::int64_t i = 0; i < len; ++i) {
-      const T v = in[static_cast<std::size_t>(p * len + i)];
-      if constexpr (is_max)
-        acc = v > acc ? v : acc;
-      else
-        acc += v;
-    }
-    out[static_cast<std::size_t>(p)] = is_max ? acc : acc / static_cast<T>(len);
-  }
+  // Planes split across threads; each plane's sum in order, on one thread.
+  detail::parallel_for(
+      static_cast<std::size_t>(nc),
+      detail::resolve_threads(ctx.threads > 1 ? 0 : 1, static_cast<std::size_t>(nc * len)),
+      [&](std::size_t lo, std::size_t hi) {
+        for (auto p = static_cast<std::int64_t>(lo); p < static_cast<std::int64_t>(hi); ++p) {
+          T acc = is_max ? -std::numeric_limits<T>::infinity() : 0.0f;
+          for (std::int64_t i = 0; i < len; ++i) {
+            const T v = in[static_cast<std::size_t>(p * len + i)];
+            if constexpr (is_max)
+              acc = v > acc ? v : acc;
+            else
+              acc += v;
+          }
+          out[static_cast<std::size_t>(p)] = is_max ? acc : acc / static_cast<T>(len);
+        }
+      },
+      1);
 }
 
 // col2im of one output plane of ConvTranspose (`win`: its input and output sizes, kernel,

@@ -5,8 +5,10 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
 #include <span>
 #include <unordered_map>
 
@@ -119,12 +121,15 @@ bool matmul_primitive(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int
 
 namespace {
 
-// A convolution as oneDNN runs it: the primitive, and the weights in its layout (a copy
-// reordered into it, or the caller's tensor when the layouts agree).
+// A convolution as oneDNN runs it: the primitive, the weights in its layout (a copy
+// reordered into it, or the caller's tensor when the layouts agree), and the reorders of
+// X from NCHW into its source layout and of its destination back to NCHW (empty where the
+// layouts agree), made with it rather than per call.
 struct ConvPrepared {
   dnnl::convolution_forward::primitive_desc pd;
   dnnl::convolution_forward primitive;
   dnnl::memory weights;
+  std::optional<dnnl::reorder> x_in, y_out;
 };
 
 const dnnl::engine& cpu_engine() {
@@ -197,8 +202,37 @@ std::shared_ptr<const ConvPrepared> prepare_conv(const ConvDescs& d, const float
     wm = r;
   }
   dnnl::convolution_forward prim(pd);
-  return std::make_shared<const ConvPrepared>(
-      ConvPrepared{.pd = std::move(pd), .primitive = std::move(prim), .weights = std::move(wm)});
+  std::optional<dnnl::reorder> x_in, y_out;
+  if (pd.src_desc() != d.x)
+    x_in = dnnl::reorder(dnnl::reorder::primitive_desc(eng, d.x, eng, pd.src_desc()));
+  if (pd.dst_desc() != d.y)
+    y_out = dnnl::reorder(dnnl::reorder::primitive_desc(eng, pd.dst_desc(), eng, d.y));
+  return std::make_shared<const ConvPrepared>(ConvPrepared{.pd = std::move(pd),
+                                                           .primitive = std::move(prim),
+                                                           .weights = std::move(wm),
+                                                           .x_in = std::move(x_in),
+                                                           .y_out = std::move(y_out)});
+}
+
+// A buffer of at least `bytes` for an operand in the primitive's layout (`which`: 0 for
+// X, 1 for Y), one pair per thread, grown to the largest convolution the thread ran and
+// kept: the blocked copies were allocated anew on every call.
+void* conv_scratch(int which, std::size_t bytes) {
+  struct Buffer {
+    void* data = nullptr;
+    std::size_t size = 0;
+    ~Buffer() { std::free(data); }
+  };
+  thread_local Buffer buffers[2];
+  Buffer& b = buffers[which];
+  if (b.size < bytes) {
+    std::free(b.data);
+    b.size = 0;
+    b.data = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!b.data) throw std::bad_alloc();
+    b.size = bytes;
+  }
+  return b.data;
 }
 
 // Prepared weights `w` (in oneDNN's layout) rounded as `u` says, into a new buffer.
@@ -243,7 +277,10 @@ std::pair<std::shared_ptr<const ConvPrepared>, dnnl::memory> prepared_conv(const
   }
   char addr[32];
   std::snprintf(addr, sizeof addr, "%p|", static_cast<const void*>(w));
-  const std::string key = std::string("conv|") + addr + dims_key(d.x.dims());
+  // The primitive keeps the thread count it was made for (oneDNN's jit kernels split
+  // their work when they are made).
+  const std::string key = std::string("conv|") + addr + dims_key(d.x.dims()) + "t" +
+                          std::to_string(omp_get_max_threads());
   const bool keep_rounded = u && !u->keep_float32;
   auto p = ctx.prepared->get<ConvPrepared>(ctx.node, keep_rounded ? key + "|" + u->key : key, [&] {
     auto made = prepare_conv(d, w, bias);
@@ -256,7 +293,9 @@ std::pair<std::shared_ptr<const ConvPrepared>, dnnl::memory> prepared_conv(const
     return std::make_shared<const ConvPrepared>(
         ConvPrepared{.pd = made->pd,
                      .primitive = made->primitive,
-                     .weights = rounded_weights(made->weights, *u, ctx.threads)});
+                     .weights = rounded_weights(made->weights, *u, ctx.threads),
+                     .x_in = made->x_in,
+                     .y_out = made->y_out});
   });
   if (!u || keep_rounded) return {p, p->weights};
   const auto r = ctx.prepared->latest<dnnl::memory>(ctx.node, key + "|" + u->key, [&] {
@@ -280,17 +319,22 @@ bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float
     const auto [prep, weights] = prepared_conv(ctx, d, w, bias != nullptr);
     const auto& pd = prep->pd;
     memory xm(d.x, eng, const_cast<float*>(x)), ym(d.y, eng, y);
-    memory xr = xm;
-    if (pd.src_desc() != d.x) {
-      xr = memory(pd.src_desc(), eng);
-      dnnl::reorder(xm, xr).execute(strm, xm, xr);
-    }
-    memory yr = pd.dst_desc() == d.y ? ym : memory(pd.dst_desc(), eng);
+    memory xr =
+        prep->x_in ? memory(pd.src_desc(), eng, conv_scratch(0, pd.src_desc().get_size())) : xm;
+    memory yr =
+        prep->y_out ? memory(pd.dst_desc(), eng, conv_scratch(1, pd.dst_desc().get_size())) : ym;
+    // A reorder smaller than parallel_for's threshold runs on this thread alone.
+    const auto reorder = [&](const dnnl::reorder& r, memory& from, memory& to) {
+      const std::size_t n = from.get_desc().get_size() / sizeof(float);
+      const detail::PoolThreads pool(n < detail::parallel_threshold() ? 1 : omp_get_max_threads());
+      r.execute(strm, from, to);
+    };
+    if (prep->x_in) reorder(*prep->x_in, xm, xr);
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, xr}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, yr}};
     if (bias) args.emplace(DNNL_ARG_BIAS, memory(d.b, eng, const_cast<float*>(bias)));
     prep->primitive.execute(strm, args);
-    if (yr != ym) dnnl::reorder(yr, ym).execute(strm, yr, ym);
+    if (prep->y_out) reorder(*prep->y_out, yr, ym);
     strm.wait();
   } catch (const dnnl::error&) {
     return false;

@@ -142,10 +142,79 @@ bool planar(const std::vector<AxisPlan>& plans, const Shape& in, const Shape& ou
   return true;
 }
 
+// The taps of one axis flattened: coordinate o's are [first[o], first[o + 1]) of index
+// and weight.
+struct FlatTaps {
+  std::vector<std::size_t> first{0};
+  std::vector<std::int64_t> index;
+  std::vector<double> weight;
+  bool single = true;  // one tap of weight 1 per coordinate (nearest)
+  bool pairs = true;   // two taps per coordinate (linear)
+  explicit FlatTaps(const std::vector<Taps>& taps) {
+    for (const Taps& t : taps) {
+      index.insert(index.end(), t.index.begin(), t.index.end());
+      weight.insert(weight.end(), t.weight.begin(), t.weight.end());
+      first.push_back(index.size());
+      single = single && t.index.size() == 1 && t.weight[0] == 1.0;
+      pairs = pairs && t.index.size() == 2;
+    }
+  }
+};
+
+// resample_row's sum for two row taps and two column taps per output (linear), unrolled:
+// the same products, added in the same order.
+template <class T>
+void resample_row_2x2(const T* plane, std::int64_t iw, const Taps& ty, const FlatTaps& cols, T* dst,
+                      std::int64_t ow) {
+  const T* r0 = plane + ty.index[0] * iw;
+  const T* r1 = plane + ty.index[1] * iw;
+  const double wy0 = ty.weight[0], wy1 = ty.weight[1];
+  const std::int64_t* ci = cols.index.data();
+  const double* cw = cols.weight.data();
+  for (std::int64_t x = 0; x < ow; ++x) {
+    const std::int64_t c0 = ci[2 * x], c1 = ci[2 * x + 1];
+    const double w0 = cw[2 * x], w1 = cw[2 * x + 1];
+    double acc = 0;
+    acc += wy0 * w0 * static_cast<double>(r0[c0]);
+    acc += wy0 * w1 * static_cast<double>(r0[c1]);
+    acc += wy1 * w0 * static_cast<double>(r1[c0]);
+    acc += wy1 * w1 * static_cast<double>(r1[c1]);
+    dst[x] = static_cast<T>(acc);
+  }
+}
+
+// One output row of a plane: output x is the sum over the row taps (`ty`) and x's column
+// taps of (row weight x column weight) x input, in double, in that order.
+template <class T>
+void resample_row(const T* plane, std::int64_t iw, const Taps& ty, const FlatTaps& cols, T* dst,
+                  std::int64_t ow) {
+  if (cols.single && ty.index.size() == 1 && ty.weight[0] == 1.0) {
+    // Nearest: 0 + (1 x 1) x input, which is the input plus 0 (a negative zero becomes +0,
+    // a NaN stays a NaN): the sum below, bit for bit, without the conversions to double.
+    const T* row = plane + ty.index[0] * iw;
+    for (std::int64_t x = 0; x < ow; ++x)
+      dst[x] = row[cols.index[static_cast<std::size_t>(x)]] + T{0};
+    return;
+  }
+  if (cols.pairs && ty.index.size() == 2) return resample_row_2x2(plane, iw, ty, cols, dst, ow);
+  for (std::int64_t x = 0; x < ow; ++x) {
+    const std::size_t j0 = cols.first[static_cast<std::size_t>(x)],
+                      j1 = cols.first[static_cast<std::size_t>(x) + 1];
+    double acc = 0;
+    for (std::size_t i = 0; i < ty.index.size(); ++i) {
+      const T* row = plane + ty.index[i] * iw;
+      for (std::size_t j = j0; j < j1; ++j)
+        acc += ty.weight[i] * cols.weight[j] * static_cast<double>(row[cols.index[j]]);
+    }
+    dst[x] = static_cast<T>(acc);
+  }
+}
+
 // resample's arithmetic, plane by plane (planes split across threads): the same double
 // products and sums in the same order (a leading axis' weight 1 changes no product), so
 // the same bits, without the per-element odometer, the double copy of the input and the
-// double output (dbnet's six Resizes: 291 -> see bench/README.md).
+// double output (dbnet's six Resizes: 291 -> see bench/README.md). An output row whose
+// taps are the previous row's is a copy of it (nearest upsampling).
 template <class T>
 void resample_planes(KernelContext& ctx, const std::vector<AxisPlan>& plans, const Shape& in_shape,
                      const Shape& out_shape) {
@@ -156,7 +225,7 @@ void resample_planes(KernelContext& ctx, const std::vector<AxisPlan>& plans, con
   const T* px = ctx.in(0).data<T>().data();
   T* po = ctx.out_uninit(0, carrier_dtype<T>(), out_shape).template data<T>().data();
   const auto& rows = plans[r - 2].taps;
-  const auto& cols = plans[r - 1].taps;
+  const FlatTaps cols(plans[r - 1].taps);
   detail::parallel_for(
       static_cast<std::size_t>(planes),
       detail::resolve_threads(ctx.threads > 1 ? 0 : 1, static_cast<std::size_t>(planes * oh * ow)),
@@ -166,16 +235,11 @@ void resample_planes(KernelContext& ctx, const std::vector<AxisPlan>& plans, con
           T* dst = po + p * oh * ow;
           for (std::int64_t y = 0; y < oh; ++y) {
             const Taps& ty = rows[static_cast<std::size_t>(y)];
-            for (std::int64_t x = 0; x < ow; ++x) {
-              const Taps& tx = cols[static_cast<std::size_t>(x)];
-              double acc = 0;
-              for (std::size_t i = 0; i < ty.index.size(); ++i) {
-                const T* row = plane + ty.index[i] * iw;
-                for (std::size_t j = 0; j < tx.index.size(); ++j)
-                  acc += ty.weight[i] * tx.weight[j] * static_cast<double>(row[tx.index[j]]);
-              }
-              dst[y * ow + x] = static_cast<T>(acc);
-            }
+            if (y > 0 && ty.index == rows[static_cast<std::size_t>(y) - 1].index &&
+                ty.weight == rows[static_cast<std::size_t>(y) - 1].weight)
+              std::copy(dst + (y - 1) * ow, dst + y * ow, dst + y * ow);
+            else
+              resample_row(plane, iw, ty, cols, dst + y * ow, ow);
           }
         }
       },

@@ -2,7 +2,8 @@
 tests leave out: groups (grouped and depthwise), dilations, 1-D and 3-D kernels, asymmetric
 and SAME pads, strides, with and without bias; the float32 paths (oneDNN's convolution
 primitive, the direct depthwise kernel, 1x1 kernels as a GEMM) and the float64 truth run
-(--precision float64, im2col + the float64 GEMM). ConvTranspose (2-D) against
+(--precision float64, im2col + the float64 GEMM); convolutions large enough for two threads
+give one thread's bits; a chain of convolutions run twice in one process. ConvTranspose (2-D) against
 torch.nn.functional.conv_transpose2d the same way."""
 
 import os
@@ -46,7 +47,16 @@ CASES = [
     ("2d 1x1 grouped", [2, 8, 6, 5], 6, [1, 1], {"group": 2}),
     ("2d 1x1 padded", [1, 4, 5, 5], 3, [1, 1], {"pads": [1, 0, 0, 1]}),
     ("1d 1x1", [2, 5, 9], 3, [1], {}),
+    # Large enough to run on the pool's threads (smaller ones run on one thread).
+    ("2d 3x3, threaded", [1, 32, 40, 40], 48, [3, 3], {"pads": [1, 1, 1, 1]}),
+    ("2d depthwise, threaded", [1, 96, 60, 60], 96, [3, 3], {"group": 96, "pads": [1, 1, 1, 1]}),
 ]
+
+# Convolutions in a chain, on oneDNN's primitive (3x3 kernels) with activations of growing
+# and shrinking sizes (the buffers of their blocked layouts are kept and reused), run
+# twice in one process (the second run reuses what the first prepared): (out channels,
+# stride) per layer, on an input of [1, 5, 33, 29].
+CHAIN = [(12, 1), (40, 1), (8, 2), (64, 1), (3, 1)]
 
 # ConvTranspose (name, input shape, out channels, kernel, attrs): col2im by output rows.
 TRANSPOSED = [
@@ -117,6 +127,60 @@ def model(x_shape, w, b, attrs, op="Conv"):
     return m
 
 
+def chain_model(x_shape, layers):
+    """The Convs of `layers` in a chain, and the weights and biases they take."""
+    nodes, init, params, c, name = [], [], [], x_shape[1], "x"
+    rng = np.random.default_rng(11)
+    for i, (m, stride) in enumerate(layers):
+        w = (rng.standard_normal([m, c, 3, 3]) / np.sqrt(9 * c)).astype(np.float32)
+        b = rng.standard_normal(m).astype(np.float32)
+        init += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
+        params.append((w, b, {"pads": [1, 1, 1, 1], "strides": [stride, stride]}))
+        out = "y" if i == len(layers) - 1 else f"h{i}"
+        nodes.append(helper.make_node("Conv", [name, f"w{i}", f"b{i}"], [out], **params[-1][2]))
+        name, c = out, m
+    g = helper.make_graph(nodes, "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          initializer=init)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m, params
+
+
+def check_chain(c, fpguard, tmp):
+    """CHAIN against PyTorch layer by layer (float64), twice in one process."""
+    x_shape = [1, 5, 33, 29]
+    m, params = chain_model(x_shape, CHAIN)
+    x = np.random.default_rng(12).standard_normal(x_shape).astype(np.float32)
+    want = x.astype(np.float64)
+    for w, b, attrs in params:
+        want = torch_conv(want, w, b, attrs)
+    path, xp, out = (os.path.join(tmp, f) for f in ("chain.onnx", "chain_x.npy", "chain_out"))
+    onnx.save(m, path)
+    np.save(xp, x)
+    r = fpgref.run(fpguard, "run", path, "--input", "x=" + xp, "--outputs", out, "--repeat", "2")
+    if c.check(r.returncode == 0, "Conv chain: exit code", r.stderr):
+        got = np.load(os.path.join(out, "y.npy")).astype(np.float64)
+        err = np.abs(got - want).max() if got.shape == want.shape else np.inf
+        c.check(err <= 1e-5 * max(1.0, np.abs(want).max()), "Conv chain: values",
+                f"shape {got.shape} vs {want.shape}, max error {err:.3g}")
+
+
+def check_threads_agree(c, fpguard, path, xp, tmp, case):
+    """One thread and two give the same bits: work is split by output, never along a sum."""
+    outs = []
+    for threads in ("1", "2"):
+        out = os.path.join(tmp, "threads_" + threads)
+        r = fpgref.run(fpguard, "run", path, "--input", "x=" + xp, "--outputs", out,
+                       "--threads", threads)
+        if not c.check(r.returncode == 0, f"{case} --threads {threads}: exit code", r.stderr):
+            return
+        outs.append(np.load(os.path.join(out, "y.npy")))
+    c.check(outs[0].tobytes() == outs[1].tobytes(), f"{case}: 1 and 2 threads, bit for bit",
+            f"max difference {np.abs(outs[0] - outs[1]).max():.3g}")
+
+
 def main():
     args = fpgref.parse_args(__doc__)
     c = fpgref.Checker("conv_test")
@@ -141,6 +205,8 @@ def main():
                 onnx.save(model(x_shape, w, b, attrs, op), path)
                 xp = os.path.join(tmp, "x.npy")
                 np.save(xp, x)
+                if "threaded" in name:
+                    check_threads_agree(c, args.fpguard, path, xp, tmp, case)
                 for precision, tol in (("float32", 1e-5), ("float64", None)):
                     out = os.path.join(tmp, "out_" + precision)
                     r = fpgref.run(args.fpguard, "run", path, "--input", "x=" + xp, "--outputs",
@@ -166,6 +232,7 @@ def main():
                         err = np.abs(got - want).max()
                         c.check(err <= tol * scale, f"{case} float32: values",
                                 f"max error {err:.3g} > {tol * scale:.3g}")
+        check_chain(c, args.fpguard, tmp)
     return c.finish()
 
 
