@@ -757,6 +757,32 @@ TEST(Shard, MergedSumsAreExactInAnyOrder) {
 // set 0) and every node's numbers.
 // A scaled precision's operand counts (hand-derived in graph_util.hpp's outlier_matmul):
 // the origin they make, and states of disjoint sets merge into exactly one check's counts.
+// outlier_matmul's operand counts in mxfp4_e2m1 over `sets` input sets of its x scaled by
+// powers of two (the same blocks): per set and row, 31 ones swamped by the 64 of the first
+// block; W's ones exact.
+void expect_outlier_counts(const std::vector<ScaledOperandRecord>& ops, std::uint64_t sets) {
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].input, 0u);
+  EXPECT_EQ(ops[0].value, "x");
+  EXPECT_EQ(ops[0].format, "mxfp4_e2m1");
+  EXPECT_FALSE(ops[0].weight);
+  EXPECT_EQ(ops[0].nonzero, sets * 128);
+  EXPECT_EQ(ops[0].blocks, sets * 4);
+  EXPECT_EQ(ops[0].swamped, sets * 62);
+  EXPECT_EQ(ops[0].swamped_blocks, sets * 2);
+  EXPECT_EQ(ops[0].flushed, ops[0].swamped);
+  EXPECT_EQ(ops[0].underflow, 0u);
+  EXPECT_EQ(ops[0].saturated, 0u);
+  EXPECT_EQ(ops[0].clipped, 0u);
+  EXPECT_EQ(ops[1].input, 1u);
+  EXPECT_EQ(ops[1].value, "W");
+  EXPECT_TRUE(ops[1].weight);
+  EXPECT_EQ(ops[1].nonzero, sets * 256);
+  EXPECT_EQ(ops[1].blocks, sets * 8);  // W [64, 4] along K: two blocks per column
+  EXPECT_EQ(ops[1].flushed, 0u);
+  EXPECT_EQ(ops[1].clipped, 0u);
+}
+
 TEST(Scaled, KeepUnscaledRunsTheGemmInTheOtherPrecision) {
   const auto [b, x] = test::outlier_matmul();
   CheckOptions o = fp16();
@@ -786,20 +812,7 @@ TEST(Shard, ScaledOperandCountsMergeExactly) {
   const Diagnosis want = check(b.m, sets, o);
   ASSERT_EQ(want.nodes.size(), 1u);
   const auto& ops = want.nodes[0].scaled_operands;
-  ASSERT_EQ(ops.size(), 2u);
-  EXPECT_EQ(ops[0].input, 0u);
-  EXPECT_EQ(ops[0].value, "x");
-  EXPECT_EQ(ops[0].format, "mxfp4_e2m1");
-  EXPECT_FALSE(ops[0].weight);
-  EXPECT_EQ(ops[0].nonzero, 3u * 128);
-  EXPECT_EQ(ops[0].blocks, 3u * 4);
-  EXPECT_EQ(ops[0].swamped, 3u * 62);
-  EXPECT_EQ(ops[0].swamped_blocks, 3u * 2);
-  EXPECT_EQ(ops[0].flushed, ops[0].swamped);
-  EXPECT_EQ(ops[0].clipped, 0u);
-  EXPECT_TRUE(ops[1].weight);
-  EXPECT_EQ(ops[1].blocks, 3u * 8);  // W [64, 4] along K: two blocks per column
-  EXPECT_EQ(ops[1].flushed, 0u);
+  expect_outlier_counts(ops, 3);
   ASSERT_EQ(want.origins.size(), 1u);
   const auto& org = want.origins[0];
   EXPECT_EQ(org.kind, OriginKind::block_underflow);
@@ -825,6 +838,28 @@ TEST(Shard, ScaledOperandCountsMergeExactly) {
   EXPECT_TRUE(d.nodes[0].scaled_operands == ops);  // every field
   ASSERT_EQ(d.origins.size(), 1u);
   EXPECT_EQ(d.origins[0].affected, org.affected);
+}
+
+// Operand counts by every way check takes them: the local run's own quantizing pass (x and
+// W at mm_a, which quantizes them first), an earlier reader's of the same set (x at mm_b)
+// and scaled_stats (W at mm_b: the weight cache's copy was made for mm_a). Each is
+// outlier_matmul's hand-derived count, per node and per input set (x, then 2x: the same
+// blocks).
+TEST(Scaled, OperandCountsOfValuesTwoNodesRead) {
+  auto [b, x] = test::outlier_matmul();
+  b.m.graph.nodes[0].name = "mm_a";
+  b.node("mm_b", "MatMul", {"x", "W"}, "z").output("z");
+  CheckOptions o = fp16();
+  o.precision = parse_format("bfloat16");
+  o.scaled = parse_scaled_format("mxfp4_e2m1");
+  Tensor x2 = x;
+  for (auto& v : x2.data<float>()) v *= 2;
+  const Diagnosis d = check(b.m, {{{"x", x}}, {{"x", x2}}}, o);
+  ASSERT_EQ(d.nodes.size(), 2u);
+  for (const auto& n : d.nodes) {
+    SCOPED_TRACE(n.name);
+    expect_outlier_counts(n.scaled_operands, 2);
+  }
 }
 
 TEST(Shard, MergedStatesGiveTheDiagnosisOfOneCheck) {

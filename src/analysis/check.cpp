@@ -13,6 +13,7 @@
 #include "analysis.hpp"
 #include "compare.hpp"
 #include "core/parallel.hpp"
+#include "exec/counting.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/round.hpp"
 #include "fpguard/stats.hpp"
@@ -528,13 +529,19 @@ struct Lockstep {
                       const exec::Session& emu, const std::vector<NamedTensor>* local,
                       bool inherited);
   // What a scaled precision's scales do to a node's operands in its local run (`inputs`:
-  // the reference values of node.inputs, by key: a body node's view); a weight's counts,
-  // the same in every run, measured once (by node record and input).
+  // the reference values of node.inputs, by key: a body node's view). Counts its local run
+  // took while quantizing (`counted`, main-graph nodes) are taken as they are; a weight's
+  // counts, the same in every run, are measured once (by node record and input), and an
+  // activation's once per sample and scaled_key (`sample_scaled`, main-graph values: one
+  // value, one name).
   std::map<std::pair<const NodeRecord*, std::size_t>, ScaledOperandRecord> weight_scaled{};
+  std::map<std::pair<std::string, std::string>, ScaledOperandRecord> sample_scaled{};
   void record_scaled(const model::Node& node, NodeRecord& rec,
-                     const std::vector<const Tensor*>& inputs);
+                     const std::vector<const Tensor*>& inputs,
+                     const exec::OperandCounting* counted = nullptr);
   ScaledOperandRecord measure_scaled(const model::Node& node, const NodeRecord& rec,
-                                     std::size_t input, const Tensor& r, bool weight) const;
+                                     std::size_t input, const Tensor& r, bool weight,
+                                     const exec::OperandCounting* counted);
   // Adds one reference statistics of value `key` (output record `t`) to the aggregate.
   void record_reference(TensorRecord& t, const std::string& key, const TensorStats& st);
   void judge_outputs(const exec::Session& ref, const exec::Session& emu);
@@ -543,7 +550,8 @@ struct Lockstep {
 };
 
 void Lockstep::record_scaled(const model::Node& node, NodeRecord& rec,
-                             const std::vector<const Tensor*>& inputs) {
+                             const std::vector<const Tensor*>& inputs,
+                             const exec::OperandCounting* counted) {
   if (local_ex.options().policy.unscaled_names.count(rec.name)) return;  // runs unscaled
   for (std::size_t i = 0; i < node.inputs.size() && i < inputs.size(); ++i) {
     if (!exec::is_scaled_operand(node, i) || node.inputs[i].empty()) continue;
@@ -551,8 +559,9 @@ void Lockstep::record_scaled(const model::Node& node, NodeRecord& rec,
     if (!r || !exec::is_float(r->dtype())) continue;
     const bool weight = ctx.initializers.count(node.inputs[i]) > 0;
     const auto cached = weight_scaled.find({&rec, i});
-    const ScaledOperandRecord add =
-        cached != weight_scaled.end() ? cached->second : measure_scaled(node, rec, i, *r, weight);
+    const ScaledOperandRecord add = cached != weight_scaled.end()
+                                        ? cached->second
+                                        : measure_scaled(node, rec, i, *r, weight, counted);
     if (weight) weight_scaled.emplace(std::make_pair(&rec, i), add);
     if (add.format.empty()) continue;  // the shape does not fit the op
     auto it = std::find_if(rec.scaled_operands.begin(), rec.scaled_operands.end(),
@@ -565,32 +574,49 @@ void Lockstep::record_scaled(const model::Node& node, NodeRecord& rec,
 }
 
 ScaledOperandRecord Lockstep::measure_scaled(const model::Node& node, const NodeRecord& rec,
-                                             std::size_t i, const Tensor& r, bool weight) const {
+                                             std::size_t i, const Tensor& r, bool weight,
+                                             const exec::OperandCounting* counted) {
   const exec::PrecisionPolicy& policy = local_ex.options().policy;
   const auto op =
       exec::scaled_operand(node, rec.name, i, r.shape(), weight, *policy.scaled, policy);
   if (!op) return {};
+  // The same values quantized the same way: the local run's copy (which quantized r itself
+  // where r is float32), or an earlier reader's of this sample.
+  const std::string key = exec::scaled_key(*op, DType::float32);
+  const exec::OperandCounting::Counted* taken =
+      counted && r.dtype() == DType::float32 ? counted->find(node, i) : nullptr;
+  if (taken && taken->key != key) taken = nullptr;
+  const auto seen =
+      counted && !weight ? sample_scaled.find({node.inputs[i], key}) : sample_scaled.end();
+  if (!taken && seen != sample_scaled.end()) {
+    ScaledOperandRecord again = seen->second;
+    again.input = i;
+    return again;
+  }
   StatsOptions so;
   so.threads = o.threads;
   so.distribution = false;  // the counts alone (taken while quantizing, on the fast path)
-  const ScaledFormatStats st = with_values(
-      r, [&](auto xs) { return scaled_stats(xs, op->layout, op->format, so, op->options.amax); });
-  return {.input = i,
-          .value = node.inputs[i],
-          .format = op->format.name,
-          .weight = weight,
-          .nonzero = st.nonzero,
-          .blocks = st.blocks,
-          .flushed = st.flushed,
-          .flushed_blocks = st.flushed_blocks,
-          .swamped = st.swamped,
-          .swamped_blocks = st.swamped_blocks,
-          .underflow = st.underflow,
-          .subnormal = st.subnormal,
-          .saturated = st.saturated,
-          .saturated_blocks = st.saturated_blocks,
-          .clipped = st.clipped,
-          .clipped_blocks = st.clipped_blocks};
+  const ScaledFormatStats st = taken ? taken->stats : with_values(r, [&](auto xs) {
+    return scaled_stats(xs, op->layout, op->format, so, op->options.amax);
+  });
+  const ScaledOperandRecord measured{.input = i,
+                                     .value = node.inputs[i],
+                                     .format = op->format.name,
+                                     .weight = weight,
+                                     .nonzero = st.nonzero,
+                                     .blocks = st.blocks,
+                                     .flushed = st.flushed,
+                                     .flushed_blocks = st.flushed_blocks,
+                                     .swamped = st.swamped,
+                                     .swamped_blocks = st.swamped_blocks,
+                                     .underflow = st.underflow,
+                                     .subnormal = st.subnormal,
+                                     .saturated = st.saturated,
+                                     .saturated_blocks = st.saturated_blocks,
+                                     .clipped = st.clipped,
+                                     .clipped_blocks = st.clipped_blocks};
+  if (counted && !weight) sample_scaled[{node.inputs[i], key}] = measured;
+  return measured;
 }
 
 void Lockstep::record_reference(TensorRecord& t, const std::string& key, const TensorStats& st) {
@@ -825,6 +851,7 @@ void Lockstep::run_sample(const std::vector<NamedValue>& inputs) {
   range.clear();
   measured.clear();
   sample_absmax.clear();
+  sample_scaled.clear();
   for (const auto* vi : g.runtime_inputs())
     if (const Tensor* t = ref.value(vi->name); t && exec::is_float(t->dtype())) {
       const double a = absmax_of(*t);
@@ -856,12 +883,16 @@ void Lockstep::step(exec::Session& ref, exec::Session& emu, exec::Observer& ref_
 
   std::vector<NamedTensor> local;
   InputProbe probe(ctx, range, fmt ? *fmt : fp32);
+  const bool scaled = fmt && local_ex.options().policy.scaled;
+  std::optional<exec::OperandCounting> counted;  // the counts of the local run's quantizing
+  if (scaled) counted.emplace();
   if (fmt) local = ref.evaluate_next(fmt, &probe, &local_ex);
   const bool inherited = record_inputs(node, pos, ref, probe.nonfinite);
-  if (fmt && local_ex.options().policy.scaled) {
+  if (scaled) {
     std::vector<const Tensor*> in;
     for (const auto& name : node.inputs) in.push_back(name.empty() ? nullptr : ref.value(name));
-    record_scaled(node, rec, in);
+    record_scaled(node, rec, in, &*counted);
+    counted.reset();  // the runs below count nothing
   }
 
   ref.step(&ref_bodies);

@@ -1,9 +1,9 @@
 // The executor: topological run, liveness-based freeing, per-node precision (the
 // emulation model of docs/executor.md), observer callbacks.
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 
+#include "exec/counting.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
 #include "fpguard/limits.hpp"
@@ -176,22 +176,14 @@ std::string round_key(const Format& f, const RoundOptions& o, DType carrier) {
          std::to_string(o.seed) + "|" + std::string(to_string(carrier));
 }
 
-// What makes two quantized copies of one value differ: the format as applied (its scope
-// may differ from the named one's), the layout, the static amax and the carrier.
-std::string scaled_key(const ScaledOperand& op, DType carrier) {
-  std::string key = "scaled|" + op.format.name + "|" + std::string(to_string(op.format.scope)) +
-                    "|" + std::to_string(op.layout.axis) + "|";
-  for (const auto d : op.layout.shape) key += std::to_string(d) + ",";
-  char amax[40] = "own";
-  if (op.options.amax) std::snprintf(amax, sizeof amax, "%a", *op.options.amax);
-  return key + "|" + amax + "|" + std::string(to_string(carrier));
-}
-
 // A float32 or float64 carrier quantized into a scaled format, held in `carrier`. Unlike
 // rounded_copy it quantizes in the destination carrier: the scales are computed in its
 // precision (float32, as the hardware does), whichever session the value comes from, so
 // a weight's one cached copy does not depend on the run that asked first.
-Tensor scaled_copy(const Tensor& t, const ScaledOperand& op, DType carrier) {
+// While an OperandCounting is installed on this thread, a copy of float32 values (input
+// `input` of `node`) is made by it, which keeps the counts its pass takes.
+Tensor scaled_copy(const Tensor& t, const ScaledOperand& op, DType carrier, const model::Node& node,
+                   std::size_t input) {
   Tensor r =
       t.dtype() == carrier ? Tensor::uninitialized(t.dtype(), t.shape()) : convert(t, carrier);
   const Tensor& in = t.dtype() == carrier ? t : r;
@@ -199,6 +191,9 @@ Tensor scaled_copy(const Tensor& t, const ScaledOperand& op, DType carrier) {
     const auto x = in.data<double>();
     round_scaled(std::span<const double>(x.data(), x.size()), r.data<double>(), op.layout,
                  op.format, op.options);
+  } else if (OperandCounting* counting = OperandCounting::current();
+             counting && t.dtype() == DType::float32) {
+    counting->quantize(node, input, t.data<float>(), r.data<float>(), op);
   } else {
     const auto x = in.data<float>();
     round_scaled(std::span<const float>(x.data(), x.size()), r.data<float>(), op.layout, op.format,
@@ -689,9 +684,10 @@ const Tensor* Executor::quantized_input(Slot& s, const model::Node& node, const 
   const DType carrier = options_.carrier;
   const std::string key = scaled_key(*op, carrier);
   if (s.weight)  // quantized once, as weights are rounded once
-    return &options_.weights->get(s.source, key, [&] { return scaled_copy(v, *op, carrier); });
+    return &options_.weights->get(s.source, key,
+                                  [&] { return scaled_copy(v, *op, carrier, node, i); });
   auto [it, fresh] = s.rounded.try_emplace(key);
-  if (fresh) it->second = scaled_copy(v, *op, carrier);
+  if (fresh) it->second = scaled_copy(v, *op, carrier, node, i);
   return &it->second;
 }
 

@@ -1,13 +1,17 @@
 // Scaled precisions in the executor (docs/executor.md): which operands of MatMul, Gemm and
-// Conv a scaled format quantizes, along which axes, with which amax; and the calibration
+// Conv a scaled format quantizes, along which axes, with which amax; the keys of quantized
+// copies and the counts taken while quantizing (exec/counting.hpp); and the calibration
 // run that finds the static activation scales.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
+#include "exec/counting.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
 #include "round/fast.hpp"
+#include "stats/kernels.hpp"
 
 namespace fpguard::exec {
 
@@ -74,6 +78,49 @@ std::optional<ScaledOperand> scaled_operand(const model::Node& n, const std::str
     if (auto a = policy.activation_amax.find({path, input}); a != policy.activation_amax.end())
       op.options.amax = std::ldexp(a->second, policy.amax_margin);
   return op;
+}
+
+std::string scaled_key(const ScaledOperand& op, DType carrier) {
+  std::string key = "scaled|" + op.format.name + "|" + std::string(to_string(op.format.scope)) +
+                    "|" + std::to_string(op.layout.axis) + "|";
+  for (const auto d : op.layout.shape) key += std::to_string(d) + ",";
+  char amax[40] = "own";
+  if (op.options.amax) std::snprintf(amax, sizeof amax, "%a", *op.options.amax);
+  return key + "|" + amax + "|" + std::string(to_string(carrier));
+}
+
+namespace {
+thread_local OperandCounting* installed = nullptr;
+}  // namespace
+
+OperandCounting::OperandCounting() : previous_(installed) {
+  installed = this;
+}
+
+OperandCounting::~OperandCounting() {
+  installed = previous_;
+}
+
+OperandCounting* OperandCounting::current() {
+  return installed;
+}
+
+void OperandCounting::quantize(const model::Node& node, std::size_t input, std::span<const float> x,
+                               std::span<float> y, const ScaledOperand& op) {
+  detail::BlockCounts b;
+  const auto c = detail::round_scaled_counting(x, y, op.layout, op.format, op.options, b);
+  if (!c) {  // no fast path: nothing counted in passing
+    round_scaled(x, y, op.layout, op.format, op.options);
+    return;
+  }
+  counted_[{&node, input}] = {.key = scaled_key(op, DType::float32),
+                              .stats = detail::counted_stats(op.format, op.layout.axis, *c, b)};
+}
+
+const OperandCounting::Counted* OperandCounting::find(const model::Node& node,
+                                                      std::size_t input) const {
+  const auto it = counted_.find({&node, input});
+  return it == counted_.end() ? nullptr : &it->second;
 }
 
 std::vector<std::string> scaled_nodes(const model::Model& m, const PrecisionPolicy& policy) {

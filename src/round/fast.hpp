@@ -34,6 +34,9 @@ struct FastParams {
   // IEEE binary16 with nearest-even rounding, overflow to inf and subnormals kept: what
   // the x86 conversion instructions (F16C) do, which round_fast then uses.
   bool ieee_half = false;
+  // bfloat16 with nearest-even rounding, overflow to inf and subnormals kept: float32's
+  // exponent, so round_fast rounds the bit pattern alone.
+  bool ieee_bfloat16 = false;
 };
 
 std::optional<FastParams> fast_params(const Format& f, const RoundOptions& o);

@@ -16,33 +16,13 @@ HWY_BEFORE_NAMESPACE();
 namespace fpguard::detail::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-template <bool kNearestEven>
-HWY_INLINE void RoundLoop(const float* HWY_RESTRICT in, float* out, size_t n, const FastParams& p) {
+// out[i] = round(in[i]) a vector at a time; the tail goes through the same vector code,
+// via a padded buffer.
+template <class Round>
+HWY_INLINE void ForEachRounded(const float* HWY_RESTRICT in, float* out, size_t n,
+                               const Round& round) {
   const hn::ScalableTag<float> df;
   const size_t N = hn::Lanes(df);
-  size_t i = 0;
-  for (; i + N <= n; i += N)
-    hn::StoreU(RoundVec<kNearestEven>(df, hn::LoadU(df, in + i), p), df, out + i);
-  if (i < n) {  // the tail goes through the same vector code, via a padded buffer
-    HWY_ALIGN float buf[hn::MaxLanes(df)] = {};
-    std::memcpy(buf, in + i, (n - i) * sizeof(float));
-    hn::Store(RoundVec<kNearestEven>(df, hn::Load(df, buf), p), df, buf);
-    std::memcpy(out + i, buf, (n - i) * sizeof(float));
-  }
-}
-
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && HWY_TARGET != HWY_SCALAR
-// float16 through the hardware conversions (F16C: vcvtps2ph with round-to-nearest-even,
-// then back), with NaN made the canonical +qNaN as RoundVec makes it.
-void RoundHalfF16C(const float* HWY_RESTRICT in, float* out, size_t n) {
-  const hn::ScalableTag<float> df;
-  const hn::Rebind<hwy::float16_t, decltype(df)> dh;
-  const size_t N = hn::Lanes(df);
-  const auto qnan = hn::BitCast(df, hn::Set(hn::RebindToUnsigned<decltype(df)>(), 0x7fc00000u));
-  auto round = [&](hn::Vec<decltype(df)> v) {
-    const auto r = hn::PromoteTo(df, hn::DemoteTo(dh, v));
-    return hn::IfThenElse(hn::IsNaN(v), qnan, r);
-  };
   size_t i = 0;
   for (; i + N <= n; i += N) hn::StoreU(round(hn::LoadU(df, in + i)), df, out + i);
   if (i < n) {
@@ -51,6 +31,43 @@ void RoundHalfF16C(const float* HWY_RESTRICT in, float* out, size_t n) {
     hn::Store(round(hn::Load(df, buf)), df, buf);
     std::memcpy(out + i, buf, (n - i) * sizeof(float));
   }
+}
+
+template <bool kNearestEven>
+HWY_INLINE void RoundLoop(const float* HWY_RESTRICT in, float* out, size_t n, const FastParams& p) {
+  const hn::ScalableTag<float> df;
+  ForEachRounded(in, out, n, [&](auto v) { return RoundVec<kNearestEven>(df, v, p); });
+}
+
+// bfloat16 (FastParams::ieee_bfloat16): float32's exponent range, so nearest-even is the
+// normal-range bit trick alone, with no subnormal or range step: add 0x7fff plus the kept
+// LSB and clear the 16 dropped bits (subnormals round the same way; a carry out of the
+// largest binade gives inf, the format's overflow). NaN becomes the canonical +qNaN, as
+// RoundVec makes it.
+void RoundBfloat16(const float* HWY_RESTRICT in, float* out, size_t n) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const auto qnan = hn::BitCast(df, hn::Set(du, 0x7fc00000u));
+  const auto half = hn::Set(du, 0x7fffu), one = hn::Set(du, 1u), keep = hn::Set(du, 0xffff0000u);
+  ForEachRounded(in, out, n, [&](auto v) {
+    const auto b = hn::BitCast(du, v);
+    const auto lsb = hn::And(hn::ShiftRight<16>(b), one);
+    const auto r = hn::BitCast(df, hn::And(hn::Add(b, hn::Add(half, lsb)), keep));
+    return hn::IfThenElse(hn::IsNaN(v), qnan, r);
+  });
+}
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && HWY_TARGET != HWY_SCALAR
+// float16 through the hardware conversions (F16C: vcvtps2ph with round-to-nearest-even,
+// then back), with NaN made the canonical +qNaN as RoundVec makes it.
+void RoundHalfF16C(const float* HWY_RESTRICT in, float* out, size_t n) {
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+  const auto qnan = hn::BitCast(df, hn::Set(hn::RebindToUnsigned<decltype(df)>(), 0x7fc00000u));
+  ForEachRounded(in, out, n, [&](auto v) {
+    const auto r = hn::PromoteTo(df, hn::DemoteTo(dh, v));
+    return hn::IfThenElse(hn::IsNaN(v), qnan, r);
+  });
 }
 #endif
 
@@ -89,6 +106,7 @@ void RoundFastImpl(const float* in, float* out, size_t n, const FastParams& p) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && HWY_TARGET != HWY_SCALAR
   if (p.ieee_half) return RoundHalfF16C(in, out, n);
 #endif
+  if (p.ieee_bfloat16) return RoundBfloat16(in, out, n);
   if (p.nearest_even)
     RoundLoop<true>(in, out, n, p);
   else
@@ -144,6 +162,9 @@ std::optional<FastParams> fast_params(const Format& f, const RoundOptions& o) {
   p.ieee_half = f.exponent_bits == 5 && f.mantissa_bits == 10 && f.bias == 15 && f.has_inf() &&
                 f.nan == NanEncoding::ieee && f.has_negative_zero() && p.nearest_even &&
                 !o.saturate && !o.flush_subnormals;
+  p.ieee_bfloat16 = f.exponent_bits == 8 && f.mantissa_bits == 7 && f.bias == 127 && f.has_inf() &&
+                    f.nan == NanEncoding::ieee && f.has_negative_zero() && p.nearest_even &&
+                    !o.saturate && !o.flush_subnormals;
   return p;
 }
 

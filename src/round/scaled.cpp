@@ -5,6 +5,7 @@
 // type T, so float arrays compute their scales in float32 as the hardware and ModelOpt do.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -433,33 +434,45 @@ ScaledCounts fast_columns(std::span<const float> in, std::span<float> out, const
 }
 
 // Blocks along a strided axis narrower than a vector of lanes (d.inner < kNarrow: a Conv
-// weight's kernel positions along its input channels), which the columns kernel would run
-// on a few lanes loaded piecemeal: each block row (len x inner values, contiguous) is
-// transposed into `inner` contiguous blocks, quantized by the rows kernel (rows(in, out,
-// rows, n, counts, block counts or nullptr)), and transposed back. `blocks` and `out` as
-// fast_rows; `out` may alias `in` (a block row is read before it is written).
+// weight's kernel positions along its input channels), on which the columns kernel would
+// run a few lanes loaded piecemeal. A block row ((outer o, block b): len x inner values,
+// contiguous) is a columns layout of `inner` blocks side by side; the block rows of the
+// same b of `group` consecutive o are copied side by side into one of group x inner
+// columns (whole vectors of lanes where the sizes allow), quantized by the columns kernel
+// (columns(in, out, block length, stride, width, counts, block counts or nullptr)), and
+// copied back. `blocks` and `out` as fast_rows; `out` may alias `in` (a group is read
+// before it is written).
 constexpr std::size_t kNarrow = 16;
 
-template <class Rows>
+template <class Columns>
 ScaledCounts fast_narrow(std::span<const float> in, std::span<float> out, const Dims& d,
-                         std::size_t bs, int threads, const Rows& kernel, BlockCounts* blocks) {
+                         std::size_t bs, int threads, const Columns& kernel, BlockCounts* blocks) {
   const std::size_t per_row = (d.n + bs - 1) / bs, w = d.inner;
+  // lcm(w, 16) columns are whole vectors of 16 lanes; at least 128 of them.
+  const std::size_t whole = kNarrow / std::gcd(w, kNarrow);
+  const std::size_t group = whole * std::max<std::size_t>(1, 128 / (whole * w));
+  const std::size_t groups = (d.outer + group - 1) / group;
   ScaledCounts total;
   detail::parallel_for(
-      d.outer * per_row, threads == 0 ? detail::resolve_threads(0, in.size()) : threads,
+      per_row * groups, threads == 0 ? detail::resolve_threads(0, in.size()) : threads,
       [&](std::size_t u0, std::size_t u1) {
         ScaledCounts c;
         BlockCounts bc;
-        std::vector<float> x(bs * w), y(out.empty() ? 0 : bs * w);
+        std::vector<float> x(bs * group * w), y(out.empty() ? 0 : bs * group * w);
         for (std::size_t u = u0; u < u1; ++u) {
-          const std::size_t b = u % per_row, len = std::min(bs, d.n - b * bs);
-          const std::size_t at = (u / per_row * d.n + b * bs) * w;
-          for (std::size_t k = 0; k < len; ++k)
-            for (std::size_t j = 0; j < w; ++j) x[j * len + k] = in[at + k * w + j];
-          kernel(x.data(), y.empty() ? nullptr : y.data(), w, len, c, blocks ? &bc : nullptr);
-          if (!y.empty())
+          const std::size_t b = u % per_row, o0 = u / per_row * group;
+          const std::size_t len = std::min(bs, d.n - b * bs), g = std::min(group, d.outer - o0);
+          const std::size_t width = g * w;
+          const auto at = [&](std::size_t o) { return (o * d.n + b * bs) * w; };
+          for (std::size_t o = 0; o < g; ++o)
             for (std::size_t k = 0; k < len; ++k)
-              for (std::size_t j = 0; j < w; ++j) out[at + k * w + j] = y[j * len + k];
+              std::memcpy(&x[k * width + o * w], &in[at(o0 + o) + k * w], w * sizeof(float));
+          kernel(x.data(), y.empty() ? nullptr : y.data(), len, width, width, c,
+                 blocks ? &bc : nullptr);
+          if (!y.empty())
+            for (std::size_t o = 0; o < g; ++o)
+              for (std::size_t k = 0; k < len; ++k)
+                std::memcpy(&out[at(o0 + o) + k * w], &y[k * width + o * w], w * sizeof(float));
         }
 #pragma omp critical(fpguard_mx_counts)
         {
@@ -479,7 +492,7 @@ std::optional<ScaledCounts> fast_path(std::span<const float> in, std::span<float
   const auto bs = static_cast<std::size_t>(f.block_size);
   const auto run = [&](const auto& rows, const auto& columns) {
     if (d.inner == 1) return fast_rows(in, out, d, bs, o.threads, rows, blocks);
-    if (d.inner < kNarrow) return fast_narrow(in, out, d, bs, o.threads, rows, blocks);
+    if (d.inner < kNarrow) return fast_narrow(in, out, d, bs, o.threads, columns, blocks);
     return fast_columns(in, out, d, bs, o.threads, columns, blocks);
   };
   using std::size_t;

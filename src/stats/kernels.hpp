@@ -208,4 +208,9 @@ decltype(auto) with_real_values(const Tensor& t, F&& fn) {
   return fn(std::span<const double>(wide));
 }
 
+// scaled_stats' counts alone (StatsOptions::distribution false) of a quantization of `f`
+// along `axis` that took them (round_scaled_counting): its ScaledCounts and block counts.
+ScaledFormatStats counted_stats(const ScaledFormat& f, int axis, const ScaledCounts& c,
+                                const BlockCounts& b);
+
 }  // namespace fpguard::detail

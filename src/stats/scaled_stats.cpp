@@ -31,6 +31,23 @@ void put(const detail::BlockCounts& b, ScaledFormatStats& s) {
   s.clipped_blocks = b.clipped_blocks;
 }
 
+// The counts of round_scaled's own into s.
+void put(const ScaledCounts& c, ScaledFormatStats& s) {
+  s.blocks = c.scales;
+  s.nan_blocks = c.nan_scales;
+  s.saturated_blocks = c.saturated_scales;
+  s.saturated = c.saturated;
+}
+
+// What every ScaledFormatStats of `f` along `axis` holds.
+ScaledFormatStats stats_of(const ScaledFormat& f, int axis) {
+  ScaledFormatStats s;
+  s.format = f;
+  s.axis = axis;
+  s.element_range_bits = finfo(f).block_range_bits;
+  return s;
+}
+
 template <class T>
 class GroupWalk {
  public:
@@ -123,33 +140,21 @@ class GroupWalk {
 template <class T>
 ScaledFormatStats run(std::span<const T> x, const ScaledLayout& l, const ScaledFormat& f,
                       const StatsOptions& o, std::optional<double> amax) {
-  ScaledFormatStats s;
-  s.format = f;
-  s.axis = l.axis;
-  s.element_range_bits = finfo(f).block_range_bits;
+  ScaledFormatStats s = stats_of(f, l.axis);
   ScaledOptions so;
   so.threads = o.threads;
   so.amax = amax;
   // Amax-rule formats take the generic path anyway (no fast path): their codes cost little.
   ScaledCodes codes;
   const bool subnormals = f.rule == ScaleRule::amax;
-  const auto put_counts = [&s](const ScaledCounts& c) {
-    s.blocks = c.scales;
-    s.nan_blocks = c.nan_scales;
-    s.saturated_blocks = c.saturated_scales;
-    s.saturated = c.saturated;
-  };
   if constexpr (std::is_same_v<T, float>) {
     detail::BlockCounts b;
     if (!o.distribution)
-      if (const auto c = detail::round_scaled_counting(x, {}, l, f, so, b)) {
-        put_counts(*c);
-        put(b, s);
-        return s;
-      }
+      if (const auto c = detail::round_scaled_counting(x, {}, l, f, so, b))
+        return detail::counted_stats(f, l.axis, *c, b);
   }
   std::vector<T> y(x.size());
-  put_counts(round_scaled(x, std::span<T>(y), l, f, so, subnormals ? &codes : nullptr));
+  put(round_scaled(x, std::span<T>(y), l, f, so, subnormals ? &codes : nullptr), s);
   GroupWalk<T> walk(x, y, codes.codes, s);
   if (f.scope == ScaleScope::block)
     for_each_scale_block(l, f, x.size(),
@@ -170,6 +175,18 @@ ScaledFormatStats run(std::span<const T> x, const ScaledLayout& l, const ScaledF
 }
 
 }  // namespace
+
+namespace detail {
+
+ScaledFormatStats counted_stats(const ScaledFormat& f, int axis, const ScaledCounts& c,
+                                const BlockCounts& b) {
+  ScaledFormatStats s = stats_of(f, axis);
+  put(c, s);
+  put(b, s);
+  return s;
+}
+
+}  // namespace detail
 
 ScaledFormatStats scaled_stats(std::span<const float> x, const ScaledLayout& l,
                                const ScaledFormat& f, const StatsOptions& o,
