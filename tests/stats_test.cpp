@@ -159,6 +159,30 @@ TEST(Stats, ExponentHistogramAgainstIlogb) {
   }
 }
 
+// The same on chunks whose values span few binades (the histogram's byte-compare path):
+// N(0,1) values scaled into the normal range, across the subnormal boundary and into the
+// subnormals, with zeros among them, for one to several groups of fields per chunk.
+TEST(Stats, NarrowExponentHistogramAgainstIlogb) {
+  std::mt19937 rng(12);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> pick(0, 20);
+  for (const int k : {0, -60, -118, -122, -135}) {
+    for (const float spread : {1.0f, 1e-3f}) {
+      std::vector<float> x(3 * 4096 + 100);
+      std::map<int, std::uint64_t> want;
+      for (auto& v : x) {
+        const float base = pick(rng) == 0 ? 0.0f : nd(rng);
+        v = std::ldexp(pick(rng) == 1 ? base * spread : base, k);
+        if (v != 0) ++want[std::ilogb(v)];
+      }
+      SCOPED_TRACE("k=" + std::to_string(k) + " spread=" + std::to_string(spread));
+      StatsOptions o;
+      o.threads = 1;
+      EXPECT_EQ(stats(std::span<const float>(x), {}, o).tensor.exponent_histogram, want);
+    }
+  }
+}
+
 // Every length up to a few SIMD vectors past a chunk, so every tail path runs.
 TEST(Stats, EveryTailLength) {
   const auto all = wide_data(2048 + 70, 3);

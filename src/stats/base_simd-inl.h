@@ -12,6 +12,7 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -41,6 +42,46 @@ HWY_INLINE std::uint64_t Total(DI di, hn::Vec<DI> v) {
 // than one scalar increment per value when few fields occur, as in most tensors.
 constexpr int kNarrowFields = 24;
 
+// Adds to `a` how many of the fields e[0, end) equal f for every f in [f_lo, f_hi] (f_lo
+// >= 1); returns how many are 0. The keys are compared in groups of 8, each with a vector
+// of byte counters (bounded by kBlockVectors additions) over the fields, loaded once per
+// group.
+HWY_INLINE std::uint64_t NarrowHistogram(const std::uint8_t* HWY_RESTRICT e, std::size_t end,
+                                         int f_lo, int f_hi, BaseAcc& a) {
+  const hn::ScalableTag<std::uint8_t> d8;
+  const hn::Repartition<std::uint64_t, decltype(d8)> d64;
+  using V8 = hn::Vec<decltype(d8)>;
+  constexpr std::size_t kGroup = 8, kBlockVectors = 255;
+  const std::size_t n8 = hn::Lanes(d8), end8 = end - end % n8;
+  // Field 0, then f_lo..f_hi; 255 (inf and NaN, absent here) pads the last group.
+  std::array<std::uint8_t, (kNarrowFields + kGroup) / kGroup * kGroup> keys;
+  keys.fill(255);
+  std::size_t nk = 1;
+  keys[0] = 0;
+  for (int f = f_lo; f <= f_hi; ++f) keys[nk++] = static_cast<std::uint8_t>(f);
+  std::array<std::uint64_t, keys.size()> counts{};
+  for (std::size_t g = 0; g < nk; g += kGroup) {
+    V8 key[kGroup];
+    for (std::size_t j = 0; j < kGroup; ++j) key[j] = hn::Set(d8, keys[g + j]);
+    for (std::size_t b = 0; b < end8; b += kBlockVectors * n8) {
+      V8 acc[kGroup];
+      for (std::size_t j = 0; j < kGroup; ++j) acc[j] = hn::Zero(d8);
+      for (std::size_t i = b; i < std::min(end8, b + kBlockVectors * n8); i += n8) {
+        const V8 v = hn::LoadU(d8, e + i);
+        for (std::size_t j = 0; j < kGroup; ++j)
+          acc[j] = hn::Sub(acc[j], hn::VecFromMask(d8, hn::Eq(v, key[j])));
+      }
+      for (std::size_t j = 0; j < kGroup; ++j)
+        counts[g + j] += hn::GetLane(hn::SumOfLanes(d64, hn::SumsOf8(acc[j])));
+    }
+  }
+  for (std::size_t i = end8; i < end; ++i)
+    for (std::size_t k = 0; k < nk; ++k) counts[k] += e[i] == keys[k];
+  for (std::size_t k = 1; k < nk; ++k)
+    a.hist[static_cast<std::size_t>(keys[k] - 127 - kHistOffset)] += counts[k];
+  return counts[0];
+}
+
 // The exponent histogram from the exponent fields `e` of x's values (all finite when
 // `fields` = [lo, hi], the range of the nonzero values' fields; otherwise {0, 0}); field
 // 0 holds zeros and float32 subnormals, which are rare, so they are sorted out only when
@@ -48,22 +89,12 @@ constexpr int kNarrowFields = 24;
 HWY_INLINE void Histogram(const float* HWY_RESTRICT x, const std::uint8_t* HWY_RESTRICT e,
                           std::size_t end, std::uint64_t zeros, std::pair<int, int> fields,
                           BaseAcc& a) {
-  std::uint32_t h[4][256] = {};
   const auto [f_lo, f_hi] = fields;
+  std::uint64_t field0 = 0;
   if (f_hi > 0 && f_hi - f_lo < kNarrowFields) {
-    const hn::ScalableTag<std::uint8_t> d8;
-    const std::size_t n8 = hn::Lanes(d8), end8 = end - end % n8;
-    auto count = [&](int field) {
-      const auto key = hn::Set(d8, static_cast<std::uint8_t>(field));
-      std::uint32_t c = 0;
-      for (std::size_t i = 0; i < end8; i += n8)
-        c += static_cast<std::uint32_t>(hn::CountTrue(d8, hn::Eq(hn::LoadU(d8, e + i), key)));
-      for (std::size_t i = end8; i < end; ++i) c += e[i] == field;
-      h[0][field] = c;
-    };
-    count(0);
-    for (int f = f_lo; f <= f_hi; ++f) count(f);
+    field0 = NarrowHistogram(e, end, f_lo, f_hi, a);
   } else {
+    std::uint32_t h[4][256] = {};
     std::size_t i = 0;
     for (; i + 4 <= end; i += 4) {
       ++h[0][e[i]];
@@ -72,12 +103,12 @@ HWY_INLINE void Histogram(const float* HWY_RESTRICT x, const std::uint8_t* HWY_R
       ++h[3][e[i + 3]];
     }
     for (; i < end; ++i) ++h[0][e[i]];
+    for (int k = 1; k < 255; ++k) {
+      const std::uint32_t c = h[0][k] + h[1][k] + h[2][k] + h[3][k];
+      if (c) a.hist[static_cast<std::size_t>(k - 127 - kHistOffset)] += c;
+    }
+    field0 = h[0][0] + h[1][0] + h[2][0] + h[3][0];
   }
-  for (int k = 1; k < 255; ++k) {
-    const std::uint32_t c = h[0][k] + h[1][k] + h[2][k] + h[3][k];
-    if (c) a.hist[static_cast<std::size_t>(k - 127 - kHistOffset)] += c;
-  }
-  const std::size_t field0 = h[0][0] + h[1][0] + h[2][0] + h[3][0];
   if (field0 > zeros) {
     for (std::size_t k = 0; k < end; ++k) {
       const float av = std::fabs(x[k]);
@@ -100,10 +131,12 @@ struct BaseVecs {
   VF lo, hi, minabs;
   hn::Vec<DI> c_nonfinite, c_nan, c_pinf, c_ninf, c_zero;
   std::size_t vectors = 0;
-  std::uint8_t exps[kMaxChunk];  // the exponent fields, for the histogram
+  // The exponent fields, for the histogram (kMaxChunk bytes, the caller's: kept out of
+  // this struct so that its vectors stay in registers).
+  std::uint8_t* HWY_RESTRICT exps;
 
   // (Written out: an implicit constructor would not be compiled for the SIMD target.)
-  BaseVecs()
+  explicit BaseVecs(std::uint8_t* HWY_RESTRICT exponent_fields)
       : inf(hn::Set(df, std::numeric_limits<float>::infinity())),
         fmax(hn::Set(df, std::numeric_limits<float>::max())),
         zero(hn::Zero(df)),
@@ -114,7 +147,8 @@ struct BaseVecs {
         c_nan(c_nonfinite),
         c_pinf(c_nonfinite),
         c_ninf(c_nonfinite),
-        c_zero(c_nonfinite) {}
+        c_zero(c_nonfinite),
+        exps(exponent_fields) {}
 
   // v, |v| = av; `at` is v's offset in the chunk (for its exponent fields, with
   // kFields). Returns whether every lane is finite.
@@ -149,7 +183,7 @@ struct BaseVecs {
   // Adds the chunk x (its first `vectors` vectors, all added) to `a`, with its exponent
   // histogram when kFields; returns the number of finite values.
   template <bool kFields>
-  std::uint64_t Finish(const float* HWY_RESTRICT x, BaseAcc& a) {
+  HWY_INLINE std::uint64_t Finish(const float* HWY_RESTRICT x, BaseAcc& a) {
     const std::size_t end = vectors * hn::Lanes(df);
     const std::uint64_t finite = end - Total(di, c_nonfinite);
     const std::uint64_t zeros = Total(di, c_zero);

@@ -163,7 +163,8 @@ std::size_t ChunkBase(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a, Mo
     }
   }
   FPG_CHECK(end <= kMaxChunk);
-  BaseVecs<decltype(df)> base;
+  alignas(64) std::uint8_t exps[kMaxChunk];
+  BaseVecs<decltype(df)> base(exps);
   const auto one = hn::Set(df, 1.0f);
   const auto fmax = base.fmax;
   const auto kf = hn::Set(df, k_shift);
