@@ -42,24 +42,41 @@ HWY_INLINE std::uint64_t Total(DI di, hn::Vec<DI> v) {
 // than one scalar increment per value when few fields occur, as in most tensors.
 constexpr int kNarrowFields = 24;
 
-// Adds to `a` how many of the fields e[0, end) equal f for every f in [f_lo, f_hi] (f_lo
-// >= 1); returns how many are 0. The keys are compared in groups of 8, each with a vector
-// of byte counters (bounded by kBlockVectors additions) over the fields, loaded once per
-// group.
-HWY_INLINE std::uint64_t NarrowHistogram(const std::uint8_t* HWY_RESTRICT e, std::size_t end,
-                                         int f_lo, int f_hi, BaseAcc& a) {
+// Adds the float32 subnormals among x[0, end) to the histogram; returns how many.
+HWY_INLINE std::uint64_t SubnormalHistogram(const float* HWY_RESTRICT x, std::size_t end,
+                                            BaseAcc& a) {
+  std::uint64_t n = 0;
+  for (std::size_t k = 0; k < end; ++k) {
+    const float av = std::fabs(x[k]);
+    if (av != 0 && av < std::numeric_limits<float>::min()) {
+      ++a.hist[static_cast<std::size_t>(floor_log2(av) - kHistOffset)];
+      ++n;
+    }
+  }
+  return n;
+}
+
+// Adds to `a` how many of the fields e[0, end) equal f, for every f in [f_lo, f_hi] (f_lo
+// >= 1), where `normal` of them lie in that range: f_hi's count is what the others leave.
+// The others are compared in groups of 8 keys, each with a vector of byte counters
+// (bounded by kBlockVectors additions), the fields loaded once per group.
+HWY_INLINE void NarrowHistogram(const std::uint8_t* HWY_RESTRICT e, std::size_t end, int f_lo,
+                                int f_hi, std::uint64_t normal, BaseAcc& a) {
   const hn::ScalableTag<std::uint8_t> d8;
   const hn::Repartition<std::uint64_t, decltype(d8)> d64;
   using V8 = hn::Vec<decltype(d8)>;
   constexpr std::size_t kGroup = 8, kBlockVectors = 255;
   const std::size_t n8 = hn::Lanes(d8), end8 = end - end % n8;
-  // Field 0, then f_lo..f_hi; 255 (inf and NaN, absent here) pads the last group.
+  const auto nk = static_cast<std::size_t>(f_hi - f_lo);  // f_lo..f_hi - 1
+  const auto bin = [&](std::size_t k) {
+    return static_cast<std::size_t>(f_lo + static_cast<int>(k) - 127 - kHistOffset);
+  };
+  // 255 (inf and NaN, absent here) pads the last group.
   std::array<std::uint8_t, (kNarrowFields + kGroup) / kGroup * kGroup> keys;
   keys.fill(255);
-  std::size_t nk = 1;
-  keys[0] = 0;
-  for (int f = f_lo; f <= f_hi; ++f) keys[nk++] = static_cast<std::uint8_t>(f);
+  for (std::size_t k = 0; k < nk; ++k) keys[k] = static_cast<std::uint8_t>(f_lo + k);
   std::array<std::uint64_t, keys.size()> counts{};
+  const V8 one = hn::Set(d8, 1);
   for (std::size_t g = 0; g < nk; g += kGroup) {
     V8 key[kGroup];
     for (std::size_t j = 0; j < kGroup; ++j) key[j] = hn::Set(d8, keys[g + j]);
@@ -69,7 +86,7 @@ HWY_INLINE std::uint64_t NarrowHistogram(const std::uint8_t* HWY_RESTRICT e, std
       for (std::size_t i = b; i < std::min(end8, b + kBlockVectors * n8); i += n8) {
         const V8 v = hn::LoadU(d8, e + i);
         for (std::size_t j = 0; j < kGroup; ++j)
-          acc[j] = hn::Sub(acc[j], hn::VecFromMask(d8, hn::Eq(v, key[j])));
+          acc[j] = hn::IfThenElse(hn::Eq(v, key[j]), hn::Add(acc[j], one), acc[j]);
       }
       for (std::size_t j = 0; j < kGroup; ++j)
         counts[g + j] += hn::GetLane(hn::SumOfLanes(d64, hn::SumsOf8(acc[j])));
@@ -77,45 +94,41 @@ HWY_INLINE std::uint64_t NarrowHistogram(const std::uint8_t* HWY_RESTRICT e, std
   }
   for (std::size_t i = end8; i < end; ++i)
     for (std::size_t k = 0; k < nk; ++k) counts[k] += e[i] == keys[k];
-  for (std::size_t k = 1; k < nk; ++k)
-    a.hist[static_cast<std::size_t>(keys[k] - 127 - kHistOffset)] += counts[k];
-  return counts[0];
+  std::uint64_t rest = normal;
+  for (std::size_t k = 0; k < nk; ++k) {
+    a.hist[bin(k)] += counts[k];
+    rest -= counts[k];
+  }
+  a.hist[bin(nk)] += rest;
 }
 
-// The exponent histogram from the exponent fields `e` of x's values (all finite when
-// `fields` = [lo, hi], the range of the nonzero values' fields; otherwise {0, 0}); field
-// 0 holds zeros and float32 subnormals, which are rare, so they are sorted out only when
-// present.
+// The exponent histogram from the exponent fields `e` of x's values. When they are all
+// finite, `fields` is the fields of the smallest nonzero |value| (0: a subnormal) and of
+// the largest, the second > 0; otherwise {0, 0}. Field 0 holds zeros and float32
+// subnormals, which are rare, so they are sorted out only when present.
 HWY_INLINE void Histogram(const float* HWY_RESTRICT x, const std::uint8_t* HWY_RESTRICT e,
                           std::size_t end, std::uint64_t zeros, std::pair<int, int> fields,
                           BaseAcc& a) {
-  const auto [f_lo, f_hi] = fields;
-  std::uint64_t field0 = 0;
+  const int f_lo = std::max(1, fields.first), f_hi = fields.second;
   if (f_hi > 0 && f_hi - f_lo < kNarrowFields) {
-    field0 = NarrowHistogram(e, end, f_lo, f_hi, a);
-  } else {
-    std::uint32_t h[4][256] = {};
-    std::size_t i = 0;
-    for (; i + 4 <= end; i += 4) {
-      ++h[0][e[i]];
-      ++h[1][e[i + 1]];
-      ++h[2][e[i + 2]];
-      ++h[3][e[i + 3]];
-    }
-    for (; i < end; ++i) ++h[0][e[i]];
-    for (int k = 1; k < 255; ++k) {
-      const std::uint32_t c = h[0][k] + h[1][k] + h[2][k] + h[3][k];
-      if (c) a.hist[static_cast<std::size_t>(k - 127 - kHistOffset)] += c;
-    }
-    field0 = h[0][0] + h[1][0] + h[2][0] + h[3][0];
+    const std::uint64_t subnormals = fields.first == 0 ? SubnormalHistogram(x, end, a) : 0;
+    NarrowHistogram(e, end, f_lo, f_hi, end - zeros - subnormals, a);
+    return;
   }
-  if (field0 > zeros) {
-    for (std::size_t k = 0; k < end; ++k) {
-      const float av = std::fabs(x[k]);
-      if (av != 0 && av < std::numeric_limits<float>::min())
-        ++a.hist[static_cast<std::size_t>(floor_log2(av) - kHistOffset)];
-    }
+  std::uint32_t h[4][256] = {};
+  std::size_t i = 0;
+  for (; i + 4 <= end; i += 4) {
+    ++h[0][e[i]];
+    ++h[1][e[i + 1]];
+    ++h[2][e[i + 2]];
+    ++h[3][e[i + 3]];
   }
+  for (; i < end; ++i) ++h[0][e[i]];
+  for (int k = 1; k < 255; ++k) {
+    const std::uint32_t c = h[0][k] + h[1][k] + h[2][k] + h[3][k];
+    if (c) a.hist[static_cast<std::size_t>(k - 127 - kHistOffset)] += c;
+  }
+  if (h[0][0] + h[1][0] + h[2][0] + h[3][0] > zeros) SubnormalHistogram(x, end, a);
 }
 
 // The summary of one chunk (at most kMaxChunk values), a vector at a time: counts of
@@ -205,7 +218,7 @@ struct BaseVecs {
         const auto field = [](float v) {
           return static_cast<int>(std::bit_cast<std::uint32_t>(v) >> 23);
         };
-        fields = {std::max(1, field(minabs_s)), field(std::max(-lo_s, hi_s))};
+        fields = {field(minabs_s), field(std::max(-lo_s, hi_s))};
       }
       Histogram(x, exps, end, zeros, fields, a);
     }

@@ -284,6 +284,8 @@ void FusedGroup(const float* HWY_RESTRICT x, const float* HWY_RESTRICT inv, std:
     const std::size_t start = i, block_end = std::min(end, i + kBlock * N);
     std::uint32_t slow[K] = {};  // the block's vectors (bits) not in a format's range
     for (; i < block_end; i += N) {
+      // The next chunk (where the caller has one) into L2 meanwhile, for ChunkBase.
+      __builtin_prefetch(x + i + kMaxChunk, 0, 2);
       const auto xv = hn::LoadU(df, x + i);
       const auto ab = hn::AndNot(sign_bit, hn::BitCast(du, xv));
       const auto ax = hn::BitCast(df, ab);
