@@ -246,6 +246,40 @@ std::array<T, K> ArrayOf(F make, std::index_sequence<I...>) {
   return {make(I)...};
 }
 
+// The largest magnitude of the in-range path: the format's max, and at most 2^126, where
+// 1/|x| is a normal float.
+inline float InRangeMax(const FastParams& p) {
+  return std::min(p.max, 0x1p126f);
+}
+
+// The magnitudes inside every one of the formats f[0, count)'s in-range paths, as bits
+// [lo, lo + span]; none pass when there are none.
+inline std::pair<std::uint32_t, std::uint32_t> CommonRange(const FusedFormat* f,
+                                                           std::size_t count) {
+  std::uint32_t lo = 0, hi = ~0u;
+  for (std::size_t k = 0; k < count; ++k) {
+    lo = std::max(lo, std::bit_cast<std::uint32_t>(f[k].rp->smallest_normal));
+    hi = std::min(hi, std::bit_cast<std::uint32_t>(InRangeMax(*f[k].rp)));
+  }
+  return lo <= hi ? std::pair{lo, hi - lo} : std::pair{~0u, 0u};
+}
+
+// A block's vectors [start, end) that took the in-range path (their bits in `slow` clear)
+// again, with the exact quotients, for the format's maximum relative error.
+template <class Vecs, class Bits>
+void RecheckBlock(const float* HWY_RESTRICT x, std::size_t start, std::size_t end,
+                  std::uint32_t slow, const Bits& b, Vecs& v) {
+  const hn::RebindToUnsigned<decltype(v.df)> du;
+  const std::size_t N = hn::Lanes(v.df);
+  for (std::size_t j = start; j < end; j += N) {
+    if (slow >> ((j - start) / N) & 1) continue;
+    const auto ab = hn::AndNot(hn::Set(du, 0x80000000u), hn::BitCast(du, hn::LoadU(v.df, x + j)));
+    const auto ax = hn::BitCast(v.df, ab);
+    v.AddExact(hn::Abs(hn::Sub(hn::BitCast(v.df, b.Round(ab)), ax)), ax);
+  }
+  v.UpdateThreshold();
+}
+
 // The error summaries of K formats, each rounded to nearest-even with its fast path, over
 // the chunk x[0, end) (whole vectors), in one pass: each vector is loaded once and rounded
 // into every format, and a vector inside every format's normal range (the common case) is
@@ -261,20 +295,12 @@ void FusedGroup(const float* HWY_RESTRICT x, const float* HWY_RESTRICT inv, std:
   using Bits = NormalBits<true, decltype(du)>;
   const std::size_t N = hn::Lanes(df);
   const auto seq = std::make_index_sequence<K>();
-  // The in-range path also needs |x| <= 2^126, where 1/|x| is a normal float.
-  const auto b = ArrayOf<K, Bits>(
-      [&](std::size_t k) { return Bits(*f[k].rp, std::min(f[k].rp->max, 0x1p126f)); }, seq);
+  const auto b =
+      ArrayOf<K, Bits>([&](std::size_t k) { return Bits(*f[k].rp, InRangeMax(*f[k].rp)); }, seq);
   auto v = ArrayOf<K, FormatVecs<decltype(df)>>(
       [&](std::size_t k) { return FormatVecs<decltype(df)>(*f[k].plan, *f[k].acc); }, seq);
-  // The range every format's is part of (none: no lane passes).
-  std::uint32_t lo = 0, hi = ~0u;
-  HWY_UNROLL(4)
-  for (std::size_t k = 0; k < K; ++k) {
-    lo = std::max(lo, std::bit_cast<std::uint32_t>(f[k].rp->smallest_normal));
-    hi = std::min(hi, std::bit_cast<std::uint32_t>(std::min(f[k].rp->max, 0x1p126f)));
-  }
-  const auto all_lo = hn::Set(du, lo <= hi ? lo : ~0u);
-  const auto all_span = hn::Set(du, lo <= hi ? hi - lo : 0u);
+  const auto [lo, span] = CommonRange(f, K);
+  const auto all_lo = hn::Set(du, lo), all_span = hn::Set(du, span);
   const auto sign_bit = hn::Set(du, 0x80000000u);
   VF max_abs[K], fsum[K], bmax[K];
   HWY_UNROLL(4)
@@ -319,16 +345,8 @@ void FusedGroup(const float* HWY_RESTRICT x, const float* HWY_RESTRICT inv, std:
     }
     HWY_UNROLL(4)
     for (std::size_t k = 0; k < K; ++k) {
-      if (HWY_UNLIKELY(v[k].MayBeatMax(bmax[k]))) {
-        // The block's in-range vectors again, with the exact quotients.
-        for (std::size_t j = start; j < block_end; j += N) {
-          if (slow[k] >> ((j - start) / N) & 1) continue;
-          const auto ab = hn::AndNot(sign_bit, hn::BitCast(du, hn::LoadU(df, x + j)));
-          const auto ax = hn::BitCast(df, ab);
-          v[k].AddExact(hn::Abs(hn::Sub(hn::BitCast(df, b[k].Round(ab)), ax)), ax);
-        }
-        v[k].UpdateThreshold();
-      }
+      if (HWY_UNLIKELY(v[k].MayBeatMax(bmax[k])))
+        RecheckBlock(x, start, block_end, slow[k], b[k], v[k]);
       bmax[k] = hn::Zero(df);
       AddWide(df, dd, fsum[k], v[k].s_lo, v[k].s_hi);
       fsum[k] = hn::Zero(df);
