@@ -93,6 +93,72 @@ TEST(Stats, Float32KernelsMatchFloat64Kernels) {
   }
 }
 
+// N(0,1) values with some scaled far down or up (the formats' subnormal, underflow and
+// overflow paths, in vectors that are mostly in range), and a few NaN.
+std::vector<float> mixed_data(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> pick(0, 99);
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    const int p = pick(rng);
+    x = nd(rng) * (p < 5 ? 1e-3f : p < 7 ? 1e-6f : p < 9 ? 3e4f : 1.0f);
+    if (p == 99 && pick(rng) == 0) x = std::numeric_limits<float>::quiet_NaN();
+  }
+  return v;
+}
+
+// The float32 kernels measure several formats in one pass over each chunk: each format's
+// numbers, its float sum of relative errors included, are those of a run with that format
+// alone, bit for bit.
+TEST(Stats, FormatsTogetherMatchOneAtATime) {
+  const std::vector<Format> formats = {parse_format("float16"), parse_format("bfloat16"),
+                                       parse_format("float8_e4m3fn"), parse_format("float8_e5m2"),
+                                       parse_format("fp4")};
+  for (const unsigned seed : {5u, 6u}) {
+    const auto x = mixed_data(200'003, seed);
+    StatsOptions o;
+    o.threads = 1;
+    const Stats all = stats(std::span<const float>(x), formats, o);
+    for (std::size_t i = 0; i < formats.size(); ++i) {
+      SCOPED_TRACE(formats[i].name);
+      const FormatStats one = stats(std::span<const float>(x), {formats[i]}, o).formats[0];
+      const FormatStats& f = all.formats[i];
+      EXPECT_EQ(f.overflow, one.overflow);
+      EXPECT_EQ(f.underflow, one.underflow);
+      EXPECT_EQ(f.subnormal, one.subnormal);
+      EXPECT_EQ(f.precision_loss, one.precision_loss);
+      EXPECT_EQ(f.max_abs_error, one.max_abs_error);
+      EXPECT_EQ(f.max_rel_error, one.max_rel_error);
+      EXPECT_EQ(f.mean_rel_error, one.mean_rel_error);
+    }
+  }
+}
+
+// The largest relative error is the largest quotient |round(x) - x| / |x| computed in
+// float, value by value here (the kernels take most quotients as a product with 1/|x|
+// and divide only where the maximum may change).
+TEST(Stats, MaxRelativeErrorIsTheLargestFloatQuotient) {
+  const auto x = mixed_data(300'007, 7);
+  StatsOptions o;
+  o.threads = 2;
+  for (const char* name : {"float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"}) {
+    SCOPED_TRACE(name);
+    const Format f = parse_format(name);
+    std::vector<float> r(x.size());
+    RoundOptions ro;
+    fpguard::round(std::span<const float>(x), std::span<float>(r), f, ro);
+    float want = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const float ax = std::fabs(x[i]);
+      // (These formats overflow to inf or NaN: a finite result did not overflow.)
+      if (ax == 0 || !std::isfinite(ax) || !std::isfinite(r[i])) continue;
+      want = std::max(want, std::fabs(r[i] - x[i]) / ax);
+    }
+    EXPECT_EQ(stats(std::span<const float>(x), {f}, o).formats[0].max_rel_error, want);
+  }
+}
+
 // distribution = false: the same counts, extremes and format numbers, without the
 // histogram and moments.
 TEST(Stats, WithoutTheDistributionTheRestIsUnchanged) {
@@ -155,6 +221,30 @@ TEST(Stats, ExponentHistogramAgainstIlogb) {
       EXPECT_EQ(stats(std::span<const float>(x), {}, o).tensor.exponent_histogram, want);
       const std::vector<double> xd(x.begin(), x.end());
       EXPECT_EQ(stats(std::span<const double>(xd), {}, o).tensor.exponent_histogram, want);
+    }
+  }
+}
+
+// The same on chunks whose values span few binades (the histogram's byte-compare path):
+// N(0,1) values scaled into the normal range, across the subnormal boundary and into the
+// subnormals, with zeros among them, for one to several groups of fields per chunk.
+TEST(Stats, NarrowExponentHistogramAgainstIlogb) {
+  std::mt19937 rng(12);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> pick(0, 20);
+  for (const int k : {0, -60, -118, -122, -135}) {
+    for (const float spread : {1.0f, 1e-3f}) {
+      std::vector<float> x(3 * 4096 + 100);
+      std::map<int, std::uint64_t> want;
+      for (auto& v : x) {
+        const float base = pick(rng) == 0 ? 0.0f : nd(rng);
+        v = std::ldexp(pick(rng) == 1 ? base * spread : base, k);
+        if (v != 0) ++want[std::ilogb(v)];
+      }
+      SCOPED_TRACE("k=" + std::to_string(k) + " spread=" + std::to_string(spread));
+      StatsOptions o;
+      o.threads = 1;
+      EXPECT_EQ(stats(std::span<const float>(x), {}, o).tensor.exponent_histogram, want);
     }
   }
 }

@@ -83,7 +83,8 @@ std::size_t CompareK(const float* HWY_RESTRICT r, const float* const* vs, std::s
   };
   for (std::size_t c0 = 0; c0 < end; c0 += detail::kMaxChunk) {
     const std::size_t c1 = std::min(end, c0 + detail::kMaxChunk);
-    [[maybe_unused]] detail::HWY_NAMESPACE::BaseVecs<decltype(df)> base;
+    alignas(64) std::uint8_t exps[detail::kMaxChunk];
+    [[maybe_unused]] detail::HWY_NAMESPACE::BaseVecs<decltype(df)> base(exps);
     for (std::size_t i = c0; i < c1; i += N) {
       const auto x = hn::LoadU(df, r + i);
       if constexpr (kRef) base.template Add<true>(x, hn::Abs(x), i - c0);

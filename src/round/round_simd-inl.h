@@ -10,34 +10,51 @@
 
 #include <hwy/highway.h>
 
+#include <bit>
+#include <cstdint>
+
 #include "round/fast.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace fpguard::detail::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// The normal-range rounding of magnitudes (|x| as bits) at bit p.drop_bits, with its
+// constants set up once (for loops that keep several formats' in registers), and the
+// format's normal range [smallest_normal, max] as bits, for the test whether a vector lies
+// in it (unsigned: NaN's bits are beyond it).
+template <bool kNearestEven, class DU>
+struct NormalBits {
+  using VU = hn::Vec<DU>;
+  DU du;
+  VU keep, half_minus_one, lsb_bit, lo, span;
+  int drop;
+  NormalBits(const FastParams& p, float max)
+      : keep(hn::Set(du, ~((1u << p.drop_bits) - 1))),
+        half_minus_one(
+            hn::Set(du, kNearestEven && p.drop_bits > 0 ? (1u << (p.drop_bits - 1)) - 1 : 0u)),
+        lsb_bit(hn::Set(du, kNearestEven && p.drop_bits > 0 ? 1u : 0u)),
+        lo(hn::Set(du, std::bit_cast<std::uint32_t>(p.smallest_normal))),
+        span(hn::Set(du, std::bit_cast<std::uint32_t>(max) -
+                             std::bit_cast<std::uint32_t>(p.smallest_normal))),
+        drop(p.drop_bits) {}
+  HWY_INLINE VU Round(VU a) const {
+    const auto lsb = hn::And(hn::ShiftRightSame(a, drop), lsb_bit);
+    return hn::And(hn::Add(a, hn::Add(half_minus_one, lsb)), keep);
+  }
+  // Whether every lane of a is in [smallest_normal, max].
+  HWY_INLINE bool InRange(VU a) const { return hn::AllFalse(du, hn::Gt(hn::Sub(a, lo), span)); }
+};
+
 // The normal-range rounding of magnitudes (|x| as bits, a) at bit p.drop_bits, and
 // whether every lane is a normal number of the format's range, [smallest_normal, max];
 // only then is the result the rounded magnitude of every lane (one test per vector).
 // (NaN compares false, so it is never in range.)
 template <bool kNearestEven, class DU, class VU = hn::Vec<DU>>
-HWY_INLINE VU RoundNormalBits(DU du, VU a, const FastParams& p, bool& in_range) {
-  const hn::RebindToFloat<DU> df;
-  VU rn = a;
-  if (p.drop_bits > 0) {
-    const auto keep = hn::Set(du, ~((1u << p.drop_bits) - 1));
-    if constexpr (kNearestEven) {
-      const auto lsb = hn::And(hn::ShiftRightSame(a, p.drop_bits), hn::Set(du, 1u));
-      const auto bias = hn::Add(hn::Set(du, (1u << (p.drop_bits - 1)) - 1), lsb);
-      rn = hn::And(hn::Add(a, bias), keep);
-    } else {
-      rn = hn::And(a, keep);
-    }
-  }
-  const auto af = hn::BitCast(df, a);
-  in_range = hn::AllTrue(
-      df, hn::And(hn::Ge(af, hn::Set(df, p.smallest_normal)), hn::Le(af, hn::Set(df, p.max))));
-  return rn;
+HWY_INLINE VU RoundNormalBits(DU /*du*/, VU a, const FastParams& p, bool& in_range) {
+  const NormalBits<kNearestEven, DU> b(p, p.max);
+  in_range = b.InRange(a);
+  return b.Round(a);
 }
 
 // The rest of RoundVec for a vector not wholly in range: v, its magnitude bits a and

@@ -12,6 +12,7 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -41,50 +42,93 @@ HWY_INLINE std::uint64_t Total(DI di, hn::Vec<DI> v) {
 // than one scalar increment per value when few fields occur, as in most tensors.
 constexpr int kNarrowFields = 24;
 
-// The exponent histogram from the exponent fields `e` of x's values (all finite when
-// `fields` = [lo, hi], the range of the nonzero values' fields; otherwise {0, 0}); field
-// 0 holds zeros and float32 subnormals, which are rare, so they are sorted out only when
-// present.
+// Adds the float32 subnormals among x[0, end) to the histogram; returns how many.
+HWY_INLINE std::uint64_t SubnormalHistogram(const float* HWY_RESTRICT x, std::size_t end,
+                                            BaseAcc& a) {
+  std::uint64_t n = 0;
+  for (std::size_t k = 0; k < end; ++k) {
+    const float av = std::fabs(x[k]);
+    if (av != 0 && av < std::numeric_limits<float>::min()) {
+      ++a.hist[static_cast<std::size_t>(floor_log2(av) - kHistOffset)];
+      ++n;
+    }
+  }
+  return n;
+}
+
+// Adds to `a` how many of the fields e[0, end) equal f, for every f in [f_lo, f_hi] (f_lo
+// >= 1), where `normal` of them lie in that range: f_hi's count is what the others leave.
+// The others are compared in groups of 8 keys, each with a vector of byte counters
+// (bounded by kBlockVectors additions), the fields loaded once per group.
+HWY_INLINE void NarrowHistogram(const std::uint8_t* HWY_RESTRICT e, std::size_t end, int f_lo,
+                                int f_hi, std::uint64_t normal, BaseAcc& a) {
+  const hn::ScalableTag<std::uint8_t> d8;
+  const hn::Repartition<std::uint64_t, decltype(d8)> d64;
+  using V8 = hn::Vec<decltype(d8)>;
+  constexpr std::size_t kGroup = 8, kBlockVectors = 255;
+  const std::size_t n8 = hn::Lanes(d8), end8 = end - end % n8;
+  const auto nk = static_cast<std::size_t>(f_hi - f_lo);  // f_lo..f_hi - 1
+  const auto bin = [&](std::size_t k) {
+    return static_cast<std::size_t>(f_lo + static_cast<int>(k) - 127 - kHistOffset);
+  };
+  // 255 (inf and NaN, absent here) pads the last group.
+  std::array<std::uint8_t, (kNarrowFields + kGroup) / kGroup * kGroup> keys;
+  keys.fill(255);
+  for (std::size_t k = 0; k < nk; ++k) keys[k] = static_cast<std::uint8_t>(f_lo + k);
+  std::array<std::uint64_t, keys.size()> counts{};
+  const V8 one = hn::Set(d8, 1);
+  for (std::size_t g = 0; g < nk; g += kGroup) {
+    V8 key[kGroup];
+    for (std::size_t j = 0; j < kGroup; ++j) key[j] = hn::Set(d8, keys[g + j]);
+    for (std::size_t b = 0; b < end8; b += kBlockVectors * n8) {
+      V8 acc[kGroup];
+      for (std::size_t j = 0; j < kGroup; ++j) acc[j] = hn::Zero(d8);
+      for (std::size_t i = b; i < std::min(end8, b + kBlockVectors * n8); i += n8) {
+        const V8 v = hn::LoadU(d8, e + i);
+        for (std::size_t j = 0; j < kGroup; ++j)
+          acc[j] = hn::IfThenElse(hn::Eq(v, key[j]), hn::Add(acc[j], one), acc[j]);
+      }
+      for (std::size_t j = 0; j < kGroup; ++j)
+        counts[g + j] += hn::GetLane(hn::SumOfLanes(d64, hn::SumsOf8(acc[j])));
+    }
+  }
+  for (std::size_t i = end8; i < end; ++i)
+    for (std::size_t k = 0; k < nk; ++k) counts[k] += e[i] == keys[k];
+  std::uint64_t rest = normal;
+  for (std::size_t k = 0; k < nk; ++k) {
+    a.hist[bin(k)] += counts[k];
+    rest -= counts[k];
+  }
+  a.hist[bin(nk)] += rest;
+}
+
+// The exponent histogram from the exponent fields `e` of x's values. When they are all
+// finite, `fields` is the fields of the smallest nonzero |value| (0: a subnormal) and of
+// the largest, the second > 0; otherwise {0, 0}. Field 0 holds zeros and float32
+// subnormals, which are rare, so they are sorted out only when present.
 HWY_INLINE void Histogram(const float* HWY_RESTRICT x, const std::uint8_t* HWY_RESTRICT e,
                           std::size_t end, std::uint64_t zeros, std::pair<int, int> fields,
                           BaseAcc& a) {
-  std::uint32_t h[4][256] = {};
-  const auto [f_lo, f_hi] = fields;
+  const int f_lo = std::max(1, fields.first), f_hi = fields.second;
   if (f_hi > 0 && f_hi - f_lo < kNarrowFields) {
-    const hn::ScalableTag<std::uint8_t> d8;
-    const std::size_t n8 = hn::Lanes(d8), end8 = end - end % n8;
-    auto count = [&](int field) {
-      const auto key = hn::Set(d8, static_cast<std::uint8_t>(field));
-      std::uint32_t c = 0;
-      for (std::size_t i = 0; i < end8; i += n8)
-        c += static_cast<std::uint32_t>(hn::CountTrue(d8, hn::Eq(hn::LoadU(d8, e + i), key)));
-      for (std::size_t i = end8; i < end; ++i) c += e[i] == field;
-      h[0][field] = c;
-    };
-    count(0);
-    for (int f = f_lo; f <= f_hi; ++f) count(f);
-  } else {
-    std::size_t i = 0;
-    for (; i + 4 <= end; i += 4) {
-      ++h[0][e[i]];
-      ++h[1][e[i + 1]];
-      ++h[2][e[i + 2]];
-      ++h[3][e[i + 3]];
-    }
-    for (; i < end; ++i) ++h[0][e[i]];
+    const std::uint64_t subnormals = fields.first == 0 ? SubnormalHistogram(x, end, a) : 0;
+    NarrowHistogram(e, end, f_lo, f_hi, end - zeros - subnormals, a);
+    return;
   }
+  std::uint32_t h[4][256] = {};
+  std::size_t i = 0;
+  for (; i + 4 <= end; i += 4) {
+    ++h[0][e[i]];
+    ++h[1][e[i + 1]];
+    ++h[2][e[i + 2]];
+    ++h[3][e[i + 3]];
+  }
+  for (; i < end; ++i) ++h[0][e[i]];
   for (int k = 1; k < 255; ++k) {
     const std::uint32_t c = h[0][k] + h[1][k] + h[2][k] + h[3][k];
     if (c) a.hist[static_cast<std::size_t>(k - 127 - kHistOffset)] += c;
   }
-  const std::size_t field0 = h[0][0] + h[1][0] + h[2][0] + h[3][0];
-  if (field0 > zeros) {
-    for (std::size_t k = 0; k < end; ++k) {
-      const float av = std::fabs(x[k]);
-      if (av != 0 && av < std::numeric_limits<float>::min())
-        ++a.hist[static_cast<std::size_t>(floor_log2(av) - kHistOffset)];
-    }
-  }
+  if (h[0][0] + h[1][0] + h[2][0] + h[3][0] > zeros) SubnormalHistogram(x, end, a);
 }
 
 // The summary of one chunk (at most kMaxChunk values), a vector at a time: counts of
@@ -100,10 +144,12 @@ struct BaseVecs {
   VF lo, hi, minabs;
   hn::Vec<DI> c_nonfinite, c_nan, c_pinf, c_ninf, c_zero;
   std::size_t vectors = 0;
-  std::uint8_t exps[kMaxChunk];  // the exponent fields, for the histogram
+  // The exponent fields, for the histogram (kMaxChunk bytes, the caller's: kept out of
+  // this struct so that its vectors stay in registers).
+  std::uint8_t* HWY_RESTRICT exps;
 
   // (Written out: an implicit constructor would not be compiled for the SIMD target.)
-  BaseVecs()
+  explicit BaseVecs(std::uint8_t* HWY_RESTRICT exponent_fields)
       : inf(hn::Set(df, std::numeric_limits<float>::infinity())),
         fmax(hn::Set(df, std::numeric_limits<float>::max())),
         zero(hn::Zero(df)),
@@ -114,7 +160,8 @@ struct BaseVecs {
         c_nan(c_nonfinite),
         c_pinf(c_nonfinite),
         c_ninf(c_nonfinite),
-        c_zero(c_nonfinite) {}
+        c_zero(c_nonfinite),
+        exps(exponent_fields) {}
 
   // v, |v| = av; `at` is v's offset in the chunk (for its exponent fields, with
   // kFields). Returns whether every lane is finite.
@@ -122,7 +169,9 @@ struct BaseVecs {
   HWY_INLINE bool Add(VF v, VF av, std::size_t at) {
     if constexpr (kFields) {
       const hn::Rebind<std::uint8_t, DF> d8;
-      hn::StoreU(hn::DemoteTo(d8, hn::ShiftRight<23>(hn::BitCast(di, av))), d8, exps + at);
+      // (At most 255 after the shift: truncating is demoting, in fewer instructions.)
+      const hn::RebindToUnsigned<DF> du;
+      hn::StoreU(hn::TruncateTo(d8, hn::ShiftRight<23>(hn::BitCast(du, av))), d8, exps + at);
     }
     ++vectors;
     const auto finite = hn::Le(av, fmax);
@@ -149,7 +198,7 @@ struct BaseVecs {
   // Adds the chunk x (its first `vectors` vectors, all added) to `a`, with its exponent
   // histogram when kFields; returns the number of finite values.
   template <bool kFields>
-  std::uint64_t Finish(const float* HWY_RESTRICT x, BaseAcc& a) {
+  HWY_INLINE std::uint64_t Finish(const float* HWY_RESTRICT x, BaseAcc& a) {
     const std::size_t end = vectors * hn::Lanes(df);
     const std::uint64_t finite = end - Total(di, c_nonfinite);
     const std::uint64_t zeros = Total(di, c_zero);
@@ -171,7 +220,7 @@ struct BaseVecs {
         const auto field = [](float v) {
           return static_cast<int>(std::bit_cast<std::uint32_t>(v) >> 23);
         };
-        fields = {std::max(1, field(minabs_s)), field(std::max(-lo_s, hi_s))};
+        fields = {field(minabs_s), field(std::max(-lo_s, hi_s))};
       }
       Histogram(x, exps, end, zeros, fields, a);
     }

@@ -6,7 +6,10 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <algorithm>
 #include <array>
+#include <bit>
+#include <cstdint>
 #include <utility>
 
 #include "fpguard/error.hpp"
@@ -31,10 +34,10 @@ HWY_INLINE void AddWide(DF df, DD dd, hn::Vec<DF> v, hn::Vec<DD>& lo, hn::Vec<DD
 
 #if HWY_TARGET != HWY_SCALAR
 // The per-format error summary of a chunk, in vector registers; `Add` takes one vector
-// of inputs x and their rounded values r, `AddInRange` one whose lanes are all finite
-// normal values of the format within its range (no overflow, underflow or subnormal
-// can apply, and the relative error is at most 2^-(m+1), under the precision-loss
-// threshold 2^-(m+1)/2: the common case, with less to do).
+// of inputs x and their rounded values r. Vectors whose lanes are all finite normal
+// values of the format within its range (no overflow, underflow or subnormal can apply,
+// and the relative error is at most 2^-(m+1), under the precision-loss threshold
+// 2^-(m+1)/2: the common case, with less to do) are summed by FusedGroup itself.
 template <class DF>
 struct FormatVecs {
   using DI = hn::RebindToSigned<DF>;
@@ -70,24 +73,21 @@ struct FormatVecs {
         c_lost(c_ovf),
         c_rel(c_ovf) {}
 
-  // inv: 1/|x| (rounded), shared by every format. The sum of relative errors takes
-  // err * inv (within 2 ulps of the quotient); the maximum must be the exact quotient
-  // err / |x| in float, so a vector is divided only when one of its lanes may beat its
-  // lane's maximum: err * inv >= q (1 - 1.5 2^-23) for the exact quotient q, so any q
-  // over the maximum M gives err * inv > M (1 - 2^-20). (|x| < 2^126 here, so inv is a
-  // normal float.)
-  HWY_INLINE void AddInRange(VF err, VF ax, VF inv) {
-    max_abs = hn::Max(max_abs, err);
-    const auto rel = hn::Mul(err, inv);
-    fsum = hn::Add(fsum, rel);
-    if (HWY_UNLIKELY(!hn::AllFalse(df, hn::Gt(rel, thr)))) {
-      max_rel = hn::Max(max_rel, hn::Div(err, ax));
-      thr = hn::Mul(max_rel, band);
-    }
-    ++in_range_vectors;
-  }
+  // After a block of in-range vectors whose relative errors were taken as err * inv
+  // (inv = 1/|x| rounded, within 2 ulps of the quotient) and whose lanes' largest such
+  // product is `bmax`: the maximum must be the exact quotient err / |x| in float, so the
+  // block is divided again only when a lane may have beaten its lane's maximum:
+  // err * inv >= q (1 - 1.5 2^-23) for the exact quotient q, so any q over the maximum M
+  // gives err * inv > M (1 - 2^-20). Whether that may be so:
+  HWY_INLINE bool MayBeatMax(VF bmax) const { return !hn::AllFalse(df, hn::Gt(bmax, thr)); }
+  HWY_INLINE void AddExact(VF err, VF ax) { max_rel = hn::Max(max_rel, hn::Div(err, ax)); }
+  HWY_INLINE void UpdateThreshold() { thr = hn::Mul(max_rel, band); }
 
-  HWY_INLINE void Add(VF xv, VF rv) {
+  // One vector not wholly in the format's normal range: counts it, and returns the
+  // rounding errors of its lanes (0 where the value overflows or is not finite) and their
+  // relative errors (the exact quotients; 0 also where x is 0), for the caller's maximum
+  // and sum.
+  HWY_INLINE void Errors(VF xv, VF rv, VF& err, VF& rel) {
     const auto ax = hn::Abs(xv), ar = hn::Abs(rv);
     const auto finite = hn::Le(ax, fmax);
     const auto beyond =
@@ -95,18 +95,26 @@ struct FormatVecs {
     const auto ovf = hn::And(finite, hn::Or(beyond, hn::Not(hn::Le(ar, fmax))));
     c_ovf = Count(di, c_ovf, ovf);
     const auto valid = hn::AndNot(ovf, finite);
-    const auto err = hn::IfThenElseZero(valid, hn::Abs(hn::Sub(rv, xv)));
-    max_abs = hn::Max(max_abs, err);
+    err = hn::IfThenElseZero(valid, hn::Abs(hn::Sub(rv, xv)));
     const auto nz = hn::And(valid, hn::Ne(ax, zero));
-    const auto rel = hn::IfThenElseZero(nz, hn::Div(err, ax));
+    c_rel = Count(di, c_rel, nz);
+    // (No lane with a relative error: 0 is every lane's, without dividing.)
+    rel = zero;
+    if (hn::AllFalse(df, nz)) return;
+    rel = hn::IfThenElseZero(nz, hn::Div(err, ax));
     max_rel = hn::Max(max_rel, rel);
     thr = hn::Mul(max_rel, band);
-    fsum = hn::Add(fsum, rel);
-    c_rel = Count(di, c_rel, nz);
     const auto r_zero = hn::Eq(ar, zero);
     c_unf = Count(di, c_unf, hn::And(nz, r_zero));
     c_sub = Count(di, c_sub, hn::And(hn::AndNot(r_zero, nz), hn::Lt(ar, smallest_normal)));
     c_lost = Count(di, c_lost, hn::Gt(rel, loss));
+  }
+
+  HWY_INLINE void Add(VF xv, VF rv) {
+    VF err, rel;
+    Errors(xv, rv, err, rel);
+    max_abs = hn::Max(max_abs, err);
+    fsum = hn::Add(fsum, rel);
   }
 
   // Moves the float partial sums (at most kBlock terms a lane) into the double sums.
@@ -163,7 +171,8 @@ std::size_t ChunkBase(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a, Mo
     }
   }
   FPG_CHECK(end <= kMaxChunk);
-  BaseVecs<decltype(df)> base;
+  alignas(64) std::uint8_t exps[kMaxChunk];
+  BaseVecs<decltype(df)> base(exps);
   const auto one = hn::Set(df, 1.0f);
   const auto fmax = base.fmax;
   const auto kf = hn::Set(df, k_shift);
@@ -228,40 +237,151 @@ std::size_t ChunkBaseF32(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a,
 #endif
 }
 
-// Rounds the chunk into the format (nearest-even, fast path) and summarises the errors
-// in the same pass, without storing the rounded values; inv: 1/|x| from ChunkBaseF32.
-std::size_t ChunkFusedF32(const float* HWY_RESTRICT x, const float* HWY_RESTRICT inv, std::size_t n,
-                          const FastParams& rp, const FormatPlan& p, FormatAcc& a) {
-#if HWY_TARGET == HWY_SCALAR
-  (void)x, (void)inv, (void)n, (void)rp, (void)p, (void)a;
-  return 0;
-#else
+#if HWY_TARGET != HWY_SCALAR
+// Up to this many formats share one pass over a chunk (their running vectors in registers).
+constexpr std::size_t kFusedGroup = 3;
+
+template <std::size_t K, class T, class F, std::size_t... I>
+std::array<T, K> ArrayOf(F make, std::index_sequence<I...>) {
+  return {make(I)...};
+}
+
+// The largest magnitude of the in-range path: the format's max, and at most 2^126, where
+// 1/|x| is a normal float.
+inline float InRangeMax(const FastParams& p) {
+  return std::min(p.max, 0x1p126f);
+}
+
+// The magnitudes inside every one of the formats f[0, count)'s in-range paths, as bits
+// [lo, lo + span]; none pass when there are none.
+inline std::pair<std::uint32_t, std::uint32_t> CommonRange(const FusedFormat* f,
+                                                           std::size_t count) {
+  std::uint32_t lo = 0, hi = ~0u;
+  for (std::size_t k = 0; k < count; ++k) {
+    lo = std::max(lo, std::bit_cast<std::uint32_t>(f[k].rp->smallest_normal));
+    hi = std::min(hi, std::bit_cast<std::uint32_t>(InRangeMax(*f[k].rp)));
+  }
+  return lo <= hi ? std::pair{lo, hi - lo} : std::pair{~0u, 0u};
+}
+
+// A block's vectors [start, end) that took the in-range path (their bits in `slow` clear)
+// again, with the exact quotients, for the format's maximum relative error.
+template <class Vecs, class Bits>
+void RecheckBlock(const float* HWY_RESTRICT x, std::size_t start, std::size_t end,
+                  std::uint32_t slow, const Bits& b, Vecs& v) {
+  const hn::RebindToUnsigned<decltype(v.df)> du;
+  const std::size_t N = hn::Lanes(v.df);
+  for (std::size_t j = start; j < end; j += N) {
+    if (slow >> ((j - start) / N) & 1) continue;
+    const auto ab = hn::AndNot(hn::Set(du, 0x80000000u), hn::BitCast(du, hn::LoadU(v.df, x + j)));
+    const auto ax = hn::BitCast(v.df, ab);
+    v.AddExact(hn::Abs(hn::Sub(hn::BitCast(v.df, b.Round(ab)), ax)), ax);
+  }
+  v.UpdateThreshold();
+}
+
+// The error summaries of K formats, each rounded to nearest-even with its fast path, over
+// the chunk x[0, end) (whole vectors), in one pass: each vector is loaded once and rounded
+// into every format, and a vector inside every format's normal range (the common case) is
+// tested once. inv: 1/|x| from ChunkBaseF32. Each format's sums take the same terms in the
+// same order as a pass of its own: the same numbers.
+template <std::size_t K>
+void FusedGroup(const float* HWY_RESTRICT x, const float* HWY_RESTRICT inv, std::size_t end,
+                const FusedFormat* f) {
   const hn::ScalableTag<float> df;
-  const std::size_t N = hn::Lanes(df);
-  const std::size_t end = n - n % N;
   const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::Repartition<double, decltype(df)> dd;
+  using VF = hn::Vec<decltype(df)>;
+  using Bits = NormalBits<true, decltype(du)>;
+  const std::size_t N = hn::Lanes(df);
+  const auto seq = std::make_index_sequence<K>();
+  const auto b =
+      ArrayOf<K, Bits>([&](std::size_t k) { return Bits(*f[k].rp, InRangeMax(*f[k].rp)); }, seq);
+  auto v = ArrayOf<K, FormatVecs<decltype(df)>>(
+      [&](std::size_t k) { return FormatVecs<decltype(df)>(*f[k].plan, *f[k].acc); }, seq);
+  const auto [lo, span] = CommonRange(f, K);
+  const auto all_lo = hn::Set(du, lo), all_span = hn::Set(du, span);
   const auto sign_bit = hn::Set(du, 0x80000000u);
-  // The in-range path also needs |x| <= 2^126, where 1/|x| is a normal float.
-  FastParams in_range_params = rp;
-  in_range_params.max = std::min(rp.max, 0x1p126f);
-  FormatVecs<decltype(df)> v(p, a);
+  VF max_abs[K], fsum[K], bmax[K];
+  HWY_UNROLL(4)
+  for (std::size_t k = 0; k < K; ++k) max_abs[k] = fsum[k] = bmax[k] = hn::Zero(df);
+  std::size_t all_in = 0;
   for (std::size_t i = 0; i < end;) {
-    const std::size_t block_end = std::min(end, i + kBlock * N);
+    const std::size_t start = i, block_end = std::min(end, i + kBlock * N);
+    std::uint32_t slow[K] = {};  // the block's vectors (bits) not in a format's range
     for (; i < block_end; i += N) {
+      // The next chunk (where the caller has one) into L2 meanwhile, for ChunkBase.
+      __builtin_prefetch(x + i + kMaxChunk, 0, 2);
       const auto xv = hn::LoadU(df, x + i);
       const auto ab = hn::AndNot(sign_bit, hn::BitCast(du, xv));
-      bool in_range;
-      const auto rn = RoundNormalBits<true>(du, ab, in_range_params, in_range);
-      if (HWY_LIKELY(in_range)) {
-        const auto ax = hn::BitCast(df, ab);
-        v.AddInRange(hn::Abs(hn::Sub(hn::BitCast(df, rn), ax)), ax, hn::LoadU(df, inv + i));
-      } else {
-        v.Add(xv, RoundOutOfRange<true>(df, xv, ab, rn, rp));
+      const auto ax = hn::BitCast(df, ab);
+      const auto iv = hn::LoadU(df, inv + i);
+      const auto in_range = [&](std::size_t k) {
+        const auto err = hn::Abs(hn::Sub(hn::BitCast(df, b[k].Round(ab)), ax));
+        const auto rel = hn::Mul(err, iv);
+        max_abs[k] = hn::Max(max_abs[k], err);
+        fsum[k] = hn::Add(fsum[k], rel);
+        bmax[k] = hn::Max(bmax[k], rel);
+      };
+      if (HWY_LIKELY(hn::AllFalse(du, hn::Gt(hn::Sub(ab, all_lo), all_span)))) {
+        ++all_in;
+        HWY_UNROLL(4)
+        for (std::size_t k = 0; k < K; ++k) in_range(k);
+        continue;
+      }
+      HWY_UNROLL(4)
+      for (std::size_t k = 0; k < K; ++k) {
+        if (b[k].InRange(ab)) {
+          ++v[k].in_range_vectors;
+          in_range(k);
+          continue;
+        }
+        slow[k] |= 1u << ((i - start) / N);
+        VF err, rel;
+        v[k].Errors(xv, RoundOutOfRange<true>(df, xv, ab, b[k].Round(ab), *f[k].rp), err, rel);
+        max_abs[k] = hn::Max(max_abs[k], err);
+        fsum[k] = hn::Add(fsum[k], rel);
       }
     }
-    v.Flush();
+    HWY_UNROLL(4)
+    for (std::size_t k = 0; k < K; ++k) {
+      if (HWY_UNLIKELY(v[k].MayBeatMax(bmax[k])))
+        RecheckBlock(x, start, block_end, slow[k], b[k], v[k]);
+      bmax[k] = hn::Zero(df);
+      AddWide(df, dd, fsum[k], v[k].s_lo, v[k].s_hi);
+      fsum[k] = hn::Zero(df);
+    }
   }
-  v.Finish(a);
+  HWY_UNROLL(4)
+  for (std::size_t k = 0; k < K; ++k) {
+    v[k].max_abs = max_abs[k];
+    v[k].in_range_vectors += all_in;
+    v[k].Finish(*f[k].acc);
+  }
+}
+#endif
+
+// The error summaries of the formats f[0, count) over the chunk x[0, n): see FusedGroup.
+// Processes the first n - n % Lanes elements; returns how many it did.
+std::size_t ChunkFusedF32(const float* HWY_RESTRICT x, const float* HWY_RESTRICT inv, std::size_t n,
+                          const FusedFormat* f, std::size_t count) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)x, (void)inv, (void)n, (void)f, (void)count;
+  return 0;
+#else
+  const std::size_t end = n - n % hn::Lanes(hn::ScalableTag<float>());
+  for (std::size_t g = 0; g < count; g += kFusedGroup) {
+    switch (std::min(kFusedGroup, count - g)) {
+      case 1:
+        FusedGroup<1>(x, inv, end, f + g);
+        break;
+      case 2:
+        FusedGroup<2>(x, inv, end, f + g);
+        break;
+      default:
+        FusedGroup<3>(x, inv, end, f + g);
+    }
+  }
   return end;
 #endif
 }
@@ -306,9 +426,9 @@ Moments chunk_all(std::span<const float> x, BaseAcc& a, std::span<const FusedFor
   const std::span<const float> tail = x.subspan(done);
   float r[64];
   FPG_CHECK(tail.size() <= 64);
-  for (const FusedFormat& f : fmts) {
-    HWY_DYNAMIC_DISPATCH(ChunkFusedF32)(x.data(), inv.data(), done, *f.rp, *f.plan, *f.acc);
-    if (tail.empty()) continue;
+  if (!fmts.empty())
+    HWY_DYNAMIC_DISPATCH(ChunkFusedF32)(x.data(), inv.data(), done, fmts.data(), fmts.size());
+  for (const FusedFormat& f : tail.empty() ? std::span<const FusedFormat>() : fmts) {
     round_fast(tail.data(), r, tail.size(), *f.rp);
     chunk_format(tail, std::span<const float>(r, tail.size()), *f.plan, *f.acc);
   }

@@ -1,0 +1,73 @@
+#!/usr/bin/python3
+"""`fpguard inspect` on a large .npy against memcpy (issue 20): the wall time of the whole
+command (float16, bfloat16 and float8_e4m3fn, its default threads) as a user times it,
+against NumPy's `copyto` of the same array in this process; with two binaries A and B,
+their rounds alternate and their `--json --histogram` outputs must be identical.
+
+Distributions: `typical` N(0,1), `wide` N(0,1) x 3e4 (most values beyond float8's range).
+
+Usage: bench/inspect_file.py FPGUARD_A [FPGUARD_B] [--rounds N] [--mib M]
+(run it under `chrt -f 10` on a shared machine)"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+FORMATS = "float16,bfloat16,float8_e4m3fn"
+
+
+def timed(cmd):
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def memcpy_s(x, rounds):
+    y = np.empty_like(x)
+    np.copyto(y, x)
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        np.copyto(y, x)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bins", nargs="+")
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--mib", type=int, default=256)
+    a = ap.parse_args()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(a.mib << 18, dtype=np.float32)
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as tmp:
+        print(f"{'distribution':<10} {'memcpy ms':>9} " +
+              " ".join(f"{'bin ' + chr(65 + i) + ' ms':>9} {'x memcpy':>8}"
+                       for i in range(len(a.bins))) + f"  ({a.mib} MiB, median of {a.rounds})")
+        for name, scale in (("typical", 1.0), ("wide", 3e4)):
+            path = os.path.join(tmp, name + ".npy")
+            np.save(path, x * np.float32(scale))
+            cmds = [[b, "inspect", path, "--formats", FORMATS] for b in a.bins]
+            outs = [subprocess.run(c + ["--json", "--histogram"], check=True,
+                                   capture_output=True).stdout for c in cmds]
+            if any(o != outs[0] for o in outs):
+                sys.exit(f"{name}: the binaries' --json outputs differ")
+            times = [[] for _ in cmds]
+            for _ in range(a.rounds):
+                for t, c in zip(times, cmds):
+                    t.append(timed(c))
+            mc = memcpy_s(x, a.rounds)
+            meds = [statistics.median(t) for t in times]
+            print(f"{name:<10} {mc * 1e3:9.1f} " +
+                  " ".join(f"{m * 1e3:9.1f} {mc / m:8.2f}" for m in meds))
+            os.remove(path)
+
+
+if __name__ == "__main__":
+    main()
