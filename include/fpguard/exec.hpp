@@ -159,7 +159,8 @@ struct OpTraits {
   bool guarded = false;
   // Its kernel takes weight input 1 unrounded where the executor can (KernelContext::
   // unrounded) and rounds what it prepares from it: Conv, whose oneDNN path keeps one
-  // reordered copy of W however many precisions it runs in.
+  // reordered copy of W however many precisions it runs in; MatMul and Gemm, which round
+  // their weight B per call in a node's first run instead of into a kept copy.
   bool rounds_weight = false;
 };
 
@@ -505,11 +506,12 @@ struct RunOptions {
   DType carrier = DType::float32;
   // Times every node of every run (nullptr: nothing is timed, nothing costs).
   Profiler* profiler = nullptr;
-  // What kernels that round a weight themselves (OpTraits::rounds_weight: Conv) keep of
-  // it: false, what they prepare from it rounded, once per weight and format (fastest);
-  // true, the float32 prepared copy, which a float32 executor sharing the WeightCache makes
-  // and keeps too, rounded again whenever the node runs (the latest rounding kept:
-  // PreparedCache::latest). check's runs hold the conv weights once so.
+  // What kernels that round a weight themselves (OpTraits::rounds_weight: Conv, MatMul,
+  // Gemm) keep of it: false, what they prepare from it rounded, once per weight and format
+  // (fastest); true, the float32 prepared copy, which a float32 executor sharing the
+  // WeightCache makes and keeps too, rounded again whenever the node runs (the latest
+  // rounding kept: PreparedCache::latest). check's runs hold the weights once so
+  // (docs/executor.md).
   bool prepare_in_float32 = false;
 };
 
