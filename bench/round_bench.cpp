@@ -2,6 +2,7 @@
 // /threads:auto.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -65,14 +66,15 @@ namespace {
 
 // Quantize-dequantize into a scaled format (issue 21: MX at >= 0.5x memcpy on one thread;
 // the NumPy reference, bench/numpy_mx.py, >= 20x slower). Blocks along the last axis of a
-// [rows, 4096] tensor, one thread.
+// [rows, 4096] tensor (4 KiB: one row), one thread.
 void BM_round_scaled(benchmark::State& state, const char* format, bool generic) {
   const auto bytes = static_cast<std::size_t>(state.range(0));
   const auto& in = input(bytes, static_cast<int>(state.range(1)));
   std::vector<float> out(in.size());
   const auto f = fpguard::parse_scaled_format(format);
   const auto n = static_cast<std::int64_t>(in.size());
-  const fpguard::ScaledLayout l{.shape = {n / 4096, 4096}};
+  const std::int64_t cols = std::min<std::int64_t>(n, 4096);  // the small case: one row
+  const fpguard::ScaledLayout l{.shape = {n / cols, cols}};
   const fpguard::ScaledOptions o{.threads = 1, .generic = generic};
   for (auto _ : state) {
     benchmark::DoNotOptimize(fpguard::round_scaled(in, out, l, f, o));
