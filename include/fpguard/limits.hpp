@@ -35,7 +35,7 @@ void set_available_cores(int cores);
 void parallel_tasks(std::size_t n, int threads, const std::function<void(std::size_t)>& task);
 // Ends that pool's idle threads (OpenMP 5's omp_pause_resource_all; a later parallel loop
 // starts them again): for a program with no parallel work ahead, whose idle threads would
-// otherwise spin for milliseconds (libgomp's default wait, where prefer_passive_openmp_wait
+// otherwise spin for milliseconds (libgomp's default wait, where prefer_bounded_openmp_wait
 // did not take effect: merge).
 void release_idle_threads();
 
@@ -56,16 +56,20 @@ std::uint64_t parse_byte_size(std::string_view text, const std::string& where);
 void reuse_freed_memory();
 
 // Process-wide OpenMP policy for programs that run models: unless the user chose one
-// (OMP_WAIT_POLICY or GOMP_SPINCOUNT set), sets OMP_WAIT_POLICY=passive, so that threads
-// waiting at a barrier or for work sleep instead of spinning for libgomp's default
-// 300,000 iterations. Spinning wins microseconds per parallel region on an idle machine
-// and loses everything when a core is busy: a spinning thread holds the core its
-// descheduled partner needs (bench/README.md: 2-thread runs 10x slower under load).
-// Returns whether it set the variable. libgomp reads its environment once, when it is
+// (OMP_WAIT_POLICY or GOMP_SPINCOUNT set), sets GOMP_SPINCOUNT=kOpenMPSpins, so that
+// threads waiting at a barrier or for work spin that many iterations, then sleep, instead
+// of spinning for libgomp's default 300,000. A long spin wins microseconds per parallel
+// region on an idle machine and loses everything when a core is busy: a spinning thread
+// holds the core its descheduled partner needs (bench/README.md: 2-thread runs 10x slower
+// under load). Sleeping at once (OMP_WAIT_POLICY=passive) pays a futex wake per region;
+// the short spin took 9% off the real architectures idle and added 9% with a core busy,
+// where the rise stays below ONNX Runtime's (bench/README.md, "A bounded spin by
+// default"). Returns whether it set the variable. libgomp reads its environment once, when it is
 // loaded, before main() (and glibc's initializer, which runs before libgomp's, resets the
 // environment that an executable's .preinit_array changed), so a program that gets true
 // must start again for it to take effect: the CLI re-executes itself for the commands that
 // run models (tools/fpguard/main.cpp).
-bool prefer_passive_openmp_wait();
+inline constexpr const char* kOpenMPSpins = "1000";
+bool prefer_bounded_openmp_wait();
 
 }  // namespace fpguard

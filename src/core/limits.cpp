@@ -168,9 +168,9 @@ void reuse_freed_memory() {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
-bool prefer_passive_openmp_wait() {
+bool prefer_bounded_openmp_wait() {
   if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return false;
-  return setenv("OMP_WAIT_POLICY", "passive", 0) == 0;
+  return setenv("GOMP_SPINCOUNT", kOpenMPSpins, 0) == 0;
 }
 
 }  // namespace fpguard

@@ -16,9 +16,10 @@ namespace fpguard::detail {
 
 // Below this many elements a second thread costs more than it saves. A parallel region
 // costs a few microseconds on a pool whose threads spin while they wait, but a futex wake
-// and a sleep on each side (tens of microseconds on a VM) on a pool that waits passively,
-// the `fpguard` command's default (prefer_passive_openmp_wait): there each thread's share
-// must be 4x larger to pay (bench/README.md, "check's threads").
+// and a sleep on each side (tens of microseconds on a VM) on a pool that waits passively
+// (OMP_WAIT_POLICY=passive): there each thread's share must be 4x larger to pay
+// (bench/README.md, "check's threads"). The `fpguard` command's bounded spin
+// (prefer_bounded_openmp_wait) counts as spinning.
 inline std::size_t parallel_threshold() {
   static const std::size_t threshold = [] {
     const char* policy = std::getenv("OMP_WAIT_POLICY");

@@ -256,7 +256,7 @@ bool im2col_is_identity(const ConvGeometry& g) {
 // The threads of a convolution on the depthwise kernel or oneDNN's primitive: one when
 // it is too small for a second thread to pay
 // for waking it (each parallel region of oneDNN's and of the depthwise kernel wakes the
-// pool's threads: tens of microseconds on a VM with the command's passive wait), else the
+// pool's threads: tens of microseconds on a VM once they sleep), else the
 // run's. A multiply-add counts as a quarter of parallel_for's element (a load and a store
 // at memory speed). The work is split by output position and channel, never along a sum:
 // the results do not depend on the choice.

@@ -163,11 +163,11 @@ int run(CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // OpenMP threads sleep while they wait unless the user chose otherwise; libgomp has
-  // read its environment already, so the process starts again (once: the variable is set
-  // now). Should the exec fail, the run goes on with libgomp's default.
+  // OpenMP threads spin briefly, then sleep, while they wait unless the user chose
+  // otherwise; libgomp has read its environment already, so the process starts again
+  // (once: the variable is set now). Should the exec fail, the run goes on with libgomp's default.
   const auto app = make_app();
-  if (argc > 1 && fpguard::cli::runs_models(argv[1]) && fpguard::prefer_passive_openmp_wait())
+  if (argc > 1 && fpguard::cli::runs_models(argv[1]) && fpguard::prefer_bounded_openmp_wait())
     execv("/proc/self/exe", argv);
   fpguard::cli::mpi::start(&argc, &argv);
   return fpguard::cli::mpi::stop(run(*app, argc, argv));
