@@ -587,7 +587,10 @@ void accuracy_origins(Context& ctx, const Graphs& g,
                                                            }))
                              .run_values(sample));
   std::vector<Origin> found;
-  for (const auto& [err, pos] : candidates) {
+  for (const auto& candidate : candidates) {
+    // (not a structured binding: clang 14 cannot capture one in the lambda below)
+    const double err = candidate.first;
+    const std::size_t pos = candidate.second;
     const std::string& name = g.node(pos).name;
     if (name.empty()) continue;  // a policy cannot name it (see name_nodes)
     const exec::RunOptions one = origin_run(ctx, ref_ex, [&](exec::PrecisionPolicy& p) {

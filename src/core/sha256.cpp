@@ -13,6 +13,7 @@
 #include "fpguard/io.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define FPGUARD_SHA_NI 1
 #endif
@@ -37,8 +38,15 @@ constexpr std::uint32_t rotr(std::uint32_t x, int n) {
 
 #if FPGUARD_SHA_NI
 
+// CPUID: SSE4.1 is leaf 1's ECX bit 19, SHA leaf 7's EBX bit 29. (Not
+// __builtin_cpu_supports("sha"): clang 14, which `make fuzz` builds with, does not know it.)
 bool has_sha_ni() {
-  static const bool yes = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1");
+  static const bool yes = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 19))) return false;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return (b & (1u << 29)) != 0;
+  }();
   return yes;
 }
 

@@ -395,7 +395,9 @@ CheckState PartReader::state(const Node& j, const std::string& path) const {
   };
   each(array(j, "outputs", path), [&](const Node& out, std::size_t i) {
     const std::string p = detail::item(path, "outputs", i);
-    auto [v, c] = counts(out, p);
+    auto counted = counts(out, p);  // (not a structured binding: the lambda below uses it)
+    analysis::OutputVerdict& v = counted.first;
+    const Comparison c = counted.second;
     std::vector<Comparison> element_cmp;
     if (out.contains("elements")) {  // (sequence and optional outputs; absent in older files)
       each(array(out, "elements", p), [&](const Node& element, std::size_t k) {

@@ -157,7 +157,6 @@ template <bool kDistribution>
 std::size_t ChunkBase(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a, Moments& m,
                       float* HWY_RESTRICT inv) {
   const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di;
   const hn::Repartition<double, decltype(df)> dd;
   const hn::Half<decltype(df)> dh;
   const std::size_t N = hn::Lanes(df);
