@@ -213,6 +213,17 @@ def main():
     for i, p in enumerate(plans):
         write(f"{out}/plan_json/{i}.json", json.dumps(p).encode())
 
+    # JSON as a part holds it (numbers of every kind, "inf"/"nan" strings, nested arrays
+    # and objects), and what only one of the two parsers behind the tape reads.
+    docs = [json.dumps(p) for p in plans] + [
+        '{"schema_version":4,"sets":[3,4],"states":[{"absmax":{"/a":1e308,"/b":5e-324},'
+        '"seen":["/a"],"cmp":[1,0,0,2,0,3,0.5,1e-7,"inf",null,-0.0,"nan"]}],"threads":2}',
+        '{"k":1,"k":{"k":[1,2]},"k":null}', '[18446744073709551615,18446744073709551616,'
+        '-9223372036854775808,-9223372036854775809,-0,0e5,1e-400]',
+        '"\\u00e9\\ud83d\\ude00\\n"', '\ufeff[1]', '[' * 1100 + ']' * 1100, '[1,]', '{"a" 1}']
+    for i, d in enumerate(docs):
+        write(f"{out}/json_tape/{i}.json", d.encode())
+
     # Input options: one per line ("shape NAME=..." for --shape).
     specs = ["x=uniform:-1:1\nn=uniform:0:9\nshape n=5",
              "x=normal:0:1\nshape n=0\nseed 3",

@@ -43,6 +43,7 @@ foreach(_fpg_file ${_fpg_harnesses})
   add_executable(${_fpg_h}_replay ${PROJECT_SOURCE_DIR}/fuzz/${_fpg_file}
                                   ${PROJECT_SOURCE_DIR}/fuzz/replay_main.cpp)
   target_link_libraries(${_fpg_h}_replay PRIVATE fpguard_lib)
+  target_include_directories(${_fpg_h}_replay PRIVATE ${PROJECT_SOURCE_DIR}/src)  # json_tape
   add_test(NAME regression.${_fpg_h}
            COMMAND ${_fpg_h}_replay ${PROJECT_SOURCE_DIR}/tests/regressions/${_fpg_h})
   set_tests_properties(regression.${_fpg_h} PROPERTIES LABELS "badinput;regression" TIMEOUT 300)

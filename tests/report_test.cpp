@@ -405,7 +405,9 @@ TEST(Json, TapeReadsWhatTheDomReads) {
   for (const char* text :
        {R"({"a": [1, -2, 3.5, "x", null, true, false, [], {}], "b": {"c": [[1], [2, [3]]]}})",
         R"([18446744073709551615, -9223372036854775808, 1e308, -0.0, 5e-324, "\u00e9\n\"\t"])",
-        R"({"k": 1, "k": 2, "z": {"k": [3]}})", R"("alone")", "7", "[]", "{}",
+        R"({"k": 1, "k": 2, "z": {"k": [3]}})", R"({"k": 1, "k": null})",
+        R"([{"a": [1], "a": null}, -0, 18446744073709551616, -9223372036854775809])",
+        "\xEF\xBB\xBF[1]", R"("alone")", "7", "[]", "{}",
         R"([{"name": "n", "outputs": [{"v": [1, 2, 3]}, {"v": []}]}, {"name": "m"}])"}) {
     const Json want = Json::parse(text);
     const JsonTape tape = JsonTape::parse(text, "doc.json", "a test document");
@@ -434,6 +436,10 @@ TEST(Json, TapeReadsWhatTheDomReads) {
         EXPECT_EQ(detail::to_dom(*root.find(it.key())).dump(), it.value().dump()) << text;
       }
   }
+  // Nesting past simdjson's depth (1,024) is read as well.
+  const std::string deep = std::string(3000, '[') + std::string(3000, ']');
+  EXPECT_EQ(detail::to_dom(JsonTape::parse(deep, "d", "x").root()).dump(),
+            Json::parse(deep).dump());
   const JsonTape t = JsonTape::parse(R"({"n": 3, "u": 18446744073709551615, "i": -4})", "d", "x");
   EXPECT_TRUE(t.root().find("n")->is_number_unsigned());
   EXPECT_EQ(t.root().find("u")->get<std::uint64_t>(), UINT64_MAX);

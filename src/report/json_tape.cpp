@@ -1,5 +1,8 @@
-// The tape of a JSON or CBOR document (json_tape.hpp), built from nlohmann's SAX events.
+// The tape of a JSON or CBOR document (json_tape.hpp): JSON parsed by simdjson and its DOM
+// walked into the tape; CBOR, and JSON simdjson refuses, from nlohmann's SAX events.
 #include "json_tape.hpp"
+
+#include <simdjson.h>
 
 #include <cstring>
 #include <limits>
@@ -72,12 +75,13 @@ struct TapeBuilder {
     n.v_.u = u;
     return push(n);
   }
-  bool number_float(double d, const Str&) {
+  bool real(double d) {
     JsonNode n = of(JsonNode::Kind::real);
     n.v_.d = d;
     return push(n);
   }
-  JsonNode text(const Str& s) {
+  bool number_float(double d, const Str&) { return real(d); }
+  JsonNode text(std::string_view s) {
     JsonNode n = of(JsonNode::Kind::string);
     if (s.size() > capacity - used) throw std::length_error("JSON strings past the input's size");
     char* at = tape.strings_.get() + used;
@@ -87,9 +91,10 @@ struct TapeBuilder {
     n.count_ = static_cast<std::uint32_t>(s.size());
     return n;
   }
-  bool string(Str& s) { return push(text(s)); }
+  bool string(std::string_view s) { return push(text(s)); }
+  bool string(Str& s) { return string(std::string_view(s)); }
   bool binary(Json::binary_t&) { return false; }  // (CBOR byte strings: not in a report)
-  bool key(Str& s) {
+  bool key(std::string_view s) {
     ++tape.nodes_[open.back()].count_;
     tape.nodes_.push_back(text(s));
     return true;
@@ -113,23 +118,84 @@ struct TapeBuilder {
     return false;
   }
 
-  static JsonTape read(std::string_view in, nlohmann::detail::input_format_t format,
-                       const std::string& where, const std::string& problem) {
+  // simdjson's value `e` and its subtree, as nlohmann's events would add them: a number
+  // without a sign is a count, with one an integer (simdjson reads "-0" as the integer 0:
+  // a count here, an integer there, the same number). Recursive: simdjson's DOM is at most
+  // its parser's max_depth (1024) deep.
+  bool add(simdjson::dom::element e) {
+    using T = simdjson::dom::element_type;
+    switch (e.type()) {
+      case T::ARRAY: {
+        const simdjson::dom::array a = e.get_array().value_unsafe();
+        if (!start_array(0)) return false;
+        for (simdjson::dom::element x : a)
+          if (!add(x)) return false;
+        return end_array();
+      }
+      case T::OBJECT: {
+        const simdjson::dom::object o = e.get_object().value_unsafe();
+        if (!start_object(0)) return false;
+        for (simdjson::dom::key_value_pair m : o) {
+          key(m.key);
+          if (!add(m.value)) return false;
+        }
+        return end_object();
+      }
+      case T::INT64: {
+        const std::int64_t i = e.get_int64().value_unsafe();
+        return i >= 0 ? number_unsigned(static_cast<std::uint64_t>(i)) : number_integer(i);
+      }
+      case T::UINT64:
+        return number_unsigned(e.get_uint64().value_unsafe());
+      case T::DOUBLE:
+        return real(e.get_double().value_unsafe());
+      case T::STRING:
+        return string(e.get_string().value_unsafe());
+      case T::BOOL:
+        return boolean(e.get_bool().value_unsafe());
+      case T::NULL_VALUE:
+        return null();
+    }
+    return false;
+  }
+
+  static JsonTape start_tape(std::string_view in, const std::string& where,
+                             const std::string& problem) {
     if (in.size() >= std::numeric_limits<std::uint32_t>::max())
       throw Error(where, "is larger than 4 GiB (" + problem + ")");
     JsonTape t;
     t.nodes_.reserve(in.size() / 8 + 1);
     t.strings_ = std::make_unique_for_overwrite<char[]>(in.size() + 1);
+    return t;
+  }
+
+  static JsonTape read(std::string_view in, nlohmann::detail::input_format_t format,
+                       const std::string& where, const std::string& problem) {
+    JsonTape t = start_tape(in, where, problem);
     TapeBuilder b{.tape = t, .capacity = in.size()};
     if (!Json::sax_parse(in.begin(), in.end(), &b, format) || t.nodes_.empty())
       throw Error(where, problem);
     return t;
   }
+
+  // JSON by simdjson, several times faster than nlohmann's lexer (merge reads its parts so:
+  // docs/scale.md). What simdjson refuses, nlohmann reads or words the error of: integers
+  // beyond 64 bits (a double there), nesting past 1024, a byte order mark.
+  static JsonTape read_json(std::string_view in, const std::string& where,
+                            const std::string& problem) {
+    JsonTape t = start_tape(in, where, problem);
+    simdjson::dom::parser parser;
+    simdjson::dom::element root;
+    if (parser.parse(in.data(), in.size()).get(root) == simdjson::SUCCESS) {
+      TapeBuilder b{.tape = t, .capacity = in.size()};
+      if (b.add(root)) return t;
+    }
+    return read(in, nlohmann::detail::input_format_t::json, where, problem);
+  }
 };
 
 JsonTape JsonTape::parse(std::string_view text, const std::string& where, const char* expected) {
-  return TapeBuilder::read(text, nlohmann::detail::input_format_t::json, where,
-                           std::string("not JSON (expected ") + expected + ")");
+  return TapeBuilder::read_json(text, where, std::string("not JSON (expected ") + expected + ")");
 }
 
 JsonTape JsonTape::parse_cbor(std::string_view bytes, const std::string& where,
@@ -169,6 +235,8 @@ Json to_dom(const JsonNode& root) {
       *slot = n->get<double>();
     } else if (n->is_string()) {
       *slot = n->get<std::string>();
+    } else {
+      *slot = nullptr;  // (also over an earlier member of the same key: the last one counts)
     }
   }
   return out;
