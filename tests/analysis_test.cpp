@@ -863,7 +863,9 @@ TEST(Scaled, OperandCountsOfValuesTwoNodesRead) {
 }
 
 TEST(Shard, MergedStatesGiveTheDiagnosisOfOneCheck) {
-  const auto [b, x] = cancelling_matmul();
+  const auto made = cancelling_matmul();  // (clang 14: a lambda below captures b)
+  const auto& b = made.first;
+  const auto& x = made.second;
   std::vector<std::vector<NamedValue>> sets;
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> scale(0.5f, 2.0f);

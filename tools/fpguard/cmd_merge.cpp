@@ -120,7 +120,10 @@ void merge(const MergeArgs& a) {
   if (!a.out.html.empty()) check_output_file(a.parts.front(), a.out.html, "--html");
   if (!a.out.json.empty() && a.out.json != "-")
     for (const auto& p : a.parts) check_not_same_file(p, a.out.json, "--json");
-  const auto [parts, graph] = read_parts(a.parts, a.out.threads);
+  // (not a structured binding: lambdas below use both, which clang 14 cannot capture)
+  const auto read = read_parts(a.parts, a.out.threads);
+  const auto& parts = read.first;
+  const auto& graph = read.second;
   const report::CheckPart& head = parts.front();
   // The model file itself only for what runs it or compares its weights: accuracy
   // origins, and a reference model's rules.
