@@ -958,5 +958,202 @@ TEST(Rnn, ActivationsTakeTheirAlphaAndBetaInOrder) {
   EXPECT_EQ(y[3], 3.5f);
 }
 
+// ---- Fusion: a Conv and the element-wise node after it run as one (RunOptions::fuse) ----
+
+// x -> Conv(w, b) -> c -> `op` -> y, on the geometry of `ws` (the kernel's paths: oneDNN,
+// depthwise, a 1x1 GEMM, 4 spatial dimensions without oneDNN). Add's other operand is an
+// initializer of c's shape, on the side `add_first` says.
+struct FusionCase {
+  std::string op;
+  std::vector<model::Attribute> attrs{};
+  std::vector<std::string> extra{};  // further inputs (Clip's bounds), initializers below
+  std::vector<std::pair<std::string, Tensor>> inits{};
+};
+
+model::Model conv_then(const FusionCase& fc, const std::vector<std::int64_t>& xs, const Tensor& w,
+                       std::int64_t group, const Tensor* addend, bool add_first) {
+  test::GraphBuilder b(xs, "fusion.onnx");
+  Tensor bias(DType::float32, {w.shape()[0]});
+  for (std::size_t i = 0; i < bias.size(); ++i) bias.data<float>()[i] = 0.25f * float(i) - 0.5f;
+  b.init("w", w).init("b", bias);
+  b.node("conv", "Conv", {"x", "w", "b"}, "c",
+         {{"group", group, ""}, {"pads", std::vector<std::int64_t>(2 * (xs.size() - 2), 1), ""}});
+  std::vector<std::string> in{"c"};
+  if (addend) {
+    b.init("a", *addend);
+    in = add_first ? std::vector<std::string>{"a", "c"} : std::vector<std::string>{"c", "a"};
+  }
+  in.insert(in.end(), fc.extra.begin(), fc.extra.end());
+  for (const auto& [name, t] : fc.inits) b.init(name, t);
+  b.node("act", fc.op, in, "y", fc.attrs).output("y");
+  return b.m;
+}
+
+// Random values with the special ones a Conv's output may hold: NaN, infinities, zeros of
+// both signs, huge values whose sums overflow.
+Tensor special_random(std::vector<std::int64_t> shape, std::mt19937& rng) {
+  Tensor t(DType::float32, std::move(shape));
+  std::normal_distribution<float> normal(0, 2);
+  auto v = t.data<float>();
+  for (float& f : v) f = normal(rng);
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            -0.0f,
+                            0.0f,
+                            3e38f,
+                            -3e38f};
+  for (std::size_t i = 0; i < std::size(specials) && 7 * i + 3 < v.size(); ++i)
+    v[7 * i + 3] = specials[i];
+  return t;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.nbytes() == b.nbytes() &&
+         std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
+}
+
+// Runs `m` fused and not (twice each: the second run reads the prepared primitive) and
+// expects the same bits; returns whether node "act" ran fused into "conv".
+bool fused_as_unfused(const model::Model& m, const Tensor& x, RunOptions o = {}) {
+  Profiler profiler;
+  o.profiler = &profiler;
+  o.fuse = true;
+  const Executor fused(m, o);
+  o.profiler = nullptr;
+  o.fuse = false;
+  const Executor apart(m, o);
+  for (int r = 0; r < 2; ++r)
+    EXPECT_TRUE(same_bits(fused.run({{"x", x}})[0].tensor, apart.run({{"x", x}})[0].tensor));
+  bool into_conv = false;
+  for (const auto& n : profiler.profile().nodes)
+    if (n.path == "act") into_conv = n.fused_into == "conv";
+  return into_conv;
+}
+
+std::vector<FusionCase> fusion_cases() {
+  return {{.op = "Relu"},
+          {.op = "LeakyRelu", .attrs = {{"alpha", 0.1f, ""}}},
+          {.op = "Clip",
+           .extra = {"lo", "hi"},
+           .inits = {{"lo", test::scalar(0)}, {"hi", test::scalar(6)}}},
+          {.op = "Clip", .extra = {"", "hi"}, .inits = {{"hi", test::scalar(0.5f)}}},
+          {.op = "HardSigmoid", .attrs = {{"alpha", 0.3f, ""}, {"beta", 0.4f, ""}}},
+          {.op = "HardSwish"},
+          {.op = "Sigmoid"},
+          {.op = "Tanh"},
+          {.op = "Add"}};
+}
+
+// Every activation (and Add, on either side) fused into each of the Conv kernel's paths
+// gives the unfused result bit for bit, NaN, infinities and signed zeros included.
+TEST(Fusion, EachOpFusedIsBitForBitTheUnfusedResult) {
+  std::mt19937 rng(20);
+  struct Geometry {
+    std::vector<std::int64_t> xs, ws;
+    std::int64_t group;
+  };
+  const std::vector<Geometry> geometries = {
+      {{1, 3, 12, 12}, {8, 3, 3, 3}, 1},             // oneDNN (its blocked layout, padded channels)
+      {{2, 4, 12, 12}, {8, 1, 3, 3}, 4},             // depthwise, a channel multiplier of 2
+      {{1, 4, 16, 16}, {6, 4, 1, 1}, 1},             // 1x1 over a large plane: one GEMM
+      {{1, 2, 4, 4, 4, 4}, {3, 2, 2, 2, 2, 2}, 1}};  // 4 spatial dimensions: im2col
+  for (const auto& g : geometries)
+    for (const auto& fc : fusion_cases())
+      for (const bool add_first : {false, true}) {
+        if (add_first && fc.op != "Add") continue;
+        SCOPED_TRACE(fc.op + " after a Conv of W " + ::testing::PrintToString(g.ws) +
+                     (add_first ? ", the Add's input 1" : ""));
+        const Tensor w = special_random(g.ws, rng), x = special_random(g.xs, rng);
+        const Tensor probe = Executor(conv_then({.op = "Relu"}, g.xs, w, g.group, nullptr, false))
+                                 .run({{"x", x}})[0]
+                                 .tensor;
+        const Tensor addend = special_random(probe.shape(), rng);
+        const auto m =
+            conv_then(fc, g.xs, w, g.group, fc.op == "Add" ? &addend : nullptr, add_first);
+        EXPECT_TRUE(fused_as_unfused(m, x));
+      }
+}
+
+// A Conv output that another node reads too, or that is a graph output, or an Add that
+// broadcasts, runs apart.
+TEST(Fusion, OnlyTheSoleReaderOfAnInnerValueFuses) {
+  std::mt19937 rng(21);
+  const std::vector<std::int64_t> xs{1, 3, 10, 10};
+  const Tensor w = special_random({4, 3, 3, 3}, rng), x = special_random(xs, rng);
+  auto two_readers = conv_then({.op = "Relu"}, xs, w, 1, nullptr, false);
+  two_readers.graph.nodes.push_back({"other", "Sigmoid", "", {"c"}, {"z"}, {}, "", {}});
+  two_readers.graph.outputs.push_back({"z", 1, false, {}});
+  EXPECT_FALSE(fused_as_unfused(two_readers, x));
+  auto conv_output = conv_then({.op = "Relu"}, xs, w, 1, nullptr, false);
+  conv_output.graph.outputs.push_back({"c", 1, false, {}});
+  EXPECT_FALSE(fused_as_unfused(conv_output, x));
+  const Tensor row = special_random({1, 4, 1, 10}, rng);  // broadcast over the rows
+  EXPECT_FALSE(fused_as_unfused(conv_then({.op = "Add"}, xs, w, 1, &row, false), x));
+  EXPECT_TRUE(fused_as_unfused(conv_then({.op = "Relu"}, xs, w, 1, nullptr, false), x));
+}
+
+// An emulated run rounds the Conv's output to its format: only Relu commutes with that,
+// and only in formats where a negative value never rounds to NaN (with infinities), so
+// only it fuses there; the results stay bit for bit the unfused ones either way.
+TEST(Fusion, EmulatedRunsFuseOnlyReluAndOnlyWhereItIsExact) {
+  std::mt19937 rng(22);
+  const std::vector<std::int64_t> xs{1, 3, 12, 12};
+  const Tensor w = special_random({8, 3, 3, 3}, rng), x = special_random(xs, rng);
+  for (const std::string format : {"float16", "bfloat16", "float8_e5m2", "float8_e4m3fn"})
+    for (const bool saturate : {false, true})
+      for (const auto& fc : fusion_cases()) {
+        SCOPED_TRACE(fc.op + " in " + format + (saturate ? ", saturating" : ""));
+        RunOptions o;
+        o.policy.default_format = parse_format(format);
+        o.policy.round_options.saturate = saturate;
+        const Tensor addend = special_random({1, 8, 12, 12}, rng);
+        const auto m = conv_then(fc, xs, w, 1, fc.op == "Add" ? &addend : nullptr, false);
+        const bool relu_exact = fc.op == "Relu" && format != "float8_e4m3fn";
+        EXPECT_EQ(fused_as_unfused(m, x, o), relu_exact);
+      }
+  // A float16 model without emulation rounds the Conv's output to float16 storage.
+  test::GraphBuilder b({1, 3, 12, 12}, "fp16.onnx");
+  b.m.graph.inputs[0].elem_type = model::onnx_elem_type(DType::float16);
+  b.init("w", convert(w, DType::float16));
+  b.node("conv", "Conv", {"x", "w"}, "c").node("act", "Relu", {"c"}, "y").output("y");
+  b.m.graph.outputs[0].elem_type = model::onnx_elem_type(DType::float16);
+  EXPECT_TRUE(fused_as_unfused(b.m, convert(x, DType::float16)));
+  b.m.graph.nodes[1].op_type = "Sigmoid";
+  EXPECT_FALSE(fused_as_unfused(b.m, convert(x, DType::float16)));
+}
+
+// An observer that watches values sees every node, the Conv's output included; one that
+// does not sees the Conv with the fused node's output, and not that node.
+TEST(Fusion, AnObserverThatWatchesValuesTurnsItOff) {
+  struct Blind : Recorder {
+    bool watches_values() const override { return false; }
+  };
+  std::mt19937 rng(23);
+  const std::vector<std::int64_t> xs{1, 3, 12, 12};
+  const auto m =
+      conv_then({.op = "Relu"}, xs, special_random({8, 3, 3, 3}, rng), 1, nullptr, false);
+  const Tensor x = special_random(xs, rng);
+  Recorder watching;
+  RunOptions o;
+  o.observer = &watching;
+  const Tensor want = Executor(m, o).run({{"x", x}})[0].tensor;
+  ASSERT_EQ(watching.calls.size(), 2u);
+  EXPECT_EQ(watching.calls[0].outputs.at(0).name, "c");
+  Blind blind;
+  o.observer = &blind;
+  EXPECT_TRUE(same_bits(Executor(m, o).run({{"x", x}})[0].tensor, want));
+  ASSERT_EQ(blind.calls.size(), 1u);
+  EXPECT_EQ(blind.calls[0].node, "conv");
+  EXPECT_EQ(blind.calls[0].outputs.at(0).name, "y");
+  // A Session stepped by an analysis never fuses: the Conv's output is there to read.
+  const Executor ex(m);
+  Session s(ex, std::vector<NamedTensor>{{"x", x}});
+  s.step();
+  EXPECT_NE(s.value("c"), nullptr);
+  s.step();
+  EXPECT_TRUE(same_bits(s.outputs().at(0).tensor, want));
+}
+
 }  // namespace
 }  // namespace fpguard::exec

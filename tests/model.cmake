@@ -63,6 +63,13 @@ add_test(NAME cli.profile
                  --fpguard $<TARGET_FILE:fpguard>)
 set_tests_properties(cli.profile PROPERTIES LABELS model)
 
+# `run` fuses a Conv with the activation or Add after it: byte for byte `run --no-fusion`'s
+# outputs (float32 and float16) on small conv networks of the bench scripts.
+add_test(NAME cli.fusion
+         COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/fusion_test.py
+                 --fpguard $<TARGET_FILE:fpguard>)
+set_tests_properties(cli.fusion PROPERTIES LABELS "model;cli" TIMEOUT 600)
+
 # The float64 truth run against NumPy's float64, and check --reference fp64.
 add_test(NAME cli.fp64
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/fp64_test.py

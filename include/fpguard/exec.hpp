@@ -99,6 +99,11 @@ struct KernelContext {
     std::function<const Tensor*()> rounded;  // the rounded copy (WeightCache), made once
   };
   std::optional<UnroundedWeight> unrounded{};
+  // An element-wise op fused into this node (Executor: a Conv and the activation after
+  // it), which the kernel applies in place to output 0's float32 values, in any layout
+  // (`n` values at `values`, on up to `threads` threads), before it returns: nullptr
+  // when none. Kernels that do not take one are never given one.
+  const std::function<void(float* values, std::size_t n, int threads)>* epilogue = nullptr;
   // Puts the rounded copy of the unrounded weight in its place (nothing when there is
   // none): for the kernel's paths that do not round it themselves. The observer then sees
   // that copy.
@@ -361,6 +366,10 @@ class Observer {
   // (initializers). One that does not lets the executor hand a kernel that rounds its
   // weight itself that weight unrounded, with no rounded copy of it kept.
   virtual bool reads_weights(bool /*body*/) const { return true; }
+  // Whether on_node reads every node's outputs. One that does not lets Executor::run fuse
+  // a node with the one after it (RunOptions::fuse): it is then shown the first node
+  // with the second's outputs, and never the second.
+  virtual bool watches_values() const { return true; }
 };
 
 // What kernels prepare once per node and keep for every later run (a oneDNN convolution's
@@ -432,6 +441,8 @@ struct NodeTime {
   std::string op_type;
   std::uint64_t calls = 0;  // over all runs together (a Loop body node: once per iteration)
   double ms = 0;            // in a run: the median over the runs
+  // The node it ran fused into (RunOptions::fuse; its time is that node's), or "".
+  std::string fused_into{};
 };
 // One op type: how many distinct nodes of it ran, and their time.
 struct OpTypeTime {
@@ -474,6 +485,8 @@ class Profiler {
   void enter(const model::Node& node, const std::string& path);
   void stop();
   void leave();
+  // `node` ran fused into `into` (a node already entered in this run): a call of no time.
+  void fused(const model::Node& node, const std::string& path, const std::string& into);
   void start_run();  // a session starts (before its inputs are fed)
   void end_run();    // the last main-graph node ran
   struct Guard {     // leave()s when it goes out of scope; nothing when `p` is null
@@ -513,6 +526,11 @@ struct RunOptions {
   // rounding kept: PreparedCache::latest). check's runs hold the weights once so
   // (docs/executor.md).
   bool prepare_in_float32 = false;
+  // Executor::run and run_values run a Conv and the element-wise op that is the only
+  // reader of its output as one node (docs/executor.md, "Fusion"), where the results are
+  // bit for bit those of the two nodes apart and the observer does not watch values
+  // (Observer::watches_values). Sessions stepped by an analysis never fuse.
+  bool fuse = true;
 };
 
 class Session;
@@ -549,7 +567,11 @@ class Executor {
     // Per position of `order`: the values nothing reads after that node (its reads whose
     // last use it is, its outputs nobody reads later), freed once it has run.
     std::vector<std::vector<std::string>> dead_after;
+    // Per position: the position of the element-wise node that may run fused into this
+    // one (a Conv), or 0 (never a fusion's target: it comes after the Conv).
+    std::vector<std::size_t> fuse_with;
   };
+  struct Fusion;  // what a fused node applies (executor.cpp)
   using Plans = std::map<const model::Graph*, Plan>;
   static void plan(Plans& plans, const model::Graph& g, const std::vector<std::string>& outer,
                    const std::string& where);
@@ -571,7 +593,24 @@ class Executor {
                                                      Observer* observer,
                                                      const std::vector<Enclosing>& enclosing = {},
                                                      const std::string& path = {},
-                                                     Profiler* profiler = nullptr) const;
+                                                     Profiler* profiler = nullptr,
+                                                     const Fusion* fusion = nullptr) const;
+  // Runs the Conv at `pos` of the main graph and the node at `next` (Plan::fuse_with) as
+  // one where that is exact for these values and formats (`fused` then true), returning
+  // the second's outputs; else the Conv alone, returning its outputs (`next` runs in its
+  // turn).
+  std::vector<std::pair<std::string, Slot>> run_fused(std::size_t pos, std::size_t next,
+                                                      Scope& scope, Observer* observer,
+                                                      Profiler* profiler, bool& fused) const;
+  // The fusion of the Conv at `pos` with the node at `next` on the values of `scope`, or
+  // nullopt where the result would not be bit for bit the two nodes' (formats that do not
+  // commute with the op, other carriers and dtypes); `epilogue` holds its function.
+  std::optional<Fusion> fusion_for(std::size_t pos, std::size_t next, Scope& scope,
+                                   std::function<void(float*, std::size_t, int)>& epilogue) const;
+  // A fused Add: its other input added to the kernel's output 0 in place; false (nothing
+  // done) when their shapes or dtypes differ.
+  static bool add_in_place(KernelContext& ctx, const Fusion& f);
+  bool fuses() const;  // whether run and run_values fuse (RunOptions::fuse, the observer)
   // Runs the body `sub` of the node `ctx` runs on `in`, in a scope inside `scope`, and
   // returns its outputs (KernelContext::run_subgraph); `chain` ends with that node.
   std::vector<Value> run_body(const model::Graph& sub, std::vector<Value> in, Scope& scope,
@@ -662,9 +701,13 @@ class Session {
   std::vector<NamedValue> output_values() const;
 
  private:
+  friend class Executor;
   const Executor& ex_;
   std::unique_ptr<Executor::Scope> scope_;
   std::size_t pos_ = 0;
+  bool fuse_ = false;  // Executor::run's sessions (RunOptions::fuse)
+  // Positions of nodes that ran fused into an earlier one, skipped in their turn.
+  std::vector<char> fused_;
 };
 
 // The calibration of a scaled precision's static activation scales

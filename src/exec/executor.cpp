@@ -2,7 +2,9 @@
 // emulation model of docs/executor.md), observer callbacks.
 #include <algorithm>
 #include <cstring>
+#include <set>
 
+#include "core/parallel.hpp"
 #include "exec/counting.hpp"
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
@@ -223,7 +225,70 @@ std::string dims_text(const std::vector<std::int64_t>& s) {
   return out + "]";
 }
 
+// The element-wise ops a Conv may run fused with (Executor::run_fused).
+bool fusable_op(const model::Node& n) {
+  static const std::set<std::string> ops{"Relu",      "LeakyRelu", "Clip", "HardSigmoid",
+                                         "HardSwish", "Sigmoid",   "Tanh", "Add"};
+  return (n.domain.empty() || n.domain == "ai.onnx") && ops.count(n.op_type) &&
+         n.outputs.size() == 1 && !n.outputs[0].empty();
+}
+
+// Per position of `order`: the position of the node that may run fused into the Conv
+// there, or 0. That node is the only reader of the Conv's output (which is no graph
+// output), reads it once (an activation: as its input 0), and its other inputs exist
+// before the Conv runs. Whether the fusion is exact is decided when it runs.
+std::vector<std::size_t> fusion_candidates(const model::Graph& g,
+                                           const std::vector<std::size_t>& order) {
+  std::vector<std::size_t> fuse(order.size(), 0);
+  std::map<std::string, std::size_t> produced;           // value -> its producer's position
+  std::map<std::string, std::set<std::size_t>> readers;  // value -> positions reading it
+  for (std::size_t pos = 0; pos < order.size(); ++pos) {
+    const auto& n = g.nodes[order[pos]];
+    for (const auto& o : n.outputs) produced[o] = pos;
+    for (const auto& r : model::node_reads(n)) readers[r].insert(pos);
+  }
+  std::set<std::string> outputs;
+  for (const auto& o : g.outputs) outputs.insert(o.name);
+  for (std::size_t pos = 0; pos < order.size(); ++pos) {
+    const auto& conv = g.nodes[order[pos]];
+    if (conv.op_type != "Conv" || !(conv.domain.empty() || conv.domain == "ai.onnx") ||
+        conv.outputs.size() != 1 || conv.outputs[0].empty() || outputs.count(conv.outputs[0]))
+      continue;
+    const std::string& y = conv.outputs[0];
+    const auto& rd = readers[y];
+    if (rd.size() != 1) continue;
+    const std::size_t next = *rd.begin();
+    const auto& n = g.nodes[order[next]];
+    if (!fusable_op(n) || std::count(n.inputs.begin(), n.inputs.end(), y) != 1) continue;
+    if (n.op_type == "Add" ? n.inputs.size() != 2 : n.inputs[0] != y) continue;
+    const bool ready = std::all_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& v) {
+      const auto it = produced.find(v);
+      return v == y || it == produced.end() || it->second < pos;
+    });
+    if (ready) fuse[pos] = next;
+  }
+  return fuse;
+}
+
+// Whether rounding to `f` with `o` commutes with Relu: round(relu(x)) == relu(round(x))
+// for every float32 x, NaN and infinities included, so that a Conv fused with its Relu
+// may round once, after both. It holds where negative values round to a value <= 0
+// (infinities catch an overflow, where a format without them may give NaN, and relu(NaN)
+// is NaN), NaN rounds to NaN, and the rounding is a function of the value alone.
+bool relu_commutes(const Format& f, const RoundOptions& o) {
+  return f.is_signed && f.has_inf() && o.rounding != Rounding::stochastic;
+}
+
 }  // namespace
+
+// What a node fused into a Conv applies (Executor::run_fused).
+struct Executor::Fusion {
+  const ops::InPlace* epilogue = nullptr;  // an activation, which the kernel applies
+  const Tensor* addend = nullptr;          // Add's other input, added after the kernel
+  bool addend_first = false;               // it is the Add's input 0
+  std::string output;                      // the fused node's output: the result's name
+  mutable bool applied = false;            // false: shapes differed, the Conv ran alone
+};
 
 // The values a graph sees: its own, then those of the enclosing graphs' scopes.
 struct Executor::Scope {
@@ -257,6 +322,7 @@ void Executor::plan(Plans& plans, const model::Graph& g, const std::vector<std::
               p.dead_after[pos].end())
         p.dead_after[pos].push_back(name);
   }
+  p.fuse_with = fusion_candidates(g, p.order);
   // Values visible to subgraphs: everything of this scope and the enclosing ones.
   std::vector<std::string> visible = outer;
   for (const auto& v : g.inputs) visible.push_back(v.name);
@@ -442,14 +508,20 @@ void Executor::feed_one(Scope& scope, const std::string& name, const Tensor* ten
   values[name] = make_slot(t, options_.float32_storage, options_.carrier);
 }
 
+bool Executor::fuses() const {
+  return options_.fuse && (!options_.observer || !options_.observer->watches_values());
+}
+
 std::vector<NamedTensor> Executor::run(const std::vector<NamedTensor>& inputs) const {
   Session s(*this, inputs);
+  s.fuse_ = fuses();
   while (!s.done()) s.step(options_.observer);
   return s.outputs();
 }
 
 std::vector<NamedValue> Executor::run_values(const std::vector<NamedValue>& inputs) const {
   Session s(*this, inputs);
+  s.fuse_ = fuses();
   while (!s.done()) s.step(options_.observer);
   return s.output_values();
 }
@@ -509,7 +581,7 @@ std::vector<std::pair<std::string, Executor::Slot>> node_outputs(
 std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
     const model::Node& node, std::size_t pos, Scope& scope, const std::optional<Format>& fmt,
     Observer* observer, const std::vector<Enclosing>& enclosing, const std::string& path,
-    Profiler* profiler) const {
+    Profiler* profiler, const Fusion* fusion) const {
   const auto* info = Registry::global().find(node.op_type);
   const auto& policy = options_.policy;
   const std::string here = path.empty() ? display_name(node, pos) : path;
@@ -541,8 +613,11 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
   ctx.outputs.resize(node.outputs.size());
   ctx.output_dtypes.resize(node.outputs.size());
   if (info->accepts & kValues) ctx.output_values.resize(node.outputs.size());
+  if (fusion) ctx.epilogue = fusion->epilogue;
   info->kernel(ctx);
+  if (fusion) fusion->applied = add_in_place(ctx, *fusion);
   auto out = node_outputs(ctx, info->kind == OpKind::data_movement, fmt, options_, carried_format);
+  if (fusion && fusion->applied) out.at(0).first = fusion->output;
   if (profiler) profiler->stop();
   if (observer) {  // lend the outputs to the observer without copying them
     std::vector<NamedTensor> produced;
@@ -555,6 +630,91 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
     std::size_t k = 0;
     for (auto& [name, slot] : out)
       if (!slot.other) slot.t = std::move(produced[k++].tensor);
+  }
+  return out;
+}
+
+bool Executor::add_in_place(KernelContext& ctx, const Fusion& f) {
+  if (!f.addend) return true;
+  Tensor& y = ctx.outputs.at(0);
+  const Tensor& a = *f.addend;
+  if (y.dtype() != DType::float32 || a.dtype() != DType::float32 || y.shape() != a.shape())
+    return false;
+  float* py = y.data<float>().data();
+  const float* pa = a.data<float>().data();
+  // The Add kernel's sums, its input 0 on the left: the same bits.
+  detail::parallel_for(y.size(), ctx.threads > 1 ? 0 : 1, [&](std::size_t lo, std::size_t hi) {
+    if (f.addend_first)
+      for (std::size_t i = lo; i < hi; ++i) py[i] = pa[i] + py[i];
+    else
+      for (std::size_t i = lo; i < hi; ++i) py[i] = py[i] + pa[i];
+  });
+  return true;
+}
+
+namespace {
+
+// A float32 tensor of the scope, or nullptr (absent, another dtype, not a tensor).
+const Tensor* float32_value(const Executor::Slot* s) {
+  if (!s || s->other || s->value().dtype() != DType::float32) return nullptr;
+  return &s->value();
+}
+
+}  // namespace
+
+std::optional<Executor::Fusion> Executor::fusion_for(std::size_t pos, std::size_t next,
+                                                     Scope& scope, ops::InPlace& epilogue) const {
+  const auto& g = model_.graph;
+  const model::Node& conv = g.nodes[order()[pos]];
+  const model::Node& n = g.nodes[order()[next]];
+  const auto& policy = options_.policy;
+  const auto fmt = policy.format_for(conv), fmt_next = policy.format_for(n);
+  const Slot* x = scope.find(conv.inputs.at(0));
+  if (options_.carrier != DType::float32 || !float32_value(x) ||
+      fmt.has_value() != fmt_next.has_value() || (fmt && !(*fmt == *fmt_next)))
+    return std::nullopt;
+  // The Conv's output is rounded to its storage format and to `fmt`: only Relu commutes
+  // with that, and only for some formats.
+  const std::string storage = options_.float32_storage ? "" : storage_format(x->storage);
+  if (fmt || !storage.empty()) {
+    if (n.op_type != "Relu") return std::nullopt;
+    if (fmt && !relu_commutes(*fmt, policy.round_options)) return std::nullopt;
+    if (!storage.empty() && !relu_commutes(parse_format(storage), {})) return std::nullopt;
+  }
+  Fusion f{.output = n.outputs[0]};
+  if (n.op_type == "Add") {
+    const bool first = n.inputs[1] == conv.outputs[0];
+    const Slot* a = scope.find(n.inputs[first ? 0 : 1]);
+    if (!float32_value(a) || a->storage != x->storage) return std::nullopt;
+    f.addend = &a->value();
+    f.addend_first = first;
+    return f;
+  }
+  const Tensor* bounds[2] = {nullptr, nullptr};
+  for (std::size_t i = 1; i < n.inputs.size() && i < 3; ++i) {
+    if (n.inputs[i].empty()) continue;
+    bounds[i - 1] = float32_value(scope.find(n.inputs[i]));
+    if (!bounds[i - 1] || bounds[i - 1]->size() == 0) return std::nullopt;
+  }
+  epilogue = ops::in_place_unary(n, model_.default_opset(), bounds[0], bounds[1]);
+  if (!epilogue) return std::nullopt;
+  f.epilogue = &epilogue;
+  return f;
+}
+
+std::vector<std::pair<std::string, Executor::Slot>> Executor::run_fused(
+    std::size_t pos, std::size_t next, Scope& scope, Observer* observer, Profiler* profiler,
+    bool& fused) const {
+  const auto& g = model_.graph;
+  const model::Node& conv = g.nodes[order()[pos]];
+  const auto fmt = options_.policy.format_for(conv);
+  ops::InPlace epilogue;
+  const auto f = fusion_for(pos, next, scope, epilogue);
+  auto out = run_node(conv, pos, scope, fmt, observer, {}, {}, profiler, f ? &*f : nullptr);
+  fused = f && f->applied;
+  if (fused && profiler) {
+    const model::Node& n = g.nodes[order()[next]];
+    profiler->fused(n, display_name(n, next), display_name(conv, pos));
   }
   return out;
 }
@@ -777,6 +937,16 @@ void Profiler::enter(const model::Node& node, const std::string& path) {
   stack_.push_back({.index = it->second, .start = std::chrono::steady_clock::now()});
 }
 
+void Profiler::fused(const model::Node& node, const std::string& path, const std::string& into) {
+  auto [it, fresh] = index_.try_emplace(&node, nodes_.size());
+  if (fresh) {
+    nodes_.push_back({.path = path, .op_type = node.op_type});
+    run_ms_.emplace_back(runs_, 0.0);
+  }
+  nodes_[it->second].fused_into = into;
+  ++nodes_[it->second].calls;
+}
+
 void Profiler::stop() {
   const Frame& f = stack_.back();
   const auto own = std::chrono::steady_clock::now() - f.start - f.nested;
@@ -884,9 +1054,22 @@ void Session::step(Observer* observer) {
   if (pos_ > 0) free_dead(plan, pos_ - 1, scope_->values);
   const auto& node = next();
   Profiler* profiler = ex_.options_.profiler;
-  for (auto& [name, slot] :
-       ex_.run_node(node, pos_, *scope_, node_format(ex_, node), observer, {}, {}, profiler))
-    scope_->values[name] = std::move(slot);
+  const std::size_t fuse_with = fuse_ ? plan.fuse_with[pos_] : 0;
+  if (pos_ < fused_.size() && fused_[pos_]) {
+    // It ran fused into an earlier node.
+  } else if (fuse_with && (!observer || !observer->watches_values())) {
+    bool fused = false;
+    for (auto& [name, slot] : ex_.run_fused(pos_, fuse_with, *scope_, observer, profiler, fused))
+      scope_->values[name] = std::move(slot);
+    if (fused) {
+      fused_.resize(plan.order.size());
+      fused_[fuse_with] = 1;
+    }
+  } else {
+    for (auto& [name, slot] :
+         ex_.run_node(node, pos_, *scope_, node_format(ex_, node), observer, {}, {}, profiler))
+      scope_->values[name] = std::move(slot);
+  }
   ++pos_;
   if (profiler && done()) profiler->end_run();
 }

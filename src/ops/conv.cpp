@@ -229,6 +229,7 @@ void depthwise(const KernelContext& ctx, const ConvGeometry& g, const float* x, 
           padded.fill(g, x + (b * g.c + j / mg) * isize, scratch.data());
           depthwise::plane(p, scratch.data(), w + j * ksize, bias ? bias + j : nullptr,
                            y + i * osize);
+          if (ctx.epilogue) (*ctx.epilogue)(y + i * osize, static_cast<std::size_t>(osize), 1);
         }
       },
       1);
@@ -312,6 +313,11 @@ void conv(KernelContext& ctx) {
              osize);
     }
   add_bias(ctx, po, n, m, osize);
+  if constexpr (std::is_same_v<T, float>) {
+    if (ctx.epilogue) (*ctx.epilogue)(po, out.size(), ctx.threads);
+  } else {
+    FPG_CHECK(!ctx.epilogue);  // the executor fuses on float32 carriers only
+  }
 }
 
 // 2-D max pooling of one plane without indices. It takes the taps in the scalar path's

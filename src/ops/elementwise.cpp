@@ -195,9 +195,26 @@ void sign_k(KernelContext& c) {
                     [](auto v) { return static_cast<decltype(v)>(v > 0 ? 1 : (v < 0 ? -1 : 0)); });
 }
 
+// The formulas of the ops with attributes that a fused Conv applies too (in_place_unary):
+// one lambda each, so the kernel and the fused path compute the same operations.
+auto leaky_relu_fn(const model::Node& n) {
+  const float a = n.attr_float("alpha", 0.01f);
+  return [a](auto x) { return x >= 0 ? x : a * x; };
+}
+auto hard_sigmoid_fn(const model::Node& n) {
+  const float a = n.attr_float("alpha", 0.2f), b = n.attr_float("beta", 0.5f);
+  return [a, b](auto x) {
+    using T = decltype(x);
+    return std::clamp(a * x + b, T{0}, T{1});
+  };
+}
+template <class T>
+auto clip_fn(T lo, T hi) {
+  return [lo, hi](T v) { return std::isnan(v) ? v : std::min(std::max(v, lo), hi); };
+}
+
 void leaky_relu(KernelContext& c) {
-  const float a = c.node.attr_float("alpha", 0.01f);
-  unary_with(c, [a](auto x) { return x >= 0 ? x : a * x; });
+  unary_with(c, leaky_relu_fn(c.node));
 }
 void elu(KernelContext& c) {
   const float a = c.node.attr_float("alpha", 1.0f);
@@ -216,11 +233,7 @@ void celu(KernelContext& c) {
   });
 }
 void hard_sigmoid(KernelContext& c) {
-  const float a = c.node.attr_float("alpha", 0.2f), b = c.node.attr_float("beta", 0.5f);
-  unary_with(c, [a, b](auto x) {
-    using T = decltype(x);
-    return std::clamp(a * x + b, T{0}, T{1});
-  });
+  unary_with(c, hard_sigmoid_fn(c.node));
 }
 // HardSwish; vmath::Exact::hard_swish is this formula's vector form.
 constexpr auto f_hard_swish = [](auto x) {
@@ -254,7 +267,7 @@ void clip(KernelContext& c) {
     const float lo = c.node.attr_float("min", -INFINITY), hi = c.node.attr_float("max", INFINITY);
     return unary_with(c, [lo, hi](auto v) {
       using T = decltype(v);
-      return std::isnan(v) ? v : std::min(std::max(v, T{lo}), T{hi});
+      return clip_fn(T{lo}, T{hi})(v);
     });
   }
   dispatch(c, x.dtype(), [&](auto t) {
@@ -264,14 +277,11 @@ void clip(KernelContext& c) {
     if (c.has(2)) hi = c.in(2).template data<T>()[0];
     auto in = x.template data<T>();
     auto out = c.out(0, x.dtype(), x.shape()).template data<T>();
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      const T v = in[i];
-      if constexpr (std::is_floating_point_v<T>)
-        if (std::isnan(v)) {
-          out[i] = v;
-          continue;
-        }
-      out[i] = std::min(std::max(v, lo), hi);
+    if constexpr (std::is_floating_point_v<T>) {
+      const auto f = clip_fn(lo, hi);
+      for (std::size_t i = 0; i < in.size(); ++i) out[i] = f(in[i]);
+    } else {
+      for (std::size_t i = 0; i < in.size(); ++i) out[i] = std::min(std::max(in[i], lo), hi);
     }
   });
 }
@@ -695,7 +705,55 @@ void bit_shift(KernelContext& ctx) {
   });
 }
 
+// An element-wise formula `f` applied in place (in_place_unary), split across threads as
+// unary_with splits it: each value computed on its own, so the split changes no bit.
+template <class F>
+InPlace scalar_in_place(F f) {
+  return [f](float* v, std::size_t n, int threads) {
+    detail::parallel_for(n, threads > 1 ? 0 : 1, [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t i = lo; i < hi; ++i) v[i] = f(v[i]);
+    });
+  };
+}
+
+// vmath's vector code in place, split as unary_simd splits it (its tail goes through the
+// same vector code: the split changes no bit).
+template <class Vec>
+InPlace vector_in_place(Vec vec) {
+  return [vec](float* v, std::size_t n, int threads) {
+    detail::parallel_for(n, threads > 1 ? 0 : 1,
+                         [&](std::size_t lo, std::size_t hi) { vec(v + lo, v + lo, hi - lo); });
+  };
+}
+
 }  // namespace
+
+InPlace in_place_unary(const model::Node& n, std::int64_t opset, const Tensor* lo,
+                       const Tensor* hi) {
+  const std::string& op = n.op_type;
+  const auto exact = [](vmath::Exact e) {
+    return vector_in_place(
+        [e](const float* in, float* out, std::size_t k) { vmath::apply_exact(e, in, out, k); });
+  };
+  const auto vec = [](vmath::Fn f) {
+    return vector_in_place(
+        [f](const float* in, float* out, std::size_t k) { vmath::apply(f, in, out, k); });
+  };
+  if (op == "Relu") return exact(vmath::Exact::relu);
+  if (op == "HardSwish") return exact(vmath::Exact::hard_swish);
+  if (op == "Sigmoid") return vec(vmath::Fn::sigmoid);
+  if (op == "Tanh") return vec(vmath::Fn::tanh);
+  if (op == "LeakyRelu") return scalar_in_place(leaky_relu_fn(n));
+  if (op == "HardSigmoid") return scalar_in_place(hard_sigmoid_fn(n));
+  if (op != "Clip") return {};
+  if (opset < 11)
+    return scalar_in_place(clip_fn(n.attr_float("min", -INFINITY), n.attr_float("max", INFINITY)));
+  const auto bound = [](const Tensor* t, float otherwise) {
+    return t ? t->data<float>()[0] : otherwise;
+  };
+  return scalar_in_place(clip_fn(bound(lo, std::numeric_limits<float>::lowest()),
+                                 bound(hi, std::numeric_limits<float>::max())));
+}
 
 void register_elementwise(Registry& r) {
   r.add("PRelu", prelu);

@@ -334,6 +334,13 @@ bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float
         {DNNL_ARG_SRC, xr}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, yr}};
     if (bias) args.emplace(DNNL_ARG_BIAS, memory(d.b, eng, const_cast<float*>(bias)));
     prep->primitive.execute(strm, args);
+    if (ctx.epilogue) {
+      // A fused element-wise op, on the destination in the primitive's layout (its
+      // padding included: reorders never read it) while it is still in the cache.
+      strm.wait();
+      (*ctx.epilogue)(static_cast<float*>(yr.get_data_handle()),
+                      pd.dst_desc().get_size() / sizeof(float), omp_get_max_threads());
+    }
     if (prep->y_out) reorder(*prep->y_out, yr, ym);
     strm.wait();
   } catch (const dnnl::error&) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -52,6 +53,15 @@ void im2col(const ConvGeometry& g, const T* plane, T* col);
 // offers no implementation: the caller then uses im2col + gemm.
 bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float* x, const float* w,
                     const float* bias, float* y);
+// A function that applies an element-wise op to `n` float32 values in place, on up to
+// `threads` threads (a fused Conv's epilogue: KernelContext::epilogue).
+using InPlace = std::function<void(float* values, std::size_t n, int threads)>;
+// The op of `n` as such a function, computing bit for bit what its kernel computes on
+// float32 carriers (the same code): Relu, LeakyRelu, HardSigmoid, HardSwish, Sigmoid,
+// Tanh, Clip (`lo`, `hi`: its min and max inputs from opset 11, float32 carriers, nullptr
+// when absent). An empty function for any other op.
+InPlace in_place_unary(const model::Node& n, std::int64_t opset, const Tensor* lo,
+                       const Tensor* hi);
 void register_matmul(Registry& r);
 void register_reduce(Registry& r);
 void register_norm(Registry& r);

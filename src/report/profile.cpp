@@ -36,12 +36,14 @@ Json to_json(const exec::Profile& p) {
                      {"average_ms", t.ms / static_cast<double>(t.nodes)},
                      {"share", share(t.ms, total)}});
   Json nodes = Json::array();
-  for (const auto& n : p.nodes)
+  for (const auto& n : p.nodes) {
     nodes.push_back({{"name", n.path},
                      {"op_type", n.op_type},
                      {"calls", n.calls},
                      {"ms", n.ms},
                      {"share", share(n.ms, total)}});
+    if (!n.fused_into.empty()) nodes.back()["fused_into"] = n.fused_into;
+  }
   return {{"schema_version", kProfileSchema},
           {"runs", p.runs},
           {"total_ms", total},
@@ -64,6 +66,8 @@ exec::Profile profile_from_json(const Json& j, const std::string& where) {
                        .op_type = r.str(nodes[i], "op_type", path),
                        .calls = r.u64(nodes[i], "calls", path),
                        .ms = r.real(nodes[i], "ms", path)});
+    if (nodes[i].contains("fused_into"))
+      p.nodes.back().fused_into = r.str(nodes[i], "fused_into", path);
   }
   return p;
 }
@@ -101,6 +105,13 @@ void render(std::ostream& out, const exec::Profile& p, std::size_t top, const Te
   if (shown < slowest.size())
     out << fmt::format("  ({} slowest of {} nodes; --profile-top 0 shows all)\n", shown,
                        slowest.size());
+  const auto fused = std::count_if(p.nodes.begin(), p.nodes.end(),
+                                   [](const exec::NodeTime& n) { return !n.fused_into.empty(); });
+  if (fused)
+    out << fmt::format(
+        "  ({} node{} ran fused into the Conv before {}: {} time is the Conv's; "
+        "--no-fusion times them apart)\n",
+        fused, fused == 1 ? "" : "s", fused == 1 ? "it" : "them", fused == 1 ? "its" : "their");
 }
 
 }  // namespace fpguard::report

@@ -31,6 +31,7 @@ struct RunArgs {
   std::string precision = "float32", outputs_dir, dump_dir, accumulate, accumulation = "sequential";
   int repeat = 1, warmup = 0, threads = 0;
   bool json = false;
+  bool no_fusion = false;
   bool profile = false;      // --profile given
   std::string profile_file;  // --profile FILE
   std::size_t profile_top = 20;
@@ -76,6 +77,7 @@ double peak_rss_mib() {
 exec::RunOptions run_options(const RunArgs& a, const model::Model& m) {
   exec::RunOptions opts;
   opts.threads = a.threads;
+  opts.fuse = !a.no_fusion;
   const Precision precision = parse_precision(a.precision, a.scaled.other);
   const Format& fmt = precision.format;
   if (fmt.name == "float64") {
@@ -199,6 +201,9 @@ void add_run(CLI::App& app) {
                   "Untimed runs before the timed ones (default 0; as trtexec's --warmUp)");
   cmd->add_option("--threads", a->threads, "Threads (default: the cores this process may use)");
   cmd->add_flag("--json", a->json, "Print JSON");
+  cmd->add_flag("--no-fusion", a->no_fusion,
+                "Run each Conv apart from the activation or Add after it (fused by default, "
+                "with the same results bit for bit)");
   auto* profile = cmd->add_option("--profile", a->profile_file,
                                   "Time every node and op type (median of the timed runs, "
                                   "after the first when --repeat > 1 without --warmup) and "
