@@ -228,51 +228,23 @@ void Block(const float* x, float* y, size_t n, const MxParams& m, ScaledCounts& 
 
 // ---- whole finite blocks along a contiguous axis ------------------------------------------
 // A block of a whole number of vectors holding no NaN or inf (nearly every block) needs
-// none of Block's tail buffers, range tests or per-block popcounts: its values round with
-// FiniteRounder (branch-free), and its counts add up in int32 lanes, summed once per run
-// of blocks (WholeBlocks). Equal to Block bit for bit, values and counts.
+// none of Block's tail buffers, range tests or blends: its values round with
+// FiniteRounder (branch-free), its counts are popcounts of compare masks (scalar adds, off
+// the vector ports, which measured faster than counting in int32 lanes). Equal to Block
+// bit for bit, values and counts.
 
-// Per-lane counts of a run of whole blocks; `blocks` counts every block once per lane.
-template <class D>
-struct LaneCounts {
-  using DI = hn::RebindToSigned<D>;
-  using VI = hn::Vec<DI>;
-  VI saturated, changed, underflow, saturated_blocks;
-  explicit LaneCounts(D /*df*/)
-      : saturated(hn::Zero(DI())),
-        changed(hn::Zero(DI())),
-        underflow(hn::Zero(DI())),
-        saturated_blocks(hn::Zero(DI())) {}
-  // acc + 1 on the lanes of m (a mask lane is all ones: -1).
-  static HWY_INLINE VI Inc(D df, VI acc, hn::Mask<D> m) {
-    return hn::Sub(acc, hn::BitCast(DI(), hn::VecFromMask(df, m)));
-  }
-  // Adds the lanes' sums to c (each below 2^31: WholeBlocks' runs are short enough).
-  void AddTo(D df, ScaledCounts& c) const {
-    const DI di;
-    const auto sum = [&](VI v) { return static_cast<size_t>(hn::GetLane(hn::SumOfLanes(di, v))); };
-    c.saturated += sum(saturated);
-    c.changed += sum(changed);
-    c.underflow += sum(underflow);
-    c.saturated_scales += sum(saturated_blocks) / hn::Lanes(df);
-  }
-};
-
-// One whole block (n a multiple of the lanes), counted in `lanes`; a block holding NaN or
-// inf goes to NanBlock. The scale as Block takes it (the maximum's floor(log2) - emax,
-// clamped); the block saturates exactly when its maximum does (x * 2^-e is monotone in |x|).
+// One whole block (n a multiple of the lanes); a block holding NaN or inf goes to
+// NanBlock. The scale as Block takes it: the maximum's floor(log2) - emax, clamped.
 template <class D>
 HWY_INLINE void WholeBlock(D df, const float* x, float* y, size_t n, const MxParams& m,
-                           const FiniteRounder<D>& rounder, hn::Vec<D> thr, LaneCounts<D>& lanes,
-                           ScaledCounts& c) {
+                           const FiniteRounder<D>& rounder, hn::Vec<D> thr, ScaledCounts& c) {
   const hn::RebindToUnsigned<D> du;
   const size_t N = hn::Lanes(df);
   auto top = hn::Zero(du);
   const auto abs_mask = hn::Set(du, 0x7fffffffu), sign_mask = hn::Set(du, 0x80000000u);
   for (size_t i = 0; i < n; i += N)
     top = hn::Max(top, hn::And(hn::BitCast(du, hn::LoadU(df, x + i)), abs_mask));
-  top = hn::MaxOfLanes(du, top);
-  const std::uint32_t t = hn::GetLane(top);
+  const std::uint32_t t = hn::GetLane(hn::MaxOfLanes(du, top));
   if (HWY_UNLIKELY(t >= 0x7f800000u)) return NanBlock(x, y, n, c);
   int e = m.lo;
   if (HWY_LIKELY(t >= 0x00800000u))
@@ -280,20 +252,22 @@ HWY_INLINE void WholeBlock(D df, const float* x, float* y, size_t n, const MxPar
   else if (t != 0)
     e = std::clamp(std::ilogb(std::bit_cast<float>(t)) - m.emax, m.lo, m.hi);
   const auto inv = hn::Set(df, Pow2(-e)), scale = hn::Set(df, Pow2(e));
-  lanes.saturated_blocks =
-      lanes.Inc(df, lanes.saturated_blocks, hn::Gt(hn::Mul(hn::BitCast(df, top), inv), thr));
+  size_t saturated = 0, changed = 0, underflow = 0;
   for (size_t i = 0; i < n; i += N) {
     const auto v = hn::LoadU(df, x + i);
     const auto a = hn::Mul(hn::Abs(v), inv);  // |x * 2^-e|
     const auto sign = hn::And(hn::BitCast(du, v), sign_mask);
     const auto out = hn::Mul(rounder.Signed(df, rounder.Magnitude(df, a), sign), scale);
-    lanes.saturated = lanes.Inc(df, lanes.saturated, hn::Gt(a, thr));
-    lanes.changed = lanes.Inc(df, lanes.changed,
-                              hn::RebindMask(df, hn::Ne(hn::BitCast(du, v), hn::BitCast(du, out))));
-    lanes.underflow =
-        lanes.Inc(df, lanes.underflow, hn::And(hn::Ne(v, hn::Zero(df)), hn::Eq(out, hn::Zero(df))));
+    saturated += hn::CountTrue(df, hn::Gt(a, thr));
+    changed +=
+        hn::CountTrue(df, hn::RebindMask(df, hn::Ne(hn::BitCast(du, v), hn::BitCast(du, out))));
+    underflow += hn::CountTrue(df, hn::And(hn::Ne(v, hn::Zero(df)), hn::Eq(out, hn::Zero(df))));
     if (y) hn::StoreU(out, df, y + i);
   }
+  c.saturated += saturated;
+  c.changed += changed;
+  c.underflow += underflow;
+  c.saturated_scales += saturated != 0;
 }
 
 // `count` consecutive whole blocks of `bs` values (a multiple of the lanes): their values
@@ -305,15 +279,8 @@ void WholeBlocks(const float* x, float* y, size_t count, size_t bs, const MxPara
   const FiniteRounder<D> rounder(df, m.p);
   // |q| >= thr is |q| > the float below thr.
   const auto thr = hn::Set(df, m.inclusive ? std::nextafter(m.thr, 0.0f) : m.thr);
-  // Runs of at most 2^24 values keep every lane sum below 2^31.
-  const size_t run = std::max<size_t>(1, (size_t{1} << 24) / bs);
-  for (size_t b0 = 0; b0 < count; b0 += run) {
-    LaneCounts<D> lanes(df);
-    const size_t b1 = std::min(count, b0 + run);
-    for (size_t k = b0; k < b1; ++k)
-      WholeBlock(df, x + k * bs, y ? y + k * bs : nullptr, bs, m, rounder, thr, lanes, c);
-    lanes.AddTo(df, c);
-  }
+  for (size_t k = 0; k < count; ++k)
+    WholeBlock(df, x + k * bs, y ? y + k * bs : nullptr, bs, m, rounder, thr, c);
 }
 
 // 2^k per lane for k in [-149, 127], exactly (Pow2 of each lane): below float32's normal
