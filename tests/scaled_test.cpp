@@ -330,6 +330,100 @@ TEST(RoundScaled, FastPathEqualsGenericBitForBit) {
   });
 }
 
+// Blocks of 32 whose kinds the fast path of whole finite blocks must treat as the generic
+// path does, block k of a row being of kind k % 10: Gaussian values at a random binade;
+// all zeros (signed); float32 subnormals; a maximum exactly at a power of two; one ulp
+// below one; a NaN; an inf; an outlier that flushes its neighbours into the element's
+// subnormals and zero; few-bit values (exact ties of the element rounding); the ends of
+// float32's exponents (scales clamped at 2^127, or at 2^-127 by a subnormal maximum).
+std::vector<float> whole_block_values(std::size_t rows, std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd;
+  std::uniform_int_distribution<int> ex(-30, 30), bits(-64, 64), sign(0, 1);
+  std::vector<float> x(rows * n);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t block = i / 32, at = i % 32;
+      const int e = ex(rng);
+      float v = std::ldexp(nd(rng), e);
+      switch ((block + r) % 10) {
+        case 1:
+          v = sign(rng) ? -0.0f : 0.0f;
+          break;
+        case 2:
+          v = std::ldexp(nd(rng), -140);
+          break;
+        case 3:
+          v = at == 7 ? -std::ldexp(1.0f, e) : std::ldexp(nd(rng) / 8, e);
+          break;
+        case 4:
+          v = at == 9 ? std::nextafter(std::ldexp(1.0f, e), 0.0f) : std::ldexp(nd(rng) / 8, e);
+          break;
+        case 5:
+          if (at == 3) v = std::numeric_limits<float>::quiet_NaN();
+          break;
+        case 6:
+          if (at == 30) v = (sign(rng) ? -1 : 1) * std::numeric_limits<float>::infinity();
+          break;
+        case 7:
+          v = at == 0 ? 1e4f : std::ldexp(nd(rng), -e / 2 - 8);
+          break;
+        case 8:
+          v = std::ldexp(static_cast<float>(bits(rng)), e / 4 - 3);
+          break;
+        case 9:
+          v = r % 2 ? std::ldexp(nd(rng), 126) : std::ldexp(nd(rng), -147);
+          break;
+        default:
+          break;
+      }
+      x[r * n + i] = v;
+    }
+  return x;
+}
+
+// The fast path of whole finite blocks along a contiguous axis (FiniteRounder, counts in
+// SIMD lanes) equals the generic path bit for bit, counts included, on every compiled SIMD
+// target, in place and not: the kinds of whole_block_values, rows with and without a short
+// last block, a long row cut into pieces, block sizes that are and are not whole vectors.
+TEST(RoundScaled, WholeBlocksEqualGenericBitForBit) {
+  const std::vector<std::pair<std::size_t, std::size_t>> shapes = {
+      {29, 32 * 20 + 13}, {31, 32 * 20}, {3, 3 * 4096}, {7, 7}};
+  for (const char* name : {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4_e2m1",
+                           "mxint8", "nvfp4", "block:float8_e4m3fnuz:e8m0:32", "block:e5m2:e8m0:16",
+                           "block:e2m1:e8m0:64", "block:e4m3:e8m0:8", "block:e3m2:e8m0:12"})
+    for (const auto& [rows, n] : shapes) {
+      SCOPED_TRACE(std::string(name) + " [" + std::to_string(rows) + ", " + std::to_string(n) +
+                   "]");
+      const ScaledFormat f = parse_scaled_format(name);
+      const ScaledLayout l{
+          .shape = {static_cast<std::int64_t>(rows), static_cast<std::int64_t>(n)}};
+      const std::vector<float> x = whole_block_values(rows, n, static_cast<std::uint32_t>(n));
+      std::vector<float> want(x.size());
+      const ScaledCounts cw = round_scaled(x, want, l, f, {.generic = true});
+      EXPECT_GT(cw.underflow, 0u);
+      EXPECT_GT(cw.nan_scales, 0u);
+      for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        SCOPED_TRACE(hwy::TargetName(target));
+        std::vector<float> got(x.size()), in_place = x;
+        const ScaledCounts cg = round_scaled(x, got, l, f, {.threads = 1});
+        (void)round_scaled(in_place, in_place, l, f, {.threads = 2});
+        hwy::SetSupportedTargetsForTest(0);
+        ASSERT_TRUE(same_bits(got, want));
+        ASSERT_TRUE(same_bits(in_place, want));
+        EXPECT_EQ(cg.values, cw.values);
+        EXPECT_EQ(cg.changed, cw.changed);
+        EXPECT_EQ(cg.saturated, cw.saturated);
+        EXPECT_EQ(cg.underflow, cw.underflow);
+        EXPECT_EQ(cg.nan, cw.nan);
+        EXPECT_EQ(cg.scales, cw.scales);
+        EXPECT_EQ(cg.nan_scales, cw.nan_scales);
+        EXPECT_EQ(cg.saturated_scales, cw.saturated_scales);
+      }
+    }
+}
+
 // round_scaled's encoding (round --encode) on the fast path of MX blocks, derived from the
 // values it wrote, equals the generic path's: element and scale codes, scale values and
 // shape; the corner values (NaN, inf, zero and subnormal blocks, maxima at and just under a

@@ -113,6 +113,60 @@ HWY_INLINE V RoundVec(D df, V v, const FastParams& p) {
   return RoundVec<kNearestEven>(df, v, p, in_range);
 }
 
+// RoundVec<true> (nearest-even, saturating) of finite magnitudes, without a branch: no
+// lane may be inf or NaN. One magic-number add rounds both ranges: (a + K) - K with
+// K = 2^(max(E, emin) + 23 - m), E the exponent of a, puts a's format quantum on K's last
+// bit, which the FPU rounds to nearest-even (below the smallest normal, K is the subnormal
+// rounding's magic). Clamping a to max first saturates (round(max) = max, and the
+// rounding is monotone). Driven by the same FastParams row as RoundVec.
+template <class D>
+struct FiniteRounder {
+  using V = hn::Vec<D>;
+  using DU = hn::RebindToUnsigned<D>;
+  using VU = hn::Vec<DU>;
+  V max, min_normal;
+  VU exp_mask, k_floor, k_shift;
+  bool flush, no_negative_zero;
+
+  // Whether p can be rounded so: nearest-even, saturating (overflow to max), a dropped
+  // mantissa bit (K above a's binade), K within float32's exponents.
+  static bool Applies(const FastParams& p) {
+    if (!p.nearest_even || p.drop_bits < 1 || p.overflow_value != p.max || !(p.max > 0))
+      return false;
+    const auto exp_bits = [](float f) {
+      return static_cast<int>(std::bit_cast<std::uint32_t>(f) >> 23);
+    };
+    return exp_bits(p.max) + p.drop_bits <= 254;
+  }
+
+  FiniteRounder(D df, const FastParams& p)
+      : max(hn::Set(df, p.max)),
+        min_normal(hn::Set(df, p.smallest_normal)),
+        exp_mask(hn::Set(DU(), 0x7f800000u)),
+        k_floor(hn::Set(DU(), std::bit_cast<std::uint32_t>(p.smallest_normal))),
+        k_shift(hn::Set(DU(), static_cast<std::uint32_t>(p.drop_bits) << 23)),
+        flush(p.flush_subnormals),
+        no_negative_zero(p.no_negative_zero) {}
+
+  // The rounded magnitude of a = |x| (finite; no sign bit).
+  HWY_INLINE V Magnitude(D df, V a) const {
+    const DU du;
+    const auto am = hn::Min(a, max);
+    const auto e = hn::Max(hn::And(hn::BitCast(du, am), exp_mask), k_floor);
+    const auto k = hn::BitCast(df, hn::Add(e, k_shift));
+    auto r = hn::Sub(hn::Add(am, k), k);
+    if (flush) r = hn::IfThenZeroElse(hn::Lt(r, min_normal), r);
+    return r;
+  }
+
+  // The magnitude r with the sign bits `sign` back (none on a zero of a format without -0).
+  HWY_INLINE V Signed(D df, V r, VU sign) const {
+    if (no_negative_zero)
+      sign = hn::IfThenZeroElse(hn::RebindMask(DU(), hn::Eq(r, hn::Zero(df))), sign);
+    return hn::BitCast(df, hn::Or(hn::BitCast(DU(), r), sign));
+  }
+};
+
 }  // namespace fpguard::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
