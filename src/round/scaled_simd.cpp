@@ -249,6 +249,9 @@ struct FiniteRounder {
   }
 };
 
+// One block along a contiguous axis (kCount: with its counts, and with b its block counts;
+// else its values alone).
+template <bool kCount>
 void Block(const float* x, float* y, size_t n, const MxParams& m, ScaledCounts& c, BlockCounts* b) {
   const hn::ScalableTag<float> df;
   const hn::RebindToUnsigned<decltype(df)> du;
@@ -261,9 +264,15 @@ void Block(const float* x, float* y, size_t n, const MxParams& m, ScaledCounts& 
     e = std::clamp(ex - m.emax, m.lo, m.hi);
   }
   const auto inv = hn::Set(df, Pow2(-e)), scale = hn::Set(df, Pow2(e));
+  const FiniteRounder<decltype(df)> r(df, m.p);
+  if constexpr (!kCount) {
+    ForEachVec(df, x, n, [&](auto v, size_t at, size_t valid) {
+      if (y) StoreN(df, r.Value(df, v, inv, scale), y + at, valid);
+    });
+    return;
+  }
   const auto thr = hn::Set(df, m.thr);
   // The largest magnitude the block decodes to: its maximum's (the rounding is monotone).
-  const FiniteRounder<decltype(df)> r(df, m.p);
   const auto top = b ? r.Value(df, hn::BitCast(df, hn::Set(du, t)), inv, scale) : hn::Zero(df);
   ValueCounts counts;
   LaneTally<decltype(df)> tally(df, m.loss);
@@ -312,7 +321,10 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> ScaleExponent(D df, VU top, const MxPa
 }
 
 // One block per lane, `valid` lanes: lane j's block is x[j + k * stride], k < len. The
-// same arithmetic as Block, with the scale per lane and NaN blocks blended in.
+// same arithmetic as Block, with the scale per lane and NaN blocks blended in; kCount as
+// Block's (the values alone: no saturation or count per vector, and no NaN blend when no
+// lane's block holds NaN or inf).
+template <bool kCount>
 void Columns(const float* x, float* y, size_t len, size_t stride, size_t valid, const MxParams& m,
              ScaledCounts& c, BlockCounts* b) {
   const hn::ScalableTag<float> df;
@@ -327,10 +339,24 @@ void Columns(const float* x, float* y, size_t len, size_t stride, size_t valid, 
   const auto finite_top = hn::IfThenZeroElse(hn::RebindMask(du, nan_block), top);
   const auto e = ScaleExponent(df, finite_top, m);
   const auto inv = Pow2Vec(df, hn::Neg(e)), scale = Pow2Vec(df, e);
-  const auto thr = hn::Set(df, m.thr);
   const auto qnan = hn::BitCast(df, hn::Set(du, 0x7fc00000u));
-  // Each lane's largest decoded magnitude: its maximum's (the rounding is monotone).
   const FiniteRounder<decltype(df)> r(df, m.p);
+  if constexpr (!kCount) {
+    if (!y) return;
+    if (hn::AllFalse(df, nan_block))
+      for (size_t k = 0; k < len; ++k)
+        StoreN(df, r.Value(df, LoadLive(df, x + k * stride, valid), inv, scale), y + k * stride,
+               valid);
+    else
+      for (size_t k = 0; k < len; ++k) {
+        const auto v = LoadLive(df, x + k * stride, valid);
+        StoreN(df, hn::IfThenElse(nan_block, qnan, r.Value(df, v, inv, scale)), y + k * stride,
+               valid);
+      }
+    return;
+  }
+  const auto thr = hn::Set(df, m.thr);
+  // Each lane's largest decoded magnitude: its maximum's (the rounding is monotone).
   const auto top_out = r.Value(df, hn::BitCast(df, finite_top), inv, scale);
   auto sat_any = hn::Zero(df);
   ValueCounts counts;
@@ -538,14 +564,21 @@ void TwoLevelColumnsImpl(const float* in, float* out, size_t len, size_t stride,
 void MxColumnsImpl(const float* in, float* out, size_t len, size_t stride, size_t width,
                    const MxParams& m, ScaledCounts& c, BlockCounts* b) {
   EachColumnVector(in, out, width, [&](const float* x, float* y, size_t lanes) {
-    Columns(x, y, len, stride, lanes, m, c, b);
+    if (m.count)
+      Columns<true>(x, y, len, stride, lanes, m, c, b);
+    else
+      Columns<false>(x, y, len, stride, lanes, m, c, b);
   });
 }
 
 void MxRowsImpl(const float* in, float* out, size_t rows, size_t n, size_t bs, const MxParams& m,
                 ScaledCounts& c, BlockCounts* b) {
-  EachRowBlock(in, out, rows, n, bs, c,
-               [&](const float* x, float* y, size_t len) { Block(x, y, len, m, c, b); });
+  EachRowBlock(in, out, rows, n, bs, c, [&](const float* x, float* y, size_t len) {
+    if (m.count)
+      Block<true>(x, y, len, m, c, b);
+    else
+      Block<false>(x, y, len, m, c, b);
+  });
 }
 
 }  // namespace fpguard::detail::HWY_NAMESPACE
