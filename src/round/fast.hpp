@@ -120,7 +120,9 @@ double finite_absmax(std::span<const double> xs);
 
 // round_scaled on its fast path, the block counts added to `b` in the same pass (an empty
 // `out`: the counts alone, no values written); nullopt (nothing written) where the format
-// and layout have no fast path (has_fast_path).
+// and layout have no fast path (has_fast_path). Of the ScaledCounts, those counted_stats
+// reads (values, scales, nan_scales, saturated, saturated_scales): OCP MX kernels leave
+// changed, underflow and nan at 0 then.
 std::optional<ScaledCounts> round_scaled_counting(std::span<const float> in, std::span<float> out,
                                                   const ScaledLayout& l, const ScaledFormat& f,
                                                   const ScaledOptions& o, BlockCounts& b);

@@ -249,8 +249,9 @@ struct FiniteRounder {
   }
 };
 
-// One block along a contiguous axis (kCount: with its counts, and with b its block counts;
-// else its values alone).
+// One block along a contiguous axis (kCount: with its counts, else its values alone). With
+// b, its block counts, and of the per-value counts only the saturated ones (what the block
+// counts' readers take, detail::counted_stats): changed, underflow and nan stay 0.
 template <bool kCount>
 void Block(const float* x, float* y, size_t n, const MxParams& m, ScaledCounts& c, BlockCounts* b) {
   const hn::ScalableTag<float> df;
@@ -283,8 +284,12 @@ void Block(const float* x, float* y, size_t n, const MxParams& m, ScaledCounts& 
     const auto aq = hn::Abs(q);
     auto over = hn::Gt(aq, thr);
     if (m.inclusive) over = hn::Or(over, hn::Eq(aq, thr));
-    CountValues(df, v, out, hn::And(over, live), live, counts);
-    if (b) tally.Add(df, v, out, top, live);
+    if (b) {
+      counts.saturated += hn::CountTrue(df, hn::And(over, live));
+      tally.Add(df, v, out, top, live);
+    } else {
+      CountValues(df, v, out, hn::And(over, live), live, counts);
+    }
     if (y) StoreN(df, out, y + at, valid);
   });
   counts.add_to(c);
@@ -321,8 +326,8 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> ScaleExponent(D df, VU top, const MxPa
 }
 
 // One block per lane, `valid` lanes: lane j's block is x[j + k * stride], k < len. The
-// same arithmetic as Block, with the scale per lane and NaN blocks blended in; kCount as
-// Block's (the values alone: no saturation or count per vector, and no NaN blend when no
+// same arithmetic as Block, with the scale per lane and NaN blocks blended in; kCount and b
+// as Block's (the values alone: no saturation or count per vector, and no NaN blend when no
 // lane's block holds NaN or inf).
 template <bool kCount>
 void Columns(const float* x, float* y, size_t len, size_t stride, size_t valid, const MxParams& m,
@@ -370,8 +375,12 @@ void Columns(const float* x, float* y, size_t len, size_t stride, size_t valid, 
     if (m.inclusive) over = hn::Or(over, hn::Eq(aq, thr));
     over = hn::And(over, ok);
     sat_any = hn::Or(sat_any, hn::VecFromMask(df, over));
-    CountValues(df, v, out, over, live, counts);
-    if (b) tally.Add(df, v, out, top_out, ok);
+    if (b) {
+      counts.saturated += hn::CountTrue(df, over);
+      tally.Add(df, v, out, top_out, ok);
+    } else {
+      CountValues(df, v, out, over, live, counts);
+    }
     if (y) StoreN(df, out, y + k * stride, valid);
   }
   counts.add_to(c);
