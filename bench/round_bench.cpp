@@ -9,6 +9,7 @@
 
 #include "common.hpp"
 #include "fpguard/round.hpp"
+#include "fpguard/stats.hpp"
 
 namespace {
 
@@ -88,6 +89,44 @@ void BM_round_scaled(benchmark::State& state, const char* format, bool generic) 
       ->ArgNames({"bytes", "wide"})                      \
       ->ArgsProduct({{kSmall, kLarge}, {0, 1}})          \
       ->UseRealTime()
+
+// Blocks along the channels of a Conv activation [1, C, H, W] (axis 1: a strided axis),
+// one thread, as check's emulated and local runs quantize a Conv's input.
+void BM_round_scaled_channels(benchmark::State& state, const char* format) {
+  const auto c = state.range(0), hw = state.range(1);
+  const auto n = static_cast<std::size_t>(c * hw * hw);
+  std::vector<float> in(n), out(n);
+  std::uint32_t state_bits = 12345;
+  for (auto& v : in) {  // N(0, 1)-like: a sum of uniforms
+    float s = 0;
+    for (int k = 0; k < 4; ++k) {
+      state_bits = state_bits * 1664525u + 1013904223u;
+      s += static_cast<float>(state_bits >> 8) * 0x1p-24f - 0.5f;
+    }
+    v = state.range(2) ? std::max(s * 1.7f, 0.0f) : s * 1.7f;  // ReLU's: half zeros
+  }
+  const auto f = fpguard::parse_scaled_format(format);
+  const fpguard::ScaledLayout l{.shape = {1, c, hw, hw}, .axis = 1};
+  const fpguard::ScaledOptions o{.threads = 1};
+  fpguard::StatsOptions so;
+  so.threads = 1;
+  so.distribution = false;
+  for (auto _ : state) {
+    if (state.range(3))  // the block counts alone (check's statistics of an operand)
+      benchmark::DoNotOptimize(fpguard::scaled_stats(std::span<const float>(in), l, f, so));
+    else
+      benchmark::DoNotOptimize(fpguard::round_scaled(in, out, l, f, o));
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * n));
+}
+BENCHMARK_CAPTURE(BM_round_scaled_channels, mxfp8_e4m3, "mxfp8_e4m3")
+    ->ArgNames({"c", "hw", "relu", "counts"})
+    ->ArgsProduct({{32}, {112}, {0, 1}, {0, 1}})
+    ->Args({128, 28, 1, 0})
+    ->Args({3, 224, 0, 0})
+    ->Args({32, 16, 1, 0})
+    ->UseRealTime();
 
 FPG_SCALED_BENCH(mxfp8_e4m3, "mxfp8_e4m3", false);
 FPG_SCALED_BENCH(mxfp4_e2m1, "mxfp4_e2m1", false);

@@ -21,6 +21,7 @@
 #include "fpguard/format.hpp"
 #include "fpguard/round.hpp"
 #include "fpguard/stats.hpp"
+#include "round/fast.hpp"
 
 namespace fpguard {
 namespace {
@@ -422,6 +423,29 @@ TEST(RoundScaled, WholeBlocksEqualGenericBitForBit) {
         EXPECT_EQ(cg.saturated_scales, cw.saturated_scales);
       }
     }
+}
+
+// The values alone (detail::round_scaled_values: an executor's operands, the kernels'
+// counts skipped) are round_scaled's bits: the corner values, every layout and format, every
+// SIMD target, several thread counts, and in place.
+TEST(RoundScaled, ValuesAloneEqualRoundScaled) {
+  const std::vector<float> x = corner_values();
+  for_each_corner([&](const char*, const ScaledFormat& f, const ScaledLayout& l,
+                      std::optional<double> amax) {
+    std::vector<float> want(x.size());
+    (void)round_scaled(x, want, l, f, {.amax = amax, .generic = true});
+    for (std::int64_t target : hwy::SupportedAndGeneratedTargets())
+      for (int threads : {1, 2, 3}) {
+        hwy::SetSupportedTargetsForTest(target);
+        SCOPED_TRACE(hwy::TargetName(target));
+        std::vector<float> got(x.size()), in_place = x;
+        detail::round_scaled_values(x, got, l, f, {.amax = amax, .threads = threads});
+        detail::round_scaled_values(in_place, in_place, l, f, {.amax = amax, .threads = threads});
+        hwy::SetSupportedTargetsForTest(0);
+        ASSERT_TRUE(same_bits(got, want));
+        ASSERT_TRUE(same_bits(in_place, want));
+      }
+  });
 }
 
 // round_scaled's encoding (round --encode) on the fast path of MX blocks, derived from the

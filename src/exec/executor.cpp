@@ -10,6 +10,7 @@
 #include "fpguard/exec.hpp"
 #include "fpguard/limits.hpp"
 #include "ops/ops.hpp"
+#include "round/fast.hpp"
 
 namespace fpguard::exec {
 
@@ -196,10 +197,10 @@ Tensor scaled_copy(const Tensor& t, const ScaledOperand& op, DType carrier, cons
   } else if (OperandCounting* counting = OperandCounting::current();
              counting && t.dtype() == DType::float32) {
     counting->quantize(node, input, t.data<float>(), r.data<float>(), op);
-  } else {
+  } else {  // (the counts of a run's operand are nobody's)
     const auto x = in.data<float>();
-    round_scaled(std::span<const float>(x.data(), x.size()), r.data<float>(), op.layout, op.format,
-                 op.options);
+    detail::round_scaled_values(std::span<const float>(x.data(), x.size()), r.data<float>(),
+                                op.layout, op.format, op.options);
   }
   return r;
 }

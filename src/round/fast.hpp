@@ -82,6 +82,9 @@ struct MxParams {
   float thr = 0;  // the element's overflow threshold (saturation count), inclusive or not
   bool inclusive = false;
   double loss = 0;  // half_bits_lost of the element
+  // Count what quantizing did (ScaledCounts, and BlockCounts where asked); false: the
+  // values alone (a run's operands, whose counts nobody reads), c left as it was.
+  bool count = true;
 };
 void mx_round_fast(const float* in, float* out, std::size_t rows, std::size_t n, std::size_t bs,
                    const MxParams& m, ScaledCounts& c, BlockCounts* b);
@@ -117,9 +120,15 @@ double finite_absmax(std::span<const double> xs);
 
 // round_scaled on its fast path, the block counts added to `b` in the same pass (an empty
 // `out`: the counts alone, no values written); nullopt (nothing written) where the format
-// and layout have no fast path (has_fast_path).
+// and layout have no fast path (has_fast_path). Of the ScaledCounts, those counted_stats
+// reads (values, scales, nan_scales, saturated, saturated_scales): OCP MX kernels leave
+// changed, underflow and nan at 0 then.
 std::optional<ScaledCounts> round_scaled_counting(std::span<const float> in, std::span<float> out,
                                                   const ScaledLayout& l, const ScaledFormat& f,
                                                   const ScaledOptions& o, BlockCounts& b);
+// round_scaled's values alone: the same bits, its counts not taken where the kernels can
+// skip them (OCP MX blocks), for a caller that discards them.
+void round_scaled_values(std::span<const float> in, std::span<float> out, const ScaledLayout& l,
+                         const ScaledFormat& f, const ScaledOptions& o);
 
 }  // namespace fpguard::detail

@@ -486,9 +486,11 @@ ScaledCounts fast_narrow(std::span<const float> in, std::span<float> out, const 
 
 // The SIMD kernels for `f`, if it has them: rows or columns as the layout asks; with
 // `blocks`, the block counts added to it.
+// `count` false: the values alone where the kernels can skip the counts (OCP MX), which
+// are then not returned in full.
 std::optional<ScaledCounts> fast_path(std::span<const float> in, std::span<float> out,
                                       const Dims& d, const ScaledFormat& f, const ScaledOptions& o,
-                                      BlockCounts* blocks = nullptr) {
+                                      BlockCounts* blocks = nullptr, bool count = true) {
   const auto bs = static_cast<std::size_t>(f.block_size);
   const auto run = [&](const auto& rows, const auto& columns) {
     if (d.inner == 1) return fast_rows(in, out, d, bs, o.threads, rows, blocks);
@@ -498,12 +500,14 @@ std::optional<ScaledCounts> fast_path(std::span<const float> in, std::span<float
   using std::size_t;
   using C = ScaledCounts;
   using B = BlockCounts;
-  if (const auto m = mx_fast(f))
+  if (auto m = mx_fast(f)) {
+    m->count = count || blocks;
     return run([&](const float* x, float* y, size_t rows, size_t n, C& c,
                    B* b) { detail::mx_round_fast(x, y, rows, n, bs, *m, c, b); },
                [&](const float* x, float* y, size_t len, size_t stride, size_t width, C& c, B* b) {
                  detail::mx_round_columns(x, y, len, stride, width, *m, c, b);
                });
+  }
   if (const auto k = two_level_fast(f)) {
     const TwoLevelParams t = two_level_params(*k, f, in, o);
     return run([&](const float* x, float* y, size_t rows, size_t n, C& c,
@@ -652,6 +656,13 @@ std::optional<ScaledCounts> round_scaled_counting(std::span<const float> in, std
                                                   const ScaledOptions& o, BlockCounts& b) {
   FPG_CHECK(out.empty() || in.size() == out.size());
   return fast_path(in, out, dims_of(l, in.size()), f, o, &b);
+}
+
+void round_scaled_values(std::span<const float> in, std::span<float> out, const ScaledLayout& l,
+                         const ScaledFormat& f, const ScaledOptions& o) {
+  FPG_CHECK(in.size() == out.size());
+  if (!o.generic && fast_path(in, out, dims_of(l, in.size()), f, o, nullptr, false)) return;
+  (void)round_scaled(in, out, l, f, o);
 }
 
 }  // namespace detail

@@ -3,8 +3,9 @@
 // its bit patterns (an integer max), its power-of-two scale, then per vector x * 2^-e,
 // RoundVec (the element rounding of round_fast, saturating), times 2^e, and the counts as
 // mask popcounts. One pass over memory. Whole blocks free of NaN and inf (a whole number
-// of vectors: nearly all of them) take a leaner copy of that path: FiniteRounder without
-// range tests, the counts in int32 lanes summed once per run of blocks. Along a strided
+// of vectors: nearly all of them) take a leaner copy of that path: FiniteRounder
+// (round_simd-inl.h) without range tests, the counts as popcounts; the other blocks round
+// with MxRounder (RoundVec's arithmetic for finite lanes, no branch). Along a strided
 // axis: one block per lane, the same arithmetic with per-lane scales. Two-level (NVFP4)
 // blocks likewise, with their E4M3 block scale rounded by RoundVec. On request the same
 // pass also counts what each block's scale did (BlockCounts: flushed, swamped, clipped
@@ -105,20 +106,36 @@ struct ValueCounts {
 // Block counts (BlockCounts) per lane: of the values on lanes `ok` (live lanes of finite
 // blocks), the non-zero ones and those that became zero (lane counts as int32 vectors), and
 // those clipped past `top` (the largest magnitude each lane's block decodes to) into
-// clipped[lane]. A clipped candidate, beyond top, is rare (the block maximum rounded down,
-// or saturated): its test runs in double, as scaled_stats' walk does it.
+// clipped[lane]. A clipped value lies beyond top / (1 - loss): lanes at most `near` times
+// top (a bound just below that, so that float32's rounding of the product cannot exclude
+// one, see ClipFactor) are not clipped, which leaves the block maxima that rounded down
+// (about a quarter of the vectors in OCP MX blocks) out of the scalar test. The rare rest
+// (a value beyond it, or a top too small for the product to be exact) takes the test in
+// double, as scaled_stats' walk does it.
 template <class D>
 struct LaneTally {
   using VI = hn::Vec<hn::RebindToSigned<D>>;
   VI nonzero, zeroed;
+  hn::Vec<D> near;
+  double loss;
   std::uint32_t clipped[hn::MaxLanes(D())] = {};
-  explicit LaneTally(D df)
-      : nonzero(hn::Zero(hn::RebindToSigned<D>())), zeroed(hn::Zero(hn::RebindToSigned<D>())) {
-    (void)df;
+  LaneTally(D df, double half_bits_lost)
+      : nonzero(hn::Zero(hn::RebindToSigned<D>())),
+        zeroed(hn::Zero(hn::RebindToSigned<D>())),
+        near(hn::Set(df, ClipFactor(half_bits_lost))),
+        loss(half_bits_lost) {}
+
+  // A float32 factor below 1 / (1 - loss) by more than float32's and double's rounding
+  // can make up: |v| <= fl(top * factor) (top normal) implies |v| - top <= loss * |v| in
+  // double, i.e. not clipped_past. 1 (no lane excluded) when loss is not in (0, 1).
+  static float ClipFactor(double loss) {
+    if (!(loss > 0 && loss < 1)) return 1.0f;
+    const float f = static_cast<float>(1 / (1 - loss) * (1 - 0x1p-20));
+    return std::nextafter(f, 0.0f);
   }
 
   template <class V = hn::Vec<D>>
-  HWY_INLINE void Add(D df, V v, V out, V top, hn::Mask<D> ok, double loss) {
+  HWY_INLINE void Add(D df, V v, V out, V top, hn::Mask<D> ok) {
     const hn::RebindToUnsigned<D> du;
     const hn::RebindToSigned<D> di;
     const auto abs_mask = hn::Set(du, 0x7fffffffu);
@@ -128,7 +145,10 @@ struct LaneTally {
         hn::RebindMask(df, hn::Eq(hn::And(hn::BitCast(du, out), abs_mask), hn::Zero(du)));
     nonzero = hn::Sub(nonzero, hn::BitCast(di, hn::VecFromMask(df, nz)));
     zeroed = hn::Sub(zeroed, hn::BitCast(di, hn::VecFromMask(df, hn::And(nz, zero_y))));
-    const auto candidate = hn::And(hn::And(hn::Gt(hn::Abs(v), top), hn::Gt(top, hn::Zero(df))), ok);
+    const auto av = hn::Abs(v);
+    const auto beyond = hn::Or(hn::Lt(top, hn::Set(df, 0x1p-100f)), hn::Gt(av, hn::Mul(top, near)));
+    const auto candidate =
+        hn::And(hn::And(hn::And(hn::Gt(av, top), hn::Gt(top, hn::Zero(df))), ok), beyond);
     if (HWY_LIKELY(hn::AllFalse(df, candidate))) return;
     HWY_ALIGN float xs[hn::MaxLanes(df)], tops[hn::MaxLanes(df)];
     HWY_ALIGN std::int32_t is[hn::MaxLanes(df)];
@@ -187,12 +207,55 @@ void NanBlock(const float* x, float* y, size_t n, ScaledCounts& c) {
   ++c.nan_scales;
 }
 
-// x * 2^-e rounded into the element format (saturating) times 2^e: inv = 2^-e, scale = 2^e.
-template <class D, class V = hn::Vec<D>>
-HWY_INLINE V MxValue(D df, V v, V inv, V scale, const MxParams& m) {
-  return hn::Mul(RoundVec<true>(df, hn::Mul(v, inv), m.p), scale);
-}
+// RoundVec<true> of finite lanes, with its constants set up once (per block, or per
+// vector of blocks side by side) and without its branch to the out-of-range sequence: an OCP
+// MX block scaled by its scale holds zeros (a ReLU's half of them), subnormals and saturating
+// values often enough that the branch mispredicts. The same blends as RoundOutOfRange less
+// its inf/NaN ones (an MX block holding inf or NaN decodes to NaN whatever its elements
+// round to), so the same bits.
+template <class D>
+struct MxRounder {
+  using V = hn::Vec<D>;
+  NormalBits<true, hn::RebindToUnsigned<D>> bits;
+  V min_normal, magic, max, overflow;
+  bool flush, no_negative_zero, overflow_nan;
+  MxRounder(D df, const FastParams& p)
+      : bits(p, p.max),
+        min_normal(hn::Set(df, p.smallest_normal)),
+        magic(hn::Set(df, p.magic)),
+        max(hn::Set(df, p.max)),
+        overflow(hn::Set(df, p.overflow_value)),
+        flush(p.flush_subnormals),
+        no_negative_zero(p.no_negative_zero),
+        overflow_nan(std::isnan(p.overflow_value)) {}
 
+  HWY_INLINE V Round(D df, V v) const {
+    const hn::RebindToUnsigned<D> du;
+    const auto sign_bit = hn::Set(du, 0x80000000u);
+    const auto a = hn::AndNot(sign_bit, hn::BitCast(du, v));
+    const auto af = hn::BitCast(df, a);
+    // Below the normal range the FPU rounds to the quantum (ties-to-even).
+    auto res = hn::IfThenElse(hn::Lt(af, min_normal), hn::Sub(hn::Add(af, magic), magic),
+                              hn::BitCast(df, bits.Round(a)));
+    if (flush) res = hn::IfThenZeroElse(hn::Lt(res, min_normal), res);
+    res = hn::IfThenElse(hn::Gt(res, max), overflow, res);
+    // Sign: none on NaN (canonical +qNaN), none on zero where the format has no -0.
+    auto sign = hn::And(hn::BitCast(du, v), sign_bit);
+    if (overflow_nan) sign = hn::IfThenZeroElse(hn::RebindMask(du, hn::IsNaN(res)), sign);
+    if (no_negative_zero)
+      sign = hn::IfThenZeroElse(hn::RebindMask(du, hn::Eq(res, hn::Zero(df))), sign);
+    return hn::BitCast(df, hn::Or(hn::BitCast(du, res), sign));
+  }
+  // x * 2^-e rounded into the element format (saturating) times 2^e: inv = 2^-e, scale = 2^e.
+  HWY_INLINE V Value(D df, V x, V inv, V scale) const {
+    return hn::Mul(Round(df, hn::Mul(x, inv)), scale);
+  }
+};
+
+// One block along a contiguous axis (kCount: with its counts, else its values alone). With
+// b, its block counts, and of the per-value counts only the saturated ones (what the block
+// counts' readers take, detail::counted_stats): changed, underflow and nan stay 0.
+template <bool kCount>
 void Block(const float* x, float* y, size_t n, const MxParams& m, ScaledCounts& c, BlockCounts* b) {
   const hn::ScalableTag<float> df;
   const hn::RebindToUnsigned<decltype(df)> du;
@@ -205,20 +268,31 @@ void Block(const float* x, float* y, size_t n, const MxParams& m, ScaledCounts& 
     e = std::clamp(ex - m.emax, m.lo, m.hi);
   }
   const auto inv = hn::Set(df, Pow2(-e)), scale = hn::Set(df, Pow2(e));
+  const MxRounder<decltype(df)> r(df, m.p);
+  if constexpr (!kCount) {
+    ForEachVec(df, x, n, [&](auto v, size_t at, size_t valid) {
+      if (y) StoreN(df, r.Value(df, v, inv, scale), y + at, valid);
+    });
+    return;
+  }
   const auto thr = hn::Set(df, m.thr);
   // The largest magnitude the block decodes to: its maximum's (the rounding is monotone).
-  const auto top = b ? MxValue(df, hn::BitCast(df, hn::Set(du, t)), inv, scale, m) : hn::Zero(df);
+  const auto top = b ? r.Value(df, hn::BitCast(df, hn::Set(du, t)), inv, scale) : hn::Zero(df);
   ValueCounts counts;
-  LaneTally<decltype(df)> tally(df);
+  LaneTally<decltype(df)> tally(df, m.loss);
   ForEachVec(df, x, n, [&](auto v, size_t at, size_t valid) {
     const auto q = hn::Mul(v, inv);
-    const auto out = MxValue(df, v, inv, scale, m);
+    const auto out = r.Value(df, v, inv, scale);
     const auto live = hn::FirstN(df, valid);
     const auto aq = hn::Abs(q);
     auto over = hn::Gt(aq, thr);
     if (m.inclusive) over = hn::Or(over, hn::Eq(aq, thr));
-    CountValues(df, v, out, hn::And(over, live), live, counts);
-    if (b) tally.Add(df, v, out, top, live, m.loss);
+    if (b) {
+      counts.saturated += hn::CountTrue(df, hn::And(over, live));
+      tally.Add(df, v, out, top, live);
+    } else {
+      CountValues(df, v, out, hn::And(over, live), live, counts);
+    }
     if (y) StoreN(df, out, y + at, valid);
   });
   counts.add_to(c);
@@ -312,7 +386,10 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> ScaleExponent(D df, VU top, const MxPa
 }
 
 // One block per lane, `valid` lanes: lane j's block is x[j + k * stride], k < len. The
-// same arithmetic as Block, with the scale per lane and NaN blocks blended in.
+// same arithmetic as Block, with the scale per lane and NaN blocks blended in; kCount and b
+// as Block's (the values alone: no saturation or count per vector, and no NaN blend when no
+// lane's block holds NaN or inf).
+template <bool kCount>
 void Columns(const float* x, float* y, size_t len, size_t stride, size_t valid, const MxParams& m,
              ScaledCounts& c, BlockCounts* b) {
   const hn::ScalableTag<float> df;
@@ -327,24 +404,43 @@ void Columns(const float* x, float* y, size_t len, size_t stride, size_t valid, 
   const auto finite_top = hn::IfThenZeroElse(hn::RebindMask(du, nan_block), top);
   const auto e = ScaleExponent(df, finite_top, m);
   const auto inv = Pow2Vec(df, hn::Neg(e)), scale = Pow2Vec(df, e);
-  const auto thr = hn::Set(df, m.thr);
   const auto qnan = hn::BitCast(df, hn::Set(du, 0x7fc00000u));
+  const MxRounder<decltype(df)> r(df, m.p);
+  if constexpr (!kCount) {
+    if (!y) return;
+    if (hn::AllFalse(df, nan_block))
+      for (size_t k = 0; k < len; ++k)
+        StoreN(df, r.Value(df, LoadLive(df, x + k * stride, valid), inv, scale), y + k * stride,
+               valid);
+    else
+      for (size_t k = 0; k < len; ++k) {
+        const auto v = LoadLive(df, x + k * stride, valid);
+        StoreN(df, hn::IfThenElse(nan_block, qnan, r.Value(df, v, inv, scale)), y + k * stride,
+               valid);
+      }
+    return;
+  }
+  const auto thr = hn::Set(df, m.thr);
   // Each lane's largest decoded magnitude: its maximum's (the rounding is monotone).
-  const auto top_out = MxValue(df, hn::BitCast(df, finite_top), inv, scale, m);
+  const auto top_out = r.Value(df, hn::BitCast(df, finite_top), inv, scale);
   auto sat_any = hn::Zero(df);
   ValueCounts counts;
-  LaneTally<decltype(df)> tally(df);
+  LaneTally<decltype(df)> tally(df, m.loss);
   for (size_t k = 0; k < len; ++k) {
     const auto v = LoadLive(df, x + k * stride, valid);
     const auto q = hn::Mul(v, inv);
-    const auto out = hn::IfThenElse(nan_block, qnan, MxValue(df, v, inv, scale, m));
+    const auto out = hn::IfThenElse(nan_block, qnan, r.Value(df, v, inv, scale));
     const auto aq = hn::Abs(q);
     auto over = hn::Gt(aq, thr);
     if (m.inclusive) over = hn::Or(over, hn::Eq(aq, thr));
     over = hn::And(over, ok);
     sat_any = hn::Or(sat_any, hn::VecFromMask(df, over));
-    CountValues(df, v, out, over, live, counts);
-    if (b) tally.Add(df, v, out, top_out, ok, m.loss);
+    if (b) {
+      counts.saturated += hn::CountTrue(df, over);
+      tally.Add(df, v, out, top_out, ok);
+    } else {
+      CountValues(df, v, out, over, live, counts);
+    }
     if (y) StoreN(df, out, y + k * stride, valid);
   }
   counts.add_to(c);
@@ -431,11 +527,11 @@ void TwoLevelBlock(const float* x, float* y, size_t n, const TwoLevelParams& t, 
   const auto top = b ? TwoLevelTop(df, amax, s, t) : hn::Zero(df);
   auto sat_any = hn::Zero(df);
   ValueCounts counts;
-  LaneTally<decltype(df)> tally(df);
+  LaneTally<decltype(df)> tally(df, t.loss);
   ForEachVec(df, x, n, [&](auto v, size_t at, size_t valid) {
     const auto live = hn::FirstN(df, valid);
     const auto out = TwoLevelValues(df, v, s, t, live, sat_any, counts);
-    if (b) tally.Add(df, v, out, top, hn::AndNot(s.nan, live), t.loss);
+    if (b) tally.Add(df, v, out, top, hn::AndNot(s.nan, live));
     if (y) StoreN(df, out, y + at, valid);
   });
   counts.add_to(c);
@@ -458,11 +554,11 @@ void TwoLevelColumns(const float* x, float* y, size_t len, size_t stride, size_t
   const auto ok = hn::AndNot(s.nan, live);
   auto sat_any = hn::Zero(df);
   ValueCounts counts;
-  LaneTally<decltype(df)> tally(df);
+  LaneTally<decltype(df)> tally(df, t.loss);
   for (size_t k = 0; k < len; ++k) {
     const auto v = LoadLive(df, x + k * stride, valid);
     const auto out = TwoLevelValues(df, v, s, t, live, sat_any, counts);
-    if (b) tally.Add(df, v, out, top, ok, t.loss);
+    if (b) tally.Add(df, v, out, top, ok);
     if (y) StoreN(df, out, y + k * stride, valid);
   }
   counts.add_to(c);
@@ -537,23 +633,32 @@ void TwoLevelColumnsImpl(const float* in, float* out, size_t len, size_t stride,
 void MxColumnsImpl(const float* in, float* out, size_t len, size_t stride, size_t width,
                    const MxParams& m, ScaledCounts& c, BlockCounts* b) {
   EachColumnVector(in, out, width, [&](const float* x, float* y, size_t lanes) {
-    Columns(x, y, len, stride, lanes, m, c, b);
+    if (m.count)
+      Columns<true>(x, y, len, stride, lanes, m, c, b);
+    else
+      Columns<false>(x, y, len, stride, lanes, m, c, b);
   });
 }
 
 void MxRowsImpl(const float* in, float* out, size_t rows, size_t n, size_t bs, const MxParams& m,
                 ScaledCounts& c, BlockCounts* b) {
   using D = hn::ScalableTag<float>;
+  const auto block = [&](const float* x, float* y, size_t len) {
+    if (m.count)
+      Block<true>(x, y, len, m, c, b);
+    else
+      Block<false>(x, y, len, m, c, b);
+  };
   if (b || bs % hn::Lanes(D()) != 0 || !FiniteRounder<D>::Applies(m.p))
-    return EachRowBlock(in, out, rows, n, bs, c,
-                        [&](const float* x, float* y, size_t len) { Block(x, y, len, m, c, b); });
-  // Each row's whole blocks on the finite path, its short last block (if any) on Block's.
+    return EachRowBlock(in, out, rows, n, bs, c, block);
+  // Each row's whole blocks on the finite path (its counts cost popcounts only: taken
+  // whether or not m.count asks), its short last block (if any) on Block's.
   const size_t whole = n / bs, tail = n % bs;
   for (size_t r = 0; r < rows; ++r) {
     const float* x = in + r * n;
     float* y = out ? out + r * n : nullptr;
     WholeBlocks(x, y, whole, bs, m, c);
-    if (tail) Block(x + whole * bs, y ? y + whole * bs : nullptr, tail, m, c, nullptr);
+    if (tail) block(x + whole * bs, y ? y + whole * bs : nullptr, tail);
     c.scales += whole + (tail != 0);
     c.values += n;
   }
