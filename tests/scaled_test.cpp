@@ -299,6 +299,18 @@ void for_each_corner(F&& fn) {
   return ::testing::AssertionSuccess();
 }
 
+// Every count of `got` equals `want`'s.
+void expect_same_counts(const ScaledCounts& got, const ScaledCounts& want) {
+  EXPECT_EQ(got.values, want.values);
+  EXPECT_EQ(got.changed, want.changed);
+  EXPECT_EQ(got.saturated, want.saturated);
+  EXPECT_EQ(got.underflow, want.underflow);
+  EXPECT_EQ(got.nan, want.nan);
+  EXPECT_EQ(got.scales, want.scales);
+  EXPECT_EQ(got.nan_scales, want.nan_scales);
+  EXPECT_EQ(got.saturated_scales, want.saturated_scales);
+}
+
 // The fast paths (MX and two-level blocks along a contiguous axis, and along a strided one:
 // one block per SIMD lane) equal the generic path bit for bit, counts included: the corner
 // values, short last blocks, strides shorter and longer than a vector, every compiled SIMD
@@ -319,14 +331,7 @@ TEST(RoundScaled, FastPathEqualsGenericBitForBit) {
         const ScaledCounts cg = round_scaled(x, got, l, f, {.amax = amax, .threads = threads});
         hwy::SetSupportedTargetsForTest(0);
         ASSERT_TRUE(same_bits(got, want));
-        EXPECT_EQ(cg.values, cw.values);
-        EXPECT_EQ(cg.changed, cw.changed);
-        EXPECT_EQ(cg.saturated, cw.saturated);
-        EXPECT_EQ(cg.underflow, cw.underflow);
-        EXPECT_EQ(cg.nan, cw.nan);
-        EXPECT_EQ(cg.scales, cw.scales);
-        EXPECT_EQ(cg.nan_scales, cw.nan_scales);
-        EXPECT_EQ(cg.saturated_scales, cw.saturated_scales);
+        expect_same_counts(cg, cw);
       }
   });
 }
@@ -413,14 +418,7 @@ TEST(RoundScaled, WholeBlocksEqualGenericBitForBit) {
         hwy::SetSupportedTargetsForTest(0);
         ASSERT_TRUE(same_bits(got, want));
         ASSERT_TRUE(same_bits(in_place, want));
-        EXPECT_EQ(cg.values, cw.values);
-        EXPECT_EQ(cg.changed, cw.changed);
-        EXPECT_EQ(cg.saturated, cw.saturated);
-        EXPECT_EQ(cg.underflow, cw.underflow);
-        EXPECT_EQ(cg.nan, cw.nan);
-        EXPECT_EQ(cg.scales, cw.scales);
-        EXPECT_EQ(cg.nan_scales, cw.nan_scales);
-        EXPECT_EQ(cg.saturated_scales, cw.saturated_scales);
+        expect_same_counts(cg, cw);
       }
     }
 }

@@ -226,12 +226,14 @@ std::string dims_text(const std::vector<std::int64_t>& s) {
   return out + "]";
 }
 
-// The element-wise ops a Conv may run fused with (Executor::run_fused).
+// The element-wise ops a Conv may run fused with (Executor::run_fused): an Add, or an op
+// that ops::in_place_unary can apply (which alone lists them; the opset only says where
+// Clip's bounds come from, and fusion_for asks again with the model's).
 bool fusable_op(const model::Node& n) {
-  static const std::set<std::string> ops{"Relu",      "LeakyRelu", "Clip", "HardSigmoid",
-                                         "HardSwish", "Sigmoid",   "Tanh", "Add"};
-  return (n.domain.empty() || n.domain == "ai.onnx") && ops.count(n.op_type) &&
-         n.outputs.size() == 1 && !n.outputs[0].empty();
+  constexpr std::int64_t kAnyOpset = 13;
+  return (n.domain.empty() || n.domain == "ai.onnx") && n.outputs.size() == 1 &&
+         !n.outputs[0].empty() &&
+         (n.op_type == "Add" || ops::in_place_unary(n, kAnyOpset, nullptr, nullptr));
 }
 
 // Per position of `order`: the position of the node that may run fused into the Conv
