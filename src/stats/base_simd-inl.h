@@ -142,8 +142,12 @@ struct BaseVecs {
   DI di;
   VF inf, fmax, zero;
   VF lo, hi, minabs;
-  hn::Vec<DI> c_nonfinite, c_nan, c_pinf, c_ninf, c_zero;
+  hn::Vec<DI> c_zero;
   std::size_t vectors = 0;
+  // Counted as integers, not vectors: only vectors with NaN or inf lanes change them, and
+  // four vectors that the loop carries but rarely touches were copied between stack
+  // slots on every vector (GCC, AVX2).
+  std::size_t nonfinite = 0, nan = 0, posinf = 0, neginf = 0;
   // The exponent fields, for the histogram (kMaxChunk bytes, the caller's: kept out of
   // this struct so that its vectors stay in registers).
   std::uint8_t* HWY_RESTRICT exps;
@@ -156,11 +160,7 @@ struct BaseVecs {
         lo(inf),
         hi(hn::Neg(inf)),
         minabs(inf),
-        c_nonfinite(hn::Zero(di)),
-        c_nan(c_nonfinite),
-        c_pinf(c_nonfinite),
-        c_ninf(c_nonfinite),
-        c_zero(c_nonfinite),
+        c_zero(hn::Zero(di)),
         exps(exponent_fields) {}
 
   // v, |v| = av; `at` is v's offset in the chunk (for its exponent fields, with
@@ -184,10 +184,10 @@ struct BaseVecs {
       return true;
     }
     // Rare: a vector with NaN or inf lanes.
-    c_nonfinite = Count(di, c_nonfinite, hn::Not(finite));
-    c_nan = Count(di, c_nan, hn::IsNaN(v));  // (Ne is an ordered compare: false for NaN)
-    c_pinf = Count(di, c_pinf, hn::Eq(v, inf));
-    c_ninf = Count(di, c_ninf, hn::Eq(v, hn::Neg(inf)));
+    nonfinite += hn::CountTrue(df, hn::Not(finite));
+    nan += hn::CountTrue(df, hn::IsNaN(v));  // (Ne is an ordered compare: false for NaN)
+    posinf += hn::CountTrue(df, hn::Eq(v, inf));
+    neginf += hn::CountTrue(df, hn::Eq(v, hn::Neg(inf)));
     // (x86 min/max return the second operand when one is NaN: keep NaN out of them.)
     minabs = hn::Min(minabs, hn::IfThenElse(hn::AndNot(is_zero, finite), av, inf));
     lo = hn::Min(lo, hn::IfThenElse(finite, v, inf));
@@ -200,12 +200,12 @@ struct BaseVecs {
   template <bool kFields>
   HWY_INLINE std::uint64_t Finish(const float* HWY_RESTRICT x, BaseAcc& a) {
     const std::size_t end = vectors * hn::Lanes(df);
-    const std::uint64_t finite = end - Total(di, c_nonfinite);
+    const std::uint64_t finite = end - nonfinite;
     const std::uint64_t zeros = Total(di, c_zero);
     a.finite += finite;
-    a.nan += Total(di, c_nan);
-    a.posinf += Total(di, c_pinf);
-    a.neginf += Total(di, c_ninf);
+    a.nan += nan;
+    a.posinf += posinf;
+    a.neginf += neginf;
     a.zeros += zeros;
     const float lo_s = hn::GetLane(hn::MinOfLanes(df, lo));
     const float hi_s = hn::GetLane(hn::MaxOfLanes(df, hi));
