@@ -159,6 +159,38 @@ TEST(Stats, MaxRelativeErrorIsTheLargestFloatQuotient) {
   }
 }
 
+// Data mostly beyond float8's range (N(0,1) x 3e4: most vectors overflow float8_e4m3fn
+// in every lane, which the float32 kernels count without rounding them), with NaN and
+// infinities among them: the counts and largest errors of the float64 kernels.
+TEST(Stats, WideDataMatchesFloat64Kernels) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> nd(0.0f, 3e4f);
+  std::vector<float> x(100'003);
+  for (auto& v : x) v = nd(rng);
+  x[100] = std::numeric_limits<float>::quiet_NaN();
+  x[205] = std::numeric_limits<float>::infinity();
+  x[310] = 448.0f;  // float8_e4m3fn's max: no overflow
+  x[311] = 464.0f;  // its tie above max, which rounds down to 448: no overflow either
+  const std::vector<double> xd(x.begin(), x.end());
+  StatsOptions o;
+  o.threads = 1;
+  const Stats f = stats(std::span<const float>(x), kFormats, o);
+  const Stats d = stats(std::span<const double>(xd), kFormats, o);
+  for (std::size_t i = 0; i < kFormats.size(); ++i) {
+    SCOPED_TRACE(kFormats[i].name);
+    EXPECT_EQ(f.formats[i].overflow, d.formats[i].overflow);
+    EXPECT_EQ(f.formats[i].underflow, d.formats[i].underflow);
+    EXPECT_EQ(f.formats[i].subnormal, d.formats[i].subnormal);
+    EXPECT_EQ(f.formats[i].precision_loss, d.formats[i].precision_loss);
+    EXPECT_EQ(f.formats[i].max_abs_error, d.formats[i].max_abs_error);
+    EXPECT_NEAR(f.formats[i].max_rel_error, d.formats[i].max_rel_error,
+                1e-6 * d.formats[i].max_rel_error);
+    EXPECT_NEAR(f.formats[i].mean_rel_error, d.formats[i].mean_rel_error,
+                1e-5 * d.formats[i].mean_rel_error);
+  }
+  EXPECT_GT(f.formats[2].overflow, x.size() * 9 / 10);  // (the path this test is for)
+}
+
 // distribution = false: the same counts, extremes and format numbers, without the
 // histogram and moments.
 TEST(Stats, WithoutTheDistributionTheRestIsUnchanged) {

@@ -83,6 +83,16 @@ struct FormatVecs {
   HWY_INLINE void AddExact(VF err, VF ax) { max_rel = hn::Max(max_rel, hn::Div(err, ax)); }
   HWY_INLINE void UpdateThreshold() { thr = hn::Mul(max_rel, band); }
 
+  // Whether every lane of |x| = ax overflows (finite, beyond the format's range): then
+  // counts them, and there is no error to take (Errors would give 0 in every lane).
+  HWY_INLINE bool AllOverflow(VF ax) {
+    const auto beyond =
+        hn::Or(hn::Gt(ax, limit), hn::And(hn::Eq(ax, limit), hn::Gt(inclusive, zero)));
+    if (!hn::AllTrue(df, hn::And(beyond, hn::Le(ax, fmax)))) return false;
+    c_ovf = hn::Add(c_ovf, hn::Set(di, 1));
+    return true;
+  }
+
   // One vector not wholly in the format's normal range: counts it, and returns the
   // rounding errors of its lanes (0 where the value overflows or is not finite) and their
   // relative errors (the exact quotients; 0 also where x is 0), for the caller's maximum
@@ -319,6 +329,7 @@ HWY_NOINLINE void MixedVector(Running<DF, K>& r, hn::Vec<DF> xv, hn::Vec<DF> iv,
       continue;
     }
     slow[k] |= bit;
+    if (v[k].AllOverflow(ax)) continue;  // (most vectors of wide data in float8)
     hn::Vec<DF> err, rel;
     v[k].Errors(xv, RoundOutOfRange<true>(df, xv, ab, b[k].Round(ab), *f[k].rp), err, rel);
     r.max_abs[k] = hn::Max(r.max_abs[k], err);
