@@ -5,12 +5,18 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <random>
+#include <utility>
 
 #include "fpguard/round.hpp"
+#include "fpguard/tensor.hpp"
 
 namespace fpguard {
 namespace {
@@ -306,6 +312,40 @@ TEST(Stats, EveryTailLength) {
       EXPECT_EQ(f.formats[i].subnormal, d.formats[i].subnormal);
     }
   }
+}
+
+// A tensor viewing a large .npy file's map gives back the pages each thread has read
+// (Tensor::release_pages): the numbers are those of the same values in memory, and the
+// tensor's values, read again, are intact; an owned tensor is left alone.
+TEST(Stats, FileMappedTensorsAreGivenBackIntact) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("fpguard_stats_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto values = mixed_data(600'011, 9);  // 2.4 MB: mapped, not read
+  for (const DType dtype : {DType::float32, DType::float64}) {
+    SCOPED_TRACE(to_string(dtype));
+    Tensor owned(dtype, {static_cast<std::int64_t>(values.size())});
+    if (dtype == DType::float32)
+      std::copy(values.begin(), values.end(), owned.data<float>().begin());
+    else
+      std::copy(values.begin(), values.end(), owned.data<double>().begin());
+    const auto path = dir / "x.npy";
+    write_npy(path, owned);
+    const Tensor mapped = read_npy(path);
+    ASSERT_TRUE(mapped.is_view());
+    for (const int threads : {1, 2, 3}) {
+      StatsOptions o;
+      o.threads = threads;
+      const Stats want = dtype == DType::float32
+                             ? stats(std::span<const float>(values), kFormats, o)
+                             : stats(std::span<const double>(owned.data<double>()), kFormats, o);
+      for (const Tensor* t : {&mapped, static_cast<const Tensor*>(&owned)}) {
+        expect_same_counts(stats(*t, kFormats, o), want);
+        ASSERT_EQ(std::memcmp(t->bytes(), std::as_const(owned).bytes(), owned.nbytes()), 0);
+      }
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Stats, HandCheckedFloat16) {
