@@ -299,7 +299,7 @@ struct Running {
 
   // One vector (|x| = ax, as bits ab; iv = 1/|x|) inside format k's normal range.
   template <class Bits, class VU>
-  HWY_INLINE void InRange(std::size_t k, const Bits& b, VU ab, VF ax, VF iv) {
+  HWY_INLINE void AddInRange(std::size_t k, const Bits& b, VU ab, VF ax, VF iv) {
     const DF df;
     const auto err = hn::Abs(hn::Sub(hn::BitCast(df, b.Round(ab)), ax));
     const auto rel = hn::Mul(err, iv);
@@ -325,7 +325,7 @@ HWY_NOINLINE void MixedVector(Running<DF, K>& r, hn::Vec<DF> xv, hn::Vec<DF> iv,
   for (std::size_t k = 0; k < K; ++k) {
     if (b[k].InRange(ab)) {
       ++v[k].in_range_vectors;
-      r.InRange(k, b[k], ab, ax, iv);
+      r.AddInRange(k, b[k], ab, ax, iv);
       continue;
     }
     slow[k] |= bit;
@@ -374,7 +374,7 @@ void FusedGroup(const float* HWY_RESTRICT x, const float* HWY_RESTRICT inv, std:
       if (HWY_LIKELY(hn::AllFalse(du, hn::Gt(hn::Sub(ab, all_lo), all_span)))) {
         ++all_in;
         HWY_UNROLL(4)
-        for (std::size_t k = 0; k < K; ++k) r.InRange(k, b[k], ab, hn::BitCast(df, ab), iv);
+        for (std::size_t k = 0; k < K; ++k) r.AddInRange(k, b[k], ab, hn::BitCast(df, ab), iv);
         continue;
       }
       Running<decltype(df), K> copy = r;  // (r itself stays in registers)
