@@ -315,8 +315,9 @@ TEST(Stats, EveryTailLength) {
 }
 
 // A tensor viewing a large .npy file's map gives back the pages each thread has read
-// (Tensor::release_pages): the numbers are those of the same values in memory, and the
-// tensor's values, read again, are intact; an owned tensor is left alone.
+// (StatsOptions::release_pages, Tensor::release_pages): the numbers are those of the same
+// values in memory, and the tensor's values, read again, are intact; an owned tensor is
+// left alone.
 TEST(Stats, FileMappedTensorsAreGivenBackIntact) {
   const auto dir =
       std::filesystem::temp_directory_path() / ("fpguard_stats_test_" + std::to_string(::getpid()));
@@ -336,6 +337,7 @@ TEST(Stats, FileMappedTensorsAreGivenBackIntact) {
     for (const int threads : {1, 2, 3}) {
       StatsOptions o;
       o.threads = threads;
+      o.release_pages = true;
       const Stats want = dtype == DType::float32
                              ? stats(std::span<const float>(values), kFormats, o)
                              : stats(std::span<const double>(owned.data<double>()), kFormats, o);

@@ -268,12 +268,12 @@ Stats stats(std::span<const double> x, const std::vector<Format>& formats, const
 }
 
 Stats stats(const Tensor& t, const std::vector<Format>& formats, const StatsOptions& o) {
-  // A view of a file's map (a large .npy) is given back by each thread as it finishes its
-  // part, in parallel: unmapped whole at the end, 256 MiB of 4 KiB pages took 6-9 ms of
-  // serial page-table work (bench/README.md, inspect). (Nothing for other tensors.)
-  const Release release = [&t](std::size_t first, std::size_t count) {
-    t.release_pages(first, count);
-  };
+  // StatsOptions::release_pages: unmapped whole at the end, 256 MiB of 4 KiB pages took
+  // 6-9 ms of serial page-table work (bench/README.md, inspect). (Nothing for tensors that
+  // are not a file's view.)
+  Release release;
+  if (o.release_pages)
+    release = [&t](std::size_t first, std::size_t count) { t.release_pages(first, count); };
   if (t.dtype() == DType::float32) return run(t.data<float>(), formats, o, release);
   if (t.dtype() == DType::float64) return run(t.data<double>(), formats, o, release);
   return detail::with_real_values(t, [&](auto x) { return stats(x, formats, o); });
