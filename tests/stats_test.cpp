@@ -5,12 +5,18 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <random>
+#include <utility>
 
 #include "fpguard/round.hpp"
+#include "fpguard/tensor.hpp"
 
 namespace fpguard {
 namespace {
@@ -159,6 +165,38 @@ TEST(Stats, MaxRelativeErrorIsTheLargestFloatQuotient) {
   }
 }
 
+// Data mostly beyond float8's range (N(0,1) x 3e4: most vectors overflow float8_e4m3fn
+// in every lane, which the float32 kernels count without rounding them), with NaN and
+// infinities among them: the counts and largest errors of the float64 kernels.
+TEST(Stats, WideDataMatchesFloat64Kernels) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> nd(0.0f, 3e4f);
+  std::vector<float> x(100'003);
+  for (auto& v : x) v = nd(rng);
+  x[100] = std::numeric_limits<float>::quiet_NaN();
+  x[205] = std::numeric_limits<float>::infinity();
+  x[310] = 448.0f;  // float8_e4m3fn's max: no overflow
+  x[311] = 464.0f;  // its tie above max, which rounds down to 448: no overflow either
+  const std::vector<double> xd(x.begin(), x.end());
+  StatsOptions o;
+  o.threads = 1;
+  const Stats f = stats(std::span<const float>(x), kFormats, o);
+  const Stats d = stats(std::span<const double>(xd), kFormats, o);
+  for (std::size_t i = 0; i < kFormats.size(); ++i) {
+    SCOPED_TRACE(kFormats[i].name);
+    EXPECT_EQ(f.formats[i].overflow, d.formats[i].overflow);
+    EXPECT_EQ(f.formats[i].underflow, d.formats[i].underflow);
+    EXPECT_EQ(f.formats[i].subnormal, d.formats[i].subnormal);
+    EXPECT_EQ(f.formats[i].precision_loss, d.formats[i].precision_loss);
+    EXPECT_EQ(f.formats[i].max_abs_error, d.formats[i].max_abs_error);
+    EXPECT_NEAR(f.formats[i].max_rel_error, d.formats[i].max_rel_error,
+                1e-6 * d.formats[i].max_rel_error);
+    EXPECT_NEAR(f.formats[i].mean_rel_error, d.formats[i].mean_rel_error,
+                1e-5 * d.formats[i].mean_rel_error);
+  }
+  EXPECT_GT(f.formats[2].overflow, x.size() * 9 / 10);  // (the path this test is for)
+}
+
 // distribution = false: the same counts, extremes and format numbers, without the
 // histogram and moments.
 TEST(Stats, WithoutTheDistributionTheRestIsUnchanged) {
@@ -274,6 +312,42 @@ TEST(Stats, EveryTailLength) {
       EXPECT_EQ(f.formats[i].subnormal, d.formats[i].subnormal);
     }
   }
+}
+
+// A tensor viewing a large .npy file's map gives back the pages each thread has read
+// (StatsOptions::release_pages, Tensor::release_pages): the numbers are those of the same
+// values in memory, and the tensor's values, read again, are intact; an owned tensor is
+// left alone.
+TEST(Stats, FileMappedTensorsAreGivenBackIntact) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("fpguard_stats_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto values = mixed_data(600'011, 9);  // 2.4 MB: mapped, not read
+  for (const DType dtype : {DType::float32, DType::float64}) {
+    SCOPED_TRACE(to_string(dtype));
+    Tensor owned(dtype, {static_cast<std::int64_t>(values.size())});
+    if (dtype == DType::float32)
+      std::copy(values.begin(), values.end(), owned.data<float>().begin());
+    else
+      std::copy(values.begin(), values.end(), owned.data<double>().begin());
+    const auto path = dir / "x.npy";
+    write_npy(path, owned);
+    const Tensor mapped = read_npy(path);
+    ASSERT_TRUE(mapped.is_view());
+    for (const int threads : {1, 2, 3}) {
+      StatsOptions o;
+      o.threads = threads;
+      o.release_pages = true;
+      const Stats want = dtype == DType::float32
+                             ? stats(std::span<const float>(values), kFormats, o)
+                             : stats(std::span<const double>(owned.data<double>()), kFormats, o);
+      for (const Tensor* t : {&mapped, static_cast<const Tensor*>(&owned)}) {
+        expect_same_counts(stats(*t, kFormats, o), want);
+        ASSERT_EQ(std::memcmp(t->bytes(), std::as_const(owned).bytes(), owned.nbytes()), 0);
+      }
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Stats, HandCheckedFloat16) {

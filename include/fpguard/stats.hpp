@@ -60,6 +60,11 @@ struct StatsOptions {
   // false: no exponent histogram, mean or std (left empty / NaN), for a faster scan of
   // what remains (counts, extremes, the formats' numbers).
   bool distribution = true;
+  // The caller reads the tensor no more: a view of a file's map (a large .npy) gives its
+  // pages back as each thread finishes its part (stats(const Tensor&)), in parallel,
+  // instead of one serial unmap at the end. A weight other runs read would fault them in
+  // again, so it is the caller's to say.
+  bool release_pages = false;
 };
 
 struct Stats {

@@ -101,6 +101,9 @@ class Tensor {
   // a reader that has made its own copy (a weight reordered for oneDNN); read again, they
   // come back from the file. Nothing for other tensors.
   void release_pages() const;
+  // The same for the elements [first, first + count) only (the whole pages inside them):
+  // for readers that give back what each thread has read.
+  void release_pages(std::size_t first, std::size_t count) const;
 
   // Typed views; T must match the dtype's storage type (FPG_CHECK): std::string for
   // DType::string.

@@ -56,6 +56,18 @@ HWY_INLINE std::uint64_t SubnormalHistogram(const float* HWY_RESTRICT x, std::si
   return n;
 }
 
+// acc + 1 in the lanes of m: a masked add where masks are registers of their own
+// (AVX-512: 2 instructions per compare and count), acc - (m as 0 or -1) elsewhere (AVX2:
+// 2 instructions, where the masked add is a compare, an add and a blend).
+template <class D8, class M>
+HWY_INLINE hn::Vec<D8> CountByte(D8 d8, hn::Vec<D8> acc, M m) {
+#if HWY_TARGET <= HWY_AVX3
+  return hn::IfThenElse(m, hn::Add(acc, hn::Set(d8, 1)), acc);
+#else
+  return hn::Sub(acc, hn::VecFromMask(d8, m));
+#endif
+}
+
 // Adds to `a` how many of the fields e[0, end) equal f, for every f in [f_lo, f_hi] (f_lo
 // >= 1), where `normal` of them lie in that range: f_hi's count is what the others leave.
 // The others are compared in groups of 8 keys, each with a vector of byte counters
@@ -76,7 +88,6 @@ HWY_INLINE void NarrowHistogram(const std::uint8_t* HWY_RESTRICT e, std::size_t 
   keys.fill(255);
   for (std::size_t k = 0; k < nk; ++k) keys[k] = static_cast<std::uint8_t>(f_lo + k);
   std::array<std::uint64_t, keys.size()> counts{};
-  const V8 one = hn::Set(d8, 1);
   for (std::size_t g = 0; g < nk; g += kGroup) {
     V8 key[kGroup];
     for (std::size_t j = 0; j < kGroup; ++j) key[j] = hn::Set(d8, keys[g + j]);
@@ -85,8 +96,7 @@ HWY_INLINE void NarrowHistogram(const std::uint8_t* HWY_RESTRICT e, std::size_t 
       for (std::size_t j = 0; j < kGroup; ++j) acc[j] = hn::Zero(d8);
       for (std::size_t i = b; i < std::min(end8, b + kBlockVectors * n8); i += n8) {
         const V8 v = hn::LoadU(d8, e + i);
-        for (std::size_t j = 0; j < kGroup; ++j)
-          acc[j] = hn::IfThenElse(hn::Eq(v, key[j]), hn::Add(acc[j], one), acc[j]);
+        for (std::size_t j = 0; j < kGroup; ++j) acc[j] = CountByte(d8, acc[j], hn::Eq(v, key[j]));
       }
       for (std::size_t j = 0; j < kGroup; ++j)
         counts[g + j] += hn::GetLane(hn::SumOfLanes(d64, hn::SumsOf8(acc[j])));
@@ -142,8 +152,12 @@ struct BaseVecs {
   DI di;
   VF inf, fmax, zero;
   VF lo, hi, minabs;
-  hn::Vec<DI> c_nonfinite, c_nan, c_pinf, c_ninf, c_zero;
+  hn::Vec<DI> c_zero;
   std::size_t vectors = 0;
+  // Counted as integers, not vectors: only vectors with NaN or inf lanes change them, and
+  // four vectors that the loop carries but rarely touches were copied between stack
+  // slots on every vector (GCC, AVX2).
+  std::size_t nonfinite = 0, nan = 0, posinf = 0, neginf = 0;
   // The exponent fields, for the histogram (kMaxChunk bytes, the caller's: kept out of
   // this struct so that its vectors stay in registers).
   std::uint8_t* HWY_RESTRICT exps;
@@ -156,11 +170,7 @@ struct BaseVecs {
         lo(inf),
         hi(hn::Neg(inf)),
         minabs(inf),
-        c_nonfinite(hn::Zero(di)),
-        c_nan(c_nonfinite),
-        c_pinf(c_nonfinite),
-        c_ninf(c_nonfinite),
-        c_zero(c_nonfinite),
+        c_zero(hn::Zero(di)),
         exps(exponent_fields) {}
 
   // v, |v| = av; `at` is v's offset in the chunk (for its exponent fields, with
@@ -184,10 +194,10 @@ struct BaseVecs {
       return true;
     }
     // Rare: a vector with NaN or inf lanes.
-    c_nonfinite = Count(di, c_nonfinite, hn::Not(finite));
-    c_nan = Count(di, c_nan, hn::IsNaN(v));  // (Ne is an ordered compare: false for NaN)
-    c_pinf = Count(di, c_pinf, hn::Eq(v, inf));
-    c_ninf = Count(di, c_ninf, hn::Eq(v, hn::Neg(inf)));
+    nonfinite += hn::CountTrue(df, hn::Not(finite));
+    nan += hn::CountTrue(df, hn::IsNaN(v));  // (Ne is an ordered compare: false for NaN)
+    posinf += hn::CountTrue(df, hn::Eq(v, inf));
+    neginf += hn::CountTrue(df, hn::Eq(v, hn::Neg(inf)));
     // (x86 min/max return the second operand when one is NaN: keep NaN out of them.)
     minabs = hn::Min(minabs, hn::IfThenElse(hn::AndNot(is_zero, finite), av, inf));
     lo = hn::Min(lo, hn::IfThenElse(finite, v, inf));
@@ -200,12 +210,12 @@ struct BaseVecs {
   template <bool kFields>
   HWY_INLINE std::uint64_t Finish(const float* HWY_RESTRICT x, BaseAcc& a) {
     const std::size_t end = vectors * hn::Lanes(df);
-    const std::uint64_t finite = end - Total(di, c_nonfinite);
+    const std::uint64_t finite = end - nonfinite;
     const std::uint64_t zeros = Total(di, c_zero);
     a.finite += finite;
-    a.nan += Total(di, c_nan);
-    a.posinf += Total(di, c_pinf);
-    a.neginf += Total(di, c_ninf);
+    a.nan += nan;
+    a.posinf += posinf;
+    a.neginf += neginf;
     a.zeros += zeros;
     const float lo_s = hn::GetLane(hn::MinOfLanes(df, lo));
     const float hi_s = hn::GetLane(hn::MaxOfLanes(df, hi));

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <utility>
 
@@ -84,9 +85,13 @@ struct Accumulated {
   std::vector<Moments> moments;
 };
 
+// Called by each thread with the elements it has read, [first, first + count), when it
+// is done with them (or null).
+using Release = std::function<void(std::size_t first, std::size_t count)>;
+
 template <class T>
 Accumulated accumulate(std::span<const T> x, const std::vector<Format>& formats,
-                       const StatsOptions& o) {
+                       const StatsOptions& o, const Release& release) {
   const std::size_t n = x.size();
   const std::size_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<detail::FormatPlan> plans;
@@ -113,7 +118,8 @@ Accumulated accumulate(std::span<const T> x, const std::vector<Format>& formats,
         others.push_back(f);
     }
     std::vector<float> inv(std::is_same_v<T, float> ? kChunk : 0);
-    for (std::size_t c = t * per; c < std::min(chunks, (t + 1) * per); ++c) {
+    const std::size_t first = std::min(chunks, t * per), last = std::min(chunks, (t + 1) * per);
+    for (std::size_t c = first; c < last; ++c) {
       const std::size_t b = c * kChunk, len = std::min(kChunk, n - b);
       const std::span<const T> xs = x.subspan(b, len);
       if constexpr (std::is_same_v<T, float>)
@@ -128,6 +134,8 @@ Accumulated accumulate(std::span<const T> x, const std::vector<Format>& formats,
         detail::chunk_format_fast(xs, std::span<const T>(r), plans[f], a.fmt[f]);
       }
     }
+    if (release && last > first)
+      release(first * kChunk, std::min(n, last * kChunk) - first * kChunk);
   };
   // One range of chunks per thread, on the process's OpenMP pool (see core/parallel.hpp).
   detail::parallel_for(
@@ -182,8 +190,9 @@ FormatStats format_stats(const Format& format, const FormatAcc& a, const TensorS
 }
 
 template <class T>
-Stats run(std::span<const T> x, const std::vector<Format>& formats, const StatsOptions& o) {
-  const Accumulated acc = accumulate(x, formats, o);
+Stats run(std::span<const T> x, const std::vector<Format>& formats, const StatsOptions& o,
+          const Release& release = nullptr) {
+  const Accumulated acc = accumulate(x, formats, o, release);
   Stats s;
   const BaseAcc& b = acc.base;
   s.tensor = detail::summarize(b, x.size(), o.distribution);
@@ -259,6 +268,14 @@ Stats stats(std::span<const double> x, const std::vector<Format>& formats, const
 }
 
 Stats stats(const Tensor& t, const std::vector<Format>& formats, const StatsOptions& o) {
+  // StatsOptions::release_pages: unmapped whole at the end, 256 MiB of 4 KiB pages took
+  // 6-9 ms of serial page-table work (bench/README.md, inspect). (Nothing for tensors that
+  // are not a file's view.)
+  Release release;
+  if (o.release_pages)
+    release = [&t](std::size_t first, std::size_t count) { t.release_pages(first, count); };
+  if (t.dtype() == DType::float32) return run(t.data<float>(), formats, o, release);
+  if (t.dtype() == DType::float64) return run(t.data<double>(), formats, o, release);
   return detail::with_real_values(t, [&](auto x) { return stats(x, formats, o); });
 }
 

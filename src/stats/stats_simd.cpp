@@ -83,6 +83,16 @@ struct FormatVecs {
   HWY_INLINE void AddExact(VF err, VF ax) { max_rel = hn::Max(max_rel, hn::Div(err, ax)); }
   HWY_INLINE void UpdateThreshold() { thr = hn::Mul(max_rel, band); }
 
+  // Whether every lane of |x| = ax overflows (finite, beyond the format's range): then
+  // counts them, and there is no error to take (Errors would give 0 in every lane).
+  HWY_INLINE bool AllOverflow(VF ax) {
+    const auto beyond =
+        hn::Or(hn::Gt(ax, limit), hn::And(hn::Eq(ax, limit), hn::Gt(inclusive, zero)));
+    if (!hn::AllTrue(df, hn::And(beyond, hn::Le(ax, fmax)))) return false;
+    c_ovf = hn::Add(c_ovf, hn::Set(di, 1));
+    return true;
+  }
+
   // One vector not wholly in the format's normal range: counts it, and returns the
   // rounding errors of its lanes (0 where the value overflows or is not finite) and their
   // relative errors (the exact quotients; 0 also where x is 0), for the caller's maximum
@@ -279,6 +289,54 @@ void RecheckBlock(const float* HWY_RESTRICT x, std::size_t start, std::size_t en
   v.UpdateThreshold();
 }
 
+// The running vectors of K formats' in-range path (FusedGroup keeps them in registers):
+// each format's largest rounding error, float sum of relative errors of the block so far,
+// and the block's largest err * 1/|x|.
+template <class DF, std::size_t K>
+struct Running {
+  using VF = hn::Vec<DF>;
+  VF max_abs[K], fsum[K], bmax[K];
+
+  // One vector (|x| = ax, as bits ab; iv = 1/|x|) inside format k's normal range.
+  template <class Bits, class VU>
+  HWY_INLINE void AddInRange(std::size_t k, const Bits& b, VU ab, VF ax, VF iv) {
+    const DF df;
+    const auto err = hn::Abs(hn::Sub(hn::BitCast(df, b.Round(ab)), ax));
+    const auto rel = hn::Mul(err, iv);
+    max_abs[k] = hn::Max(max_abs[k], err);
+    fsum[k] = hn::Add(fsum[k], rel);
+    bmax[k] = hn::Max(bmax[k], rel);
+  }
+};
+
+// A vector outside some format's normal range (the rare case), each format's way; for
+// each format it is out of, sets `bit` in slow[k]. Out of line, on a copy of the running
+// vectors in memory: the formats' counters (FormatVecs, in memory) then never compete
+// with the running vectors for registers in FusedGroup's loop.
+template <std::size_t K, class DF, class Bits>
+HWY_NOINLINE void MixedVector(Running<DF, K>& r, hn::Vec<DF> xv, hn::Vec<DF> iv, const Bits* b,
+                              const FusedFormat* f, FormatVecs<DF>* v, std::uint32_t* slow,
+                              std::uint32_t bit) {
+  const DF df;
+  const hn::RebindToUnsigned<DF> du;
+  const auto ab = hn::AndNot(hn::Set(du, 0x80000000u), hn::BitCast(du, xv));
+  const auto ax = hn::BitCast(df, ab);
+  HWY_UNROLL(4)
+  for (std::size_t k = 0; k < K; ++k) {
+    if (b[k].InRange(ab)) {
+      ++v[k].in_range_vectors;
+      r.AddInRange(k, b[k], ab, ax, iv);
+      continue;
+    }
+    slow[k] |= bit;
+    if (v[k].AllOverflow(ax)) continue;  // (most vectors of wide data in float8)
+    hn::Vec<DF> err, rel;
+    v[k].Errors(xv, RoundOutOfRange<true>(df, xv, ab, b[k].Round(ab), *f[k].rp), err, rel);
+    r.max_abs[k] = hn::Max(r.max_abs[k], err);
+    r.fsum[k] = hn::Add(r.fsum[k], rel);
+  }
+}
+
 // The error summaries of K formats, each rounded to nearest-even with its fast path, over
 // the chunk x[0, end) (whole vectors), in one pass: each vector is loaded once and rounded
 // into every format, and a vector inside every format's normal range (the common case) is
@@ -290,7 +348,6 @@ void FusedGroup(const float* HWY_RESTRICT x, const float* HWY_RESTRICT inv, std:
   const hn::ScalableTag<float> df;
   const hn::RebindToUnsigned<decltype(df)> du;
   const hn::Repartition<double, decltype(df)> dd;
-  using VF = hn::Vec<decltype(df)>;
   using Bits = NormalBits<true, decltype(du)>;
   const std::size_t N = hn::Lanes(df);
   const auto seq = std::make_index_sequence<K>();
@@ -301,9 +358,9 @@ void FusedGroup(const float* HWY_RESTRICT x, const float* HWY_RESTRICT inv, std:
   const auto [lo, span] = CommonRange(f, K);
   const auto all_lo = hn::Set(du, lo), all_span = hn::Set(du, span);
   const auto sign_bit = hn::Set(du, 0x80000000u);
-  VF max_abs[K], fsum[K], bmax[K];
+  Running<decltype(df), K> r;
   HWY_UNROLL(4)
-  for (std::size_t k = 0; k < K; ++k) max_abs[k] = fsum[k] = bmax[k] = hn::Zero(df);
+  for (std::size_t k = 0; k < K; ++k) r.max_abs[k] = r.fsum[k] = r.bmax[k] = hn::Zero(df);
   std::size_t all_in = 0;
   for (std::size_t i = 0; i < end;) {
     const std::size_t start = i, block_end = std::min(end, i + kBlock * N);
@@ -313,47 +370,29 @@ void FusedGroup(const float* HWY_RESTRICT x, const float* HWY_RESTRICT inv, std:
       __builtin_prefetch(x + i + kMaxChunk, 0, 2);
       const auto xv = hn::LoadU(df, x + i);
       const auto ab = hn::AndNot(sign_bit, hn::BitCast(du, xv));
-      const auto ax = hn::BitCast(df, ab);
       const auto iv = hn::LoadU(df, inv + i);
-      const auto in_range = [&](std::size_t k) {
-        const auto err = hn::Abs(hn::Sub(hn::BitCast(df, b[k].Round(ab)), ax));
-        const auto rel = hn::Mul(err, iv);
-        max_abs[k] = hn::Max(max_abs[k], err);
-        fsum[k] = hn::Add(fsum[k], rel);
-        bmax[k] = hn::Max(bmax[k], rel);
-      };
       if (HWY_LIKELY(hn::AllFalse(du, hn::Gt(hn::Sub(ab, all_lo), all_span)))) {
         ++all_in;
         HWY_UNROLL(4)
-        for (std::size_t k = 0; k < K; ++k) in_range(k);
+        for (std::size_t k = 0; k < K; ++k) r.AddInRange(k, b[k], ab, hn::BitCast(df, ab), iv);
         continue;
       }
-      HWY_UNROLL(4)
-      for (std::size_t k = 0; k < K; ++k) {
-        if (b[k].InRange(ab)) {
-          ++v[k].in_range_vectors;
-          in_range(k);
-          continue;
-        }
-        slow[k] |= 1u << ((i - start) / N);
-        VF err, rel;
-        v[k].Errors(xv, RoundOutOfRange<true>(df, xv, ab, b[k].Round(ab), *f[k].rp), err, rel);
-        max_abs[k] = hn::Max(max_abs[k], err);
-        fsum[k] = hn::Add(fsum[k], rel);
-      }
+      Running<decltype(df), K> copy = r;  // (r itself stays in registers)
+      MixedVector<K>(copy, xv, iv, b.data(), f, v.data(), slow, 1u << ((i - start) / N));
+      r = copy;
     }
     HWY_UNROLL(4)
     for (std::size_t k = 0; k < K; ++k) {
-      if (HWY_UNLIKELY(v[k].MayBeatMax(bmax[k])))
+      if (HWY_UNLIKELY(v[k].MayBeatMax(r.bmax[k])))
         RecheckBlock(x, start, block_end, slow[k], b[k], v[k]);
-      bmax[k] = hn::Zero(df);
-      AddWide(df, dd, fsum[k], v[k].s_lo, v[k].s_hi);
-      fsum[k] = hn::Zero(df);
+      r.bmax[k] = hn::Zero(df);
+      AddWide(df, dd, r.fsum[k], v[k].s_lo, v[k].s_hi);
+      r.fsum[k] = hn::Zero(df);
     }
   }
   HWY_UNROLL(4)
   for (std::size_t k = 0; k < K; ++k) {
-    v[k].max_abs = max_abs[k];
+    v[k].max_abs = r.max_abs[k];
     v[k].in_range_vectors += all_in;
     v[k].Finish(*f[k].acc);
   }

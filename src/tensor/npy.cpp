@@ -108,7 +108,13 @@ void Tensor::own() {
 }
 
 void Tensor::release_pages() const {
-  if (file_) file_->release(static_cast<std::size_t>(view_ - file_->data()), nbytes());
+  release_pages(0, size_);
+}
+
+void Tensor::release_pages(std::size_t first, std::size_t count) const {
+  const std::size_t item = itemsize(dtype_);
+  if (file_)
+    file_->release(static_cast<std::size_t>(view_ - file_->data()) + first * item, count * item);
 }
 
 template <class T>

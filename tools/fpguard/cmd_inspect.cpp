@@ -53,6 +53,8 @@ void run(const InspectArgs& a) {
   StatsOptions o;
   o.margin = a.margin;
   o.threads = a.threads;
+  // Nothing reads a tensor after its statistics but the scaled formats' pass.
+  o.release_pages = formats.scaled.empty();
   for (const auto& file : a.files)
     if (!a.html.empty()) check_output_file(file, a.html, "--html");
   std::vector<report::InspectedTensor> seen;  // kept for --json and --html only
