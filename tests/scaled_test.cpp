@@ -530,6 +530,49 @@ TEST(ScaledStats, CountsWhileQuantizingEqualTheWalk) {
   EXPECT_GT(underflow, 0u);
 }
 
+// The counting pass that also writes its values (check's local run: the executor's operands
+// with their block counts, detail::round_scaled_counting) writes round_scaled's bits, takes
+// the counts counted_stats reads as round_scaled does, and the block counts of the
+// counts-only pass (which CountsWhileQuantizingEqualTheWalk holds to the walk): the corner
+// values, every layout and format with a fast path, every SIMD target, several thread counts.
+TEST(RoundScaled, CountingWithValuesEqualsRoundScaled) {
+  const std::vector<float> x = corner_values();
+  for_each_corner(
+      [&](const char*, const ScaledFormat& f, const ScaledLayout& l, std::optional<double> amax) {
+        if (!has_fast_path(f, l)) return;
+        std::vector<float> want(x.size());
+        const ScaledCounts cw = round_scaled(x, want, l, f, {.amax = amax, .generic = true});
+        for (std::int64_t target : hwy::SupportedAndGeneratedTargets())
+          for (int threads : {1, 2, 3}) {
+            hwy::SetSupportedTargetsForTest(target);
+            SCOPED_TRACE(hwy::TargetName(target));
+            std::vector<float> got(x.size());
+            detail::BlockCounts b, b_alone;
+            const ScaledOptions o{.amax = amax, .threads = threads};
+            const auto cg = detail::round_scaled_counting(x, got, l, f, o, b);
+            const auto alone = detail::round_scaled_counting(x, {}, l, f, o, b_alone);
+            hwy::SetSupportedTargetsForTest(0);
+            ASSERT_TRUE(cg && alone);
+            ASSERT_TRUE(same_bits(got, want));
+            for (const ScaledCounts* c : {&*cg, &*alone}) {
+              EXPECT_EQ(c->values, cw.values);
+              EXPECT_EQ(c->scales, cw.scales);
+              EXPECT_EQ(c->nan_scales, cw.nan_scales);
+              EXPECT_EQ(c->saturated, cw.saturated);
+              EXPECT_EQ(c->saturated_scales, cw.saturated_scales);
+            }
+            EXPECT_EQ(b.nonzero, b_alone.nonzero);
+            EXPECT_EQ(b.flushed, b_alone.flushed);
+            EXPECT_EQ(b.flushed_blocks, b_alone.flushed_blocks);
+            EXPECT_EQ(b.swamped, b_alone.swamped);
+            EXPECT_EQ(b.swamped_blocks, b_alone.swamped_blocks);
+            EXPECT_EQ(b.underflow, b_alone.underflow);
+            EXPECT_EQ(b.clipped, b_alone.clipped);
+            EXPECT_EQ(b.clipped_blocks, b_alone.clipped_blocks);
+          }
+      });
+}
+
 TEST(RoundScaled, LayoutErrorsName) {
   std::vector<float> x(6), y(6);
   const ScaledFormat f = parse_scaled_format("mxfp8_e4m3");

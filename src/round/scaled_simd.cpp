@@ -111,7 +111,8 @@ struct ValueCounts {
 // one, see ClipFactor) are not clipped, which leaves the block maxima that rounded down
 // (about a quarter of the vectors in OCP MX blocks) out of the scalar test. The rare rest
 // (a value beyond it, or a top too small for the product to be exact) takes the test in
-// double, as scaled_stats' walk does it.
+// double, as scaled_stats' walk does it. That bound per lane (Cut) is set up once per block
+// or vector of blocks: one compare per vector then picks the lanes for the test.
 template <class D>
 struct LaneTally {
   using VI = hn::Vec<hn::RebindToSigned<D>>;
@@ -134,8 +135,20 @@ struct LaneTally {
     return std::nextafter(f, 0.0f);
   }
 
+  // Per lane, the magnitude past which a value of the lane's block (top: its decoded
+  // maximum) may be clipped: top, or top * near where that product is exact (top at least
+  // 2^-100); +inf on lanes not `ok` or of a zero top (no value clipped).
   template <class V = hn::Vec<D>>
-  HWY_INLINE void Add(D df, V v, V out, V top, hn::Mask<D> ok) {
+  HWY_INLINE V Cut(D df, V top, hn::Mask<D> ok) const {
+    const auto cut =
+        hn::IfThenElse(hn::Lt(top, hn::Set(df, 0x1p-100f)), top, hn::Max(top, hn::Mul(top, near)));
+    const auto any = hn::And(hn::Gt(top, hn::Zero(df)), ok);
+    return hn::IfThenElse(any, cut, hn::Set(df, std::numeric_limits<float>::infinity()));
+  }
+
+  // `cut`: Cut(df, top, ok') for lanes ok' holding at least the lanes `ok`.
+  template <class V = hn::Vec<D>>
+  HWY_INLINE void Add(D df, V v, V out, V top, V cut, hn::Mask<D> ok) {
     const hn::RebindToUnsigned<D> du;
     const hn::RebindToSigned<D> di;
     const auto abs_mask = hn::Set(du, 0x7fffffffu);
@@ -145,10 +158,7 @@ struct LaneTally {
         hn::RebindMask(df, hn::Eq(hn::And(hn::BitCast(du, out), abs_mask), hn::Zero(du)));
     nonzero = hn::Sub(nonzero, hn::BitCast(di, hn::VecFromMask(df, nz)));
     zeroed = hn::Sub(zeroed, hn::BitCast(di, hn::VecFromMask(df, hn::And(nz, zero_y))));
-    const auto av = hn::Abs(v);
-    const auto beyond = hn::Or(hn::Lt(top, hn::Set(df, 0x1p-100f)), hn::Gt(av, hn::Mul(top, near)));
-    const auto candidate =
-        hn::And(hn::And(hn::And(hn::Gt(av, top), hn::Gt(top, hn::Zero(df))), ok), beyond);
+    const auto candidate = hn::And(hn::Gt(hn::Abs(v), cut), ok);
     if (HWY_LIKELY(hn::AllFalse(df, candidate))) return;
     HWY_ALIGN float xs[hn::MaxLanes(df)], tops[hn::MaxLanes(df)];
     HWY_ALIGN std::int32_t is[hn::MaxLanes(df)];
@@ -280,6 +290,7 @@ void Block(const float* x, float* y, size_t n, const MxParams& m, ScaledCounts& 
   const auto top = b ? r.Value(df, hn::BitCast(df, hn::Set(du, t)), inv, scale) : hn::Zero(df);
   ValueCounts counts;
   LaneTally<decltype(df)> tally(df, m.loss);
+  const auto cut = tally.Cut(df, top, hn::FirstN(df, hn::Lanes(df)));
   ForEachVec(df, x, n, [&](auto v, size_t at, size_t valid) {
     const auto q = hn::Mul(v, inv);
     const auto out = r.Value(df, v, inv, scale);
@@ -289,7 +300,7 @@ void Block(const float* x, float* y, size_t n, const MxParams& m, ScaledCounts& 
     if (m.inclusive) over = hn::Or(over, hn::Eq(aq, thr));
     if (b) {
       counts.saturated += hn::CountTrue(df, hn::And(over, live));
-      tally.Add(df, v, out, top, live);
+      tally.Add(df, v, out, top, cut, live);
     } else {
       CountValues(df, v, out, hn::And(over, live), live, counts);
     }
@@ -426,6 +437,7 @@ void Columns(const float* x, float* y, size_t len, size_t stride, size_t valid, 
   auto sat_any = hn::Zero(df);
   ValueCounts counts;
   LaneTally<decltype(df)> tally(df, m.loss);
+  const auto cut = tally.Cut(df, top_out, ok);
   for (size_t k = 0; k < len; ++k) {
     const auto v = LoadLive(df, x + k * stride, valid);
     const auto q = hn::Mul(v, inv);
@@ -437,7 +449,7 @@ void Columns(const float* x, float* y, size_t len, size_t stride, size_t valid, 
     sat_any = hn::Or(sat_any, hn::VecFromMask(df, over));
     if (b) {
       counts.saturated += hn::CountTrue(df, over);
-      tally.Add(df, v, out, top_out, ok);
+      tally.Add(df, v, out, top_out, cut, ok);
     } else {
       CountValues(df, v, out, over, live, counts);
     }
@@ -449,6 +461,54 @@ void Columns(const float* x, float* y, size_t len, size_t stride, size_t valid, 
   c.nan_scales += hn::CountTrue(df, nan_block);
   c.saturated_scales += hn::CountTrue(df, hn::And(hn::MaskFromVec(sat_any), ok));
   if (b) tally.AddTo(df, *b, valid);
+}
+
+// Columns for `valid` blocks none of which holds NaN or inf, rounded by FiniteRounder
+// (branch-free, as WholeBlock): the values, and with b (check's local run) its block counts
+// and of the per-value counts the saturated ones, as Columns<true> takes them; without b
+// the values alone (Columns<false>). `top`: ColumnsTop's, finite on every lane.
+template <class D>
+HWY_INLINE void FiniteColumns(D df, const float* x, float* y, size_t len, size_t stride,
+                              size_t valid, hn::Vec<hn::RebindToUnsigned<D>> top, const MxParams& m,
+                              const FiniteRounder<D>& rounder, ScaledCounts& c, BlockCounts* b) {
+  const hn::RebindToUnsigned<D> du;
+  const auto e = ScaleExponent(df, top, m);
+  const auto inv = Pow2Vec(df, hn::Neg(e)), scale = Pow2Vec(df, e);
+  const auto sign_mask = hn::Set(du, 0x80000000u);
+  const auto value = [&](hn::Vec<D> v, hn::Vec<D>& a) {
+    a = hn::Mul(hn::Abs(v), inv);  // |x * 2^-e|
+    return hn::Mul(
+        rounder.Signed(df, rounder.Magnitude(df, a), hn::And(hn::BitCast(du, v), sign_mask)),
+        scale);
+  };
+  hn::Vec<D> a;
+  if (!b) {
+    for (size_t k = 0; k < len; ++k)
+      StoreN(df, value(LoadLive(df, x + k * stride, valid), a), y + k * stride, valid);
+    return;
+  }
+  const auto ok = hn::FirstN(df, valid);
+  // |q| >= thr is |q| > the float below thr.
+  const auto thr = hn::Set(df, m.inclusive ? std::nextafter(m.thr, 0.0f) : m.thr);
+  const auto top_out = hn::Mul(rounder.Magnitude(df, hn::Mul(hn::BitCast(df, top), inv)), scale);
+  LaneTally<D> tally(df, m.loss);
+  const auto cut = tally.Cut(df, top_out, ok);
+  auto sat_any = hn::Zero(df);
+  size_t saturated = 0;
+  for (size_t k = 0; k < len; ++k) {
+    const auto v = LoadLive(df, x + k * stride, valid);
+    const auto out = value(v, a);
+    const auto over = hn::And(hn::Gt(a, thr), ok);
+    saturated += hn::CountTrue(df, over);
+    sat_any = hn::Or(sat_any, hn::VecFromMask(df, over));
+    tally.Add(df, v, out, top_out, cut, ok);
+    if (y) StoreN(df, out, y + k * stride, valid);
+  }
+  c.saturated += saturated;
+  c.values += len * valid;
+  c.scales += valid;
+  c.saturated_scales += hn::CountTrue(df, hn::MaskFromVec(sat_any));
+  tally.AddTo(df, *b, valid);
 }
 
 // ---- two-level scales (NVFP4): s_b = scale_format(amax / (element max * s_t)) ----------
@@ -528,10 +588,11 @@ void TwoLevelBlock(const float* x, float* y, size_t n, const TwoLevelParams& t, 
   auto sat_any = hn::Zero(df);
   ValueCounts counts;
   LaneTally<decltype(df)> tally(df, t.loss);
+  const auto cut = tally.Cut(df, top, hn::Not(s.nan));
   ForEachVec(df, x, n, [&](auto v, size_t at, size_t valid) {
     const auto live = hn::FirstN(df, valid);
     const auto out = TwoLevelValues(df, v, s, t, live, sat_any, counts);
-    if (b) tally.Add(df, v, out, top, hn::AndNot(s.nan, live));
+    if (b) tally.Add(df, v, out, top, cut, hn::AndNot(s.nan, live));
     if (y) StoreN(df, out, y + at, valid);
   });
   counts.add_to(c);
@@ -555,10 +616,11 @@ void TwoLevelColumns(const float* x, float* y, size_t len, size_t stride, size_t
   auto sat_any = hn::Zero(df);
   ValueCounts counts;
   LaneTally<decltype(df)> tally(df, t.loss);
+  const auto cut = tally.Cut(df, top, ok);
   for (size_t k = 0; k < len; ++k) {
     const auto v = LoadLive(df, x + k * stride, valid);
     const auto out = TwoLevelValues(df, v, s, t, live, sat_any, counts);
-    if (b) tally.Add(df, v, out, top, ok);
+    if (b) tally.Add(df, v, out, top, cut, ok);
     if (y) StoreN(df, out, y + k * stride, valid);
   }
   counts.add_to(c);
@@ -632,11 +694,25 @@ void TwoLevelColumnsImpl(const float* in, float* out, size_t len, size_t stride,
 
 void MxColumnsImpl(const float* in, float* out, size_t len, size_t stride, size_t width,
                    const MxParams& m, ScaledCounts& c, BlockCounts* b) {
-  EachColumnVector(in, out, width, [&](const float* x, float* y, size_t lanes) {
+  using D = hn::ScalableTag<float>;
+  const D df;
+  const auto columns = [&](const float* x, float* y, size_t lanes) {
     if (m.count)
       Columns<true>(x, y, len, stride, lanes, m, c, b);
     else
       Columns<false>(x, y, len, stride, lanes, m, c, b);
+  };
+  // The per-value counts of round_scaled (no block counts) take Columns' general kernel.
+  if ((m.count && !b) || (!m.count && !out) || !FiniteRounder<D>::Applies(m.p))
+    return EachColumnVector(in, out, width, columns);
+  const FiniteRounder<D> rounder(df, m.p);
+  const hn::RebindToSigned<D> di;
+  EachColumnVector(in, out, width, [&](const float* x, float* y, size_t lanes) {
+    const auto top = ColumnsTop(df, x, len, stride, lanes);
+    // top < 2^31: signed compares are exact; a NaN or inf block takes Columns' blend.
+    if (!hn::AllFalse(di, hn::Gt(hn::BitCast(di, top), hn::Set(di, 0x7f7fffff))))
+      return columns(x, y, lanes);
+    FiniteColumns(df, x, y, len, stride, lanes, top, m, rounder, c, m.count ? b : nullptr);
   });
 }
 
