@@ -9,6 +9,7 @@
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
 #include "fpguard/limits.hpp"
+#include "ops/left_nan.hpp"
 #include "ops/ops.hpp"
 #include "round/fast.hpp"
 
@@ -645,13 +646,8 @@ bool Executor::add_in_place(KernelContext& ctx, const Fusion& f) {
     return false;
   float* py = y.data<float>().data();
   const float* pa = a.data<float>().data();
-  // The Add kernel's sums, its input 0 on the left: the same bits. Where both are NaN, x86
-  // returns the left one (quieted), as the kernel's `a + b` does; the compiler may swap
-  // the operands of an in-place sum (the Conv's output is loaded first, whichever side it
-  // is on), so a NaN on the left is taken explicitly (NaN + NaN: the same NaN, quieted).
-  const auto sum = [](float left, float right) {
-    return left != left ? left + left : left + right;
-  };
+  // The Add kernel's sums, its input 0 on the left: the same bits, NaNs included.
+  const auto sum = [](float left, float right) { return ops::left_nan_sum(left, right); };
   detail::parallel_for(y.size(), ctx.threads > 1 ? 0 : 1, [&](std::size_t lo, std::size_t hi) {
     if (f.addend_first)
       for (std::size_t i = lo; i < hi; ++i) py[i] = sum(pa[i], py[i]);

@@ -8,6 +8,7 @@
 
 #include "core/parallel.hpp"
 #include "fpguard/round.hpp"
+#include "ops/left_nan.hpp"
 #include "ops/ops.hpp"
 #include "ops/vmath.hpp"
 
@@ -291,9 +292,12 @@ enum class Bin { add, sub, mul, div, pow, max, min, mod, fmod };
 
 template <Bin op, class T>
 T apply(T a, T b) {
-  if constexpr (op == Bin::add)
-    return static_cast<T>(a + b);
-  else if constexpr (op == Bin::sub)
+  if constexpr (op == Bin::add) {
+    if constexpr (std::is_floating_point_v<T>)
+      return left_nan_sum(a, b);  // (the same NaN as a fused Add's)
+    else
+      return static_cast<T>(a + b);
+  } else if constexpr (op == Bin::sub)
     return static_cast<T>(a - b);
   else if constexpr (op == Bin::mul)
     return static_cast<T>(a * b);
