@@ -216,6 +216,19 @@ TEST(RoundScaled, CalibratedAmaxReplacesTheTensorsOwn) {
 // seen as [333, 37].
 constexpr std::size_t kRows = 37, kCols = 333;  // 333 = 10 blocks of 32 + 13
 
+// Calls f(threads) with 1, 2 and 3 threads on every SIMD target this CPU runs (the only
+// supported one during the call, named in the trace).
+template <class F>
+void on_each_target(F&& f) {
+  for (std::int64_t target : hwy::SupportedAndGeneratedTargets())
+    for (int threads : {1, 2, 3}) {
+      SCOPED_TRACE(hwy::TargetName(target));
+      hwy::SetSupportedTargetsForTest(target);
+      f(threads);
+      hwy::SetSupportedTargetsForTest(0);
+    }
+}
+
 std::vector<float> corner_values() {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd;
@@ -323,16 +336,12 @@ TEST(RoundScaled, FastPathEqualsGenericBitForBit) {
     EXPECT_EQ(has_fast_path(f, l), !custom_fine);
     std::vector<float> want(x.size());
     const ScaledCounts cw = round_scaled(x, want, l, f, {.amax = amax, .generic = true});
-    for (std::int64_t target : hwy::SupportedAndGeneratedTargets())
-      for (int threads : {1, 2, 3}) {
-        hwy::SetSupportedTargetsForTest(target);
-        SCOPED_TRACE(hwy::TargetName(target));
-        std::vector<float> got(x.size());
-        const ScaledCounts cg = round_scaled(x, got, l, f, {.amax = amax, .threads = threads});
-        hwy::SetSupportedTargetsForTest(0);
-        ASSERT_TRUE(same_bits(got, want));
-        expect_same_counts(cg, cw);
-      }
+    on_each_target([&](int threads) {
+      std::vector<float> got(x.size());
+      const ScaledCounts cg = round_scaled(x, got, l, f, {.amax = amax, .threads = threads});
+      ASSERT_TRUE(same_bits(got, want));
+      expect_same_counts(cg, cw);
+    });
   });
 }
 
@@ -428,22 +437,18 @@ TEST(RoundScaled, WholeBlocksEqualGenericBitForBit) {
 // SIMD target, several thread counts, and in place.
 TEST(RoundScaled, ValuesAloneEqualRoundScaled) {
   const std::vector<float> x = corner_values();
-  for_each_corner([&](const char*, const ScaledFormat& f, const ScaledLayout& l,
-                      std::optional<double> amax) {
-    std::vector<float> want(x.size());
-    (void)round_scaled(x, want, l, f, {.amax = amax, .generic = true});
-    for (std::int64_t target : hwy::SupportedAndGeneratedTargets())
-      for (int threads : {1, 2, 3}) {
-        hwy::SetSupportedTargetsForTest(target);
-        SCOPED_TRACE(hwy::TargetName(target));
-        std::vector<float> got(x.size()), in_place = x;
-        detail::round_scaled_values(x, got, l, f, {.amax = amax, .threads = threads});
-        detail::round_scaled_values(in_place, in_place, l, f, {.amax = amax, .threads = threads});
-        hwy::SetSupportedTargetsForTest(0);
-        ASSERT_TRUE(same_bits(got, want));
-        ASSERT_TRUE(same_bits(in_place, want));
-      }
-  });
+  for_each_corner(
+      [&](const char*, const ScaledFormat& f, const ScaledLayout& l, std::optional<double> amax) {
+        std::vector<float> want(x.size());
+        (void)round_scaled(x, want, l, f, {.amax = amax, .generic = true});
+        on_each_target([&](int threads) {
+          std::vector<float> got(x.size()), in_place = x;
+          detail::round_scaled_values(x, got, l, f, {.amax = amax, .threads = threads});
+          detail::round_scaled_values(in_place, in_place, l, f, {.amax = amax, .threads = threads});
+          ASSERT_TRUE(same_bits(got, want));
+          ASSERT_TRUE(same_bits(in_place, want));
+        });
+      });
 }
 
 // round_scaled's encoding (round --encode) on the fast path of MX blocks, derived from the
@@ -499,29 +504,25 @@ TEST(ScaledStats, CountsWhileQuantizingEqualTheWalk) {
         swamped += want.swamped;
         clipped += want.clipped;
         underflow += want.underflow;
-        for (std::int64_t target : hwy::SupportedAndGeneratedTargets())
-          for (int threads : {1, 2, 3}) {
-            hwy::SetSupportedTargetsForTest(target);
-            SCOPED_TRACE(hwy::TargetName(target));
-            StatsOptions counts;
-            counts.threads = threads;
-            counts.distribution = false;
-            const ScaledFormatStats got = scaled_stats(x, l, f, counts, amax);
-            hwy::SetSupportedTargetsForTest(0);
-            EXPECT_EQ(got.blocks, want.blocks);
-            EXPECT_EQ(got.nan_blocks, want.nan_blocks);
-            EXPECT_EQ(got.saturated_blocks, want.saturated_blocks);
-            EXPECT_EQ(got.saturated, want.saturated);
-            EXPECT_EQ(got.flushed, want.flushed);
-            EXPECT_EQ(got.flushed_blocks, want.flushed_blocks);
-            EXPECT_EQ(got.swamped, want.swamped);
-            EXPECT_EQ(got.swamped_blocks, want.swamped_blocks);
-            EXPECT_EQ(got.underflow, want.underflow);
-            EXPECT_EQ(got.nonzero, want.nonzero);
-            EXPECT_EQ(got.subnormal, want.subnormal);
-            EXPECT_EQ(got.clipped, want.clipped);
-            EXPECT_EQ(got.clipped_blocks, want.clipped_blocks);
-          }
+        on_each_target([&](int threads) {
+          StatsOptions counts;
+          counts.threads = threads;
+          counts.distribution = false;
+          const ScaledFormatStats got = scaled_stats(x, l, f, counts, amax);
+          EXPECT_EQ(got.blocks, want.blocks);
+          EXPECT_EQ(got.nan_blocks, want.nan_blocks);
+          EXPECT_EQ(got.saturated_blocks, want.saturated_blocks);
+          EXPECT_EQ(got.saturated, want.saturated);
+          EXPECT_EQ(got.flushed, want.flushed);
+          EXPECT_EQ(got.flushed_blocks, want.flushed_blocks);
+          EXPECT_EQ(got.swamped, want.swamped);
+          EXPECT_EQ(got.swamped_blocks, want.swamped_blocks);
+          EXPECT_EQ(got.underflow, want.underflow);
+          EXPECT_EQ(got.nonzero, want.nonzero);
+          EXPECT_EQ(got.subnormal, want.subnormal);
+          EXPECT_EQ(got.clipped, want.clipped);
+          EXPECT_EQ(got.clipped_blocks, want.clipped_blocks);
+        });
       });
   // The corners do reach every count.
   EXPECT_GT(flushed, 0u);
@@ -542,34 +543,30 @@ TEST(RoundScaled, CountingWithValuesEqualsRoundScaled) {
         if (!has_fast_path(f, l)) return;
         std::vector<float> want(x.size());
         const ScaledCounts cw = round_scaled(x, want, l, f, {.amax = amax, .generic = true});
-        for (std::int64_t target : hwy::SupportedAndGeneratedTargets())
-          for (int threads : {1, 2, 3}) {
-            hwy::SetSupportedTargetsForTest(target);
-            SCOPED_TRACE(hwy::TargetName(target));
-            std::vector<float> got(x.size());
-            detail::BlockCounts b, b_alone;
-            const ScaledOptions o{.amax = amax, .threads = threads};
-            const auto cg = detail::round_scaled_counting(x, got, l, f, o, b);
-            const auto alone = detail::round_scaled_counting(x, {}, l, f, o, b_alone);
-            hwy::SetSupportedTargetsForTest(0);
-            ASSERT_TRUE(cg && alone);
-            ASSERT_TRUE(same_bits(got, want));
-            for (const ScaledCounts* c : {&*cg, &*alone}) {
-              EXPECT_EQ(c->values, cw.values);
-              EXPECT_EQ(c->scales, cw.scales);
-              EXPECT_EQ(c->nan_scales, cw.nan_scales);
-              EXPECT_EQ(c->saturated, cw.saturated);
-              EXPECT_EQ(c->saturated_scales, cw.saturated_scales);
-            }
-            EXPECT_EQ(b.nonzero, b_alone.nonzero);
-            EXPECT_EQ(b.flushed, b_alone.flushed);
-            EXPECT_EQ(b.flushed_blocks, b_alone.flushed_blocks);
-            EXPECT_EQ(b.swamped, b_alone.swamped);
-            EXPECT_EQ(b.swamped_blocks, b_alone.swamped_blocks);
-            EXPECT_EQ(b.underflow, b_alone.underflow);
-            EXPECT_EQ(b.clipped, b_alone.clipped);
-            EXPECT_EQ(b.clipped_blocks, b_alone.clipped_blocks);
+        on_each_target([&](int threads) {
+          std::vector<float> got(x.size());
+          detail::BlockCounts b, b_alone;
+          const ScaledOptions o{.amax = amax, .threads = threads};
+          const auto cg = detail::round_scaled_counting(x, got, l, f, o, b);
+          const auto alone = detail::round_scaled_counting(x, {}, l, f, o, b_alone);
+          ASSERT_TRUE(cg && alone);
+          ASSERT_TRUE(same_bits(got, want));
+          for (const ScaledCounts* c : {&*cg, &*alone}) {
+            EXPECT_EQ(c->values, cw.values);
+            EXPECT_EQ(c->scales, cw.scales);
+            EXPECT_EQ(c->nan_scales, cw.nan_scales);
+            EXPECT_EQ(c->saturated, cw.saturated);
+            EXPECT_EQ(c->saturated_scales, cw.saturated_scales);
           }
+          EXPECT_EQ(b.nonzero, b_alone.nonzero);
+          EXPECT_EQ(b.flushed, b_alone.flushed);
+          EXPECT_EQ(b.flushed_blocks, b_alone.flushed_blocks);
+          EXPECT_EQ(b.swamped, b_alone.swamped);
+          EXPECT_EQ(b.swamped_blocks, b_alone.swamped_blocks);
+          EXPECT_EQ(b.underflow, b_alone.underflow);
+          EXPECT_EQ(b.clipped, b_alone.clipped);
+          EXPECT_EQ(b.clipped_blocks, b_alone.clipped_blocks);
+        });
       });
 }
 

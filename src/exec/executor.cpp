@@ -647,12 +647,11 @@ bool Executor::add_in_place(KernelContext& ctx, const Fusion& f) {
   float* py = y.data<float>().data();
   const float* pa = a.data<float>().data();
   // The Add kernel's sums, its input 0 on the left: the same bits, NaNs included.
-  const auto sum = [](float left, float right) { return ops::left_nan_sum(left, right); };
   detail::parallel_for(y.size(), ctx.threads > 1 ? 0 : 1, [&](std::size_t lo, std::size_t hi) {
     if (f.addend_first)
-      for (std::size_t i = lo; i < hi; ++i) py[i] = sum(pa[i], py[i]);
+      for (std::size_t i = lo; i < hi; ++i) py[i] = ops::left_nan_sum(pa[i], py[i]);
     else
-      for (std::size_t i = lo; i < hi; ++i) py[i] = sum(py[i], pa[i]);
+      for (std::size_t i = lo; i < hi; ++i) py[i] = ops::left_nan_sum(py[i], pa[i]);
   });
   return true;
 }
