@@ -8,9 +8,11 @@
 
 namespace fpguard::ops {
 
+// One sum, of a selected operand (NaN + NaN is that NaN, quieted): a select and an add the
+// compiler vectorises.
 template <class T>
 inline T left_nan_sum(T left, T right) {
-  return left != left ? left + left : left + right;
+  return left + (left != left ? left : right);
 }
 
 }  // namespace fpguard::ops
