@@ -3,6 +3,7 @@
 // format), float16 models, observers, unsupported ops listed at once, input checks.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <array>
@@ -599,6 +600,90 @@ TEST(Emulation, MatMulAndGemmRoundTheirWeightAsTheRoundedCopyWould) {
           EXPECT_TRUE(same(emu.run({{"x", *x}})[0].tensor, w_want));
         }
       }
+}
+
+// Whether the page holding `p` is mapped into this process (/proc/self/pagemap's present
+// bit): a file's page given back (Tensor::release_pages) is not, until read again.
+bool page_present(const void* p) {
+  const int fd = ::open("/proc/self/pagemap", O_RDONLY);
+  const auto page =
+      reinterpret_cast<std::uintptr_t>(p) / static_cast<std::uintptr_t>(::getpagesize());
+  std::uint64_t entry = 0;
+  const auto got = fd < 0 ? -1 : ::pread(fd, &entry, 8, static_cast<off_t>(page * 8));
+  if (fd >= 0) ::close(fd);
+  if (got != 8) throw std::runtime_error("cannot read /proc/self/pagemap");
+  return (entry >> 63) != 0;
+}
+
+// A weight B (k x n) whose rows are a multiple of 512 bytes apart (the stride the no-copy
+// sgemm reads slowly) is read from a copy at a padded stride from the node's second run on:
+// a float32 weight in a file's map (its pages given back, and not read again), and a weight
+// the node rounds itself (rounded into the copy, which takes the WeightCache copy's place).
+// Every run's result is bit for bit the unpadded one: float32 on the model saved inline (read
+// in place), float16 through an observer that reads weights (the WeightCache's copy).
+// check's executors (prepare_in_float32), which read the float32 weights in turn, copy
+// nothing. MatMul over batches of A (one product) and Gemm without transB.
+TEST(Executor, MatMulAndGemmReadConflictingRowsFromAPaddedCopy) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("fpg_exec_pad_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  struct Observing : Recorder {
+    bool reads = false;
+    bool reads_weights(bool) const override { return reads; }
+  };
+  RoundingTestKit kit{std::mt19937(13)};
+  const auto same = RoundingTestKit::same;
+  for (const std::string op : {"MatMul", "Gemm"}) {
+    const std::vector<std::int64_t> xs =
+        op == "MatMul" ? std::vector<std::int64_t>{2, 5, 256} : std::vector<std::int64_t>{7, 256};
+    const Tensor w = kit.random({256, op == "MatMul" ? 256 : 384});
+    test::GraphBuilder b(xs, op + ".onnx");
+    std::vector<model::Attribute> attrs;
+    if (op == "Gemm") attrs.push_back({"transB", std::int64_t{0}, ""});
+    b.init("w", w).node("node", op, {"x", "w"}, "y", attrs).output("y");
+    model::SaveOptions so;
+    so.external = model::SaveOptions::External::always;
+    so.min_external_bytes = 0;
+    model::save(b.m, dir / "ext.onnx", so);
+    so.external = model::SaveOptions::External::never;
+    model::save(b.m, dir / "inline.onnx", so);
+    const Tensor x1 = kit.random(xs), x2 = kit.random(xs);
+    for (const bool emulated : {false, true})
+      for (const bool in_float32 : {false, true}) {  // RunOptions::prepare_in_float32
+        SCOPED_TRACE(op + (emulated ? " float16" : " float32") + (in_float32 ? " check" : ""));
+        const model::Model m = model::load(dir / "ext.onnx");
+        const Tensor& mw = m.graph.find_initializer("w")->tensor;
+        ASSERT_TRUE(mw.maps_file());
+        const std::byte* middle = mw.bytes() + mw.nbytes() / 2;
+        RunOptions o = emulated ? fp16() : RunOptions{};
+        o.prepare_in_float32 = in_float32;
+        Observing rec;
+        o.observer = &rec;
+        const auto want = [&](const Tensor& x) {
+          if (!emulated)
+            return Executor(model::load(dir / "inline.onnx")).run({{"x", x}})[0].tensor;
+          Observing reading;
+          reading.reads = true;
+          RunOptions ro = o;
+          ro.observer = &reading;
+          return Executor(m, ro).run({{"x", x}})[0].tensor;
+        };
+        const Tensor want1 = want(x1), want2 = want(x2);
+        const Executor ex(m, o);
+        for (int run = 0; run < 4; ++run) {
+          const Tensor& x = run == 2 ? x2 : x1;
+          EXPECT_TRUE(same(ex.run({{"x", x}})[0].tensor, run == 2 ? want2 : want1)) << run;
+          // Given back after the copy (second run) and not read again; kept where not copied.
+          EXPECT_EQ(page_present(middle), run == 0 || in_float32) << run;
+        }
+        // The rounding node sees its unrounded weight (no WeightCache copy put in its place).
+        if (emulated && !in_float32) {
+          ASSERT_EQ(rec.calls.size(), 4u);
+          EXPECT_EQ(rec.calls[3].input_addresses[1], &mw);
+        }
+      }
+  }
+  fs::remove_all(dir);
 }
 
 RunOptions accumulating(const std::string& order) {

@@ -66,6 +66,9 @@ struct KernelContext {
   AccumulationOrder accumulation;
   // RunOptions::float32_storage: a Cast to float16/bfloat16 does not round.
   bool float32_storage = false;
+  // RunOptions::prepare_in_float32: other executors read this one's float32 weights too
+  // (check's), so a kernel keeps no float32 copy of its own in their place.
+  bool prepare_in_float32 = false;
   // The carrier of floating values: float32, or float64 (the truth run). Every floating
   // input arrives in it and every floating output is made in it.
   DType carrier = DType::float32;

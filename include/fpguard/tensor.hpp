@@ -97,6 +97,8 @@ class Tensor {
   const std::byte* bytes() const { return view_ ? view_ : storage_.data(); }
   // Whether the storage is a view (nothing written through this tensor since it was made).
   bool is_view() const { return view_ != nullptr; }
+  // Whether it is a view of a file's map (its pages can be given back: release_pages).
+  bool maps_file() const { return file_ != nullptr; }
   // For a view of a file's map: gives its pages back to the kernel (FileMap::release), for
   // a reader that has made its own copy (a weight reordered for oneDNN); read again, they
   // come back from the file. Nothing for other tensors.

@@ -600,6 +600,7 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
                                       : nullptr,
                     .accumulation = policy.accumulation,
                     .float32_storage = options_.float32_storage,
+                    .prepare_in_float32 = options_.prepare_in_float32,
                     .carrier = options_.carrier,
                     .prepared = &options_.weights->prepared()};
   std::map<const model::Graph*, std::size_t> runs;  // of each body, for Enclosing::iteration

@@ -6,10 +6,12 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <span>
+#include <type_traits>
 #include <unordered_map>
 
 #include "core/parallel.hpp"
@@ -401,9 +403,9 @@ void gemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64
 
 namespace {
 
-// How many times a node has read its weight unrounded (KernelContext::unrounded) through
-// one PreparedCache.
-struct UnroundedReads {
+// How many times a node has read a weight (unrounded: KernelContext::unrounded; or in
+// place) through one PreparedCache.
+struct WeightReads {
   mutable std::atomic<unsigned> count{0};
 };
 
@@ -432,8 +434,8 @@ std::shared_ptr<const Tensor> operand_b(KernelContext& ctx) {
   char addr[32];
   std::snprintf(addr, sizeof addr, "%p|", static_cast<const void*>(w.bytes()));
   const std::string key = std::string("matmul|") + addr + u.key;
-  const auto reads = ctx.prepared->get<UnroundedReads>(
-      ctx.node, key, [] { return std::make_shared<const UnroundedReads>(); });
+  const auto reads = ctx.prepared->get<WeightReads>(
+      ctx.node, key, [] { return std::make_shared<const WeightReads>(); });
   const unsigned first_run_reads = u.keep_float32 ? 2 : 1;  // check: local and emulated
   if (reads->count++ >= first_run_reads) {
     ctx.round_weight();
@@ -442,21 +444,78 @@ std::shared_ptr<const Tensor> operand_b(KernelContext& ctx) {
   return u.keep_float32 ? ctx.prepared->latest<Tensor>(ctx.node, key, make) : make();
 }
 
+// B (k x n, row-major) as the product reads it: `data`, its rows `ld` apart, from a copy
+// that `held` keeps.
+struct PaddedRows {
+  const float* data;
+  std::int64_t ld;
+  std::shared_ptr<const Tensor> held;
+};
+
+// oneDNN 2.6's AVX2 sgemm runs a product with few rows (1/m + 1/n >= 0.0038: m up to ~260
+// for n = 3072) on its no-copy kernels, which read B in place. When B's rows are a multiple
+// of 512 bytes apart, the rows it reads together fall into the same cache sets: a BERT
+// FFN's 128 x 768 x 3072 on a page-aligned B (a weight in external data) took 7.1 ms
+// against 3.3 with 64 bytes more between rows (bench/README.md). The stride moves
+// addresses only: the bits are the same.
+constexpr std::int64_t kRowPadding = 16;
+
+// Input 1 (B, k x n) from the node's second call on, for a weight whose rows conflict so,
+// where a copy at a padded stride costs no memory: a weight the node rounds itself
+// (KernelContext::unrounded: the copy, rounded, takes the place of the WeightCache's), or a
+// float32 weight in a file's map (whose pages are given back). nullopt: read B as
+// operand_b() has it. A single run copies nothing; check's executors (prepare_in_float32)
+// read the float32 weights in turn, and are left as they are.
+std::optional<PaddedRows> padded_rows(KernelContext& ctx, std::int64_t k, std::int64_t n) {
+  const Tensor& w = ctx.in(1);
+  const KernelContext::UnroundedWeight* u = ctx.unrounded ? &*ctx.unrounded : nullptr;
+  if (!ctx.prepared || !ctx.stable(1) || ctx.prepare_in_float32 || (u && u->keep_float32) ||
+      (!u && !w.maps_file()) || w.dtype() != DType::float32 || n % 128 != 0 || k * n < (1 << 16))
+    return std::nullopt;
+  char addr[32];
+  std::snprintf(addr, sizeof addr, "%p", static_cast<const void*>(w.bytes()));
+  const std::string key = std::string("matmul-rows|") + addr + (u ? "|" + u->key : "");
+  const auto reads = ctx.prepared->get<WeightReads>(
+      ctx.node, key + "|reads", [] { return std::make_shared<const WeightReads>(); });
+  if (reads->count++ == 0) return std::nullopt;
+  const std::int64_t ld = n + kRowPadding;
+  auto padded = ctx.prepared->get<Tensor>(ctx.node, key, [&] {
+    auto t = std::make_shared<Tensor>(Tensor::uninitialized(DType::float32, {k, ld}));
+    const auto from = w.data<float>();
+    const auto to = t->data<float>();
+    const auto un = static_cast<std::size_t>(n), uld = static_cast<std::size_t>(ld);
+    RoundOptions o = u ? u->options : RoundOptions{};
+    o.threads = 1;
+    detail::parallel_for(
+        static_cast<std::size_t>(k), ctx.threads,
+        [&](std::size_t r0, std::size_t r1) {
+          for (std::size_t r = r0; r < r1; ++r) {
+            if (u)
+              round(from.subspan(r * un, un), to.subspan(r * uld, un), u->format, o);
+            else
+              std::memcpy(&to[r * uld], &from[r * un], un * sizeof(float));
+          }
+        },
+        1);
+    w.release_pages();
+    return std::shared_ptr<const Tensor>(std::move(t));
+  });
+  return PaddedRows{.data = padded->data<float>().data(), .ld = ld, .held = padded};
+}
+
 template <class T>
 void matmul(KernelContext& ctx) {
   const Tensor& a = ctx.in(0);
-  const auto held_b = operand_b(ctx);
-  const Tensor& b = *held_b;
   require_float(ctx, a, "A");
-  require_float(ctx, b, "B");
-  Shape sa = a.shape(), sb = b.shape();
+  require_float(ctx, ctx.in(1), "B");
+  Shape sa = a.shape(), sb = ctx.in(1).shape();  // (as rounded: the same)
   if (sa.empty() || sb.empty()) ctx.fail("MatMul inputs must have rank >= 1");
   const bool va = sa.size() == 1, vb = sb.size() == 1;
   if (va) sa.insert(sa.begin(), 1);
   if (vb) sb.push_back(1);
   const std::int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
   if (sb[sb.size() - 2] != k)
-    ctx.fail("shapes " + shape_str(a.shape()) + " and " + shape_str(b.shape()) +
+    ctx.fail("shapes " + shape_str(a.shape()) + " and " + shape_str(ctx.in(1).shape()) +
              " cannot be multiplied");
   const Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
   const Shape batch = broadcast_shapes(ctx, ba, bb);
@@ -467,9 +526,17 @@ void matmul(KernelContext& ctx) {
   const auto nb = product(batch);
   const auto stra = broadcast_strides(ba, batch), strb = broadcast_strides(bb, batch);
   const T* pa = a.template data<T>().data();
-  const T* pb = b.template data<T>().data();
   T* po = out.template data<T>().data();
-  if (product(bb) == 1 && ba == batch) {
+  const bool one_b = product(bb) == 1 && ba == batch;
+  if constexpr (std::is_same_v<T, float>) {
+    if (const auto rows = one_b ? padded_rows(ctx, k, n) : std::nullopt) {
+      gemm(ctx, false, false, nb * m, n, k, T{1}, pa, k, rows->data, rows->ld, T{0}, po, n);
+      return;
+    }
+  }
+  const auto held_b = operand_b(ctx);
+  const T* pb = held_b->template data<T>().data();
+  if (one_b) {
     // One B for every batch (a Linear over [seq, batch, features]): the batches are the
     // rows of one product, so B is read once instead of once per batch (a CRNN's
     // classifier, 80 products of one row each, ran at memory speed: 153 -> 8 ms).
@@ -491,8 +558,7 @@ void matmul(KernelContext& ctx) {
 template <class T>
 void gemm_k(KernelContext& ctx) {
   const Tensor& a = ctx.in(0);
-  const auto held_b = operand_b(ctx);
-  const Tensor& b = *held_b;
+  const Tensor& b = ctx.in(1);  // (as rounded: the same shape)
   require_float(ctx, a, "A");
   require_float(ctx, b, "B");
   if (a.shape().size() != 2 || b.shape().size() != 2) ctx.fail("Gemm inputs must be 2-D");
@@ -520,8 +586,17 @@ void gemm_k(KernelContext& ctx) {
       for (std::int64_t j = 0; j < n; ++j) po[i * n + j] = pc[i * st[0] + j * st[1]];
     use_beta = beta;
   }
-  gemm(ctx, ta, tb, m, n, k, alpha, a.template data<T>().data(), a.shape()[1],
-       b.template data<T>().data(), b.shape()[1], use_beta, po, n);
+  const T* pa = a.template data<T>().data();
+  if constexpr (std::is_same_v<T, float>) {
+    // (the no-copy kernels read a transposed B without conflicts)
+    if (const auto rows = tb ? std::nullopt : padded_rows(ctx, k, n)) {
+      gemm(ctx, ta, tb, m, n, k, alpha, pa, a.shape()[1], rows->data, rows->ld, use_beta, po, n);
+      return;
+    }
+  }
+  const auto held_b = operand_b(ctx);
+  gemm(ctx, ta, tb, m, n, k, alpha, pa, a.shape()[1], held_b->template data<T>().data(),
+       held_b->shape()[1], use_beta, po, n);
 }
 
 }  // namespace
