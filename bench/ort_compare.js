@@ -9,8 +9,10 @@
 // Models: each folder of DIR (default: the bench models, BUILD_DIR/bench/models, and
 // examples/) with model.onnx (+ external data) and inputs/<name>.npy (float32 or int64).
 // The two runtimes take turns: R rounds (default 4) of N/R ORT runs, then one `fpguard run
-// --warmup 1 --repeat N/R` (N = 20 by default), so that a change in the machine's load hits
-// both; each side is warm (ORT's session ran once before, each fpguard process once);
+// --warmup 2 --repeat N/R` (N = 20 by default), so that a change in the machine's load hits
+// both; each side is warm (ORT's session was created, which prepares its weights, and ran
+// once before; each fpguard process ran twice: a node's second run copies the weights it
+// reads from a padded copy, docs/executor.md);
 // each side's time is the median of its round medians. The outputs are checked against
 // ORT's; the last line is the geometric mean of the ratios.
 'use strict';
@@ -81,7 +83,7 @@ function parseArgs(argv) {
   return o;
 }
 
-function fpguardJson(o, model, dir, extra, warmup = 1) {
+function fpguardJson(o, model, dir, extra, warmup = 2) {
   return JSON.parse(execFileSync(path.join(o.build, 'fpguard'),
                                  ['run', model, '--inputs', path.join(dir, 'inputs'), '--warmup',
                                   String(warmup), '--repeat', String(o.perRound), '--threads',
@@ -132,11 +134,10 @@ async function compareModel(o, dir) {
   fs.rmSync(outDir, {recursive: true});
   const fpgMs = median(fpgRounds), ortMs = median(ortRounds);
   // The emulated run (every floating node in float16): target <= 1.3x the float32 run.
-  // An emulated run is warm from its third run: the first rounds MatMul/Gemm weights per
-  // call, the second makes the kept rounded copies (docs/executor.md). The whole command,
-  // first run included, is bench/emul_ab.py's measure.
-  const fp16Ms =
-      fpguardJson(o, model, dir, ['--precision', 'float16'], 2).timing.median_run_ms;
+  // An emulated run is warm from its third run too: the first rounds MatMul/Gemm weights
+  // per call, the second makes the kept rounded copies (docs/executor.md). The whole
+  // command, first run included, is bench/emul_ab.py's measure.
+  const fp16Ms = fpguardJson(o, model, dir, ['--precision', 'float16']).timing.median_run_ms;
   const ortMemRaw = JSON.parse(execFileSync(process.execPath, [__filename, '--memory', dir,
                                                                String(o.threads),
                                                                String(o.perRound)]));

@@ -2,6 +2,7 @@
 // rounding at precision boundaries, data movement never rounds, overflow in the node's
 // format), float16 models, observers, unsupported ops listed at once, input checks.
 #include <gtest/gtest.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -622,8 +623,11 @@ bool page_present(const void* p) {
 // Every run's result is bit for bit the unpadded one: float32 on the model saved inline (read
 // in place), float16 through an observer that reads weights (the WeightCache's copy).
 // check's executors (prepare_in_float32), which read the float32 weights in turn, copy
-// nothing. MatMul over batches of A (one product) and Gemm without transB.
+// nothing; nor does anything on AVX-512 (oneDNN's matmul copies B itself). MatMul over
+// batches of A (one product) and Gemm without transB.
 TEST(Executor, MatMulAndGemmReadConflictingRowsFromAPaddedCopy) {
+  const bool avx512 =
+      (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("fpg_exec_pad_" + std::to_string(::getpid()));
   fs::create_directories(dir);
@@ -674,10 +678,10 @@ TEST(Executor, MatMulAndGemmReadConflictingRowsFromAPaddedCopy) {
           const Tensor& x = run == 2 ? x2 : x1;
           EXPECT_TRUE(same(ex.run({{"x", x}})[0].tensor, run == 2 ? want2 : want1)) << run;
           // Given back after the copy (second run) and not read again; kept where not copied.
-          EXPECT_EQ(page_present(middle), run == 0 || in_float32) << run;
+          EXPECT_EQ(page_present(middle), run == 0 || in_float32 || avx512) << run;
         }
         // The rounding node sees its unrounded weight (no WeightCache copy put in its place).
-        if (emulated && !in_float32) {
+        if (emulated && !in_float32 && !avx512) {
           ASSERT_EQ(rec.calls.size(), 4u);
           EXPECT_EQ(rec.calls[3].input_addresses[1], &mw);
         }

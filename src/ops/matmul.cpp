@@ -454,23 +454,39 @@ struct PaddedRows {
 
 // oneDNN 2.6's AVX2 sgemm runs a product with few rows (1/m + 1/n >= 0.0038: m up to ~260
 // for n = 3072) on its no-copy kernels, which read B in place. When B's rows are a multiple
-// of 512 bytes apart, the rows it reads together fall into the same cache sets: a BERT
+// of 512 bytes apart, the rows they read together fall into the same cache sets: a BERT
 // FFN's 128 x 768 x 3072 on a page-aligned B (a weight in external data) took 7.1 ms
 // against 3.3 with 64 bytes more between rows (bench/README.md). The stride moves
-// addresses only: the bits are the same.
+// addresses only: the bits are the same. (With AVX-512, oneDNN's matmul runs brgemm
+// kernels, which copy B.)
 constexpr std::int64_t kRowPadding = 16;
+bool reads_b_in_place(std::int64_t m, std::int64_t n) {
+  static const bool avx512 =
+      (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  return !avx512 && 1.0 / static_cast<double>(m) + 1.0 / static_cast<double>(n) >= 0.0038;
+}
 
-// Input 1 (B, k x n) from the node's second call on, for a weight whose rows conflict so,
-// where a copy at a padded stride costs no memory: a weight the node rounds itself
-// (KernelContext::unrounded: the copy, rounded, takes the place of the WeightCache's), or a
-// float32 weight in a file's map (whose pages are given back). nullopt: read B as
-// operand_b() has it. A single run copies nothing; check's executors (prepare_in_float32)
-// read the float32 weights in turn, and are left as they are.
-std::optional<PaddedRows> padded_rows(KernelContext& ctx, std::int64_t k, std::int64_t n) {
+// `count` floats for a copy a kernel keeps, 64-byte aligned (the cache line: the no-copy
+// kernels' speed depends on B's alignment too).
+std::pair<float*, std::shared_ptr<const void>> kept_floats(std::size_t count) {
+  void* p = std::aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64);
+  if (!p) throw std::bad_alloc();
+  return {static_cast<float*>(p), std::shared_ptr<const void>(p, std::free)};
+}
+
+// Input 1 (B, k x n) for a product of m rows that reads B in place, for a weight whose rows
+// conflict so, where a copy at a padded stride costs no memory: a weight the node rounds
+// itself (KernelContext::unrounded: the copy, rounded, takes the place of the WeightCache's),
+// or a float32 weight in a file's map (whose pages are given back). From the node's second
+// call on: a single run copies nothing. nullopt: read B as operand_b() has it. Not for
+// check's executors (prepare_in_float32), which read the float32 weights in turn.
+std::optional<PaddedRows> padded_rows(KernelContext& ctx, std::int64_t m, std::int64_t k,
+                                      std::int64_t n) {
   const Tensor& w = ctx.in(1);
   const KernelContext::UnroundedWeight* u = ctx.unrounded ? &*ctx.unrounded : nullptr;
   if (!ctx.prepared || !ctx.stable(1) || ctx.prepare_in_float32 || (u && u->keep_float32) ||
-      (!u && !w.maps_file()) || w.dtype() != DType::float32 || n % 128 != 0 || k * n < (1 << 16))
+      (!u && !w.maps_file()) || w.dtype() != DType::float32 || n % 128 != 0 || k * n < (1 << 16) ||
+      !reads_b_in_place(m, n))
     return std::nullopt;
   char addr[32];
   std::snprintf(addr, sizeof addr, "%p", static_cast<const void*>(w.bytes()));
@@ -480,25 +496,25 @@ std::optional<PaddedRows> padded_rows(KernelContext& ctx, std::int64_t k, std::i
   if (reads->count++ == 0) return std::nullopt;
   const std::int64_t ld = n + kRowPadding;
   auto padded = ctx.prepared->get<Tensor>(ctx.node, key, [&] {
-    auto t = std::make_shared<Tensor>(Tensor::uninitialized(DType::float32, {k, ld}));
-    const auto from = w.data<float>();
-    const auto to = t->data<float>();
     const auto un = static_cast<std::size_t>(n), uld = static_cast<std::size_t>(ld);
+    const auto [to, owner] = kept_floats(static_cast<std::size_t>(k) * uld);
+    const auto from = w.data<float>();
     RoundOptions o = u ? u->options : RoundOptions{};
     o.threads = 1;
     detail::parallel_for(
         static_cast<std::size_t>(k), ctx.threads,
-        [&](std::size_t r0, std::size_t r1) {
+        [&, to = to](std::size_t r0, std::size_t r1) {
           for (std::size_t r = r0; r < r1; ++r) {
             if (u)
-              round(from.subspan(r * un, un), to.subspan(r * uld, un), u->format, o);
+              round(from.subspan(r * un, un), std::span<float>(to + r * uld, un), u->format, o);
             else
-              std::memcpy(&to[r * uld], &from[r * un], un * sizeof(float));
+              std::memcpy(to + r * uld, &from[r * un], un * sizeof(float));
           }
         },
         1);
     w.release_pages();
-    return std::shared_ptr<const Tensor>(std::move(t));
+    return std::make_shared<const Tensor>(
+        Tensor::view(DType::float32, {k, ld}, reinterpret_cast<const std::byte*>(to), owner));
   });
   return PaddedRows{.data = padded->data<float>().data(), .ld = ld, .held = padded};
 }
@@ -529,7 +545,7 @@ void matmul(KernelContext& ctx) {
   T* po = out.template data<T>().data();
   const bool one_b = product(bb) == 1 && ba == batch;
   if constexpr (std::is_same_v<T, float>) {
-    if (const auto rows = one_b ? padded_rows(ctx, k, n) : std::nullopt) {
+    if (const auto rows = one_b ? padded_rows(ctx, nb * m, k, n) : std::nullopt) {
       gemm(ctx, false, false, nb * m, n, k, T{1}, pa, k, rows->data, rows->ld, T{0}, po, n);
       return;
     }
@@ -589,7 +605,7 @@ void gemm_k(KernelContext& ctx) {
   const T* pa = a.template data<T>().data();
   if constexpr (std::is_same_v<T, float>) {
     // (the no-copy kernels read a transposed B without conflicts)
-    if (const auto rows = tb ? std::nullopt : padded_rows(ctx, k, n)) {
+    if (const auto rows = tb ? std::nullopt : padded_rows(ctx, m, k, n)) {
       gemm(ctx, ta, tb, m, n, k, alpha, pa, a.shape()[1], rows->data, rows->ld, use_beta, po, n);
       return;
     }
