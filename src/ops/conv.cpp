@@ -153,14 +153,30 @@ const T* bias_of(const KernelContext& ctx, std::int64_t m) {
   return bias.data<T>().data();
 }
 
-// The bias added to every position of y (n images, m channels, osize positions each).
+// The bias added to every position of y (n images, m channels, osize positions each) and
+// then the fused element-wise op (KernelContext::epilogue: Conv's), plane after plane
+// while it is in the cache, on the run's threads: each element gets the same operations
+// as from a pass over y for the bias and another for the op.
 template <class T>
 void add_bias(const KernelContext& ctx, T* y, std::int64_t n, std::int64_t m, std::int64_t osize) {
   const T* pb = bias_of<T>(ctx, m);
-  if (!pb) return;
-  for (std::int64_t b = 0; b < n; ++b)
-    for (std::int64_t j = 0; j < m; ++j)
-      for (std::int64_t i = 0; i < osize; ++i) y[(b * m + j) * osize + i] += pb[j];
+  const auto* epilogue = std::is_same_v<T, float> ? ctx.epilogue : nullptr;
+  if ((!pb && !epilogue) || osize == 0) return;
+  const auto plane = static_cast<std::size_t>(osize);
+  detail::parallel_for(
+      static_cast<std::size_t>(n * m) * plane, ctx.threads,
+      [&](std::size_t e0, std::size_t e1) {
+        for (std::size_t p = e0 / plane; p < e1 / plane; ++p) {
+          T* row = y + p * plane;
+          if (pb) {
+            const T v = pb[p % static_cast<std::size_t>(m)];
+            for (std::size_t i = 0; i < plane; ++i) row[i] += v;
+          }
+          if constexpr (std::is_same_v<T, float>)
+            if (epilogue) (*epilogue)(row, plane, 1);
+        }
+      },
+      plane);
 }
 
 // Conv and ConvTranspose: X and W (float carriers, the same rank >= 3).
@@ -312,12 +328,9 @@ void conv(KernelContext& ctx) {
         gemm(ctx, false, false, mg, osize, kk, 1.0f, pw + g * mg * kk, kk, cols, osize, 0.0f, dst,
              osize);
     }
-  add_bias(ctx, po, n, m, osize);
-  if constexpr (std::is_same_v<T, float>) {
-    if (ctx.epilogue) (*ctx.epilogue)(po, out.size(), ctx.threads);
-  } else {
+  if constexpr (!std::is_same_v<T, float>)
     FPG_CHECK(!ctx.epilogue);  // the executor fuses on float32 carriers only
-  }
+  add_bias(ctx, po, n, m, osize);
 }
 
 // 2-D max pooling of one plane without indices. It takes the taps in the scalar path's
