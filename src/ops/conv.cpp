@@ -669,13 +669,22 @@ void conv_transpose(KernelContext& ctx) {
       if (rows && isize && cg)
         gemm(ctx, true, false, rows, isize, cg, 1.0f, pw + g * cg * rows, rows,
              px + (b * c + g * cg) * isize, isize, 0.0f, col.data(), isize);
-      for (std::int64_t mi = 0; mi < mg; ++mi) {
-        T* plane = py + (b * m + g * mg + mi) * osize;
-        if (sd == 2)
-          col2im_2d(col.data() + mi * ksize * isize, scatter, plane);
-        else
-          col2im_nd(col.data() + mi * ksize * isize, scatter, plane);
-      }
+      // The output planes on the run's threads, each scattered as on one.
+      if (osize == 0) continue;
+      const auto plane_size = static_cast<std::size_t>(osize);
+      detail::parallel_for(
+          static_cast<std::size_t>(mg) * plane_size, ctx.threads,
+          [&](std::size_t e0, std::size_t e1) {
+            for (auto mi = static_cast<std::int64_t>(e0 / plane_size);
+                 mi < static_cast<std::int64_t>(e1 / plane_size); ++mi) {
+              T* plane = py + (b * m + g * mg + mi) * osize;
+              if (sd == 2)
+                col2im_2d(col.data() + mi * ksize * isize, scatter, plane);
+              else
+                col2im_nd(col.data() + mi * ksize * isize, scatter, plane);
+            }
+          },
+          plane_size);
     }
   add_bias(ctx, py, n, m, osize);
 }
