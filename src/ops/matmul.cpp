@@ -8,11 +8,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <span>
 #include <type_traits>
 #include <unordered_map>
+#include <utility>
 
 #include "core/parallel.hpp"
 #include "experiments/kernels.hpp"
