@@ -1134,6 +1134,66 @@ std::vector<FusionCase> fusion_cases() {
           {.op = "Add"}};
 }
 
+// A depthwise convolution on its direct kernel (NCHW, output rows of 8 or more) computes the
+// scalar loop's sums bit for bit: for each output, the taps in order (kh, then kw, the
+// padding's zeros included) added to 0 as products, then the bias. Strides 1, 2 (pairs of
+// taps from one deinterleaving load) and 3, odd and even kernels, dilation, pads, a
+// channel multiplier of 2, rows that are no multiple of a vector.
+TEST(Executor, DepthwiseConvIsTheScalarSumsBitForBit) {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal(0, 1);
+  struct Case {
+    std::int64_t kh, kw, stride, dil, pad, mult, w_in;
+  };
+  const std::vector<Case> cases = {{3, 3, 1, 1, 1, 1, 19}, {3, 3, 2, 1, 1, 1, 37},
+                                   {5, 5, 2, 1, 2, 1, 33}, {2, 2, 2, 1, 0, 2, 40},
+                                   {4, 3, 2, 1, 1, 1, 35}, {3, 3, 2, 2, 2, 1, 41},
+                                   {3, 3, 3, 1, 1, 1, 50}, {1, 1, 2, 1, 0, 1, 30}};
+  for (const auto& k : cases) {
+    SCOPED_TRACE(::testing::Message() << k.kh << "x" << k.kw << " stride " << k.stride
+                                      << " dilation " << k.dil << " pad " << k.pad);
+    const std::int64_t c = 3, m = c * k.mult, h_in = 11;
+    Tensor x(DType::float32, {1, c, h_in, k.w_in}), w(DType::float32, {m, 1, k.kh, k.kw}),
+        bias(DType::float32, {m});
+    for (Tensor* t : {&x, &w, &bias})
+      for (float& v : t->data<float>()) v = normal(rng);
+    test::GraphBuilder b({1, c, h_in, k.w_in}, "dw.onnx");
+    b.init("w", w).init("b", bias);
+    b.node("conv", "Conv", {"x", "w", "b"}, "y",
+           {{"group", c, ""},
+            {"strides", std::vector<std::int64_t>{k.stride, k.stride}, ""},
+            {"dilations", std::vector<std::int64_t>{k.dil, k.dil}, ""},
+            {"pads", std::vector<std::int64_t>(4, k.pad), ""}})
+        .output("y");
+    const Tensor y = Executor(b.m).run({{"x", x}})[0].tensor;
+    const auto out = [&](std::int64_t in, std::int64_t kernel) {
+      return (in + 2 * k.pad - k.dil * (kernel - 1) - 1) / k.stride + 1;
+    };
+    const std::int64_t oh_n = out(h_in, k.kh), ow_n = out(k.w_in, k.kw);
+    ASSERT_EQ(y.shape(), (std::vector<std::int64_t>{1, m, oh_n, ow_n}));
+    ASSERT_GE(ow_n, 8);  // the direct kernel's rows
+    const auto xv = x.data<float>(), wv = w.data<float>();
+    std::size_t differ = 0;
+    for (std::int64_t o = 0; o < m; ++o)
+      for (std::int64_t oh = 0; oh < oh_n; ++oh)
+        for (std::int64_t ow = 0; ow < ow_n; ++ow) {
+          float acc = 0.0f;
+          for (std::int64_t i = 0; i < k.kh; ++i)
+            for (std::int64_t j = 0; j < k.kw; ++j) {
+              const auto ih = oh * k.stride - k.pad + i * k.dil,
+                         iw = ow * k.stride - k.pad + j * k.dil;
+              const bool inside = ih >= 0 && ih < h_in && iw >= 0 && iw < k.w_in;
+              const float xval = inside ? xv[((o / k.mult) * h_in + ih) * k.w_in + iw] : 0.0f;
+              acc += wv[(o * k.kh + i) * k.kw + j] * xval;
+            }
+          const float want = acc + bias.data<float>()[o];
+          const float got = y.data<float>()[(o * oh_n + oh) * ow_n + ow];
+          differ += std::bit_cast<std::uint32_t>(got) != std::bit_cast<std::uint32_t>(want);
+        }
+    EXPECT_EQ(differ, 0u);
+  }
+}
+
 // Every activation (and Add, on either side) fused into each of the Conv kernel's paths
 // gives the unfused result bit for bit, NaN, infinities and signed zeros included.
 TEST(Fusion, EachOpFusedIsBitForBitTheUnfusedResult) {
