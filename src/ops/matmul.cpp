@@ -488,7 +488,7 @@ std::optional<PaddedRows> padded_rows(KernelContext& ctx, std::int64_t m, std::i
   const KernelContext::UnroundedWeight* u = ctx.unrounded ? &*ctx.unrounded : nullptr;
   if (!ctx.prepared || !ctx.stable(1) || ctx.prepare_in_float32 || (u && u->keep_float32) ||
       (!u && !w.maps_file()) || w.dtype() != DType::float32 || n % 128 != 0 || k * n < (1 << 16) ||
-      !reads_b_in_place(m, n))
+      m <= 0 || !reads_b_in_place(m, n))
     return std::nullopt;
   char addr[32];
   std::snprintf(addr, sizeof addr, "%p", static_cast<const void*>(w.bytes()));
