@@ -480,8 +480,9 @@ std::pair<float*, std::shared_ptr<const void>> kept_floats(std::size_t count) {
 // conflict so, where a copy at a padded stride costs no memory: a weight the node rounds
 // itself (KernelContext::unrounded: the copy, rounded, takes the place of the WeightCache's),
 // or a float32 weight in a file's map (whose pages are given back). From the node's second
-// call on: a single run copies nothing. nullopt: read B as operand_b() has it. Not for
-// check's executors (prepare_in_float32), which read the float32 weights in turn.
+// call on: a single run copies nothing. One copy per weight and rounding, shared by the
+// nodes that read it. nullopt: read B as operand_b() has it. Not for check's executors
+// (prepare_in_float32), which read the float32 weights in turn.
 std::optional<PaddedRows> padded_rows(KernelContext& ctx, std::int64_t m, std::int64_t k,
                                       std::int64_t n) {
   const Tensor& w = ctx.in(1);
@@ -497,7 +498,10 @@ std::optional<PaddedRows> padded_rows(KernelContext& ctx, std::int64_t m, std::i
       ctx.node, key + "|reads", [] { return std::make_shared<const WeightReads>(); });
   if (reads->count++ == 0) return std::nullopt;
   const std::int64_t ld = n + kRowPadding;
-  auto padded = ctx.prepared->get<Tensor>(ctx.node, key, [&] {
+  // One copy per weight, whichever nodes read it (ALBERT's layers share theirs): the key
+  // names the weight and its rounding, so it is kept under no node of its own.
+  static const model::Node any_node{};
+  auto padded = ctx.prepared->get<Tensor>(any_node, key, [&] {
     const auto un = static_cast<std::size_t>(n), uld = static_cast<std::size_t>(ld);
     const auto [to, owner] = kept_floats(static_cast<std::size_t>(k) * uld);
     const auto from = w.data<float>();
