@@ -11,8 +11,8 @@
 // The two runtimes take turns: R rounds (default 4) of N/R ORT runs, then one `fpguard run
 // --warmup 2 --repeat N/R` (N = 20 by default), so that a change in the machine's load hits
 // both; each side is warm (ORT's session was created, which prepares its weights, and ran
-// once before; each fpguard process ran twice: a node's second run copies the weights it
-// reads from a padded copy, docs/executor.md);
+// once before; each fpguard process ran twice: in a node's second run some weights are
+// copied at a padded stride, docs/executor.md);
 // each side's time is the median of its round medians. The outputs are checked against
 // ORT's; the last line is the geometric mean of the ratios.
 'use strict';
