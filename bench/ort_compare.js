@@ -133,7 +133,7 @@ async function compareModel(o, dir) {
   const diff = compareOutputs(outDir, ortOut);
   fs.rmSync(outDir, {recursive: true});
   const fpgMs = median(fpgRounds), ortMs = median(ortRounds);
-  // The emulated run (every floating node in float16): target <= 1.3x the float32 run.
+  // The emulated run (every floating node in float16): issue 20's goal is <= 1.2x the float32 run.
   // An emulated run is warm from its third run too: the first rounds MatMul/Gemm weights
   // per call, the second makes the kept rounded copies (docs/executor.md). The whole
   // command, first run included, is bench/emul_ab.py's measure.

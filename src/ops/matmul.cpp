@@ -253,6 +253,13 @@ dnnl::memory rounded_weights(const dnnl::memory& w, const KernelContext::Unround
   return r;
 }
 
+// A stable weight's address as PreparedCache keys spell it.
+std::string address_key(const void* p) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%p", p);
+  return s;
+}
+
 std::string dims_key(const dnnl::memory::dims& d) {
   std::string k;
   for (const auto v : d) k += std::to_string(v) + ",";
@@ -279,11 +286,9 @@ std::pair<std::shared_ptr<const ConvPrepared>, dnnl::memory> prepared_conv(const
     auto p = prepare_conv(d, w, bias);
     return {p, u ? rounded_weights(p->weights, *u, ctx.threads) : p->weights};
   }
-  char addr[32];
-  std::snprintf(addr, sizeof addr, "%p|", static_cast<const void*>(w));
   // The primitive keeps the thread count it was made for (oneDNN's jit kernels split
   // their work when they are made).
-  const std::string key = std::string("conv|") + addr + dims_key(d.x.dims()) + "t" +
+  const std::string key = "conv|" + address_key(w) + "|" + dims_key(d.x.dims()) + "t" +
                           std::to_string(omp_get_max_threads());
   const bool keep_rounded = u && !u->keep_float32;
   auto p = ctx.prepared->get<ConvPrepared>(ctx.node, keep_rounded ? key + "|" + u->key : key, [&] {
@@ -411,6 +416,13 @@ struct WeightReads {
   mutable std::atomic<unsigned> count{0};
 };
 
+// How many times `ctx.node` asked for `key` before (counted in ctx.prepared).
+unsigned reads_before(const KernelContext& ctx, const std::string& key) {
+  return ctx.prepared
+      ->get<WeightReads>(ctx.node, key, [] { return std::make_shared<const WeightReads>(); })
+      ->count++;
+}
+
 // Input 1 (B) as the node's format has it, held for the call. A weight handed over
 // unrounded (an initializer read in place, on float32 carriers) is rounded in its first
 // run into a buffer of the call rather than into a copy kept for the executor's life: a
@@ -433,13 +445,9 @@ std::shared_ptr<const Tensor> operand_b(KernelContext& ctx) {
     return std::shared_ptr<const Tensor>(std::move(r));
   };
   if (!ctx.prepared) return make();
-  char addr[32];
-  std::snprintf(addr, sizeof addr, "%p|", static_cast<const void*>(w.bytes()));
-  const std::string key = std::string("matmul|") + addr + u.key;
-  const auto reads = ctx.prepared->get<WeightReads>(
-      ctx.node, key, [] { return std::make_shared<const WeightReads>(); });
+  const std::string key = "matmul|" + address_key(w.bytes()) + "|" + u.key;
   const unsigned first_run_reads = u.keep_float32 ? 2 : 1;  // check: local and emulated
-  if (reads->count++ >= first_run_reads) {
+  if (reads_before(ctx, key) >= first_run_reads) {
     ctx.round_weight();
     return alias();
   }
@@ -487,16 +495,12 @@ std::optional<PaddedRows> padded_rows(KernelContext& ctx, std::int64_t m, std::i
                                       std::int64_t n) {
   const Tensor& w = ctx.in(1);
   const KernelContext::UnroundedWeight* u = ctx.unrounded ? &*ctx.unrounded : nullptr;
-  if (!ctx.prepared || !ctx.stable(1) || ctx.prepare_in_float32 || (u && u->keep_float32) ||
-      (!u && !w.maps_file()) || w.dtype() != DType::float32 || n % 128 != 0 || k * n < (1 << 16) ||
-      m <= 0 || !reads_b_in_place(m, n))
+  if (!ctx.prepared || !ctx.stable(1) || ctx.prepare_in_float32 || (!u && !w.maps_file()) ||
+      w.dtype() != DType::float32 || n % 128 != 0 || k * n < (1 << 16) || m <= 0 ||
+      !reads_b_in_place(m, n))
     return std::nullopt;
-  char addr[32];
-  std::snprintf(addr, sizeof addr, "%p", static_cast<const void*>(w.bytes()));
-  const std::string key = std::string("matmul-rows|") + addr + (u ? "|" + u->key : "");
-  const auto reads = ctx.prepared->get<WeightReads>(
-      ctx.node, key + "|reads", [] { return std::make_shared<const WeightReads>(); });
-  if (reads->count++ == 0) return std::nullopt;
+  const std::string key = "matmul-rows|" + address_key(w.bytes()) + (u ? "|" + u->key : "");
+  if (reads_before(ctx, key + "|reads") == 0) return std::nullopt;
   const std::int64_t ld = n + kRowPadding;
   // One copy per weight, whichever nodes read it (ALBERT's layers share theirs): the key
   // names the weight and its rounding, so it is kept under no node of its own.
