@@ -1182,22 +1182,29 @@ TEST(Executor, NodesReadingOneWeightShareItsPaddedCopy) {
 // A depthwise convolution on its direct kernel (NCHW, output rows of 8 or more) computes the
 // scalar loop's sums bit for bit: for each output, the taps in order (kh, then kw, the
 // padding's zeros included) added to 0 as products, then the bias. Strides 1, 2 (pairs of
-// taps from one deinterleaving load) and 3, odd and even kernels, dilation, pads, a
-// channel multiplier of 2, rows that are no multiple of a vector.
+// taps from one deinterleaving load) and 3, odd and even kernels (3 x 3 on its unrolled
+// kernel), dilation, pads (none, and wider than a vector), a channel multiplier of 2, rows
+// that are no multiple of a vector or narrower than one, planes of one block of rows and of
+// several (each from its own strip of padded rows), row and column strides that differ.
 TEST(Executor, DepthwiseConvIsTheScalarSumsBitForBit) {
   std::mt19937 rng(23);
   std::normal_distribution<float> normal(0, 1);
   struct Case {
-    std::int64_t kh, kw, stride, dil, pad, mult, w_in;
+    std::int64_t kh, kw, stride, dil, pad, mult, w_in, h_in = 11, stride_h = 0;
   };
-  const std::vector<Case> cases = {{3, 3, 1, 1, 1, 1, 19}, {3, 3, 2, 1, 1, 1, 37},
-                                   {5, 5, 2, 1, 2, 1, 33}, {2, 2, 2, 1, 0, 2, 40},
-                                   {4, 3, 2, 1, 1, 1, 35}, {3, 3, 2, 2, 2, 1, 41},
-                                   {3, 3, 3, 1, 1, 1, 50}, {1, 1, 2, 1, 0, 1, 30}};
+  const std::vector<Case> cases = {
+      {3, 3, 1, 1, 1, 1, 19},       {3, 3, 2, 1, 1, 1, 37},     {5, 5, 2, 1, 2, 1, 33},
+      {2, 2, 2, 1, 0, 2, 40},       {4, 3, 2, 1, 1, 1, 35},     {3, 3, 2, 2, 2, 1, 41},
+      {3, 3, 3, 1, 1, 1, 50},       {1, 1, 2, 1, 0, 1, 30},     {3, 3, 1, 1, 1, 1, 14, 30},
+      {3, 3, 2, 1, 1, 1, 40, 41},   {5, 5, 1, 1, 2, 1, 28, 27}, {3, 3, 1, 1, 0, 1, 21, 19},
+      {3, 3, 1, 1, 9, 1, 12, 13},   {3, 3, 1, 1, 3, 1, 6, 20},  {3, 3, 2, 1, 1, 2, 23, 18, 1},
+      {3, 3, 1, 1, 1, 1, 17, 26, 2}};
   for (const auto& k : cases) {
-    SCOPED_TRACE(::testing::Message() << k.kh << "x" << k.kw << " stride " << k.stride
-                                      << " dilation " << k.dil << " pad " << k.pad);
-    const std::int64_t c = 3, m = c * k.mult, h_in = 11;
+    const std::int64_t sh = k.stride_h ? k.stride_h : k.stride;
+    SCOPED_TRACE(::testing::Message()
+                 << k.kh << "x" << k.kw << " stride " << sh << "," << k.stride << " dilation "
+                 << k.dil << " pad " << k.pad << " input " << k.h_in << "x" << k.w_in);
+    const std::int64_t c = 3, m = c * k.mult, h_in = k.h_in;
     Tensor x(DType::float32, {1, c, h_in, k.w_in}), w(DType::float32, {m, 1, k.kh, k.kw}),
         bias(DType::float32, {m});
     for (Tensor* t : {&x, &w, &bias})
@@ -1206,15 +1213,15 @@ TEST(Executor, DepthwiseConvIsTheScalarSumsBitForBit) {
     b.init("w", w).init("b", bias);
     b.node("conv", "Conv", {"x", "w", "b"}, "y",
            {{"group", c, ""},
-            {"strides", std::vector<std::int64_t>{k.stride, k.stride}, ""},
+            {"strides", std::vector<std::int64_t>{sh, k.stride}, ""},
             {"dilations", std::vector<std::int64_t>{k.dil, k.dil}, ""},
             {"pads", std::vector<std::int64_t>(4, k.pad), ""}})
         .output("y");
     const Tensor y = Executor(b.m).run({{"x", x}})[0].tensor;
-    const auto out = [&](std::int64_t in, std::int64_t kernel) {
-      return (in + 2 * k.pad - k.dil * (kernel - 1) - 1) / k.stride + 1;
+    const auto out = [&](std::int64_t in, std::int64_t kernel, std::int64_t stride) {
+      return (in + 2 * k.pad - k.dil * (kernel - 1) - 1) / stride + 1;
     };
-    const std::int64_t oh_n = out(h_in, k.kh), ow_n = out(k.w_in, k.kw);
+    const std::int64_t oh_n = out(h_in, k.kh, sh), ow_n = out(k.w_in, k.kw, k.stride);
     ASSERT_EQ(y.shape(), (std::vector<std::int64_t>{1, m, oh_n, ow_n}));
     ASSERT_GE(ow_n, 8);  // the direct kernel's rows
     const auto xv = x.data<float>(), wv = w.data<float>();
@@ -1225,8 +1232,7 @@ TEST(Executor, DepthwiseConvIsTheScalarSumsBitForBit) {
           float acc = 0.0f;
           for (std::int64_t i = 0; i < k.kh; ++i)
             for (std::int64_t j = 0; j < k.kw; ++j) {
-              const auto ih = oh * k.stride - k.pad + i * k.dil,
-                         iw = ow * k.stride - k.pad + j * k.dil;
+              const auto ih = oh * sh - k.pad + i * k.dil, iw = ow * k.stride - k.pad + j * k.dil;
               const bool inside = ih >= 0 && ih < h_in && iw >= 0 && iw < k.w_in;
               const float xval = inside ? xv[((o / k.mult) * h_in + ih) * k.w_in + iw] : 0.0f;
               acc += wv[(o * k.kh + i) * k.kw + j] * xval;
