@@ -1245,6 +1245,48 @@ TEST(Executor, DepthwiseConvIsTheScalarSumsBitForBit) {
   }
 }
 
+// GlobalAveragePool takes each plane's sum as ReduceMean does (eight interleaved partial
+// sums, then added in order): bit for bit ReduceMean over the spatial axes, on float32 and
+// float64 carriers, planes of 143 values (no multiple of 8) over several binades, and
+// within float32 rounding of the exact mean. The data is such that the sum in plain order
+// differs in some planes, so the test tells the two orders apart.
+TEST(Executor, GlobalAveragePoolIsReduceMeanOverThePlaneBitForBit) {
+  std::mt19937 rng(24);
+  std::normal_distribution<float> normal(0, 1);
+  std::uniform_int_distribution<int> binade(-8, 8);
+  const std::vector<std::int64_t> shape{2, 5, 13, 11};
+  Tensor x(DType::float32, shape);
+  for (float& v : x.data<float>()) v = std::ldexp(normal(rng), binade(rng));
+  test::GraphBuilder b(shape, "gap.onnx");
+  b.node("gap", "GlobalAveragePool", {"x"}, "g")
+      .node("mean", "ReduceMean", {"x"}, "r", {{"axes", std::vector<std::int64_t>{2, 3}, ""}})
+      .output("g")
+      .output("r");
+  const std::int64_t planes = 10, len = 143;
+  std::size_t plain_differs = 0;
+  for (const DType carrier : {DType::float32, DType::float64}) {
+    RunOptions o;
+    o.carrier = carrier;
+    const auto out = Executor(b.m, o).run({{"x", x}});
+    ASSERT_EQ(out[0].tensor.shape(), (std::vector<std::int64_t>{2, 5, 1, 1}));
+    EXPECT_TRUE(RoundingTestKit::same(out[0].tensor, out[1].tensor)) << to_string(carrier);
+    if (carrier != DType::float32) continue;
+    const auto xv = x.data<float>();
+    for (std::int64_t p = 0; p < planes; ++p) {
+      double exact = 0.0, scale = 0.0;
+      float plain = 0.0f;
+      for (std::int64_t i = 0; i < len; ++i) {
+        const float v = xv[static_cast<std::size_t>(p * len + i)];
+        exact += v, scale += std::fabs(v), plain += v;
+      }
+      const float got = out[0].tensor.data<float>()[static_cast<std::size_t>(p)];
+      EXPECT_NEAR(got, exact / len, 1e-6 * scale / len) << p;
+      plain_differs += got != plain / static_cast<float>(len);
+    }
+  }
+  EXPECT_GT(plain_differs, 0u);
+}
+
 // Every activation (and Add, on either side) fused into each of the Conv kernel's paths
 // gives the unfused result bit for bit, NaN, infinities and signed zeros included.
 TEST(Fusion, EachOpFusedIsBitForBitTheUnfusedResult) {

@@ -523,21 +523,22 @@ void global_pool(KernelContext& ctx) {
   os[0] = s[0], os[1] = s[1];
   auto out = ctx.out(0, carrier_dtype<T>(), os).template data<T>();
   auto in = x.data<T>();
-  // Planes split across threads; each plane's sum in order, on one thread.
+  // Planes split across threads, each on one: its maximum in order, its sum as
+  // ReduceMean's (add_in_eights).
   detail::parallel_for(
       static_cast<std::size_t>(nc),
       detail::resolve_threads(ctx.threads > 1 ? 0 : 1, static_cast<std::size_t>(nc * len)),
       [&](std::size_t lo, std::size_t hi) {
         for (auto p = static_cast<std::int64_t>(lo); p < static_cast<std::int64_t>(hi); ++p) {
-          T acc = is_max ? -std::numeric_limits<T>::infinity() : 0.0f;
-          for (std::int64_t i = 0; i < len; ++i) {
-            const T v = in[static_cast<std::size_t>(p * len + i)];
-            if constexpr (is_max)
-              acc = v > acc ? v : acc;
-            else
-              acc += v;
+          const T* plane = in.data() + p * len;
+          if constexpr (is_max) {
+            T acc = -std::numeric_limits<T>::infinity();
+            for (std::int64_t i = 0; i < len; ++i) acc = plane[i] > acc ? plane[i] : acc;
+            out[static_cast<std::size_t>(p)] = acc;
+          } else {
+            const T sum = add_in_eights(T{0}, plane, len, [](T v) { return v; });
+            out[static_cast<std::size_t>(p)] = sum / static_cast<T>(len);
           }
-          out[static_cast<std::size_t>(p)] = is_max ? acc : acc / static_cast<T>(len);
         }
       },
       1);

@@ -48,6 +48,20 @@ ConvGeometry conv_geometry(const KernelContext& ctx, const Shape& x, const Shape
 // subtracting the zero point).
 template <class T>
 void im2col(const ConvGeometry& g, const T* plane, T* col);
+// start + the sum of term(v[0]), ..., term(v[n - 1]) as the reductions take it along a
+// run of values: eight interleaved partial sums (lane j: terms j, j + 8, ...; vectorised),
+// then added in order to `start`. ReduceSum, ReduceMean and the other sums share it with
+// GlobalAveragePool, which is ReduceMean over the spatial axes bit for bit.
+template <class T, class Term>
+T add_in_eights(T start, const T* v, std::int64_t n, Term term) {
+  T part[8] = {};
+  std::int64_t k = 0;
+  for (; k + 8 <= n; k += 8)
+    for (int j = 0; j < 8; ++j) part[j] += term(v[k + j]);
+  for (; k < n; ++k) part[k % 8] += term(v[k]);
+  for (const T q : part) start += q;
+  return start;
+}
 // Conv of float32 NC... tensors on oneDNN's convolution primitive (bias optional, may be
 // null); false when it does not apply (1-3 spatial dims, float32 accumulation) or oneDNN
 // offers no implementation: the caller then uses im2col + gemm.

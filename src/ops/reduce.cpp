@@ -66,21 +66,29 @@ constexpr double initial = op == Red::max    ? -std::numeric_limits<double>::inf
                            : op == Red::prod ? 1.0
                                              : 0.0;
 
+// What a summing reduction (but LogSumExp) adds for v.
+template <Red op, class T>
+T term(T v) {
+  if constexpr (op == Red::sum_square || op == Red::l2)
+    return v * v;
+  else if constexpr (op == Red::l1)
+    return std::fabs(v);
+  else
+    return v;
+}
+
 // One accumulation step: on the carrier (floating inputs), or on double (integers).
 template <Red op, class T>
 void step(T& a, T v) {
-  if constexpr (op == Red::sum || op == Red::mean || op == Red::log_sum)
-    a += v;
+  if constexpr (op == Red::sum || op == Red::mean || op == Red::log_sum || op == Red::sum_square ||
+                op == Red::l2 || op == Red::l1)
+    a += term<op>(v);
   else if constexpr (op == Red::max)
     a = (std::isnan(v) || v > a) ? v : a;
   else if constexpr (op == Red::min)
     a = (std::isnan(v) || v < a) ? v : a;
   else if constexpr (op == Red::prod)
     a *= v;
-  else if constexpr (op == Red::sum_square || op == Red::l2)
-    a += v * v;
-  else if constexpr (op == Red::l1)
-    a += std::fabs(v);
   else
     a += std::exp(v);  // log_sum_exp (max-shift is a follow-up)
 }
@@ -136,14 +144,8 @@ std::vector<T> reduce_floats(std::span<const T> x, const Runs& runs, std::int64_
       T* a = acc.data() + o;
       for (std::int64_t k = 0; k < len; ++k) step<op>(a[k], v[k]);
     } else if constexpr (summing<op> && op != Red::log_sum_exp) {
-      // Eight interleaved partial sums (vectorisable), then added in order.
-      T part[8] = {};
-      std::int64_t k = 0;
-      for (; k + 8 <= len; k += 8)
-        for (int j = 0; j < 8; ++j) step<op>(part[j], v[k + j]);
-      for (; k < len; ++k) step<op>(part[k % 8], v[k]);
       T& a = acc[static_cast<std::size_t>(o)];
-      for (const T q : part) a += q;  // (l1, sum_square: parts are already |v|, v*v)
+      a = add_in_eights(a, v, len, term<op, T>);
     } else {
       T& a = acc[static_cast<std::size_t>(o)];
       for (std::int64_t k = 0; k < len; ++k) step<op>(a, v[k]);
