@@ -1245,6 +1245,58 @@ TEST(Executor, DepthwiseConvIsTheScalarSumsBitForBit) {
   }
 }
 
+// Concat of inputs large enough to be split across threads (pieces that start and end
+// inside an input's run), along the first, a middle and the last axis, with uneven sizes:
+// every element where the index arithmetic of a plain loop puts it, on 1 and 3 threads.
+TEST(Executor, ConcatSplitAcrossThreadsPlacesEveryElement) {
+  const std::vector<std::int64_t> sizes{3, 17, 1};
+  for (const std::int64_t axis : {0, 1, 2})
+    for (const int threads : {1, 3}) {
+      SCOPED_TRACE(::testing::Message() << "axis " << axis << ", threads " << threads);
+      using Dims = std::vector<std::int64_t>;
+      std::vector<Dims> shapes;
+      for (const auto n : sizes) {
+        Dims sh{41, 370, 419};
+        sh[static_cast<std::size_t>(axis)] = n;
+        shapes.push_back(sh);
+      }
+      test::GraphBuilder b(shapes[0], "concat.onnx");
+      std::vector<Tensor> ins;
+      float next = 0.0f;
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        Tensor t(DType::float32, shapes[i]);
+        for (float& v : t.data<float>()) v = next++;
+        ins.push_back(std::move(t));
+      }
+      b.init("b", ins[1]).init("c", ins[2]);
+      b.node("cat", "Concat", {"x", "b", "c"}, "y", {{"axis", axis, ""}}).output("y");
+      RunOptions o;
+      o.threads = threads;
+      const Tensor y = Executor(b.m, o).run({{"x", ins[0]}})[0].tensor;
+      Dims want = shapes[0];
+      want[static_cast<std::size_t>(axis)] = 3 + 17 + 1;
+      ASSERT_EQ(y.shape(), want);
+      ASSERT_GT(y.size(), std::size_t{1} << 18);  // split across the threads
+      std::size_t wrong = 0;
+      for (std::int64_t i = 0; i < want[0]; ++i)
+        for (std::int64_t j = 0; j < want[1]; ++j)
+          for (std::int64_t k = 0; k < want[2]; ++k) {
+            std::int64_t idx[3] = {i, j, k}, which = 0;
+            while (idx[axis] >=
+                   shapes[static_cast<std::size_t>(which)][static_cast<std::size_t>(axis)])
+              idx[axis] -=
+                  shapes[static_cast<std::size_t>(which++)][static_cast<std::size_t>(axis)];
+            const Dims& s = shapes[static_cast<std::size_t>(which)];
+            const float v =
+                ins[static_cast<std::size_t>(which)].data<float>()[static_cast<std::size_t>(
+                    (idx[0] * s[1] + idx[1]) * s[2] + idx[2])];
+            wrong +=
+                y.data<float>()[static_cast<std::size_t>((i * want[1] + j) * want[2] + k)] != v;
+          }
+      EXPECT_EQ(wrong, 0u);
+    }
+}
+
 // GlobalAveragePool takes each plane's sum as ReduceMean does (eight interleaved partial
 // sums, then added in order): bit for bit ReduceMean over the spatial axes, on float32 and
 // float64 carriers, planes of 143 values (no multiple of 8) over several binades, and

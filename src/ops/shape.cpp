@@ -279,18 +279,32 @@ void concat(KernelContext& ctx) {
                  ", incompatible with " + shape_str(first.shape()));
     os[axis] += t.shape()[axis];
   }
-  Tensor& out = ctx.out(0, first.dtype(), os);
-  const auto outer = product(os, 0, axis), inner = product(os, axis + 1);
-  std::int64_t at = 0;
-  for (std::size_t i = 0; i < ctx.num_inputs(); ++i) {
-    const Tensor& t = ctx.in(i);
-    const auto len = t.shape()[axis] * inner;
-    for (std::int64_t o = 0; o < outer; ++o)
-      copy_elements(t, static_cast<std::size_t>(o * len), out,
-                    static_cast<std::size_t>(o * os[axis] * inner + at),
-                    static_cast<std::size_t>(len));
-    at += len;
-  }
+  // Every element is written (strings are assigned, so they start constructed).
+  Tensor& out = first.dtype() == DType::string ? ctx.out(0, first.dtype(), os)
+                                               : ctx.out_uninit(0, first.dtype(), os);
+  // Output element e is element (e % span) of the outer index e / span: input i's run
+  // [starts[i], starts[i + 1]) of it, each run `len` = starts[i + 1] - starts[i] elements of
+  // that input per outer index. The output is split across the threads, each piece copied
+  // as the runs it covers.
+  const auto inner = product(os, axis + 1), span = os[axis] * inner;
+  std::vector<std::int64_t> starts{0};
+  for (std::size_t i = 0; i < ctx.num_inputs(); ++i)
+    starts.push_back(starts.back() + ctx.in(i).shape()[axis] * inner);
+  detail::parallel_for(
+      out.size(), detail::resolve_threads(ctx.threads > 1 ? 0 : 1, out.size()),
+      [&](std::size_t lo, std::size_t hi) {
+        for (auto e = static_cast<std::int64_t>(lo); e < static_cast<std::int64_t>(hi);) {
+          const auto o = e / span, within = e % span;
+          std::size_t i = 0;
+          while (starts[i + 1] <= within) ++i;
+          const auto len = starts[i + 1] - starts[i];
+          const auto run = std::min(static_cast<std::int64_t>(hi) - e, starts[i + 1] - within);
+          copy_elements(ctx.in(i), static_cast<std::size_t>(o * len + within - starts[i]), out,
+                        static_cast<std::size_t>(e), static_cast<std::size_t>(run));
+          e += run;
+        }
+      },
+      1);
 }
 
 void slice(KernelContext& ctx) {
