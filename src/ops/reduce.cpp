@@ -145,7 +145,7 @@ std::vector<T> reduce_floats(std::span<const T> x, const Runs& runs, std::int64_
       for (std::int64_t k = 0; k < len; ++k) step<op>(a[k], v[k]);
     } else if constexpr (summing<op> && op != Red::log_sum_exp) {
       T& a = acc[static_cast<std::size_t>(o)];
-      a = add_in_eights(a, v, len, term<op, T>);
+      a = add_in_eights(a, v, len, [](T t) { return term<op>(t); });
     } else {
       T& a = acc[static_cast<std::size_t>(o)];
       for (std::int64_t k = 0; k < len; ++k) step<op>(a, v[k]);
