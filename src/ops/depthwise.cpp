@@ -105,7 +105,7 @@ HWY_INLINE void Put(D d, V acc, const float* bias, std::int64_t rest, float* row
 
 // R output rows from the strip (its row 0: the first output row's first tap row), any
 // kernel, dilation and row stride, column stride S: 1 (contiguous loads) or 2 (the even
-// lanes of two vectors). On small planes (7 x 7) one block covers the whole plane.
+// lanes of two vectors). A plane of 8 rows or fewer is one block.
 template <int S, int R>
 HWY_INLINE void Rows(const Plane& p, std::int64_t pitch, const float* strip, const float* w,
                      const float* bias, float* out) {
