@@ -1245,6 +1245,42 @@ TEST(Executor, DepthwiseConvIsTheScalarSumsBitForBit) {
   }
 }
 
+// BatchNormalization (inference) over planes split across threads writes every element as
+// (x - mean) * (1 / sqrt(var + eps)) * scale + bias, in that order, on 1 and 3 threads.
+TEST(Executor, BatchNormAcrossThreadsIsThePerElementFormula) {
+  std::mt19937 rng(31);
+  std::normal_distribution<float> normal(0, 1);
+  const std::int64_t n = 2, c = 5, h = 70, w = 110;
+  Tensor x(DType::float32, {n, c, h, w}), scale(DType::float32, {c}), bias(DType::float32, {c}),
+      mean(DType::float32, {c}), var(DType::float32, {c});
+  for (Tensor* t : {&x, &scale, &bias, &mean})
+    for (float& v : t->data<float>()) v = normal(rng);
+  for (float& v : var.data<float>()) v = std::abs(normal(rng)) + 0.1f;
+  for (const int threads : {1, 3}) {
+    SCOPED_TRACE(::testing::Message() << threads << " threads");
+    test::GraphBuilder b({n, c, h, w}, "bn.onnx");
+    b.init("s", scale).init("b", bias).init("m", mean).init("v", var);
+    b.node("bn", "BatchNormalization", {"x", "s", "b", "m", "v"}, "y", {{"epsilon", 1e-3f, ""}})
+        .output("y");
+    RunOptions o;
+    o.threads = threads;
+    const Tensor y = Executor(b.m, o).run({{"x", x}})[0].tensor;
+    ASSERT_EQ(y.shape(), x.shape());
+    ASSERT_GT(y.size(), std::size_t{1} << 16);  // split across the threads
+    std::size_t differ = 0;
+    for (std::int64_t i = 0; i < n * c * h * w; ++i) {
+      const auto k = static_cast<std::size_t>(i / (h * w) % c);
+      const float inv = 1.0f / std::sqrt(var.data<float>()[k] + 1e-3f);
+      const float want = (x.data<float>()[static_cast<std::size_t>(i)] - mean.data<float>()[k]) *
+                             inv * scale.data<float>()[k] +
+                         bias.data<float>()[k];
+      differ += std::bit_cast<std::uint32_t>(y.data<float>()[static_cast<std::size_t>(i)]) !=
+                std::bit_cast<std::uint32_t>(want);
+    }
+    EXPECT_EQ(differ, 0u);
+  }
+}
+
 // Concat of inputs large enough to be split across threads (pieces that start and end
 // inside an input's run), along the first, a middle and the last axis, with uneven sizes:
 // every element where the index arithmetic of a plain loop puts it, on 1 and 3 threads.

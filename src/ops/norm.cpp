@@ -184,16 +184,24 @@ void batch_norm(KernelContext& ctx) {
       var[static_cast<std::size_t>(ch)] = static_cast<T>(std::max(0.0, sq / count - m * m));
     }
   }
-  auto out = ctx.out(0, carrier_dtype<T>(), s).template data<T>();
-  for (std::int64_t ch = 0; ch < c; ++ch) {
-    const auto k = static_cast<std::size_t>(ch);
-    const T inv = 1.0f / std::sqrt(var[k] + eps);
-    for (std::int64_t b = 0; b < n; ++b)
-      for (std::int64_t i = 0; i < inner; ++i) {
-        const auto at = static_cast<std::size_t>((b * c + ch) * inner + i);
-        out[at] = (in[at] - mean[k]) * inv * p[0][k] + p[1][k];
-      }
-  }
+  // Every element is written; (image, channel) planes are split across the threads (the
+  // same arithmetic per element whatever the split: DBNet's 24 x 320 x 320 took 1.9 ms on
+  // one thread into a zero-filled output).
+  T* out = ctx.out_uninit(0, carrier_dtype<T>(), s).template data<T>().data();
+  std::vector<T> inv(static_cast<std::size_t>(c));
+  for (std::size_t k = 0; k < inv.size(); ++k) inv[k] = 1.0f / std::sqrt(var[k] + eps);
+  const auto plane = static_cast<std::size_t>(std::max<std::int64_t>(inner, 1));
+  detail::parallel_for(
+      static_cast<std::size_t>(n * c) * plane, ctx.threads > 1 ? 0 : 1,
+      [&](std::size_t lo, std::size_t hi) {
+        for (std::size_t q = lo / plane; q < hi / plane; ++q) {
+          const std::size_t k = q % static_cast<std::size_t>(c), first = q * plane;
+          const T m = mean[k], f = inv[k], g = p[0][k], b = p[1][k];
+          for (std::size_t i = first; i < first + static_cast<std::size_t>(inner); ++i)
+            out[i] = (in[i] - m) * f * g + b;
+        }
+      },
+      plane);
   if (training)
     for (std::size_t o = 1; o < 3 && o < ctx.outputs.size(); ++o) {
       auto r = ctx.out(o, carrier_dtype<T>(), {c}).template data<T>();
