@@ -972,50 +972,102 @@ TEST(Resize, NearestOfThePlanesEqualsTheGenericPathBitForBit) {
 
 // Linear Resize of the last two axes: each output is the double sum, in order, of (row
 // weight x column weight) x input over the two row taps (outer) and the two column taps,
-// rounded to float32 once; worked out here from the coordinates (half_pixel, clamped at
-// the edges), bit for bit.
+// from 0 (an all -0 neighbourhood gives +0), rounded to the carrier once; worked out here
+// from the coordinates (clamped at the edges), bit for bit. Up- and downscaling, rows
+// wider, narrower and not a multiple of a vector (the kernel's whole vectors, its last
+// vector ending at the row's end, its scalar loop), float32 and float64 carriers; infinities
+// and NaNs of two payloads among the inputs. Where two NaNs meet in an addition, x86 keeps
+// the first operand's, and which operand is first the compiler chooses (addition commutes
+// for it): the scalar loop kept the term's, the vector kernel keeps the sum's; either passes.
 TEST(Resize, LinearOfThePlanesIsTheDoubleSumOfItsFourTaps) {
-  const std::int64_t h = 5, w = 7;
-  const double sh = 2.5, sw = 1.75;
+  struct Case {
+    std::string transform;
+    std::int64_t h, w;
+    float sh, sw;
+  };
+  const std::vector<Case> cases = {
+      {"half_pixel", 5, 7, 2.5f, 1.75f}, {"half_pixel", 6, 9, 2.0f, 1.5f},
+      {"half_pixel", 3, 5, 8.0f, 8.0f},  {"align_corners", 7, 11, 0.6f, 0.7f},
+      {"asymmetric", 3, 2, 2.0f, 1.5f},  {"pytorch_half_pixel", 8, 20, 0.5f, 0.45f}};
   std::mt19937 rng(4);
   std::uniform_real_distribution<float> uniform(-4.0f, 4.0f);
-  std::vector<float> x(static_cast<std::size_t>(3 * h * w));
-  for (float& v : x) v = uniform(rng);
-  x[3] = -0.0f;
-  test::GraphBuilder b({1, 3, h, w});
-  b.init("scales", floats({4}, {1.0f, 1.0f, static_cast<float>(sh), static_cast<float>(sw)}))
-      .node("r", "Resize", {"x", "", "scales"}, "y",
-            {{"mode", std::string("linear"), ""},
-             {"coordinate_transformation_mode", std::string("half_pixel"), ""}})
-      .output("y");
-  const auto out = Executor(b.m).run({{"x", floats({1, 3, h, w}, x)}});
-  ASSERT_EQ(out.size(), 1u);
-  const auto oh = static_cast<std::int64_t>(std::floor(h * sh)),
-             ow = static_cast<std::int64_t>(std::floor(w * sw));
-  ASSERT_EQ(out[0].tensor.shape(), (std::vector<std::int64_t>{1, 3, oh, ow}));
-  // The two taps (index, weight) of output o on an axis of n inputs.
-  auto taps = [](std::int64_t o, double scale, std::int64_t n) {
-    const double xo = (static_cast<double>(o) + 0.5) / scale - 0.5;
-    const auto base = static_cast<std::int64_t>(std::floor(xo));
-    const double r = xo - static_cast<double>(base);
-    auto clamp = [n](std::int64_t i) { return std::min(std::max<std::int64_t>(i, 0), n - 1); };
-    return std::array<std::pair<std::int64_t, double>, 2>{
-        {{clamp(base), 1 - r}, {clamp(base + 1), r}}};
+  const std::vector<float> special = {std::bit_cast<float>(0x7fc00001u),
+                                      std::bit_cast<float>(0xffc12345u),
+                                      std::numeric_limits<float>::infinity(), -0.0f};
+  // Source coordinate of output o on an axis of n inputs resized by `scale`.
+  auto coordinate = [](const std::string& t, std::int64_t o, double scale, std::int64_t n) {
+    const double xo = static_cast<double>(o), out = static_cast<double>(n) * scale;
+    if (t == "align_corners") return out == 1 ? 0.0 : xo * static_cast<double>(n - 1) / (out - 1);
+    if (t == "asymmetric") return xo / scale;
+    if (t == "pytorch_half_pixel" && out <= 1) return 0.0;
+    return (xo + 0.5) / scale - 0.5;
   };
-  const auto y = out[0].tensor.data<float>();
-  for (std::int64_t c = 0; c < 3; ++c)
-    for (std::int64_t oy = 0; oy < oh; ++oy)
-      for (std::int64_t ox = 0; ox < ow; ++ox) {
-        double acc = 0;
-        for (const auto& [iy, wy] : taps(oy, sh, h))
-          for (const auto& [ix, wx] : taps(ox, sw, w))
-            acc +=
-                wy * wx * static_cast<double>(x[static_cast<std::size_t>((c * h + iy) * w + ix)]);
-        const auto i = static_cast<std::size_t>((c * oh + oy) * ow + ox);
-        ASSERT_EQ(std::bit_cast<std::uint32_t>(y[i]),
-                  std::bit_cast<std::uint32_t>(static_cast<float>(acc)))
-            << "output " << i;
+  for (const Case& c : cases)
+    for (const DType carrier : {DType::float32, DType::float64}) {
+      SCOPED_TRACE(c.transform + " " + std::to_string(c.h) + "x" + std::to_string(c.w) + " " +
+                   (carrier == DType::float64 ? "float64" : "float32"));
+      const std::int64_t h = c.h, w = c.w;
+      // Plane 0 all -0; plane 1 a quarter special values; plane 2 uniform.
+      std::vector<float> x(static_cast<std::size_t>(3 * h * w));
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const auto plane = static_cast<std::int64_t>(i) / (h * w);
+        x[i] = plane == 0                     ? -0.0f
+               : plane == 1 && rng() % 4 == 0 ? special[rng() % special.size()]
+                                              : uniform(rng);
       }
+      test::GraphBuilder b({1, 3, h, w});
+      b.init("scales", floats({4}, {1.0f, 1.0f, c.sh, c.sw}))
+          .node("r", "Resize", {"x", "", "scales"}, "y",
+                {{"mode", std::string("linear"), ""},
+                 {"coordinate_transformation_mode", c.transform, ""}})
+          .output("y");
+      Recorder rec;
+      RunOptions o;
+      o.carrier = carrier;
+      o.observer = &rec;
+      Executor(b.m, o).run({{"x", floats({1, 3, h, w}, x)}});
+      ASSERT_EQ(rec.calls.size(), 1u);
+      const Tensor& y = rec.calls[0].outputs[0].tensor;
+      ASSERT_EQ(y.dtype(), carrier);
+      const auto oh = static_cast<std::int64_t>(std::floor(static_cast<double>(h) * c.sh)),
+                 ow = static_cast<std::int64_t>(std::floor(static_cast<double>(w) * c.sw));
+      ASSERT_EQ(y.shape(), (std::vector<std::int64_t>{1, 3, oh, ow}));
+      // The two taps (index, weight) of output o on an axis of n inputs.
+      auto taps = [&](std::int64_t o, float scale, std::int64_t n) {
+        const double xo = coordinate(c.transform, o, scale, n);
+        const auto base = static_cast<std::int64_t>(std::floor(xo));
+        const double r = xo - static_cast<double>(base);
+        auto clamp = [n](std::int64_t i) { return std::min(std::max<std::int64_t>(i, 0), n - 1); };
+        return std::array<std::pair<std::int64_t, double>, 2>{
+            {{clamp(base), 1 - r}, {clamp(base + 1), r}}};
+      };
+      for (std::int64_t p = 0; p < 3; ++p)
+        for (std::int64_t oy = 0; oy < oh; ++oy)
+          for (std::int64_t ox = 0; ox < ow; ++ox) {
+            // The sum keeping the term's NaN where two meet (acc), and keeping the sum's.
+            double acc = 0, other = 0;
+            for (const auto& [iy, wy] : taps(oy, c.sh, h))
+              for (const auto& [ix, wx] : taps(ox, c.sw, w)) {
+                const double term =
+                    wy * wx *
+                    static_cast<double>(x[static_cast<std::size_t>((p * h + iy) * w + ix)]);
+                acc = std::isnan(term) ? term : acc + term;
+                other = std::isnan(other) ? other : other + term;
+              }
+            const auto i = static_cast<std::size_t>((p * oh + oy) * ow + ox);
+            if (carrier == DType::float64) {
+              const auto got = std::bit_cast<std::uint64_t>(y.data<double>()[i]);
+              ASSERT_TRUE(got == std::bit_cast<std::uint64_t>(acc) ||
+                          got == std::bit_cast<std::uint64_t>(other))
+                  << "output " << i;
+            } else {
+              const auto got = std::bit_cast<std::uint32_t>(y.data<float>()[i]);
+              ASSERT_TRUE(got == std::bit_cast<std::uint32_t>(static_cast<float>(acc)) ||
+                          got == std::bit_cast<std::uint32_t>(static_cast<float>(other)))
+                  << "output " << i;
+            }
+          }
+    }
 }
 
 // A bidirectional RNN whose directions take different activations with alpha and beta

@@ -4,8 +4,10 @@
 // weight) taps; an element is the weighted sum over the product of its axes' taps
 // (double).
 #include <cmath>
+#include <limits>
 
 #include "core/parallel.hpp"
+#include "ops/bilinear.hpp"
 #include "ops/ops.hpp"
 
 namespace fpguard::ops {
@@ -161,26 +163,62 @@ struct FlatTaps {
   }
 };
 
-// resample_row's sum for two row taps and two column taps per output (linear), unrolled:
-// the same products, added in the same order.
-template <class T>
-void resample_row_2x2(const T* plane, std::int64_t iw, const Taps& ty, const FlatTaps& cols, T* dst,
-                      std::int64_t ow) {
-  const T* r0 = plane + ty.index[0] * iw;
-  const T* r1 = plane + ty.index[1] * iw;
-  const double wy0 = ty.weight[0], wy1 = ty.weight[1];
-  const std::int64_t* ci = cols.index.data();
-  const double* cw = cols.weight.data();
-  for (std::int64_t x = 0; x < ow; ++x) {
-    const std::int64_t c0 = ci[2 * x], c1 = ci[2 * x + 1];
-    const double w0 = cw[2 * x], w1 = cw[2 * x + 1];
-    double acc = 0;
-    acc += wy0 * w0 * static_cast<double>(r0[c0]);
-    acc += wy0 * w1 * static_cast<double>(r0[c1]);
-    acc += wy1 * w0 * static_cast<double>(r1[c0]);
-    acc += wy1 * w1 * static_cast<double>(r1[c1]);
-    dst[x] = static_cast<T>(acc);
+// The column taps of a linear resize split by tap: output x reads columns c0[x] and c1[x]
+// with weights w0[x] and w1[x] (contiguous, for bilinear::row's vectors).
+struct LinearColumns {
+  std::vector<std::int32_t> c0, c1;
+  std::vector<double> w0, w1;
+  // Empty unless `pairs`.
+  LinearColumns(const FlatTaps& cols, bool pairs) {
+    if (!pairs) return;
+    for (std::size_t j = 0; j + 1 < cols.index.size(); j += 2) {
+      c0.push_back(static_cast<std::int32_t>(cols.index[j]));
+      c1.push_back(static_cast<std::int32_t>(cols.index[j + 1]));
+      w0.push_back(cols.weight[j]);
+      w1.push_back(cols.weight[j + 1]);
+    }
   }
+};
+
+// Source rows expanded to the output's columns (row[c0[x]] and row[c1[x]] as double: the
+// operands of bilinear::row), the last two that a thread needed: consecutive output rows
+// mostly read the same two source rows (upsampling by k: k - 1 rows in k), so each is
+// expanded once per plane rather than gathered again for every output row.
+template <class T>
+class ExpandedRows {
+ public:
+  explicit ExpandedRows(const LinearColumns& cols) : cols_(cols), n_(cols.c0.size()), e_(4 * n_) {}
+  // A new plane: nothing expanded yet.
+  void reset() { row_[0] = row_[1] = -1; }
+  // Source row i of `plane` expanded (its c0 taps, then n c1 taps), keeping the expansion
+  // of row `keep` (the output row's other source row).
+  const double* get(const T* plane, std::int64_t iw, std::int64_t i, std::int64_t keep) {
+    for (std::size_t s = 0; s < 2; ++s)
+      if (row_[s] == i) return e_.data() + 2 * s * n_;
+    const std::size_t s = row_[0] == keep ? 1 : 0;
+    double* e = e_.data() + 2 * s * n_;
+    bilinear::expand(plane + i * iw, cols_.c0.data(), cols_.c1.data(),
+                     static_cast<std::int64_t>(n_), e, e + n_);
+    row_[s] = i;
+    return e;
+  }
+
+ private:
+  const LinearColumns& cols_;
+  std::size_t n_;
+  std::vector<double> e_;  // two expanded rows of 2 n
+  std::int64_t row_[2] = {-1, -1};
+};
+
+// A linear resize's output row: the double sum, in order, of (row weight x column weight)
+// x input over the two row taps (outer) and x's two column taps, rounded to T.
+template <class T>
+void linear_row(const T* plane, std::int64_t iw, const Taps& ty, const LinearColumns& cols,
+                ExpandedRows<T>& rows, T* dst, std::int64_t ow) {
+  const double* a = rows.get(plane, iw, ty.index[0], ty.index[1]);
+  const double* b = rows.get(plane, iw, ty.index[1], ty.index[0]);
+  bilinear::row({a, a + ow, b, b + ow, ty.weight[0], ty.weight[1], cols.w0.data(), cols.w1.data()},
+                ow, dst);
 }
 
 // One output row of a plane: output x is the sum over the row taps (`ty`) and x's column
@@ -196,7 +234,6 @@ void resample_row(const T* plane, std::int64_t iw, const Taps& ty, const FlatTap
       dst[x] = row[cols.index[static_cast<std::size_t>(x)]] + T{0};
     return;
   }
-  if (cols.pairs && ty.index.size() == 2) return resample_row_2x2(plane, iw, ty, cols, dst, ow);
   for (std::int64_t x = 0; x < ow; ++x) {
     const std::size_t j0 = cols.first[static_cast<std::size_t>(x)],
                       j1 = cols.first[static_cast<std::size_t>(x) + 1];
@@ -226,18 +263,25 @@ void resample_planes(KernelContext& ctx, const std::vector<AxisPlan>& plans, con
   T* po = ctx.out_uninit(0, carrier_dtype<T>(), out_shape).template data<T>().data();
   const auto& rows = plans[r - 2].taps;
   const FlatTaps cols(plans[r - 1].taps);
+  // bilinear's columns are int32: wider rows take resample_row's loop.
+  const bool pairs = cols.pairs && iw <= std::numeric_limits<std::int32_t>::max();
+  const LinearColumns linear(cols, pairs);
   detail::parallel_for(
       static_cast<std::size_t>(planes),
       detail::resolve_threads(ctx.threads > 1 ? 0 : 1, static_cast<std::size_t>(planes * oh * ow)),
       [&](std::size_t lo, std::size_t hi) {
+        ExpandedRows<T> expanded(linear);
         for (auto p = static_cast<std::int64_t>(lo); p < static_cast<std::int64_t>(hi); ++p) {
           const T* plane = px + p * ih * iw;
           T* dst = po + p * oh * ow;
+          expanded.reset();
           for (std::int64_t y = 0; y < oh; ++y) {
             const Taps& ty = rows[static_cast<std::size_t>(y)];
             if (y > 0 && ty.index == rows[static_cast<std::size_t>(y) - 1].index &&
                 ty.weight == rows[static_cast<std::size_t>(y) - 1].weight)
               std::copy(dst + (y - 1) * ow, dst + y * ow, dst + y * ow);
+            else if (pairs && ty.index.size() == 2)
+              linear_row(plane, iw, ty, linear, expanded, dst + y * ow, ow);
             else
               resample_row(plane, iw, ty, cols, dst + y * ow, ow);
           }
