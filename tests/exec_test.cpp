@@ -1297,6 +1297,59 @@ TEST(Executor, DepthwiseConvIsTheScalarSumsBitForBit) {
   }
 }
 
+// A 1x1 convolution over few input channels (the pointwise kernel, on NCHW) gives each
+// output the chain of fused multiply-adds over the input channels in order, from 0, then
+// the bias as a separate addition, then the fused Relu: input channels 1 to 32, output
+// channels that leave every tile height (1-5 rows) as a remainder, planes that are no
+// multiple of a vector and wider than one panel, two groups, two images, with and without
+// a bias, on 1 and 3 threads (panels split across them).
+TEST(Executor, PointwiseConvIsTheFusedChainsBitForBit) {
+  std::mt19937 rng(29);
+  std::normal_distribution<float> normal(0, 1);
+  struct Case {
+    std::int64_t k, m, h, w, group = 1, images = 1;
+    bool bias = true, relu = false;
+  };
+  const std::vector<Case> cases = {{16, 64, 41, 37, 1, 1, true, true},  {1, 7, 9, 13},
+                                   {5, 13, 30, 30, 1, 2, false},        {32, 11, 64, 67},
+                                   {24, 20, 17, 150, 2, 1, true, true}, {3, 9, 1, 70}};
+  for (const auto& c : cases)
+    for (const int threads : {1, 3}) {
+      SCOPED_TRACE(::testing::Message() << c.k << " -> " << c.m << " over " << c.h << "x" << c.w
+                                        << ", group " << c.group << ", " << threads << " threads");
+      const std::int64_t kg = c.k / c.group, mg = c.m / c.group, plane = c.h * c.w;
+      Tensor x(DType::float32, {c.images, c.k, c.h, c.w}), w(DType::float32, {c.m, kg, 1, 1}),
+          bias(DType::float32, {c.m});
+      for (Tensor* t : {&x, &w, &bias})
+        for (float& v : t->data<float>()) v = normal(rng);
+      test::GraphBuilder b({c.images, c.k, c.h, c.w}, "pw.onnx");
+      b.init("w", w).init("b", bias);
+      std::vector<std::string> ins{"x", "w"};
+      if (c.bias) ins.push_back("b");
+      b.node("conv", "Conv", ins, c.relu ? "c" : "y", {{"group", c.group, ""}});
+      if (c.relu) b.node("relu", "Relu", {"c"}, "y");
+      b.output("y");
+      RunOptions o;
+      o.threads = threads;
+      const Tensor y = Executor(b.m, o).run({{"x", x}})[0].tensor;
+      ASSERT_EQ(y.shape(), (std::vector<std::int64_t>{c.images, c.m, c.h, c.w}));
+      const auto xv = x.data<float>(), wv = w.data<float>();
+      std::size_t differ = 0;
+      for (std::int64_t n = 0; n < c.images; ++n)
+        for (std::int64_t o = 0; o < c.m; ++o)
+          for (std::int64_t p = 0; p < plane; ++p) {
+            float acc = 0.0f;
+            for (std::int64_t q = 0; q < kg; ++q)
+              acc = std::fma(wv[o * kg + q], xv[(n * c.k + o / mg * kg + q) * plane + p], acc);
+            if (c.bias) acc += bias.data<float>()[o];
+            if (c.relu) acc = acc < 0 ? 0.0f : acc;
+            const float got = y.data<float>()[(n * c.m + o) * plane + p];
+            differ += std::bit_cast<std::uint32_t>(got) != std::bit_cast<std::uint32_t>(acc);
+          }
+      EXPECT_EQ(differ, 0u);
+    }
+}
+
 // BatchNormalization (inference) over planes split across threads writes every element as
 // (x - mean) * (1 / sqrt(var + eps)) * scale + bias, in that order, on 1 and 3 threads.
 TEST(Executor, BatchNormAcrossThreadsIsThePerElementFormula) {

@@ -3,10 +3,12 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include "core/parallel.hpp"
 #include "ops/depthwise.hpp"
 #include "ops/ops.hpp"
+#include "ops/pointwise.hpp"
 
 namespace fpguard::ops {
 
@@ -252,7 +254,37 @@ bool im2col_is_identity(const ConvGeometry& g) {
   return true;
 }
 
-// The threads of a convolution on the depthwise kernel or oneDNN's primitive: one when
+// A 1x1 convolution without strides or pads, run as a GEMM, over few input channels per
+// group: there the pointwise kernel runs it, a panel of output positions at a time.
+bool direct_pointwise(const ConvGeometry& g) {
+  return pointwise_as_gemm(g) && im2col_is_identity(g) && g.c / g.group <= pointwise::kMaxK;
+}
+
+// The pointwise kernel per image and group, output positions split across the threads in
+// panels; the kernel adds the bias and applies the fused op to each panel while it is in
+// the cache (where add_bias would read the whole output again).
+void pointwise_conv(const KernelContext& ctx, const ConvGeometry& g, int threads, const float* x,
+                    const float* w, const float* bias, float* y) {
+  const auto cg = g.c / g.group, mg = g.m / g.group, plane = product(g.out);
+  const std::int64_t panel = pointwise::panel_columns(mg, cg);
+  detail::parallel_for(
+      static_cast<std::size_t>(plane), threads,
+      [&](std::size_t lo, std::size_t hi) {
+        const std::unique_ptr<float[]> scratch(new float[pointwise::scratch_floats(mg, cg)]);
+        for (auto c0 = static_cast<std::int64_t>(lo); c0 < static_cast<std::int64_t>(hi);
+             c0 += panel)
+          for (std::int64_t b = 0; b < g.n; ++b)
+            for (std::int64_t q = 0; q < g.group; ++q)
+              pointwise::columns(w + q * mg * cg, x + (b * g.c + q * cg) * plane,
+                                 bias ? bias + q * mg : nullptr, y + (b * g.m + q * mg) * plane, mg,
+                                 cg, plane, c0, std::min(c0 + panel, static_cast<std::int64_t>(hi)),
+                                 ctx.epilogue, scratch.get());
+      },
+      static_cast<std::size_t>(panel));
+}
+
+// The threads of a convolution on the depthwise or pointwise kernel or oneDNN's primitive:
+// one when
 // it is too small for a second thread to pay for waking it (each parallel region of
 // oneDNN's and of the depthwise kernel wakes the pool's threads: tens of microseconds on a
 // VM once they sleep), else the run's. A multiply-add counts as a quarter of
@@ -277,15 +309,21 @@ void conv(KernelContext& ctx) {
   const T* px = x.data<T>().data();
   T* po = out.data<T>().data();
   if constexpr (std::is_same_v<T, float>) {
-    // The depthwise kernel and oneDNN's convolution (with its reorders) on conv_threads;
-    // the GEMM paths below keep the run's threads.
+    // The depthwise and pointwise kernels and oneDNN's convolution (with its reorders) on
+    // conv_threads; the GEMM paths below keep the run's threads.
     const detail::PoolThreads pool(conv_threads(geo, ctx.threads));
     const float* pb = bias_of<float>(ctx, m);
-    // Depthwise kernels run directly on NCHW, and 1x1 kernels over large planes as one
-    // GEMM per image and group (below), without oneDNN's reorders of X and Y.
+    // Depthwise kernels run directly on NCHW, and 1x1 kernels over large planes on the
+    // pointwise kernel (few input channels) or as one GEMM per image and group (below),
+    // without oneDNN's reorders of X and Y.
     if (n && m && osize && direct_depthwise(geo) && !ctx.accumulate) {
       ctx.round_weight();
       return depthwise(ctx, geo, px, ctx.in(1).data<float>().data(), pb, po);
+    }
+    if (n && m && osize && direct_pointwise(geo) && !ctx.accumulate) {
+      ctx.round_weight();
+      return pointwise_conv(ctx, geo, conv_threads(geo, ctx.threads), px,
+                            ctx.in(1).data<float>().data(), pb, po);
     }
     if (n && m && osize && !pointwise_as_gemm(geo) &&
         conv_primitive(ctx, geo, px, w.data<float>().data(), pb, po))
