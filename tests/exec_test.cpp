@@ -1155,7 +1155,8 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 }
 
 // Runs `m` fused and not (twice each: the second run reads the prepared primitive) and
-// expects the same bits; returns whether node "act" ran fused into "conv".
+// expects the same bits; returns whether node "act" ran fused into "conv" (the node
+// before it, whatever its op).
 bool fused_as_unfused(const model::Model& m, const Tensor& x, RunOptions o = {}) {
   Profiler profiler;
   o.profiler = &profiler;
@@ -1507,6 +1508,39 @@ TEST(Fusion, EachOpFusedIsBitForBitTheUnfusedResult) {
         const auto m =
             conv_then(fc, g.xs, w, g.group, fc.op == "Add" ? &addend : nullptr, add_first);
         EXPECT_TRUE(fused_as_unfused(m, x));
+      }
+}
+
+// A BatchNormalization (its planes split across threads) with each activation, or an Add
+// on either side, fused into it gives the unfused result bit for bit, NaN, infinities and
+// signed zeros included, on 1 and 3 threads.
+TEST(Fusion, EachOpFusedIntoABatchNormIsBitForBitTheUnfusedResult) {
+  std::mt19937 rng(22);
+  const std::vector<std::int64_t> xs{2, 3, 130, 130};
+  const Tensor x = special_random(xs, rng), addend = special_random(xs, rng);
+  for (const auto& fc : fusion_cases())
+    for (const bool add_first : {false, true})
+      for (const int threads : {1, 3}) {
+        if (add_first && fc.op != "Add") continue;
+        SCOPED_TRACE(fc.op + " after a BatchNormalization on " + std::to_string(threads) +
+                     " threads" + (add_first ? ", the Add's input 1" : ""));
+        test::GraphBuilder b(xs, "bn_fusion.onnx");
+        b.init("s", floats({3}, {1.5f, -0.5f, 2.0f}))
+            .init("b", floats({3}, {0.25f, 0.0f, -1.0f}))
+            .init("m", floats({3}, {0.1f, -0.2f, 0.0f}))
+            .init("v", floats({3}, {1.0f, 4.0f, 0.5f}));
+        b.node("conv", "BatchNormalization", {"x", "s", "b", "m", "v"}, "c");
+        std::vector<std::string> in{"c"};
+        if (fc.op == "Add") {
+          b.init("a", addend);
+          in = add_first ? std::vector<std::string>{"a", "c"} : std::vector<std::string>{"c", "a"};
+        }
+        in.insert(in.end(), fc.extra.begin(), fc.extra.end());
+        for (const auto& [name, t] : fc.inits) b.init(name, t);
+        b.node("act", fc.op, in, "y", fc.attrs).output("y");
+        RunOptions o;
+        o.threads = threads;
+        EXPECT_TRUE(fused_as_unfused(b.m, x, o));
       }
 }
 

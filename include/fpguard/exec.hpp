@@ -102,10 +102,11 @@ struct KernelContext {
     std::function<const Tensor*()> rounded;  // the rounded copy (WeightCache), made once
   };
   std::optional<UnroundedWeight> unrounded{};
-  // An element-wise op fused into this node (Executor: a Conv and the activation after
-  // it), which the kernel applies in place to output 0's float32 values, in any layout
-  // (`n` values at `values`, on up to `threads` threads), before it returns: nullptr
-  // when none. Kernels that do not take one are never given one.
+  // An element-wise op fused into this node (Executor: a Conv or BatchNormalization and
+  // the activation after it), which the kernel applies in place to output 0's float32
+  // values, in any layout (`n` values at `values`, on up to `threads` threads), before it
+  // returns: nullptr when none. Kernels that do not take one (OpTraits::applies_epilogue)
+  // are never given one.
   const std::function<void(float* values, std::size_t n, int threads)>* epilogue = nullptr;
   // Puts the rounded copy of the unrounded weight in its place (nothing when there is
   // none): for the kernel's paths that do not round it themselves. The observer then sees
@@ -170,6 +171,9 @@ struct OpTraits {
   // reordered copy of W however many precisions it runs in; MatMul and Gemm, which round
   // their weight B per call in a node's first run instead of into a kept copy.
   bool rounds_weight = false;
+  // Its kernel applies KernelContext::epilogue (an element-wise op fused into it) to its
+  // float32 output: Conv, BatchNormalization. The executor fuses into no other op.
+  bool applies_epilogue = false;
 };
 
 struct OpInfo : OpTraits {
@@ -571,7 +575,7 @@ class Executor {
     // last use it is, its outputs nobody reads later), freed once it has run.
     std::vector<std::vector<std::string>> dead_after;
     // Per position: the position of the element-wise node that may run fused into this
-    // one (a Conv), or 0 (never a fusion's target: it comes after the Conv).
+    // one (OpTraits::applies_epilogue), or 0 (never a fusion's target: it comes after).
     std::vector<std::size_t> fuse_with;
   };
   struct Fusion;  // what a fused node applies (executor.cpp)

@@ -227,7 +227,7 @@ std::string dims_text(const std::vector<std::int64_t>& s) {
   return out + "]";
 }
 
-// The element-wise ops a Conv may run fused with (Executor::run_fused): an Add, or an op
+// The element-wise ops a node may run fused into (Executor::run_fused): an Add, or an op
 // that ops::in_place_unary can apply (which alone lists them; the opset only says where
 // Clip's bounds come from, and fusion_for asks again with the model's).
 bool fusable_op(const model::Node& n) {
@@ -237,10 +237,11 @@ bool fusable_op(const model::Node& n) {
          (n.op_type == "Add" || ops::in_place_unary(n, kAnyOpset, nullptr, nullptr));
 }
 
-// Per position of `order`: the position of the node that may run fused into the Conv
-// there, or 0. That node is the only reader of the Conv's output (which is no graph
-// output), reads it once (an activation: as its input 0), and its other inputs exist
-// before the Conv runs. Whether the fusion is exact is decided when it runs.
+// Per position of `order`: the position of the node that may run fused into the node
+// there (a Conv or a BatchNormalization: OpTraits::applies_epilogue), or 0. That node is
+// the only reader of the first one's output (which is no graph output), reads it once (an
+// activation: as its input 0), and its other inputs exist before the first one runs.
+// Whether the fusion is exact is decided when it runs.
 std::vector<std::size_t> fusion_candidates(const model::Graph& g,
                                            const std::vector<std::size_t>& order) {
   std::vector<std::size_t> fuse(order.size(), 0);
@@ -254,11 +255,12 @@ std::vector<std::size_t> fusion_candidates(const model::Graph& g,
   std::set<std::string> outputs;
   for (const auto& o : g.outputs) outputs.insert(o.name);
   for (std::size_t pos = 0; pos < order.size(); ++pos) {
-    const auto& conv = g.nodes[order[pos]];
-    if (conv.op_type != "Conv" || !(conv.domain.empty() || conv.domain == "ai.onnx") ||
-        conv.outputs.size() != 1 || conv.outputs[0].empty() || outputs.count(conv.outputs[0]))
+    const auto& first = g.nodes[order[pos]];
+    const OpTraits* traits = Registry::traits(first);
+    if (!traits || !traits->applies_epilogue || first.outputs.size() != 1 ||
+        first.outputs[0].empty() || outputs.count(first.outputs[0]))
       continue;
-    const std::string& y = conv.outputs[0];
+    const std::string& y = first.outputs[0];
     const auto& rd = readers[y];
     if (rd.size() != 1) continue;
     const std::size_t next = *rd.begin();

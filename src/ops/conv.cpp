@@ -731,7 +731,7 @@ void register_conv(Registry& r) {
   r.add("ConvTranspose", carried<conv_transpose<float>, conv_transpose<double>>,
         {.degree = Degree::product});
   r.add("Conv", carried<conv<float>, conv<double>>,
-        {.degree = Degree::product, .rounds_weight = true});
+        {.degree = Degree::product, .rounds_weight = true, .applies_epilogue = true});
   r.add("MaxPool", carried<pool<float, true>, pool<double, true>>, {.degree = Degree::same});
   r.add("AveragePool", carried<pool<float, false>, pool<double, false>>, {.degree = Degree::same});
   r.add("GlobalMaxPool", carried<global_pool<float, true>, global_pool<double, true>>,

@@ -109,7 +109,7 @@ void render(std::ostream& out, const exec::Profile& p, std::size_t top, const Te
                                    [](const exec::NodeTime& n) { return !n.fused_into.empty(); });
   if (fused)
     out << fmt::format(
-        "  ({} node{} ran fused into the Conv before {}: {} time is the Conv's; "
+        "  ({} node{} ran fused into the node before {}: {} time is that node's; "
         "--no-fusion times them apart)\n",
         fused, fused == 1 ? "" : "s", fused == 1 ? "it" : "them", fused == 1 ? "its" : "their");
 }
