@@ -1112,13 +1112,14 @@ struct FusionCase {
 };
 
 model::Model conv_then(const FusionCase& fc, const std::vector<std::int64_t>& xs, const Tensor& w,
-                       std::int64_t group, const Tensor* addend, bool add_first) {
+                       std::int64_t group, const Tensor* addend, bool add_first,
+                       std::int64_t pad = 1) {
   test::GraphBuilder b(xs, "fusion.onnx");
   Tensor bias(DType::float32, {w.shape()[0]});
   for (std::size_t i = 0; i < bias.size(); ++i) bias.data<float>()[i] = 0.25f * float(i) - 0.5f;
   b.init("w", w).init("b", bias);
   b.node("conv", "Conv", {"x", "w", "b"}, "c",
-         {{"group", group, ""}, {"pads", std::vector<std::int64_t>(2 * (xs.size() - 2), 1), ""}});
+         {{"group", group, ""}, {"pads", std::vector<std::int64_t>(2 * (xs.size() - 2), pad), ""}});
   std::vector<std::string> in{"c"};
   if (addend) {
     b.init("a", *addend);
@@ -1487,12 +1488,13 @@ TEST(Fusion, EachOpFusedIsBitForBitTheUnfusedResult) {
   std::mt19937 rng(20);
   struct Geometry {
     std::vector<std::int64_t> xs, ws;
-    std::int64_t group;
+    std::int64_t group, pad = 1;
   };
   const std::vector<Geometry> geometries = {
       {{1, 3, 12, 12}, {8, 3, 3, 3}, 1},             // oneDNN (its blocked layout, padded channels)
       {{2, 4, 12, 12}, {8, 1, 3, 3}, 4},             // depthwise, a channel multiplier of 2
       {{1, 4, 16, 16}, {6, 4, 1, 1}, 1},             // 1x1 over a large plane: one GEMM
+      {{1, 4, 16, 21}, {7, 4, 1, 1}, 1, 0},          // 1x1 without pads: the pointwise kernel
       {{1, 2, 4, 4, 4, 4}, {3, 2, 2, 2, 2, 2}, 1}};  // 4 spatial dimensions: im2col
   for (const auto& g : geometries)
     for (const auto& fc : fusion_cases())
@@ -1501,12 +1503,13 @@ TEST(Fusion, EachOpFusedIsBitForBitTheUnfusedResult) {
         SCOPED_TRACE(fc.op + " after a Conv of W " + ::testing::PrintToString(g.ws) +
                      (add_first ? ", the Add's input 1" : ""));
         const Tensor w = special_random(g.ws, rng), x = special_random(g.xs, rng);
-        const Tensor probe = Executor(conv_then({.op = "Relu"}, g.xs, w, g.group, nullptr, false))
-                                 .run({{"x", x}})[0]
-                                 .tensor;
+        const Tensor probe =
+            Executor(conv_then({.op = "Relu"}, g.xs, w, g.group, nullptr, false, g.pad))
+                .run({{"x", x}})[0]
+                .tensor;
         const Tensor addend = special_random(probe.shape(), rng);
         const auto m =
-            conv_then(fc, g.xs, w, g.group, fc.op == "Add" ? &addend : nullptr, add_first);
+            conv_then(fc, g.xs, w, g.group, fc.op == "Add" ? &addend : nullptr, add_first, g.pad);
         EXPECT_TRUE(fused_as_unfused(m, x));
       }
 }
