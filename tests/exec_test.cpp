@@ -1514,6 +1514,57 @@ TEST(Fusion, EachOpFusedIsBitForBitTheUnfusedResult) {
       }
 }
 
+// A Conv, an Add and each activation after it run as one (ResNet's residual blocks: Conv +
+// Add + Relu), bit for bit the three nodes' results, NaN, infinities and signed zeros
+// included, on the Conv kernel's paths, on 1 and 3 threads; an activation whose input
+// another node reads too runs apart.
+TEST(Fusion, AnActivationAfterAFusedAddFusesToo) {
+  std::mt19937 rng(24);
+  const std::vector<std::int64_t> xs{1, 4, 40, 41};
+  for (const std::int64_t pad : {0, 1})  // the pointwise kernel; the 1x1 GEMM
+    for (const auto& fc : fusion_cases())
+      for (const int threads : {1, 3}) {
+        if (fc.op == "Add") continue;
+        SCOPED_TRACE(fc.op + " after Conv + Add, pads " + std::to_string(pad) + ", " +
+                     std::to_string(threads) + " threads");
+        const Tensor w = special_random({6, 4, 1, 1}, rng), x = special_random(xs, rng);
+        const Tensor addend = special_random({1, 6, 40 + 2 * pad, 41 + 2 * pad}, rng);
+        auto m = conv_then({.op = "Add"}, xs, w, 1, &addend, pad == 1, pad);
+        m.graph.nodes.back().outputs[0] = "s";
+        std::vector<std::string> in{"s"};
+        in.insert(in.end(), fc.extra.begin(), fc.extra.end());
+        for (const auto& [name, t] : fc.inits) m.graph.initializers.push_back({name, t});
+        m.graph.nodes.push_back({"then", fc.op, "", in, {"y"}, fc.attrs, "", {}});
+        RunOptions o;
+        o.threads = threads;
+        EXPECT_TRUE(fused_as_unfused(m, x, o));  // Add into the Conv, bit for bit
+        Profiler profiler;
+        o.profiler = &profiler;
+        Executor(m, o).run({{"x", x}});
+        std::string then_into;
+        for (const auto& n : profiler.profile().nodes)
+          if (n.path == "then") then_into = n.fused_into;
+        EXPECT_EQ(then_into, "conv");
+      }
+  // The Add's output read by another node too: the Add fuses, the activation runs apart.
+  const Tensor w = special_random({6, 4, 1, 1}, rng), x = special_random(xs, rng);
+  const Tensor addend = special_random({1, 6, 40, 41}, rng);
+  auto m = conv_then({.op = "Add"}, xs, w, 1, &addend, false, 0);
+  m.graph.nodes.back().outputs[0] = "s";
+  m.graph.nodes.push_back({"then", "Relu", "", {"s"}, {"y"}, {}, "", {}});
+  m.graph.nodes.push_back({"other", "Sigmoid", "", {"s"}, {"z"}, {}, "", {}});
+  m.graph.outputs.push_back({"z", 1, false, {}});
+  RunOptions o;
+  Profiler profiler;
+  o.profiler = &profiler;
+  EXPECT_TRUE(fused_as_unfused(m, x));
+  Executor(m, o).run({{"x", x}});
+  for (const auto& n : profiler.profile().nodes)
+    if (n.path == "then") {
+      EXPECT_EQ(n.fused_into, "");
+    }
+}
+
 // A BatchNormalization (its planes split across threads) with each activation, or an Add
 // on either side, fused into it gives the unfused result bit for bit, NaN, infinities and
 // signed zeros included, on 1 and 3 threads.

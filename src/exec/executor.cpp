@@ -238,13 +238,18 @@ bool fusable_op(const model::Node& n) {
 }
 
 // Per position of `order`: the position of the node that may run fused into the node
-// there (a Conv or a BatchNormalization: OpTraits::applies_epilogue), or 0. That node is
-// the only reader of the first one's output (which is no graph output), reads it once (an
-// activation: as its input 0), and its other inputs exist before the first one runs.
-// Whether the fusion is exact is decided when it runs.
-std::vector<std::size_t> fusion_candidates(const model::Graph& g,
-                                           const std::vector<std::size_t>& order) {
-  std::vector<std::size_t> fuse(order.size(), 0);
+// there (a Conv or a BatchNormalization: OpTraits::applies_epilogue), or 0 (`with`); and
+// when that node is an Add, the position of an activation that may run fused after it, or
+// 0 (`then`: Conv + Add + Relu, ResNet's residual blocks). A fused node is the only reader
+// of the value before it (which is no graph output), reads it once (an activation: as its
+// input 0), and its other inputs exist before the first node runs. Whether the fusion is
+// exact is decided when it runs.
+struct FusionCandidates {
+  std::vector<std::size_t> with, then;
+};
+FusionCandidates fusion_candidates(const model::Graph& g, const std::vector<std::size_t>& order) {
+  FusionCandidates fuse{.with = std::vector<std::size_t>(order.size(), 0),
+                        .then = std::vector<std::size_t>(order.size(), 0)};
   std::map<std::string, std::size_t> produced;           // value -> its producer's position
   std::map<std::string, std::set<std::size_t>> readers;  // value -> positions reading it
   for (std::size_t pos = 0; pos < order.size(); ++pos) {
@@ -254,24 +259,30 @@ std::vector<std::size_t> fusion_candidates(const model::Graph& g,
   }
   std::set<std::string> outputs;
   for (const auto& o : g.outputs) outputs.insert(o.name);
+  // The position of the node that may run fused after the node at `pos` whose output is
+  // `y` (its sole reader, ready once the node at `first` has run), or 0.
+  const auto sole_reader = [&](const std::string& y, std::size_t first, bool add) -> std::size_t {
+    if (y.empty() || outputs.count(y)) return 0;
+    const auto& rd = readers[y];
+    if (rd.size() != 1) return 0;
+    const std::size_t next = *rd.begin();
+    const auto& n = g.nodes[order[next]];
+    if (!fusable_op(n) || std::count(n.inputs.begin(), n.inputs.end(), y) != 1) return 0;
+    if (n.op_type == "Add" ? !add || n.inputs.size() != 2 : n.inputs[0] != y) return 0;
+    const bool ready = std::all_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& v) {
+      const auto it = produced.find(v);
+      return v == y || it == produced.end() || it->second < first;
+    });
+    return ready ? next : 0;
+  };
   for (std::size_t pos = 0; pos < order.size(); ++pos) {
     const auto& first = g.nodes[order[pos]];
     const OpTraits* traits = Registry::traits(first);
-    if (!traits || !traits->applies_epilogue || first.outputs.size() != 1 ||
-        first.outputs[0].empty() || outputs.count(first.outputs[0]))
-      continue;
-    const std::string& y = first.outputs[0];
-    const auto& rd = readers[y];
-    if (rd.size() != 1) continue;
-    const std::size_t next = *rd.begin();
-    const auto& n = g.nodes[order[next]];
-    if (!fusable_op(n) || std::count(n.inputs.begin(), n.inputs.end(), y) != 1) continue;
-    if (n.op_type == "Add" ? n.inputs.size() != 2 : n.inputs[0] != y) continue;
-    const bool ready = std::all_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& v) {
-      const auto it = produced.find(v);
-      return v == y || it == produced.end() || it->second < pos;
-    });
-    if (ready) fuse[pos] = next;
+    if (!traits || !traits->applies_epilogue || first.outputs.size() != 1) continue;
+    fuse.with[pos] = sole_reader(first.outputs[0], pos, true);
+    const auto& next = g.nodes[order[fuse.with[pos]]];
+    if (fuse.with[pos] && next.op_type == "Add")
+      fuse.then[pos] = sole_reader(next.outputs[0], pos, false);
   }
   return fuse;
 }
@@ -292,7 +303,8 @@ struct Executor::Fusion {
   const ops::InPlace* epilogue = nullptr;  // an activation, which the kernel applies
   const Tensor* addend = nullptr;          // Add's other input, added after the kernel
   bool addend_first = false;               // it is the Add's input 0
-  std::string output;                      // the fused node's output: the result's name
+  const ops::InPlace* then = nullptr;      // an activation after the Add, in the same pass
+  std::string output;                      // the last fused node's output: the result's name
   mutable bool applied = false;            // false: shapes differed, the Conv ran alone
 };
 
@@ -328,7 +340,9 @@ void Executor::plan(Plans& plans, const model::Graph& g, const std::vector<std::
               p.dead_after[pos].end())
         p.dead_after[pos].push_back(name);
   }
-  p.fuse_with = fusion_candidates(g, p.order);
+  auto fuse = fusion_candidates(g, p.order);
+  p.fuse_with = std::move(fuse.with);
+  p.fuse_then = std::move(fuse.then);
   // Values visible to subgraphs: everything of this scope and the enclosing ones.
   std::vector<std::string> visible = outer;
   for (const auto& v : g.inputs) visible.push_back(v.name);
@@ -650,11 +664,13 @@ bool Executor::add_in_place(KernelContext& ctx, const Fusion& f) {
   float* py = y.data<float>().data();
   const float* pa = a.data<float>().data();
   // The Add kernel's sums, its input 0 on the left: the same bits, NaNs included.
+  // An activation after the Add takes each piece of sums while it is in the cache.
   detail::parallel_for(y.size(), ctx.threads > 1 ? 0 : 1, [&](std::size_t lo, std::size_t hi) {
     if (f.addend_first)
       for (std::size_t i = lo; i < hi; ++i) py[i] = ops::left_nan_sum(pa[i], py[i]);
     else
       for (std::size_t i = lo; i < hi; ++i) py[i] = ops::left_nan_sum(py[i], pa[i]);
+    if (f.then) (*f.then)(py + lo, hi - lo, 1);
   });
   return true;
 }
@@ -667,10 +683,24 @@ const Tensor* float32_value(const Executor::Slot* s) {
   return &s->value();
 }
 
+// The activation `n` as an in-place function on float32 values (its bounds, Clip's, read
+// from the scope), or an empty function where it cannot be one.
+template <class Scope>
+ops::InPlace activation_of(const model::Node& n, std::int64_t opset, Scope& scope) {
+  const Tensor* bounds[2] = {nullptr, nullptr};
+  for (std::size_t i = 1; i < n.inputs.size() && i < 3; ++i) {
+    if (n.inputs[i].empty()) continue;
+    bounds[i - 1] = float32_value(scope.find(n.inputs[i]));
+    if (!bounds[i - 1] || bounds[i - 1]->size() == 0) return {};
+  }
+  return ops::in_place_unary(n, opset, bounds[0], bounds[1]);
+}
+
 }  // namespace
 
 std::optional<Executor::Fusion> Executor::fusion_for(std::size_t pos, std::size_t next,
-                                                     Scope& scope, ops::InPlace& epilogue) const {
+                                                     std::size_t then, Scope& scope,
+                                                     FusionFns& fns) const {
   const auto& g = model_.graph;
   const model::Node& conv = g.nodes[order()[pos]];
   const model::Node& n = g.nodes[order()[next]];
@@ -695,34 +725,35 @@ std::optional<Executor::Fusion> Executor::fusion_for(std::size_t pos, std::size_
     if (!float32_value(a) || a->storage != x->storage) return std::nullopt;
     f.addend = &a->value();
     f.addend_first = first;
+    // (Here neither node has a format, nor the Conv's input a storage format: see above.)
+    const model::Node* t = then ? &g.nodes[order()[then]] : nullptr;
+    if (t && !policy.format_for(*t)) fns.then = activation_of(*t, model_.default_opset(), scope);
+    if (fns.then) f.then = &fns.then, f.output = t->outputs[0];
     return f;
   }
-  const Tensor* bounds[2] = {nullptr, nullptr};
-  for (std::size_t i = 1; i < n.inputs.size() && i < 3; ++i) {
-    if (n.inputs[i].empty()) continue;
-    bounds[i - 1] = float32_value(scope.find(n.inputs[i]));
-    if (!bounds[i - 1] || bounds[i - 1]->size() == 0) return std::nullopt;
-  }
-  epilogue = ops::in_place_unary(n, model_.default_opset(), bounds[0], bounds[1]);
-  if (!epilogue) return std::nullopt;
-  f.epilogue = &epilogue;
+  fns.epilogue = activation_of(n, model_.default_opset(), scope);
+  if (!fns.epilogue) return std::nullopt;
+  f.epilogue = &fns.epilogue;
   return f;
 }
 
 std::vector<std::pair<std::string, Executor::Slot>> Executor::run_fused(
-    std::size_t pos, std::size_t next, Scope& scope, Observer* observer, Profiler* profiler,
-    bool& fused) const {
+    std::size_t pos, std::size_t next, std::size_t then, Scope& scope, Observer* observer,
+    Profiler* profiler, bool& fused, bool& fused_then) const {
   const auto& g = model_.graph;
   const model::Node& conv = g.nodes[order()[pos]];
   const auto fmt = options_.policy.format_for(conv);
-  ops::InPlace epilogue;
-  const auto f = fusion_for(pos, next, scope, epilogue);
+  FusionFns fns;
+  const auto f = fusion_for(pos, next, then, scope, fns);
   auto out = run_node(conv, pos, scope, fmt, observer, {}, {}, profiler, f ? &*f : nullptr);
   fused = f && f->applied;
-  if (fused && profiler) {
-    const model::Node& n = g.nodes[order()[next]];
-    profiler->fused(n, display_name(n, next), display_name(conv, pos));
-  }
+  fused_then = fused && f->then;
+  if (profiler)
+    for (const std::size_t at : {fused ? next : 0, fused_then ? then : 0}) {
+      if (!at) continue;
+      const model::Node& n = g.nodes[order()[at]];
+      profiler->fused(n, display_name(n, at), display_name(conv, pos));
+    }
   return out;
 }
 
@@ -1065,12 +1096,15 @@ void Session::step(Observer* observer) {
   if (pos_ < fused_.size() && fused_[pos_]) {
     // It ran fused into an earlier node.
   } else if (fuse_with && (!observer || !observer->watches_values())) {
-    bool fused = false;
-    for (auto& [name, slot] : ex_.run_fused(pos_, fuse_with, *scope_, observer, profiler, fused))
+    bool fused = false, fused_then = false;
+    const std::size_t then = plan.fuse_then[pos_];
+    for (auto& [name, slot] :
+         ex_.run_fused(pos_, fuse_with, then, *scope_, observer, profiler, fused, fused_then))
       scope_->values[name] = std::move(slot);
     if (fused) {
       fused_.resize(plan.order.size());
       fused_[fuse_with] = 1;
+      if (fused_then) fused_[then] = 1;
     }
   } else {
     for (auto& [name, slot] :
