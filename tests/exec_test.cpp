@@ -819,9 +819,10 @@ TEST(Scaled, ChannelScalesAndCalibratedAmax) {
   EXPECT_FALSE(mx->options.amax);
 }
 
-// MaxPool without an Indices output takes a row-wise path (ops/conv.cpp, max_pool_plane);
-// with Indices it takes the scalar path. Both read the same input in one model and must
-// agree bit for bit: NaN payloads, infinities, signed zeros, padding, dilation, ceil_mode.
+// MaxPool without an Indices output takes a separable path (ops/conv.cpp, max_pool_plane:
+// rows, then columns); with Indices it takes the scalar path. Both read the same input in
+// one model and must agree bit for bit: NaN payloads, infinities, signed zeros, padding,
+// dilation, ceil_mode.
 TEST(Pool, MaxPoolWithoutIndicesEqualsTheIndexedPathBitForBit) {
   struct Case {
     std::int64_t h, w;
@@ -883,6 +884,20 @@ TEST(Pool, MaxPoolWithoutIndicesEqualsTheIndexedPathBitForBit) {
        .kernel = {1, 1},
        .strides = {1, 1},
        .pads = {0, 0, 0, 0},
+       .dilations = {1, 1},
+       .ceil_mode = 0},
+      {.h = 6,  // output column 1 reads no input column: not separable
+       .w = 2,
+       .kernel = {2, 2},
+       .strides = {1, 1},
+       .pads = {0, 2, 0, 2},
+       .dilations = {1, 3},
+       .ceil_mode = 0},
+      {.h = 112,  // ResNet's stem pool, planes of several rows of vectors
+       .w = 112,
+       .kernel = {3, 3},
+       .strides = {2, 2},
+       .pads = {1, 1, 1, 1},
        .dilations = {1, 1},
        .ceil_mode = 0},
   };

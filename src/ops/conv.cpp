@@ -369,60 +369,90 @@ void strided_taps(const T* src, std::int64_t stride, std::int64_t n, T* dst, Tak
     loop(stride);
 }
 
-// 2-D max pooling of one plane without indices. It takes the taps in the scalar path's
-// order (kh, then kw) with its comparison (a NaN tap wins, a larger one wins, a tie keeps
-// the earlier), so its results are the scalar path's bit for bit, NaN payloads and signed
-// zeros included. The columns whose taps all lie inside the input row run as loops along
-// the output row, which the compiler vectorises; the rest (padding) take the scalar path.
+// The maximum as MaxPool takes it: a NaN tap wins, a larger one wins, a tie keeps the
+// earlier. Folded over taps in order, it gives the last NaN if any, else the first of the
+// largest: so a fold over rows of folds over columns gives the same tap, bit for bit.
+// (A function object: strided_taps inlines it and the loops vectorise.)
+struct TakeMax {
+  template <class T>
+  T operator()(T v, T acc) const {
+    return v > acc || std::isnan(v) ? v : acc;
+  }
+};
+
+// Whether every output column's window reads at least one input column (then the pool is
+// separable: rows first, each row's result a fold over the columns it reads).
+bool every_column_reads_input(const Window& win) {
+  for (std::int64_t ow = 0; ow < win.out[1]; ++ow) {
+    bool reads = false;
+    for (std::int64_t kw = 0; kw < win.kernel[1] && !reads; ++kw) {
+      const auto iw = ow * win.stride[1] - win.pad_begin[1] + kw * win.dilation[1];
+      reads = iw >= 0 && iw < win.in[1];
+    }
+    if (!reads) return false;
+  }
+  return true;
+}
+
+// Each input row folded over the columns each output column reads (`cols`: in_h rows of
+// out_w): columns whose taps all lie inside the row as loops along it, which the compiler
+// vectorises, the rest (padding) one by one.
 template <class T>
-void max_pool_plane(const Window& win, const T* plane, T* out) {
-  const auto ih_n = win.in[0], iw_n = win.in[1], oh_n = win.out[0], ow_n = win.out[1];
-  const auto kh_n = win.kernel[0], kw_n = win.kernel[1];
-  const auto sh = win.stride[0], sw = win.stride[1], dh = win.dilation[0], dw = win.dilation[1];
-  const auto ph = win.pad_begin[0], pw = win.pad_begin[1];
+void max_pool_columns(const Window& win, const T* plane, T* cols) {
+  const auto iw_n = win.in[1], ow_n = win.out[1], kw_n = win.kernel[1];
+  const auto sw = win.stride[1], dw = win.dilation[1], pw = win.pad_begin[1];
   // Columns [lo, hi): ow * sw - pw >= 0 and ow * sw - pw + (kw_n - 1) * dw < iw_n.
   const std::int64_t lo = std::min((pw + sw - 1) / sw, ow_n);
   const std::int64_t last = iw_n - 1 - (kw_n - 1) * dw + pw;
   const std::int64_t hi = last < 0 ? lo : std::clamp(last / sw + 1, lo, ow_n);
-  auto take = [](T v, T acc) { return v > acc || std::isnan(v) ? v : acc; };
-  for (std::int64_t oh = 0; oh < oh_n; ++oh) {
-    const auto h0 = oh * sh - ph;
-    T* row = out + oh * ow_n;
-    auto scalar = [&](std::int64_t ow) {
-      const auto w0 = ow * sw - pw;
-      T acc = -std::numeric_limits<T>::infinity();
+  for (std::int64_t ih = 0; ih < win.in[0]; ++ih) {
+    const T* src = plane + ih * iw_n;
+    T* row = cols + ih * ow_n;
+    const auto scalar = [&](std::int64_t ow) {
       bool first = true;
-      for (std::int64_t kh = 0; kh < kh_n; ++kh) {
-        const auto ih = h0 + kh * dh;
-        if (ih < 0 || ih >= ih_n) continue;
-        for (std::int64_t kw = 0; kw < kw_n; ++kw) {
-          const auto iw = w0 + kw * dw;
-          if (iw < 0 || iw >= iw_n) continue;
-          acc = first ? plane[ih * iw_n + iw] : take(plane[ih * iw_n + iw], acc);
-          first = false;
-        }
+      for (std::int64_t kw = 0; kw < kw_n; ++kw) {
+        const auto iw = ow * sw - pw + kw * dw;
+        if (iw < 0 || iw >= iw_n) continue;
+        row[ow] = first ? src[iw] : TakeMax{}(src[iw], row[ow]);
+        first = false;
       }
-      row[ow] = acc;
     };
     for (std::int64_t ow = 0; ow < lo; ++ow) scalar(ow);
     for (std::int64_t ow = hi; ow < ow_n; ++ow) scalar(ow);
-    if (lo == hi) continue;
-    bool first = true;
-    for (std::int64_t kh = 0; kh < kh_n; ++kh) {
-      const auto ih = h0 + kh * dh;
-      if (ih < 0 || ih >= ih_n) continue;
-      for (std::int64_t kw = 0; kw < kw_n; ++kw) {
-        const T* src = plane + (ih * iw_n + lo * sw - pw + kw * dw);  // column lo's tap
-        T* dst = row + lo;
-        const std::int64_t n = hi - lo;
-        if (first)
-          strided_taps<false>(src, sw, n, dst, take);
-        else
-          strided_taps<true>(src, sw, n, dst, take);
-        first = false;
-      }
+    for (std::int64_t kw = 0; kw < kw_n && lo < hi; ++kw) {
+      const T* tap = src + lo * sw - pw + kw * dw;  // column lo's tap
+      if (kw == 0)
+        strided_taps<false>(tap, sw, hi - lo, row + lo, TakeMax{});
+      else
+        strided_taps<true>(tap, sw, hi - lo, row + lo, TakeMax{});
     }
-    if (first) std::fill(row + lo, row + hi, -std::numeric_limits<T>::infinity());
+  }
+}
+
+// 2-D max pooling of one plane without indices, separably: each input row folded over
+// the columns (max_pool_columns, into `cols`), then each output row the fold of the rows
+// its window reads, in order (kh), as loops along the row. The taps are the scalar path's
+// in its order (kh, then kw) with its comparison, so the results are its bits, NaN
+// payloads and signed zeros included; a 3 x 3 / 2 pool reads each tap vector once where it
+// read the nine taps of every output. A window with no input column runs on the scalar
+// path (pool_plane_2d).
+template <class T>
+void max_pool_plane(const Window& win, const T* plane, T* out, T* cols) {
+  const auto ih_n = win.in[0], oh_n = win.out[0], ow_n = win.out[1];
+  max_pool_columns(win, plane, cols);
+  for (std::int64_t oh = 0; oh < oh_n; ++oh) {
+    T* row = out + oh * ow_n;
+    bool first = true;
+    for (std::int64_t kh = 0; kh < win.kernel[0]; ++kh) {
+      const auto ih = oh * win.stride[0] - win.pad_begin[0] + kh * win.dilation[0];
+      if (ih < 0 || ih >= ih_n) continue;
+      if (first)
+        strided_taps<false>(cols + ih * ow_n, 1, ow_n, row, TakeMax{});
+      else
+        strided_taps<true>(cols + ih * ow_n, 1, ow_n, row, TakeMax{});
+      first = false;
+    }
+    if (first) std::fill(row, row + ow_n, -std::numeric_limits<T>::infinity());
   }
 }
 
@@ -537,7 +567,7 @@ void pool(KernelContext& ctx) {
   Shape os(win.out.size() + 2);
   os[0] = x.shape()[0], os[1] = x.shape()[1];
   std::copy(win.out.begin(), win.out.end(), os.begin() + 2);
-  Tensor out(carrier_dtype<T>(), os);
+  Tensor out = Tensor::uninitialized(carrier_dtype<T>(), os);  // every element is written
   Tensor indices(DType::int64, o.indices ? os : Shape{0});
   const T* px = x.data<T>().data();
   T* po = out.data<T>().data();
@@ -547,13 +577,15 @@ void pool(KernelContext& ctx) {
     f(win, o, px + p * isize, p * isize, po + p * osize, o.indices ? pi + p * osize : nullptr);
   };
   if (kernel.size() == 2) {  // the common case: plain loops, planes split across threads
+    const bool separable = is_max && !o.indices && every_column_reads_input(win);
     detail::parallel_for(
         static_cast<std::size_t>(nc),
         detail::resolve_threads(ctx.threads > 1 ? 0 : 1, static_cast<std::size_t>(nc * osize)),
         [&](std::size_t lo, std::size_t hi) {
+          std::vector<T> cols(separable ? static_cast<std::size_t>(win.in[0] * win.out[1]) : 0);
           for (auto p = static_cast<std::int64_t>(lo); p < static_cast<std::int64_t>(hi); ++p)
-            if (is_max && !o.indices)
-              max_pool_plane(win, px + p * isize, po + p * osize);
+            if (separable)
+              max_pool_plane(win, px + p * isize, po + p * osize, cols.data());
             else
               plane(p, pool_plane_2d<T, is_max>);
         },
