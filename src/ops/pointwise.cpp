@@ -68,35 +68,40 @@ HWY_INLINE void ScalarTile(const float* w, std::int64_t k, const float* panel, s
 }
 
 #if HWY_NATIVE_FMA && HWY_TARGET != HWY_SCALAR
-// R rows x 2 vectors of outputs (rows n floats apart) from the panel's columns at `panel`.
+// R rows of outputs (rows n floats apart) from the panel's `width` columns (whole tiles),
+// 2 vectors at a time.
 template <int R>
 HWY_INLINE void Tile(const float* HWY_RESTRICT w, std::int64_t k, const float* HWY_RESTRICT panel,
-                     std::int64_t pitch, const float* bias, float* HWY_RESTRICT y, std::int64_t n) {
+                     std::int64_t pitch, const float* bias, float* HWY_RESTRICT y, std::int64_t n,
+                     std::int64_t width) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
-  V lo[R], hi[R];
+  for (std::int64_t j = 0; j < width; j += 2 * lanes) {
+    V lo[R], hi[R];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) lo[r] = hi[r] = hn::Zero(d);
-  for (std::int64_t q = 0; q < k; ++q) {
-    const V b0 = hn::Load(d, panel + q * pitch);
-    const V b1 = hn::Load(d, panel + q * pitch + lanes);
+    for (int r = 0; r < R; ++r) lo[r] = hi[r] = hn::Zero(d);
+    const float* col = panel + j;
+    for (std::int64_t q = 0; q < k; ++q) {
+      const V b0 = hn::Load(d, col + q * pitch);
+      const V b1 = hn::Load(d, col + q * pitch + lanes);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const V a = hn::Set(d, w[r * k + q]);
+        lo[r] = hn::MulAdd(a, b0, lo[r]);
+        hi[r] = hn::MulAdd(a, b1, hi[r]);
+      }
+    }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const V a = hn::Set(d, w[r * k + q]);
-      lo[r] = hn::MulAdd(a, b0, lo[r]);
-      hi[r] = hn::MulAdd(a, b1, hi[r]);
+      if (bias) {
+        const V b = hn::Set(d, bias[r]);
+        lo[r] = hn::Add(lo[r], b);
+        hi[r] = hn::Add(hi[r], b);
+      }
+      hn::Store(lo[r], d, y + r * n + j);
+      hn::Store(hi[r], d, y + r * n + j + lanes);
     }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    if (bias) {
-      const V b = hn::Set(d, bias[r]);
-      lo[r] = hn::Add(lo[r], b);
-      hi[r] = hn::Add(hi[r], b);
-    }
-    hn::Store(lo[r], d, y + r * n);
-    hn::Store(hi[r], d, y + r * n + lanes);
   }
 }
 
@@ -142,8 +147,7 @@ void ColumnsImpl(const float* w, const float* x, const float* bias, float* y, st
     float* oi = out + i * pitch;
 #if HWY_NATIVE_FMA && HWY_TARGET != HWY_SCALAR
     static constexpr auto kTiles = TileTable(std::make_index_sequence<kRows>());
-    const auto run = kTiles[static_cast<std::size_t>(rows - 1)];
-    for (std::int64_t j = 0; j < width; j += tile) run(wi, k, panel + j, pitch, bi, oi + j, pitch);
+    kTiles[static_cast<std::size_t>(rows - 1)](wi, k, panel, pitch, bi, oi, pitch, pitch);
 #else
     ScalarTile(wi, k, panel, pitch, bi, oi, pitch, rows, pitch);
 #endif
