@@ -284,13 +284,11 @@ void pointwise_conv(const KernelContext& ctx, const ConvGeometry& g, int threads
 }
 
 // The threads of a convolution on the depthwise or pointwise kernel or oneDNN's primitive:
-// one when
-// it is too small for a second thread to pay for waking it (each parallel region of
-// oneDNN's and of the depthwise kernel wakes the pool's threads: tens of microseconds on a
-// VM once they sleep), else the run's. A multiply-add counts as a quarter of
-// parallel_for's element (a load and a store at memory speed). The work is split by
-// output position and channel, never along a sum: the results do not depend on the
-// choice.
+// one when it is too small for a second thread to pay for waking it (each parallel region
+// of oneDNN's and of our kernels wakes the pool's threads: tens of microseconds on a VM
+// once they sleep), else the run's. A multiply-add counts as a quarter of parallel_for's
+// element (a load and a store at memory speed). The work is split by output position and
+// channel, never along a sum: the results do not depend on the choice.
 int conv_threads(const ConvGeometry& g, int threads) {
   const auto macs = g.n * g.m * product(g.out) * (g.c / g.group) * product(g.kernel);
   return static_cast<std::size_t>(macs) < 4 * detail::parallel_threshold() ? 1 : threads;

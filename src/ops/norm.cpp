@@ -192,20 +192,20 @@ void batch_norm(KernelContext& ctx) {
   const auto* epilogue = std::is_same_v<T, float> ? ctx.epilogue : nullptr;
   std::vector<T> inv(static_cast<std::size_t>(c));
   for (std::size_t k = 0; k < inv.size(); ++k) inv[k] = 1.0f / std::sqrt(var[k] + eps);
-  const auto plane = static_cast<std::size_t>(std::max<std::int64_t>(inner, 1));
-  detail::parallel_for(
-      static_cast<std::size_t>(n * c) * plane, ctx.threads > 1 ? 0 : 1,
-      [&](std::size_t lo, std::size_t hi) {
-        for (std::size_t q = lo / plane; q < hi / plane; ++q) {
-          const std::size_t k = q % static_cast<std::size_t>(c), first = q * plane;
-          const T m = mean[k], f = inv[k], g = p[0][k], b = p[1][k];
-          for (std::size_t i = first; i < first + static_cast<std::size_t>(inner); ++i)
-            out[i] = (in[i] - m) * f * g + b;
-          if constexpr (std::is_same_v<T, float>)
-            if (epilogue) (*epilogue)(out + first, static_cast<std::size_t>(inner), 1);
-        }
-      },
-      plane);
+  const auto plane = static_cast<std::size_t>(inner);
+  if (plane > 0)  // (an empty output has no storage to offset)
+    detail::parallel_for(
+        static_cast<std::size_t>(n * c) * plane, ctx.threads > 1 ? 0 : 1,
+        [&](std::size_t lo, std::size_t hi) {
+          for (std::size_t q = lo / plane; q < hi / plane; ++q) {
+            const std::size_t k = q % static_cast<std::size_t>(c), first = q * plane;
+            const T m = mean[k], f = inv[k], g = p[0][k], b = p[1][k];
+            for (std::size_t i = first; i < first + plane; ++i) out[i] = (in[i] - m) * f * g + b;
+            if constexpr (std::is_same_v<T, float>)
+              if (epilogue) (*epilogue)(out + first, plane, 1);
+          }
+        },
+        plane);
   if (training)
     for (std::size_t o = 1; o < 3 && o < ctx.outputs.size(); ++o) {
       auto r = ctx.out(o, carrier_dtype<T>(), {c}).template data<T>();
