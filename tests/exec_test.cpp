@@ -1248,6 +1248,44 @@ TEST(Executor, NodesReadingOneWeightShareItsPaddedCopy) {
   fs::remove_all(dir);
 }
 
+// check's runs (RunOptions::prepare_in_float32) hold one quantization of a scaled weight at
+// a time in their first reads of it, not a copy per weight: a chain of eight MatMuls with
+// 1 MiB weights in mxfp8_e4m3 leaves far less than the 8 MiB resident after such a run
+// that copies would, and every run (the shared first reads and the cached copy's after
+// them) gives the bits of an executor that caches its copies from the start.
+TEST(Executor, CheckRunsHoldOneQuantizedWeightAtATime) {
+  RoundingTestKit kit{std::mt19937(29)};
+  test::GraphBuilder b({4, 512}, "chain.onnx");
+  std::string prev = "x";
+  for (int i = 0; i < 8; ++i) {
+    const std::string n = std::to_string(i);
+    std::string w = "w", y = "y", node = "mm";
+    w += n, y += n, node += n;
+    b.init(w, kit.random({512, 512}));
+    b.node(node, "MatMul", {prev, w}, y);
+    prev = y;
+  }
+  b.output(prev);
+  RunOptions cached;
+  cached.threads = 1;
+  cached.policy.default_format = parse_format("bfloat16");
+  cached.policy.scaled = parse_scaled_format("mxfp8_e4m3");
+  RunOptions check = cached;
+  check.prepare_in_float32 = true;
+  const Tensor x = kit.random({4, 512});
+  const auto want = Executor(b.m, cached).run({{"x", x}});
+  const Executor ex(b.m, check);
+  const std::size_t before = resident_bytes();
+  for (int run = 0; run < 3; ++run) {  // runs 0 and 1 share, run 2 reads the cache's copies
+    const auto got = ex.run({{"x", x}});
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(RoundingTestKit::same(got[0].tensor, want[0].tensor)) << run;
+    if (run == 0) {
+      EXPECT_LT(resident_bytes(), before + (std::size_t{3} << 20));
+    }
+  }
+}
+
 // A depthwise convolution on its direct kernel (NCHW, output rows of 8 or more) computes the
 // scalar loop's sums bit for bit: for each output, the taps in order (kh, then kw, the
 // padding's zeros included) added to 0 as products, then the bias. Strides 1, 2 (pairs of

@@ -403,6 +403,9 @@ class PreparedCache {
     return std::static_pointer_cast<const T>(
         latest_any(node, key, [&]() -> std::shared_ptr<const void> { return make(); }));
   }
+  // How many times `node` asked for `key` before (0 the first time): a kernel's way to
+  // tell its first run(s) from later ones.
+  unsigned reads(const model::Node& node, const std::string& key);
 
  private:
   using Key = std::pair<const model::Node*, std::string>;
@@ -411,6 +414,7 @@ class PreparedCache {
   std::shared_ptr<const void> latest_any(const model::Node& node, const std::string& key,
                                          const std::function<std::shared_ptr<const void>()>& make);
   std::map<Key, std::shared_ptr<const void>> items_;
+  std::map<Key, unsigned> reads_;
   Key latest_key_;
   std::shared_ptr<const void> latest_;
   std::mutex mutex_;
@@ -660,10 +664,11 @@ class Executor {
                 const Value* other) const;
   void add_initializers(const model::Graph& g, Scope& scope) const;
   // Input `i` of `node` (named `path`), held by `s`, quantized into the policy's scaled
-  // format (PrecisionPolicy::scaled), once per value (weights once per cache); nullptr when
-  // it is not a scaled operand.
+  // format (PrecisionPolicy::scaled), once per value (weights once per cache, but the first
+  // two reads of check's runs); nullptr when it is not a scaled operand. `stable`: whether
+  // its address lasts (a WeightCache entry); a copy of the call is kept in `held`.
   const Tensor* quantized_input(Slot& s, const model::Node& node, const std::string& path,
-                                std::size_t i) const;
+                                std::size_t i, bool& stable, std::vector<Tensor>& held) const;
   // Whether the next input of `ctx` (a weight held by `s`, which the node's format rounds)
   // goes to the kernel unrounded (KernelContext::unrounded): the op rounds its weight
   // itself (OpTraits::rounds_weight) and `observer` (on a body node: `body`) does not read

@@ -397,6 +397,11 @@ std::shared_ptr<const void> PreparedCache::get_any(
   return it->second;
 }
 
+unsigned PreparedCache::reads(const model::Node& node, const std::string& key) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return reads_[{&node, key}]++;
+}
+
 std::shared_ptr<const void> PreparedCache::latest_any(
     const model::Node& node, const std::string& key,
     const std::function<std::shared_ptr<const void>()>& make) {
@@ -830,11 +835,13 @@ const Tensor* Executor::kernel_input(KernelContext& ctx, const OpInfo& info, Slo
   // address; one widened into this run's scope does not, nor does a per-run copy.
   auto& stable = ctx.stable_inputs.back();
   const std::size_t i = ctx.inputs.size();
-  if (fmt && floating && policy.scaled && !policy.unscaled_names.count(here))
-    if (const Tensor* q = quantized_input(s, ctx.node, here, i)) {
-      stable = s.weight;
+  if (fmt && floating && policy.scaled && !policy.unscaled_names.count(here)) {
+    bool lasts = false;
+    if (const Tensor* q = quantized_input(s, ctx.node, here, i, lasts, converted)) {
+      stable = lasts;
       return q;
     }
+  }
   if (fmt && floating && s.exact_in != fmt->name) {
     if (!s.weight) {
       auto [it, fresh] = s.rounded.try_emplace(round_key(*fmt, policy.round_options, carrier));
@@ -874,19 +881,37 @@ bool Executor::hands_unrounded(const OpInfo& info, const KernelContext& ctx, con
 }
 
 const Tensor* Executor::quantized_input(Slot& s, const model::Node& node, const std::string& path,
-                                        std::size_t i) const {
+                                        std::size_t i, bool& stable,
+                                        std::vector<Tensor>& held) const {
   const auto& policy = options_.policy;
   const Tensor& v = s.value();
   const auto op = scaled_operand(node, path, i, v.shape(), s.weight, *policy.scaled, policy);
   if (!op) return nullptr;
   const DType carrier = options_.carrier;
   const std::string key = scaled_key(*op, carrier);
-  if (s.weight)  // quantized once, as weights are rounded once
-    return &options_.weights->get(s.source, key,
-                                  [&] { return scaled_copy(v, *op, carrier, node, i); });
-  auto [it, fresh] = s.rounded.try_emplace(key);
-  if (fresh) it->second = scaled_copy(v, *op, carrier, node, i);
-  return &it->second;
+  stable = false;
+  if (!s.weight) {
+    auto [it, fresh] = s.rounded.try_emplace(key);
+    if (fresh) it->second = scaled_copy(v, *op, carrier, node, i);
+    return &it->second;
+  }
+  const auto make = [&] { return scaled_copy(v, *op, carrier, node, i); };
+  // check's runs: the node's first two reads (its local and emulated runs of the first
+  // input set, one after the other) share one quantization made for them (the latest kept,
+  // freed when another is made: the heap hands the next node's the same pages), as a
+  // weight rounded by its kernel is (docs/executor.md). A copy kept per weight wrote
+  // fresh pages for every weight of the model. Later reads take the WeightCache's.
+  auto& prepared = options_.weights->prepared();
+  const auto source = reinterpret_cast<std::uintptr_t>(s.source);
+  const std::string latest_key = "scaled|" + std::to_string(source) + "|" + key;
+  if (options_.prepare_in_float32 && prepared.reads(node, latest_key) < 2) {
+    const auto q = prepared.latest<Tensor>(node, latest_key,
+                                           [&] { return std::make_shared<const Tensor>(make()); });
+    held.push_back(Tensor::view(q->dtype(), q->shape(), q->bytes(), q));
+    return &held.back();
+  }
+  stable = true;  // quantized once, as weights are rounded once
+  return &options_.weights->get(s.source, key, make);
 }
 
 void Executor::add_initializers(const model::Graph& g, Scope& scope) const {

@@ -3,7 +3,6 @@
 // accumulation model when the node asks for it (KernelContext::accumulate).
 #include <oneapi/dnnl/dnnl.h>
 
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -412,15 +411,9 @@ namespace {
 
 // How many times a node has read a weight (unrounded: KernelContext::unrounded; or in
 // place) through one PreparedCache.
-struct WeightReads {
-  mutable std::atomic<unsigned> count{0};
-};
-
 // How many times `ctx.node` asked for `key` before (counted in ctx.prepared).
 unsigned reads_before(const KernelContext& ctx, const std::string& key) {
-  return ctx.prepared
-      ->get<WeightReads>(ctx.node, key, [] { return std::make_shared<const WeightReads>(); })
-      ->count++;
+  return ctx.prepared->reads(ctx.node, key);
 }
 
 // Input 1 (B) as the node's format has it, held for the call. A weight handed over
