@@ -10,6 +10,7 @@
 #include "common.hpp"
 #include "fpguard/round.hpp"
 #include "fpguard/stats.hpp"
+#include "round/fast.hpp"
 
 namespace {
 
@@ -89,6 +90,36 @@ void BM_round_scaled(benchmark::State& state, const char* format, bool generic) 
       ->ArgNames({"bytes", "wide"})                      \
       ->ArgsProduct({{kSmall, kLarge}, {0, 1}})          \
       ->UseRealTime()
+
+// check's local run: the values and the block counts of each block in one pass
+// (detail::round_scaled_counting), blocks along the last axis (a MatMul's A, a transposed
+// B), a [rows, 1024] tensor of N(0, 1)-like values, one thread.
+void BM_round_scaled_counting(benchmark::State& state, const char* format) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  const auto& in = input(bytes, 0);
+  std::vector<float> out(in.size());
+  const auto f = fpguard::parse_scaled_format(format);
+  const auto n = static_cast<std::int64_t>(in.size());
+  const std::int64_t cols = std::min<std::int64_t>(n, 1024);
+  const fpguard::ScaledLayout l{.shape = {n / cols, cols}};
+  const fpguard::ScaledOptions o{.threads = 1};
+  for (auto _ : state) {
+    fpguard::detail::BlockCounts b;
+    benchmark::DoNotOptimize(fpguard::detail::round_scaled_counting(in, out, l, f, o, b));
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
+}
+BENCHMARK_CAPTURE(BM_round_scaled_counting, mxfp8_e4m3, "mxfp8_e4m3")
+    ->ArgNames({"bytes"})
+    ->Arg(kSmall)
+    ->Arg(kLarge)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_round_scaled_counting, mxfp4_e2m1, "mxfp4_e2m1")
+    ->ArgNames({"bytes"})
+    ->Arg(kSmall)
+    ->Arg(kLarge)
+    ->UseRealTime();
 
 // Blocks along the channels of a Conv activation [1, C, H, W] (axis 1: a strided axis),
 // one thread, as check's emulated and local runs quantize a Conv's input.

@@ -319,10 +319,13 @@ void Block(const float* x, float* y, size_t n, const MxParams& m, ScaledCounts& 
 // bit for bit, values and counts.
 
 // One whole block (n a multiple of the lanes); a block holding NaN or inf goes to
-// NanBlock. The scale as Block takes it: the maximum's floor(log2) - emax, clamped.
+// NanBlock. The scale as Block takes it: the maximum's floor(log2) - emax, clamped. With b
+// (check's local run) its block counts and of the per-value counts the saturated ones, as
+// Block<true> takes them with b.
 template <class D>
 HWY_INLINE void WholeBlock(D df, const float* x, float* y, size_t n, const MxParams& m,
-                           const FiniteRounder<D>& rounder, hn::Vec<D> thr, ScaledCounts& c) {
+                           const FiniteRounder<D>& rounder, hn::Vec<D> thr, ScaledCounts& c,
+                           BlockCounts* b) {
   const hn::RebindToUnsigned<D> du;
   const size_t N = hn::Lanes(df);
   auto top = hn::Zero(du);
@@ -337,12 +340,35 @@ HWY_INLINE void WholeBlock(D df, const float* x, float* y, size_t n, const MxPar
   else if (t != 0)
     e = std::clamp(std::ilogb(std::bit_cast<float>(t)) - m.emax, m.lo, m.hi);
   const auto inv = hn::Set(df, Pow2(-e)), scale = hn::Set(df, Pow2(e));
+  const auto value = [&](hn::Vec<D> v, hn::Vec<D>& a) {
+    a = hn::Mul(hn::Abs(v), inv);  // |x * 2^-e|
+    const auto sign = hn::And(hn::BitCast(du, v), sign_mask);
+    return hn::Mul(rounder.Signed(df, rounder.Magnitude(df, a), sign), scale);
+  };
+  hn::Vec<D> a;
   size_t saturated = 0, changed = 0, underflow = 0;
+  if (b) {
+    const auto all = hn::FirstN(df, N);
+    // The largest magnitude the block decodes to: its maximum's (the rounding is monotone).
+    const auto top_out =
+        hn::Mul(rounder.Magnitude(df, hn::Mul(hn::BitCast(df, hn::Set(du, t)), inv)), scale);
+    LaneTally<D> tally(df, m.loss);
+    const auto cut = tally.Cut(df, top_out, all);
+    for (size_t i = 0; i < n; i += N) {
+      const auto v = hn::LoadU(df, x + i);
+      const auto out = value(v, a);
+      saturated += hn::CountTrue(df, hn::Gt(a, thr));
+      tally.Add(df, v, out, top_out, cut, all);
+      if (y) hn::StoreU(out, df, y + i);
+    }
+    c.saturated += saturated;
+    c.saturated_scales += saturated != 0;
+    tally.AddTo(df, *b, 0);
+    return;
+  }
   for (size_t i = 0; i < n; i += N) {
     const auto v = hn::LoadU(df, x + i);
-    const auto a = hn::Mul(hn::Abs(v), inv);  // |x * 2^-e|
-    const auto sign = hn::And(hn::BitCast(du, v), sign_mask);
-    const auto out = hn::Mul(rounder.Signed(df, rounder.Magnitude(df, a), sign), scale);
+    const auto out = value(v, a);
     saturated += hn::CountTrue(df, hn::Gt(a, thr));
     changed +=
         hn::CountTrue(df, hn::RebindMask(df, hn::Ne(hn::BitCast(du, v), hn::BitCast(du, out))));
@@ -356,16 +382,16 @@ HWY_INLINE void WholeBlock(D df, const float* x, float* y, size_t n, const MxPar
 }
 
 // `count` consecutive whole blocks of `bs` values (a multiple of the lanes): their values
-// and counts, but `values` and `scales`, which the caller adds.
+// and counts (with b, WholeBlock's), but `values` and `scales`, which the caller adds.
 void WholeBlocks(const float* x, float* y, size_t count, size_t bs, const MxParams& m,
-                 ScaledCounts& c) {
+                 ScaledCounts& c, BlockCounts* b) {
   using D = hn::ScalableTag<float>;
   const D df;
   const FiniteRounder<D> rounder(df, m.p);
   // |q| >= thr is |q| > the float below thr.
   const auto thr = hn::Set(df, m.inclusive ? std::nextafter(m.thr, 0.0f) : m.thr);
   for (size_t k = 0; k < count; ++k)
-    WholeBlock(df, x + k * bs, y ? y + k * bs : nullptr, bs, m, rounder, thr, c);
+    WholeBlock(df, x + k * bs, y ? y + k * bs : nullptr, bs, m, rounder, thr, c, b);
 }
 
 // 2^k per lane for k in [-149, 127], exactly (Pow2 of each lane): below float32's normal
@@ -725,15 +751,16 @@ void MxRowsImpl(const float* in, float* out, size_t rows, size_t n, size_t bs, c
     else
       Block<false>(x, y, len, m, c, b);
   };
-  if (b || bs % hn::Lanes(D()) != 0 || !FiniteRounder<D>::Applies(m.p))
+  if (bs % hn::Lanes(D()) != 0 || !FiniteRounder<D>::Applies(m.p))
     return EachRowBlock(in, out, rows, n, bs, c, block);
   // Each row's whole blocks on the finite path (its counts cost popcounts only: taken
-  // whether or not m.count asks), its short last block (if any) on Block's.
+  // whether or not m.count asks; its block counts where m.count asks), its short last
+  // block (if any) on Block's.
   const size_t whole = n / bs, tail = n % bs;
   for (size_t r = 0; r < rows; ++r) {
     const float* x = in + r * n;
     float* y = out ? out + r * n : nullptr;
-    WholeBlocks(x, y, whole, bs, m, c);
+    WholeBlocks(x, y, whole, bs, m, c, m.count ? b : nullptr);
     if (tail) block(x + whole * bs, y ? y + whole * bs : nullptr, tail);
     c.scales += whole + (tail != 0);
     c.values += n;
