@@ -1618,6 +1618,41 @@ TEST(Fusion, AnActivationAfterAFusedAddFusesToo) {
     }
 }
 
+// An FPN's top-down merge: a lateral Conv, then the level above computed after it, then
+// their Add and a Relu. The Conv waits for the Add's turn and runs fused with both (its
+// input kept alive until then) where its input has no reader in between; where it has
+// one, the Conv runs in its own turn and the Add apart. Bit for bit the unfused run either
+// way, NaN, infinities and signed zeros included, on 1 and 3 threads.
+TEST(Fusion, AConvWhoseAddendComesLaterRunsFusedInTheAddsTurn) {
+  std::mt19937 rng(25);
+  const std::vector<std::int64_t> xs{1, 4, 40, 41};
+  const Tensor x = special_random(xs, rng), w = special_random({4, 4, 1, 1}, rng),
+               bias = special_random({4}, rng);
+  for (const bool read_between : {false, true})
+    for (const int threads : {1, 3}) {
+      SCOPED_TRACE(std::string(read_between ? "the Conv's input read in between"
+                                            : "the Conv its input's last reader") +
+                   ", " + std::to_string(threads) + " threads");
+      test::GraphBuilder b(xs, "fpn.onnx");
+      b.init("w", w).init("bias", bias);
+      b.node("pre", "Relu", {"x"}, "p");
+      b.node("conv", "Conv", {"p", "w", "bias"}, "c");
+      b.node("up", "Sigmoid", {read_between ? "p" : "x"}, "u");
+      b.node("act", "Add", {"c", "u"}, "s");
+      b.node("then", "Relu", {"s"}, "y").output("y");
+      RunOptions o;
+      o.threads = threads;
+      EXPECT_EQ(fused_as_unfused(b.m, x, o), !read_between);
+      Profiler profiler;
+      o.profiler = &profiler;
+      const Executor ex(b.m, o);
+      ex.run({{"x", x}});
+      std::map<std::string, std::string> into;
+      for (const auto& n : profiler.profile().nodes) into[n.path] = n.fused_into;
+      EXPECT_EQ(into["then"], read_between ? "" : "conv");
+    }
+}
+
 // A BatchNormalization (its planes split across threads) with each activation, or an Add
 // on either side, fused into it gives the unfused result bit for bit, NaN, infinities and
 // signed zeros included, on 1 and 3 threads.

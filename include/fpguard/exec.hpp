@@ -581,9 +581,12 @@ class Executor {
     // Per position: the position of the element-wise node that may run fused into this
     // one (OpTraits::applies_epilogue), or 0 (never a fusion's target: it comes after).
     std::vector<std::size_t> fuse_with;
-    // Per position: when fuse_with's node is an Add, the position of the activation that
-    // may run fused after it, or 0.
+    // Per position: when fuse_with's (or defer's) node is an Add, the position of the
+    // activation that may run fused after it, or 0.
     std::vector<std::size_t> fuse_then;
+    // Per position: the position of an Add whose other input comes after this node, at
+    // whose turn this node may run instead, fused with it, or 0 (an FPN's lateral Conv).
+    std::vector<std::size_t> defer;
   };
   struct Fusion;  // what a fused node applies (executor.cpp)
   using Plans = std::map<const model::Graph*, Plan>;
@@ -729,6 +732,13 @@ class Session {
   bool fuse_ = false;  // Executor::run's sessions (RunOptions::fuse)
   // Positions of nodes that ran fused into an earlier one, skipped in their turn.
   std::vector<char> fused_;
+  // Per position: 1 + the position of a node deferred to run in its turn (Plan::defer),
+  // or 0.
+  std::vector<std::size_t> deferred_;
+  bool deferred(std::size_t pos) const;  // whether the node at `pos` waits for a later turn
+  // Runs the node at `pos` fused with the one at `with` (and Plan::fuse_then's) where the
+  // fusion is exact, else the node at `pos` alone.
+  void run_fused(std::size_t pos, std::size_t with, Observer* observer);
 };
 
 // The calibration of a scaled precision's static activation scales

@@ -242,14 +242,19 @@ bool fusable_op(const model::Node& n) {
 // when that node is an Add, the position of an activation that may run fused after it, or
 // 0 (`then`: Conv + Add + Relu, ResNet's residual blocks). A fused node is the only reader
 // of the value before it (which is no graph output), reads it once (an activation: as its
-// input 0), and its other inputs exist before the first node runs. Whether the fusion is
-// exact is decided when it runs.
+// input 0), and its other inputs exist before the first node runs. An Add whose other
+// input comes later (an FPN's lateral Conv plus the upsampled level above it) may still
+// run fused into a Conv that runs at the Add's turn instead of its own (`defer`: the Add's
+// position), where the Conv's inputs live until then (their last reader is the Conv, or
+// comes after the Add). Whether the fusion is exact is decided when it runs.
 struct FusionCandidates {
-  std::vector<std::size_t> with, then;
+  std::vector<std::size_t> with, then, defer;
 };
-FusionCandidates fusion_candidates(const model::Graph& g, const std::vector<std::size_t>& order) {
+FusionCandidates fusion_candidates(const model::Graph& g, const std::vector<std::size_t>& order,
+                                   const std::map<std::string, std::size_t>& last_use) {
   FusionCandidates fuse{.with = std::vector<std::size_t>(order.size(), 0),
-                        .then = std::vector<std::size_t>(order.size(), 0)};
+                        .then = std::vector<std::size_t>(order.size(), 0),
+                        .defer = std::vector<std::size_t>(order.size(), 0)};
   std::map<std::string, std::size_t> produced;           // value -> its producer's position
   std::map<std::string, std::set<std::size_t>> readers;  // value -> positions reading it
   for (std::size_t pos = 0; pos < order.size(); ++pos) {
@@ -259,9 +264,9 @@ FusionCandidates fusion_candidates(const model::Graph& g, const std::vector<std:
   }
   std::set<std::string> outputs;
   for (const auto& o : g.outputs) outputs.insert(o.name);
-  // The position of the node that may run fused after the node at `pos` whose output is
-  // `y` (its sole reader, ready once the node at `first` has run), or 0.
-  const auto sole_reader = [&](const std::string& y, std::size_t first, bool add) -> std::size_t {
+  // The position of the node that may run fused after a node whose output is `y` (its
+  // sole reader), or 0.
+  const auto sole_reader = [&](const std::string& y, bool add) -> std::size_t {
     if (y.empty() || outputs.count(y)) return 0;
     const auto& rd = readers[y];
     if (rd.size() != 1) return 0;
@@ -269,21 +274,50 @@ FusionCandidates fusion_candidates(const model::Graph& g, const std::vector<std:
     const auto& n = g.nodes[order[next]];
     if (!fusable_op(n) || std::count(n.inputs.begin(), n.inputs.end(), y) != 1) return 0;
     if (n.op_type == "Add" ? !add || n.inputs.size() != 2 : n.inputs[0] != y) return 0;
-    const bool ready = std::all_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& v) {
+    return next;
+  };
+  // Whether the inputs of the node at `next` but `y` exist before position `first`.
+  const auto ready = [&](std::size_t next, const std::string& y, std::size_t first) {
+    const auto& in = g.nodes[order[next]].inputs;
+    return std::all_of(in.begin(), in.end(), [&](const std::string& v) {
       const auto it = produced.find(v);
       return v == y || it == produced.end() || it->second < first;
     });
-    return ready ? next : 0;
   };
+  // Whether the inputs of the node at `pos` live until position `at` (none is freed
+  // after a reader between them).
+  const auto live_until = [&](std::size_t pos, std::size_t at) {
+    const auto& in = g.nodes[order[pos]].inputs;
+    return std::all_of(in.begin(), in.end(), [&](const std::string& v) {
+      const auto it = last_use.find(v);
+      return v.empty() || it == last_use.end() || it->second == pos || it->second > at;
+    });
+  };
+  std::set<std::size_t> targets;  // positions some node fuses with in its own turn
   for (std::size_t pos = 0; pos < order.size(); ++pos) {
     const auto& first = g.nodes[order[pos]];
     const OpTraits* traits = Registry::traits(first);
     if (!traits || !traits->applies_epilogue || first.outputs.size() != 1) continue;
-    fuse.with[pos] = sole_reader(first.outputs[0], pos, true);
-    const auto& next = g.nodes[order[fuse.with[pos]]];
-    if (fuse.with[pos] && next.op_type == "Add")
-      fuse.then[pos] = sole_reader(next.outputs[0], pos, false);
+    const std::string& y = first.outputs[0];
+    const std::size_t next = sole_reader(y, true);
+    if (!next) continue;
+    const auto& n = g.nodes[order[next]];
+    std::size_t runs_at = pos;
+    if (ready(next, y, pos)) {
+      fuse.with[pos] = next;
+      targets.insert(next);
+    } else if (n.op_type == "Add" && live_until(pos, next)) {
+      fuse.defer[pos] = runs_at = next;
+    } else {
+      continue;
+    }
+    if (n.op_type != "Add") continue;
+    const std::size_t then = sole_reader(n.outputs[0], false);
+    if (then && ready(then, n.outputs[0], runs_at)) fuse.then[pos] = then;
   }
+  // An Add that a node fuses with in its own turn is that node's (Add(Conv, Conv)).
+  for (std::size_t pos = 0; pos < order.size(); ++pos)
+    if (fuse.defer[pos] && targets.count(fuse.defer[pos])) fuse.defer[pos] = fuse.then[pos] = 0;
   return fuse;
 }
 
@@ -340,9 +374,10 @@ void Executor::plan(Plans& plans, const model::Graph& g, const std::vector<std::
               p.dead_after[pos].end())
         p.dead_after[pos].push_back(name);
   }
-  auto fuse = fusion_candidates(g, p.order);
+  auto fuse = fusion_candidates(g, p.order, last_use);
   p.fuse_with = std::move(fuse.with);
   p.fuse_then = std::move(fuse.then);
+  p.defer = std::move(fuse.defer);
   // Values visible to subgraphs: everything of this scope and the enclosing ones.
   std::vector<std::string> visible = outer;
   for (const auto& v : g.inputs) visible.push_back(v.name);
@@ -1112,25 +1147,48 @@ std::optional<Format> node_format(const Executor& ex, const model::Node& node) {
 }
 }  // namespace
 
+bool Session::deferred(std::size_t pos) const {
+  const auto& plan = ex_.plans_->at(&ex_.model_.graph);
+  const std::size_t at = plan.defer[pos];
+  return at && at < deferred_.size() && deferred_[at] == pos + 1;
+}
+
+void Session::run_fused(std::size_t pos, std::size_t with, Observer* observer) {
+  const auto& plan = ex_.plans_->at(&ex_.model_.graph);
+  bool fused = false, fused_then = false;
+  const std::size_t then = plan.fuse_then[pos];
+  for (auto& [name, slot] :
+       ex_.run_fused(pos, with, then, *scope_, observer, ex_.options_.profiler, fused, fused_then))
+    scope_->values[name] = std::move(slot);
+  if (fused) {
+    fused_.resize(plan.order.size());
+    fused_[with] = 1;
+    if (fused_then) fused_[then] = 1;
+  }
+}
+
 void Session::step(Observer* observer) {
   const auto& plan = ex_.plans_->at(&ex_.model_.graph);
-  if (pos_ > 0) free_dead(plan, pos_ - 1, scope_->values);
+  // (the inputs of a deferred node live until it has run)
+  if (pos_ > 0 && !deferred(pos_ - 1)) free_dead(plan, pos_ - 1, scope_->values);
   const auto& node = next();
   Profiler* profiler = ex_.options_.profiler;
-  const std::size_t fuse_with = fuse_ ? plan.fuse_with[pos_] : 0;
+  const bool may_fuse = fuse_ && (!observer || !observer->watches_values());
+  const std::size_t late = pos_ < deferred_.size() ? deferred_[pos_] : 0;
   if (pos_ < fused_.size() && fused_[pos_]) {
     // It ran fused into an earlier node.
-  } else if (fuse_with && (!observer || !observer->watches_values())) {
-    bool fused = false, fused_then = false;
-    const std::size_t then = plan.fuse_then[pos_];
-    for (auto& [name, slot] :
-         ex_.run_fused(pos_, fuse_with, then, *scope_, observer, profiler, fused, fused_then))
-      scope_->values[name] = std::move(slot);
-    if (fused) {
-      fused_.resize(plan.order.size());
-      fused_[fuse_with] = 1;
-      if (fused_then) fused_[then] = 1;
-    }
+  } else if (late) {  // a node deferred to this one's turn: the two fused if they can be
+    run_fused(late - 1, pos_, observer);
+    free_dead(plan, late - 1, scope_->values);
+    if (pos_ >= fused_.size() || !fused_[pos_])
+      for (auto& [name, slot] :
+           ex_.run_node(node, pos_, *scope_, node_format(ex_, node), observer, {}, {}, profiler))
+        scope_->values[name] = std::move(slot);
+  } else if (may_fuse && plan.defer[pos_]) {  // it runs in the turn of the Add it fuses with
+    deferred_.resize(plan.order.size());
+    deferred_[plan.defer[pos_]] = pos_ + 1;
+  } else if (may_fuse && plan.fuse_with[pos_]) {
+    run_fused(pos_, plan.fuse_with[pos_], observer);
   } else {
     for (auto& [name, slot] :
          ex_.run_node(node, pos_, *scope_, node_format(ex_, node), observer, {}, {}, profiler))
