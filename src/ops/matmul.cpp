@@ -409,9 +409,8 @@ void gemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64
 
 namespace {
 
-// How many times a node has read a weight (unrounded: KernelContext::unrounded; or in
-// place) through one PreparedCache.
-// How many times `ctx.node` asked for `key` before (counted in ctx.prepared).
+// How many times `ctx.node` asked for `key` before, through one PreparedCache (the reads
+// of a weight: unrounded, KernelContext::unrounded, or in place).
 unsigned reads_before(const KernelContext& ctx, const std::string& key) {
   return ctx.prepared->reads(ctx.node, key);
 }
