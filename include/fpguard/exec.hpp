@@ -435,10 +435,12 @@ class WeightCache {
                     const std::function<Tensor()>& make);
   // What kernels prepare from these weights and the model's (KernelContext::prepared).
   PreparedCache& prepared() { return prepared_; }
+  // How many rounded or quantized copies it holds.
+  std::size_t copies() const;
 
  private:
   std::map<std::pair<const Tensor*, std::string>, Tensor> rounded_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   PreparedCache prepared_;
 };
 

@@ -416,6 +416,11 @@ const Tensor& WeightCache::get(const Tensor* source, const std::string& key,
   return w->second;  // std::map nodes never move
 }
 
+std::size_t WeightCache::copies() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return rounded_.size();
+}
+
 std::shared_ptr<const void> PreparedCache::get_any(
     const model::Node& node, const std::string& key,
     const std::function<std::shared_ptr<const void>()>& make) {
