@@ -941,14 +941,16 @@ const Tensor* Executor::quantized_input(Slot& s, const model::Node& node, const 
   // freed when another is made: the heap hands the next node's the same pages), as a
   // weight rounded by its kernel is (docs/executor.md). A copy kept per weight wrote
   // fresh pages for every weight of the model. Later reads take the WeightCache's.
-  auto& prepared = options_.weights->prepared();
-  const auto source = reinterpret_cast<std::uintptr_t>(s.source);
-  const std::string latest_key = "scaled|" + std::to_string(source) + "|" + key;
-  if (options_.prepare_in_float32 && prepared.reads(node, latest_key) < 2) {
-    const auto q = prepared.latest<Tensor>(node, latest_key,
-                                           [&] { return std::make_shared<const Tensor>(make()); });
-    held.push_back(Tensor::view(q->dtype(), q->shape(), q->bytes(), q));
-    return &held.back();
+  if (options_.prepare_in_float32) {
+    auto& prepared = options_.weights->prepared();
+    const auto source = reinterpret_cast<std::uintptr_t>(s.source);
+    const std::string latest_key = "scaled|" + std::to_string(source) + "|" + key;
+    if (prepared.reads(node, latest_key) < 2) {
+      const auto q = prepared.latest<Tensor>(
+          node, latest_key, [&] { return std::make_shared<const Tensor>(make()); });
+      held.push_back(Tensor::view(q->dtype(), q->shape(), q->bytes(), q));
+      return &held.back();
+    }
   }
   stable = true;  // quantized once, as weights are rounded once
   return &options_.weights->get(s.source, key, make);
@@ -1178,6 +1180,11 @@ void Session::step(Observer* observer) {
   if (pos_ > 0 && !deferred(pos_ - 1)) free_dead(plan, pos_ - 1, scope_->values);
   const auto& node = next();
   Profiler* profiler = ex_.options_.profiler;
+  const auto run_alone = [&] {
+    for (auto& [name, slot] :
+         ex_.run_node(node, pos_, *scope_, node_format(ex_, node), observer, {}, {}, profiler))
+      scope_->values[name] = std::move(slot);
+  };
   const bool may_fuse = fuse_ && (!observer || !observer->watches_values());
   const std::size_t late = pos_ < deferred_.size() ? deferred_[pos_] : 0;
   if (pos_ < fused_.size() && fused_[pos_]) {
@@ -1185,19 +1192,14 @@ void Session::step(Observer* observer) {
   } else if (late) {  // a node deferred to this one's turn: the two fused if they can be
     run_fused(late - 1, pos_, observer);
     free_dead(plan, late - 1, scope_->values);
-    if (pos_ >= fused_.size() || !fused_[pos_])
-      for (auto& [name, slot] :
-           ex_.run_node(node, pos_, *scope_, node_format(ex_, node), observer, {}, {}, profiler))
-        scope_->values[name] = std::move(slot);
+    if (pos_ >= fused_.size() || !fused_[pos_]) run_alone();
   } else if (may_fuse && plan.defer[pos_]) {  // it runs in the turn of the Add it fuses with
     deferred_.resize(plan.order.size());
     deferred_[plan.defer[pos_]] = pos_ + 1;
   } else if (may_fuse && plan.fuse_with[pos_]) {
     run_fused(pos_, plan.fuse_with[pos_], observer);
   } else {
-    for (auto& [name, slot] :
-         ex_.run_node(node, pos_, *scope_, node_format(ex_, node), observer, {}, {}, profiler))
-      scope_->values[name] = std::move(slot);
+    run_alone();
   }
   ++pos_;
   if (profiler && done()) profiler->end_run();
