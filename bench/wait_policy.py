@@ -1,8 +1,10 @@
 #!/usr/bin/python3
-"""OpenMP's wait policy on the real architectures: passive waiting (the `fpguard` command's
-default) against bounded spins (GOMP_SPINCOUNT), idle and with one core kept busy by a shell
-loop. Each cell is the median over the rounds of `fpguard run --warmup 1 --repeat 10
---threads 2`'s median run, in ms (bench/README.md, "Passive waiting against a bounded spin").
+"""OpenMP's wait policy on the real architectures: the `fpguard` command's default (libgomp's
+300,000-iteration spin where the cores are free at its start, else 1000: fpguard/limits.hpp)
+against passive waiting (OMP_WAIT_POLICY=passive) and fixed spins (GOMP_SPINCOUNT), idle and
+with one core kept busy by a shell loop. Each cell is the median over the rounds of `fpguard
+run --warmup 1 --repeat 10 --threads 2`'s median run, in ms (bench/README.md, "Passive waiting
+against a bounded spin", "The spin chosen at start").
 
     wait_policy.py FPGUARD REAL_MODELS_DIR [ROUNDS] [SPINCOUNT...]
 """
@@ -30,7 +32,8 @@ def main():
     fpguard, real = sys.argv[1], sys.argv[2]
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 2
     spins = sys.argv[4:] or ["1000", "10000"]
-    settings = [("passive", {})] + [(f"spin {s}", {"GOMP_SPINCOUNT": s}) for s in spins]
+    settings = [("default", {}), ("passive", {"OMP_WAIT_POLICY": "passive"})] + \
+        [(f"spin {s}", {"GOMP_SPINCOUNT": s}) for s in spins]
     for busy in (False, True):
         loop = subprocess.Popen(["sh", "-c", "while :; do :; done"]) if busy else None
         try:

@@ -16,6 +16,7 @@
 #include <functional>
 #include <random>
 #include <sstream>
+#include <vector>
 
 #include "fpguard/error.hpp"
 #include "fpguard/io.hpp"
@@ -85,14 +86,14 @@ TEST(ByteSize, Refuses) {
   const std::string shape = " is not a byte size (expected N, NK, NM, NG or NT)";
   for (const char* bad : {"", "G", "-1", "1.5G", "1 G", "1P", "1KK", "1iB", "0x10", " 1"})
     expect_error([&] { parse_byte_size(bad, "--max-memory"); }, "--max-memory",
-                 "'" + std::string(bad) + "'" + shape);
+                 std::string("'").append(bad) + "'" + shape);
   expect_error([] { parse_byte_size("0", "--max-memory"); }, "--max-memory",
                "must be more than 0 bytes");
   expect_error([] { parse_byte_size("0K", "--max-memory"); }, "--max-memory",
                "must be more than 0 bytes");
   for (const char* big : {"18446744073709551616", "16777216T", "99999999999999999999999"})
     expect_error([&] { parse_byte_size(big, "--max-memory"); }, "--max-memory",
-                 "'" + std::string(big) + "' is too large");
+                 std::string("'").append(big) + "' is too large");
 }
 
 TEST(MemoryLimit, DefaultIsTheAvailableMemory) {
@@ -112,6 +113,38 @@ TEST(MemoryLimit, DefaultIsTheAvailableMemory) {
     EXPECT_EQ(e.setting(), "max_memory");  // the CLI words it as its flag
   }
   set_memory_limit(0);
+}
+
+// The OpenMP wait chosen at a command's start (fpguard/limits.hpp): /proc/loadavg's
+// runnable count, and whether the pool's threads find free CPUs in it.
+TEST(OpenMPWait, ReadsTheRunnableCountOfLoadavg) {
+  EXPECT_EQ(runnable_tasks("0.61 1.20 1.30 2/234 5678\n"), 2);
+  EXPECT_EQ(runnable_tasks("12.00 9.5 7.25 17/1045 99"), 17);
+  EXPECT_EQ(runnable_tasks("0.61 1.20 1.30 /234 5678"), -1);
+  EXPECT_EQ(runnable_tasks("0.61 1.20 1.30 2"), -1);
+  EXPECT_EQ(runnable_tasks("0.61 1.20"), -1);
+  EXPECT_EQ(runnable_tasks(""), -1);
+  EXPECT_GE(runnable_tasks(), 1);  // this test is running
+}
+
+TEST(OpenMPWait, CoresAreFreeWhenEveryThreadFindsOne) {
+  // A sequence of counts, one per read; the last repeats.
+  const auto reads = [](std::vector<int> counts) {
+    return
+        [counts, i = std::size_t{0}]() mutable { return counts[std::min(i++, counts.size() - 1)]; };
+  };
+  std::size_t n = 0;
+  const auto counted = [&n](std::function<int()> f) { return [&n, f] { return ++n, f(); }; };
+  EXPECT_TRUE(cores_free(2, 2, counted(reads({1}))));  // only this task
+  EXPECT_EQ(n, 1u);                                    // read once
+  EXPECT_TRUE(cores_free(2, 4, reads({3})));
+  EXPECT_FALSE(cores_free(2, 4, reads({4})));
+  n = 0;
+  EXPECT_FALSE(cores_free(2, 2, counted(reads({2}))));  // a busy core, at every read
+  EXPECT_EQ(n, 21u);                                    // for 20 ms
+  EXPECT_TRUE(cores_free(2, 2, reads({4, 3, 1})));      // threads that spun for a moment
+  EXPECT_FALSE(cores_free(1, 2, reads({-1})));          // unknown
+  EXPECT_FALSE(cores_free(2, 2, reads({0})));           // not a count this task can read
 }
 
 TEST_F(Hostile, EveryReaderChecksTheLimitBeforeAllocating) {

@@ -55,21 +55,33 @@ std::uint64_t parse_byte_size(std::string_view text, const std::string& where);
 // unchanged: what is kept is what the run had already used.
 void reuse_freed_memory();
 
-// Process-wide OpenMP policy for programs that run models: unless the user chose one
-// (OMP_WAIT_POLICY or GOMP_SPINCOUNT set), sets GOMP_SPINCOUNT=kOpenMPSpins, so that
-// threads waiting at a barrier or for work spin that many iterations, then sleep, instead
-// of spinning for libgomp's default 300,000. A long spin wins microseconds per parallel
-// region on an idle machine and loses everything when a core is busy: a spinning thread
-// holds the core its descheduled partner needs (bench/README.md: 2-thread runs 10x slower
-// under load). Sleeping at once (OMP_WAIT_POLICY=passive) pays a futex wake per region;
-// the short spin took 9% off the real architectures idle and added 9% with a core busy,
-// where the rise stays below ONNX Runtime's (bench/README.md, "A bounded spin by
-// default"). Returns whether it set the variable. libgomp reads its environment once, when it is
-// loaded, before main() (and glibc's initializer, which runs before libgomp's, resets the
+// Process-wide OpenMP policy for programs that run models, chosen at their start unless the
+// user chose one (OMP_WAIT_POLICY or GOMP_SPINCOUNT set). Threads waiting at a barrier or
+// for work spin libgomp's default 300,000 iterations, then sleep, when every thread of the
+// pool finds a CPU that nothing else is running on (cores_free); otherwise
+// GOMP_SPINCOUNT=kOpenMPSpins. A long spin wins microseconds per parallel region on free
+// cores (up to 1.3x on MobileNetV3's many small layers) and loses everything when a core is
+// busy: a spinning thread holds the core its descheduled partner needs (bench/README.md:
+// 2-thread runs 1.5-2x slower with one core busy, 10x under load). Sleeping at once
+// (OMP_WAIT_POLICY=passive) pays a futex wake per region; the short spin sits between
+// (bench/README.md, "Idle at the end of the tenth session", "The spin chosen at start"). Returns
+// whether it set the variable. libgomp reads its environment once, when it is loaded,
+// before main() (and glibc's initializer, which runs before libgomp's, resets the
 // environment that an executable's .preinit_array changed), so a program that gets true
 // must start again for it to take effect: the CLI re-executes itself for the commands that
-// run models (tools/fpguard/main.cpp).
+// run models (tools/fpguard/main.cpp). Load that arrives after the start is not seen.
 inline constexpr const char* kOpenMPSpins = "1000";
 bool prefer_bounded_openmp_wait();
+
+// Whether `threads` threads would each find a free CPU among `cpus`: `runnable()` counts
+// the tasks the kernel could run now, this one included (the 4th field of /proc/loadavg).
+// A count that says no is read again, every millisecond for 20 ms, and the fewest counts:
+// another runtime's threads that spin for a while after their work (ONNX Runtime's, for
+// about 25 ms after a run) or a short-lived process are not a busy core; a program that
+// computes is runnable at every read. A count below 0 (unknown) says no.
+bool cores_free(int threads, int cpus, const std::function<int()>& runnable);
+// The 4th field of /proc/loadavg ("0.61 1.20 1.30 2/234 5678": 2), or -1.
+int runnable_tasks(std::string_view loadavg);
+int runnable_tasks();
 
 }  // namespace fpguard

@@ -1,11 +1,15 @@
 #include "fpguard/limits.hpp"
 
+#include <fcntl.h>
 #include <malloc.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
@@ -168,8 +172,43 @@ void reuse_freed_memory() {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
+int runnable_tasks(std::string_view loadavg) {
+  // "0.61 1.20 1.30 2/234 5678": the field after the third space, up to its '/'.
+  std::size_t at = 0;
+  for (int field = 0; field < 3; ++field) {
+    at = loadavg.find(' ', at);
+    if (at == std::string_view::npos) return -1;
+    ++at;
+  }
+  int n = 0;
+  const auto* end = loadavg.data() + loadavg.size();
+  const auto [p, ec] = std::from_chars(loadavg.data() + at, end, n);
+  return ec == std::errc() && p != end && *p == '/' ? n : -1;
+}
+
+int runnable_tasks() {
+  char buf[128];
+  const int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  const auto n = read(fd, buf, sizeof(buf));
+  close(fd);
+  return n > 0 ? runnable_tasks(std::string_view(buf, static_cast<std::size_t>(n))) : -1;
+}
+
+bool cores_free(int threads, int cpus, const std::function<int()>& runnable) {
+  constexpr int kReads = 21;  // 20 ms
+  for (int i = 0; i < kReads; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const int others = runnable() - 1;  // this task is running
+    if (others >= 0 && others + threads <= cpus) return true;
+  }
+  return false;
+}
+
 bool prefer_bounded_openmp_wait() {
   if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return false;
+  const int cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  if (cores_free(available_cores(), cpus, [] { return runnable_tasks(); })) return false;
   return setenv("GOMP_SPINCOUNT", kOpenMPSpins, 0) == 0;
 }
 

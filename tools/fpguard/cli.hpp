@@ -49,8 +49,9 @@ void add_scaled_options(CLI::App& cmd, ScaledArgs& a);
 std::set<std::string> unscaled_nodes(const ScaledArgs& a, const Precision& p);
 
 // Marks `cmd` as a command that runs models (or GEMM experiments) on OpenMP's threads:
-// for those, how its threads wait matters, and main() starts the process again with
-// passive waits (tools/fpguard/main.cpp). `runs_models(name)`: whether that command is one.
+// for those, how its threads wait matters, and main() starts the process again with a
+// bounded spin when a core is busy (tools/fpguard/main.cpp). `runs_models(name)`: whether
+// that command is one.
 void mark_runs_models(CLI::App& cmd);
 bool runs_models(const std::string& command);
 

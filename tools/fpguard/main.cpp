@@ -163,9 +163,10 @@ int run(CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // OpenMP threads spin briefly, then sleep, while they wait unless the user chose
-  // otherwise; libgomp has read its environment already, so the process starts again
-  // (once: the variable is set now). Should the exec fail, the run goes on with libgomp's default.
+  // OpenMP threads spin briefly, then sleep, while they wait when a core is busy at the
+  // start, unless the user chose otherwise (fpguard/limits.hpp); libgomp has read its
+  // environment already, so the process starts again (once: the variable is set now).
+  // Should the exec fail, the run goes on with libgomp's default.
   const auto app = make_app();
   if (argc > 1 && fpguard::cli::runs_models(argv[1]) && fpguard::prefer_bounded_openmp_wait())
     execv("/proc/self/exe", argv);
