@@ -5,10 +5,12 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <span>
 #include <sstream>
 
 #include "common.hpp"
@@ -121,6 +123,30 @@ void BM_compare(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
 }
 BENCHMARK(BM_compare)->Arg(1 << 20)->Arg(fpguard::bench::kLarge)->UseRealTime();
+
+// What the check does for every tensor: the emulated and the local run against the
+// reference in one pass, with the reference's own statistics (analysis::compare with two
+// runs and r_stats). The runs are the reference rounded to float16 and to bfloat16.
+void BM_compare_two_runs(benchmark::State& state) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  static std::map<std::size_t, std::array<std::vector<float>, 3>> data;
+  auto& [r, v, w] = data[bytes];
+  const auto f16 = fpguard::parse_format("float16");
+  if (r.empty()) {
+    const auto& big = fpguard::bench::input(fpguard::bench::kLarge);
+    r.assign(big.begin(), big.begin() + static_cast<std::ptrdiff_t>(bytes / sizeof(float)));
+    v.resize(r.size());
+    w.resize(r.size());
+    fpguard::round(r, v, f16);
+    fpguard::round(r, w, fpguard::parse_format("bfloat16"));
+  }
+  fpguard::TensorStats st;
+  for (auto _ : state)
+    benchmark::DoNotOptimize(fpguard::analysis::compare(
+        r, {std::span<const float>(v), std::span<const float>(w)}, f16, &st));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
+}
+BENCHMARK(BM_compare_two_runs)->Arg(1 << 20)->Arg(fpguard::bench::kLarge)->UseRealTime();
 
 [[maybe_unused]] const bool registered = [] {
   std::vector<fs::path> dirs;
