@@ -819,10 +819,10 @@ TEST(Scaled, ChannelScalesAndCalibratedAmax) {
   EXPECT_FALSE(mx->options.amax);
 }
 
-// MaxPool without an Indices output takes a separable path (ops/conv.cpp, max_pool_plane:
-// rows, then columns); with Indices it takes the scalar path. Both read the same input in
-// one model and must agree bit for bit: NaN payloads, infinities, signed zeros, padding,
-// dilation, ceil_mode.
+// MaxPool without an Indices output takes a separable path (ops/maxpool.cpp, on vectors
+// for strides 1 and 2: rows, then columns); with Indices it takes the scalar path. Both read the
+// same input in one model and must agree bit for bit: NaN payloads, infinities, signed zeros,
+// padding, dilation, ceil_mode.
 TEST(Pool, MaxPoolWithoutIndicesEqualsTheIndexedPathBitForBit) {
   struct Case {
     std::int64_t h, w;
@@ -930,6 +930,18 @@ TEST(Pool, MaxPoolWithoutIndicesEqualsTheIndexedPathBitForBit) {
     for (std::size_t i = 0; i < rows.size(); ++i)
       ASSERT_EQ(std::bit_cast<std::uint32_t>(rows[i]), std::bit_cast<std::uint32_t>(scalar[i]))
           << "output " << i;
+    // On float64 carriers (the kernel's double build): the same taps, narrowed exactly.
+    RunOptions o64;
+    o64.carrier = DType::float64;
+    const auto out64 = Executor(b.m, o64).run({{"x", floats({2, 3, c.h, c.w}, x)}});
+    ASSERT_EQ(out64.size(), 2u);
+    const auto rows64 = out64[0].tensor.data<float>(), scalar64 = out64[1].tensor.data<float>();
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(rows64[i]), std::bit_cast<std::uint32_t>(scalar64[i]))
+          << "float64 output " << i;
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(rows64[i]), std::bit_cast<std::uint32_t>(scalar[i]))
+          << "float64 output " << i;
+    }
   }
 }
 

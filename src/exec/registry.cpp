@@ -152,7 +152,9 @@ Tensor convert(const Tensor& t, DType to) {
       encode(t.data<double>(), out.data<std::uint16_t>(), f);
       return out;
     }
-    const Tensor x = t.dtype() == DType::float32 ? t : convert(t, DType::float32);
+    Tensor widened;  // (a float32 t is read in place, not copied)
+    if (t.dtype() != DType::float32) widened = convert(t, DType::float32);
+    const Tensor& x = t.dtype() == DType::float32 ? t : widened;
     encode(x.data<float>(), out.data<std::uint16_t>(), f);
     return out;
   }

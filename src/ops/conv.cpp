@@ -7,6 +7,7 @@
 
 #include "core/parallel.hpp"
 #include "ops/depthwise.hpp"
+#include "ops/maxpool.hpp"
 #include "ops/ops.hpp"
 #include "ops/pointwise.hpp"
 
@@ -207,18 +208,7 @@ void depthwise(const KernelContext& ctx, const ConvGeometry& g, const float* x, 
                const float* bias, float* y) {
   const auto planes = g.n * g.m, mg = g.m / g.group, isize = product(g.in), osize = product(g.out),
              ksize = product(g.kernel);
-  const depthwise::Plane p{.in_h = g.in[0],
-                           .in_w = g.in[1],
-                           .pad_top = g.pad_begin[0],
-                           .pad_left = g.pad_begin[1],
-                           .out_h = g.out[0],
-                           .out_w = g.out[1],
-                           .kernel_h = g.kernel[0],
-                           .kernel_w = g.kernel[1],
-                           .stride_h = g.stride[0],
-                           .stride_w = g.stride[1],
-                           .dil_h = g.dilation[0],
-                           .dil_w = g.dilation[1]};
+  const depthwise::Plane p = window2d(g);
   detail::parallel_for(
       static_cast<std::size_t>(planes),
       detail::resolve_threads(ctx.threads > 1 ? 0 : 1,
@@ -351,109 +341,6 @@ void conv(KernelContext& ctx) {
   add_bias(ctx, po, n, m, osize);
 }
 
-// dst[i] = take(src[i * stride], dst[i]) (or src[i * stride] for the first tap) for i in
-// [0, n): strides 1 and 2 (most pools) as loops of a constant stride, which the compiler
-// vectorises (stride 2 with deinterleaving shuffles); the same operations either way.
-template <bool combine, class T, class Take>
-void strided_taps(const T* src, std::int64_t stride, std::int64_t n, T* dst, Take take) {
-  const auto loop = [&](auto s) {
-    for (std::int64_t i = 0; i < n; ++i) dst[i] = combine ? take(src[i * s], dst[i]) : src[i * s];
-  };
-  if (stride == 1)
-    loop(std::integral_constant<std::int64_t, 1>{});
-  else if (stride == 2)
-    loop(std::integral_constant<std::int64_t, 2>{});
-  else
-    loop(stride);
-}
-
-// The maximum as MaxPool takes it: a NaN tap wins, a larger one wins, a tie keeps the
-// earlier. Folded over taps in order, it gives the last NaN if any, else the first of the
-// largest: so a fold over rows of folds over columns gives the same tap, bit for bit.
-// (A function object: strided_taps inlines it and the loops vectorise.)
-struct TakeMax {
-  template <class T>
-  T operator()(T v, T acc) const {
-    return v > acc || std::isnan(v) ? v : acc;
-  }
-};
-
-// Whether every output column's window reads at least one input column (then the pool is
-// separable: rows first, each row's result a fold over the columns it reads).
-bool every_column_reads_input(const Window& win) {
-  for (std::int64_t ow = 0; ow < win.out[1]; ++ow) {
-    bool reads = false;
-    for (std::int64_t kw = 0; kw < win.kernel[1] && !reads; ++kw) {
-      const auto iw = ow * win.stride[1] - win.pad_begin[1] + kw * win.dilation[1];
-      reads = iw >= 0 && iw < win.in[1];
-    }
-    if (!reads) return false;
-  }
-  return true;
-}
-
-// Each input row folded over the columns each output column reads (`cols`: in_h rows of
-// out_w): columns whose taps all lie inside the row as loops along it, which the compiler
-// vectorises, the rest (padding) one by one.
-template <class T>
-void max_pool_columns(const Window& win, const T* plane, T* cols) {
-  const auto iw_n = win.in[1], ow_n = win.out[1], kw_n = win.kernel[1];
-  const auto sw = win.stride[1], dw = win.dilation[1], pw = win.pad_begin[1];
-  // Columns [lo, hi): ow * sw - pw >= 0 and ow * sw - pw + (kw_n - 1) * dw < iw_n.
-  const std::int64_t lo = std::min((pw + sw - 1) / sw, ow_n);
-  const std::int64_t last = iw_n - 1 - (kw_n - 1) * dw + pw;
-  const std::int64_t hi = last < 0 ? lo : std::clamp(last / sw + 1, lo, ow_n);
-  for (std::int64_t ih = 0; ih < win.in[0]; ++ih) {
-    const T* src = plane + ih * iw_n;
-    T* row = cols + ih * ow_n;
-    const auto scalar = [&](std::int64_t ow) {
-      bool first = true;
-      for (std::int64_t kw = 0; kw < kw_n; ++kw) {
-        const auto iw = ow * sw - pw + kw * dw;
-        if (iw < 0 || iw >= iw_n) continue;
-        row[ow] = first ? src[iw] : TakeMax{}(src[iw], row[ow]);
-        first = false;
-      }
-    };
-    for (std::int64_t ow = 0; ow < lo; ++ow) scalar(ow);
-    for (std::int64_t ow = hi; ow < ow_n; ++ow) scalar(ow);
-    for (std::int64_t kw = 0; kw < kw_n && lo < hi; ++kw) {
-      const T* tap = src + lo * sw - pw + kw * dw;  // column lo's tap
-      if (kw == 0)
-        strided_taps<false>(tap, sw, hi - lo, row + lo, TakeMax{});
-      else
-        strided_taps<true>(tap, sw, hi - lo, row + lo, TakeMax{});
-    }
-  }
-}
-
-// 2-D max pooling of one plane without indices, separably: each input row folded over
-// the columns (max_pool_columns, into `cols`), then each output row the fold of the rows
-// its window reads, in order (kh), as loops along the row. The taps are the scalar path's
-// in its order (kh, then kw) with its comparison, so the results are its bits, NaN
-// payloads and signed zeros included; a 3 x 3 / 2 pool reads each tap vector once where it
-// read the nine taps of every output. A window with no input column runs on the scalar
-// path (pool_plane_2d).
-template <class T>
-void max_pool_plane(const Window& win, const T* plane, T* out, T* cols) {
-  const auto ih_n = win.in[0], oh_n = win.out[0], ow_n = win.out[1];
-  max_pool_columns(win, plane, cols);
-  for (std::int64_t oh = 0; oh < oh_n; ++oh) {
-    T* row = out + oh * ow_n;
-    bool first = true;
-    for (std::int64_t kh = 0; kh < win.kernel[0]; ++kh) {
-      const auto ih = oh * win.stride[0] - win.pad_begin[0] + kh * win.dilation[0];
-      if (ih < 0 || ih >= ih_n) continue;
-      if (first)
-        strided_taps<false>(cols + ih * ow_n, 1, ow_n, row, TakeMax{});
-      else
-        strided_taps<true>(cols + ih * ow_n, 1, ow_n, row, TakeMax{});
-      first = false;
-    }
-    if (first) std::fill(row, row + ow_n, -std::numeric_limits<T>::infinity());
-  }
-}
-
 // What a pool node asks for beyond its window.
 struct PoolOptions {
   bool indices = false;       // MaxPool's Indices output is wanted
@@ -550,7 +437,9 @@ void pool(KernelContext& ctx) {
   // 8-bit integers (MaxPool) are exact in float32: pool there, convert back.
   const bool small_int = x_in.dtype() == DType::int8 || x_in.dtype() == DType::uint8;
   if (small_int && !is_max) ctx.fail("AveragePool of integers is not supported");
-  const Tensor x = small_int ? exec::convert(x_in, carrier_dtype<T>()) : x_in;
+  Tensor widened;  // (the input itself is read in place, not copied)
+  if (small_int) widened = exec::convert(x_in, carrier_dtype<T>());
+  const Tensor& x = small_int ? widened : x_in;
   require_float(ctx, x);
   const auto kernel = ctx.node.attr_ints("kernel_shape");
   if (kernel.empty()) ctx.fail("kernel_shape is required");
@@ -575,15 +464,17 @@ void pool(KernelContext& ctx) {
     f(win, o, px + p * isize, p * isize, po + p * osize, o.indices ? pi + p * osize : nullptr);
   };
   if (kernel.size() == 2) {  // the common case: plain loops, planes split across threads
-    const bool separable = is_max && !o.indices && every_column_reads_input(win);
+    // MaxPool without indices: separably, on the vector kernel (ops/maxpool.hpp).
+    const maxpool::Plane mp = window2d(win);
+    const bool separable = is_max && !o.indices && maxpool::separable(mp);
     detail::parallel_for(
         static_cast<std::size_t>(nc),
         detail::resolve_threads(ctx.threads > 1 ? 0 : 1, static_cast<std::size_t>(nc * osize)),
         [&](std::size_t lo, std::size_t hi) {
-          std::vector<T> cols(separable ? static_cast<std::size_t>(win.in[0] * win.out[1]) : 0);
+          std::vector<T> cols(separable ? maxpool::scratch_values(mp) : 0);
           for (auto p = static_cast<std::int64_t>(lo); p < static_cast<std::int64_t>(hi); ++p)
             if (separable)
-              max_pool_plane(win, px + p * isize, po + p * osize, cols.data());
+              maxpool::plane(mp, px + p * isize, po + p * osize, cols.data());
             else
               plane(p, pool_plane_2d<T, is_max>);
         },

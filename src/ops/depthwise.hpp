@@ -5,16 +5,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/window2d.hpp"
+
 namespace fpguard::ops::depthwise {
 
-// One input plane (in_h x in_w, zero-padded by pad_top rows above and pad_left columns on
-// the left, and by zeros wherever else a tap falls outside it) and the output plane made
-// from it: output (oh, ow) reads input (oh * stride_h + kh * dil_h - pad_top, ow *
-// stride_w + kw * dil_w - pad_left) at tap (kh, kw).
-struct Plane {
-  std::int64_t in_h, in_w, pad_top, pad_left;
-  std::int64_t out_h, out_w, kernel_h, kernel_w, stride_h, stride_w, dil_h, dil_w;
-};
+// One input plane and the output plane made from it (ops/window2d.hpp); the input is
+// zero-padded: a tap outside it reads 0.
+using Plane = Window2D;
 
 // The floats of scratch that plane() needs for p (per thread; its contents do not matter).
 std::size_t scratch_floats(const Plane& p);
