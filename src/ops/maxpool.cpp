@@ -83,7 +83,7 @@ void Fold(const T* const* taps, std::size_t count, std::int64_t stride, std::int
 
 // Each input row folded over the columns each output column reads (`cols`: in_h rows of
 // out_w): columns whose taps all lie inside the row as vectors along it, the rest (padding)
-// one by one. `taps`: kernel_w pointers of scratch.
+// one by one. `taps`: the caller's scratch for kernel_w pointers.
 template <class T>
 void Columns(const Plane& p, const T* plane, T* cols, std::vector<const T*>& taps) {
   const auto iw_n = p.in_w, ow_n = p.out_w, kw_n = p.kernel_w;
