@@ -2,6 +2,7 @@
 // rounding at precision boundaries, data movement never rounds, overflow in the node's
 // format), float16 models, observers, unsupported ops listed at once, input checks.
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include <fcntl.h>
@@ -824,6 +825,12 @@ TEST(Scaled, ChannelScalesAndCalibratedAmax) {
 // same input in one model and must agree bit for bit: NaN payloads, infinities, signed zeros,
 // padding, dilation, ceil_mode.
 TEST(Pool, MaxPoolWithoutIndicesEqualsTheIndexedPathBitForBit) {
+  struct TargetGuard {  // Highway's own choice of target again, however the test ends
+    ~TargetGuard() { hwy::SetSupportedTargetsForTest(0); }
+  } guard;
+  // (Listed once: a target set for the test is all that Highway reports as supported.)
+  const std::vector<std::int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  ASSERT_GT(targets.size(), 1u);
   struct Case {
     std::int64_t h, w;
     std::vector<std::int64_t> kernel, strides, pads, dilations;
@@ -923,24 +930,31 @@ TEST(Pool, MaxPoolWithoutIndicesEqualsTheIndexedPathBitForBit) {
       const auto pick = rng() % 8;  // a quarter of the values special, the rest uniform
       v = pick < 2 ? special[rng() % special.size()] : uniform(rng);
     }
-    const auto out = Executor(b.m).run({{"x", floats({2, 3, c.h, c.w}, x)}});
-    ASSERT_EQ(out.size(), 2u);
-    const auto rows = out[0].tensor.data<float>(), scalar = out[1].tensor.data<float>();
-    ASSERT_EQ(out[0].tensor.shape(), out[1].tensor.shape());
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      ASSERT_EQ(std::bit_cast<std::uint32_t>(rows[i]), std::bit_cast<std::uint32_t>(scalar[i]))
-          << "output " << i;
-    // On float64 carriers (the kernel's double build): the same taps, narrowed exactly.
-    RunOptions o64;
-    o64.carrier = DType::float64;
-    const auto out64 = Executor(b.m, o64).run({{"x", floats({2, 3, c.h, c.w}, x)}});
-    ASSERT_EQ(out64.size(), 2u);
-    const auto rows64 = out64[0].tensor.data<float>(), scalar64 = out64[1].tensor.data<float>();
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      ASSERT_EQ(std::bit_cast<std::uint32_t>(rows64[i]), std::bit_cast<std::uint32_t>(scalar64[i]))
-          << "float64 output " << i;
-      ASSERT_EQ(std::bit_cast<std::uint32_t>(rows64[i]), std::bit_cast<std::uint32_t>(scalar[i]))
-          << "float64 output " << i;
+    // On every SIMD target the kernel is compiled for (vectors of 4 and 8 floats: other
+    // tails), as the Highway kernels are tested.
+    for (const std::int64_t target : targets) {
+      hwy::SetSupportedTargetsForTest(target);
+      SCOPED_TRACE(hwy::TargetName(target));
+      const auto out = Executor(b.m).run({{"x", floats({2, 3, c.h, c.w}, x)}});
+      ASSERT_EQ(out.size(), 2u);
+      const auto rows = out[0].tensor.data<float>(), scalar = out[1].tensor.data<float>();
+      ASSERT_EQ(out[0].tensor.shape(), out[1].tensor.shape());
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(rows[i]), std::bit_cast<std::uint32_t>(scalar[i]))
+            << "output " << i;
+      // On float64 carriers (the kernel's double build): the same taps, narrowed exactly.
+      RunOptions o64;
+      o64.carrier = DType::float64;
+      const auto out64 = Executor(b.m, o64).run({{"x", floats({2, 3, c.h, c.w}, x)}});
+      ASSERT_EQ(out64.size(), 2u);
+      const auto rows64 = out64[0].tensor.data<float>(), scalar64 = out64[1].tensor.data<float>();
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(rows64[i]),
+                  std::bit_cast<std::uint32_t>(scalar64[i]))
+            << "float64 output " << i;
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(rows64[i]), std::bit_cast<std::uint32_t>(scalar[i]))
+            << "float64 output " << i;
+      }
     }
   }
 }

@@ -20,6 +20,7 @@ foreach(_t model exec values)
   gtest_discover_tests(${_t}_tests TEST_PREFIX "${_t}_" DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES
     PROPERTIES LABELS model)
 endforeach()
+target_link_libraries(exec_tests PRIVATE hwy::hwy)  # vector kernels tested on every target
 
 add_test(NAME conformance.onnx_node
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/conformance/run_conformance.py

@@ -19,9 +19,8 @@ namespace fpguard::ops::maxpool::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // take() on every lane.
-template <class D, class V = hn::Vec<D>>
-V Take(D d, V v, V acc) {
-  (void)d;
+template <class V>
+V Take(V v, V acc) {
   return hn::IfThenElse(hn::Or(hn::Gt(v, acc), hn::IsNaN(v)), v, acc);
 }
 
@@ -47,7 +46,7 @@ void FoldVectors(const T* const* taps, std::size_t count, std::int64_t n, T* dst
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   const auto fold = [&](std::int64_t i, auto at) {
     auto acc = at(taps[0], i);
-    for (std::size_t t = 1; t < count; ++t) acc = Take(d, at(taps[t], i), acc);
+    for (std::size_t t = 1; t < count; ++t) acc = Take(at(taps[t], i), acc);
     hn::StoreU(acc, d, dst + i);
   };
   const auto tap = [&](const T* p, std::int64_t i) { return At<S>(d, p, i); };
