@@ -1,7 +1,14 @@
 // `fpguard gemm-error`'s default path for one format: float16 inputs, float32
 // accumulation through oneDNN's sgemm, plus the two double GEMMs of the truth and the
 // |A||B| product of the bounds — the whole of one table row, at n = 1024 and 2048.
+// Then the executor's products of a few rows (BM_small_gemm).
 #include <benchmark/benchmark.h>
+
+#include <dnnl.hpp>
+
+#include <cstdint>
+#include <random>
+#include <vector>
 
 #include "fpguard/experiments.hpp"
 
@@ -42,5 +49,52 @@ void BM_gemm_reference(benchmark::State& state) {
   for (auto _ : state) fpguard::gemm_reference(m.a_rounded, m.b_rounded, c, n, false);
 }
 BENCHMARK(BM_gemm_reference)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Products of a few rows, C = A B^T (B: n x k, a Linear's or a recurrent weight as ONNX
+// stores it), on the pool's threads: dnnl_sgemm (what ops::gemm runs for m <= 8) against
+// oneDNN's matmul primitive created per call (what it runs for more rows, and ran for
+// these before). The shapes: the CRNN's LSTM step (1 x 1024 x 256), ResNet-50's and
+// MobileNetV3's classifiers, the CRNN's step at batch 8, and 16 rows for the crossover.
+struct SmallGemm {
+  std::int64_t m, n, k;
+};
+
+void BM_small_gemm(benchmark::State& state, SmallGemm s, bool sgemm) {
+  std::vector<float> a(static_cast<std::size_t>(s.m * s.k)), b(static_cast<std::size_t>(s.n * s.k)),
+      c(static_cast<std::size_t>(s.m * s.n));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  for (auto* v : {&a, &b})
+    for (float& f : *v) f = normal(rng);
+  using dnnl::memory;
+  const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream strm(eng);
+  const memory::desc ad({s.m, s.k}, memory::data_type::f32, memory::dims{s.k, 1});
+  const memory::desc bd({s.k, s.n}, memory::data_type::f32, memory::dims{1, s.k});
+  const memory::desc cd({s.m, s.n}, memory::data_type::f32, memory::dims{s.n, 1});
+  for (auto _ : state) {
+    if (sgemm) {
+      dnnl_sgemm('N', 'T', s.m, s.n, s.k, 1.0f, a.data(), s.k, b.data(), s.k, 0.0f, c.data(), s.n);
+    } else {
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), eng);
+      const dnnl::matmul mm(pd);
+      memory am(ad, eng, a.data()), bm(bd, eng, b.data()), cm(cd, eng, c.data());
+      mm.execute(strm, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+      strm.wait();
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * s.m * s.n * s.k);
+}
+
+#define FPG_SMALL_GEMM_BENCH(name, ...)                                                        \
+  BENCHMARK_CAPTURE(BM_small_gemm, name / sgemm, SmallGemm{__VA_ARGS__}, true)->UseRealTime(); \
+  BENCHMARK_CAPTURE(BM_small_gemm, name / matmul, SmallGemm{__VA_ARGS__}, false)->UseRealTime()
+
+FPG_SMALL_GEMM_BENCH(1x1024x256, 1, 1024, 256);
+FPG_SMALL_GEMM_BENCH(1x1000x2048, 1, 1000, 2048);
+FPG_SMALL_GEMM_BENCH(1x1280x960, 1, 1280, 960);
+FPG_SMALL_GEMM_BENCH(8x1024x256, 8, 1024, 256);
+FPG_SMALL_GEMM_BENCH(16x1024x256, 16, 1024, 256);
 
 }  // namespace

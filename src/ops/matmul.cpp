@@ -357,11 +357,19 @@ bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float
   return true;
 }
 
+// Products of at most this many rows of A (a recurrent step's, a classifier's Linear at
+// batch 1) take dnnl_sgemm: its GEMV-like kernels run them 1.3-5x faster than the matmul
+// primitive's brgemm, whose blocking is made for many rows (BM_small_gemm in
+// bench/gemm_bench.cpp; bench/README.md, "Products of a few rows").
+constexpr std::int64_t kFewRows = 8;
+
 void gemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
           std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,
           std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
   if (gemm_special(ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
-  if (matmul_primitive(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+  if ((ta || m > kFewRows) &&
+      matmul_primitive(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+    return;
   const auto st =
       dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   if (st != dnnl_success) ctx.fail("oneDNN sgemm failed (status " + std::to_string(st) + ")");
