@@ -358,9 +358,11 @@ bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float
 }
 
 // Products of at most this many rows of A (a recurrent step's, a classifier's Linear at
-// batch 1) take dnnl_sgemm: its GEMV-like kernels run them 1.3-5x faster than the matmul
-// primitive's brgemm, whose blocking is made for many rows (BM_small_gemm in
-// bench/gemm_bench.cpp; bench/README.md, "Products of a few rows").
+// batch 1; A not transposed, the measured case) take dnnl_sgemm: on AVX-512 it runs them
+// 2-4.5x faster than the matmul primitive's brgemm, whose blocking is made for many rows
+// (1.2-3x with B not transposed), and with oneDNN held to AVX2 no slower; at 16 rows the
+// primitive is 2x faster (BM_small_gemm in bench/gemm_bench.cpp; bench/README.md,
+// "Products of a few rows").
 constexpr std::int64_t kFewRows = 8;
 
 void gemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
