@@ -87,9 +87,10 @@ namespace {
 
 // oneDNN's matmul primitive on the operands in place (strides express the transposes):
 // its brgemm kernels read a transposed B as fast as a plain one, where dnnl_sgemm's 'T'
-// path is 2-3x slower (every Gemm exported from a torch Linear has transB = 1). The
-// primitive is created per call, which oneDNN's primitive cache makes cheap after the
-// first. Returns false when oneDNN offers no implementation for these strides.
+// path is 2-3x slower on many rows (every Gemm exported from a torch Linear has transB =
+// 1; products of a few rows are the other way round: kFewRows in gemm()). The primitive is
+// created per call, which oneDNN's primitive cache makes cheap after the first. Returns
+// false when oneDNN offers no implementation for these strides.
 bool matmul_primitive(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
                       const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
                       float beta, float* c, std::int64_t ldc) {
