@@ -309,14 +309,18 @@ struct Running {
   }
 };
 
-// A vector outside some format's normal range (the rare case), each format's way; for
-// each format it is out of, sets `bit` in slow[k]. Out of line, on a copy of the running
-// vectors in memory: the formats' counters (FormatVecs, in memory) then never compete
-// with the running vectors for registers in FusedGroup's loop.
-template <std::size_t K, class DF, class Bits>
-HWY_NOINLINE void MixedVector(Running<DF, K>& r, hn::Vec<DF> xv, hn::Vec<DF> iv, const Bits* b,
-                              const FusedFormat* f, FormatVecs<DF>* v, std::uint32_t* slow,
-                              std::uint32_t bit) {
+// A vector outside some format's normal range, each format's way: the formats it is in
+// range of take their in-range path; for each other format it sets `bit` in slow[k], and
+// FormatVecs counts its lanes and takes their errors (exact quotients). kBelow: every
+// lane is nonzero and at most every format's in-range maximum (N(0, 1) data with a lane
+// under float8's smallest normal: most such vectors), so the lanes below a format's
+// smallest normal are rounded to its subnormal quantum (ties to even) and the rest by its
+// normal rounding: RoundOutOfRange's result for such magnitudes, whose errors are the
+// signed values' (formats that flush subnormals never come here: FusedGroup).
+template <bool kBelow, std::size_t K, class DF, class Bits>
+HWY_INLINE void EachFormat(Running<DF, K>& r, hn::Vec<DF> xv, hn::Vec<DF> iv, const Bits* b,
+                           const FusedFormat* f, FormatVecs<DF>* v, std::uint32_t* slow,
+                           std::uint32_t bit) {
   const DF df;
   const hn::RebindToUnsigned<DF> du;
   const auto ab = hn::AndNot(hn::Set(du, 0x80000000u), hn::BitCast(du, xv));
@@ -329,12 +333,31 @@ HWY_NOINLINE void MixedVector(Running<DF, K>& r, hn::Vec<DF> xv, hn::Vec<DF> iv,
       continue;
     }
     slow[k] |= bit;
-    if (v[k].AllOverflow(ax)) continue;  // (most vectors of wide data in float8)
     hn::Vec<DF> err, rel;
-    v[k].Errors(xv, RoundOutOfRange<true>(df, xv, ab, b[k].Round(ab), *f[k].rp), err, rel);
+    if constexpr (kBelow) {
+      const auto magic = hn::Set(df, f[k].rp->magic);
+      const auto sub = hn::Sub(hn::Add(ax, magic), magic);
+      const auto rv = hn::IfThenElse(hn::Lt(ax, hn::Set(df, f[k].rp->smallest_normal)), sub,
+                                     hn::BitCast(df, b[k].Round(ab)));
+      v[k].Errors(ax, rv, err, rel);
+    } else {
+      if (v[k].AllOverflow(ax)) continue;  // (most vectors of wide data in float8)
+      v[k].Errors(xv, RoundOutOfRange<true>(df, xv, ab, b[k].Round(ab), *f[k].rp), err, rel);
+    }
     r.max_abs[k] = hn::Max(r.max_abs[k], err);
     r.fsum[k] = hn::Add(r.fsum[k], rel);
   }
+}
+
+// EachFormat for the vectors it does not take inline (zeros, infinities, NaN, magnitudes
+// beyond a format's range: the rare case). Out of line, on a copy of the running vectors
+// in memory: the formats' counters (FormatVecs, in memory) then never compete with the
+// running vectors for registers in FusedGroup's loop.
+template <std::size_t K, class DF, class Bits>
+HWY_NOINLINE void MixedVector(Running<DF, K>& r, hn::Vec<DF> xv, hn::Vec<DF> iv, const Bits* b,
+                              const FusedFormat* f, FormatVecs<DF>* v, std::uint32_t* slow,
+                              std::uint32_t bit) {
+  EachFormat<false, K>(r, xv, iv, b, f, v, slow, bit);
 }
 
 // The error summaries of K formats, each rounded to nearest-even with its fast path, over
@@ -358,6 +381,12 @@ void FusedGroup(const float* HWY_RESTRICT x, const float* HWY_RESTRICT inv, std:
   const auto [lo, span] = CommonRange(f, K);
   const auto all_lo = hn::Set(du, lo), all_span = hn::Set(du, span);
   const auto sign_bit = hn::Set(du, 0x80000000u);
+  // Vectors whose lanes are all nonzero and under the in-range paths' common maximum, some
+  // below a format's smallest normal, take EachFormat<true> inline; formats that flush
+  // subnormals leave every such vector to MixedVector.
+  bool below_ok = span != 0 || lo != ~0u;
+  for (std::size_t k = 0; k < K; ++k) below_ok = below_ok && !f[k].rp->flush_subnormals;
+  const auto one = hn::Set(du, 1u), below_span = hn::Set(du, lo + span - 1);
   Running<decltype(df), K> r;
   HWY_UNROLL(4)
   for (std::size_t k = 0; k < K; ++k) r.max_abs[k] = r.fsum[k] = r.bmax[k] = hn::Zero(df);
@@ -375,6 +404,10 @@ void FusedGroup(const float* HWY_RESTRICT x, const float* HWY_RESTRICT inv, std:
         ++all_in;
         HWY_UNROLL(4)
         for (std::size_t k = 0; k < K; ++k) r.AddInRange(k, b[k], ab, hn::BitCast(df, ab), iv);
+        continue;
+      }
+      if (HWY_LIKELY(below_ok && hn::AllFalse(du, hn::Gt(hn::Sub(ab, one), below_span)))) {
+        EachFormat<true, K>(r, xv, iv, b.data(), f, v.data(), slow, 1u << ((i - start) / N));
         continue;
       }
       Running<decltype(df), K> copy = r;  // (r itself stays in registers)
