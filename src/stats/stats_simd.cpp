@@ -50,7 +50,7 @@ struct FormatVecs {
   VF max_abs, max_rel, thr, fsum;
   hn::Vec<DD> s_lo, s_hi;
   hn::Vec<DI> c_ovf, c_unf, c_sub, c_lost, c_rel;
-  std::size_t in_range_vectors = 0;
+  std::size_t in_range_vectors = 0, below_vectors = 0;
 
   // a: the summary so far, whose maximum relative error (a float) starts the lanes' maxima.
   FormatVecs(const FormatPlan& p, const FormatAcc& a)
@@ -120,6 +120,20 @@ struct FormatVecs {
     c_lost = Count(di, c_lost, hn::Gt(rel, loss));
   }
 
+  // Errors for lanes all finite, nonzero and without overflow, as magnitudes: ax = |x|, ar
+  // its rounded magnitude (EachFormat<true>'s vectors): the same counts and errors.
+  HWY_INLINE void BelowErrors(VF ax, VF ar, VF& err, VF& rel) {
+    err = hn::Abs(hn::Sub(ar, ax));
+    rel = hn::Div(err, ax);
+    max_rel = hn::Max(max_rel, rel);
+    thr = hn::Mul(max_rel, band);
+    const auto r_zero = hn::Eq(ar, zero);
+    c_unf = Count(di, c_unf, r_zero);
+    c_sub = Count(di, c_sub, hn::AndNot(r_zero, hn::Lt(ar, smallest_normal)));
+    c_lost = Count(di, c_lost, hn::Gt(rel, loss));
+    ++below_vectors;
+  }
+
   HWY_INLINE void Add(VF xv, VF rv) {
     VF err, rel;
     Errors(xv, rv, err, rel);
@@ -139,7 +153,7 @@ struct FormatVecs {
     a.underflow += Total(di, c_unf);
     a.subnormal += Total(di, c_sub);
     a.precision_loss += Total(di, c_lost);
-    a.rel_count += Total(di, c_rel) + in_range_vectors * hn::Lanes(df);
+    a.rel_count += Total(di, c_rel) + (in_range_vectors + below_vectors) * hn::Lanes(df);
     a.max_abs_error =
         std::max(a.max_abs_error, static_cast<double>(hn::GetLane(hn::MaxOfLanes(df, max_abs))));
     a.max_rel_error =
@@ -339,7 +353,7 @@ HWY_INLINE void EachFormat(Running<DF, K>& r, hn::Vec<DF> xv, hn::Vec<DF> iv, co
       const auto sub = hn::Sub(hn::Add(ax, magic), magic);
       const auto rv = hn::IfThenElse(hn::Lt(ax, hn::Set(df, f[k].rp->smallest_normal)), sub,
                                      hn::BitCast(df, b[k].Round(ab)));
-      v[k].Errors(ax, rv, err, rel);
+      v[k].BelowErrors(ax, rv, err, rel);
     } else {
       if (v[k].AllOverflow(ax)) continue;  // (most vectors of wide data in float8)
       v[k].Errors(xv, RoundOutOfRange<true>(df, xv, ab, b[k].Round(ab), *f[k].rp), err, rel);
