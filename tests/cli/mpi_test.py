@@ -8,7 +8,8 @@ MatMul whose products cancel on 2 (an accuracy origin, measured on set 0 on rank
 within 30 s with exit 2, that rank's one error line, naming the set, once, and no output
 file; so does a real allocation failure on rank 1 (its memory limited by a wrapper script
 given to mpirun); --shard is refused likewise. --progress draws rank 0's bar alone, counting every
-rank's sets. Generated sets (--samples 12) spread over 2 ranks, and
+rank's sets. Without its MPI module (libfpguard_mpi.so) fpguard runs alone but refuses
+mpirun with exit 2. Generated sets (--samples 12) spread over 2 ranks, and
 scaled precisions (mxfp8_e4m3; fp8, its activation amax calibrated over all ranks' sets)
 equal one process too.
 
@@ -210,6 +211,28 @@ def refused(a, tmp, example):
     check(not os.path.exists(out), "refusals leave no output", out)
 
 
+def module_missing(a, tmp, example):
+    """fpguard copied without its MPI module (libfpguard_mpi.so, which it loads only under
+    mpirun): a plain run still works; under mpirun every rank exits 2 with one line naming
+    the module, and writes nothing."""
+    lone = os.path.join(tmp, "lone")
+    os.makedirs(lone)
+    binary = shutil.copy(a.fpguard, os.path.join(lone, "fpguard"))
+    model = os.path.join(example, "model.onnx")
+    plain = subprocess.run([binary, "run", model], capture_output=True, text=True)
+    check(plain.returncode == 0, "without the module: a plain run works", plain.stderr)
+    out = os.path.join(tmp, "module.json")
+    m = subprocess.run([a.mpirun, "--allow-run-as-root", "--oversubscribe", "-n", "2", binary,
+                        "check", model, "--precision", "float16", "--json", out, "--quiet"],
+                       capture_output=True, text=True, timeout=60, env=rank_env())
+    ours = [ln for ln in m.stderr.splitlines() if ln.startswith("fpguard: ")]
+    check(m.returncode == 2 and len(ours) == 2 and
+          all("cannot load fpguard's MPI module" in ln and "libfpguard_mpi.so" in ln
+              for ln in ours),
+          "without the module under mpirun: exit 2, one line a rank", (m.returncode, m.stderr))
+    check(not os.path.exists(out), "without the module: no output", out)
+
+
 def progress(a, tmp, example, sets):
     """--progress under mpirun: rank 0 alone draws the bar on stderr (once to 100%), counting
     the sets of every rank."""
@@ -271,6 +294,7 @@ def main():
         corrupt(a, tmp, ex("superres"))
         out_of_memory(a, tmp)
         refused(a, tmp, ex("superres"))
+        module_missing(a, tmp, ex("superres"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return finish("mpi")

@@ -170,6 +170,10 @@ int main(int argc, char** argv) {
   const auto app = make_app();
   if (argc > 1 && fpguard::cli::runs_models(argv[1]) && fpguard::prefer_bounded_openmp_wait())
     execv("/proc/self/exe", argv);
-  fpguard::cli::mpi::start(&argc, &argv);
+  try {
+    fpguard::cli::mpi::start(&argc, &argv);
+  } catch (const fpguard::Error& e) {
+    return fail(fpguard::cli::where_of(e), fpguard::cli::problem_of(e));
+  }
   return fpguard::cli::mpi::stop(run(*app, argc, argv));
 }

@@ -1,37 +1,65 @@
-// MPI behind mpi.hpp. Compiled with FPGUARD_WITH_MPI=1 only where CMake found MPI.
+// MPI behind mpi.hpp, through the MPI module (mpi_module.hpp), which this file loads in a
+// process that mpirun started, where the build made it (FPGUARD_MPI_MODULE_RELDIR).
 #include "mpi.hpp"
 
+#include <dlfcn.h>
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 
-#if FPGUARD_WITH_MPI
-#include <mpi.h>
-#include <sched.h>
-#endif
-
+#include "fpguard/error.hpp"
 #include "fpguard/limits.hpp"
+#include "mpi_module.hpp"
 
 namespace fpguard::cli::mpi {
 
 namespace {
+
 World the_world;
-}  // namespace
-
-const World& world() {
-  return the_world;
-}
-
-#if FPGUARD_WITH_MPI
-
-namespace {
-
-bool started = false;
+const ModuleApi* api = nullptr;  // while MPI is started
 
 // mpirun (OpenMPI's, or any PMIx launcher such as srun --mpi=pmix) sets these.
 bool launched_by_mpirun() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
 }
+
+#ifdef FPGUARD_MPI_MODULE_RELDIR
+// The module: next to the executable (the build tree), else in the installed library
+// directory (FPGUARD_MPI_MODULE_RELDIR, relative to the executable's). Loaded with its
+// symbols global: Open MPI's own plugins resolve theirs against libmpi.
+const ModuleApi* load_module() {
+  constexpr const char* kFile = "libfpguard_mpi.so";
+  char exe[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) throw Error("mpirun", "cannot locate the fpguard executable to load its MPI module");
+  exe[n] = '\0';
+  const std::filesystem::path dir = std::filesystem::path(exe).parent_path();
+  std::string failures;
+  for (const auto& path : {dir / kFile, dir / FPGUARD_MPI_MODULE_RELDIR / kFile}) {
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    if (!handle) {
+      failures += (failures.empty() ? "" : "; ") + std::string(dlerror());
+      continue;
+    }
+    const auto get = reinterpret_cast<const ModuleApi* (*)()>(dlsym(handle, "fpguard_mpi_module"));
+    const ModuleApi* m = get ? get() : nullptr;
+    if (!m || m->version != kModuleVersion)
+      throw Error(path.string(), "not the MPI module of this fpguard (rebuild it)");
+    return m;
+  }
+  throw Error("mpirun", "cannot load fpguard's MPI module: " + failures);
+}
+#else
+// A build without MPI: no module, and every process is a world of its own.
+const ModuleApi* load_module() {
+  return nullptr;
+}
+#endif
 
 // This rank's share of the cores its CPU affinity allows: their number divided by the
 // most ranks of this machine that may run on any one of them, at least 1. Bound to cores
@@ -42,13 +70,8 @@ int core_share() {
   cpu_set_t mine;
   CPU_ZERO(&mine);
   const bool known = sched_getaffinity(0, sizeof(mine), &mine) == 0 && CPU_COUNT(&mine) > 0;
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int ranks = 1;
-  MPI_Comm_size(node, &ranks);
-  std::vector<cpu_set_t> all(static_cast<std::size_t>(ranks));
-  MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, all.data(), sizeof(mine), MPI_BYTE, node);
-  MPI_Comm_free(&node);
+  std::vector<cpu_set_t> all(static_cast<std::size_t>(api->node_size()));
+  api->node_allgather(&mine, sizeof(mine), all.data());
   if (!known) return available_cores();
   int most = 1;
   for (int c = 0; c < CPU_SETSIZE; ++c) {
@@ -62,32 +85,36 @@ int core_share() {
 
 }  // namespace
 
+const World& world() {
+  return the_world;
+}
+
 void start(int* argc, char*** argv) {
   if (!launched_by_mpirun()) return;
-  MPI_Init(argc, argv);
-  started = true;
-  MPI_Comm_rank(MPI_COMM_WORLD, &the_world.rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &the_world.size);
+  const ModuleApi* m = load_module();
+  if (!m) return;
+  m->init(argc, argv, &the_world.rank, &the_world.size);
+  api = m;
   const int share = core_share();
   set_available_cores(share);
   the_world.cores.resize(static_cast<std::size_t>(the_world.size));
-  MPI_Allgather(&share, 1, MPI_INT, the_world.cores.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  api->allgather(&share, 1, false, the_world.cores.data());
 }
 
 int stop(int code) {
-  if (started) MPI_Finalize();
-  started = false;
+  if (api) api->finalize();
+  api = nullptr;
   return code;
 }
 
 std::vector<std::string> allgather(const std::string& bytes) {
-  if (!started) return {bytes};
+  if (!api) return {bytes};
   // Sizes first (64-bit: a state may pass 2 GiB), then the bytes in rounds small enough
   // that every rank's share of a round fits MPI's int counts and displacements.
   const auto n = static_cast<std::size_t>(the_world.size);
   const auto mine = static_cast<std::uint64_t>(bytes.size());
   std::vector<std::uint64_t> sizes(n);
-  MPI_Allgather(&mine, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  api->allgather(&mine, 1, true, sizes.data());
   std::vector<std::string> out(n);
   for (std::size_t r = 0; r < n; ++r) out[r].resize(sizes[r]);
   const std::uint64_t chunk = std::max<std::uint64_t>(1, INT32_MAX / n);
@@ -105,25 +132,13 @@ std::vector<std::string> allgather(const std::string& bytes) {
     }
     buffer.resize(total);
     const int own = counts[static_cast<std::size_t>(the_world.rank)];
-    MPI_Allgatherv(bytes.data() + std::min<std::uint64_t>(at, mine), own, MPI_BYTE, buffer.data(),
-                   counts.data(), displs.data(), MPI_BYTE, MPI_COMM_WORLD);
+    api->allgatherv(bytes.data() + std::min<std::uint64_t>(at, mine), own, buffer.data(),
+                    counts.data(), displs.data());
     for (std::size_t r = 0; r < n; ++r)
       out[r].replace(static_cast<std::size_t>(at), static_cast<std::size_t>(counts[r]), buffer,
                      static_cast<std::size_t>(displs[r]), static_cast<std::size_t>(counts[r]));
   }
   return out;
 }
-
-#else
-
-void start(int*, char***) {}
-int stop(int code) {
-  return code;
-}
-std::vector<std::string> allgather(const std::string& bytes) {
-  return {bytes};
-}
-
-#endif
 
 }  // namespace fpguard::cli::mpi

@@ -1,7 +1,8 @@
 // The one seam between fpguard and MPI (docs/scale.md): the rank and size of an mpirun
-// job, and an allgather of byte strings. Only mpi.cpp sees MPI, and only in a build with
-// it (FPGUARD_WITH_MPI); without it, and in a process not started by mpirun, the world is
-// one process and allgather returns its own bytes. The library never sees MPI.
+// job, and an allgather of byte strings. Only the MPI module (mpi_module.cpp, built where
+// CMake found MPI) sees MPI, and mpi.cpp loads it only in a process started by mpirun;
+// without it the world is one process and allgather returns its own bytes. The library
+// never sees MPI.
 #pragma once
 
 #include <string>
@@ -20,8 +21,9 @@ struct World {
 
 // Called first thing in main: MPI_Init when the build has MPI and the process was started
 // by mpirun (OMPI_COMM_WORLD_SIZE or PMIX_RANK set), and this rank's share of the cores set
-// as its default thread count (set_available_cores). A plain `fpguard` never initialises
-// MPI: a singleton MPI_Init costs about 0.35 s a process here, and OpenMPI may warn.
+// as its default thread count (set_available_cores). A plain `fpguard` never loads MPI: a
+// singleton MPI_Init costs about 0.35 s a process here, and OpenMPI may warn. Throws
+// fpguard::Error when the build has MPI but its module cannot be loaded.
 void start(int* argc, char*** argv);
 // MPI_Finalize when started; returns `code`, the process's exit code.
 int stop(int code);
