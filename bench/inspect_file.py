@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """`fpguard inspect` on a large .npy against memcpy (issue 20): the wall time of the whole
 command (float16, bfloat16 and float8_e4m3fn, its default threads) as a user times it,
-against NumPy's `copyto` of the same array in this process; with two binaries A and B,
-their rounds alternate and their `--json --histogram` outputs must be identical.
+against NumPy's `copyto` of the same array in this process, timed after each run of each
+binary (medians); with two binaries A and B, their rounds alternate and their
+`--json --histogram` outputs must be identical.
 
 Distributions: `typical` N(0,1), `wide` N(0,1) x 3e4 (most values beyond float8's range).
 
@@ -27,15 +28,10 @@ def timed(cmd):
     return time.perf_counter() - t0
 
 
-def memcpy_s(x, rounds):
-    y = np.empty_like(x)
+def memcpy_once(x, y):
+    t0 = time.perf_counter()
     np.copyto(y, x)
-    times = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        np.copyto(y, x)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return time.perf_counter() - t0
 
 
 def main():
@@ -59,10 +55,18 @@ def main():
             if any(o != outs[0] for o in outs):
                 sys.exit(f"{name}: the binaries' --json outputs differ")
             times = [[] for _ in cmds]
+            y = np.empty_like(x)
+            np.copyto(y, x)
+            copies = []
+            # The copy is timed in every round, between the binaries' runs: the VM's speed
+            # drifts from minute to minute, and a block of copies at the end saw another
+            # machine state than the runs (memcpy's median moved 21-31 ms between runs).
             for _ in range(a.rounds):
                 for t, c in zip(times, cmds):
                     t.append(timed(c))
-            mc = memcpy_s(x, a.rounds)
+                    copies.append(memcpy_once(x, y))
+            mc = statistics.median(copies)
+            del y
             meds = [statistics.median(t) for t in times]
             print(f"{name:<10} {mc * 1e3:9.1f} " +
                   " ".join(f"{m * 1e3:9.1f} {mc / m:8.2f}" for m in meds))
