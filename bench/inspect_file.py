@@ -5,7 +5,8 @@ against NumPy's `copyto` of the same array in this process, timed after each run
 binary (medians); with two binaries A and B, their rounds alternate and their
 `--json --histogram` outputs must be identical.
 
-Distributions: `typical` N(0,1), `wide` N(0,1) x 3e4 (most values beyond float8's range).
+Distributions: `typical` N(0,1), `wide` N(0,1) x 3e4 (most values beyond float8's range),
+`relu` max(N(0,1), 0) (a ReLU's outputs: half the values exactly 0).
 
 Usage: bench/inspect_file.py FPGUARD_A [FPGUARD_B] [--rounds N] [--mib M]
 (run it under `chrt -f 10` on a shared machine)"""
@@ -46,9 +47,10 @@ def main():
         print(f"{'distribution':<10} {'memcpy ms':>9} " +
               " ".join(f"{'bin ' + chr(65 + i) + ' ms':>9} {'x memcpy':>8}"
                        for i in range(len(a.bins))) + f"  ({a.mib} MiB, median of {a.rounds})")
-        for name, scale in (("typical", 1.0), ("wide", 3e4)):
+        for name, make in (("typical", lambda: x), ("wide", lambda: x * np.float32(3e4)),
+                           ("relu", lambda: np.maximum(x, np.float32(0)))):
             path = os.path.join(tmp, name + ".npy")
-            np.save(path, x * np.float32(scale))
+            np.save(path, make())
             cmds = [[b, "inspect", path, "--formats", FORMATS] for b in a.bins]
             outs = [subprocess.run(c + ["--json", "--histogram"], check=True,
                                    capture_output=True).stdout for c in cmds]

@@ -25,6 +25,11 @@ BENCHMARK_CAPTURE(BM_stats, 3formats, 1)
     ->ArgNames({"bytes", "wide"})
     ->ArgsProduct({{fpguard::bench::kLarge}, {0, 1}})
     ->UseRealTime();
+// A ReLU's outputs (bench::input kind 2): half the lanes exactly 0.
+BENCHMARK_CAPTURE(BM_stats, 3formats / relu, 1)
+    ->ArgNames({"bytes", "data"})
+    ->Args({fpguard::bench::kLarge, 2})
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_stats, 3formats / threads
                   : auto, 0) -> ArgNames({"bytes", "wide"})
     -> ArgsProduct({{fpguard::bench::kLarge}, {0, 1}}) -> UseRealTime();

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -195,6 +196,48 @@ TEST(Stats, WideDataMatchesFloat64Kernels) {
                 1e-5 * d.formats[i].mean_rel_error);
   }
   EXPECT_GT(f.formats[2].overflow, x.size() * 9 / 10);  // (the path this test is for)
+}
+
+// A ReLU's outputs: half the values exactly 0 (some -0), the rest N(0, 1), a few under the
+// formats' smallest normals; most vectors mix zeros with in-range values, which the float32
+// kernels take inline (stats_simd.cpp, EachFormat<true>). Zeros have no relative error:
+// they must not count in its mean, nor as underflow; the counts and largest errors are the
+// float64 kernels', the largest relative error the largest float quotient.
+TEST(Stats, ReluOutputsMatchFloat64Kernels) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(200'003);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    x[i] = std::max(nd(rng), 0.0f);
+    if (i % 97 == 0) x[i] = -0.0f;
+    if (i % 89 == 0) x[i] *= 1e-4f;  // under float8's 2^-6 and bfloat16's quantum of 1
+  }
+  const std::vector<double> xd(x.begin(), x.end());
+  StatsOptions o;
+  o.threads = 1;
+  const std::vector<Format> formats = {parse_format("float16"), parse_format("bfloat16"),
+                                       parse_format("float8_e4m3fn")};
+  const Stats f = stats(std::span<const float>(x), formats, o);
+  const Stats d = stats(std::span<const double>(xd), formats, o);
+  EXPECT_EQ(f.tensor.zeros, d.tensor.zeros);
+  EXPECT_GT(f.tensor.zeros, x.size() / 3);
+  for (std::size_t i = 0; i < formats.size(); ++i) {
+    SCOPED_TRACE(formats[i].name);
+    EXPECT_EQ(f.formats[i].overflow, d.formats[i].overflow);
+    EXPECT_EQ(f.formats[i].underflow, d.formats[i].underflow);
+    EXPECT_EQ(f.formats[i].subnormal, d.formats[i].subnormal);
+    EXPECT_EQ(f.formats[i].precision_loss, d.formats[i].precision_loss);
+    EXPECT_EQ(f.formats[i].max_abs_error, d.formats[i].max_abs_error);
+    EXPECT_NEAR(f.formats[i].mean_rel_error, d.formats[i].mean_rel_error,
+                1e-5 * d.formats[i].mean_rel_error);
+    std::vector<float> r(x.size());
+    fpguard::round(std::span<const float>(x), std::span<float>(r), formats[i], RoundOptions{});
+    float want = 0;
+    for (std::size_t j = 0; j < x.size(); ++j)
+      if (x[j] != 0) want = std::max(want, std::fabs(r[j] - x[j]) / std::fabs(x[j]));
+    EXPECT_EQ(f.formats[i].max_rel_error, want);
+  }
+  EXPECT_GT(f.formats[2].subnormal + f.formats[2].underflow, 0u);  // (the lanes it is for)
 }
 
 // distribution = false: the same counts, extremes and format numbers, without the

@@ -121,7 +121,8 @@ struct FormatVecs {
   }
 
   // Errors for lanes all finite, nonzero and without overflow, as magnitudes: ax = |x|, ar
-  // its rounded magnitude (EachFormat<true>'s vectors): the same counts and errors.
+  // its rounded magnitude (EachFormat<true>'s vectors without zeros): the same counts and
+  // errors.
   HWY_INLINE void BelowErrors(VF ax, VF ar, VF& err, VF& rel) {
     err = hn::Abs(hn::Sub(ar, ax));
     rel = hn::Div(err, ax);
@@ -326,11 +327,12 @@ struct Running {
 // A vector outside some format's normal range, each format's way: the formats it is in
 // range of take their in-range path; for each other format it sets `bit` in slow[k], and
 // FormatVecs counts its lanes and takes their errors (exact quotients). kBelow: every
-// lane is nonzero and at most every format's in-range maximum (N(0, 1) data with a lane
-// under float8's smallest normal: most such vectors), so the lanes below a format's
-// smallest normal are rounded to its subnormal quantum (ties to even) and the rest by its
-// normal rounding: RoundOutOfRange's result for such magnitudes, whose errors are the
-// signed values' (formats that flush subnormals never come here: FusedGroup).
+// lane is at most every format's in-range maximum (N(0, 1) data with a lane under
+// float8's smallest normal, ReLU outputs with zeros: most such vectors), so the lanes
+// below a format's smallest normal are rounded to its subnormal quantum (ties to even, 0
+// to 0) and the rest by its normal rounding: RoundOutOfRange's result for such
+// magnitudes, whose errors are the signed values' (formats that flush subnormals never
+// come here: FusedGroup).
 template <bool kBelow, std::size_t K, class DF, class Bits>
 HWY_INLINE void EachFormat(Running<DF, K>& r, hn::Vec<DF> xv, hn::Vec<DF> iv, const Bits* b,
                            const FusedFormat* f, FormatVecs<DF>* v, std::uint32_t* slow,
@@ -339,6 +341,9 @@ HWY_INLINE void EachFormat(Running<DF, K>& r, hn::Vec<DF> xv, hn::Vec<DF> iv, co
   const hn::RebindToUnsigned<DF> du;
   const auto ab = hn::AndNot(hn::Set(du, 0x80000000u), hn::BitCast(du, xv));
   const auto ax = hn::BitCast(df, ab);
+  // (Zero lanes need Errors' masks: they have no relative error.)
+  [[maybe_unused]] bool zeros = false;
+  if constexpr (kBelow) zeros = !hn::AllFalse(du, hn::Eq(ab, hn::Zero(du)));
   HWY_UNROLL(4)
   for (std::size_t k = 0; k < K; ++k) {
     if (b[k].InRange(ab)) {
@@ -353,7 +358,10 @@ HWY_INLINE void EachFormat(Running<DF, K>& r, hn::Vec<DF> xv, hn::Vec<DF> iv, co
       const auto sub = hn::Sub(hn::Add(ax, magic), magic);
       const auto rv = hn::IfThenElse(hn::Lt(ax, hn::Set(df, f[k].rp->smallest_normal)), sub,
                                      hn::BitCast(df, b[k].Round(ab)));
-      v[k].BelowErrors(ax, rv, err, rel);
+      if (HWY_UNLIKELY(zeros))
+        v[k].Errors(ax, rv, err, rel);
+      else
+        v[k].BelowErrors(ax, rv, err, rel);
     } else {
       if (v[k].AllOverflow(ax)) continue;  // (most vectors of wide data in float8)
       v[k].Errors(xv, RoundOutOfRange<true>(df, xv, ab, b[k].Round(ab), *f[k].rp), err, rel);
@@ -363,8 +371,8 @@ HWY_INLINE void EachFormat(Running<DF, K>& r, hn::Vec<DF> xv, hn::Vec<DF> iv, co
   }
 }
 
-// EachFormat for the vectors it does not take inline (zeros, infinities, NaN, magnitudes
-// beyond a format's range: the rare case). Out of line, on a copy of the running vectors
+// EachFormat for the vectors it does not take inline (infinities, NaN, magnitudes beyond
+// a format's range: the rare case). Out of line, on a copy of the running vectors
 // in memory: the formats' counters (FormatVecs, in memory) then never compete with the
 // running vectors for registers in FusedGroup's loop.
 template <std::size_t K, class DF, class Bits>
@@ -395,12 +403,12 @@ void FusedGroup(const float* HWY_RESTRICT x, const float* HWY_RESTRICT inv, std:
   const auto [lo, span] = CommonRange(f, K);
   const auto all_lo = hn::Set(du, lo), all_span = hn::Set(du, span);
   const auto sign_bit = hn::Set(du, 0x80000000u);
-  // Vectors whose lanes are all nonzero and under the in-range paths' common maximum, some
-  // below a format's smallest normal, take EachFormat<true> inline; formats that flush
+  // Vectors whose lanes are all under the in-range paths' common maximum, some below a
+  // format's smallest normal or zero, take EachFormat<true> inline; formats that flush
   // subnormals leave every such vector to MixedVector.
   bool below_ok = span != 0 || lo != ~0u;
   for (std::size_t k = 0; k < K; ++k) below_ok = below_ok && !f[k].rp->flush_subnormals;
-  const auto one = hn::Set(du, 1u), below_span = hn::Set(du, lo + span - 1);
+  const auto below_hi = hn::Set(du, lo + span);
   Running<decltype(df), K> r;
   HWY_UNROLL(4)
   for (std::size_t k = 0; k < K; ++k) r.max_abs[k] = r.fsum[k] = r.bmax[k] = hn::Zero(df);
@@ -420,7 +428,7 @@ void FusedGroup(const float* HWY_RESTRICT x, const float* HWY_RESTRICT inv, std:
         for (std::size_t k = 0; k < K; ++k) r.AddInRange(k, b[k], ab, hn::BitCast(df, ab), iv);
         continue;
       }
-      if (HWY_LIKELY(below_ok && hn::AllFalse(du, hn::Gt(hn::Sub(ab, one), below_span)))) {
+      if (HWY_LIKELY(below_ok && hn::AllFalse(du, hn::Gt(ab, below_hi)))) {
         EachFormat<true, K>(r, xv, iv, b.data(), f, v.data(), slow, 1u << ((i - start) / N));
         continue;
       }
