@@ -241,7 +241,7 @@ TEST(Stats, ReluOutputsMatchFloat64Kernels) {
 }
 
 // distribution = false: the same counts, extremes and format numbers, without the
-// histogram and moments.
+// histogram and moments; histogram = false: without the histogram alone.
 TEST(Stats, WithoutTheDistributionTheRestIsUnchanged) {
   const auto x = wide_data(100'003, 4);
   StatsOptions full, light;
@@ -265,6 +265,17 @@ TEST(Stats, WithoutTheDistributionTheRestIsUnchanged) {
     EXPECT_EQ(a.formats[i].max_rel_error, b.formats[i].max_rel_error);
     EXPECT_EQ(a.formats[i].verdict, b.formats[i].verdict);
   }
+  // Without the histogram alone: the same mean and std, bit for bit, and the rest.
+  StatsOptions moments;
+  moments.histogram = false;
+  const Stats c = stats(std::span<const float>(x), kFormats, moments);
+  EXPECT_FALSE(a.tensor.exponent_histogram.empty());
+  EXPECT_TRUE(c.tensor.exponent_histogram.empty());
+  EXPECT_EQ(a.tensor.mean, c.tensor.mean);
+  EXPECT_EQ(a.tensor.std, c.tensor.std);
+  auto without_histogram = a;
+  without_histogram.tensor.exponent_histogram.clear();
+  expect_same_counts(without_histogram, c);
 }
 
 TEST(Stats, ThreadCountDoesNotChangeResults) {

@@ -60,6 +60,9 @@ struct StatsOptions {
   // false: no exponent histogram, mean or std (left empty / NaN), for a faster scan of
   // what remains (counts, extremes, the formats' numbers).
   bool distribution = true;
+  // With the distribution: false leaves the exponent histogram out (empty), the mean and
+  // std in (`inspect` shows the histogram only with --histogram, --json or --html).
+  bool histogram = true;
   // The caller reads the tensor no more: a view of a file's map (a large .npy) gives its
   // pages back as each thread finishes its part (stats(const Tensor&)), in parallel,
   // instead of one serial unmap at the end. A weight other runs read would fault them in

@@ -178,12 +178,16 @@ struct FusedFormat {
   FormatAcc* acc;
 };
 
-// float32 chunks (stats_simd.cpp): the chunk's summary into `a` (returns its moments) and
-// the error summary of every format in `fmts`, each rounded to nearest-even with its fast
-// path; `inv` (at least x.size()) is scratch space for 1/|x|, shared by the formats.
-// `distribution` = false leaves the exponent histogram and the moments out.
+// What chunk_all adds beyond the counts and extremes: nothing, the moments (mean, std), or
+// the moments and the exponent histogram (StatsOptions::distribution and ::histogram).
+enum class Distribution { none, moments, full };
+
+// float32 chunks (stats_simd.cpp): the chunk's summary into `a` (returns its moments, when
+// asked) and the error summary of every format in `fmts`, each rounded to nearest-even
+// with its fast path; `inv` (at least x.size()) is scratch space for 1/|x|, shared by the
+// formats.
 Moments chunk_all(std::span<const float> x, BaseAcc& a, std::span<const FusedFormat> fmts,
-                  std::span<float> inv, bool distribution = true);
+                  std::span<float> inv, Distribution d = Distribution::full);
 
 // The SIMD version (stats_simd.cpp) for float; the scalar one above for double.
 template <class T>

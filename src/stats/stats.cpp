@@ -101,6 +101,9 @@ Accumulated accumulate(std::span<const T> x, const std::vector<Format>& formats,
   std::vector<Accumulated> acc(static_cast<std::size_t>(std::max(1, threads)));
   for (auto& a : acc) a.fmt.resize(formats.size());
   std::vector<Moments> moments(chunks);
+  const detail::Distribution distribution = !o.distribution ? detail::Distribution::none
+                                            : o.histogram   ? detail::Distribution::full
+                                                            : detail::Distribution::moments;
 
   // Threads take contiguous ranges of whole chunks.
   const std::size_t per = (chunks + acc.size() - 1) / acc.size();
@@ -123,7 +126,7 @@ Accumulated accumulate(std::span<const T> x, const std::vector<Format>& formats,
       const std::size_t b = c * kChunk, len = std::min(kChunk, n - b);
       const std::span<const T> xs = x.subspan(b, len);
       if constexpr (std::is_same_v<T, float>)
-        moments[c] = detail::chunk_all(xs, a.base, fused, inv, o.distribution);
+        moments[c] = detail::chunk_all(xs, a.base, fused, inv, distribution);
       else
         moments[c] = detail::chunk_base(xs, a.base);
       for (const std::size_t f : others) {
@@ -195,7 +198,7 @@ Stats run(std::span<const T> x, const std::vector<Format>& formats, const StatsO
   const Accumulated acc = accumulate(x, formats, o, release);
   Stats s;
   const BaseAcc& b = acc.base;
-  s.tensor = detail::summarize(b, x.size(), o.distribution);
+  s.tensor = detail::summarize(b, x.size(), o.distribution && o.histogram);
   TensorStats& ts = s.tensor;
   const Moments m = merge_all(acc.moments);
   if (m.n && o.distribution) {

@@ -175,10 +175,10 @@ constexpr std::size_t kBlock = 8;
 // (shifted data: the sum of squares then loses nothing to a large mean); when the sum of
 // squares is more than 16 times the deviations' (K far out in the chunk's distribution),
 // the chunk takes a second pass about its mean instead.
-// kDistribution = false leaves out the exponent histogram and the moments.
+// kD: what it adds beyond the counts and extremes (Distribution).
 // Processes the first n - n % Lanes elements; returns how many it did.
 #if HWY_TARGET != HWY_SCALAR
-template <bool kDistribution>
+template <Distribution kD>
 std::size_t ChunkBase(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a, Moments& m,
                       float* HWY_RESTRICT inv) {
   const hn::ScalableTag<float> df;
@@ -208,8 +208,8 @@ std::size_t ChunkBase(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a, Mo
     const auto v = hn::LoadU(df, x + i);
     const auto av = hn::Abs(v);
     if (inv) hn::StoreU(hn::Div(one, av), df, inv + i);
-    [[maybe_unused]] const bool all_finite = base.template Add<kDistribution>(v, av, i);
-    if constexpr (kDistribution) {
+    [[maybe_unused]] const bool all_finite = base.template Add<kD == Distribution::full>(v, av, i);
+    if constexpr (kD != Distribution::none) {
       // Non-finite lanes contribute d = 0.
       const auto vf = all_finite ? v : hn::IfThenElse(hn::Le(av, fmax), v, kf);
       const auto d_lo = hn::Sub(hn::PromoteTo(dd, hn::LowerHalf(dh, vf)), kd);
@@ -220,8 +220,8 @@ std::size_t ChunkBase(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a, Mo
       s2_hi = hn::MulAdd(d_hi, d_hi, s2_hi);
     }
   }
-  const std::uint64_t finite = base.template Finish<kDistribution>(x, a);
-  if constexpr (!kDistribution) return end;
+  const std::uint64_t finite = base.template Finish<kD == Distribution::full>(x, a);
+  if constexpr (kD == Distribution::none) return end;
 
   m.n = finite;
   if (finite == 0) return end;
@@ -252,12 +252,19 @@ std::size_t ChunkBase(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a, Mo
 #endif
 
 std::size_t ChunkBaseF32(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a, Moments& m,
-                         float* HWY_RESTRICT inv, bool distribution) {
+                         float* HWY_RESTRICT inv, Distribution d) {
 #if HWY_TARGET == HWY_SCALAR
-  (void)x, (void)n, (void)a, (void)m, (void)inv, (void)distribution;
+  (void)x, (void)n, (void)a, (void)m, (void)inv, (void)d;
   return 0;
 #else
-  return distribution ? ChunkBase<true>(x, n, a, m, inv) : ChunkBase<false>(x, n, a, m, inv);
+  switch (d) {
+    case Distribution::none:
+      return ChunkBase<Distribution::none>(x, n, a, m, inv);
+    case Distribution::moments:
+      return ChunkBase<Distribution::moments>(x, n, a, m, inv);
+    default:
+      return ChunkBase<Distribution::full>(x, n, a, m, inv);
+  }
 #endif
 }
 
@@ -511,11 +518,11 @@ HWY_EXPORT(ChunkFusedF32);
 HWY_EXPORT(ChunkFormatF32);
 
 Moments chunk_all(std::span<const float> x, BaseAcc& a, std::span<const FusedFormat> fmts,
-                  std::span<float> inv, bool distribution) {
+                  std::span<float> inv, Distribution d) {
   FPG_CHECK(inv.size() >= x.size());
   Moments m;
   const std::size_t done = HWY_DYNAMIC_DISPATCH(ChunkBaseF32)(
-      x.data(), x.size(), a, m, fmts.empty() ? nullptr : inv.data(), distribution);
+      x.data(), x.size(), a, m, fmts.empty() ? nullptr : inv.data(), d);
   const std::span<const float> tail = x.subspan(done);
   float r[64];
   FPG_CHECK(tail.size() <= 64);

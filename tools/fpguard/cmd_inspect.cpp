@@ -53,6 +53,8 @@ void run(const InspectArgs& a) {
   StatsOptions o;
   o.margin = a.margin;
   o.threads = a.threads;
+  // The exponent histogram only where it is shown.
+  o.histogram = a.histogram || a.json || !a.html.empty();
   // Nothing reads a tensor after its statistics but the scaled formats' pass.
   o.release_pages = formats.scaled.empty();
   for (const auto& file : a.files)
