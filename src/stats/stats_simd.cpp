@@ -413,7 +413,7 @@ void FusedGroup(const float* HWY_RESTRICT x, const float* HWY_RESTRICT inv, std:
   // Vectors whose lanes are all under the in-range paths' common maximum, some below a
   // format's smallest normal or zero, take EachFormat<true> inline; formats that flush
   // subnormals leave every such vector to MixedVector.
-  bool below_ok = span != 0 || lo != ~0u;
+  bool below_ok = lo != ~0u;  // (~0u: no common range, CommonRange)
   for (std::size_t k = 0; k < K; ++k) below_ok = below_ok && !f[k].rp->flush_subnormals;
   const auto below_hi = hn::Set(du, lo + span);
   Running<decltype(df), K> r;

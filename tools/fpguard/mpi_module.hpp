@@ -1,8 +1,9 @@
 // The MPI module's interface (tools/fpguard/mpi_module.cpp, built into
 // libfpguard_mpi.so where CMake finds MPI): the few MPI calls that mpi.cpp makes, as a
-// table of C functions. The `fpguard` executable does not link MPI: mpi.cpp loads the
+// table of functions. The `fpguard` executable does not link MPI: mpi.cpp loads the
 // module only in a process that mpirun started, so that every other process starts
-// without Open MPI's eight libraries (bench/README.md, "Process start").
+// without Open MPI's eight libraries (bench/README.md, session 20: "MPI loaded only
+// under mpirun").
 #pragma once
 
 namespace fpguard::cli::mpi {
@@ -10,7 +11,7 @@ namespace fpguard::cli::mpi {
 // Bumped when the table changes: a module of another version is refused.
 constexpr int kModuleVersion = 1;
 
-extern "C" struct ModuleApi {
+struct ModuleApi {
   int version;
   // MPI_Init; then this process's rank and the world's size, and the communicator of the
   // ranks on this machine (MPI_COMM_TYPE_SHARED), which node_size and node_allgather use.
