@@ -226,14 +226,17 @@ void depthwise(const KernelContext& ctx, const ConvGeometry& g, const float* x, 
 }
 
 // A 1x1 convolution whose activations (X and Y) are at least as large as its weights runs
-// as a GEMM on NCHW, which saves reordering them into oneDNN's blocked layout and back.
-// Over small planes (MobileNetV3's 7 x 7 and 1 x 1 layers of 960 channels) oneDNN's
-// convolution is faster: its weights are prepared once in its layout, and the reorders of
-// the activations are small.
+// as a GEMM on NCHW, which saves reordering them into oneDNN's blocked layout and back; one
+// that widens the channels (M >= C) does from half its weights' size. Over small planes
+// (MobileNetV3's 7 x 7 and 1 x 1 layers of 960 channels, ResNet-50's 7 x 7 of 2048)
+// oneDNN's convolution is faster: its weights are prepared once in its layout, and the
+// reorders of the activations are small. ResNet-50's 14 x 14 layers that widen 256 or 512
+// channels to 1024 took 1.4x as long there as in the GEMM, and those that narrow 1024 to
+// 256 were 5% faster there (bench/README.md, session 21).
 bool pointwise_as_gemm(const ConvGeometry& g) {
   if (product(g.kernel) != 1) return false;
   const auto cg = g.c / g.group, mg = g.m / g.group;
-  return product(g.out) * (cg + mg) >= cg * mg;
+  return product(g.out) * (cg + mg) * (mg >= cg ? 2 : 1) >= cg * mg;
 }
 
 // A 1x1 convolution without strides or pads: its im2col is X itself.
