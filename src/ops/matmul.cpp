@@ -11,6 +11,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -184,20 +185,39 @@ ConvDescs conv_descs(const ConvGeometry& g) {
   return d;
 }
 
+// A 2-D 1x1 convolution over whole blocks of 16 channels (in and out) on a CPU where
+// oneDNN runs AVX-512 kernels: there its activations go to the channel-blocked layout
+// (nChw16c) rather than the one oneDNN picks (NHWC for its brgemm convolution): the
+// reorders NCHW <-> nChw16c move whole 64-byte rows (NCHW <-> NHWC transposes ResNet-50's
+// 1024 and 2048 channels at a 4 KiB stride), and oneDNN's 1x1 kernel on that layout took
+// ResNet-50's 14 x 14 and 7 x 7 layers, and MobileNetV3's 7 x 7 ones, 8-13% less time
+// (bench/README.md, session 21). Other convolutions were slower blocked (ResNet-50's 3 x 3
+// layers 4-8%; three input channels fall to a reference kernel), and AVX2 was not measured.
+bool blocked_pointwise(const ConvDescs& d) {
+  static const bool avx512 =
+      (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  const auto w = d.w.dims(), x = d.x.dims(), y = d.y.dims();
+  return avx512 && w.size() == 4 && w[2] == 1 && w[3] == 1 && x[1] % 16 == 0 && y[1] % 16 == 0;
+}
+
 // The primitive for `g` in layouts of oneDNN's choosing (blocked, for its direct
-// kernels), and `w` reordered into its weights layout (throws dnnl::error when oneDNN
-// has no implementation).
+// kernels; blocked_pointwise's), and `w` reordered into its weights layout (throws
+// dnnl::error when oneDNN has no implementation).
 std::shared_ptr<const ConvPrepared> prepare_conv(const ConvDescs& d, const float* w, bool bias) {
   using dnnl::memory;
   const auto& eng = cpu_engine();
   const auto f32 = memory::data_type::f32;
-  const memory::desc x_any(d.x.dims(), f32, memory::format_tag::any),
-      y_any(d.y.dims(), f32, memory::format_tag::any),
-      w_any(d.w.dims(), f32, memory::format_tag::any);
-  const dnnl::convolution_forward::desc cd(
-      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, x_any, w_any,
-      bias ? d.b : memory::desc(), y_any, d.strides, d.dil, d.pl, d.pr);
-  dnnl::convolution_forward::primitive_desc pd(cd, eng);
+  const auto make = [&](memory::format_tag act) {
+    const memory::desc x_any(d.x.dims(), f32, act), y_any(d.y.dims(), f32, act),
+        w_any(d.w.dims(), f32, memory::format_tag::any);
+    const dnnl::convolution_forward::desc cd(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, x_any, w_any,
+        bias ? d.b : memory::desc(), y_any, d.strides, d.dil, d.pl, d.pr);
+    return dnnl::convolution_forward::primitive_desc(cd, eng);
+  };
+  auto pd = make(blocked_pointwise(d) ? memory::format_tag::nChw16c : memory::format_tag::any);
+  // (Where the blocked layout has only oneDNN's reference kernel, its own choice.)
+  if (std::string_view(pd.impl_info_str()).starts_with("ref")) pd = make(memory::format_tag::any);
   memory wm(d.w, eng, const_cast<float*>(w));
   if (pd.weights_desc() != d.w) {
     memory r(pd.weights_desc(), eng);
