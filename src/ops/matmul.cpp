@@ -185,23 +185,28 @@ ConvDescs conv_descs(const ConvGeometry& g) {
   return d;
 }
 
-// A 2-D 1x1 convolution over whole blocks of 16 channels (in and out) on a CPU where
-// oneDNN runs AVX-512 kernels: there its activations go to the channel-blocked layout
-// (nChw16c) rather than the one oneDNN picks (NHWC for its brgemm convolution): the
-// reorders NCHW <-> nChw16c move whole 64-byte rows (NCHW <-> NHWC transposes ResNet-50's
-// 1024 and 2048 channels at a 4 KiB stride), and oneDNN's 1x1 kernel on that layout took
-// ResNet-50's 14 x 14 and 7 x 7 layers, and MobileNetV3's 7 x 7 ones, 8-13% less time
-// (bench/README.md, session 21). Other convolutions were slower blocked (ResNet-50's 3 x 3
-// layers 4-8%; three input channels fall to a reference kernel), and AVX2 was not measured.
-bool blocked_pointwise(const ConvDescs& d) {
+// On a CPU where oneDNN runs AVX-512 kernels, a 2-D convolution over whole blocks of 16
+// channels (in and out) that is 1x1 or depthwise (group = C: those that reach oneDNN have
+// output rows under 8, direct_depthwise) reads and writes the channel-blocked layout
+// (nChw16c) rather than the one oneDNN picks (NHWC for its brgemm kernels): the reorders
+// NCHW <-> nChw16c move whole 64-byte rows (NCHW <-> NHWC transposes ResNet-50's 1024 and
+// 2048 channels at a 4 KiB stride), and oneDNN's 1x1 and depthwise kernels on that layout
+// took ResNet-50's 14 x 14 and 7 x 7 1x1 layers and MobileNetV3's 7 x 7 ones 8-13% less
+// time, its 7 x 7 depthwise layers 25% (bench/README.md, session 21). Other convolutions
+// were slower blocked (ResNet-50's 3 x 3 layers 4-8%; three input channels fall to a
+// reference kernel), and AVX2 was not measured.
+bool channel_blocked(const ConvDescs& d) {
   static const bool avx512 =
       (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
   const auto w = d.w.dims(), x = d.x.dims(), y = d.y.dims();
-  return avx512 && w.size() == 4 && w[2] == 1 && w[3] == 1 && x[1] % 16 == 0 && y[1] % 16 == 0;
+  if (!avx512 || x.size() != 4 || x[1] % 16 != 0 || y[1] % 16 != 0) return false;
+  const bool pointwise = w.size() == 4 && w[2] == 1 && w[3] == 1;
+  const bool depthwise = w.size() == 5 && w[0] == x[1] && w[2] == 1;  // (g, M/g, C/g, kh, kw)
+  return pointwise || depthwise;
 }
 
 // The primitive for `g` in layouts of oneDNN's choosing (blocked, for its direct
-// kernels; blocked_pointwise's), and `w` reordered into its weights layout (throws
+// kernels; channel_blocked's), and `w` reordered into its weights layout (throws
 // dnnl::error when oneDNN has no implementation).
 std::shared_ptr<const ConvPrepared> prepare_conv(const ConvDescs& d, const float* w, bool bias) {
   using dnnl::memory;
@@ -215,7 +220,7 @@ std::shared_ptr<const ConvPrepared> prepare_conv(const ConvDescs& d, const float
         bias ? d.b : memory::desc(), y_any, d.strides, d.dil, d.pl, d.pr);
     return dnnl::convolution_forward::primitive_desc(cd, eng);
   };
-  auto pd = make(blocked_pointwise(d) ? memory::format_tag::nChw16c : memory::format_tag::any);
+  auto pd = make(channel_blocked(d) ? memory::format_tag::nChw16c : memory::format_tag::any);
   // (Where the blocked layout has only oneDNN's reference kernel, its own choice.)
   if (std::string_view(pd.impl_info_str()).starts_with("ref")) pd = make(memory::format_tag::any);
   memory wm(d.w, eng, const_cast<float*>(w));

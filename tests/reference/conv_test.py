@@ -47,9 +47,16 @@ CASES = [
     ("2d 1x1 grouped", [2, 8, 6, 5], 6, [1, 1], {"group": 2}),
     ("2d 1x1 padded", [1, 4, 5, 5], 3, [1, 1], {"pads": [1, 0, 0, 1]}),
     ("1d 1x1", [2, 5, 9], 3, [1], {}),
-    # 1x1 kernels over small planes and whole blocks of 16 channels: oneDNN's primitive on
-    # its channel-blocked layout (nChw16c) where it runs AVX-512 kernels.
+    # 1x1 kernels over small planes and depthwise ones with narrow rows, over whole blocks of
+    # 16 channels: oneDNN's primitive on its channel-blocked layout (nChw16c) where it runs
+    # AVX-512 kernels.
     ("2d 1x1 channel blocks, small plane", [1, 64, 3, 3], 32, [1, 1], {}),
+    ("2d depthwise channel blocks, narrow rows", [1, 32, 7, 7], 32, [3, 3],
+     {"group": 32, "pads": [1, 1, 1, 1]}),
+    ("2d depthwise x2 channel blocks, narrow rows", [1, 16, 6, 6], 32, [3, 3],
+     {"group": 16, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("2d depthwise channel blocks 5x5, threaded", [1, 960, 7, 7], 960, [5, 5],
+     {"group": 960, "pads": [2, 2, 2, 2]}),
     ("2d 1x1 channel blocks, strided", [1, 64, 5, 5], 128, [1, 1], {"strides": [2, 2]}),
     ("2d 1x1 channel blocks, padded", [1, 128, 2, 2], 64, [1, 1], {"pads": [1, 1, 1, 1]}),
     # Large enough to run on the pool's threads (smaller ones run on one thread).
