@@ -185,44 +185,54 @@ ConvDescs conv_descs(const ConvGeometry& g) {
   return d;
 }
 
-// On a CPU where oneDNN runs AVX-512 kernels, a 2-D convolution over whole blocks of 16
-// channels (in and out) that is 1x1 or depthwise (group = C: those that reach oneDNN have
-// output rows under 8, direct_depthwise) reads and writes the channel-blocked layout
-// (nChw16c) rather than the one oneDNN picks (NHWC for its brgemm kernels): the reorders
-// NCHW <-> nChw16c move whole 64-byte rows (NCHW <-> NHWC transposes ResNet-50's 1024 and
-// 2048 channels at a 4 KiB stride), and oneDNN's 1x1 and depthwise kernels on that layout
-// took ResNet-50's 14 x 14 and 7 x 7 1x1 layers and MobileNetV3's 7 x 7 ones 8-13% less
-// time, its 7 x 7 depthwise layers 25% (bench/README.md, session 21). Other convolutions
-// were slower blocked (ResNet-50's 3 x 3 layers 4-8%; three input channels fall to a
-// reference kernel), and AVX2 was not measured.
-bool channel_blocked(const ConvDescs& d) {
+// X's and Y's layouts for oneDNN's convolution: its choice (`any`: NHWC for its brgemm
+// kernels), except on a CPU where oneDNN runs AVX-512 kernels for 2-D convolutions whose
+// output channels fill blocks of 16:
+// - 1x1 or depthwise (group = C: those that reach oneDNN have output rows under 8,
+//   direct_depthwise) over whole blocks: the channel-blocked layout nChw16c for both. Its
+//   reorders from and to NCHW move whole 64-byte rows (NCHW <-> NHWC transposes ResNet-50's
+//   1024 and 2048 channels at a 4 KiB stride), and oneDNN's 1x1 and depthwise kernels on
+//   it took ResNet-50's 14 x 14 and 7 x 7 1x1 layers and MobileNetV3's 7 x 7 ones 8-13%
+//   less time, its 7 x 7 depthwise layers 25%.
+// - an image's few channels (at most 4; group 1): X as it is (NCHW, no reorder) and Y in
+//   nChw16c, oneDNN's kernel for first layers: the stems of ResNet-50, MobileNetV3, DBNet,
+//   the U-Net and the CRNN (3 channels) took 14-31% less time.
+// Other convolutions were slower blocked (ResNet-50's 3 x 3 layers 4-8%; three input
+// channels in nChw16c fall to a reference kernel); AVX2 was not measured
+// (bench/README.md, session 21).
+std::pair<dnnl::memory::format_tag, dnnl::memory::format_tag> activation_layouts(
+    const ConvDescs& d) {
+  using tag = dnnl::memory::format_tag;
   static const bool avx512 =
       (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
   const auto w = d.w.dims(), x = d.x.dims(), y = d.y.dims();
-  if (!avx512 || x.size() != 4 || x[1] % 16 != 0 || y[1] % 16 != 0) return false;
+  if (!avx512 || x.size() != 4 || y[1] % 16 != 0) return {tag::any, tag::any};
+  if (x[1] <= 4 && w.size() == 4) return {tag::nchw, tag::nChw16c};
   const bool pointwise = w.size() == 4 && w[2] == 1 && w[3] == 1;
   const bool depthwise = w.size() == 5 && w[0] == x[1] && w[2] == 1;  // (g, M/g, C/g, kh, kw)
-  return pointwise || depthwise;
+  if (x[1] % 16 == 0 && (pointwise || depthwise)) return {tag::nChw16c, tag::nChw16c};
+  return {tag::any, tag::any};
 }
 
 // The primitive for `g` in layouts of oneDNN's choosing (blocked, for its direct
-// kernels; channel_blocked's), and `w` reordered into its weights layout (throws
+// kernels; activation_layouts'), and `w` reordered into its weights layout (throws
 // dnnl::error when oneDNN has no implementation).
 std::shared_ptr<const ConvPrepared> prepare_conv(const ConvDescs& d, const float* w, bool bias) {
   using dnnl::memory;
   const auto& eng = cpu_engine();
   const auto f32 = memory::data_type::f32;
-  const auto make = [&](memory::format_tag act) {
-    const memory::desc x_any(d.x.dims(), f32, act), y_any(d.y.dims(), f32, act),
+  const auto make = [&](std::pair<memory::format_tag, memory::format_tag> act) {
+    const memory::desc x_any(d.x.dims(), f32, act.first), y_any(d.y.dims(), f32, act.second),
         w_any(d.w.dims(), f32, memory::format_tag::any);
     const dnnl::convolution_forward::desc cd(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, x_any, w_any,
         bias ? d.b : memory::desc(), y_any, d.strides, d.dil, d.pl, d.pr);
     return dnnl::convolution_forward::primitive_desc(cd, eng);
   };
-  auto pd = make(channel_blocked(d) ? memory::format_tag::nChw16c : memory::format_tag::any);
-  // (Where the blocked layout has only oneDNN's reference kernel, its own choice.)
-  if (std::string_view(pd.impl_info_str()).starts_with("ref")) pd = make(memory::format_tag::any);
+  auto pd = make(activation_layouts(d));
+  // (Where those layouts have only oneDNN's reference kernel, its own choice.)
+  if (std::string_view(pd.impl_info_str()).starts_with("ref"))
+    pd = make({memory::format_tag::any, memory::format_tag::any});
   memory wm(d.w, eng, const_cast<float*>(w));
   if (pd.weights_desc() != d.w) {
     memory r(pd.weights_desc(), eng);

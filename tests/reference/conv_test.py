@@ -57,6 +57,12 @@ CASES = [
      {"group": 16, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
     ("2d depthwise channel blocks 5x5, threaded", [1, 960, 7, 7], 960, [5, 5],
      {"group": 960, "pads": [2, 2, 2, 2]}),
+    # An image's channels into 16-channel blocks: X read as NCHW, Y in nChw16c.
+    ("2d image channels to channel blocks", [1, 3, 20, 22], 32, [3, 3],
+     {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("2d one image channel to channel blocks", [2, 1, 9, 9], 16, [3, 3], {}),
+    ("2d image channels to channel blocks 7x7, threaded", [1, 3, 64, 64], 64, [7, 7],
+     {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
     ("2d 1x1 channel blocks, strided", [1, 64, 5, 5], 128, [1, 1], {"strides": [2, 2]}),
     ("2d 1x1 channel blocks, padded", [1, 128, 2, 2], 64, [1, 1], {"pads": [1, 1, 1, 1]}),
     # Large enough to run on the pool's threads (smaller ones run on one thread).
