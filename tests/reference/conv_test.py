@@ -1,7 +1,7 @@
 """Conv against PyTorch (torch.nn.functional.conv1d/2d/3d in float64) for what the ONNX node
 tests leave out: groups (grouped and depthwise), dilations, 1-D and 3-D kernels, asymmetric
 and SAME pads, strides, with and without bias; the float32 paths (oneDNN's convolution
-primitive, the direct depthwise kernel, 1x1 kernels as a GEMM) and the float64 truth run
+primitive, in its layouts and in nChw16c, the direct depthwise kernel, 1x1 kernels as a GEMM) and the float64 truth run
 (--precision float64, im2col + the float64 GEMM); convolutions large enough for two threads
 give one thread's bits; a chain of convolutions run twice in one process. ConvTranspose (2-D) against
 torch.nn.functional.conv_transpose2d the same way."""
@@ -51,22 +51,23 @@ CASES = [
     # 16 channels: oneDNN's primitive on its channel-blocked layout (nChw16c) where it runs
     # AVX-512 kernels.
     ("2d 1x1 channel blocks, small plane", [1, 64, 3, 3], 32, [1, 1], {}),
+    ("2d 1x1 channel blocks, strided", [1, 64, 5, 5], 128, [1, 1], {"strides": [2, 2]}),
+    # (oneDNN has only its reference kernel for a padded 1x1 on nChw16c: its own layout.)
+    ("2d 1x1 channel blocks, padded", [1, 128, 2, 2], 64, [1, 1], {"pads": [1, 1, 1, 1]}),
     ("2d depthwise channel blocks, narrow rows", [1, 32, 7, 7], 32, [3, 3],
      {"group": 32, "pads": [1, 1, 1, 1]}),
     ("2d depthwise x2 channel blocks, narrow rows", [1, 16, 6, 6], 32, [3, 3],
      {"group": 16, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
-    ("2d depthwise channel blocks 5x5, threaded", [1, 960, 7, 7], 960, [5, 5],
-     {"group": 960, "pads": [2, 2, 2, 2]}),
     # An image's channels into 16-channel blocks: X read as NCHW, Y in nChw16c.
     ("2d image channels to channel blocks", [1, 3, 20, 22], 32, [3, 3],
      {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
     ("2d one image channel to channel blocks", [2, 1, 9, 9], 16, [3, 3], {}),
-    ("2d image channels to channel blocks 7x7, threaded", [1, 3, 64, 64], 64, [7, 7],
-     {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
-    ("2d 1x1 channel blocks, strided", [1, 64, 5, 5], 128, [1, 1], {"strides": [2, 2]}),
-    ("2d 1x1 channel blocks, padded", [1, 128, 2, 2], 64, [1, 1], {"pads": [1, 1, 1, 1]}),
     # Large enough to run on the pool's threads (smaller ones run on one thread).
     ("2d 1x1 channel blocks, threaded", [1, 512, 7, 7], 256, [1, 1], {}),
+    ("2d depthwise channel blocks 5x5, threaded", [1, 960, 7, 7], 960, [5, 5],
+     {"group": 960, "pads": [2, 2, 2, 2]}),
+    ("2d image channels to channel blocks 7x7, threaded", [1, 3, 64, 64], 64, [7, 7],
+     {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
     ("2d 3x3, threaded", [1, 32, 40, 40], 48, [3, 3], {"pads": [1, 1, 1, 1]}),
     ("2d depthwise, threaded", [1, 96, 60, 60], 96, [3, 3], {"group": 96, "pads": [1, 1, 1, 1]}),
 ]
