@@ -147,6 +147,14 @@ dnnl::stream& cpu_stream() {
   return strm;
 }
 
+// Whether oneDNN runs its AVX-512 kernels on this CPU (the convolutions' layouts and the
+// matmuls' padded B depend on it).
+bool onednn_avx512() {
+  static const bool avx512 =
+      (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  return avx512;
+}
+
 // The plain (ONNX) layouts of a convolution's operands: x, w, y, bias.
 struct ConvDescs {
   dnnl::memory::desc x, w, y, b;
@@ -203,10 +211,8 @@ ConvDescs conv_descs(const ConvGeometry& g) {
 std::pair<dnnl::memory::format_tag, dnnl::memory::format_tag> activation_layouts(
     const ConvDescs& d) {
   using tag = dnnl::memory::format_tag;
-  static const bool avx512 =
-      (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
   const auto w = d.w.dims(), x = d.x.dims(), y = d.y.dims();
-  if (!avx512 || x.size() != 4 || y[1] % 16 != 0) return {tag::any, tag::any};
+  if (!onednn_avx512() || x.size() != 4 || y[1] % 16 != 0) return {tag::any, tag::any};
   if (x[1] <= 4 && w.size() == 4) return {tag::nchw, tag::nChw16c};
   const bool pointwise = w.size() == 4 && w[2] == 1 && w[3] == 1;
   const bool depthwise = w.size() == 5 && w[0] == x[1] && w[2] == 1;  // (g, M/g, C/g, kh, kw)
@@ -509,9 +515,7 @@ struct PaddedRows {
 // kernels, which copy B.)
 constexpr std::int64_t kRowPadding = 16;
 bool reads_b_in_place(std::int64_t m, std::int64_t n) {
-  static const bool avx512 =
-      (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
-  return !avx512 && 1.0 / static_cast<double>(m) + 1.0 / static_cast<double>(n) >= 0.0038;
+  return !onednn_avx512() && 1.0 / static_cast<double>(m) + 1.0 / static_cast<double>(n) >= 0.0038;
 }
 
 // `count` floats for a copy a kernel keeps, 64-byte aligned (the cache line: the no-copy

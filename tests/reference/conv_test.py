@@ -1,10 +1,11 @@
 """Conv against PyTorch (torch.nn.functional.conv1d/2d/3d in float64) for what the ONNX node
 tests leave out: groups (grouped and depthwise), dilations, 1-D and 3-D kernels, asymmetric
 and SAME pads, strides, with and without bias; the float32 paths (oneDNN's convolution
-primitive, in its layouts and in nChw16c, the direct depthwise kernel, 1x1 kernels as a GEMM) and the float64 truth run
-(--precision float64, im2col + the float64 GEMM); convolutions large enough for two threads
-give one thread's bits; a chain of convolutions run twice in one process. ConvTranspose (2-D) against
-torch.nn.functional.conv_transpose2d the same way."""
+primitive, in its layouts and in nChw16c, the direct depthwise kernel, 1x1 kernels as a
+GEMM) and the float64 truth run (--precision float64, im2col + the float64 GEMM);
+convolutions large enough for two threads give one thread's bits; a chain of convolutions
+run twice in one process. ConvTranspose (2-D) against torch.nn.functional.conv_transpose2d
+the same way."""
 
 import os
 import tempfile
