@@ -276,15 +276,35 @@ void pointwise_conv(const KernelContext& ctx, const ConvGeometry& g, int threads
       static_cast<std::size_t>(panel));
 }
 
+// A 1x1 convolution of one group over a 1 x 1 plane (a squeeze-excitation block's layers):
+// Y (N x M) = X (N x C) times W (M x C) transposed, which gemm() runs as a product of a few
+// rows, reading each row of W once, without the reorders and the convolution primitive's
+// call (ten pairs of 576 -> 144 -> 576 channels: 0.24 -> 0.13 ms; bench/README.md,
+// session 22).
+bool conv_as_rows(const ConvGeometry& g) {
+  return product(g.kernel) == 1 && product(g.in) == 1 && product(g.out) == 1 && g.group == 1;
+}
+
 // The threads of a convolution on the depthwise or pointwise kernel or oneDNN's primitive:
 // one when it is too small for a second thread to pay for waking it (each parallel region
 // of oneDNN's and of our kernels wakes the pool's threads: tens of microseconds on a VM
 // once they sleep), else the run's. A multiply-add counts as a quarter of parallel_for's
-// element (a load and a store at memory speed). The work is split by output position and
-// channel, never along a sum: the results do not depend on the choice.
+// element (a load and a store at memory speed), or as one where each reads its own weight
+// (conv_as_rows: memory-bound). The work is split by output position and channel, never
+// along a sum: the results do not depend on the choice.
 int conv_threads(const ConvGeometry& g, int threads) {
   const auto macs = g.n * g.m * product(g.out) * (g.c / g.group) * product(g.kernel);
-  return static_cast<std::size_t>(macs) < 4 * detail::parallel_threshold() ? 1 : threads;
+  const std::size_t per_thread = conv_as_rows(g) ? 1 : 4;
+  return static_cast<std::size_t>(macs) < per_thread * detail::parallel_threshold() ? 1 : threads;
+}
+
+// conv_as_rows' product, then the bias and the fused op over the (small) output at once.
+void conv_rows(const KernelContext& ctx, const ConvGeometry& g, const float* x, const float* w,
+               const float* bias, float* y) {
+  gemm(ctx, false, true, g.n, g.m, g.c, 1.0f, x, g.c, w, g.c, 0.0f, y, g.m);
+  if (bias)
+    for (std::int64_t i = 0; i < g.n * g.m; ++i) y[i] += bias[i % g.m];
+  if (ctx.epilogue) (*ctx.epilogue)(y, static_cast<std::size_t>(g.n * g.m), 1);
 }
 
 template <class T>
@@ -300,13 +320,13 @@ void conv(KernelContext& ctx) {
   const T* px = x.data<T>().data();
   T* po = out.data<T>().data();
   if constexpr (std::is_same_v<T, float>) {
-    // The depthwise and pointwise kernels and oneDNN's convolution (with its reorders) on
-    // conv_threads; the GEMM paths below keep the run's threads.
+    // The depthwise and pointwise kernels, the products of rows and oneDNN's convolution
+    // (with its reorders) on conv_threads; the GEMM paths below keep the run's threads.
     const detail::PoolThreads pool(conv_threads(geo, ctx.threads));
     const float* pb = bias_of<float>(ctx, m);
-    // Depthwise kernels run directly on NCHW, and 1x1 kernels over large planes on the
-    // pointwise kernel (few input channels) or as one GEMM per image and group (below),
-    // without oneDNN's reorders of X and Y.
+    // Depthwise kernels run directly on NCHW, 1x1 kernels over large planes on the
+    // pointwise kernel (few input channels) or as one GEMM per image and group (below), and
+    // over a 1 x 1 plane as products of rows, without oneDNN's reorders of X and Y.
     if (n && m && osize && direct_depthwise(geo) && !ctx.accumulate) {
       ctx.round_weight();
       return depthwise(ctx, geo, px, ctx.in(1).data<float>().data(), pb, po);
@@ -315,6 +335,10 @@ void conv(KernelContext& ctx) {
       ctx.round_weight();
       return pointwise_conv(ctx, geo, conv_threads(geo, ctx.threads), px,
                             ctx.in(1).data<float>().data(), pb, po);
+    }
+    if (n && m && conv_as_rows(geo) && !ctx.accumulate) {
+      ctx.round_weight();
+      return conv_rows(ctx, geo, px, ctx.in(1).data<float>().data(), pb, po);
     }
     if (n && m && osize && !pointwise_as_gemm(geo) &&
         conv_primitive(ctx, geo, px, w.data<float>().data(), pb, po))

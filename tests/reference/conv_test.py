@@ -71,6 +71,9 @@ CASES = [
      {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
     ("2d 3x3, threaded", [1, 32, 40, 40], 48, [3, 3], {"pads": [1, 1, 1, 1]}),
     ("2d depthwise, threaded", [1, 96, 60, 60], 96, [3, 3], {"group": 96, "pads": [1, 1, 1, 1]}),
+    # 1x1 kernels over a 1 x 1 plane: products of the images' rows with W transposed.
+    ("2d 1x1 on a 1x1 plane", [3, 24, 1, 1], 40, [1, 1], {}),
+    ("2d 1x1 on a 1x1 plane, threaded", [1, 960, 1, 1], 240, [1, 1], {}),
 ]
 
 # Convolutions in a chain, on oneDNN's primitive (3x3 kernels) with activations of growing
@@ -188,6 +191,47 @@ def check_chain(c, fpguard, tmp):
                 f"shape {got.shape} vs {want.shape}, max error {err:.3g}")
 
 
+def check_squeeze(c, fpguard, tmp):
+    """A squeeze-excitation block's layers (1x1 Convs over a 1 x 1 plane, each with the op
+    the executor fuses into it) against PyTorch, and fused against --no-fusion bit for
+    bit."""
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal([2, 576, 1, 1]).astype(np.float32)
+    w1 = (rng.standard_normal([144, 576, 1, 1]) / 24).astype(np.float32)
+    w2 = (rng.standard_normal([576, 144, 1, 1]) / 12).astype(np.float32)
+    b1, b2 = (rng.standard_normal(n).astype(np.float32) for n in (144, 576))
+    h = F.relu(F.conv2d(torch.from_numpy(x).double(), torch.from_numpy(w1).double(),
+                        torch.from_numpy(b1).double()))
+    want = F.hardsigmoid(F.conv2d(h, torch.from_numpy(w2).double(),
+                                  torch.from_numpy(b2).double())).numpy()
+    init = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (b1, "b1"), (w2, "w2"),
+                                                        (b2, "b2"))]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"]),
+             helper.make_node("HardSigmoid", ["c2"], ["y"], alpha=1 / 6, beta=0.5)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                      list(x.shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          initializer=init)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    path, xp = os.path.join(tmp, "squeeze.onnx"), os.path.join(tmp, "squeeze_x.npy")
+    onnx.save(m, path)
+    np.save(xp, x)
+    outs = []
+    for flags in ([], ["--no-fusion"]):
+        out = os.path.join(tmp, "squeeze_out" + "".join(flags))
+        r = fpgref.run(fpguard, "run", path, "--input", "x=" + xp, "--outputs", out, *flags)
+        if not c.check(r.returncode == 0, f"squeeze block {flags}: exit code", r.stderr):
+            return
+        outs.append(np.load(os.path.join(out, "y.npy")))
+    err = np.abs(outs[0].astype(np.float64) - want).max()
+    c.check(err <= 1e-5, "squeeze block: values", f"max error {err:.3g}")
+    c.check(outs[0].tobytes() == outs[1].tobytes(), "squeeze block: fused bit for bit",
+            f"max difference {np.abs(outs[0] - outs[1]).max():.3g}")
+
+
 def check_threads_agree(c, fpguard, path, xp, tmp, case):
     """One thread and two give the same bits: work is split by output, never along a sum."""
     outs = []
@@ -254,6 +298,7 @@ def main():
                         c.check(err <= tol * scale, f"{case} float32: values",
                                 f"max error {err:.3g} > {tol * scale:.3g}")
         check_chain(c, args.fpguard, tmp)
+        check_squeeze(c, args.fpguard, tmp)
     return c.finish()
 
 
