@@ -194,27 +194,39 @@ ConvDescs conv_descs(const ConvGeometry& g) {
 }
 
 // X's and Y's layouts for oneDNN's convolution: its choice (`any`: NHWC for its brgemm
-// kernels), except on a CPU where oneDNN runs AVX-512 kernels for 2-D convolutions whose
-// output channels fill blocks of 16:
+// kernels), except on a CPU where oneDNN runs AVX-512 kernels, for 2-D convolutions:
+// - larger kernels of one group over whole blocks of 16 input channels onto planes of at
+//   least kLargePlane positions, whatever their output channels: the channel-blocked
+//   layout nChw16c for both (oneDNN's jit kernel instead of its brgemm kernel on NHWC,
+//   whose reorders transpose each channel's plane at a stride of the plane's size): the
+//   U-Net's 3 x 3 layers on 256 x 256 and 128 x 128 planes 4-11% less time, DBNet's 96 ->
+//   24 ones on 160 x 160 13%. On smaller planes it did not pay (ResNet-50's 56 x 56 to 7 x
+//   7 layers 9-21% slower, the U-Net's 32 x 32 to 64 x 64 within 2%; bench/README.md,
+//   session 22).
 // - 1x1 or depthwise (group = C: those that reach oneDNN have output rows under 8,
-//   direct_depthwise) over whole blocks: the channel-blocked layout nChw16c for both. Its
-//   reorders from and to NCHW move whole 64-byte rows (NCHW <-> NHWC transposes ResNet-50's
-//   1024 and 2048 channels at a 4 KiB stride), and oneDNN's 1x1 and depthwise kernels on
-//   it took ResNet-50's 14 x 14 and 7 x 7 1x1 layers and MobileNetV3's 7 x 7 ones 8-13%
-//   less time, its 7 x 7 depthwise layers 25%.
-// - an image's few channels (at most 4; group 1): X as it is (NCHW, no reorder) and Y in
-//   nChw16c, oneDNN's kernel for first layers: the stems of ResNet-50, MobileNetV3, DBNet,
-//   the U-Net and the CRNN (3 channels) took 14-31% less time.
-// Other convolutions were slower blocked (ResNet-50's 3 x 3 layers 4-8%; three input
-// channels in nChw16c fall to a reference kernel); AVX2 was not measured
-// (bench/README.md, session 21).
+//   direct_depthwise) over whole blocks of 16 input and output channels: nChw16c for
+//   both. Its reorders from and to NCHW move whole 64-byte rows (NCHW <-> NHWC transposes
+//   ResNet-50's 1024 and 2048 channels at a 4 KiB stride), and oneDNN's 1x1 and depthwise
+//   kernels on it took ResNet-50's 14 x 14 and 7 x 7 1x1 layers and MobileNetV3's 7 x 7
+//   ones 8-13% less time, its 7 x 7 depthwise layers 25%.
+// - an image's few channels (at most 4; group 1) onto whole blocks of 16 output channels:
+//   X as it is (NCHW, no reorder) and Y in nChw16c, oneDNN's kernel for first layers: the
+//   stems of ResNet-50, MobileNetV3, DBNet, the U-Net and the CRNN (3 channels) took
+//   14-31% less time.
+// Other convolutions were slower blocked (three input channels in nChw16c fall to a
+// reference kernel); AVX2 was not measured (bench/README.md, session 21).
+constexpr std::int64_t kLargePlane = 128 * 128;
+
 std::pair<dnnl::memory::format_tag, dnnl::memory::format_tag> activation_layouts(
     const ConvDescs& d) {
   using tag = dnnl::memory::format_tag;
   const auto w = d.w.dims(), x = d.x.dims(), y = d.y.dims();
-  if (!onednn_avx512() || x.size() != 4 || y[1] % 16 != 0) return {tag::any, tag::any};
-  if (x[1] <= 4 && w.size() == 4) return {tag::nchw, tag::nChw16c};
+  if (!onednn_avx512() || x.size() != 4) return {tag::any, tag::any};
   const bool pointwise = w.size() == 4 && w[2] == 1 && w[3] == 1;
+  if (w.size() == 4 && !pointwise && x[1] % 16 == 0 && y[2] * y[3] >= kLargePlane)
+    return {tag::nChw16c, tag::nChw16c};
+  if (y[1] % 16 != 0) return {tag::any, tag::any};
+  if (x[1] <= 4 && w.size() == 4) return {tag::nchw, tag::nChw16c};
   const bool depthwise = w.size() == 5 && w[0] == x[1] && w[2] == 1;  // (g, M/g, C/g, kh, kw)
   if (x[1] % 16 == 0 && (pointwise || depthwise)) return {tag::nChw16c, tag::nChw16c};
   return {tag::any, tag::any};

@@ -71,6 +71,10 @@ CASES = [
      {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
     ("2d 3x3, threaded", [1, 32, 40, 40], 48, [3, 3], {"pads": [1, 1, 1, 1]}),
     ("2d depthwise, threaded", [1, 96, 60, 60], 96, [3, 3], {"group": 96, "pads": [1, 1, 1, 1]}),
+    # 3x3 onto a plane of 128 x 128 (oneDNN's blocked layout for both; its output channels
+    # not a whole block).
+    ("2d 3x3 channel blocks, large plane, threaded", [1, 32, 128, 128], 24, [3, 3],
+     {"pads": [1, 1, 1, 1]}),
     # 1x1 kernels over a 1 x 1 plane: products of the images' rows with W transposed.
     ("2d 1x1 on a 1x1 plane", [3, 24, 1, 1], 40, [1, 1], {}),
     ("2d 1x1 on a 1x1 plane, threaded", [1, 960, 1, 1], 240, [1, 1], {}),
