@@ -2,12 +2,14 @@
 // target and chosen at run time (HWY_DYNAMIC_DISPATCH), like ops/depthwise.cpp.
 //
 // y = w x on NCHW is a GEMM whose B (x: k rows of a whole plane each) has rows 400 KiB
-// apart on a 320 x 320 plane, and so has its C: the rows a GEMM kernel reads or writes
-// together fall into the same cache sets. So a panel of the k rows, a few hundred columns
-// wide, is first copied together (zero-padded to whole tiles); every tile of outputs, 6
-// rows x 2 vectors (12 independent chains, in registers for all of k), reads it from the
-// cache and is stored into the panel's outputs, also together; the fused op runs over
-// those in one call, and they are copied to y's rows. Each output keeps one chain of fused
+// apart on a 320 x 320 plane: the rows a GEMM kernel reads together fall into the same
+// cache sets. So a panel of the k rows, a few hundred columns wide, is first copied
+// together (zero-padded to whole tiles); every tile of outputs, 6 rows x 2 vectors (12
+// independent chains, in registers for all of k), reads it from the cache and is stored
+// into y's rows (a last part of a tile through a buffer); the fused op then runs over
+// each row's part of the panel while it is in the cache. (Storing the tiles together in
+// a buffer first and copying them out took 7-26% longer on DBNet's and MobileNetV3's
+// layers: bench/README.md, session 22.) Each output keeps one chain of fused
 // multiply-adds over k in order, whichever tile computes it: the same bits on every
 // target.
 #undef HWY_TARGET_INCLUDE
@@ -99,8 +101,8 @@ HWY_INLINE void Tile(const float* HWY_RESTRICT w, std::int64_t k, const float* H
         lo[r] = hn::Add(lo[r], b);
         hi[r] = hn::Add(hi[r], b);
       }
-      hn::Store(lo[r], d, y + r * n + j);
-      hn::Store(hi[r], d, y + r * n + j + lanes);
+      hn::StoreU(lo[r], d, y + r * n + j);
+      hn::StoreU(hi[r], d, y + r * n + j + lanes);
     }
   }
 }
@@ -112,9 +114,8 @@ constexpr auto TileTable(std::index_sequence<I...> /*rows - 1*/) {
 }
 #endif
 
-// The panel's rows [0, m) of outputs, from `out` (`pitch` floats a row) to y's columns
-// [c0, c0 + width). (Streaming stores past the caches made no measurable difference, and
-// the next node reads the output.)
+// Rows [0, m) of outputs, from `out` (`pitch` floats a row) to y's columns [c0, c0 +
+// width).
 HWY_INLINE void CopyOut(const float* out, std::int64_t pitch, std::int64_t m, std::int64_t width,
                         float* y, std::int64_t n, std::int64_t c0) {
   const hn::ScalableTag<float> d;
@@ -134,8 +135,13 @@ void ColumnsImpl(const float* w, const float* x, const float* bias, float* y, st
   const hn::ScalableTag<float> d;
   const auto tile = 2 * static_cast<std::int64_t>(hn::Lanes(d));
   const std::int64_t width = c1 - c0, pitch = (width + tile - 1) / tile * tile;
-  // Aligned loads from the panel and the outputs: the scratch's start rounded up to 64
-  // bytes (its slack), the pitch whole tiles.
+#if HWY_NATIVE_FMA && HWY_TARGET != HWY_SCALAR
+  const std::int64_t whole = width / tile * tile;
+#else
+  const std::int64_t whole = width;  // (ScalarTile writes any width)
+#endif
+  // Aligned loads from the panel: the scratch's start rounded up to 64 bytes (its slack),
+  // the pitch whole tiles. After the panel, the outputs of a last partial tile.
   auto* panel = reinterpret_cast<float*>((reinterpret_cast<std::uintptr_t>(scratch) + 63) &
                                          ~std::uintptr_t{63});
   float* out = panel + k * pitch;
@@ -144,16 +150,20 @@ void ColumnsImpl(const float* w, const float* x, const float* bias, float* y, st
     const int rows = static_cast<int>(std::min<std::int64_t>(kRows, m - i));
     const float* wi = w + i * k;
     const float* bi = bias ? bias + i : nullptr;
-    float* oi = out + i * pitch;
 #if HWY_NATIVE_FMA && HWY_TARGET != HWY_SCALAR
+    // Whole tiles straight into Y's rows; a last part of a tile into `out`, copied below.
     static constexpr auto kTiles = TileTable(std::make_index_sequence<kRows>());
-    kTiles[static_cast<std::size_t>(rows - 1)](wi, k, panel, pitch, bi, oi, pitch, pitch);
+    const auto tiles = kTiles[static_cast<std::size_t>(rows - 1)];
+    if (whole > 0) tiles(wi, k, panel, pitch, bi, y + i * n + c0, n, whole);
+    if (whole < width) tiles(wi, k, panel + whole, pitch, bi, out + i * tile, tile, tile);
 #else
-    ScalarTile(wi, k, panel, pitch, bi, oi, pitch, rows, pitch);
+    ScalarTile(wi, k, panel, pitch, bi, y + i * n + c0, n, rows, width);
 #endif
   }
-  if (epilogue) (*epilogue)(out, static_cast<std::size_t>(m * pitch), 1);
-  CopyOut(out, pitch, m, width, y, n, c0);
+  if (whole < width) CopyOut(out, tile, m, width - whole, y, n, c0 + whole);
+  if (epilogue)
+    for (std::int64_t i = 0; i < m; ++i)
+      (*epilogue)(y + i * n + c0, static_cast<std::size_t>(width), 1);
 }
 
 }  // namespace fpguard::ops::pointwise::HWY_NAMESPACE
