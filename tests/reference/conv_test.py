@@ -86,9 +86,15 @@ CASES = [
 # stride) per layer, on an input of [1, 5, 33, 29].
 CHAIN = [(12, 1), (40, 1), (8, 2), (64, 1), (3, 1)]
 
-# ConvTranspose (name, input shape, out channels, kernel, attrs): col2im by output rows.
+# ConvTranspose (name, input shape, out channels, kernel, attrs): col2im by output rows, or
+# (strides equal to the kernel, no pads) each input position's own tile of Y.
 TRANSPOSED = [
     ("2d 2x2 stride 2", [1, 4, 6, 7], 3, [2, 2], {"strides": [2, 2]}),
+    ("2d 2x2 stride 2 grouped", [2, 4, 6, 5], 6, [2, 2], {"strides": [2, 2], "group": 2}),
+    ("2d 3x2 stride 3x2", [1, 3, 4, 5], 2, [3, 2], {"strides": [3, 2]}),
+    ("2d 2x2 stride 2, threaded", [1, 24, 60, 50], 24, [2, 2], {"strides": [2, 2]}),
+    ("2d 2x2 stride 2, padded", [1, 3, 5, 4], 2, [2, 2], {"strides": [2, 2],
+                                                          "pads": [1, 0, 0, 1]}),
     ("2d 3x3 stride 2, pads, output_padding", [2, 3, 5, 6], 4, [3, 3],
      {"strides": [2, 2], "pads": [1, 0, 1, 1], "output_padding": [1, 1]}),
     ("2d dilated, stride 3x1", [1, 2, 4, 9], 2, [3, 2],
