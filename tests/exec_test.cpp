@@ -191,6 +191,37 @@ TEST(Emulation, WeightsAreRoundedOnceAndDataMovementDoesNotRound) {
   EXPECT_EQ(out[1].tensor.data<float>()[0], 1.0001f);
 }
 
+// A value read by several nodes of a format is rounded for each of them (no copy is kept
+// with the value): every reader sees the same values, a stochastic rounding's too (its
+// draws depend on the seed and the element's index), and they are the value rounded once.
+TEST(Emulation, EveryReaderOfAValueSeesItRoundedTheSame) {
+  test::GraphBuilder b({64});
+  b.node("a", "Neg", {"x"}, "a").node("b", "Abs", {"x"}, "b").node("c", "Neg", {"x"}, "c");
+  b.output("a").output("b").output("c");
+  std::vector<float> v(64);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 1.0f + static_cast<float>(i) * 0x1p-14f;
+  const Tensor x = floats({64}, v);
+  for (const Rounding r : {Rounding::nearest_even, Rounding::stochastic}) {
+    SCOPED_TRACE(r == Rounding::stochastic ? "stochastic" : "nearest even");
+    Recorder rec;
+    auto o = fp16();
+    o.policy.round_options.rounding = r;
+    o.policy.round_options.seed = 7;
+    o.observer = &rec;
+    Executor(b.m, o).run({{"x", x}});
+    ASSERT_EQ(rec.calls.size(), 3u);
+    std::vector<float> want(v.size());
+    round(v, want, parse_format("float16"), o.policy.round_options);
+    for (const auto& c : rec.calls) {
+      const auto got = c.inputs[0].data<float>();
+      ASSERT_EQ(got.size(), want.size()) << c.node;
+      for (std::size_t i = 0; i < want.size(); ++i)
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(want[i]))
+            << c.node << " [" << i << "]";
+    }
+  }
+}
+
 // An executor made from another (what check does for its three runs) shares the plan but
 // takes its own options: its results are a fresh executor's, bit for bit, and the first
 // executor's are unchanged.
