@@ -279,7 +279,7 @@ void pointwise_conv(const KernelContext& ctx, const ConvGeometry& g, int threads
 // A 1x1 convolution of one group over a 1 x 1 plane (a squeeze-excitation block's layers):
 // Y (N x M) = X (N x C) times W (M x C) transposed, which gemm() runs as a product of a few
 // rows, reading each row of W once, without the reorders and the convolution primitive's
-// call (ten pairs of 576 -> 144 -> 576 channels: 0.24 -> 0.13 ms; bench/README.md,
+// call (ten pairs of 576 -> 144 -> 576 channels: 0.24 -> 0.14 ms; bench/README.md,
 // session 22).
 bool conv_as_rows(const ConvGeometry& g) {
   return product(g.kernel) == 1 && product(g.in) == 1 && product(g.out) == 1 && g.group == 1;
