@@ -222,6 +222,44 @@ TEST(Emulation, EveryReaderOfAValueSeesItRoundedTheSame) {
   }
 }
 
+// A Reshape, Flatten, Squeeze or Unsqueeze may move its input into its output where no
+// later node, graph output or observer reads it (KernelContext::last_read): the values
+// read after it (by a later node, as a graph output, a weight) are intact, and every
+// result is the copying run's.
+TEST(Executor, RelabelingMovesOnlyWhatNobodyReadsLater) {
+  test::GraphBuilder b({2, 6});
+  b.init("shape", Tensor(DType::int64, {1}));
+  b.m.graph.initializers.back().tensor.data<std::int64_t>()[0] = -1;
+  b.init("w", floats({2, 3}, {1, 2, 3, 4, 5, 6}));
+  b.node("r", "Relu", {"x"}, "r")                       // a graph output
+      .node("flat", "Reshape", {"r", "shape"}, "flat")  // r read again later: copied
+      .node("neg", "Neg", {"r"}, "neg")
+      .node("n2", "Reshape", {"neg", "shape"}, "n2")  // neg read by nobody else: moved
+      .node("wf", "Flatten", {"w"}, "wf")             // a weight: copied
+      .node("rr", "Reshape", {"r", "shape"}, "rr");   // r, a graph output: copied
+  b.output("r").output("flat").output("n2").output("wf").output("rr");
+  const Tensor x = floats({2, 6}, {1, -2, 3, -4, 5, -6, 7, -8, 9, -10, 11, -12});
+  const auto plain = Executor(b.m).run({{"x", x}});
+  Recorder rec;  // an observer sees every input: nothing is moved
+  RunOptions o;
+  o.observer = &rec;
+  const auto observed = Executor(b.m, o).run({{"x", x}});
+  ASSERT_EQ(plain.size(), 5u);
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(plain[i].tensor.shape(), observed[i].tensor.shape()) << plain[i].name;
+    const auto p = plain[i].tensor.data<float>(), q = observed[i].tensor.data<float>();
+    ASSERT_EQ(p.size(), q.size()) << plain[i].name;
+    for (std::size_t j = 0; j < p.size(); ++j) EXPECT_EQ(p[j], q[j]) << plain[i].name;
+  }
+  EXPECT_EQ(plain[0].tensor.shape(), (std::vector<std::int64_t>{2, 6}));
+  EXPECT_EQ(plain[1].tensor.shape(), (std::vector<std::int64_t>{12}));
+  EXPECT_EQ(plain[2].tensor.data<float>()[2], -3.0f);  // -relu(3)
+  EXPECT_EQ(plain[3].tensor.shape(), (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(plain[3].tensor.data<float>()[5], 6.0f);
+  EXPECT_EQ(b.m.graph.find_initializer("w")->tensor.data<float>()[5], 6.0f);  // untouched
+  EXPECT_EQ(plain[4].tensor.data<float>()[10], 11.0f);
+}
+
 // An executor made from another (what check does for its three runs) shares the plan but
 // takes its own options: its results are a fresh executor's, bit for bit, and the first
 // executor's are unchanged.

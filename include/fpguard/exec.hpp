@@ -82,6 +82,11 @@ struct KernelContext {
   // and values for the executor's life (a model initializer, or its rounded copy in the
   // WeightCache). What a kernel derives from it alone may be kept in `prepared`.
   std::vector<char> stable_inputs{};
+  // Data-movement ops: input 0's own tensor where nothing can read it after this node (its
+  // last reader, reading it once, in a run without an observer; not a weight or a view of
+  // another's tensor), which the kernel may move into its output instead of copying it (a
+  // Reshape, Flatten, Squeeze or Unsqueeze relabels it); nullptr otherwise.
+  Tensor* last_read = nullptr;
   // The executor's store of what kernels prepare once (oneDNN primitives, weights
   // reordered into their layout); nullptr: nothing is kept.
   class PreparedCache* prepared = nullptr;
@@ -680,6 +685,11 @@ class Executor {
   // weights.
   bool hands_unrounded(const OpInfo& info, const KernelContext& ctx, const Slot& s,
                        const Observer* observer, bool body) const;
+  // KernelContext::last_read for `node` at plan position `pos` of the main graph, whose
+  // inputs `ctx` holds: input 0's tensor in `scope` where the node is its last reader and
+  // reads it once, and it is the slot's own (no weight, view or conversion); else nullptr.
+  Tensor* last_read(const model::Node& node, std::size_t pos, Scope& scope,
+                    const KernelContext& ctx) const;
 
   const model::Model& model_;
   RunOptions options_;

@@ -86,6 +86,8 @@ class Tensor {
 
   DType dtype() const { return dtype_; }
   const std::vector<std::int64_t>& shape() const { return shape_; }
+  // The same elements under another shape of as many (FPG_CHECK), nothing copied.
+  void reshape(std::vector<std::int64_t> shape);
   std::size_t size() const { return size_; }  // number of elements
   std::size_t nbytes() const { return view_ ? size_ * itemsize(dtype_) : storage_.size(); }
   // Write access: a view is first copied into owned storage (read through a const Tensor

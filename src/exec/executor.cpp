@@ -675,6 +675,8 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
   std::vector<Tensor> converted;  // inputs converted from another carrier or rounded
   const std::string carried_format =
       gather_inputs(ctx, *info, here, scope, fmt, observer, !enclosing.empty(), converted);
+  if (!observer && enclosing.empty() && info->kind == OpKind::data_movement)
+    ctx.last_read = last_read(node, pos, scope, ctx);
   ctx.outputs.resize(node.outputs.size());
   ctx.output_dtypes.resize(node.outputs.size());
   if (info->accepts & kValues) ctx.output_values.resize(node.outputs.size());
@@ -912,6 +914,21 @@ const Tensor* Executor::kernel_input(KernelContext& ctx, const OpInfo& info, Slo
   }
   stable = s.weight && s.view;
   return &v;
+}
+
+Tensor* Executor::last_read(const model::Node& node, std::size_t pos, Scope& scope,
+                            const KernelContext& ctx) const {
+  if (node.inputs.empty() || node.inputs[0].empty() || ctx.inputs.empty()) return nullptr;
+  const std::string& name = node.inputs[0];
+  if (std::count(node.inputs.begin(), node.inputs.end(), name) != 1) return nullptr;
+  const auto& dead = plans_->at(&model_.graph).dead_after.at(pos);
+  if (std::find(dead.begin(), dead.end(), name) == dead.end()) return nullptr;
+  const auto it = scope.values.find(name);
+  if (it == scope.values.end()) return nullptr;
+  Slot& s = it->second;
+  // (Its own storage, handed to the kernel as it is: not converted or rounded.)
+  if (s.weight || s.view || s.other || ctx.inputs[0] != &s.t) return nullptr;
+  return &s.t;
 }
 
 bool Executor::hands_unrounded(const OpInfo& info, const KernelContext& ctx, const Slot& s,

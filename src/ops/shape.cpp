@@ -10,13 +10,23 @@ namespace fpguard::ops {
 namespace {
 
 Tensor with_shape(const Tensor& x, Shape shape) {
-  Tensor t(x.dtype(), std::move(shape));
+  // (Written in full below: no zero-fill first, strings default-constructed.)
+  Tensor t = Tensor::uninitialized(x.dtype(), std::move(shape));
   FPG_CHECK(t.nbytes() == x.nbytes() && t.size() == x.size());
   if (x.dtype() == DType::string)
     std::copy(x.data<std::string>().begin(), x.data<std::string>().end(),
               t.data<std::string>().begin());
   else if (x.nbytes())
     std::memcpy(t.bytes(), x.bytes(), x.nbytes());
+  return t;
+}
+
+// x under `shape`: moved when it is the node's to take (KernelContext::last_read), else a
+// copy. BERT's 48 Reshapes of 128 x 768 each copied 0.4 MB (bench/README.md, session 22).
+Tensor relabeled(KernelContext& ctx, const Tensor& x, Shape shape) {
+  if (ctx.last_read != &x) return with_shape(x, std::move(shape));
+  Tensor t = std::move(*ctx.last_read);
+  t.reshape(std::move(shape));
   return t;
 }
 
@@ -56,7 +66,7 @@ void reshape(KernelContext& ctx) {
   }
   if (product(target) != n)
     ctx.fail("cannot reshape " + shape_str(x.shape()) + " to " + shape_str(target));
-  ctx.outputs[0] = with_shape(x, target);
+  ctx.outputs[0] = relabeled(ctx, x, target);
 }
 
 void flatten(KernelContext& ctx) {
@@ -65,8 +75,9 @@ void flatten(KernelContext& ctx) {
   auto axis = ctx.node.attr_int("axis", 1);
   if (axis < -rank || axis > rank) ctx.fail("axis " + std::to_string(axis) + " out of range");
   if (axis < 0) axis += rank;
-  ctx.outputs[0] = with_shape(x, {product(x.shape(), 0, static_cast<std::size_t>(axis)),
-                                  product(x.shape(), static_cast<std::size_t>(axis))});
+  ctx.outputs[0] = relabeled(ctx, x,
+                             {product(x.shape(), 0, static_cast<std::size_t>(axis)),
+                              product(x.shape(), static_cast<std::size_t>(axis))});
 }
 
 std::vector<std::int64_t> axes_of(const KernelContext& ctx, std::int64_t input_opset) {
@@ -94,7 +105,7 @@ void squeeze(KernelContext& ctx) {
   Shape s;
   for (std::int64_t d = 0; d < rank; ++d)
     if (!drop[static_cast<std::size_t>(d)]) s.push_back(x.shape()[static_cast<std::size_t>(d)]);
-  ctx.outputs[0] = with_shape(x, s);
+  ctx.outputs[0] = relabeled(ctx, x, s);
 }
 
 void unsqueeze(KernelContext& ctx) {
@@ -111,7 +122,7 @@ void unsqueeze(KernelContext& ctx) {
   std::size_t k = 0;
   for (std::int64_t d = 0; d < rank; ++d)
     s.push_back(ins[static_cast<std::size_t>(d)] ? 1 : x.shape()[k++]);
-  ctx.outputs[0] = with_shape(x, s);
+  ctx.outputs[0] = relabeled(ctx, x, s);
 }
 
 // Copies elements of `x` into a tensor of `out_shape`, where output index -> input

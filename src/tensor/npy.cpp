@@ -76,6 +76,11 @@ Tensor Tensor::uninitialized(DType dtype, std::vector<std::int64_t> shape) {
   return t;
 }
 
+void Tensor::reshape(std::vector<std::int64_t> shape) {
+  FPG_CHECK(element_count(shape, "tensor") == size_);
+  shape_ = std::move(shape);
+}
+
 Tensor Tensor::view(DType dtype, std::vector<std::int64_t> shape, const std::byte* bytes,
                     std::shared_ptr<const void> owner) {
   FPG_CHECK(dtype != DType::string);
