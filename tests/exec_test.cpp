@@ -1799,6 +1799,43 @@ TEST(Fusion, OnlyTheSoleReaderOfAnInnerValueFuses) {
   EXPECT_TRUE(fused_as_unfused(conv_then({.op = "Relu"}, xs, w, 1, nullptr, false), x));
 }
 
+// A MatMul fuses an activation after it, or the Add of a bias along its last axis (either
+// input of the Add; [N] or [1, N]) and an activation after that: bit for bit the unfused
+// result, specials included; an addend broadcast another way runs apart.
+TEST(Fusion, AMatMulFusesItsBiasAndActivation) {
+  std::mt19937 rng(23);
+  const std::vector<std::int64_t> xs{2, 5, 40};
+  const Tensor x = special_random(xs, rng), w = special_random({40, 70}, rng);
+  const auto model = [&](const std::string& op, const Tensor* addend, bool add_first,
+                         bool relu_after) {
+    test::GraphBuilder b(xs, "matmul_fusion.onnx");
+    b.init("w", w).node("conv", "MatMul", {"x", "w"}, "c");
+    std::vector<std::string> in{"c"};
+    if (addend) {
+      b.init("a", *addend);
+      in = add_first ? std::vector<std::string>{"a", "c"} : std::vector<std::string>{"c", "a"};
+    }
+    b.node("act", op, in, relu_after ? "s" : "y");
+    if (relu_after) b.node("then", "Relu", {"s"}, "y");
+    return b.output("y").m;
+  };
+  const Tensor bias = special_random({70}, rng), bias2 = special_random({1, 70}, rng);
+  for (const int threads : {1, 2}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    RunOptions o;
+    o.threads = threads;
+    EXPECT_TRUE(fused_as_unfused(model("Relu", nullptr, false, false), x, o));
+    EXPECT_TRUE(fused_as_unfused(model("HardSwish", nullptr, false, false), x, o));
+    for (const bool first : {false, true})
+      for (const bool relu : {false, true}) {
+        EXPECT_TRUE(fused_as_unfused(model("Add", &bias, first, relu), x, o));
+        EXPECT_TRUE(fused_as_unfused(model("Add", &bias2, first, relu), x, o));
+      }
+    const Tensor column = special_random({5, 1}, rng);  // broadcast along the rows
+    EXPECT_FALSE(fused_as_unfused(model("Add", &column, false, false), x, o));
+  }
+}
+
 // An emulated run rounds the Conv's output to its format: only Relu commutes with that,
 // and only in formats where a negative value never rounds to NaN (with infinities), so
 // only it fuses there; the results stay bit for bit the unfused ones either way.

@@ -107,7 +107,7 @@ struct KernelContext {
     std::function<const Tensor*()> rounded;  // the rounded copy (WeightCache), made once
   };
   std::optional<UnroundedWeight> unrounded{};
-  // An element-wise op fused into this node (Executor: a Conv or BatchNormalization and
+  // An element-wise op fused into this node (Executor: a Conv, BatchNormalization or MatMul and
   // the activation after it), which the kernel applies in place to output 0's float32
   // values, in any layout (`n` values at `values`, on up to `threads` threads), before it
   // returns: nullptr when none. Kernels that do not take one (OpTraits::applies_epilogue)
@@ -177,7 +177,7 @@ struct OpTraits {
   // their weight B per call in a node's first run instead of into a kept copy.
   bool rounds_weight = false;
   // Its kernel applies KernelContext::epilogue (an element-wise op fused into it) to its
-  // float32 output: Conv, BatchNormalization. The executor fuses into no other op.
+  // float32 output: Conv, BatchNormalization, MatMul. The executor fuses into no other op.
   bool applies_epilogue = false;
 };
 

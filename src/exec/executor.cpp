@@ -237,7 +237,7 @@ bool fusable_op(const model::Node& n) {
 }
 
 // Per position of `order`: the position of the node that may run fused into the node
-// there (a Conv or a BatchNormalization: OpTraits::applies_epilogue), or 0 (`with`); and
+// there (a Conv, BatchNormalization or MatMul: OpTraits::applies_epilogue), or 0 (`with`); and
 // when that node is an Add, the position of an activation that may run fused after it, or
 // 0 (`then`: Conv + Add + Relu, ResNet's residual blocks). A fused node is the only reader
 // of the value before it (which is no graph output), reads it once (an activation: as its
@@ -701,23 +701,49 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
   return out;
 }
 
+namespace {
+
+// Whether `a` broadcasts along the last axis of `y` alone: a bias, [N] or [1, ..., 1, N]
+// against [..., N] (the Add's result then has y's shape).
+bool is_row_bias(const Tensor& a, const Tensor& y) {
+  const auto& as = a.shape();
+  const auto& ys = y.shape();
+  if (as.empty() || ys.empty() || as.size() > ys.size() || as.back() != ys.back()) return false;
+  return a.size() == static_cast<std::size_t>(as.back());
+}
+
+}  // namespace
+
 bool Executor::add_in_place(KernelContext& ctx, const Fusion& f) {
   if (!f.addend) return true;
   Tensor& y = ctx.outputs.at(0);
   const Tensor& a = *f.addend;
-  if (y.dtype() != DType::float32 || a.dtype() != DType::float32 || y.shape() != a.shape())
-    return false;
+  if (y.dtype() != DType::float32 || a.dtype() != DType::float32) return false;
+  // The same shape (a residual), or a bias along the last axis (a MatMul's).
+  const bool row = y.shape() != a.shape();
+  if (row && !is_row_bias(a, y)) return false;
   float* py = y.data<float>().data();
   const float* pa = a.data<float>().data();
+  const std::size_t width = row ? a.size() : y.size();
   // The Add kernel's sums, its input 0 on the left: the same bits, NaNs included.
   // An activation after the Add takes each piece of sums while it is in the cache.
-  detail::parallel_for(y.size(), ctx.threads > 1 ? 0 : 1, [&](std::size_t lo, std::size_t hi) {
-    if (f.addend_first)
-      for (std::size_t i = lo; i < hi; ++i) py[i] = ops::left_nan_sum(pa[i], py[i]);
-    else
-      for (std::size_t i = lo; i < hi; ++i) py[i] = ops::left_nan_sum(py[i], pa[i]);
-    if (f.then) (*f.then)(py + lo, hi - lo, 1);
-  });
+  detail::parallel_for(
+      y.size(), ctx.threads > 1 ? 0 : 1,
+      [&](std::size_t lo, std::size_t hi) {
+        for (std::size_t i = lo; i < hi;) {
+          // A run of y along one copy of the addend.
+          const std::size_t at = i % width, n = std::min(hi - i, width - at);
+          const float* pb = pa + at;
+          float* out = py + i;
+          if (f.addend_first)
+            for (std::size_t k = 0; k < n; ++k) out[k] = ops::left_nan_sum(pb[k], out[k]);
+          else
+            for (std::size_t k = 0; k < n; ++k) out[k] = ops::left_nan_sum(out[k], pb[k]);
+          i += n;
+        }
+        if (f.then) (*f.then)(py + lo, hi - lo, 1);
+      },
+      64);
   return true;
 }
 

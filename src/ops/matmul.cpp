@@ -584,7 +584,7 @@ std::optional<PaddedRows> padded_rows(KernelContext& ctx, std::int64_t m, std::i
 }
 
 template <class T>
-void matmul(KernelContext& ctx) {
+void matmul_product(KernelContext& ctx) {
   const Tensor& a = ctx.in(0);
   require_float(ctx, a, "A");
   require_float(ctx, ctx.in(1), "B");
@@ -635,6 +635,18 @@ void matmul(KernelContext& ctx) {
   }
 }
 
+// MatMul, then the element-wise op fused into it (KernelContext::epilogue: the executor
+// fuses an activation, or an Add of its bias, into a MatMul; the Add after the kernel).
+template <class T>
+void matmul(KernelContext& ctx) {
+  matmul_product<T>(ctx);
+  if constexpr (std::is_same_v<T, float>)
+    if (ctx.epilogue) {
+      Tensor& out = ctx.outputs.at(0);
+      (*ctx.epilogue)(out.data<float>().data(), out.size(), ctx.threads);
+    }
+}
+
 template <class T>
 void gemm_k(KernelContext& ctx) {
   const Tensor& a = ctx.in(0);
@@ -683,7 +695,7 @@ void gemm_k(KernelContext& ctx) {
 
 void register_matmul(Registry& r) {
   r.add("MatMul", carried<matmul<float>, matmul<double>>,
-        {.degree = Degree::product, .rounds_weight = true});
+        {.degree = Degree::product, .rounds_weight = true, .applies_epilogue = true});
   r.add("Gemm", carried<gemm_k<float>, gemm_k<double>>,
         {.degree = Degree::product, .rounds_weight = true});
 }
