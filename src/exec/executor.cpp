@@ -98,7 +98,7 @@ struct Executor::Slot {
   const Tensor* view = nullptr;
   // The value's scaled quantizations made for consumers (key: the scaled operand's), kept
   // while the value lives. std::map: entries never move.
-  std::map<std::string, Tensor> rounded;
+  std::map<std::string, Tensor> quantized;
   // A sequence or an empty optional (then `t` is unused); null for a tensor, so tensors
   // pay nothing for it.
   std::unique_ptr<Value> other;
@@ -978,7 +978,7 @@ const Tensor* Executor::quantized_input(Slot& s, const model::Node& node, const 
   const std::string key = scaled_key(*op, carrier);
   stable = false;
   if (!s.weight) {
-    auto [it, fresh] = s.rounded.try_emplace(key);
+    auto [it, fresh] = s.quantized.try_emplace(key);
     if (fresh) it->second = scaled_copy(v, *op, carrier, node, i);
     return &it->second;
   }

@@ -675,29 +675,19 @@ void transpose_tiles(const KernelContext& ctx, const TileTranspose& t) {
       1);
 }
 
-// ConvTranspose: W^T x (ops::gemm) scattered back by col2im (or written as tiles:
-// transpose_tiles). Output size from output_shape, or stride*(in-1) + output_padding +
-// dilated kernel - pads.
-template <class T>
-void conv_transpose(KernelContext& ctx) {
-  const auto [x, w] = conv_operands(ctx);
-  const auto& xs = x.shape();
-  const auto& ws = w.shape();
-  const std::size_t sd = ws.size() - 2;
-  const std::vector<std::int64_t> kernel(ws.begin() + 2, ws.end());
-  const auto group = ctx.node.attr_int("group", 1);
-  const auto n = xs[0], c = xs[1];
-  if (group <= 0 || c % group || ws[0] != c) ctx.fail("channels of X and W do not match");
-  const auto cg = c / group, mg = ws[1], m = mg * group;
-  const auto stride = ctx.node.attr_ints("strides", std::vector<std::int64_t>(sd, 1));
-  const auto dil = ctx.node.attr_ints("dilations", std::vector<std::int64_t>(sd, 1));
-  const auto out_pad = ctx.node.attr_ints("output_padding", std::vector<std::int64_t>(sd, 0));
-  auto pads = ctx.node.attr_ints("pads", std::vector<std::int64_t>(2 * sd, 0));
+// A ConvTranspose's output sizes, with `pads` made what output_shape or auto_pad imply:
+// output_shape's, or stride*(in-1) + output_padding + dilated kernel - pads.
+std::vector<std::int64_t> transpose_out(const KernelContext& ctx,
+                                        const std::vector<std::int64_t>& in,
+                                        const std::vector<std::int64_t>& kernel,
+                                        const std::vector<std::int64_t>& stride,
+                                        const std::vector<std::int64_t>& dil,
+                                        const std::vector<std::int64_t>& out_pad,
+                                        std::vector<std::int64_t>& pads) {
+  const std::size_t sd = kernel.size();
   const auto out_shape_attr = ctx.node.attr_ints("output_shape");
   const std::string auto_pad = ctx.node.attr_string("auto_pad", "NOTSET");
-  if (stride.size() != sd || dil.size() != sd || out_pad.size() != sd || pads.size() != 2 * sd)
-    ctx.fail("strides, dilations, output_padding or pads do not match the kernel rank");
-  std::vector<std::int64_t> in(xs.begin() + 2, xs.end()), out(sd);
+  std::vector<std::int64_t> out(sd);
   for (std::size_t i = 0; i < sd; ++i) {
     const auto full = stride[i] * (in[i] - 1) + out_pad[i] + (kernel[i] - 1) * dil[i] + 1;
     std::int64_t target = -1;
@@ -716,6 +706,30 @@ void conv_transpose(KernelContext& ctx) {
       out[i] = full - pads[i] - pads[i + sd];
     }
   }
+  return out;
+}
+
+// ConvTranspose: W^T x (ops::gemm) scattered back by col2im (or written as tiles:
+// transpose_tiles), to the output sizes of transpose_out.
+template <class T>
+void conv_transpose(KernelContext& ctx) {
+  const auto [x, w] = conv_operands(ctx);
+  const auto& xs = x.shape();
+  const auto& ws = w.shape();
+  const std::size_t sd = ws.size() - 2;
+  const std::vector<std::int64_t> kernel(ws.begin() + 2, ws.end());
+  const auto group = ctx.node.attr_int("group", 1);
+  const auto n = xs[0], c = xs[1];
+  if (group <= 0 || c % group || ws[0] != c) ctx.fail("channels of X and W do not match");
+  const auto cg = c / group, mg = ws[1], m = mg * group;
+  const auto stride = ctx.node.attr_ints("strides", std::vector<std::int64_t>(sd, 1));
+  const auto dil = ctx.node.attr_ints("dilations", std::vector<std::int64_t>(sd, 1));
+  const auto out_pad = ctx.node.attr_ints("output_padding", std::vector<std::int64_t>(sd, 0));
+  auto pads = ctx.node.attr_ints("pads", std::vector<std::int64_t>(2 * sd, 0));
+  if (stride.size() != sd || dil.size() != sd || out_pad.size() != sd || pads.size() != 2 * sd)
+    ctx.fail("strides, dilations, output_padding or pads do not match the kernel rank");
+  const std::vector<std::int64_t> in(xs.begin() + 2, xs.end());
+  const auto out = transpose_out(ctx, in, kernel, stride, dil, out_pad, pads);
   Shape os(sd + 2);
   os[0] = n, os[1] = m;
   std::copy(out.begin(), out.end(), os.begin() + 2);
