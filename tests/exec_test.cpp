@@ -1834,6 +1834,11 @@ TEST(Fusion, AMatMulFusesItsBiasAndActivation) {
     const Tensor column = special_random({5, 1}, rng);  // broadcast along the rows
     EXPECT_FALSE(fused_as_unfused(model("Add", &column, false, false), x, o));
   }
+  // Emulated, as for a Conv: only Relu fuses (it commutes with float16's rounding).
+  RunOptions fp16;
+  fp16.policy.default_format = parse_format("float16");
+  EXPECT_TRUE(fused_as_unfused(model("Relu", nullptr, false, false), x, fp16));
+  EXPECT_FALSE(fused_as_unfused(model("Add", &bias, false, false), x, fp16));
 }
 
 // An emulated run rounds the Conv's output to its format: only Relu commutes with that,
