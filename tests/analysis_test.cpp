@@ -5,6 +5,7 @@
 // rules turned off by id; lockstep sessions equal a plain run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -16,8 +17,10 @@
 #include "fpguard/exec.hpp"
 #include "fpguard/model.hpp"
 #include "fpguard/rewrite.hpp"
+#include "fpguard/round.hpp"
 #include "fpguard/stats.hpp"
 #include "graph_util.hpp"
+#include "test_util.hpp"
 
 namespace fpguard::analysis {
 namespace {
@@ -361,6 +364,67 @@ TEST(Rules, NormShareOfALargeConstant) {
   EXPECT_NEAR(share[1]["constant-overflow"], static_cast<double>(std::sqrt(over / all)),
               1e-12 * static_cast<double>(std::sqrt(over / all)));
   EXPECT_EQ(share[1], share[2]);
+}
+
+// check's scan of a constant compares with the format's thresholds instead of rounding: its
+// counts and extremes are what the statistics (which round every value) report, and its sums
+// of squares those of the values that round() flushes and that round past max
+// (rounds_past_max), value by value. Every named format, on values at and beside both thresholds,
+// in both signs, with zeros, non-finite values and an odd length over several blocks (the SIMD and
+// scalar paths).
+TEST(Rules, ConstantScanAgreesWithRounding) {
+  for (const Format& f : named_formats()) {
+    const OverflowThreshold over = overflow_threshold(f);
+    const auto u = static_cast<float>(underflow_threshold(f)), o = static_cast<float>(over.value);
+    std::vector<float> w;
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (int i = 0; i < 9001; ++i) w.push_back(normal(rng) * std::ldexp(1.0f, i % 40 - 20));
+    for (const float v : {u, o, 0.0f, 1e-30f, 3e38f, std::numeric_limits<float>::denorm_min()})
+      for (const float x : {v, std::nextafter(v, 0.0f), std::nextafter(v, INFINITY)})
+        for (const float sign : {1.0f, -1.0f})
+          for (int k = 0; k < 3; ++k) w[rng() % w.size()] = sign * x;
+    w[17] = NAN, w[4100] = INFINITY, w[8191] = -INFINITY;
+    Builder b({1});
+    b.init("w", floats({static_cast<std::int64_t>(w.size())}, w));
+    b.node("scale", "Mul", {"x", "w"}, "y").output("y");
+    CheckOptions opt = fp16();
+    opt.precision = f;
+    opt.threads = 2;
+    const CheckState st = accumulate(b.m, {{{"x", floats({1}, {1})}}}, opt);
+    const auto c = std::find_if(st.constants.begin(), st.constants.end(),
+                                [](const ConstantScan& s) { return s.name == "w"; });
+    ASSERT_NE(c, st.constants.end()) << f.name;
+    StatsOptions so;
+    so.distribution = false;
+    const Stats want = stats(floats({static_cast<std::int64_t>(w.size())}, w), {f}, so);
+    EXPECT_EQ(c->size, want.tensor.count) << f.name;
+    EXPECT_EQ(c->overflow, want.formats[0].overflow) << f.name;
+    EXPECT_EQ(c->underflow, want.formats[0].underflow) << f.name;
+    EXPECT_EQ(c->min, want.tensor.min) << f.name;
+    EXPECT_EQ(c->max, want.tensor.max) << f.name;
+    EXPECT_EQ(c->absmax, want.tensor.absmax) << f.name;
+    EXPECT_EQ(c->min_abs_nonzero, want.tensor.min_abs_nonzero) << f.name;
+    EXPECT_TRUE(c->nonfinite) << f.name;
+    long double all = 0, under = 0, past = 0;
+    for (const float x : w) {
+      if (!std::isfinite(x)) continue;
+      const long double sq = static_cast<long double>(x) * x;
+      // (E8M0 has no sign and no zero: it rounds every x <= 0 to NaN.)
+      const bool beyond = test::rounds_past_max(x, f) || (!f.is_signed && x <= 0);
+      all += sq, under += x != 0 && round(x, f) == 0 ? sq : 0, past += beyond ? sq : 0;
+    }
+    if (c->overflow || c->underflow) {
+      EXPECT_NEAR(c->sumsq, static_cast<double>(all), 1e-12 * static_cast<double>(all)) << f.name;
+      EXPECT_NEAR(c->sumsq_underflow, static_cast<double>(under),
+                  1e-12 * static_cast<double>(under))
+          << f.name;
+      EXPECT_NEAR(c->sumsq_overflow, static_cast<double>(past), 1e-12 * static_cast<double>(past))
+          << f.name;
+    } else {
+      EXPECT_EQ(under + past, 0) << f.name;
+    }
+  }
 }
 
 // A rule finding is major when its margin is under 2^4 or it affects 0.1% of a tensor's

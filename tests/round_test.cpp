@@ -172,6 +172,64 @@ INSTANTIATE_TEST_SUITE_P(Custom, RoundBoundaries,
                                            parse_format("e2m1"), parse_format("e11m40")),
                          [](const auto& info) { return info.param.name; });
 
+// The thresholds the statistics and check's constant scan compare with instead of
+// rounding (round.hpp), on each side of them in both carriers, against round() (zero) and
+// rounding with an unbounded exponent (rounds_past_max; for formats that do not saturate,
+// round() gives inf or NaN exactly there): the largest magnitude that rounds to zero, and
+// the smallest that overflows.
+class RoundThresholds : public ::testing::TestWithParam<Format> {};
+
+template <class T>
+void expect_thresholds(const Format& f) {
+  const T inf = std::numeric_limits<T>::infinity();
+  const double zero = underflow_threshold(f);
+  if (static_cast<double>(static_cast<T>(zero)) == zero && zero > 0) {
+    for (const T sign : {T{1}, T{-1}}) {
+      const T at = sign * static_cast<T>(zero), past = std::nextafter(at, sign * inf);
+      EXPECT_EQ(round(at, f), 0) << f.name << " " << at;
+      EXPECT_NE(round(past, f), 0) << f.name << " " << past;
+    }
+  }
+  const OverflowThreshold over = overflow_threshold(f);
+  const auto value = static_cast<T>(over.value);
+  if (static_cast<double>(value) == over.value && std::isfinite(value)) {
+    for (const T sign : {T{1}, T{-1}}) {
+      const T at = sign * value, below = std::nextafter(at, T{0}),
+              above = std::nextafter(at, sign * inf);
+      EXPECT_FALSE(test::rounds_past_max(below, f)) << f.name << " " << below;
+      EXPECT_EQ(test::rounds_past_max(at, f), over.inclusive) << f.name << " " << at;
+      EXPECT_TRUE(test::rounds_past_max(above, f)) << f.name << " " << above;
+      if (!f.always_saturates()) {
+        EXPECT_TRUE(std::isfinite(round(below, f))) << f.name << " " << below;
+        EXPECT_EQ(!std::isfinite(round(at, f)), over.inclusive) << f.name << " " << at;
+        EXPECT_FALSE(std::isfinite(round(above, f))) << f.name << " " << above;
+      }
+    }
+  }
+}
+
+TEST_P(RoundThresholds, AreWhereRoundingChanges) {
+  const Format& f = GetParam();
+  EXPECT_GT(overflow_threshold(f).value, f.max());
+  expect_thresholds<double>(f);
+  expect_thresholds<float>(f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Named, RoundThresholds, ::testing::ValuesIn(signed_formats()),
+                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Custom, RoundThresholds,
+                         ::testing::Values(parse_format("e5m7"), parse_format("e3m4fnuz"),
+                                           parse_format("e2m0fn"), parse_format("e4m0fn"),
+                                           parse_format("e2m1")),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(RoundThresholds, E8M0HasNoZero) {
+  const Format e8m0 = parse_format("float8_e8m0fnu");
+  EXPECT_EQ(underflow_threshold(e8m0), 0);
+  EXPECT_EQ(round(0x1p-127f, e8m0), 0x1p-127f);  // its smallest value: nothing rounds to 0
+  EXPECT_EQ(round(0x1p-140f, e8m0), 0x1p-127f);
+}
+
 // Without mantissa bits, "even" is the exponent code, and zero (code 0) is even.
 // What rounding did, counted: each case by hand for float16 (max 65504, overflow from
 // 65520; smallest subnormal 2^-24, so 2^-26 rounds to zero).

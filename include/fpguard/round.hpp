@@ -98,6 +98,10 @@ struct OverflowThreshold {
   bool inclusive = false;
 };
 OverflowThreshold overflow_threshold(const Format& f);
+// The largest magnitude that rounds to zero to nearest-even: |x| <= value does (half the
+// smallest subnormal, whose tie goes to the even code, 0). For float16: 2^-25. Formats
+// without a zero (E8M0) have none: 0.
+double underflow_threshold(const Format& f);
 
 // Bit patterns. encode(x) is the code of round(x); a code occupies the low bits() bits
 // (FP6/FP4: one code per byte). NaN goes to the format's NaN code (a positive quiet NaN

@@ -360,62 +360,99 @@ std::pair<TensorStats, std::vector<Comparison>> measure_runs(const Tensor& r,
   return {std::move(st), cmp};
 }
 
-// Sums of squares of one block of a constant (ConstantScan): over its finite values, and
-// over those that round to zero (non-zero) or past the range (`out`: the block rounded).
-// float32 in SIMD (compare_simd.cpp), each lane its own running sums: the order of the
-// additions, so each sum's bits, does not depend on the threads.
-struct SquareSums {
-  double all = 0, underflow = 0, overflow = 0;
+// Which values of a constant round to zero or past the range of a format (to nearest-even,
+// as the statistics count them): 0 < |x| <= zero_max and |x| >= overflow_min, the format's
+// thresholds (round.hpp) as the carrier T's nearest values on the safe side, so the
+// comparisons in T decide exactly what rounding would; and for an unsigned format (E8M0),
+// every value <= 0 too, which it rounds to NaN.
+template <class T>
+struct RoundingBounds {
+  T zero_max, overflow_min;
+  bool unsigned_format;
+  explicit RoundingBounds(const Format& f) : unsigned_format(!f.is_signed) {
+    const double zero = underflow_threshold(f);
+    zero_max = static_cast<T>(zero);
+    if (zero_max > zero) zero_max = std::nextafter(zero_max, T{0});
+    const OverflowThreshold over = overflow_threshold(f);
+    overflow_min = static_cast<T>(over.value);  // inf past T's range
+    if (overflow_min < over.value || (overflow_min == over.value && !over.inclusive))
+      overflow_min = std::nextafter(overflow_min, std::numeric_limits<T>::infinity());
+  }
 };
 
+// One block of a constant's scan: float32 in SIMD (compare_simd.cpp), the rest value by
+// value. The sums' bits depend on the block and the vector width only, not on the threads.
 template <class T>
-SquareSums block_square_sums(std::span<const T> in, std::span<const T> out) {
-  double sums[3] = {0, 0, 0};
+ScanCounts scan_block(std::span<const T> in, const RoundingBounds<T>& bounds) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  ScanCounts c;
+  c.min = c.min_abs_nonzero = inf;
+  c.max = -inf;
   std::size_t i = 0;
   if constexpr (std::is_same_v<T, float>)
-    i = square_sums_simd(in.data(), out.data(), in.size(), sums);
+    if (!bounds.unsigned_format)
+      i = constant_scan_simd(in.data(), in.size(), bounds.zero_max, bounds.overflow_min, c);
   for (; i < in.size(); ++i) {
-    const double x = in[i], sq = x * x;
-    if (!std::isfinite(x)) continue;
-    sums[0] += sq;
-    if (x != 0 && out[i] == 0) sums[1] += sq;
-    if (!std::isfinite(out[i])) sums[2] += sq;
+    const T x = in[i], a = std::fabs(x);
+    if (!std::isfinite(x)) {
+      ++(std::isnan(x) ? c.nan : x > 0 ? c.posinf : c.neginf);
+      continue;
+    }
+    const double sq = static_cast<double>(x) * static_cast<double>(x);
+    c.min = std::min<double>(c.min, x);
+    c.max = std::max<double>(c.max, x);
+    if (a != 0) c.min_abs_nonzero = std::min<double>(c.min_abs_nonzero, a);
+    c.sums[0] += sq;
+    if (a != 0 && a <= bounds.zero_max) ++c.underflow, c.sums[1] += sq;
+    if (a >= bounds.overflow_min || (bounds.unsigned_format && x <= 0))
+      ++c.overflow, c.sums[2] += sq;
   }
-  return {.all = sums[0], .underflow = sums[1], .overflow = sums[2]};
+  return c;
 }
 
-// A constant's sums of squares, rounded and summed in blocks on the threads; the blocks'
-// sums are added in order.
+// A constant's scan (ConstantScan's numbers in the check's format) without rounding it: the
+// bounds decide. In blocks on the threads; the blocks' sums are added in order.
 template <class T>
-void constant_sums(std::span<const T> xs, const Format& f, int threads, ConstantScan& c) {
+void scan_values(std::span<const T> xs, const Format& f, int threads, ConstantScan& c) {
   constexpr std::size_t kBlock = 4096;
-  std::vector<SquareSums> blocks((xs.size() + kBlock - 1) / kBlock);
+  std::vector<ScanCounts> blocks((xs.size() + kBlock - 1) / kBlock);
+  const RoundingBounds<T> bounds(f);
   detail::parallel_for(
       xs.size(), threads,
       [&](std::size_t b0, std::size_t b1) {
-        std::vector<T> rounded(std::min(kBlock, b1 - b0));
-        RoundOptions ro;
-        ro.threads = 1;
-        for (std::size_t lo = b0; lo < b1; lo += kBlock) {
-          const auto in = xs.subspan(lo, std::min(kBlock, b1 - lo));
-          const std::span<T> out(rounded.data(), in.size());
-          round(in, out, f, ro);
-          blocks[lo / kBlock] = block_square_sums(in, std::span<const T>(out));
-        }
+        for (std::size_t lo = b0; lo < b1; lo += kBlock)
+          blocks[lo / kBlock] = scan_block(xs.subspan(lo, std::min(kBlock, b1 - lo)), bounds);
       },
       kBlock);
-  for (const SquareSums& b : blocks) {
-    c.sumsq += b.all;
-    c.sumsq_underflow += b.underflow;
-    c.sumsq_overflow += b.overflow;
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  double lo = inf, hi = -inf, nz = inf, sums[3] = {0, 0, 0};
+  std::uint64_t nonfinite = 0;
+  for (const ScanCounts& b : blocks) {
+    nonfinite += b.nan + b.posinf + b.neginf;
+    c.overflow += b.overflow;
+    c.underflow += b.underflow;
+    lo = std::min(lo, b.min), hi = std::max(hi, b.max), nz = std::min(nz, b.min_abs_nonzero);
+    for (int k = 0; k < 3; ++k) sums[k] += b.sums[k];
   }
+  c.size = xs.size();
+  const bool any_finite = lo <= hi;
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  c.min = any_finite ? lo : nan;
+  c.max = any_finite ? hi : nan;
+  c.absmax = any_finite ? std::max(std::fabs(lo), std::fabs(hi)) : nan;
+  c.min_abs_nonzero = nz < inf ? nz : nan;
+  c.nonfinite = nonfinite > 0;
+  // Their share of the L2 norm, for the constant rules' severity, where some flush or
+  // overflow.
+  if (c.overflow || c.underflow)
+    c.sumsq = sums[0], c.sumsq_underflow = sums[1], c.sumsq_overflow = sums[2];
 }
 
-void constant_sums(const Tensor& t, const Format& f, int threads, ConstantScan& c) {
-  if (t.dtype() == DType::float64) return constant_sums(doubles(t), f, threads, c);
-  if (t.dtype() == DType::float32) return constant_sums(floats(t), f, threads, c);
+void scan_values(const Tensor& t, const Format& f, int threads, ConstantScan& c) {
+  if (t.dtype() == DType::float64) return scan_values(doubles(t), f, threads, c);
+  if (t.dtype() == DType::float32) return scan_values(floats(t), f, threads, c);
   const Tensor widened = exec::convert(t, DType::float32);  // exact for 16-bit formats
-  constant_sums(floats(widened), f, threads, c);
+  scan_values(floats(widened), f, threads, c);
 }
 
 // Whether the local run's kernel inputs hold inf/NaN after rounding to the node's
@@ -1263,30 +1300,14 @@ void take_scan(Context& ctx, ConstantScan c) {
   ctx.constants.push_back(std::move(c));
 }
 
-// Constants, before running: one statistics pass each (the SIMD stats layer).
+// Constants, before running: one pass each, without rounding (scan_values).
 void scan_constants(Context& ctx, const std::vector<ConstantJob>& jobs) {
-  const auto& o = ctx.o;
   for (const auto& job : jobs) {
     ctx.constant_values[job.key] = job.tensor;
     const Tensor& t = *job.tensor;
     if (!exec::is_float(t.dtype())) continue;
-    StatsOptions so;
-    so.threads = o.threads;
-    so.distribution = false;  // the rules need counts and extremes only
-    const Stats st = stats(t, {o.precision}, so);
-    ConstantScan c{.name = job.key,
-                   .label = job.label,
-                   .kind = job.kind,
-                   .size = st.tensor.count,
-                   .overflow = st.formats[0].overflow,
-                   .underflow = st.formats[0].underflow,
-                   .min = st.tensor.min,
-                   .max = st.tensor.max,
-                   .min_abs_nonzero = st.tensor.min_abs_nonzero};
-    // Their share of the L2 norm, for the constant rules' severity.
-    if (c.overflow || c.underflow) constant_sums(t, o.precision, o.threads, c);
-    c.absmax = st.tensor.absmax;
-    c.nonfinite = st.tensor.nan + st.tensor.posinf + st.tensor.neginf > 0;
+    ConstantScan c{.name = job.key, .label = job.label, .kind = job.kind};
+    scan_values(t, ctx.o.precision, ctx.o.threads, c);
     take_scan(ctx, std::move(c));
   }
 }

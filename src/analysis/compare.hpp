@@ -73,9 +73,18 @@ inline void compare_one(double x, double y, const CompareParams& p, Comparison& 
 std::size_t compare_simd(const float* r, const float* const* vs, std::size_t k, std::size_t n,
                          const CompareParams* ps, Comparison* cs, detail::BaseAcc* ref = nullptr);
 
-// A constant's sums of squares over the first n - n % (lanes) values of x (out: x rounded):
-// adds those of the finite values, of the non-zero ones out sends to zero, and of those out
-// sends past the range into sums[0], [1], [2]; returns how many values it did.
-std::size_t square_sums_simd(const float* x, const float* out, std::size_t n, double* sums);
+// What check needs of a constant, in one pass without rounding (ConstantScan): counts,
+// extremes over the finite values (min and max start at +inf and -inf, min_abs_nonzero at
+// +inf), and the sums of squares of the finite values, of the non-zero ones at most
+// `zero_max` in magnitude (they round to zero) and of those at least `overflow_min` (they
+// round past the range), each lane of a vector its own running sums.
+struct ScanCounts {
+  std::uint64_t nan = 0, posinf = 0, neginf = 0, underflow = 0, overflow = 0;
+  double min = 0, max = 0, min_abs_nonzero = 0;
+  double sums[3] = {0, 0, 0};
+};
+// Over the first n - n % (lanes) values of x, into c; returns how many it did.
+std::size_t constant_scan_simd(const float* x, std::size_t n, float zero_max, float overflow_min,
+                               ScanCounts& c);
 
 }  // namespace fpguard::analysis

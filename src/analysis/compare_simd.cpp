@@ -163,42 +163,72 @@ std::size_t CompareF32(const float* HWY_RESTRICT r, const float* const* vs, std:
   return 0;
 }
 
-// A constant's sums of squares (ConstantScan), over whole vectors of x: of its finite
-// values, and of those that `out` (x rounded) sends to zero (non-zero) or past the range.
-// Squares of floats are exact in double; each lane keeps its own running sums. Adds
-// them into sums[0..3) and returns how many values it did.
-std::size_t SquareSumsF32(const float* HWY_RESTRICT x, const float* HWY_RESTRICT out, std::size_t n,
-                          double* sums) {
+// A constant's scan (ConstantScan), over whole vectors of x: counts, extremes and sums of
+// squares (compare.hpp). Vectors of finite values, the common case, take the short way;
+// the sums of values that round to zero or past the range are added only in vectors that
+// hold some (adding zeros changes no bit). Squares of floats are exact in double.
+std::size_t ConstantScanF32(const float* HWY_RESTRICT x, std::size_t n, float zero_max,
+                            float overflow_min, ScanCounts& c) {
 #if HWY_TARGET == HWY_SCALAR
-  (void)x, (void)out, (void)n, (void)sums;
+  (void)x, (void)n, (void)zero_max, (void)overflow_min, (void)c;
   return 0;
 #else
   const hn::ScalableTag<float> df;
   const hn::Repartition<double, decltype(df)> dd;
   const hn::Half<decltype(df)> dh;
+  using VF = hn::Vec<decltype(df)>;
   const std::size_t N = hn::Lanes(df);
   const std::size_t end = n - n % N;
   const auto fmax = hn::Set(df, std::numeric_limits<float>::max());
+  const auto inf = hn::Set(df, std::numeric_limits<float>::infinity());
   const auto zero = hn::Zero(df);
+  const auto under = hn::Set(df, zero_max), over = hn::Set(df, overflow_min);
+  VF lo = inf, hi = hn::Neg(inf), nz = inf;
   hn::Vec<decltype(dd)> acc[3][2];
   for (auto& a : acc) a[0] = a[1] = hn::Zero(dd);
-  auto add = [&](hn::Vec<decltype(dd)>* a, hn::Vec<decltype(df)> v) {
-    const auto lo = hn::PromoteTo(dd, hn::LowerHalf(dh, v));
-    const auto hi = hn::PromoteTo(dd, hn::UpperHalf(dh, v));
-    a[0] = hn::MulAdd(lo, lo, a[0]);
-    a[1] = hn::MulAdd(hi, hi, a[1]);
+  auto add = [&](hn::Vec<decltype(dd)>* a, VF v) {
+    const auto l = hn::PromoteTo(dd, hn::LowerHalf(dh, v));
+    const auto h = hn::PromoteTo(dd, hn::UpperHalf(dh, v));
+    a[0] = hn::MulAdd(l, l, a[0]);
+    a[1] = hn::MulAdd(h, h, a[1]);
   };
   for (std::size_t i = 0; i < end; i += N) {
-    const auto v = hn::LoadU(df, x + i);
-    const auto r = hn::LoadU(df, out + i);
-    const auto finite = hn::Le(hn::Abs(v), fmax);
-    const auto vf = hn::IfThenElseZero(finite, v);
-    add(acc[0], vf);
-    add(acc[1], hn::IfThenElseZero(hn::Eq(r, zero), vf));  // zero lanes add nothing
-    add(acc[2], hn::IfThenZeroElse(hn::Le(hn::Abs(r), fmax), vf));
+    auto v = hn::LoadU(df, x + i);
+    auto a = hn::Abs(v);
+    const auto finite = hn::Le(a, fmax);
+    if (!hn::AllTrue(df, finite)) {
+      c.nan += hn::CountTrue(df, hn::IsNaN(v));
+      c.posinf += hn::CountTrue(df, hn::Eq(v, inf));
+      c.neginf += hn::CountTrue(df, hn::Eq(v, hn::Neg(inf)));
+      // Non-finite lanes as zeros: they add nothing and count nowhere below, but the
+      // extremes must not see them.
+      lo = hn::Min(lo, hn::IfThenElse(finite, v, inf));
+      hi = hn::Max(hi, hn::IfThenElse(finite, v, hn::Neg(inf)));
+      v = hn::IfThenElseZero(finite, v);
+      a = hn::Abs(v);
+    } else {
+      lo = hn::Min(lo, v);
+      hi = hn::Max(hi, v);
+    }
+    nz = hn::Min(nz, hn::IfThenElse(hn::Eq(a, zero), inf, a));
+    add(acc[0], v);
+    const auto flush = hn::And(hn::Le(a, under), hn::Ne(a, zero));
+    if (!hn::AllFalse(df, flush)) {
+      c.underflow += hn::CountTrue(df, flush);
+      add(acc[1], hn::IfThenElseZero(flush, v));
+    }
+    const auto past = hn::Ge(a, over);
+    if (!hn::AllFalse(df, past)) {
+      c.overflow += hn::CountTrue(df, past);
+      add(acc[2], hn::IfThenElseZero(past, v));
+    }
   }
+  c.min = std::min(c.min, static_cast<double>(hn::GetLane(hn::MinOfLanes(df, lo))));
+  c.max = std::max(c.max, static_cast<double>(hn::GetLane(hn::MaxOfLanes(df, hi))));
+  c.min_abs_nonzero =
+      std::min(c.min_abs_nonzero, static_cast<double>(hn::GetLane(hn::MinOfLanes(df, nz))));
   for (std::size_t k = 0; k < 3; ++k)
-    sums[k] +=
+    c.sums[k] +=
         hn::GetLane(hn::SumOfLanes(dd, acc[k][0])) + hn::GetLane(hn::SumOfLanes(dd, acc[k][1]));
   return end;
 #endif
@@ -211,15 +241,16 @@ HWY_AFTER_NAMESPACE();
 namespace fpguard::analysis {
 
 HWY_EXPORT(CompareF32);
-HWY_EXPORT(SquareSumsF32);
+HWY_EXPORT(ConstantScanF32);
 
 std::size_t compare_simd(const float* r, const float* const* vs, std::size_t k, std::size_t n,
                          const CompareParams* ps, Comparison* cs, detail::BaseAcc* ref) {
   return HWY_DYNAMIC_DISPATCH(CompareF32)(r, vs, k, n, ps, cs, ref);
 }
 
-std::size_t square_sums_simd(const float* x, const float* out, std::size_t n, double* sums) {
-  return HWY_DYNAMIC_DISPATCH(SquareSumsF32)(x, out, n, sums);
+std::size_t constant_scan_simd(const float* x, std::size_t n, float zero_max, float overflow_min,
+                               ScanCounts& c) {
+  return HWY_DYNAMIC_DISPATCH(ConstantScanF32)(x, n, zero_max, overflow_min, c);
 }
 
 }  // namespace fpguard::analysis

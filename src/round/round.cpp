@@ -447,6 +447,10 @@ OverflowThreshold overflow_threshold(const Format& f) {
   return t;
 }
 
+double underflow_threshold(const Format& f) {
+  return f.is_signed ? f.smallest_subnormal() / 2 : 0.0;
+}
+
 std::uint64_t encode(double x, const Format& f, const RoundOptions& o, std::uint64_t index) {
   return code_of(round(x, f, o, index), f);
 }
