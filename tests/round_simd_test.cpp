@@ -286,8 +286,8 @@ TEST(RoundArray, RoundAndCountIsRoundThenCount) {
       const RoundCounts c =
           round_and_count(std::span<const float>(in), std::span<float>(got), f, o);
       ASSERT_TRUE(same_bits(got, want, in));
-      EXPECT_TRUE(same_counts(
-          c, count_rounding(std::span<const float>(in), std::span<const float>(want), f)));
+      EXPECT_TRUE(same_counts(c, count_rounding(std::span<const float>(in),
+                                                std::span<const float>(want), f, 0, o.rounding)));
       std::vector<float> inplace = in;
       const RoundCounts ci =
           round_and_count(std::span<const float>(inplace), std::span<float>(inplace), f, o);
@@ -310,8 +310,9 @@ TEST(RoundArray, RoundAndCountIsRoundThenCount) {
       std::vector<double> dwant(in.size());
       round(std::span<const double>(din), std::span<double>(dwant), f, o);
       EXPECT_EQ(std::memcmp(dout.data(), dwant.data(), dout.size() * sizeof(double)), 0);
-      EXPECT_TRUE(same_counts(
-          cd, count_rounding(std::span<const double>(din), std::span<const double>(dwant), f)));
+      EXPECT_TRUE(
+          same_counts(cd, count_rounding(std::span<const double>(din),
+                                         std::span<const double>(dwant), f, 0, o.rounding)));
     }
   }
 }

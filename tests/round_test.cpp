@@ -230,6 +230,48 @@ TEST(RoundThresholds, E8M0HasNoZero) {
   EXPECT_EQ(round(0x1p-140f, e8m0), 0x1p-127f);
 }
 
+// count_rounding's overflow is IEEE 754's in each deterministic mode: x past max once
+// rounded with an unbounded exponent (rounds_past_max), whether round() then gives inf,
+// NaN or max (truncated, saturated); not every x above max (float16: 65519 rounds to
+// max). Every named format, values on both sides of max, of its step above and of the
+// tie between them, both signs, both carriers, with and without saturation.
+TEST(Round, CountsOverflowAsIEEE) {
+  for (const Format& f : named_formats()) {
+    if (!f.is_signed) continue;  // (E8M0: every x <= 0 becomes NaN)
+    const long double M = f.max(), u = std::ldexp(1.0L, f.emax() - f.mantissa_bits);
+    std::vector<double> xs;
+    for (const long double v : {M, M + u / 2, M + u, M + 3 * u / 2, 2 * M, 4 * M})
+      for (const double x : {static_cast<double>(v), std::nextafter(static_cast<double>(v), 0.0),
+                             std::nextafter(static_cast<double>(v), kInf)})
+        if (std::isfinite(x)) xs.insert(xs.end(), {x, -x});
+    for (const Rounding mode : test::kDirectedAndNearest)
+      for (const bool saturate : {false, true}) {
+        RoundOptions o;
+        o.rounding = mode;
+        o.saturate = saturate;
+        for (const double x : xs) {
+          const bool want = test::rounds_past_max(x, f, mode);
+          const std::vector<double> in{x};
+          std::vector<double> out(1);
+          round(std::span<const double>(in), std::span<double>(out), f, o);
+          EXPECT_EQ(
+              count_rounding(std::span<const double>(in), std::span<const double>(out), f, 1, mode)
+                  .overflow,
+              want ? 1u : 0u)
+              << f.name << " " << to_string(mode) << " " << hex(x) << " saturate " << saturate;
+          const auto xf = static_cast<float>(x);
+          if (static_cast<double>(xf) != x || !std::isfinite(xf)) continue;
+          const std::vector<float> fin{xf};
+          std::vector<float> fout(1);
+          EXPECT_EQ(
+              round_and_count(std::span<const float>(fin), std::span<float>(fout), f, o).overflow,
+              want ? 1u : 0u)
+              << f.name << " " << to_string(mode) << " " << hex(xf) << " saturate " << saturate;
+        }
+      }
+  }
+}
+
 // Without mantissa bits, "even" is the exponent code, and zero (code 0) is even.
 // What rounding did, counted: each case by hand for float16 (max 65504, overflow from
 // 65520; smallest subnormal 2^-24, so 2^-26 rounds to zero).

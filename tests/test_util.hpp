@@ -63,22 +63,31 @@ inline const Format& named(std::string_view name) {
   return named_formats().front();
 }
 
-// Whether finite x rounds to nearest-even past f's max when the exponent is unbounded: x
-// rounded to f's significant bits at its own binade exceeds max. What "overflows" means
-// for every format, saturating ones (FP6/FP4, whose round() never leaves the range)
-// included. Without mantissa bits, a tie between 2^e and 2^(e+1) goes to the even
-// exponent code (2^e's is e + bias).
-inline bool rounds_past_max(long double x, const Format& f) {
+// Whether finite x rounds past f's max when the exponent is unbounded (IEEE 754's
+// overflow): x rounded in `mode` to f's significant bits at its own binade exceeds max.
+// What "overflows" means for every format, saturating ones (FP6/FP4, whose round() never
+// leaves the range) included. Without mantissa bits, a tie between 2^e and 2^(e+1) goes
+// to the even exponent code (2^e's is e + bias).
+inline bool rounds_past_max(long double x, const Format& f,
+                            Rounding mode = Rounding::nearest_even) {
   const long double a = std::fabs(x), max = f.max();
   if (!(a > max)) return false;
+  // The magnitude's direction: away from zero (ceil) or toward it (floor), or nearest.
+  const bool away = mode == Rounding::up ? x > 0 : x < 0;
+  const bool directed = mode == Rounding::up || mode == Rounding::down;
   const int e = std::ilogb(a);
   if (f.mantissa_bits == 0) {
     const long double q = std::ldexp(a, -e);  // in [1, 2)
-    const bool up = q > 1.5L || (q == 1.5L && ((e + f.bias) & 1));
+    bool up = q > 1.5L || (q == 1.5L && ((e + f.bias) & 1));
+    if (mode == Rounding::toward_zero || (directed && !away)) up = false;
+    if (directed && away) up = q > 1;
     return std::ldexp(1.0L, up ? e + 1 : e) > max;
   }
-  const long double ulp = std::ldexp(1.0L, e - f.mantissa_bits);
-  return std::nearbyint(a / ulp) * ulp > max;
+  const long double ulp = std::ldexp(1.0L, e - f.mantissa_bits), q = a / ulp;
+  long double r = std::nearbyint(q);
+  if (mode == Rounding::toward_zero || (directed && !away)) r = std::floor(q);
+  if (directed && away) r = std::ceil(q);
+  return r * ulp > max;
 }
 
 inline RoundOptions options(Rounding r, bool saturate = false, bool flush = false) {

@@ -61,16 +61,18 @@ void round(std::span<const float> in, std::span<float> out, const Format& f,
 void round(std::span<const double> in, std::span<double> out, const Format& f,
            const RoundOptions& o = {});
 
-// What rounding did to an array, `out` being the rounded `in`: values that changed (NaN
-// staying NaN did not), overflowed (finite, and became inf/NaN or were saturated past
-// max), underflowed (non-zero, became zero), and NaN on input. One pass, threaded.
+// What rounding (in `mode`) did to an array, `out` being the rounded `in`: values that
+// changed (NaN staying NaN did not), overflowed (finite, and past max once rounded with an
+// unbounded exponent, IEEE 754's overflow: they became inf or NaN, or max where saturated or
+// truncated; float16 to nearest-even: from 65520, while 65519 rounds to max), underflowed
+// (non-zero, became zero), and NaN on input. One pass, threaded.
 struct RoundCounts {
   std::uint64_t values = 0, changed = 0, overflow = 0, underflow = 0, nan = 0;
 };
 RoundCounts count_rounding(std::span<const float> in, std::span<const float> out, const Format& f,
-                           int threads = 0);
+                           int threads = 0, Rounding mode = Rounding::nearest_even);
 RoundCounts count_rounding(std::span<const double> in, std::span<const double> out, const Format& f,
-                           int threads = 0);
+                           int threads = 0, Rounding mode = Rounding::nearest_even);
 
 // round() and count_rounding() in one pass over memory (each block counted while it is
 // in cache): the data path of large arrays. `out` may alias `in`.

@@ -270,18 +270,51 @@ void round(std::span<const double> in, std::span<double> out, const Format& f,
 
 namespace {
 
-// The largest T not above the format's max: for T values, x > it exactly when x > max.
+// Where rounding in a mode overflows, per sign, as the smallest magnitudes of T that do:
+// IEEE 754's overflow, the result rounded with an unbounded exponent past max (so also
+// where the result is max: truncated, or saturated). Nearest-even from the overflow
+// threshold (half a step above max); toward zero from the step above max; up and down
+// from just above max on the side they round away from zero, the step above on the
+// other; stochastic rounding may send anything above max past it.
 template <class T>
-T max_below(const Format& f) {
-  T m = static_cast<T>(f.max());
-  if (static_cast<double>(m) > f.max()) m = std::nextafter(m, T(0));
-  return m;
+struct OverflowFrom {
+  T positive, negative;
+};
+
+// The smallest T at or above `value` (above it when not `inclusive`): inf past T's range.
+template <class T>
+T first_at_or_above(double value, bool inclusive) {
+  T t = static_cast<T>(value);
+  if (static_cast<double>(t) < value || (static_cast<double>(t) == value && !inclusive))
+    t = std::nextafter(t, std::numeric_limits<T>::infinity());
+  return t;
+}
+
+template <class T>
+OverflowFrom<T> overflow_from(const Format& f, Rounding mode) {
+  const double max = f.max(), step = max + pow2(f.emax() - f.mantissa_bits);
+  const T above_max = first_at_or_above<T>(max, false), at_step = first_at_or_above<T>(step, true);
+  switch (mode) {
+    case Rounding::nearest_even: {
+      const OverflowThreshold t = overflow_threshold(f);
+      const T v = first_at_or_above<T>(t.value, t.inclusive);
+      return {v, v};
+    }
+    case Rounding::toward_zero:
+      return {at_step, at_step};
+    case Rounding::up:
+      return {above_max, at_step};
+    case Rounding::down:
+      return {at_step, above_max};
+    default:
+      return {above_max, above_max};
+  }
 }
 
 // Adds what rounding did to in[0, n) (out: the rounded values) to `c`. Branch-free, so
 // that the compiler vectorises it; counts per block fit 32 bits.
 template <class T>
-void count_block(const T* in, const T* out, std::size_t n, T max, RoundCounts& c) {
+void count_block(const T* in, const T* out, std::size_t n, OverflowFrom<T> from, RoundCounts& c) {
   constexpr T kFinite = std::numeric_limits<T>::max();
   std::uint32_t changed = 0, overflow = 0, underflow = 0, nan = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -289,8 +322,10 @@ void count_block(const T* in, const T* out, std::size_t n, T max, RoundCounts& c
     const T ax = std::fabs(x);
     const bool x_nan = x != x, r_nan = r != r;
     const bool x_finite = ax <= kFinite;
-    // Finite, and became inf/NaN or was saturated past max.
-    const bool over = x_finite & (!(std::fabs(r) <= kFinite) | (ax > max));
+    // Finite, and past max when rounded with an unbounded exponent (or sent to inf/NaN
+    // otherwise: E8M0's values <= 0).
+    const bool past = ax >= (x < 0 ? from.negative : from.positive);
+    const bool over = x_finite & (!(std::fabs(r) <= kFinite) | past);
     nan += x_nan;
     overflow += over;
     underflow += (x != 0) & (r == 0);  // x is then finite and not beyond max
@@ -325,11 +360,11 @@ RoundCounts count_blocks(std::size_t n, int threads, Fn&& fn) {
 
 template <class T>
 RoundCounts count_rounding_impl(std::span<const T> in, std::span<const T> out, const Format& f,
-                                int threads) {
+                                int threads, Rounding mode) {
   FPG_CHECK(in.size() == out.size());
-  const T max = max_below<T>(f);
+  const auto from = overflow_from<T>(f, mode);
   return count_blocks(in.size(), threads, [&](std::size_t b, std::size_t e, RoundCounts& c) {
-    count_block(in.data() + b, out.data() + b, e - b, max, c);
+    count_block(in.data() + b, out.data() + b, e - b, from, c);
   });
 }
 
@@ -337,7 +372,7 @@ template <class T>
 RoundCounts round_and_count_impl(std::span<const T> in, std::span<T> out, const Format& f,
                                  const RoundOptions& o) {
   FPG_CHECK(in.size() == out.size());
-  const T max = max_below<T>(f);
+  const auto from = overflow_from<T>(f, o.rounding);
   const bool in_place = in.data() == out.data();  // (a partial overlap is not allowed)
   return count_blocks(in.size(), o.threads, [&](std::size_t b, std::size_t e, RoundCounts& c) {
     RoundOptions piece = o;
@@ -350,19 +385,19 @@ RoundCounts round_and_count_impl(std::span<const T> in, std::span<T> out, const 
       x = kept.data();
     }
     round(in.subspan(b, e - b), out.subspan(b, e - b), f, piece);
-    count_block(x, out.data() + b, e - b, max, c);
+    count_block(x, out.data() + b, e - b, from, c);
   });
 }
 
 }  // namespace
 
 RoundCounts count_rounding(std::span<const float> in, std::span<const float> out, const Format& f,
-                           int threads) {
-  return count_rounding_impl(in, out, f, threads);
+                           int threads, Rounding mode) {
+  return count_rounding_impl(in, out, f, threads, mode);
 }
 RoundCounts count_rounding(std::span<const double> in, std::span<const double> out, const Format& f,
-                           int threads) {
-  return count_rounding_impl(in, out, f, threads);
+                           int threads, Rounding mode) {
+  return count_rounding_impl(in, out, f, threads, mode);
 }
 RoundCounts round_and_count(std::span<const float> in, std::span<float> out, const Format& f,
                             const RoundOptions& o) {
