@@ -208,11 +208,33 @@ void expect_thresholds(const Format& f) {
   }
 }
 
+// The same thresholds as carrier values: the first T that overflows and the last that
+// rounds to zero, each beside a neighbour that does not.
+template <class T>
+void expect_carrier_thresholds(const Format& f) {
+  const T inf = std::numeric_limits<T>::infinity(), from = overflow_from<T>(f);
+  if (std::isfinite(from)) {
+    EXPECT_TRUE(test::rounds_past_max(from, f)) << f.name << " " << from;
+    EXPECT_FALSE(test::rounds_past_max(std::nextafter(from, T{0}), f)) << f.name << " " << from;
+  } else {
+    EXPECT_FALSE(test::rounds_past_max(std::numeric_limits<T>::max(), f)) << f.name;
+  }
+  const T zero = zero_up_to<T>(f);
+  if (zero > 0) {
+    EXPECT_EQ(round(zero, f), 0) << f.name << " " << zero;
+    EXPECT_NE(round(std::nextafter(zero, inf), f), 0) << f.name << " " << zero;
+  } else {
+    EXPECT_NE(round(std::numeric_limits<T>::denorm_min(), f), 0) << f.name;
+  }
+}
+
 TEST_P(RoundThresholds, AreWhereRoundingChanges) {
   const Format& f = GetParam();
   EXPECT_GT(overflow_threshold(f).value, f.max());
   expect_thresholds<double>(f);
   expect_thresholds<float>(f);
+  expect_carrier_thresholds<double>(f);
+  expect_carrier_thresholds<float>(f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Named, RoundThresholds, ::testing::ValuesIn(signed_formats()),

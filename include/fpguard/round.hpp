@@ -104,6 +104,13 @@ OverflowThreshold overflow_threshold(const Format& f);
 // smallest subnormal, whose tie goes to the even code, 0). For float16: 2^-25. Formats
 // without a zero (E8M0) have none: 0.
 double underflow_threshold(const Format& f);
+// Both thresholds as values of a carrier T (float or double), for comparisons in T that
+// decide exactly what rounding to nearest-even would: |x| >= overflow_from<T>(f) overflows
+// (inf where none of T's values does), 0 < |x| <= zero_up_to<T>(f) rounds to zero.
+template <class T>
+T overflow_from(const Format& f);
+template <class T>
+T zero_up_to(const Format& f);
 
 // Bit patterns. encode(x) is the code of round(x); a code occupies the low bits() bits
 // (FP6/FP4: one code per byte). NaN goes to the format's NaN code (a positive quiet NaN

@@ -361,23 +361,17 @@ std::pair<TensorStats, std::vector<Comparison>> measure_runs(const Tensor& r,
 }
 
 // Which values of a constant round to zero or past the range of a format (to nearest-even,
-// as the statistics count them): 0 < |x| <= zero_max and |x| >= overflow_min, the format's
-// thresholds (round.hpp) as the carrier T's nearest values on the safe side, so the
-// comparisons in T decide exactly what rounding would; and for an unsigned format (E8M0),
-// every value <= 0 too, which it rounds to NaN.
+// as the statistics count them): 0 < |x| <= zero_max and |x| >= overflow_min (round.hpp's
+// thresholds as values of the carrier T); and for an unsigned format (E8M0), every value
+// <= 0 too, which it rounds to NaN.
 template <class T>
 struct RoundingBounds {
   T zero_max, overflow_min;
   bool unsigned_format;
-  explicit RoundingBounds(const Format& f) : unsigned_format(!f.is_signed) {
-    const double zero = underflow_threshold(f);
-    zero_max = static_cast<T>(zero);
-    if (zero_max > zero) zero_max = std::nextafter(zero_max, T{0});
-    const OverflowThreshold over = overflow_threshold(f);
-    overflow_min = static_cast<T>(over.value);  // inf past T's range
-    if (overflow_min < over.value || (overflow_min == over.value && !over.inclusive))
-      overflow_min = std::nextafter(overflow_min, std::numeric_limits<T>::infinity());
-  }
+  explicit RoundingBounds(const Format& f)
+      : zero_max(zero_up_to<T>(f)),
+        overflow_min(overflow_from<T>(f)),
+        unsigned_format(!f.is_signed) {}
 };
 
 // One block of a constant's scan: float32 in SIMD (compare_simd.cpp), the rest value by

@@ -277,7 +277,7 @@ namespace {
 // from just above max on the side they round away from zero, the step above on the
 // other; stochastic rounding may send anything above max past it.
 template <class T>
-struct OverflowFrom {
+struct OverflowBounds {
   T positive, negative;
 };
 
@@ -291,15 +291,12 @@ T first_at_or_above(double value, bool inclusive) {
 }
 
 template <class T>
-OverflowFrom<T> overflow_from(const Format& f, Rounding mode) {
+OverflowBounds<T> overflow_bounds(const Format& f, Rounding mode) {
   const double max = f.max(), step = max + pow2(f.emax() - f.mantissa_bits);
   const T above_max = first_at_or_above<T>(max, false), at_step = first_at_or_above<T>(step, true);
   switch (mode) {
-    case Rounding::nearest_even: {
-      const OverflowThreshold t = overflow_threshold(f);
-      const T v = first_at_or_above<T>(t.value, t.inclusive);
-      return {v, v};
-    }
+    case Rounding::nearest_even:
+      return {overflow_from<T>(f), overflow_from<T>(f)};
     case Rounding::toward_zero:
       return {at_step, at_step};
     case Rounding::up:
@@ -314,7 +311,7 @@ OverflowFrom<T> overflow_from(const Format& f, Rounding mode) {
 // Adds what rounding did to in[0, n) (out: the rounded values) to `c`. Branch-free, so
 // that the compiler vectorises it; counts per block fit 32 bits.
 template <class T>
-void count_block(const T* in, const T* out, std::size_t n, OverflowFrom<T> from, RoundCounts& c) {
+void count_block(const T* in, const T* out, std::size_t n, OverflowBounds<T> from, RoundCounts& c) {
   constexpr T kFinite = std::numeric_limits<T>::max();
   std::uint32_t changed = 0, overflow = 0, underflow = 0, nan = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -362,7 +359,7 @@ template <class T>
 RoundCounts count_rounding_impl(std::span<const T> in, std::span<const T> out, const Format& f,
                                 int threads, Rounding mode) {
   FPG_CHECK(in.size() == out.size());
-  const auto from = overflow_from<T>(f, mode);
+  const auto from = overflow_bounds<T>(f, mode);
   return count_blocks(in.size(), threads, [&](std::size_t b, std::size_t e, RoundCounts& c) {
     count_block(in.data() + b, out.data() + b, e - b, from, c);
   });
@@ -372,7 +369,7 @@ template <class T>
 RoundCounts round_and_count_impl(std::span<const T> in, std::span<T> out, const Format& f,
                                  const RoundOptions& o) {
   FPG_CHECK(in.size() == out.size());
-  const auto from = overflow_from<T>(f, o.rounding);
+  const auto from = overflow_bounds<T>(f, o.rounding);
   const bool in_place = in.data() == out.data();  // (a partial overlap is not allowed)
   return count_blocks(in.size(), o.threads, [&](std::size_t b, std::size_t e, RoundCounts& c) {
     RoundOptions piece = o;
@@ -485,6 +482,25 @@ OverflowThreshold overflow_threshold(const Format& f) {
 double underflow_threshold(const Format& f) {
   return f.is_signed ? f.smallest_subnormal() / 2 : 0.0;
 }
+
+template <class T>
+T overflow_from(const Format& f) {
+  const OverflowThreshold t = overflow_threshold(f);
+  return first_at_or_above<T>(t.value, t.inclusive);
+}
+
+template <class T>
+T zero_up_to(const Format& f) {
+  const double zero = underflow_threshold(f);
+  T t = static_cast<T>(zero);
+  if (static_cast<double>(t) > zero) t = std::nextafter(t, T{0});
+  return t;
+}
+
+template float overflow_from<float>(const Format&);
+template double overflow_from<double>(const Format&);
+template float zero_up_to<float>(const Format&);
+template double zero_up_to<double>(const Format&);
 
 std::uint64_t encode(double x, const Format& f, const RoundOptions& o, std::uint64_t index) {
   return code_of(round(x, f, o, index), f);
