@@ -1536,6 +1536,68 @@ TEST(Executor, BatchNormAcrossThreadsIsThePerElementFormula) {
   }
 }
 
+// LayerNormalization over rows split across threads: each row's mean and variance summed
+// as the reductions sum (eight interleaved partial sums, then in order), the formula
+// applied per element, bit for bit on 1 and 3 threads, with the Mean and InvStdDev
+// outputs; and within float32's rounding of a long double evaluation.
+TEST(Executor, LayerNormAcrossThreadsIsThePerRowFormula) {
+  std::mt19937 rng(37);
+  std::normal_distribution<float> normal(0, 1);
+  const std::int64_t rows = 130, len = 771;  // (not a multiple of 8)
+  Tensor x(DType::float32, {rows, len}), scale(DType::float32, {len}), bias(DType::float32, {len});
+  for (Tensor* t : {&x, &scale, &bias})
+    for (float& v : t->data<float>()) v = normal(rng) * 3 + 1;
+  const auto sum8 = [&](const float* v, auto term) {
+    float part[8] = {};
+    for (std::int64_t k = 0; k < len; ++k) part[k % 8] += term(v[k]);
+    float s = 0;
+    for (const float q : part) s += q;
+    return s;
+  };
+  for (const int threads : {1, 3}) {
+    SCOPED_TRACE(::testing::Message() << threads << " threads");
+    test::GraphBuilder b({rows, len}, "ln.onnx");
+    b.init("s", scale).init("b", bias);
+    b.node("ln", "LayerNormalization", {"x", "s", "b"}, "y", {{"epsilon", 1e-5f, ""}});
+    b.m.graph.nodes.back().outputs = {"y", "mean", "inv"};
+    b.output("y").output("mean").output("inv");
+    RunOptions o;
+    o.threads = threads;
+    const auto out = Executor(b.m, o).run({{"x", x}});
+    ASSERT_EQ(out.size(), 3u);
+    const float* y = out[0].tensor.data<float>().data();
+    std::size_t differ = 0;
+    double worst = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* row = x.data<float>().data() + r * len;
+      const float mean = sum8(row, [](float v) { return v; }) / static_cast<float>(len);
+      const float var =
+          sum8(row, [mean](float v) { return (v - mean) * (v - mean); }) / static_cast<float>(len);
+      const float inv = 1.0f / std::sqrt(var + 1e-5f);
+      differ += out[1].tensor.data<float>()[static_cast<std::size_t>(r)] != mean;
+      differ += out[2].tensor.data<float>()[static_cast<std::size_t>(r)] != inv;
+      long double m = 0, v2 = 0;
+      for (std::int64_t k = 0; k < len; ++k) m += row[k];
+      m /= len;
+      for (std::int64_t k = 0; k < len; ++k) v2 += (row[k] - m) * (row[k] - m);
+      const long double linv = 1 / std::sqrt(v2 / len + 1e-5L);
+      for (std::int64_t k = 0; k < len; ++k) {
+        const auto i = static_cast<std::size_t>(r * len + k);
+        const float want =
+            (row[k] - mean) * inv * scale.data<float>()[static_cast<std::size_t>(k)] +
+            bias.data<float>()[static_cast<std::size_t>(k)];
+        differ += std::bit_cast<std::uint32_t>(y[i]) != std::bit_cast<std::uint32_t>(want);
+        const long double exact =
+            (row[k] - m) * linv * scale.data<float>()[static_cast<std::size_t>(k)] +
+            bias.data<float>()[static_cast<std::size_t>(k)];
+        worst = std::max(worst, static_cast<double>(std::fabs(y[i] - exact)));
+      }
+    }
+    EXPECT_EQ(differ, 0u);
+    EXPECT_LT(worst, 1e-4);  // |y| up to ~20: a few float32 ulps
+  }
+}
+
 // Concat of inputs large enough to be split across threads (pieces that start and end
 // inside an input's run), along the first, a middle and the last axis, with uneven sizes:
 // every element where the index arithmetic of a plain loop puts it, on 1 and 3 threads.

@@ -124,27 +124,33 @@ void layer_norm(KernelContext& ctx) {
   Shape stat_shape(s.begin(), s.begin() + axis);
   for (std::int64_t d = axis; d < rank; ++d) stat_shape.push_back(1);
   auto in = x.data<T>();
-  auto out = ctx.out(0, carrier_dtype<T>(), s).template data<T>();
+  auto out = ctx.out_uninit(0, carrier_dtype<T>(), s).template data<T>();
   std::span<T> mean_out, inv_out;
   if (ctx.outputs.size() > 1)
     mean_out = ctx.out(1, carrier_dtype<T>(), stat_shape).template data<T>();
   if (ctx.outputs.size() > 2)
     inv_out = ctx.out(2, carrier_dtype<T>(), stat_shape).template data<T>();
-  for (std::int64_t o = 0; o < outer; ++o) {
-    const T* row = in.data() + o * len;
-    T mean = 0;
-    for (std::int64_t k = 0; k < len; ++k) mean += row[k];
-    mean /= static_cast<T>(len);
-    T var = 0;
-    for (std::int64_t k = 0; k < len; ++k) var += (row[k] - mean) * (row[k] - mean);
-    var /= static_cast<T>(len);
-    const T inv = 1.0f / std::sqrt(var + eps);
-    for (std::int64_t k = 0; k < len; ++k)
-      out[static_cast<std::size_t>(o * len + k)] =
-          (row[k] - mean) * inv * g[static_cast<std::size_t>(k)] + b[static_cast<std::size_t>(k)];
-    if (!mean_out.empty()) mean_out[static_cast<std::size_t>(o)] = mean;
-    if (!inv_out.empty()) inv_out[static_cast<std::size_t>(o)] = inv;
-  }
+  // Rows on the threads; each row's sums as the reductions take them (add_in_eights: eight
+  // interleaved partial sums, vectorised), so its bits do not depend on the split.
+  detail::parallel_for(
+      static_cast<std::size_t>(outer), detail::resolve_threads(ctx.threads > 1 ? 0 : 1, in.size()),
+      [&](std::size_t lo, std::size_t hi) {
+        for (auto o = static_cast<std::int64_t>(lo); o < static_cast<std::int64_t>(hi); ++o) {
+          const T* row = in.data() + o * len;
+          const T mean = add_in_eights(T{0}, row, len, [](T v) { return v; }) / static_cast<T>(len);
+          const T var =
+              add_in_eights(T{0}, row, len, [mean](T v) { return (v - mean) * (v - mean); }) /
+              static_cast<T>(len);
+          const T inv = 1.0f / std::sqrt(var + eps);
+          T* y = out.data() + o * len;
+          for (std::int64_t k = 0; k < len; ++k)
+            y[k] = (row[k] - mean) * inv * g[static_cast<std::size_t>(k)] +
+                   b[static_cast<std::size_t>(k)];
+          if (!mean_out.empty()) mean_out[static_cast<std::size_t>(o)] = mean;
+          if (!inv_out.empty()) inv_out[static_cast<std::size_t>(o)] = inv;
+        }
+      },
+      1);
 }
 
 // Per-channel (axis 1) affine normalisation with given statistics; in training mode
