@@ -11,6 +11,7 @@
 #include <limits>
 #include <optional>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "fpguard/format.hpp"
@@ -49,7 +50,9 @@ struct FormatAcc {
 // What chunk_format needs to know of a format, computed once.
 struct FormatPlan {
   std::optional<FastParams> fast;  // the SIMD rounding path, when the format has one
-  OverflowThreshold overflow;
+  // The overflow threshold as float and double values: |x| >= them overflows (round.hpp).
+  float overflow_f = 0;
+  double overflow_d = 0;
   double smallest_normal = 0;
   double precision_loss_rel = 0;  // relative error past which half the bits are lost
 };
@@ -57,7 +60,8 @@ struct FormatPlan {
 inline FormatPlan make_plan(const Format& f) {
   FormatPlan p;
   p.fast = fast_params(f, RoundOptions{});
-  p.overflow = overflow_threshold(f);
+  p.overflow_f = overflow_from<float>(f);
+  p.overflow_d = overflow_from<double>(f);
   p.smallest_normal = f.smallest_normal();
   p.precision_loss_rel = std::exp2(-0.5 * f.precision_bits());
   return p;
@@ -123,8 +127,8 @@ Moments chunk_base(std::span<const T> x, BaseAcc& a) {
 // x: the chunk; r: x rounded to nearest-even into the format.
 template <class T>
 void chunk_format(std::span<const T> x, std::span<const T> r, const FormatPlan& p, FormatAcc& a) {
-  const T limit = static_cast<T>(p.overflow.value);
-  const bool inclusive = p.overflow.inclusive;
+  const T from =
+      std::is_same_v<T, float> ? static_cast<T>(p.overflow_f) : static_cast<T>(p.overflow_d);
   const T smallest_normal = static_cast<T>(p.smallest_normal);
   const T loss = static_cast<T>(p.precision_loss_rel);
   T max_abs = 0, max_rel = 0;
@@ -134,7 +138,7 @@ void chunk_format(std::span<const T> x, std::span<const T> r, const FormatPlan& 
     const T ax = std::fabs(x[i]);
     if (!(ax <= std::numeric_limits<T>::max())) continue;  // NaN, inf: counted elsewhere
     const T ar = std::fabs(r[i]);
-    if (ax > limit || (inclusive && ax == limit) || !(ar <= std::numeric_limits<T>::max())) {
+    if (ax >= from || !(ar <= std::numeric_limits<T>::max())) {
       ++overflow;
       continue;
     }

@@ -46,7 +46,7 @@ struct FormatVecs {
   DF df;
   DI di;
   DD dd;
-  VF fmax, limit, inclusive, smallest_normal, loss, zero, band;
+  VF fmax, limit, smallest_normal, loss, zero, band;
   VF max_abs, max_rel, thr, fsum;
   hn::Vec<DD> s_lo, s_hi;
   hn::Vec<DI> c_ovf, c_unf, c_sub, c_lost, c_rel;
@@ -55,8 +55,7 @@ struct FormatVecs {
   // a: the summary so far, whose maximum relative error (a float) starts the lanes' maxima.
   FormatVecs(const FormatPlan& p, const FormatAcc& a)
       : fmax(hn::Set(df, std::numeric_limits<float>::max())),
-        limit(hn::Set(df, static_cast<float>(p.overflow.value))),
-        inclusive(hn::Set(df, p.overflow.inclusive ? 1.0f : 0.0f)),
+        limit(hn::Set(df, p.overflow_f)),
         smallest_normal(hn::Set(df, static_cast<float>(p.smallest_normal))),
         loss(hn::Set(df, static_cast<float>(p.precision_loss_rel))),
         zero(hn::Zero(df)),
@@ -86,8 +85,7 @@ struct FormatVecs {
   // Whether every lane of |x| = ax overflows (finite, beyond the format's range): then
   // counts them, and there is no error to take (Errors would give 0 in every lane).
   HWY_INLINE bool AllOverflow(VF ax) {
-    const auto beyond =
-        hn::Or(hn::Gt(ax, limit), hn::And(hn::Eq(ax, limit), hn::Gt(inclusive, zero)));
+    const auto beyond = hn::Ge(ax, limit);
     if (!hn::AllTrue(df, hn::And(beyond, hn::Le(ax, fmax)))) return false;
     c_ovf = hn::Add(c_ovf, hn::Set(di, 1));
     return true;
@@ -100,8 +98,7 @@ struct FormatVecs {
   HWY_INLINE void Errors(VF xv, VF rv, VF& err, VF& rel) {
     const auto ax = hn::Abs(xv), ar = hn::Abs(rv);
     const auto finite = hn::Le(ax, fmax);
-    const auto beyond =
-        hn::Or(hn::Gt(ax, limit), hn::And(hn::Eq(ax, limit), hn::Gt(inclusive, zero)));
+    const auto beyond = hn::Ge(ax, limit);
     const auto ovf = hn::And(finite, hn::Or(beyond, hn::Not(hn::Le(ar, fmax))));
     c_ovf = Count(di, c_ovf, ovf);
     const auto valid = hn::AndNot(ovf, finite);
