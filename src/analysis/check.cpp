@@ -378,10 +378,7 @@ struct RoundingBounds {
 // value. The sums' bits depend on the block and the vector width only, not on the threads.
 template <class T>
 ScanCounts scan_block(std::span<const T> in, const RoundingBounds<T>& bounds) {
-  constexpr double inf = std::numeric_limits<double>::infinity();
   ScanCounts c;
-  c.min = c.min_abs_nonzero = inf;
-  c.max = -inf;
   std::size_t i = 0;
   if constexpr (std::is_same_v<T, float>)
     if (!bounds.unsigned_format)
