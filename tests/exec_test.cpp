@@ -18,6 +18,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <set>
 
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
@@ -1295,6 +1296,7 @@ std::vector<FusionCase> fusion_cases() {
           {.op = "HardSwish"},
           {.op = "Sigmoid"},
           {.op = "Tanh"},
+          {.op = "Erf"},
           {.op = "Add"}};
 }
 
@@ -1901,6 +1903,102 @@ TEST(Fusion, AMatMulFusesItsBiasAndActivation) {
   fp16.policy.default_format = parse_format("float16");
   EXPECT_TRUE(fused_as_unfused(model("Relu", nullptr, false, false), x, fp16));
   EXPECT_FALSE(fused_as_unfused(model("Add", &bias, false, false), x, fp16));
+}
+
+// GELU as exporters write it after a MatMul and its bias (BERT's erf form, GPT-2's tanh
+// form, and one with Pow), scalars from initializers and from Constants that run after the
+// MatMul: the Add and every node of the GELU run fused into the MatMul, bit for bit the
+// unfused result, specials included, on 1 and 3 threads. Where a value inside is read
+// elsewhere, or a scalar has a higher rank than the MatMul's output, or the run is
+// emulated, they run apart (the same bits either way).
+TEST(Fusion, AMatMulFusesItsBiasAndTheGeluAfterIt) {
+  std::mt19937 rng(26);
+  const std::vector<std::int64_t> xs{2, 5, 40};
+  const Tensor x = special_random(xs, rng), w = special_random({40, 70}, rng),
+               bias = special_random({70}, rng);
+  const Tensor half = test::scalar(0.5f), one = test::scalar(1.0f);
+  struct Step {
+    std::string name, op;
+    std::vector<std::string> in;
+  };
+  // MatMul "conv", Add "act" (its output "s"), then `steps` (the last one's output "y");
+  // "k:<value>" inputs are Constants run right before their reader.
+  const auto model = [&](const std::vector<Step>& steps, const Tensor& k = test::scalar(0)) {
+    test::GraphBuilder b(xs, "gelu_fusion.onnx");
+    b.init("w", w).init("bias", bias).init("half", half).init("one", one);
+    b.node("conv", "MatMul", {"x", "w"}, "c").node("act", "Add", {"bias", "c"}, "s");
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      std::vector<std::string> in = steps[i].in;
+      for (auto& v : in)
+        if (v == "k") {
+          v = steps[i].name + "_k";
+          Tensor t = k;
+          b.node(steps[i].name + "_const", "Constant", {}, v, {{"value", t, ""}});
+        }
+      b.node(steps[i].name, steps[i].op, in, i + 1 == steps.size() ? "y" : steps[i].name);
+    }
+    return b.output("y").m;
+  };
+  const std::vector<Step> erf_form = {{"div", "Div", {"s", "k"}},
+                                      {"erf", "Erf", {"div"}},
+                                      {"add1", "Add", {"erf", "one"}},
+                                      {"mul", "Mul", {"s", "add1"}},
+                                      {"mul2", "Mul", {"mul", "half"}}};
+  const std::vector<Step> tanh_form = {{"sq", "Mul", {"s", "s"}},
+                                       {"cube", "Mul", {"s", "sq"}},
+                                       {"c3", "Mul", {"k", "cube"}},
+                                       {"inner", "Add", {"s", "c3"}},
+                                       {"scaled", "Mul", {"half", "inner"}},
+                                       {"tanh", "Tanh", {"scaled"}},
+                                       {"add1", "Add", {"one", "tanh"}},
+                                       {"mul", "Mul", {"s", "add1"}},
+                                       {"mul2", "Mul", {"half", "mul"}}};
+  const std::vector<Step> pow_form = {{"cube", "Pow", {"s", "k"}},
+                                      {"inner", "Sub", {"s", "cube"}},
+                                      {"sig", "Sigmoid", {"inner"}},
+                                      {"mul", "Mul", {"sig", "s"}}};
+  // Runs `m` fused and apart (same bits) and returns the nodes that ran fused into "conv".
+  const auto fused_nodes = [&](const model::Model& m, RunOptions o) {
+    fused_as_unfused(m, x, o);
+    Profiler profiler;
+    o.profiler = &profiler;
+    Executor(m, o).run({{"x", x}});
+    std::set<std::string> into;
+    for (const auto& n : profiler.profile().nodes)
+      if (n.fused_into == "conv") into.insert(n.path);
+    return into;
+  };
+  const auto names = [](const std::vector<Step>& steps) {
+    std::set<std::string> out{"act"};
+    for (const auto& s : steps) out.insert(s.name);
+    return out;
+  };
+  for (const int threads : {1, 3}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    RunOptions o;
+    o.threads = threads;
+    EXPECT_EQ(fused_nodes(model(erf_form, test::scalar(1.4142135f)), o), names(erf_form));
+    EXPECT_EQ(fused_nodes(model(tanh_form, test::scalar(0.044715f)), o), names(tanh_form));
+    EXPECT_EQ(fused_nodes(model(pow_form, test::scalar(3.0f)), o), names(pow_form));
+  }
+  // The Erf's output a graph output too: no run of the GELU's nodes is closed.
+  auto read_elsewhere = model(erf_form, test::scalar(1.4142135f));
+  read_elsewhere.graph.outputs.push_back({"erf", 1, false, {}});
+  EXPECT_EQ(fused_nodes(read_elsewhere, {}), std::set<std::string>{"act"});
+  // Its last Mul read by another node too: the nodes before it still fuse.
+  auto last_read = model(erf_form, test::scalar(1.4142135f));
+  last_read.graph.nodes.push_back({"other", "Relu", "", {"mul"}, {"z"}, {}, "", {}});
+  last_read.graph.outputs.push_back({"z", 1, false, {}});
+  auto before_last = names(erf_form);
+  before_last.erase("mul2");
+  EXPECT_EQ(fused_nodes(last_read, {}), before_last);
+  // A scalar [1, 1, 1, 1] broadcasts the [2, 5, 70] output to rank 4: nothing fuses.
+  Tensor rank4(DType::float32, {1, 1, 1, 1});
+  rank4.data<float>()[0] = 1.4142135f;
+  EXPECT_EQ(fused_nodes(model(erf_form, rank4), {}), std::set<std::string>{});
+  RunOptions fp16;
+  fp16.policy.default_format = parse_format("float16");
+  EXPECT_EQ(fused_nodes(model(erf_form, test::scalar(1.4142135f)), fp16), std::set<std::string>{});
 }
 
 // An emulated run rounds the Conv's output to its format: only Relu commutes with that,

@@ -588,9 +588,10 @@ class Executor {
     // Per position: the position of the element-wise node that may run fused into this
     // one (OpTraits::applies_epilogue), or 0 (never a fusion's target: it comes after).
     std::vector<std::size_t> fuse_with;
-    // Per position: when fuse_with's (or defer's) node is an Add, the position of the
-    // activation that may run fused after it, or 0.
-    std::vector<std::size_t> fuse_then;
+    // Per position: when fuse_with's (or defer's) node is an Add, the positions of the
+    // element-wise nodes that may run fused after it, in order (their result the last
+    // one's), or none.
+    std::vector<std::vector<std::size_t>> fuse_then;
     // Per position: the position of an Add whose other input comes after this node, at
     // whose turn this node may run instead, fused with it, or 0 (an FPN's lateral Conv).
     std::vector<std::size_t> defer;
@@ -620,23 +621,26 @@ class Executor {
                                                      Profiler* profiler = nullptr,
                                                      const Fusion* fusion = nullptr) const;
   // Runs the Conv at `pos` of the main graph and the node at `next` (Plan::fuse_with), and
-  // the one at `then` after it (Plan::fuse_then; 0: none), as one where that is exact for
-  // these values and formats (`fused`, `fused_then` then true), returning the last fused
-  // node's outputs; else the Conv alone, returning its outputs (`next` runs in its turn).
+  // the ones at `then` after it (Plan::fuse_then; empty: none), as one where that is exact
+  // for these values and formats (`fused`, `fused_then` then true), returning the last
+  // fused node's outputs; else the Conv alone, returning its outputs (`next` runs in its
+  // turn).
   std::vector<std::pair<std::string, Slot>> run_fused(std::size_t pos, std::size_t next,
-                                                      std::size_t then, Scope& scope,
-                                                      Observer* observer, Profiler* profiler,
-                                                      bool& fused, bool& fused_then) const;
+                                                      const std::vector<std::size_t>& then,
+                                                      Scope& scope, Observer* observer,
+                                                      Profiler* profiler, bool& fused,
+                                                      bool& fused_then) const;
   // The functions a fusion applies (Fusion points to them).
   struct FusionFns {
     std::function<void(float*, std::size_t, int)> epilogue, then;
   };
-  // The fusion of the Conv at `pos` with the node at `next` (and at `then`, where it can) on
+  // The fusion of the Conv at `pos` with the node at `next` (and `then`, where they can) on
   // the values of `scope`, or nullopt where the result would not be bit for bit the nodes'
   // (formats that do not commute with the op, other carriers and dtypes); `fns` holds its
   // functions.
-  std::optional<Fusion> fusion_for(std::size_t pos, std::size_t next, std::size_t then,
-                                   Scope& scope, FusionFns& fns) const;
+  std::optional<Fusion> fusion_for(std::size_t pos, std::size_t next,
+                                   const std::vector<std::size_t>& then, Scope& scope,
+                                   FusionFns& fns) const;
   // A fused Add: its other input added to the kernel's output 0 in place; false (nothing
   // done) when their shapes or dtypes differ.
   static bool add_in_place(KernelContext& ctx, const Fusion& f);

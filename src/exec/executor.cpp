@@ -238,85 +238,151 @@ bool fusable_op(const model::Node& n) {
 
 // Per position of `order`: the position of the node that may run fused into the node
 // there (a Conv, BatchNormalization or MatMul: OpTraits::applies_epilogue), or 0 (`with`); and
-// when that node is an Add, the position of an activation that may run fused after it, or
-// 0 (`then`: Conv + Add + Relu, ResNet's residual blocks). A fused node is the only reader
-// of the value before it (which is no graph output), reads it once (an activation: as its
-// input 0), and its other inputs exist before the first node runs. An Add whose other
-// input comes later (an FPN's lateral Conv plus the upsampled level above it) may still
+// when that node is an Add, the positions of the element-wise nodes that may run fused
+// after it, in order, or none (`then`: an ops::ElementwiseDag whose input is the Add's
+// output and whose result is the last node's; Conv + Add + Relu, ResNet's residual blocks;
+// MatMul + bias + GELU, BERT's and GPT-2's feed-forward layers). A node fused into the
+// Conv is the only reader of the value before it (which is no graph output), reads it once
+// (an activation: as its input 0), and its other inputs exist before the first node runs. An Add
+// whose other input comes later (an FPN's lateral Conv plus the upsampled level above it) may still
 // run fused into a Conv that runs at the Add's turn instead of its own (`defer`: the Add's
 // position), where the Conv's inputs live until then (their last reader is the Conv, or
 // comes after the Add). Whether the fusion is exact is decided when it runs.
 struct FusionCandidates {
-  std::vector<std::size_t> with, then, defer;
+  std::vector<std::size_t> with, defer;
+  std::vector<std::vector<std::size_t>> then;
 };
+// The readers and producers of a graph's values, by position of `order`, for the plan's
+// fusions.
+class FusionGraph {
+ public:
+  FusionGraph(const model::Graph& g, const std::vector<std::size_t>& order,
+              const std::map<std::string, std::size_t>& last_use)
+      : g_(g), order_(order), last_use_(last_use) {
+    for (std::size_t pos = 0; pos < order.size(); ++pos) {
+      const auto& n = node(pos);
+      for (const auto& o : n.outputs) produced_[o] = pos;
+      for (const auto& r : model::node_reads(n)) readers_[r].insert(pos);
+    }
+    for (const auto& o : g.outputs) outputs_.insert(o.name);
+  }
+  const model::Node& node(std::size_t pos) const { return g_.nodes[order_[pos]]; }
+
+  // The position of the node that may run fused after a node whose output is `y` (its
+  // sole reader), or 0.
+  std::size_t sole_reader(const std::string& y) const {
+    if (y.empty() || outputs_.count(y) || !readers_.count(y)) return 0;
+    const auto& rd = readers_.at(y);
+    if (rd.size() != 1) return 0;
+    const std::size_t next = *rd.begin();
+    const auto& n = node(next);
+    if (!fusable_op(n) || std::count(n.inputs.begin(), n.inputs.end(), y) != 1) return 0;
+    if (n.op_type == "Add" ? n.inputs.size() != 2 : n.inputs[0] != y) return 0;
+    return next;
+  }
+  // Whether value `v` exists before position `first` (an input, an initializer, or the
+  // output of an earlier node).
+  bool exists_before(const std::string& v, std::size_t first) const {
+    const auto it = produced_.find(v);
+    return v.empty() || it == produced_.end() || it->second < first;
+  }
+  // Whether the inputs of the node at `next` but `y` exist before position `first`.
+  bool ready(std::size_t next, const std::string& y, std::size_t first) const {
+    const auto& in = node(next).inputs;
+    return std::all_of(in.begin(), in.end(),
+                       [&](const std::string& v) { return v == y || exists_before(v, first); });
+  }
+  // Whether the inputs of the node at `pos` live until position `at` (none is freed
+  // after a reader between them).
+  bool live_until(std::size_t pos, std::size_t at) const {
+    const auto& in = node(pos).inputs;
+    return std::all_of(in.begin(), in.end(), [&](const std::string& v) {
+      const auto it = last_use_.find(v);
+      return v.empty() || it == last_use_.end() || it->second == pos || it->second > at;
+    });
+  }
+  // The nodes after the node at `add` (in order) that read its output, their own outputs
+  // and scalars alone (a Constant's, or a value that exists before position `first`): the
+  // longest run of them that an ops::ElementwiseDag can apply and where no value but the
+  // last node's is read elsewhere. It ends at the first node that reads one of their
+  // values and cannot join them.
+  std::vector<std::size_t> elementwise_after(std::size_t add, std::size_t first) const {
+    std::set<std::string> inside{node(add).outputs[0]};
+    const auto is_inside = [&](const std::string& v) { return inside.count(v) > 0; };
+    const auto scalar = [&](const std::string& v) {
+      return exists_before(v, first) || node(produced_.at(v)).op_type == "Constant";
+    };
+    std::vector<std::size_t> steps, longest;
+    constexpr std::size_t kLongest = 32;
+    for (std::size_t p = add + 1; p < order_.size() && steps.size() < kLongest; ++p) {
+      const auto& n = node(p);
+      const auto& in = n.inputs;
+      if (std::none_of(in.begin(), in.end(), is_inside)) continue;
+      if (!(n.domain.empty() || n.domain == "ai.onnx") || n.outputs.size() != 1 ||
+          n.outputs[0].empty() || !ops::ElementwiseDag::supports(n) ||
+          !std::all_of(in.begin(), in.end(),
+                       [&](const std::string& v) { return is_inside(v) || scalar(v); }))
+        break;
+      steps.push_back(p);
+      inside.insert(n.outputs[0]);
+      if (closed(inside, steps)) longest = steps;
+    }
+    return longest;
+  }
+
+ private:
+  // Whether the values of `inside` but the last step's output are read by the steps
+  // alone (and are no graph outputs).
+  bool closed(const std::set<std::string>& inside, const std::vector<std::size_t>& steps) const {
+    const std::string& result = node(steps.back()).outputs[0];
+    return std::all_of(inside.begin(), inside.end(), [&](const std::string& v) {
+      if (v == result) return true;
+      if (outputs_.count(v)) return false;
+      const auto it = readers_.find(v);
+      return it == readers_.end() ||
+             std::all_of(it->second.begin(), it->second.end(), [&](std::size_t r) {
+               return std::find(steps.begin(), steps.end(), r) != steps.end();
+             });
+    });
+  }
+
+  const model::Graph& g_;
+  const std::vector<std::size_t>& order_;
+  const std::map<std::string, std::size_t>& last_use_;
+  std::map<std::string, std::size_t> produced_;           // value -> its producer's position
+  std::map<std::string, std::set<std::size_t>> readers_;  // value -> positions reading it
+  std::set<std::string> outputs_;                         // the graph's
+};
+
 FusionCandidates fusion_candidates(const model::Graph& g, const std::vector<std::size_t>& order,
                                    const std::map<std::string, std::size_t>& last_use) {
   FusionCandidates fuse{.with = std::vector<std::size_t>(order.size(), 0),
-                        .then = std::vector<std::size_t>(order.size(), 0),
-                        .defer = std::vector<std::size_t>(order.size(), 0)};
-  std::map<std::string, std::size_t> produced;           // value -> its producer's position
-  std::map<std::string, std::set<std::size_t>> readers;  // value -> positions reading it
-  for (std::size_t pos = 0; pos < order.size(); ++pos) {
-    const auto& n = g.nodes[order[pos]];
-    for (const auto& o : n.outputs) produced[o] = pos;
-    for (const auto& r : model::node_reads(n)) readers[r].insert(pos);
-  }
-  std::set<std::string> outputs;
-  for (const auto& o : g.outputs) outputs.insert(o.name);
-  // The position of the node that may run fused after a node whose output is `y` (its
-  // sole reader), or 0.
-  const auto sole_reader = [&](const std::string& y, bool add) -> std::size_t {
-    if (y.empty() || outputs.count(y)) return 0;
-    const auto& rd = readers[y];
-    if (rd.size() != 1) return 0;
-    const std::size_t next = *rd.begin();
-    const auto& n = g.nodes[order[next]];
-    if (!fusable_op(n) || std::count(n.inputs.begin(), n.inputs.end(), y) != 1) return 0;
-    if (n.op_type == "Add" ? !add || n.inputs.size() != 2 : n.inputs[0] != y) return 0;
-    return next;
-  };
-  // Whether the inputs of the node at `next` but `y` exist before position `first`.
-  const auto ready = [&](std::size_t next, const std::string& y, std::size_t first) {
-    const auto& in = g.nodes[order[next]].inputs;
-    return std::all_of(in.begin(), in.end(), [&](const std::string& v) {
-      const auto it = produced.find(v);
-      return v == y || it == produced.end() || it->second < first;
-    });
-  };
-  // Whether the inputs of the node at `pos` live until position `at` (none is freed
-  // after a reader between them).
-  const auto live_until = [&](std::size_t pos, std::size_t at) {
-    const auto& in = g.nodes[order[pos]].inputs;
-    return std::all_of(in.begin(), in.end(), [&](const std::string& v) {
-      const auto it = last_use.find(v);
-      return v.empty() || it == last_use.end() || it->second == pos || it->second > at;
-    });
-  };
+                        .defer = std::vector<std::size_t>(order.size(), 0),
+                        .then = std::vector<std::vector<std::size_t>>(order.size())};
+  const FusionGraph fg(g, order, last_use);
   std::set<std::size_t> targets;  // positions some node fuses with in its own turn
   for (std::size_t pos = 0; pos < order.size(); ++pos) {
-    const auto& first = g.nodes[order[pos]];
+    const auto& first = fg.node(pos);
     const OpTraits* traits = Registry::traits(first);
     if (!traits || !traits->applies_epilogue || first.outputs.size() != 1) continue;
     const std::string& y = first.outputs[0];
-    const std::size_t next = sole_reader(y, true);
+    const std::size_t next = fg.sole_reader(y);
     if (!next) continue;
-    const auto& n = g.nodes[order[next]];
+    const auto& n = fg.node(next);
     std::size_t runs_at = pos;
-    if (ready(next, y, pos)) {
+    if (fg.ready(next, y, pos)) {
       fuse.with[pos] = next;
       targets.insert(next);
-    } else if (n.op_type == "Add" && live_until(pos, next)) {
+    } else if (n.op_type == "Add" && fg.live_until(pos, next)) {
       fuse.defer[pos] = runs_at = next;
     } else {
       continue;
     }
-    if (n.op_type != "Add") continue;
-    const std::size_t then = sole_reader(n.outputs[0], false);
-    if (then && ready(then, n.outputs[0], runs_at)) fuse.then[pos] = then;
+    if (n.op_type == "Add") fuse.then[pos] = fg.elementwise_after(next, runs_at);
   }
   // An Add that a node fuses with in its own turn is that node's (Add(Conv, Conv)).
   for (std::size_t pos = 0; pos < order.size(); ++pos)
-    if (fuse.defer[pos] && targets.count(fuse.defer[pos])) fuse.defer[pos] = fuse.then[pos] = 0;
+    if (fuse.defer[pos] && targets.count(fuse.defer[pos])) fuse.defer[pos] = 0, fuse.then[pos] = {};
   return fuse;
 }
 
@@ -336,7 +402,8 @@ struct Executor::Fusion {
   const ops::InPlace* epilogue = nullptr;  // an activation, which the kernel applies
   const Tensor* addend = nullptr;          // Add's other input, added after the kernel
   bool addend_first = false;               // it is the Add's input 0
-  const ops::InPlace* then = nullptr;      // an activation after the Add, in the same pass
+  const ops::InPlace* then = nullptr;      // element-wise nodes after the Add, in the same pass
+  std::size_t then_rank = 0;               // the largest rank of their scalar operands
   std::string output;                      // the last fused node's output: the result's name
   mutable bool applied = false;            // false: shapes differed, the Conv ran alone
 };
@@ -722,26 +789,32 @@ bool Executor::add_in_place(KernelContext& ctx, const Fusion& f) {
   // The same shape (a residual), or a bias along the last axis (a MatMul's).
   const bool row = y.shape() != a.shape();
   if (row && !is_row_bias(a, y)) return false;
+  // (a scalar of higher rank would broadcast the nodes after the Add to another shape)
+  if (f.then && f.then_rank > y.shape().size()) return false;
   float* py = y.data<float>().data();
   const float* pa = a.data<float>().data();
   const std::size_t width = row ? a.size() : y.size();
   // The Add kernel's sums, its input 0 on the left: the same bits, NaNs included.
-  // An activation after the Add takes each piece of sums while it is in the cache.
+  // The nodes after the Add take each piece of sums while it is in the cache.
+  constexpr std::size_t kPiece = 4096;
   detail::parallel_for(
       y.size(), ctx.threads > 1 ? 0 : 1,
       [&](std::size_t lo, std::size_t hi) {
-        for (std::size_t i = lo; i < hi;) {
-          // A run of y along one copy of the addend.
-          const std::size_t at = i % width, n = std::min(hi - i, width - at);
-          const float* pb = pa + at;
-          float* out = py + i;
-          if (f.addend_first)
-            for (std::size_t k = 0; k < n; ++k) out[k] = ops::left_nan_sum(pb[k], out[k]);
-          else
-            for (std::size_t k = 0; k < n; ++k) out[k] = ops::left_nan_sum(out[k], pb[k]);
-          i += n;
+        for (std::size_t piece = lo; piece < hi; piece += kPiece) {
+          const std::size_t end = std::min(hi, piece + kPiece);
+          for (std::size_t i = piece; i < end;) {
+            // A run of y along one copy of the addend.
+            const std::size_t at = i % width, n = std::min(end - i, width - at);
+            const float* pb = pa + at;
+            float* out = py + i;
+            if (f.addend_first)
+              for (std::size_t k = 0; k < n; ++k) out[k] = ops::left_nan_sum(pb[k], out[k]);
+            else
+              for (std::size_t k = 0; k < n; ++k) out[k] = ops::left_nan_sum(out[k], pb[k]);
+            i += n;
+          }
+          if (f.then) (*f.then)(py + piece, end - piece, 1);
         }
-        if (f.then) (*f.then)(py + lo, hi - lo, 1);
       },
       64);
   return true;
@@ -768,11 +841,53 @@ ops::InPlace activation_of(const model::Node& n, std::int64_t opset, Scope& scop
   return ops::in_place_unary(n, opset, bounds[0], bounds[1]);
 }
 
+// The element-wise nodes at positions `then` of `order` after the Add `add`
+// (Plan::fuse_then) as one ops::ElementwiseDag on the values of `scope`, or nullopt where
+// one cannot be a step (a scalar operand that is no float32 tensor of one value). A
+// Constant that has not run yet gives its value attribute. `rank`: the largest rank of
+// the scalars.
+template <class Scope>
+std::optional<ops::ElementwiseDag> elementwise_dag(
+    const model::Graph& g, const std::vector<std::size_t>& order, const model::Node& add,
+    const std::vector<std::size_t>& then, std::int64_t opset, Scope& scope, std::size_t& rank) {
+  using Operand = ops::ElementwiseDag::Operand;
+  if (then.empty()) return std::nullopt;
+  std::map<std::string, int> value{{add.outputs[0], 0}};  // the DAG's values
+  ops::ElementwiseDag dag;
+  rank = 0;
+  for (const std::size_t at : then) {
+    const model::Node& n = g.nodes[order[at]];
+    std::vector<std::optional<Operand>> in;
+    for (const auto& v : n.inputs) {
+      if (v.empty()) {
+        in.emplace_back();
+        continue;
+      }
+      if (const auto it = value.find(v); it != value.end()) {
+        in.push_back(Operand{.value = it->second});
+        continue;
+      }
+      const Tensor* t = float32_value(scope.find(v));
+      for (std::size_t p = at; !t && p-- > 0;) {
+        const model::Node& c = g.nodes[order[p]];
+        if (c.op_type == "Constant" && c.outputs.size() == 1 && c.outputs[0] == v)
+          t = c.attr_tensor("value");
+      }
+      if (!t || t->dtype() != DType::float32 || t->size() != 1) return std::nullopt;
+      rank = std::max(rank, t->shape().size());
+      in.push_back(Operand{.value = -1, .scalar = t->template data<float>()[0]});
+    }
+    if (!dag.append(n, opset, in)) return std::nullopt;
+    value[n.outputs[0]] = static_cast<int>(dag.size());
+  }
+  return dag;
+}
+
 }  // namespace
 
 std::optional<Executor::Fusion> Executor::fusion_for(std::size_t pos, std::size_t next,
-                                                     std::size_t then, Scope& scope,
-                                                     FusionFns& fns) const {
+                                                     const std::vector<std::size_t>& then,
+                                                     Scope& scope, FusionFns& fns) const {
   const auto& g = model_.graph;
   const model::Node& conv = g.nodes[order()[pos]];
   const model::Node& n = g.nodes[order()[next]];
@@ -798,9 +913,17 @@ std::optional<Executor::Fusion> Executor::fusion_for(std::size_t pos, std::size_
     f.addend = &a->value();
     f.addend_first = first;
     // (Here neither node has a format, nor the Conv's input a storage format: see above.)
-    const model::Node* t = then ? &g.nodes[order()[then]] : nullptr;
-    if (t && !policy.format_for(*t)) fns.then = activation_of(*t, model_.default_opset(), scope);
-    if (fns.then) f.then = &fns.then, f.output = t->outputs[0];
+    const bool plain = std::none_of(then.begin(), then.end(), [&](std::size_t at) {
+      return policy.format_for(g.nodes[order()[at]]).has_value();
+    });
+    const auto dag =
+        plain ? elementwise_dag(g, order(), n, then, model_.default_opset(), scope, f.then_rank)
+              : std::nullopt;
+    if (dag) {
+      fns.then = *dag;
+      f.then = &fns.then;
+      f.output = g.nodes[order()[then.back()]].outputs[0];
+    }
     return f;
   }
   fns.epilogue = activation_of(n, model_.default_opset(), scope);
@@ -810,8 +933,8 @@ std::optional<Executor::Fusion> Executor::fusion_for(std::size_t pos, std::size_
 }
 
 std::vector<std::pair<std::string, Executor::Slot>> Executor::run_fused(
-    std::size_t pos, std::size_t next, std::size_t then, Scope& scope, Observer* observer,
-    Profiler* profiler, bool& fused, bool& fused_then) const {
+    std::size_t pos, std::size_t next, const std::vector<std::size_t>& then, Scope& scope,
+    Observer* observer, Profiler* profiler, bool& fused, bool& fused_then) const {
   const auto& g = model_.graph;
   const model::Node& conv = g.nodes[order()[pos]];
   const auto fmt = options_.policy.format_for(conv);
@@ -820,12 +943,14 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_fused(
   auto out = run_node(conv, pos, scope, fmt, observer, {}, {}, profiler, f ? &*f : nullptr);
   fused = f && f->applied;
   fused_then = fused && f->then;
-  if (profiler)
-    for (const std::size_t at : {fused ? next : 0, fused_then ? then : 0}) {
-      if (!at) continue;
+  if (profiler && fused) {
+    std::vector<std::size_t> ran{next};
+    if (fused_then) ran.insert(ran.end(), then.begin(), then.end());
+    for (const std::size_t at : ran) {
       const model::Node& n = g.nodes[order()[at]];
       profiler->fused(n, display_name(n, at), display_name(conv, pos));
     }
+  }
   return out;
 }
 
@@ -1210,14 +1335,15 @@ bool Session::deferred(std::size_t pos) const {
 void Session::run_fused(std::size_t pos, std::size_t with, Observer* observer) {
   const auto& plan = ex_.plans_->at(&ex_.model_.graph);
   bool fused = false, fused_then = false;
-  const std::size_t then = plan.fuse_then[pos];
+  const auto& then = plan.fuse_then[pos];
   for (auto& [name, slot] :
        ex_.run_fused(pos, with, then, *scope_, observer, ex_.options_.profiler, fused, fused_then))
     scope_->values[name] = std::move(slot);
   if (fused) {
     fused_.resize(plan.order.size());
     fused_[with] = 1;
-    if (fused_then) fused_[then] = 1;
+    if (fused_then)
+      for (const std::size_t at : then) fused_[at] = 1;
   }
 }
 

@@ -709,54 +709,161 @@ void bit_shift(KernelContext& ctx) {
   });
 }
 
-// An element-wise formula `f` applied in place (in_place_unary), split across threads as
-// unary_with splits it: each value computed on its own, so the split changes no bit.
+// Element-wise code on float32 values, out of place: out[i] = f(in[i]) (`in` may be `out`).
+using Map = std::function<void(const float* in, float* out, std::size_t n)>;
+
+// An element-wise formula `f` out of place, value by value (in_place_unary and
+// ElementwiseDag split it as unary_with splits it: each value computed on its own, so the
+// split changes no bit).
 template <class F>
-InPlace scalar_in_place(F f) {
-  return [f](float* v, std::size_t n, int threads) {
-    detail::parallel_for(n, threads > 1 ? 0 : 1, [&](std::size_t lo, std::size_t hi) {
-      for (std::size_t i = lo; i < hi; ++i) v[i] = f(v[i]);
-    });
+Map scalar_map(F f) {
+  return [f](const float* in, float* out, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = f(in[i]);
   };
 }
 
-// vmath's vector code in place, split as unary_simd splits it (its tail goes through the
-// same vector code: the split changes no bit).
-template <class Vec>
-InPlace vector_in_place(Vec vec) {
-  return [vec](float* v, std::size_t n, int threads) {
-    detail::parallel_for(n, threads > 1 ? 0 : 1,
-                         [&](std::size_t lo, std::size_t hi) { vec(v + lo, v + lo, hi - lo); });
+// The per-element code of the unary op of `n` on float32 carriers as its kernel runs it
+// (vmath's vector code, whose tail goes through the same vector code: any split changes
+// no bit), `in` may be `out`; `lo`, `hi`: Clip's bounds from opset 11 (nullptr: absent).
+// An empty function for an op without one.
+Map unary_map(const model::Node& n, std::int64_t opset, const float* lo, const float* hi) {
+  const std::string& op = n.op_type;
+  const auto exact = [](vmath::Exact e) -> Map {
+    return [e](const float* in, float* out, std::size_t k) { vmath::apply_exact(e, in, out, k); };
   };
+  const auto vec = [](vmath::Fn f) -> Map {
+    return [f](const float* in, float* out, std::size_t k) { vmath::apply(f, in, out, k); };
+  };
+  if (op == "Relu") return exact(vmath::Exact::relu);
+  if (op == "HardSwish") return exact(vmath::Exact::hard_swish);
+  if (op == "Sigmoid") return vec(vmath::Fn::sigmoid);
+  if (op == "Tanh") return vec(vmath::Fn::tanh);
+  if (op == "Erf") return vec(vmath::Fn::erf);
+  if (op == "LeakyRelu") return scalar_map(leaky_relu_fn(n));
+  if (op == "HardSigmoid") return scalar_map(hard_sigmoid_fn(n));
+  if (op != "Clip") return {};
+  if (opset < 11)
+    return scalar_map(clip_fn(n.attr_float("min", -INFINITY), n.attr_float("max", INFINITY)));
+  return scalar_map(clip_fn(lo ? *lo : std::numeric_limits<float>::lowest(),
+                            hi ? *hi : std::numeric_limits<float>::max()));
+}
+
+// A binary op's per-element code on float32 carriers over a block of n values, as
+// binary_into's loops run it; an operand flagged scalar is read once.
+using BinaryMap = void (*)(const float* a, bool a_scalar, const float* b, bool b_scalar, float* y,
+                           std::size_t n);
+template <Bin op>
+void binary_map(const float* a, bool a_scalar, const float* b, bool b_scalar, float* y,
+                std::size_t n) {
+  if (!a_scalar && !b_scalar) {
+    for (std::size_t k = 0; k < n; ++k) y[k] = apply<op, float>(a[k], b[k]);
+  } else if (!a_scalar) {
+    const float v = *b;
+    for (std::size_t k = 0; k < n; ++k) y[k] = apply<op, float>(a[k], v);
+  } else if (!b_scalar) {
+    const float v = *a;
+    for (std::size_t k = 0; k < n; ++k) y[k] = apply<op, float>(v, b[k]);
+  } else {
+    std::fill(y, y + n, apply<op, float>(*a, *b));
+  }
+}
+
+// The binary ops an ElementwiseDag takes (their kernels: binary<op>), or nullptr.
+BinaryMap binary_map_of(const std::string& op) {
+  if (op == "Add") return binary_map<Bin::add>;
+  if (op == "Sub") return binary_map<Bin::sub>;
+  if (op == "Mul") return binary_map<Bin::mul>;
+  if (op == "Div") return binary_map<Bin::div>;
+  if (op == "Pow") return binary_map<Bin::pow>;
+  return nullptr;
 }
 
 }  // namespace
 
 InPlace in_place_unary(const model::Node& n, std::int64_t opset, const Tensor* lo,
                        const Tensor* hi) {
-  const std::string& op = n.op_type;
-  const auto exact = [](vmath::Exact e) {
-    return vector_in_place(
-        [e](const float* in, float* out, std::size_t k) { vmath::apply_exact(e, in, out, k); });
+  const float l = lo ? lo->data<float>()[0] : 0, h = hi ? hi->data<float>()[0] : 0;
+  Map m = unary_map(n, opset, lo ? &l : nullptr, hi ? &h : nullptr);
+  if (!m) return {};
+  return [m](float* v, std::size_t n, int threads) {
+    detail::parallel_for(n, threads > 1 ? 0 : 1,
+                         [&](std::size_t a, std::size_t b) { m(v + a, v + a, b - a); });
   };
-  const auto vec = [](vmath::Fn f) {
-    return vector_in_place(
-        [f](const float* in, float* out, std::size_t k) { vmath::apply(f, in, out, k); });
+}
+
+struct ElementwiseDag::Step {
+  Map unary;           // a unary op (its input a[0]), or
+  BinaryMap binary{};  // a binary one
+  Operand a[2]{};      // its operands
+};
+
+bool ElementwiseDag::supports(const model::Node& n) {
+  constexpr std::int64_t kAnyOpset = 13;  // (the opset only says where Clip's bounds are)
+  return binary_map_of(n.op_type) || unary_map(n, kAnyOpset, nullptr, nullptr);
+}
+
+bool ElementwiseDag::append(const model::Node& n, std::int64_t opset,
+                            const std::vector<std::optional<Operand>>& in) {
+  const int values = static_cast<int>(steps_.size()) + 1;
+  const auto from_dag = [&](const std::optional<Operand>& o) {
+    return o && o->value >= 0 && o->value < values;
   };
-  if (op == "Relu") return exact(vmath::Exact::relu);
-  if (op == "HardSwish") return exact(vmath::Exact::hard_swish);
-  if (op == "Sigmoid") return vec(vmath::Fn::sigmoid);
-  if (op == "Tanh") return vec(vmath::Fn::tanh);
-  if (op == "LeakyRelu") return scalar_in_place(leaky_relu_fn(n));
-  if (op == "HardSigmoid") return scalar_in_place(hard_sigmoid_fn(n));
-  if (op != "Clip") return {};
-  if (opset < 11)
-    return scalar_in_place(clip_fn(n.attr_float("min", -INFINITY), n.attr_float("max", INFINITY)));
-  const auto bound = [](const Tensor* t, float otherwise) {
-    return t ? t->data<float>()[0] : otherwise;
-  };
-  return scalar_in_place(clip_fn(bound(lo, std::numeric_limits<float>::lowest()),
-                                 bound(hi, std::numeric_limits<float>::max())));
+  const auto scalar = [](const std::optional<Operand>& o) { return o && o->value == -1; };
+  if (in.size() != n.inputs.size() || in.empty()) return false;
+  auto step = std::make_shared<Step>();
+  if (const BinaryMap b = binary_map_of(n.op_type)) {
+    // (one operand at least from the DAG: the result has the DAG's shape)
+    if (in.size() != 2 || !(from_dag(in[0]) || from_dag(in[1])) ||
+        !(from_dag(in[0]) || scalar(in[0])) || !(from_dag(in[1]) || scalar(in[1])))
+      return false;
+    step->binary = b;
+    step->a[0] = *in[0];
+    step->a[1] = *in[1];
+  } else {
+    if (!from_dag(in[0])) return false;
+    step->a[0] = *in[0];
+    // A unary op's further inputs (Clip's bounds) are scalars.
+    const float* bound[2] = {nullptr, nullptr};
+    for (std::size_t i = 1; i < in.size(); ++i) {
+      if (i > 2 || (in[i] && !scalar(in[i]))) return false;
+      if (in[i]) bound[i - 1] = &in[i]->scalar;
+    }
+    step->unary = unary_map(n, opset, bound[0], bound[1]);
+    if (!step->unary) return false;
+  }
+  steps_.push_back(std::move(step));
+  return true;
+}
+
+void ElementwiseDag::run(float* values, std::size_t n) const {
+  // Each step's result for a block of values: the last step's in `values` itself (what
+  // it reads there, the input, is read value by value before it is written).
+  constexpr std::size_t kBlock = 512;
+  const std::size_t steps = steps_.size();
+  std::vector<float> scratch(steps * kBlock);
+  std::vector<float*> at(steps + 1);
+  for (std::size_t off = 0; off < n; off += kBlock) {
+    const std::size_t len = std::min(kBlock, n - off);
+    at[0] = values + off;
+    for (std::size_t k = 0; k < steps; ++k)
+      at[k + 1] = k + 1 == steps ? values + off : scratch.data() + k * kBlock;
+    for (std::size_t k = 0; k < steps; ++k) {
+      const Step& s = *steps_[k];
+      const auto ptr = [&](const Operand& o) -> const float* {
+        return o.value < 0 ? &o.scalar : at[static_cast<std::size_t>(o.value)];
+      };
+      if (s.unary)
+        s.unary(ptr(s.a[0]), at[k + 1], len);
+      else
+        s.binary(ptr(s.a[0]), s.a[0].value < 0, ptr(s.a[1]), s.a[1].value < 0, at[k + 1], len);
+    }
+  }
+}
+
+void ElementwiseDag::operator()(float* values, std::size_t n, int threads) const {
+  if (steps_.empty()) return;
+  detail::parallel_for(n, threads > 1 ? 0 : 1,
+                       [&](std::size_t lo, std::size_t hi) { run(values + lo, hi - lo); });
 }
 
 void register_elementwise(Registry& r) {

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -72,10 +74,39 @@ bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float
 using InPlace = std::function<void(float* values, std::size_t n, int threads)>;
 // The op of `n` as such a function, computing bit for bit what its kernel computes on
 // float32 carriers (the same code): Relu, LeakyRelu, HardSigmoid, HardSwish, Sigmoid,
-// Tanh, Clip (`lo`, `hi`: its min and max inputs from opset 11, float32 carriers, nullptr
-// when absent). An empty function for any other op.
+// Tanh, Erf, Clip (`lo`, `hi`: its min and max inputs from opset 11, float32 carriers,
+// nullptr when absent). An empty function for any other op.
 InPlace in_place_unary(const model::Node& n, std::int64_t opset, const Tensor* lo,
                        const Tensor* hi);
+
+// A DAG of element-wise nodes over one float32 tensor, applied in one pass over memory, a
+// block of values at a time (an executor's fused chain after an Add: GELU as exporters
+// write it, Div, Erf, Add, Mul, Mul). Each step is one node's per-element code, the code
+// its kernel runs on float32 carriers, so the results are the unfused nodes' bit for bit.
+class ElementwiseDag {
+ public:
+  // What a step reads: the DAG's input (0) or step k's result (k + 1), or a float32 scalar
+  // (`value` -1).
+  struct Operand {
+    int value = 0;
+    float scalar = 0;
+  };
+  // Whether `n` can be a step: an op of in_place_unary (its input 0 a value of the DAG,
+  // Clip's bounds scalars), or Add, Sub, Mul, Div, Pow.
+  static bool supports(const model::Node& n);
+  // Appends `n` reading `in` (one per input of `n`; nullopt: an absent optional input);
+  // false (nothing appended) where `n` cannot be a step on these operands.
+  bool append(const model::Node& n, std::int64_t opset,
+              const std::vector<std::optional<Operand>>& in);
+  std::size_t size() const { return steps_.size(); }
+  // Replaces each of the `n` values with the last step's result, on up to `threads` threads.
+  void operator()(float* values, std::size_t n, int threads) const;
+
+ private:
+  struct Step;
+  void run(float* values, std::size_t n) const;  // on this thread, in blocks
+  std::vector<std::shared_ptr<const Step>> steps_;
+};
 void register_matmul(Registry& r);
 void register_reduce(Registry& r);
 void register_norm(Registry& r);

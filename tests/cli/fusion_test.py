@@ -3,8 +3,10 @@
 "Fusion"): the outputs must be those of `run --no-fusion` byte for byte, in float32 and in
 emulated float16, on conv networks built by the bench scripts (the bench ResNet: Conv ->
 Relu and Conv -> Add; the super-resolution net: Conv -> Tanh) and the small real
-architectures of cli.realarch (DBNet-style: HardSwish, HardSigmoid, Relu; U-Net; CRNN),
-and on every model.onnx under --models DIRS (the bench and real sets, when given).
+architectures of cli.realarch (DBNet-style: HardSwish, HardSigmoid, Relu; U-Net; CRNN), on
+small BERT and GPT-2 encoders of the real-architecture script (MatMul -> bias Add -> GELU
+as PyTorch exports it: Div, Erf, Add, Mul, Mul; Mul, ..., Tanh, Add, Mul, Mul), and on
+every model.onnx under --models DIRS (the bench and real sets, when given).
 `--profile FILE` names each fused node's Conv (`fused_into`) and the text says so.
 
     fusion_test.py --fpguard PATH [--models DIR ...]
@@ -23,7 +25,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 from clitest import check, finish, run  # noqa: E402
 from make_bench_models import ResNet, SuperRes, export  # noqa: E402
-from make_real_models import CRNN, OPSET, DBNet, UNet, calibrate  # noqa: E402
+from make_real_models import (CRNN, GPT2, OPSET, Bert, DBNet, UNet,  # noqa: E402
+                              calibrate)
 
 THREADS = ("--threads", "1")  # see realarch_test.py: ctest -j2 leaves no second core
 SMALL = [  # name, module factory, input shape, fusions expected in float32
@@ -34,6 +37,10 @@ SMALL = [  # name, module factory, input shape, fusions expected in float32
     ("unet", lambda: UNet(base=4, depth=2), (1, 3, 32, 32), {"Relu"}),
     ("crnn", lambda: CRNN(widths=(4, 8, 8, 8, 16, 16), hidden=8, layers=2, classes=11),
      (1, 3, 16, 64), {"Relu"}),
+    ("bert", lambda: Bert(vocab=100, d=32, h=4, layers=2, ff=64, positions=16), (1, 8),
+     {"Add", "Div", "Erf", "Mul"}),
+    ("gpt2", lambda: GPT2(vocab=100, d=32, h=4, layers=2, positions=16), (1, 8),
+     {"Add", "Mul", "Tanh"}),
 ]
 
 
@@ -42,9 +49,15 @@ def build(tmp, name, make, shape):
     model = make().eval()
     if name in ("dbnet", "unet", "crnn"):
         model = calibrate(model, (2,) + shape[1:])
-    x = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
+    rng = np.random.default_rng(0)
     folder = os.path.join(tmp, name)
-    export(model, x, "image", "out", folder, opset=OPSET)
+    if name in ("bert", "gpt2"):  # token ids (and BERT's attention mask)
+        ids = rng.integers(0, 100, shape).astype(np.int64)
+        x = (ids, np.ones(shape, np.int64)) if name == "bert" else (ids,)
+        export(model, x, ["input_ids", "attention_mask"][:len(x)], "out", folder, opset=OPSET)
+    else:
+        x = rng.uniform(-1, 1, shape).astype(np.float32)
+        export(model, x, "image", "out", folder, opset=OPSET)
     return os.path.join(folder, "model.onnx")
 
 
