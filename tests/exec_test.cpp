@@ -1898,19 +1898,24 @@ TEST(Fusion, AMatMulFusesItsBiasAndActivation) {
     const Tensor column = special_random({5, 1}, rng);  // broadcast along the rows
     EXPECT_FALSE(fused_as_unfused(model("Add", &column, false, false), x, o));
   }
-  // Emulated, as for a Conv: only Relu fuses (it commutes with float16's rounding).
+  // Emulated, as for a Conv: Relu fuses (it commutes with float16's rounding), and so does
+  // the Add (each result rounded), but not HardSwish, which the kernel would apply before
+  // the product is rounded.
   RunOptions fp16;
   fp16.policy.default_format = parse_format("float16");
   EXPECT_TRUE(fused_as_unfused(model("Relu", nullptr, false, false), x, fp16));
-  EXPECT_FALSE(fused_as_unfused(model("Add", &bias, false, false), x, fp16));
+  EXPECT_FALSE(fused_as_unfused(model("HardSwish", nullptr, false, false), x, fp16));
+  EXPECT_TRUE(fused_as_unfused(model("Add", &bias, false, false), x, fp16));
+  EXPECT_TRUE(fused_as_unfused(model("Add", &bias2, true, true), x, fp16));
 }
 
 // GELU as exporters write it after a MatMul and its bias (BERT's erf form, GPT-2's tanh
 // form, and one with Pow), scalars from initializers and from Constants that run after the
 // MatMul: the Add and every node of the GELU run fused into the MatMul, bit for bit the
 // unfused result, specials included, on 1 and 3 threads. Where a value inside is read
-// elsewhere, or a scalar has a higher rank than the MatMul's output, or the run is
-// emulated, they run apart (the same bits either way).
+// elsewhere, or a scalar has a higher rank than the MatMul's output, they run apart; in
+// emulated runs they fuse with each result rounded to the format, bit for bit the nodes
+// apart, but not with stochastic rounding.
 TEST(Fusion, AMatMulFusesItsBiasAndTheGeluAfterIt) {
   std::mt19937 rng(26);
   const std::vector<std::int64_t> xs{2, 5, 40};
@@ -1996,15 +2001,30 @@ TEST(Fusion, AMatMulFusesItsBiasAndTheGeluAfterIt) {
   Tensor rank4(DType::float32, {1, 1, 1, 1});
   rank4.data<float>()[0] = 1.4142135f;
   EXPECT_EQ(fused_nodes(model(erf_form, rank4), {}), std::set<std::string>{});
-  RunOptions fp16;
-  fp16.policy.default_format = parse_format("float16");
-  EXPECT_EQ(fused_nodes(model(erf_form, test::scalar(1.4142135f)), fp16), std::set<std::string>{});
+  for (const std::string format : {"float16", "bfloat16", "float8_e4m3fn"})
+    for (const bool saturate : {false, true}) {
+      SCOPED_TRACE(format + (saturate ? ", saturating" : ""));
+      RunOptions o;
+      o.policy.default_format = parse_format(format);
+      o.policy.round_options.saturate = saturate;
+      o.threads = 3;
+      EXPECT_EQ(fused_nodes(model(erf_form, test::scalar(1.4142135f)), o), names(erf_form));
+      EXPECT_EQ(fused_nodes(model(tanh_form, test::scalar(0.044715f)), o), names(tanh_form));
+    }
+  RunOptions stochastic;
+  stochastic.policy.default_format = parse_format("float16");
+  stochastic.policy.round_options.rounding = Rounding::stochastic;
+  EXPECT_EQ(fused_nodes(model(erf_form, test::scalar(1.4142135f)), stochastic),
+            std::set<std::string>{});
 }
 
-// An emulated run rounds the Conv's output to its format: only Relu commutes with that,
-// and only in formats where a negative value never rounds to NaN (with infinities), so
-// only it fuses there; the results stay bit for bit the unfused ones either way.
-TEST(Fusion, EmulatedRunsFuseOnlyReluAndOnlyWhereItIsExact) {
+// An emulated run rounds the Conv's output to its format. An activation the kernel applies
+// comes before that rounding: only Relu commutes with it, and only in formats where a
+// negative value never rounds to NaN (with infinities), so only it fuses there. A fused
+// Add rounds the Conv's output, its sums and each node's result after it (an activation)
+// as the nodes apart do, whatever the format and its addend (a weight, a graph input),
+// but not with stochastic rounding. The results stay bit for bit the unfused ones.
+TEST(Fusion, EmulatedRunsFuseRoundingEachResultOrWhereReluCommutes) {
   std::mt19937 rng(22);
   const std::vector<std::int64_t> xs{1, 3, 12, 12};
   const Tensor w = special_random({8, 3, 3, 3}, rng), x = special_random(xs, rng);
@@ -2018,8 +2038,48 @@ TEST(Fusion, EmulatedRunsFuseOnlyReluAndOnlyWhereItIsExact) {
         const Tensor addend = special_random({1, 8, 12, 12}, rng);
         const auto m = conv_then(fc, xs, w, 1, fc.op == "Add" ? &addend : nullptr, false);
         const bool relu_exact = fc.op == "Relu" && format != "float8_e4m3fn";
-        EXPECT_EQ(fused_as_unfused(m, x, o), relu_exact);
+        EXPECT_EQ(fused_as_unfused(m, x, o), relu_exact || fc.op == "Add");
+        if (fc.op == "Add") continue;
+        // Conv + Add + the activation: all three fused, each result rounded.
+        auto chain = conv_then({.op = "Add"}, xs, w, 1, &addend, saturate);
+        chain.graph.nodes.back().outputs[0] = "s";
+        std::vector<std::string> in{"s"};
+        in.insert(in.end(), fc.extra.begin(), fc.extra.end());
+        for (const auto& [name, t] : fc.inits) chain.graph.initializers.push_back({name, t});
+        chain.graph.nodes.push_back({"then", fc.op, "", in, {"y"}, fc.attrs, "", {}});
+        EXPECT_TRUE(fused_as_unfused(chain, x, o));
+        Profiler profiler;
+        o.profiler = &profiler;
+        Executor(chain, o).run({{"x", x}});
+        for (const auto& n : profiler.profile().nodes)
+          if (n.path == "then") {
+            EXPECT_EQ(n.fused_into, "conv");
+          }
       }
+  // The addend a graph input (not rounded yet, no weight), and stochastic rounding.
+  const Tensor addend = special_random({1, 8, 12, 12}, rng);
+  auto input_addend = conv_then({.op = "Add"}, xs, w, 1, &addend, false);
+  input_addend.graph.initializers.erase(std::find_if(input_addend.graph.initializers.begin(),
+                                                     input_addend.graph.initializers.end(),
+                                                     [](const auto& t) { return t.name == "a"; }));
+  input_addend.graph.inputs.push_back({"a", 1, false, {}});
+  for (const bool stochastic : {false, true}) {
+    RunOptions o;
+    o.policy.default_format = parse_format("bfloat16");
+    if (stochastic) o.policy.round_options.rounding = Rounding::stochastic;
+    Profiler profiler;
+    o.profiler = &profiler;
+    const Executor fused(input_addend, o);
+    o.profiler = nullptr;
+    o.fuse = false;
+    const Executor apart(input_addend, o);
+    const std::vector<NamedTensor> feeds{{"x", x}, {"a", addend}};
+    EXPECT_TRUE(same_bits(fused.run(feeds)[0].tensor, apart.run(feeds)[0].tensor));
+    for (const auto& n : profiler.profile().nodes)
+      if (n.path == "act") {
+        EXPECT_EQ(n.fused_into, stochastic ? "" : "conv");
+      }
+  }
   // A float16 model without emulation rounds the Conv's output to float16 storage.
   test::GraphBuilder b({1, 3, 12, 12}, "fp16.onnx");
   b.m.graph.inputs[0].elem_type = model::onnx_elem_type(DType::float16);

@@ -116,7 +116,8 @@ class Cases {
 };
 
 // round() of x through every entry point that accepts it: double and float scalars,
-// double and float arrays (the float array takes the fast path where there is one).
+// double and float arrays (the float array takes the fast path where there is one), and an
+// ArrayRounder (not stochastic), out of place and in place.
 void expect_round(const Format& f, const RoundOptions& o, LD x_ld, LD want_ld) {
   ASSERT_TRUE(fits_double(x_ld)) << "test input is not a float64 value";
   const double x = static_cast<double>(x_ld);
@@ -132,6 +133,13 @@ void expect_round(const Format& f, const RoundOptions& o, LD x_ld, LD want_ld) {
   std::vector<float> fin{xf}, fout(1);
   round(fin, fout, f, o);
   EXPECT_TRUE(Same(fout[0], wf)) << "float array";
+  if (o.rounding == Rounding::stochastic) return;
+  const ArrayRounder rounder(f, o);
+  float r = 0, in_place = xf;
+  rounder(&xf, &r, 1);
+  rounder(&in_place, &in_place, 1);
+  EXPECT_TRUE(Same(r, wf)) << "ArrayRounder";
+  EXPECT_TRUE(Same(in_place, wf)) << "ArrayRounder in place";
 }
 
 class RoundBoundaries : public ::testing::TestWithParam<Format> {};

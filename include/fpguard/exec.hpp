@@ -633,6 +633,7 @@ class Executor {
   // The functions a fusion applies (Fusion points to them).
   struct FusionFns {
     std::function<void(float*, std::size_t, int)> epilogue, then;
+    Tensor addend;  // an Add's other input rounded to the nodes' format, where no weight
   };
   // The fusion of the Conv at `pos` with the node at `next` (and `then`, where they can) on
   // the values of `scope`, or nullopt where the result would not be bit for bit the nodes'
@@ -640,6 +641,12 @@ class Executor {
   // functions.
   std::optional<Fusion> fusion_for(std::size_t pos, std::size_t next,
                                    const std::vector<std::size_t>& then, Scope& scope,
+                                   FusionFns& fns) const;
+  // fusion_for's Add `add` after `conv` (and the nodes at `then` after it, where they can
+  // run fused): `x` the Conv's input 0, `fmt` the nodes' format.
+  std::optional<Fusion> add_fusion(const model::Node& conv, const model::Node& add,
+                                   const std::vector<std::size_t>& then, const Slot& x,
+                                   const std::optional<Format>& fmt, Scope& scope,
                                    FusionFns& fns) const;
   // A fused Add: its other input added to the kernel's output 0 in place; false (nothing
   // done) when their shapes or dtypes differ.

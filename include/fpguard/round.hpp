@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -80,6 +81,23 @@ RoundCounts round_and_count(std::span<const float> in, std::span<float> out, con
                             const RoundOptions& o = {});
 RoundCounts round_and_count(std::span<const double> in, std::span<double> out, const Format& f,
                             const RoundOptions& o = {});
+
+namespace detail {
+struct FastParams;
+}
+// round() on float32 arrays prepared once for a format and options, then applied to many
+// small arrays on the calling thread (RoundOptions::threads aside): the same results as
+// round(). Not for stochastic rounding, whose draw depends on an element's index.
+class ArrayRounder {
+ public:
+  ArrayRounder(const Format& f, const RoundOptions& o);
+  void operator()(const float* in, float* out, std::size_t n) const;  // `out` may be `in`
+
+ private:
+  Format format_;
+  RoundOptions options_;
+  std::shared_ptr<const detail::FastParams> fast_;  // null: the generic path
+};
 
 // The exact generic path for arrays, whatever fast path exists: the reference the fast
 // paths are tested against.

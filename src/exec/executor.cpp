@@ -402,10 +402,13 @@ struct Executor::Fusion {
   const ops::InPlace* epilogue = nullptr;  // an activation, which the kernel applies
   const Tensor* addend = nullptr;          // Add's other input, added after the kernel
   bool addend_first = false;               // it is the Add's input 0
-  const ops::InPlace* then = nullptr;      // element-wise nodes after the Add, in the same pass
-  std::size_t then_rank = 0;               // the largest rank of their scalar operands
-  std::string output;                      // the last fused node's output: the result's name
-  mutable bool applied = false;            // false: shapes differed, the Conv ran alone
+  // The nodes' format (an emulated run): the kernel's output, the sums and each result
+  // after the Add rounded to it, as apart.
+  std::optional<ArrayRounder> round{};
+  const ops::InPlace* then = nullptr;  // element-wise nodes after the Add, in the same pass
+  std::size_t then_rank = 0;           // the largest rank of their scalar operands
+  std::string output;                  // the last fused node's output: the result's name
+  mutable bool applied = false;        // false: shapes differed, the Conv ran alone
 };
 
 // The values a graph sees: its own, then those of the enclosing graphs' scopes.
@@ -669,10 +672,11 @@ DType float_output_storage(const KernelContext& ctx) {
 
 // The outputs `ctx`'s kernel produced, held as the executor holds values: in the carrier,
 // rounded to their storage format and to `fmt` (the node's format; data movement passes
-// `carried_format` on instead, Cast rounding itself).
+// `carried_format` on instead, Cast rounding itself); output 0 already is where `rounded`
+// (a fused Add rounded it).
 std::vector<std::pair<std::string, Executor::Slot>> node_outputs(
     KernelContext& ctx, bool moves_data, const std::optional<Format>& fmt, const RunOptions& o,
-    const std::string& carried_format) {
+    const std::string& carried_format, bool rounded = false) {
   const DType carrier = ctx.carrier, float_storage = float_output_storage(ctx);
   std::vector<std::pair<std::string, Executor::Slot>> out;
   for (std::size_t i = 0; i < ctx.node.outputs.size(); ++i) {
@@ -697,7 +701,7 @@ std::vector<std::pair<std::string, Executor::Slot>> node_outputs(
         s.exact_in = sf.empty() ? carried_format : sf;
       } else {
         if (!sf.empty()) round_in_place(t, parse_format(sf), {});
-        if (fmt) round_in_place(t, *fmt, o.policy.round_options);
+        if (fmt && !(rounded && i == 0)) round_in_place(t, *fmt, o.policy.round_options);
         s.exact_in = fmt ? fmt->name : sf;
       }
     }
@@ -750,7 +754,8 @@ std::vector<std::pair<std::string, Executor::Slot>> Executor::run_node(
   if (fusion) ctx.epilogue = fusion->epilogue;
   info->kernel(ctx);
   if (fusion) fusion->applied = add_in_place(ctx, *fusion);
-  auto out = node_outputs(ctx, info->kind == OpKind::data_movement, fmt, options_, carried_format);
+  auto out = node_outputs(ctx, info->kind == OpKind::data_movement, fmt, options_, carried_format,
+                          fusion && fusion->applied && fusion->round);
   if (fusion && fusion->applied) out.at(0).first = fusion->output;
   if (profiler) profiler->stop();
   if (observer) {  // lend the outputs to the observer without copying them
@@ -802,6 +807,10 @@ bool Executor::add_in_place(KernelContext& ctx, const Fusion& f) {
       [&](std::size_t lo, std::size_t hi) {
         for (std::size_t piece = lo; piece < hi; piece += kPiece) {
           const std::size_t end = std::min(hi, piece + kPiece);
+          const auto round_piece = [&] {
+            if (f.round) (*f.round)(py + piece, py + piece, end - piece);
+          };
+          round_piece();  // the kernel's output, as its node's
           for (std::size_t i = piece; i < end;) {
             // A run of y along one copy of the addend.
             const std::size_t at = i % width, n = std::min(end - i, width - at);
@@ -813,6 +822,7 @@ bool Executor::add_in_place(KernelContext& ctx, const Fusion& f) {
               for (std::size_t k = 0; k < n; ++k) out[k] = ops::left_nan_sum(out[k], pb[k]);
             i += n;
           }
+          round_piece();  // the sums, as the Add's
           if (f.then) (*f.then)(py + piece, end - piece, 1);
         }
       },
@@ -844,12 +854,14 @@ ops::InPlace activation_of(const model::Node& n, std::int64_t opset, Scope& scop
 // The element-wise nodes at positions `then` of `order` after the Add `add`
 // (Plan::fuse_then) as one ops::ElementwiseDag on the values of `scope`, or nullopt where
 // one cannot be a step (a scalar operand that is no float32 tensor of one value). A
-// Constant that has not run yet gives its value attribute. `rank`: the largest rank of
-// the scalars.
+// Constant that has not run yet gives its value attribute. In a format `fmt` (every
+// node's), the scalars and each step's result are rounded to it. `rank`: the largest rank
+// of the scalars.
 template <class Scope>
 std::optional<ops::ElementwiseDag> elementwise_dag(
     const model::Graph& g, const std::vector<std::size_t>& order, const model::Node& add,
-    const std::vector<std::size_t>& then, std::int64_t opset, Scope& scope, std::size_t& rank) {
+    const std::vector<std::size_t>& then, std::int64_t opset, const std::optional<Format>& fmt,
+    const RoundOptions& round_options, Scope& scope, std::size_t& rank) {
   using Operand = ops::ElementwiseDag::Operand;
   if (then.empty()) return std::nullopt;
   std::map<std::string, int> value{{add.outputs[0], 0}};  // the DAG's values
@@ -875,11 +887,14 @@ std::optional<ops::ElementwiseDag> elementwise_dag(
       }
       if (!t || t->dtype() != DType::float32 || t->size() != 1) return std::nullopt;
       rank = std::max(rank, t->shape().size());
-      in.push_back(Operand{.value = -1, .scalar = t->template data<float>()[0]});
+      const float scalar = t->template data<float>()[0];
+      in.push_back(
+          Operand{.value = -1, .scalar = fmt ? round(scalar, *fmt, round_options) : scalar});
     }
     if (!dag.append(n, opset, in)) return std::nullopt;
     value[n.outputs[0]] = static_cast<int>(dag.size());
   }
+  if (fmt) dag.round_to(*fmt, round_options);
   return dag;
 }
 
@@ -897,38 +912,61 @@ std::optional<Executor::Fusion> Executor::fusion_for(std::size_t pos, std::size_
   if (options_.carrier != DType::float32 || !float32_value(x) ||
       fmt.has_value() != fmt_next.has_value() || (fmt && !(*fmt == *fmt_next)))
     return std::nullopt;
-  // The Conv's output is rounded to its storage format and to `fmt`: only Relu commutes
-  // with that, and only for some formats.
+  // The Conv's output is rounded to its storage format and to `fmt`. A fused Add (and the
+  // nodes after it) rounds the Conv's output, its sums and each node's result to `fmt` as
+  // the nodes apart would (a float32 model, a rounding of the value alone); an activation
+  // applied by the kernel cannot, and only Relu commutes with the rounding after it, in
+  // some formats.
   const std::string storage = options_.float32_storage ? "" : storage_format(x->storage);
-  if (fmt || !storage.empty()) {
+  const bool rounds_each = fmt && storage.empty() && n.op_type == "Add" &&
+                           policy.round_options.rounding != Rounding::stochastic;
+  if ((fmt || !storage.empty()) && !rounds_each) {
     if (n.op_type != "Relu") return std::nullopt;
     if (fmt && !relu_commutes(*fmt, policy.round_options)) return std::nullopt;
     if (!storage.empty() && !relu_commutes(parse_format(storage), {})) return std::nullopt;
   }
+  if (n.op_type == "Add") return add_fusion(conv, n, then, *x, fmt, scope, fns);
   Fusion f{.output = n.outputs[0]};
-  if (n.op_type == "Add") {
-    const bool first = n.inputs[1] == conv.outputs[0];
-    const Slot* a = scope.find(n.inputs[first ? 0 : 1]);
-    if (!float32_value(a) || a->storage != x->storage) return std::nullopt;
-    f.addend = &a->value();
-    f.addend_first = first;
-    // (Here neither node has a format, nor the Conv's input a storage format: see above.)
-    const bool plain = std::none_of(then.begin(), then.end(), [&](std::size_t at) {
-      return policy.format_for(g.nodes[order()[at]]).has_value();
-    });
-    const auto dag =
-        plain ? elementwise_dag(g, order(), n, then, model_.default_opset(), scope, f.then_rank)
-              : std::nullopt;
-    if (dag) {
-      fns.then = *dag;
-      f.then = &fns.then;
-      f.output = g.nodes[order()[then.back()]].outputs[0];
-    }
-    return f;
-  }
   fns.epilogue = activation_of(n, model_.default_opset(), scope);
   if (!fns.epilogue) return std::nullopt;
   f.epilogue = &fns.epilogue;
+  return f;
+}
+
+std::optional<Executor::Fusion> Executor::add_fusion(
+    const model::Node& conv, const model::Node& add, const std::vector<std::size_t>& then,
+    const Slot& x, const std::optional<Format>& fmt, Scope& scope, FusionFns& fns) const {
+  const auto& g = model_.graph;
+  const auto& policy = options_.policy;
+  Fusion f{.output = add.outputs[0]};
+  const bool first = add.inputs[1] == conv.outputs[0];
+  const Slot* a = scope.find(add.inputs[first ? 0 : 1]);
+  if (!float32_value(a) || a->storage != x.storage) return std::nullopt;
+  f.addend = &a->value();
+  f.addend_first = first;
+  if (fmt) {  // the addend as the Add reads it: rounded to fmt (a weight's from the cache)
+    f.round.emplace(*fmt, policy.round_options);  // (a piece at a time, on its thread)
+    if (a->exact_in != fmt->name) {
+      if (a->weight) {
+        f.addend = &options_.weights->get(a->source, a->value(), *fmt, policy.round_options,
+                                          options_.carrier);
+      } else {
+        fns.addend = rounded_copy(a->value(), *fmt, policy.round_options, options_.carrier);
+        f.addend = &fns.addend;
+      }
+    }
+  }
+  const bool same_format = std::all_of(then.begin(), then.end(), [&](std::size_t at) {
+    return policy.format_for(g.nodes[order()[at]]) == fmt;
+  });
+  auto dag = same_format ? elementwise_dag(g, order(), add, then, model_.default_opset(), fmt,
+                                           policy.round_options, scope, f.then_rank)
+                         : std::nullopt;
+  if (dag) {
+    fns.then = *dag;
+    f.then = &fns.then;
+    f.output = g.nodes[order()[then.back()]].outputs[0];
+  }
   return f;
 }
 

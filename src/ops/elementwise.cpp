@@ -856,8 +856,13 @@ void ElementwiseDag::run(float* values, std::size_t n) const {
         s.unary(ptr(s.a[0]), at[k + 1], len);
       else
         s.binary(ptr(s.a[0]), s.a[0].value < 0, ptr(s.a[1]), s.a[1].value < 0, at[k + 1], len);
+      if (round_) (*round_)(at[k + 1], at[k + 1], len);
     }
   }
+}
+
+void ElementwiseDag::round_to(const Format& f, const RoundOptions& o) {
+  round_.emplace(f, o);
 }
 
 void ElementwiseDag::operator()(float* values, std::size_t n, int threads) const {

@@ -99,6 +99,9 @@ class ElementwiseDag {
   bool append(const model::Node& n, std::int64_t opset,
               const std::vector<std::optional<Operand>>& in);
   std::size_t size() const { return steps_.size(); }
+  // Rounds each step's result to `f` with `o` (an emulated run's nodes, all in format `f`;
+  // the rounding a function of the value alone, not stochastic).
+  void round_to(const Format& f, const RoundOptions& o);
   // Replaces each of the `n` values with the last step's result, on up to `threads` threads.
   void operator()(float* values, std::size_t n, int threads) const;
 
@@ -106,6 +109,7 @@ class ElementwiseDag {
   struct Step;
   void run(float* values, std::size_t n) const;  // on this thread, in blocks
   std::vector<std::shared_ptr<const Step>> steps_;
+  std::optional<ArrayRounder> round_;  // each step's result, where set
 };
 void register_matmul(Registry& r);
 void register_reduce(Registry& r);

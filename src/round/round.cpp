@@ -237,6 +237,19 @@ void round_generic(std::span<const float> in, std::span<float> out, const Format
   });
 }
 
+ArrayRounder::ArrayRounder(const Format& f, const RoundOptions& o) : format_(f), options_(o) {
+  FPG_CHECK(o.rounding != Rounding::stochastic);
+  options_.threads = 1;
+  if (const auto p = detail::fast_params(f, o)) fast_ = std::make_shared<detail::FastParams>(*p);
+}
+
+void ArrayRounder::operator()(const float* in, float* out, std::size_t n) const {
+  if (fast_)
+    detail::round_fast(in, out, n, *fast_);
+  else
+    round_generic(std::span<const float>(in, n), std::span<float>(out, n), format_, options_);
+}
+
 bool has_fast_path(const Format& f, const RoundOptions& o) {
   return detail::fast_params(f, o).has_value();
 }
