@@ -836,17 +836,17 @@ bool ElementwiseDag::append(const model::Node& n, std::int64_t opset,
 }
 
 void ElementwiseDag::run(float* values, std::size_t n) const {
-  // Each step's result for a block of values: the last step's in `values` itself (what
-  // it reads there, the input, is read value by value before it is written).
-  constexpr std::size_t kBlock = 512;
-  const std::size_t steps = steps_.size();
-  std::vector<float> scratch(steps * kBlock);
+  // Each step's result for a block of values in scratch, the last step's in `values`
+  // itself (what it reads there, the input, is read value by value before it is written):
+  // one step needs no scratch, and takes all n values as one block.
+  const std::size_t steps = steps_.size(), block = steps == 1 ? n : 512;
+  std::vector<float> scratch((steps - 1) * block);
   std::vector<float*> at(steps + 1);
-  for (std::size_t off = 0; off < n; off += kBlock) {
-    const std::size_t len = std::min(kBlock, n - off);
+  for (std::size_t off = 0; off < n; off += block) {
+    const std::size_t len = std::min(block, n - off);
     at[0] = values + off;
     for (std::size_t k = 0; k < steps; ++k)
-      at[k + 1] = k + 1 == steps ? values + off : scratch.data() + k * kBlock;
+      at[k + 1] = k + 1 == steps ? values + off : scratch.data() + k * block;
     for (std::size_t k = 0; k < steps; ++k) {
       const Step& s = *steps_[k];
       const auto ptr = [&](const Operand& o) -> const float* {
