@@ -64,9 +64,9 @@ add_test(NAME cli.profile
                  --fpguard $<TARGET_FILE:fpguard>)
 set_tests_properties(cli.profile PROPERTIES LABELS model)
 
-# `run` fuses a Conv with the activation or Add after it: byte for byte `run --no-fusion`'s
-# outputs (float32 and float16) on small conv networks of the bench scripts and small BERT
-# and GPT-2 encoders (MatMul + bias + GELU).
+# `run` fuses a Conv or MatMul with the activation, Add and element-wise nodes after it:
+# byte for byte `run --no-fusion`'s outputs (float32 and float16) on small conv networks of
+# the bench scripts and small BERT and GPT-2 encoders (MatMul + bias + GELU).
 add_test(NAME cli.fusion
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/cli/fusion_test.py
                  --fpguard $<TARGET_FILE:fpguard>)

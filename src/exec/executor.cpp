@@ -313,8 +313,15 @@ class FusionGraph {
       return exists_before(v, first) || node(produced_.at(v)).op_type == "Constant";
     };
     std::vector<std::size_t> steps, longest;
+    // The last position that reads a value of `inside` (no node after it can join).
+    std::size_t last = 0;
+    const auto read_until = [&](const std::string& v) {
+      if (const auto it = readers_.find(v); it != readers_.end() && !it->second.empty())
+        last = std::max(last, *it->second.rbegin());
+    };
+    read_until(node(add).outputs[0]);
     constexpr std::size_t kLongest = 32;
-    for (std::size_t p = add + 1; p < order_.size() && steps.size() < kLongest; ++p) {
+    for (std::size_t p = add + 1; p <= last && p < order_.size() && steps.size() < kLongest; ++p) {
       const auto& n = node(p);
       const auto& in = n.inputs;
       if (std::none_of(in.begin(), in.end(), is_inside)) continue;
@@ -325,6 +332,7 @@ class FusionGraph {
         break;
       steps.push_back(p);
       inside.insert(n.outputs[0]);
+      read_until(n.outputs[0]);
       if (closed(inside, steps)) longest = steps;
     }
     return longest;

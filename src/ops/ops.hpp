@@ -111,6 +111,7 @@ class ElementwiseDag {
   std::vector<std::shared_ptr<const Step>> steps_;
   std::optional<ArrayRounder> round_;  // each step's result, where set
 };
+
 void register_matmul(Registry& r);
 void register_reduce(Registry& r);
 void register_norm(Registry& r);

@@ -202,8 +202,8 @@ void add_run(CLI::App& app) {
   cmd->add_option("--threads", a->threads, "Threads (default: the cores this process may use)");
   cmd->add_flag("--json", a->json, "Print JSON");
   cmd->add_flag("--no-fusion", a->no_fusion,
-                "Run each Conv apart from the activation or Add after it (fused by default, "
-                "with the same results bit for bit)");
+                "Run each Conv or MatMul apart from the activation, Add and element-wise "
+                "nodes after it (fused by default, with the same results bit for bit)");
   auto* profile = cmd->add_option("--profile", a->profile_file,
                                   "Time every node and op type (median of the timed runs, "
                                   "after the first when --repeat > 1 without --warmup) and "
