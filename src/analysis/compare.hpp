@@ -75,9 +75,9 @@ std::size_t compare_simd(const float* r, const float* const* vs, std::size_t k, 
 
 // What check needs of a constant, in one pass without rounding (ConstantScan): counts,
 // extremes over the finite values (+inf and -inf while there is none), and the sums of
-// squares of the finite values, of the non-zero ones at most
-// `zero_max` in magnitude (they round to zero) and of those at least `overflow_min` (they
-// round past the range), each lane of a vector its own running sums.
+// squares of the finite values, of the non-zero ones at most `zero_max` in magnitude (they
+// round to zero) and of those at least `overflow_min` (they round past the range), each
+// lane of a vector its own running sums.
 struct ScanCounts {
   std::uint64_t nan = 0, posinf = 0, neginf = 0, underflow = 0, overflow = 0;
   double min = std::numeric_limits<double>::infinity(),

@@ -45,6 +45,9 @@ SMALL = [
     ("gpt2", lambda: GPT2(vocab=100, d=32, h=4, layers=2, positions=16), (1, 8),
      {"Add", "Mul", "Tanh"}, {"Add", "Mul", "Tanh"}),
 ]
+# In the conv networks those activations follow a Conv directly: in float16 they must not
+# fuse (only Relu commutes with the rounding of the Conv's output).
+CONV_ONLY16 = {"HardSwish", "HardSigmoid", "Sigmoid", "Tanh"}
 
 
 def build(tmp, name, make, shape):
@@ -123,7 +126,10 @@ def main():
         for name, make, shape, expect, expect16 in SMALL:
             path = build(tmp, name, make, shape)
             compare(a.fpguard, tmp, name, path, "float32", expect)
-            compare(a.fpguard, tmp, name, path, "float16", expect16)
+            fused = compare(a.fpguard, tmp, name, path, "float16", expect16)
+            if name not in ("bert", "gpt2"):
+                check(not fused & CONV_ONLY16, f"{name} float16: no activation but Relu fuses "
+                      "into a Conv", sorted(fused))
         for d in a.models:
             for name in sorted(os.listdir(d)):
                 path = os.path.join(d, name, "model.onnx")
