@@ -32,7 +32,9 @@ namespace {
 // works; an interrupt would then leave its temporary file.
 struct TempSlot {
   std::atomic<int> state{0};  // 0 free, 1 being filled in, 2 holds a live temporary path
-  char path[PATH_MAX];
+  // (Initialized, so that the slots are constant-initialized zeros: uninitialized, they
+  // took a dynamic initializer that touched each slot's page at every start.)
+  char path[PATH_MAX] = {};
 };
 static_assert(std::atomic<int>::is_always_lock_free);
 constexpr int kTempSlots = 32;

@@ -6,7 +6,7 @@
 
 #include "fpguard/error.hpp"
 #include "fpguard/model.hpp"
-#include "tensor/tensor_pb.hpp"
+#include "tensor/elem_types.hpp"
 
 namespace fpguard::model {
 
@@ -206,6 +206,23 @@ std::map<std::string, std::size_t> last_use(const Graph& g, const std::vector<st
       if (!outputs.count(r)) out[r] = pos;
   }
   return out;
+}
+
+const std::string& OpTyping::input_param(std::size_t i) const {
+  static const std::string none;
+  if (i < input_params.size()) return input_params[i];
+  return inputs_variadic && !input_params.empty() ? input_params.back() : none;
+}
+
+const std::string& OpTyping::output_param(std::size_t i) const {
+  static const std::string none;
+  if (i < output_params.size()) return output_params[i];
+  return outputs_variadic && !output_params.empty() ? output_params.back() : none;
+}
+
+bool OpTyping::allows(const std::string& param, int elem_type) const {
+  auto it = allowed.find(param);
+  return it != allowed.end() && it->second.count(elem_type);
 }
 
 std::optional<DType> dtype_of(int code) {

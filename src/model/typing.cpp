@@ -48,23 +48,6 @@ OpTyping op_typing(const std::string& op, const std::string& domain, std::int64_
   return t;
 }
 
-const std::string& OpTyping::input_param(std::size_t i) const {
-  static const std::string none;
-  if (i < input_params.size()) return input_params[i];
-  return inputs_variadic && !input_params.empty() ? input_params.back() : none;
-}
-
-const std::string& OpTyping::output_param(std::size_t i) const {
-  static const std::string none;
-  if (i < output_params.size()) return output_params[i];
-  return outputs_variadic && !output_params.empty() ? output_params.back() : none;
-}
-
-bool OpTyping::allows(const std::string& param, int elem_type) const {
-  auto it = allowed.find(param);
-  return it != allowed.end() && it->second.count(elem_type);
-}
-
 namespace {
 
 onnx::ModelProto inferred(const Model& m) {

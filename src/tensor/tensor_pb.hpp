@@ -1,6 +1,7 @@
 // Internal: the TensorProto <-> Tensor conversions shared by tensor_pb.cpp (standalone
 // .pb files) and the model layer (initializers, Constant values, attributes). Only files
-// that already see protobuf types include this.
+// that already see protobuf types include this (the files of the ONNX module,
+// src/lazy/onnx_module.hpp); the table of element types is in tensor/elem_types.hpp.
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -10,21 +11,9 @@
 #include <vector>
 
 #include "fpguard/tensor.hpp"
+#include "tensor/elem_types.hpp"
 
 namespace fpguard::detail {
-
-// TensorProto.DataType: code, name and our DType (none where we cannot hold it), including
-// codes newer than the libonnx we build with, so that every refusal can name the type.
-// The one table of ONNX element types; the model layer uses it too.
-struct PbType {
-  int code;
-  const char* name;
-  std::optional<DType> dtype;
-};
-const PbType* find_pb_type(int code);  // nullptr for an unknown code
-const PbType& pb_type(DType d);
-// Dims as refusals write them: "[2, 3]".
-std::string dims_text(const std::vector<std::int64_t>& dims);
 
 // The values of `p` (raw_data or its typed field); Error(where, ...) for what
 // read_tensor_pb refuses. External data must have been resolved into raw_data first.

@@ -3,13 +3,15 @@
 
 - `make run` builds only what it runs. Its build commands (read from `make -n run`) are
   replayed on a fresh configuration as ninja's command lists (`ninja -t commands T`): the
-  fpguard executable is linked (with its MPI module where MPI is found), and no source
+  fpguard executable is linked with its ONNX module (and its MPI module where MPI is
+  found), and no source
   under tests/ or bench/ is compiled. The same
   lists for `make build` must hold the tests and the benchmarks, or the check proves
   nothing.
-- `make install` installs the binary under $(PREFIX)/bin (and the MPI module, where
-  built, under LIBDIR/fpguard): `cmake --install` of an existing build into a temporary
-  prefix gives an fpguard that runs. With the Python
+- `make install` installs the binary under $(PREFIX)/bin and its modules under
+  LIBDIR/fpguard (the ONNX module, and the MPI module where built): `cmake --install` of an
+  existing build into a temporary prefix gives an fpguard that runs, and that loads the
+  ONNX module to read a model (src/lazy/library.hpp). With the Python
   module built (--python ON), Debian's python3 imports the installed package when that
   prefix is its user base (PYTHONUSERBASE; the default prefix ~/.local is the default
   user base), from outside the build tree.
@@ -100,9 +102,11 @@ def main():
         check(run_sources, "make run compiles the sources", run_sources[:3])
         stray = [s for s in run_sources if re.search(r"(^|/)(tests|bench)/", s)]
         check(not stray, "make run compiles nothing under tests/ or bench/", stray[:5])
-        # (and, where CMake found MPI, the module fpguard loads under mpirun)
-        check(set(run_linked) <= {"fpguard", "libfpguard_mpi.so"},
-              "make run links only fpguard and its MPI module", run_linked)
+        # (with the ONNX module, and where CMake found MPI the module fpguard loads under
+        # mpirun)
+        check("libfpguard_onnx.so" in run_linked, "make run links the ONNX module", run_linked)
+        check(set(run_linked) <= {"fpguard", "libfpguard_onnx.so", "libfpguard_mpi.so"},
+              "make run links only fpguard and its modules", run_linked)
 
         all_sources, all_linked = compiled(fresh, ninja_targets(source, "build", fresh))
         check(any("/tests/" in s for s in all_sources) and
@@ -125,12 +129,22 @@ def main():
             if os.path.isfile(exe) else r
         check(r.returncode == 0 and r.stdout.startswith("fpguard "),
               "the installed fpguard runs", (r.returncode, r.stdout, r.stderr))
-        if os.path.isfile(os.path.join(a.build, "libfpguard_mpi.so")):
+        for module, what in (("libfpguard_onnx.so", "ONNX"), ("libfpguard_mpi.so", "MPI")):
+            if not os.path.isfile(os.path.join(a.build, module)):
+                continue
             modules = [os.path.relpath(os.path.join(d, f), prefix)
-                       for d, _, fs in os.walk(prefix) for f in fs if f == "libfpguard_mpi.so"]
-            check(len(modules) == 1 and re.fullmatch(r"lib[^/]*(/[^/]+)?/fpguard/libfpguard_mpi\.so",
-                                                     modules[0]) is not None,
-                  "cmake --install puts the MPI module in LIBDIR/fpguard", modules)
+                       for d, _, fs in os.walk(prefix) for f in fs if f == module]
+            check(len(modules) == 1 and
+                  re.fullmatch(r"lib[^/]*(/[^/]+)?/fpguard/" + re.escape(module),
+                               modules[0]) is not None,
+                  f"cmake --install puts the {what} module in LIBDIR/fpguard", modules)
+        # A model is read through the ONNX module, found from PREFIX/bin.
+        model = os.path.join(source, "examples", "clean_cnn", "model.onnx")
+        r = subprocess.run([exe, "run", model], capture_output=True, text=True, timeout=120) \
+            if os.path.isfile(exe) else r
+        check(r.returncode == 0 and "load" in r.stdout,
+              "the installed fpguard loads its ONNX module and runs a model",
+              (r.returncode, r.stdout[-500:], r.stderr[-500:]))
         if a.python.upper() in ("ON", "1", "TRUE", "YES"):
             check_python_install(prefix, tmp)
     print(f"make_test: {len(clitest.failures)} failed")

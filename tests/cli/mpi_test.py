@@ -218,6 +218,8 @@ def module_missing(a, tmp, example):
     lone = os.path.join(tmp, "lone")
     os.makedirs(lone)
     binary = shutil.copy(a.fpguard, os.path.join(lone, "fpguard"))
+    # (with its ONNX module, which reads the model: src/lazy/library.hpp)
+    shutil.copy(os.path.join(os.path.dirname(a.fpguard), "libfpguard_onnx.so"), lone)
     model = os.path.join(example, "model.onnx")
     plain = subprocess.run([binary, "run", model], capture_output=True, text=True)
     check(plain.returncode == 0, "without the module: a plain run works", plain.stderr)

@@ -1,5 +1,5 @@
 // MPI behind mpi.hpp, through the MPI module (mpi_module.hpp), which this file loads in a
-// process that mpirun started, where the build made it (FPGUARD_MPI_MODULE_RELDIR).
+// process that mpirun started (src/lazy/library.hpp: open_module).
 #include "mpi.hpp"
 
 #include <dlfcn.h>
@@ -14,6 +14,7 @@
 
 #include "fpguard/error.hpp"
 #include "fpguard/limits.hpp"
+#include "lazy/library.hpp"
 #include "mpi_module.hpp"
 
 namespace fpguard::cli::mpi {
@@ -28,31 +29,17 @@ bool launched_by_mpirun() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
 }
 
-#ifdef FPGUARD_MPI_MODULE_RELDIR
-// The module: next to the executable (the build tree), else in the installed library
-// directory (FPGUARD_MPI_MODULE_RELDIR, relative to the executable's). Loaded with its
-// symbols global: Open MPI's own plugins resolve theirs against libmpi.
+#ifdef FPGUARD_WITH_MPI_MODULE
+// The module, where fpguard's modules are (lazy::open_module). Loaded with its symbols
+// global: Open MPI's own plugins resolve theirs against libmpi.
 const ModuleApi* load_module() {
   constexpr const char* kFile = "libfpguard_mpi.so";
-  char exe[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n <= 0) throw Error("mpirun", "cannot locate the fpguard executable to load its MPI module");
-  exe[n] = '\0';
-  const std::filesystem::path dir = std::filesystem::path(exe).parent_path();
-  std::string failures;
-  for (const auto& path : {dir / kFile, dir / FPGUARD_MPI_MODULE_RELDIR / kFile}) {
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-    if (!handle) {
-      failures += (failures.empty() ? "" : "; ") + std::string(dlerror());
-      continue;
-    }
-    const auto get = reinterpret_cast<const ModuleApi* (*)()>(dlsym(handle, "fpguard_mpi_module"));
-    const ModuleApi* m = get ? get() : nullptr;
-    if (!m || m->version != kModuleVersion)
-      throw Error(path.string(), "not the MPI module of this fpguard (rebuild it)");
-    return m;
-  }
-  throw Error("mpirun", "cannot load fpguard's MPI module: " + failures);
+  void* handle = lazy::open_module(kFile, "MPI", RTLD_NOW | RTLD_GLOBAL);
+  const auto get = reinterpret_cast<const ModuleApi* (*)()>(dlsym(handle, "fpguard_mpi_module"));
+  const ModuleApi* m = get ? get() : nullptr;
+  if (!m || m->version != kModuleVersion)
+    throw Error(kFile, "not the MPI module of this fpguard (rebuild it)");
+  return m;
 }
 #else
 // A build without MPI: no module, and every process is a world of its own.
