@@ -33,7 +33,9 @@ def opened(fpguard, *argv):
     r = subprocess.run([fpguard, *argv], capture_output=True, text=True, env=env, timeout=300)
     libs = set()
     for ln in r.stderr.splitlines():
-        if "file=" not in ln or "[0];  needed by" not in ln and "dynamically loaded by" not in ln:
+        # "file=NAME [0];  needed by ..." (at the start or a dlopen) or "...; dynamically
+        # loaded by ..." (dlopen itself): every library the loader opens.
+        if "file=" not in ln or ("needed by" not in ln and "dynamically loaded by" not in ln):
             continue
         name = os.path.basename(ln.split("file=", 1)[1].split()[0])
         libs.update(h for h in HEAVY if name.startswith(h))
