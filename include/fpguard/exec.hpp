@@ -181,8 +181,27 @@ struct OpTraits {
   bool applies_epilogue = false;
 };
 
+// The per-element code of an element-wise op on float32 carriers, the code its kernel runs
+// there: what a node fused into the one before it applies (the Executor's epilogues and
+// element-wise chains), so that fused and unfused runs give the same bits. Declared on
+// the op's registration line with its kernel; absent for ops that never fuse.
+struct ElementwiseCode {
+  // out[i] = f(in[i]) for i < n; `in` may be `out`, and any split of the values gives the
+  // same bits.
+  using Map = std::function<void(const float* in, float* out, std::size_t n)>;
+  // A unary op's code for node `n` at `opset`; `lo`, `hi`: Clip's bounds from opset 11
+  // (nullptr: absent).
+  Map (*unary)(const model::Node& n, std::int64_t opset, const float* lo,
+               const float* hi) = nullptr;
+  // A binary op's code over n values, y[i] = a[i] op b[i]; an operand flagged scalar is
+  // one value, read for every i.
+  void (*binary)(const float* a, bool a_scalar, const float* b, bool b_scalar, float* y,
+                 std::size_t n) = nullptr;
+};
+
 struct OpInfo : OpTraits {
   Kernel kernel = nullptr;
+  ElementwiseCode elementwise;
 };
 
 // The output degree when input 0 has degree 1 and every other input degree 0 (what a
@@ -194,10 +213,12 @@ double degree_in_first_input(const OpTraits& t, std::optional<double> exponent =
 // one register_*() function with one line per op.
 class Registry {
  public:
-  void add(const std::string& op, Kernel k, OpTraits traits = {});
+  void add(const std::string& op, Kernel k, OpTraits traits = {}, ElementwiseCode code = {});
   const OpInfo* find(const std::string& op) const;
-  // The traits of a default-domain op, or nullptr (unknown op, other domain).
-  static const OpTraits* traits(const model::Node& n);
+  // What the global registry holds for a default-domain op, or nullptr (unknown op, other
+  // domain); traits() is its OpTraits part.
+  static const OpInfo* info(const model::Node& n);
+  static const OpTraits* traits(const model::Node& n) { return info(n); }
   std::vector<std::string> names() const;
   static const Registry& global();
 

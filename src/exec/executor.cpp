@@ -226,14 +226,13 @@ std::string dims_text(const std::vector<std::int64_t>& s) {
   return out + "]";
 }
 
-// The element-wise ops a node may run fused into (Executor::run_fused): an Add, or an op
-// that ops::in_place_unary can apply (which alone lists them; the opset only says where
-// Clip's bounds come from, and fusion_for asks again with the model's).
+// The element-wise ops a node may run fused into (Executor::run_fused): an Add, or a unary
+// op registered with its element-wise code (ElementwiseCode, which ops::in_place_unary
+// applies).
 bool fusable_op(const model::Node& n) {
-  constexpr std::int64_t kAnyOpset = 13;
-  return (n.domain.empty() || n.domain == "ai.onnx") && n.outputs.size() == 1 &&
-         !n.outputs[0].empty() &&
-         (n.op_type == "Add" || ops::in_place_unary(n, kAnyOpset, nullptr, nullptr));
+  const OpInfo* info = Registry::info(n);
+  return info && n.outputs.size() == 1 && !n.outputs[0].empty() &&
+         (n.op_type == "Add" || info->elementwise.unary);
 }
 
 // Per position of `order`: the position of the node that may run fused into the node

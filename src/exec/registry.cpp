@@ -10,15 +10,16 @@
 
 namespace fpguard::exec {
 
-void Registry::add(const std::string& op, Kernel k, OpTraits traits) {
+void Registry::add(const std::string& op, Kernel k, OpTraits traits, ElementwiseCode code) {
   FPG_CHECK(!ops_.count(op));
   OpInfo info;
   static_cast<OpTraits&>(info) = traits;
   info.kernel = k;
+  info.elementwise = code;
   ops_[op] = info;
 }
 
-const OpTraits* Registry::traits(const model::Node& n) {
+const OpInfo* Registry::info(const model::Node& n) {
   if (!n.domain.empty() && n.domain != "ai.onnx") return nullptr;
   return global().find(n.op_type);
 }

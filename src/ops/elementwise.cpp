@@ -113,19 +113,27 @@ void unary_simd(KernelContext& ctx, Vec vec) {
   });
 }
 
+// vmath's vector code of V on float32 values (any split gives the same bits).
+template <vmath::Fn V>
+void vec_code(const float* in, float* out, std::size_t n) {
+  vmath::apply(V, in, out, n);
+}
+template <vmath::Exact V>
+void exact_code(const float* in, float* out, std::size_t n) {
+  vmath::apply_exact(V, in, out, n);
+}
+
 // A transcendental function: vmath's vector code on float32 carriers (within 4 ULP of the
 // correctly rounded result), F (std::) on float64 ones.
 template <vmath::Fn V, auto F>
 void unary_vec(KernelContext& ctx) {
-  unary_simd<F>(ctx,
-                [](const float* in, float* out, std::size_t n) { vmath::apply(V, in, out, n); });
+  unary_simd<F>(ctx, vec_code<V>);
 }
 
 // A piecewise function: vmath's vector code on float32 carriers, bit for bit F's results.
 template <vmath::Exact V, auto F>
 void unary_exact(KernelContext& ctx) {
-  unary_simd<F>(
-      ctx, [](const float* in, float* out, std::size_t n) { vmath::apply_exact(V, in, out, n); });
+  unary_simd<F>(ctx, exact_code<V>);
 }
 
 constexpr auto f_abs = [](auto x) { return std::fabs(x); };
@@ -709,12 +717,11 @@ void bit_shift(KernelContext& ctx) {
   });
 }
 
-// Element-wise code on float32 values, out of place: out[i] = f(in[i]) (`in` may be `out`).
-using Map = std::function<void(const float* in, float* out, std::size_t n)>;
+using Map = exec::ElementwiseCode::Map;
+using BinaryMap = decltype(exec::ElementwiseCode::binary);
 
-// An element-wise formula `f` out of place, value by value (in_place_unary and
-// ElementwiseDag split it as unary_with splits it: each value computed on its own, so the
-// split changes no bit).
+// An element-wise formula `f` out of place, value by value (each value computed on its
+// own, as unary_with computes it: a split changes no bit).
 template <class F>
 Map scalar_map(F f) {
   return [f](const float* in, float* out, std::size_t n) {
@@ -722,36 +729,26 @@ Map scalar_map(F f) {
   };
 }
 
-// The per-element code of the unary op of `n` on float32 carriers as its kernel runs it
-// (vmath's vector code, whose tail goes through the same vector code: any split changes
-// no bit), `in` may be `out`; `lo`, `hi`: Clip's bounds from opset 11 (nullptr: absent).
-// An empty function for an op without one.
-Map unary_map(const model::Node& n, std::int64_t opset, const float* lo, const float* hi) {
-  const std::string& op = n.op_type;
-  const auto exact = [](vmath::Exact e) -> Map {
-    return [e](const float* in, float* out, std::size_t k) { vmath::apply_exact(e, in, out, k); };
-  };
-  const auto vec = [](vmath::Fn f) -> Map {
-    return [f](const float* in, float* out, std::size_t k) { vmath::apply(f, in, out, k); };
-  };
-  if (op == "Relu") return exact(vmath::Exact::relu);
-  if (op == "HardSwish") return exact(vmath::Exact::hard_swish);
-  if (op == "Sigmoid") return vec(vmath::Fn::sigmoid);
-  if (op == "Tanh") return vec(vmath::Fn::tanh);
-  if (op == "Erf") return vec(vmath::Fn::erf);
-  if (op == "LeakyRelu") return scalar_map(leaky_relu_fn(n));
-  if (op == "HardSigmoid") return scalar_map(hard_sigmoid_fn(n));
-  if (op != "Clip") return {};
+// The ElementwiseCode::unary of the ops that fuse (their registration lines below).
+template <void (*Code)(const float*, float*, std::size_t)>
+Map code_map(const model::Node&, std::int64_t, const float*, const float*) {
+  return Code;
+}
+Map leaky_relu_map(const model::Node& n, std::int64_t, const float*, const float*) {
+  return scalar_map(leaky_relu_fn(n));
+}
+Map hard_sigmoid_map(const model::Node& n, std::int64_t, const float*, const float*) {
+  return scalar_map(hard_sigmoid_fn(n));
+}
+Map clip_map(const model::Node& n, std::int64_t opset, const float* lo, const float* hi) {
   if (opset < 11)
     return scalar_map(clip_fn(n.attr_float("min", -INFINITY), n.attr_float("max", INFINITY)));
   return scalar_map(clip_fn(lo ? *lo : std::numeric_limits<float>::lowest(),
                             hi ? *hi : std::numeric_limits<float>::max()));
 }
 
-// A binary op's per-element code on float32 carriers over a block of n values, as
-// binary_into's loops run it; an operand flagged scalar is read once.
-using BinaryMap = void (*)(const float* a, bool a_scalar, const float* b, bool b_scalar, float* y,
-                           std::size_t n);
+// A binary op's ElementwiseCode::binary: its per-element code on float32 carriers as
+// binary_into's loops run it.
 template <Bin op>
 void binary_map(const float* a, bool a_scalar, const float* b, bool b_scalar, float* y,
                 std::size_t n) {
@@ -768,23 +765,37 @@ void binary_map(const float* a, bool a_scalar, const float* b, bool b_scalar, fl
   }
 }
 
-// The binary ops an ElementwiseDag takes (their kernels: binary<op>), or nullptr.
-BinaryMap binary_map_of(const std::string& op) {
-  if (op == "Add") return binary_map<Bin::add>;
-  if (op == "Sub") return binary_map<Bin::sub>;
-  if (op == "Mul") return binary_map<Bin::mul>;
-  if (op == "Div") return binary_map<Bin::div>;
-  if (op == "Pow") return binary_map<Bin::pow>;
-  return nullptr;
+// Registration of an op that fuses, its kernel and its ElementwiseCode from one
+// definition: vmath's vector code V on float32 carriers (F on others), or the binary
+// kernel of `op`.
+template <vmath::Fn V, auto F>
+void add_fusing(Registry& r, const std::string& name, exec::OpTraits t = {}) {
+  r.add(name, unary_vec<V, F>, t, {.unary = code_map<vec_code<V>>});
+}
+template <vmath::Exact V, auto F>
+void add_fusing(Registry& r, const std::string& name, exec::OpTraits t = {}) {
+  r.add(name, unary_exact<V, F>, t, {.unary = code_map<exact_code<V>>});
+}
+template <Bin op>
+void add_fusing(Registry& r, const std::string& name, exec::OpTraits t = {}) {
+  r.add(name, binary<op>, t, {.binary = binary_map<op>});
+}
+
+// The ElementwiseCode of `n` (default domain), or nullptr.
+const exec::ElementwiseCode* code_of(const model::Node& n) {
+  const exec::OpInfo* info = Registry::info(n);
+  return info && (info->elementwise.unary || info->elementwise.binary) ? &info->elementwise
+                                                                       : nullptr;
 }
 
 }  // namespace
 
 InPlace in_place_unary(const model::Node& n, std::int64_t opset, const Tensor* lo,
                        const Tensor* hi) {
+  const exec::ElementwiseCode* code = code_of(n);
+  if (!code || !code->unary) return {};
   const float l = lo ? lo->data<float>()[0] : 0, h = hi ? hi->data<float>()[0] : 0;
-  Map m = unary_map(n, opset, lo ? &l : nullptr, hi ? &h : nullptr);
-  if (!m) return {};
+  Map m = code->unary(n, opset, lo ? &l : nullptr, hi ? &h : nullptr);
   return [m](float* v, std::size_t n, int threads) {
     detail::parallel_for(n, threads > 1 ? 0 : 1,
                          [&](std::size_t a, std::size_t b) { m(v + a, v + a, b - a); });
@@ -798,8 +809,7 @@ struct ElementwiseDag::Step {
 };
 
 bool ElementwiseDag::supports(const model::Node& n) {
-  constexpr std::int64_t kAnyOpset = 13;  // (the opset only says where Clip's bounds are)
-  return binary_map_of(n.op_type) || unary_map(n, kAnyOpset, nullptr, nullptr);
+  return code_of(n) != nullptr;
 }
 
 bool ElementwiseDag::append(const model::Node& n, std::int64_t opset,
@@ -809,9 +819,10 @@ bool ElementwiseDag::append(const model::Node& n, std::int64_t opset,
     return o && o->value >= 0 && o->value < values;
   };
   const auto scalar = [](const std::optional<Operand>& o) { return o && o->value == -1; };
-  if (in.size() != n.inputs.size() || in.empty()) return false;
+  const exec::ElementwiseCode* code = code_of(n);
+  if (!code || in.size() != n.inputs.size() || in.empty()) return false;
   auto step = std::make_shared<Step>();
-  if (const BinaryMap b = binary_map_of(n.op_type)) {
+  if (const BinaryMap b = code->binary) {
     // (one operand at least from the DAG: the result has the DAG's shape)
     if (in.size() != 2 || !(from_dag(in[0]) || from_dag(in[1])) ||
         !(from_dag(in[0]) || scalar(in[0])) || !(from_dag(in[1]) || scalar(in[1])))
@@ -828,8 +839,7 @@ bool ElementwiseDag::append(const model::Node& n, std::int64_t opset,
       if (i > 2 || (in[i] && !scalar(in[i]))) return false;
       if (in[i]) bound[i - 1] = &in[i]->scalar;
     }
-    step->unary = unary_map(n, opset, bound[0], bound[1]);
-    if (!step->unary) return false;
+    step->unary = code->unary(n, opset, bound[0], bound[1]);
   }
   steps_.push_back(std::move(step));
   return true;
@@ -882,10 +892,10 @@ void register_elementwise(Registry& r) {
   r.add("Sqrt", unary<f_sqrt>, {.degree = Degree::half, .guarded = true});
   r.add("Exp", unary_vec<vmath::Fn::exp, f_exp>);
   r.add("Log", unary_vec<vmath::Fn::log, f_log>, {.guarded = true});
-  r.add("Relu", unary_exact<vmath::Exact::relu, f_relu>, {.degree = Degree::same});
-  r.add("Sigmoid", unary_vec<vmath::Fn::sigmoid, f_sigmoid>);
-  r.add("Tanh", unary_vec<vmath::Fn::tanh, f_tanh>);
-  r.add("Erf", unary_vec<vmath::Fn::erf, f_erf>);
+  add_fusing<vmath::Exact::relu, f_relu>(r, "Relu", {.degree = Degree::same});
+  add_fusing<vmath::Fn::sigmoid, f_sigmoid>(r, "Sigmoid");
+  add_fusing<vmath::Fn::tanh, f_tanh>(r, "Tanh");
+  add_fusing<vmath::Fn::erf, f_erf>(r, "Erf");
   r.add("Reciprocal", unary<f_reciprocal>, {.degree = Degree::negated, .guarded = true});
   r.add("Floor", unary<f_floor>);
   r.add("Ceil", unary<f_ceil>);
@@ -903,20 +913,20 @@ void register_elementwise(Registry& r) {
   r.add("Atanh", unary<f_atanh>);
   r.add("Softplus", unary<f_softplus>);
   r.add("Softsign", unary<f_softsign>);
-  r.add("LeakyRelu", leaky_relu, {.degree = Degree::same});
+  r.add("LeakyRelu", leaky_relu, {.degree = Degree::same}, {.unary = leaky_relu_map});
   r.add("Elu", elu);
   r.add("Selu", selu);
   r.add("Celu", celu);
-  r.add("HardSigmoid", hard_sigmoid);
-  r.add("HardSwish", unary_exact<vmath::Exact::hard_swish, f_hard_swish>);
+  r.add("HardSigmoid", hard_sigmoid, {}, {.unary = hard_sigmoid_map});
+  add_fusing<vmath::Exact::hard_swish, f_hard_swish>(r, "HardSwish");
   r.add("ThresholdedRelu", thresholded_relu);
   r.add("Gelu", gelu);
-  r.add("Clip", clip, {.degree = Degree::clipped});
-  r.add("Add", binary<Bin::add>, {.degree = Degree::additive});
-  r.add("Sub", binary<Bin::sub>, {.degree = Degree::additive});
-  r.add("Mul", binary<Bin::mul>, {.degree = Degree::product});
-  r.add("Div", binary<Bin::div>, {.degree = Degree::quotient, .guarded = true});
-  r.add("Pow", binary<Bin::pow>, {.degree = Degree::power, .guarded = true});
+  r.add("Clip", clip, {.degree = Degree::clipped}, {.unary = clip_map});
+  add_fusing<Bin::add>(r, "Add", {.degree = Degree::additive});
+  add_fusing<Bin::sub>(r, "Sub", {.degree = Degree::additive});
+  add_fusing<Bin::mul>(r, "Mul", {.degree = Degree::product});
+  add_fusing<Bin::div>(r, "Div", {.degree = Degree::quotient, .guarded = true});
+  add_fusing<Bin::pow>(r, "Pow", {.degree = Degree::power, .guarded = true});
   r.add("Mod", binary<Bin::mod>);
   r.add("Max", max_k, {.degree = Degree::additive});
   r.add("Min", min_k, {.degree = Degree::additive});

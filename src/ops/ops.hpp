@@ -73,9 +73,10 @@ bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float
 // `threads` threads (a fused Conv's epilogue: KernelContext::epilogue).
 using InPlace = std::function<void(float* values, std::size_t n, int threads)>;
 // The op of `n` as such a function, computing bit for bit what its kernel computes on
-// float32 carriers (the same code): Relu, LeakyRelu, HardSigmoid, HardSwish, Sigmoid,
-// Tanh, Erf, Clip (`lo`, `hi`: its min and max inputs from opset 11, float32 carriers,
-// nullptr when absent). An empty function for any other op.
+// float32 carriers: the unary code its registration declares (exec::ElementwiseCode:
+// Relu, LeakyRelu, HardSigmoid, HardSwish, Sigmoid, Tanh, Erf, Clip; `lo`, `hi`: Clip's
+// min and max inputs from opset 11, float32 carriers, nullptr when absent). An empty
+// function for any other op.
 InPlace in_place_unary(const model::Node& n, std::int64_t opset, const Tensor* lo,
                        const Tensor* hi);
 
@@ -91,8 +92,9 @@ class ElementwiseDag {
     int value = 0;
     float scalar = 0;
   };
-  // Whether `n` can be a step: an op of in_place_unary (its input 0 a value of the DAG,
-  // Clip's bounds scalars), or Add, Sub, Mul, Div, Pow.
+  // Whether `n` can be a step: an op registered with its element-wise code
+  // (exec::ElementwiseCode): a unary one (its input 0 a value of the DAG, Clip's bounds
+  // scalars), or Add, Sub, Mul, Div, Pow.
   static bool supports(const model::Node& n);
   // Appends `n` reading `in` (one per input of `n`; nullopt: an absent optional input);
   // false (nothing appended) where `n` cannot be a step on these operands.
