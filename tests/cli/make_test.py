@@ -81,6 +81,15 @@ def check_python_install(prefix, cwd):
               lines[0])
 
 
+def cache_value(build, name):
+    """`name`'s value in the build's CMakeCache.txt (upper case), or None."""
+    with open(os.path.join(build, "CMakeCache.txt")) as fh:
+        for ln in fh:
+            if ln.startswith(name + ":"):
+                return ln.split("=", 1)[1].strip().upper()
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--source", required=True)
@@ -129,8 +138,14 @@ def main():
             if os.path.isfile(exe) else r
         check(r.returncode == 0 and r.stdout.startswith("fpguard "),
               "the installed fpguard runs", (r.returncode, r.stdout, r.stderr))
-        for module, what in (("libfpguard_onnx.so", "ONNX"), ("libfpguard_mpi.so", "MPI")):
-            if not os.path.isfile(os.path.join(a.build, module)):
+        # (the ONNX module where the build loads the libraries lazily, the MPI module where
+        # it found MPI)
+        for module, what, built in (
+                ("libfpguard_onnx.so", "ONNX",
+                 cache_value(a.build, "FPGUARD_LAZY_LIBS") not in ("OFF", "0", "FALSE", "NO")),
+                ("libfpguard_mpi.so", "MPI", os.path.isfile(os.path.join(a.build,
+                                                                         "libfpguard_mpi.so")))):
+            if not built:
                 continue
             modules = [os.path.relpath(os.path.join(d, f), prefix)
                        for d, _, fs in os.walk(prefix) for f in fs if f == module]
