@@ -221,6 +221,10 @@ template <class T>
 auto clip_fn(T lo, T hi) {
   return [lo, hi](T v) { return std::isnan(v) ? v : std::min(std::max(v, lo), hi); };
 }
+// Clip's bounds before opset 11: its min and max attributes.
+std::pair<float, float> clip_attributes(const model::Node& n) {
+  return {n.attr_float("min", -INFINITY), n.attr_float("max", INFINITY)};
+}
 
 void leaky_relu(KernelContext& c) {
   unary_with(c, leaky_relu_fn(c.node));
@@ -273,7 +277,7 @@ void gelu(KernelContext& c) {
 void clip(KernelContext& c) {
   const Tensor& x = c.in(0);
   if (c.opset < 11) {
-    const float lo = c.node.attr_float("min", -INFINITY), hi = c.node.attr_float("max", INFINITY);
+    const auto [lo, hi] = clip_attributes(c.node);
     return unary_with(c, [lo, hi](auto v) {
       using T = decltype(v);
       return clip_fn(T{lo}, T{hi})(v);
@@ -741,8 +745,10 @@ Map hard_sigmoid_map(const model::Node& n, std::int64_t, const float*, const flo
   return scalar_map(hard_sigmoid_fn(n));
 }
 Map clip_map(const model::Node& n, std::int64_t opset, const float* lo, const float* hi) {
-  if (opset < 11)
-    return scalar_map(clip_fn(n.attr_float("min", -INFINITY), n.attr_float("max", INFINITY)));
+  if (opset < 11) {
+    const auto [a_lo, a_hi] = clip_attributes(n);
+    return scalar_map(clip_fn(a_lo, a_hi));
+  }
   return scalar_map(clip_fn(lo ? *lo : std::numeric_limits<float>::lowest(),
                             hi ? *hi : std::numeric_limits<float>::max()));
 }
