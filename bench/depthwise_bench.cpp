@@ -4,6 +4,7 @@
 // K / 2. Bytes processed: the input and output planes once (memory speed is BM_memcpy's).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -18,7 +19,9 @@ struct Layer {
   std::int64_t c, h, k, s;
 };
 
-void BM_depthwise(benchmark::State& state, Layer l, bool kernel) {
+enum class Way { scalar, plane, block };
+
+void BM_depthwise(benchmark::State& state, Layer l, Way way) {
   const std::int64_t pad = l.k / 2, out = (l.h + 2 * pad - l.k) / l.s + 1;
   const dw::Plane p{.in_h = l.h,
                     .in_w = l.h,
@@ -35,16 +38,24 @@ void BM_depthwise(benchmark::State& state, Layer l, bool kernel) {
   const auto isize = l.h * l.h, osize = out * out, ksize = l.k * l.k;
   std::vector<float> x(static_cast<std::size_t>(l.c * isize)),
       w(static_cast<std::size_t>(l.c * ksize)), b(static_cast<std::size_t>(l.c)),
-      y(static_cast<std::size_t>(l.c * osize)), scratch(dw::scratch_floats(p));
+      y(static_cast<std::size_t>(l.c * osize)),
+      scratch(std::max(dw::scratch_floats(p), dw::block_scratch_floats(p)));
+  const auto lanes = static_cast<std::int64_t>(dw::block_channels());
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
   for (auto* v : {&x, &w, &b})
     for (float& f : *v) f = normal(rng);
   for (auto _ : state) {
-    for (std::int64_t c = 0; c < l.c; ++c) {
+    std::int64_t c = 0;
+    if (way == Way::block)
+      for (; c + lanes <= l.c; c += lanes)
+        dw::channel_block(p, lanes, 0, out, x.data() + c * isize, isize, w.data() + c * ksize,
+                          &b[static_cast<std::size_t>(c)], y.data() + c * osize, osize, nullptr,
+                          scratch.data());
+    for (; c < l.c; ++c) {
       const float *in = x.data() + c * isize, *wc = w.data() + c * ksize;
       float* o = y.data() + c * osize;
-      if (kernel) {
+      if (way != Way::scalar) {
         dw::plane(p, in, wc, &b[static_cast<std::size_t>(c)], o, scratch.data());
         continue;
       }
@@ -66,9 +77,10 @@ void BM_depthwise(benchmark::State& state, Layer l, bool kernel) {
                           4);
 }
 
-#define FPG_DEPTHWISE_BENCH(name, ...)                                                     \
-  BENCHMARK_CAPTURE(BM_depthwise, name / kernel, Layer{__VA_ARGS__}, true)->UseRealTime(); \
-  BENCHMARK_CAPTURE(BM_depthwise, name / scalar, Layer{__VA_ARGS__}, false)->UseRealTime()
+#define FPG_DEPTHWISE_BENCH(name, ...)                                                           \
+  BENCHMARK_CAPTURE(BM_depthwise, name / kernel, Layer{__VA_ARGS__}, Way::plane)->UseRealTime(); \
+  BENCHMARK_CAPTURE(BM_depthwise, name / block, Layer{__VA_ARGS__}, Way::block)->UseRealTime();  \
+  BENCHMARK_CAPTURE(BM_depthwise, name / scalar, Layer{__VA_ARGS__}, Way::scalar)->UseRealTime()
 
 FPG_DEPTHWISE_BENCH(672x14_k3s1, 672, 14, 3, 1);
 FPG_DEPTHWISE_BENCH(16x112_k3s1, 16, 112, 3, 1);
@@ -77,5 +89,12 @@ FPG_DEPTHWISE_BENCH(72x160_k3s1, 72, 160, 3, 1);
 FPG_DEPTHWISE_BENCH(64x320_k3s2, 64, 320, 3, 2);
 FPG_DEPTHWISE_BENCH(120x28_k5s1, 120, 28, 5, 1);
 FPG_DEPTHWISE_BENCH(72x56_k5s2, 72, 56, 5, 2);
+FPG_DEPTHWISE_BENCH(960x7_k5s1, 960, 7, 5, 1);
+FPG_DEPTHWISE_BENCH(672x14_k5s2, 672, 14, 5, 2);
+FPG_DEPTHWISE_BENCH(240x28_k3s2, 240, 28, 3, 2);
+FPG_DEPTHWISE_BENCH(72x56_k3s1, 72, 56, 3, 1);
+FPG_DEPTHWISE_BENCH(96x28_k3s1, 96, 28, 3, 1);
+FPG_DEPTHWISE_BENCH(96x32_k3s1, 96, 32, 3, 1);
+FPG_DEPTHWISE_BENCH(96x40_k3s1, 96, 40, 3, 1);
 
 }  // namespace

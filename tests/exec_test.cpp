@@ -1449,6 +1449,63 @@ TEST(Executor, DepthwiseConvIsTheScalarSumsBitForBit) {
   }
 }
 
+// Depthwise convolutions that run in blocks of channels (depthwise::channel_block: MobileNetV3's
+// 7 x 7 and 14 x 14 planes, 5 x 5 kernels; channel counts that leave a partial block, and
+// five blocks of one image that two threads split by output rows too) give the scalar
+// loop's sums, then the fused Relu, bit for bit, on 1 and 2 threads.
+TEST(Executor, DepthwiseConvInChannelBlocksIsTheScalarSumsBitForBit) {
+  std::mt19937 rng(41);
+  std::normal_distribution<float> normal(0, 1);
+  struct Case {
+    std::int64_t c, h, k, stride, images = 2;
+  };
+  for (const auto& k :
+       std::vector<Case>{{35, 7, 5, 1}, {72, 14, 5, 1, 1}, {40, 14, 5, 2}, {80, 28, 5, 1}})
+    for (const int threads : {1, 2}) {
+      SCOPED_TRACE(::testing::Message()
+                   << k.c << " channels of " << k.h << "x" << k.h << ", " << k.k << "x" << k.k
+                   << " stride " << k.stride << ", " << threads << " threads");
+      const std::int64_t pad = k.k / 2, out = (k.h + 2 * pad - k.k) / k.stride + 1,
+                         images = k.images;
+      Tensor x(DType::float32, {images, k.c, k.h, k.h}), w(DType::float32, {k.c, 1, k.k, k.k}),
+          bias(DType::float32, {k.c});
+      for (Tensor* t : {&x, &w, &bias})
+        for (float& v : t->data<float>()) v = normal(rng);
+      test::GraphBuilder b({images, k.c, k.h, k.h}, "dwb.onnx");
+      b.init("w", w).init("b", bias);
+      b.node("conv", "Conv", {"x", "w", "b"}, "c",
+             {{"group", k.c, ""},
+              {"strides", std::vector<std::int64_t>{k.stride, k.stride}, ""},
+              {"pads", std::vector<std::int64_t>(4, pad), ""}})
+          .node("relu", "Relu", {"c"}, "y")
+          .output("y");
+      RunOptions o;
+      o.threads = threads;
+      const Tensor y = Executor(b.m, o).run({{"x", x}})[0].tensor;
+      ASSERT_EQ(y.shape(), (std::vector<std::int64_t>{images, k.c, out, out}));
+      const auto xv = x.data<float>(), wv = w.data<float>();
+      std::size_t differ = 0;
+      for (std::int64_t n = 0; n < images; ++n)
+        for (std::int64_t c = 0; c < k.c; ++c)
+          for (std::int64_t oh = 0; oh < out; ++oh)
+            for (std::int64_t ow = 0; ow < out; ++ow) {
+              float acc = 0.0f;
+              for (std::int64_t i = 0; i < k.k; ++i)
+                for (std::int64_t j = 0; j < k.k; ++j) {
+                  const auto ih = oh * k.stride - pad + i, iw = ow * k.stride - pad + j;
+                  const bool inside = ih >= 0 && ih < k.h && iw >= 0 && iw < k.h;
+                  acc += wv[(c * k.k + i) * k.k + j] *
+                         (inside ? xv[((n * k.c + c) * k.h + ih) * k.h + iw] : 0.0f);
+                }
+              acc += bias.data<float>()[c];
+              acc = acc < 0 ? 0.0f : acc;
+              const float got = y.data<float>()[((n * k.c + c) * out + oh) * out + ow];
+              differ += std::bit_cast<std::uint32_t>(got) != std::bit_cast<std::uint32_t>(acc);
+            }
+      EXPECT_EQ(differ, 0u);
+    }
+}
+
 // A 1x1 convolution over few input channels (the pointwise kernel, on NCHW) gives each
 // output the chain of fused multiply-adds over the input channels in order, from 0, then
 // the bias as a separate addition, then the fused Relu: input channels 1 to 32, output

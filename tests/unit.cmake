@@ -2,6 +2,7 @@
 # float32 inputs (exhaustive_tests, label "exhaustive": minutes each, run in parallel by
 # ctest -j, one ctest entry per gtest).
 add_executable(unit_tests
+  depthwise_test.cpp
   format_test.cpp
   round_test.cpp
   round_simd_test.cpp

@@ -197,15 +197,68 @@ std::pair<const Tensor&, const Tensor&> conv_operands(const KernelContext& ctx) 
 // 2-D convolutions whose output channels each read one input channel (group == C > 1:
 // depthwise, with any channel multiplier) run directly on NCHW, without oneDNN's reorders
 // into its blocked layout and back: 1.3-2.5x faster on MobileNetV3's planes of 14 x 14 and
-// more. Output rows narrower than 8 leave most lanes of a vector idle, and there oneDNN's
-// convolution (vectorised across channels) is faster: 0.11-0.19 ms against 0.20 ms for
-// MobileNetV3's 960 planes of 7 x 7.
+// more. Plane by plane where a plane's rows fill the vectors; in blocks of channels, the
+// vector's lanes, where depthwise::prefer_block says (rows narrower than a vector: MobileNetV3's
+// 7 x 7 and 14 x 14 planes; 5 x 5 kernels on small planes), with a multiplier of 1. Other
+// output rows narrower than 8 leave most lanes of a vector idle, and there oneDNN's
+// convolution (vectorised across channels) is faster.
+bool block_depthwise(const ConvGeometry& g) {
+  return g.kernel.size() == 2 && g.group > 1 && g.group == g.c && g.m == g.c &&
+         depthwise::prefer_block(window2d(g));
+}
+
 bool direct_depthwise(const ConvGeometry& g) {
-  return g.kernel.size() == 2 && g.group > 1 && g.group == g.c && g.out[1] >= 8;
+  return g.kernel.size() == 2 && g.group > 1 && g.group == g.c &&
+         (g.out[1] >= 8 || block_depthwise(g));
+}
+
+// A thread's scratch for the depthwise kernels, grown to the largest it needed and kept: a
+// vector per call was zeroed (up to 512 KiB), and above malloc's mmap threshold mapped and
+// unmapped on every call, on every thread.
+float* depthwise_scratch(std::size_t floats) {
+  thread_local std::unique_ptr<float[]> buffer;
+  thread_local std::size_t size = 0;
+  if (size < floats) {
+    buffer.reset();
+    buffer.reset(new float[floats]);
+    size = floats;
+  }
+  return buffer.get();
+}
+
+// The channels in blocks of depthwise::block_channels() (the last one shorter), split across
+// the threads; where the blocks of all images do not divide evenly among the threads and are
+// few (MobileNetV3's 72 channels: 5 blocks of 16), their output rows in parts as well.
+void depthwise_blocks(const KernelContext& ctx, const ConvGeometry& g, const float* x,
+                      const float* w, const float* bias, float* y) {
+  const auto lanes = static_cast<std::int64_t>(depthwise::block_channels());
+  const auto blocks = (g.m + lanes - 1) / lanes, isize = product(g.in), osize = product(g.out),
+             ksize = product(g.kernel), out_h = g.out[0];
+  const int threads = detail::resolve_threads(ctx.threads > 1 ? 0 : 1,
+                                              static_cast<std::size_t>(g.n * g.m * osize * ksize));
+  const std::int64_t units = g.n * blocks;
+  const std::int64_t parts =
+      units % threads == 0 || units >= 8 * threads ? 1 : std::min<std::int64_t>(threads, out_h);
+  const depthwise::Plane p = window2d(g);
+  detail::parallel_for(
+      static_cast<std::size_t>(units * parts), threads,
+      [&](std::size_t lo, std::size_t hi) {
+        float* scratch = depthwise_scratch(depthwise::block_scratch_floats(p));
+        for (auto i = static_cast<std::int64_t>(lo); i < static_cast<std::int64_t>(hi); ++i) {
+          const auto u = i / parts, part = i % parts;
+          const auto b = u / blocks, c = u % blocks * lanes;  // image, first channel
+          depthwise::channel_block(p, std::min(lanes, g.m - c), out_h * part / parts,
+                                   out_h * (part + 1) / parts, x + (b * g.c + c) * isize, isize,
+                                   w + c * ksize, bias ? bias + c : nullptr,
+                                   y + (b * g.m + c) * osize, osize, ctx.epilogue, scratch);
+        }
+      },
+      1);
 }
 
 void depthwise(const KernelContext& ctx, const ConvGeometry& g, const float* x, const float* w,
                const float* bias, float* y) {
+  if (block_depthwise(g)) return depthwise_blocks(ctx, g, x, w, bias, y);
   const auto planes = g.n * g.m, mg = g.m / g.group, isize = product(g.in), osize = product(g.out),
              ksize = product(g.kernel);
   const depthwise::Plane p = window2d(g);
@@ -214,11 +267,11 @@ void depthwise(const KernelContext& ctx, const ConvGeometry& g, const float* x, 
       detail::resolve_threads(ctx.threads > 1 ? 0 : 1,
                               static_cast<std::size_t>(planes * osize * ksize)),
       [&](std::size_t lo, std::size_t hi) {
-        std::vector<float> strip(depthwise::scratch_floats(p));
+        float* strip = depthwise_scratch(depthwise::scratch_floats(p));
         for (auto i = static_cast<std::int64_t>(lo); i < static_cast<std::int64_t>(hi); ++i) {
           const auto b = i / g.m, j = i % g.m;  // image, output channel
           depthwise::plane(p, x + (b * g.c + j / mg) * isize, w + j * ksize,
-                           bias ? bias + j : nullptr, y + i * osize, strip.data());
+                           bias ? bias + j : nullptr, y + i * osize, strip);
           if (ctx.epilogue) (*ctx.epilogue)(y + i * osize, static_cast<std::size_t>(osize), 1);
         }
       },

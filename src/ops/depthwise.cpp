@@ -34,9 +34,42 @@ std::int64_t pitch_of(const Plane& p) {
   return std::max(p.pad_left + p.in_w, (p.out_w - 1) * p.stride_w + (p.kernel_w - 1) * p.dil_w + 1);
 }
 
+// Whether plane() runs p on its unrolled 3 x 3 kernel (strides 1 or 2).
+bool unrolled_3x3(const Plane& p) {
+  return p.kernel_h == 3 && p.kernel_w == 3 && p.dil_h == 1 && p.dil_w == 1 &&
+         p.stride_h == p.stride_w && (p.stride_w == 1 || p.stride_w == 2);
+}
+
 // The padded input rows that `rows` output rows read.
 std::int64_t strip_rows(const Plane& p, std::int64_t rows) {
   return (rows - 1) * p.stride_h + (p.kernel_h - 1) * p.dil_h + 1;
+}
+
+// A channel block's scratch (channel_block), in floats: the padded input rows that all
+// output rows read (pitch positions a row), the taps' weights and the outputs, L floats (one per
+// channel) a position or tap; each part a whole number of 64-byte lines, the first aligned.
+struct BlockLayout {
+  std::int64_t pitch, input, weights, output;
+};
+
+constexpr std::int64_t kAlignFloats = 16;
+
+std::int64_t whole_lines(std::int64_t floats) {
+  return (floats + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+}
+
+BlockLayout block_layout(const Plane& p, std::int64_t lanes) {
+  BlockLayout b{};
+  b.pitch = pitch_of(p);
+  b.input = whole_lines(strip_rows(p, p.out_h) * b.pitch * lanes);
+  b.weights = whole_lines(p.kernel_h * p.kernel_w * lanes);
+  b.output = whole_lines(p.out_h * p.out_w * lanes);
+  return b;
+}
+
+float* aligned_block(float* scratch) {
+  return reinterpret_cast<float*>((reinterpret_cast<std::uintptr_t>(scratch) + 63) &
+                                  ~std::uintptr_t{63});
 }
 
 }  // namespace
@@ -69,6 +102,17 @@ HWY_INLINE void Fill(const Plane& p, const float* in, std::int64_t first, std::i
     }
     const float* src = in + ih * in_w;
     float* row = dst + left;
+#if !HWY_MEM_OPS_MIGHT_FAULT
+    // A row narrower than a vector (a 14 x 14 plane on AVX-512) between pads of at most a
+    // vector: one masked load, which reads nothing past the row (the loop below took two
+    // thirds of the kernel's time on MobileNetV3's 14 x 14 planes).
+    if (in_w < lanes && left <= lanes && right <= lanes) {
+      hn::StoreU(zero, d, dst);
+      hn::StoreU(hn::MaskedLoad(hn::FirstN(d, static_cast<std::size_t>(in_w)), d, src), d, row);
+      hn::StoreU(zero, d, row + in_w);
+      continue;
+    }
+#endif
     if (narrow) {
       for (std::int64_t c = 0; c < pitch; ++c)
         dst[c] = c >= left && c < left + in_w ? src[c - left] : 0.0f;
@@ -238,8 +282,7 @@ HWY_INLINE void Blocks(const Plane& p, const float* in, const float* w, const fl
 template <int S>
 HWY_INLINE void Kernels(const Plane& p, const float* in, const float* w, const float* bias,
                         float* out, float* strip) {
-  if (p.kernel_h == 3 && p.kernel_w == 3 && p.dil_h == 1 && p.dil_w == 1 && p.stride_h == S)
-    return Blocks<S, 3>(p, in, w, bias, out, strip);
+  if (unrolled_3x3(p)) return Blocks<S, 3>(p, in, w, bias, out, strip);
   Blocks<S, 0>(p, in, w, bias, out, strip);
 }
 
@@ -250,6 +293,199 @@ void PlaneImpl(const Plane& p, const float* in, const float* w, const float* bia
   Blocks<0, 0>(p, in, w, bias, out, strip);
 }
 
+// ---- Channel blocks: a vector's lanes are channels ----
+
+std::size_t BlockChannelsImpl() {
+#if HWY_TARGET == HWY_SCALAR
+  return 1;
+#else
+  return hn::Lanes(hn::ScalableTag<float>());
+#endif
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// The number whose log2(L) low bits are i's reversed (L a power of two).
+constexpr std::size_t Reversed(std::size_t i, std::size_t lanes) {
+  std::size_t r = 0;
+  for (std::size_t b = 1; b < lanes; b <<= 1, i >>= 1) r = r << 1 | (i & 1);
+  return r;
+}
+
+// Transposes the L x L block whose row i is held in v[Reversed(i)]: afterwards
+// v[Reversed(j)] holds its column j. Each stage pairs the vectors that differ in one bit
+// of their index (kBit, then the bits below it) and keeps the even and the odd lanes of
+// each pair: log2(L) stages of L permutes, unrolled, in registers.
+template <std::size_t kBit, class D, class V>
+HWY_INLINE void Transpose(D d, V* v) {
+  constexpr std::size_t kLanes = hn::MaxLanes(D());
+#pragma GCC unroll 16
+  for (std::size_t i = 0; i < kLanes; ++i)
+    if (!(i & kBit)) {
+      const V lo = v[i], hi = v[i | kBit];
+      v[i] = hn::ConcatEven(d, hi, lo);
+      v[i | kBit] = hn::ConcatOdd(d, hi, lo);
+    }
+  if constexpr (kBit > 1) Transpose<kBit / 2>(d, v);
+}
+
+template <class D, class V>
+HWY_INLINE void Transpose(D d, V* v) {
+  constexpr std::size_t kLanes = hn::MaxLanes(D());
+  if constexpr (kLanes > 1) Transpose<kLanes / 2>(d, v);
+}
+
+// The first n (<= L) floats at p, the rest of the vector unspecified: a masked load where
+// that reads nothing past p + n, else through a copy.
+template <class D>
+HWY_INLINE hn::Vec<D> LoadFirst(D d, const float* p, std::size_t n) {
+  if (n == hn::Lanes(d)) return hn::LoadU(d, p);
+#if HWY_MEM_OPS_MIGHT_FAULT
+  HWY_ALIGN float tmp[hn::MaxLanes(d)] = {};
+  std::copy(p, p + n, tmp);
+  return hn::Load(d, tmp);
+#else
+  return hn::MaskedLoad(hn::FirstN(d, n), d, p);
+#endif
+}
+
+// The first n (<= L) lanes of v to p, nothing written past p + n.
+template <class D>
+HWY_INLINE void StoreFirst(D d, hn::Vec<D> v, float* p, std::size_t n) {
+  if (n == hn::Lanes(d)) return hn::StoreU(v, d, p);
+#if HWY_MEM_OPS_MIGHT_FAULT
+  HWY_ALIGN float tmp[hn::MaxLanes(d)];
+  hn::Store(v, d, tmp);
+  std::copy(tmp, tmp + n, p);
+#else
+  hn::BlendedStore(v, hn::FirstN(d, n), d, p);
+#endif
+}
+
+// Columns [c0, c0 + n) (n <= L) of `rows` (<= L) rows, row i at src + i * stride,
+// transposed: column j (row i's value in lane i; lanes from `rows` on repeat the last row's)
+// to dst + j * dst_step.
+template <class D>
+HWY_INLINE void Gather(D d, const float* src, std::int64_t stride, std::size_t rows,
+                       std::int64_t c0, std::size_t n, float* dst, std::int64_t dst_step) {
+  constexpr std::size_t kLanes = hn::MaxLanes(D());
+  hn::Vec<D> v[kLanes];
+#pragma GCC unroll 16
+  for (std::size_t i = 0; i < kLanes; ++i)
+    v[Reversed(i, kLanes)] =
+        LoadFirst(d, src + static_cast<std::int64_t>(std::min(i, rows - 1)) * stride + c0, n);
+  Transpose(d, v);
+#pragma GCC unroll 16
+  for (std::size_t j = 0; j < kLanes; ++j)
+    if (j < n) hn::Store(v[Reversed(j, kLanes)], d, dst + static_cast<std::int64_t>(j) * dst_step);
+}
+
+// Rows [q0, q0 + n) (n <= L) of o (L floats a row) transposed: lane j of row q0 + i to
+// out + j * out_stride + q0 + i, for the first `lanes_out` lanes j.
+template <class D>
+HWY_INLINE void Scatter(D d, const float* o, std::int64_t q0, std::size_t n, std::size_t lanes_out,
+                        float* out, std::int64_t out_stride) {
+  constexpr std::size_t kLanes = hn::MaxLanes(D());
+  hn::Vec<D> v[kLanes];
+#pragma GCC unroll 16
+  for (std::size_t i = 0; i < kLanes; ++i)  // (rows past n: the last again)
+    v[Reversed(i, kLanes)] = hn::Load(d, o + (q0 + static_cast<std::int64_t>(std::min(i, n - 1))) *
+                                                 static_cast<std::int64_t>(kLanes));
+  Transpose(d, v);
+#pragma GCC unroll 16
+  for (std::size_t j = 0; j < kLanes; ++j)
+    if (j < lanes_out)
+      StoreFirst(d, v[Reversed(j, kLanes)], out + static_cast<std::int64_t>(j) * out_stride + q0,
+                 n);
+}
+
+// R outputs of row oh (counted from the strip's first) from column ow on, into o's row oh
+// (the strip of padded input rows `t`, `pitch` positions a row, L channels a position; the
+// taps' weights `wt`, L a tap): for each lane the sum from 0 of the taps' products in order
+// (kh, then kw), then + bias, as Rows computes one plane's.
+template <int R, class D>
+HWY_INLINE void Outputs(D d, const Plane& p, const float* t, std::int64_t pitch, const float* wt,
+                        const hn::Vec<D>* bias, std::int64_t oh, std::int64_t ow, float* o) {
+  using V = hn::Vec<D>;
+  const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
+  V acc[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = hn::Zero(d);
+  const std::int64_t step = p.stride_w * lanes;
+  for (std::int64_t kh = 0; kh < p.kernel_h; ++kh) {
+    const float* row = t + ((oh * p.stride_h + kh * p.dil_h) * pitch + ow * p.stride_w) * lanes;
+    for (std::int64_t kw = 0; kw < p.kernel_w; ++kw) {
+      const V wv = hn::Load(d, wt + (kh * p.kernel_w + kw) * lanes);
+      const float* x = row + kw * p.dil_w * lanes;
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r] = hn::Add(acc[r], hn::Mul(wv, hn::Load(d, x + r * step)));
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    if (bias) acc[r] = hn::Add(acc[r], *bias);
+    hn::Store(acc[r], d, o + (oh * p.out_w + ow + r) * lanes);
+  }
+}
+
+// Outputs<R> for R = 1 .. kBlock, by R - 1.
+template <class D, std::size_t... I>
+constexpr auto OutputsTable(std::index_sequence<I...> /*outputs - 1*/) {
+  return std::array{&Outputs<static_cast<int>(I) + 1, D>...};
+}
+#endif
+
+void ChannelBlockImpl(const Plane& p, std::int64_t channels, std::int64_t oh0, std::int64_t oh1,
+                      const float* in, std::int64_t in_stride, const float* w, const float* bias,
+                      float* out, std::int64_t out_stride, const Epilogue* epilogue,
+                      float* scratch) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)p, (void)channels, (void)oh0, (void)oh1, (void)in, (void)in_stride, (void)w, (void)bias,
+      (void)out, (void)out_stride, (void)epilogue, (void)scratch;
+#else
+  using D = hn::ScalableTag<float>;
+  const D d;
+  const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
+  const BlockLayout b = block_layout(p, lanes);
+  float* t = aligned_block(scratch);
+  float* wt = t + b.input;
+  float* o = wt + b.weights;
+  // The padded input rows that output rows [oh0, oh1) read, from padded row r0: zero rows
+  // above and below the input, zero columns left and right of it.
+  const std::int64_t r0 = oh0 * p.stride_h, strip = strip_rows(p, oh1 - oh0);
+  const auto zero = hn::Zero(d);
+  const auto rows = static_cast<std::size_t>(channels);
+  for (std::int64_t r = 0; r < strip; ++r) {
+    float* row = t + r * b.pitch * lanes;
+    const std::int64_t ih = r0 + r - p.pad_top;
+    const bool inside = ih >= 0 && ih < p.in_h;
+    for (std::int64_t c = 0; c < b.pitch; ++c)
+      if (!inside || c < p.pad_left || c >= p.pad_left + p.in_w)
+        hn::Store(zero, d, row + c * lanes);
+    if (inside)
+      for (std::int64_t c0 = 0; c0 < p.in_w; c0 += lanes)
+        Gather(d, in + ih * p.in_w, in_stride, rows, c0,
+               static_cast<std::size_t>(std::min(lanes, p.in_w - c0)),
+               row + (p.pad_left + c0) * lanes, lanes);
+  }
+  const std::int64_t taps = p.kernel_h * p.kernel_w;
+  for (std::int64_t c0 = 0; c0 < taps; c0 += lanes)
+    Gather(d, w, taps, rows, c0, static_cast<std::size_t>(std::min(lanes, taps - c0)),
+           wt + c0 * lanes, lanes);
+  const hn::Vec<D> bias_v = bias ? LoadFirst(d, bias, rows) : hn::Zero(d);
+  static constexpr auto kOutputs = OutputsTable<D>(std::make_index_sequence<kBlock>());
+  for (std::int64_t oh = 0; oh < oh1 - oh0; ++oh)
+    for (std::int64_t ow = 0; ow < p.out_w; ow += kBlock)
+      kOutputs[static_cast<std::size_t>(std::min(kBlock, p.out_w - ow) - 1)](
+          d, p, t, b.pitch, wt, bias ? &bias_v : nullptr, oh, ow, o);
+  const std::int64_t positions = (oh1 - oh0) * p.out_w;
+  if (epilogue) (*epilogue)(o, static_cast<std::size_t>(positions * lanes), 1);
+  // Back to the channels' planes, L positions (rows of o) at a time.
+  for (std::int64_t q0 = 0; q0 < positions; q0 += lanes)
+    Scatter(d, o, q0, static_cast<std::size_t>(std::min(lanes, positions - q0)), rows,
+            out + oh0 * p.out_w, out_stride);
+#endif
+}
+
 }  // namespace fpguard::ops::depthwise::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -257,6 +493,8 @@ HWY_AFTER_NAMESPACE();
 namespace fpguard::ops::depthwise {
 
 HWY_EXPORT(PlaneImpl);
+HWY_EXPORT(BlockChannelsImpl);
+HWY_EXPORT(ChannelBlockImpl);
 
 std::size_t scratch_floats(const Plane& p) {
   return static_cast<std::size_t>(strip_rows(p, std::min(kBlock, p.out_h)) * pitch_of(p) + kSlack);
@@ -265,6 +503,30 @@ std::size_t scratch_floats(const Plane& p) {
 void plane(const Plane& p, const float* in, const float* w, const float* bias, float* out,
            float* scratch) {
   HWY_DYNAMIC_DISPATCH(PlaneImpl)(p, in, w, bias, out, scratch);
+}
+
+std::size_t block_channels() {
+  static const std::size_t lanes = HWY_DYNAMIC_DISPATCH(BlockChannelsImpl)();
+  return lanes;
+}
+
+std::size_t block_scratch_floats(const Plane& p) {
+  const auto b = block_layout(p, static_cast<std::int64_t>(block_channels()));
+  return static_cast<std::size_t>(b.input + b.weights + b.output) + kAlignFloats;
+}
+
+bool prefer_block(const Plane& p) {
+  const auto lanes = static_cast<std::int64_t>(block_channels());
+  constexpr std::size_t kMaxScratch = (512 << 10) / sizeof(float);
+  if (lanes < 16 || block_scratch_floats(p) > kMaxScratch) return false;
+  return p.out_w < lanes || (!unrolled_3x3(p) && p.out_h * p.out_w <= 32 * 32);
+}
+
+void channel_block(const Plane& p, std::int64_t channels, std::int64_t oh0, std::int64_t oh1,
+                   const float* in, std::int64_t in_stride, const float* w, const float* bias,
+                   float* out, std::int64_t out_stride, const Epilogue* epilogue, float* scratch) {
+  HWY_DYNAMIC_DISPATCH(ChannelBlockImpl)
+  (p, channels, oh0, oh1, in, in_stride, w, bias, out, out_stride, epilogue, scratch);
 }
 
 }  // namespace fpguard::ops::depthwise

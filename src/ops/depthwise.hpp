@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "ops/window2d.hpp"
 
@@ -23,5 +24,33 @@ std::size_t scratch_floats(const Plane& p);
 // scalar loop's, bit for bit, on every target.
 void plane(const Plane& p, const float* in, const float* w, const float* bias, float* out,
            float* scratch);
+
+// An element-wise op applied in place to `n` floats (on up to `threads` threads): a fused
+// Conv's epilogue (ops::InPlace).
+using Epilogue = std::function<void(float* values, std::size_t n, int threads)>;
+
+// The channels channel_block() computes together: the lanes of a vector on the SIMD target
+// chosen at run time (16 with AVX-512, 8 with AVX2; 1 without vectors, where it must not
+// be called).
+std::size_t block_channels();
+// The floats of scratch that channel_block() needs for p (per thread).
+std::size_t block_scratch_floats(const Plane& p);
+// Whether channel_block() runs p faster than plane(): rows narrower than a vector (where
+// plane() fills few of its lanes), or a kernel other than plane()'s unrolled 3 x 3 on
+// planes of at most 32 x 32 outputs, when its scratch stays within an L2 cache (512 KiB)
+// and the vector has 16 lanes (AVX-512: measured on MobileNetV3's layers, bench/README.md,
+// session 26; AVX2 was not).
+bool prefer_block(const Plane& p);
+
+// plane()'s output rows [oh0, oh1) for `channels` (1 to block_channels()) channels
+// together, channel c's input plane at in + c * in_stride, its taps at w + c * kernel_h *
+// kernel_w, its bias at bias[c] (bias may be null) and its output plane at out + c *
+// out_stride; then the epilogue, when not null, on those outputs (on one thread). The
+// vector's lanes are the channels: the input rows that the output rows read are transposed
+// into the scratch (zero-padded positions of L channels each), every output is plane()'s
+// sum, bit for bit, and the outputs are transposed back.
+void channel_block(const Plane& p, std::int64_t channels, std::int64_t oh0, std::int64_t oh1,
+                   const float* in, std::int64_t in_stride, const float* w, const float* bias,
+                   float* out, std::int64_t out_stride, const Epilogue* epilogue, float* scratch);
 
 }  // namespace fpguard::ops::depthwise
