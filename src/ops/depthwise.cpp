@@ -5,6 +5,10 @@
 // 320 x 320: 22 KiB), and each output row is computed a vector of outputs at a time,
 // its sums kept in a register while every tap adds its product: lanes are independent, Mul
 // and Add are not fused, so every target computes the scalar loop's sums.
+//
+// Channel blocks (channel_block) make the same sums with a vector's lanes as channels, for
+// planes whose rows fill few lanes: the input rows are transposed into a strip of
+// positions (one vector of channels each), and the outputs transposed back.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/depthwise.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
