@@ -31,7 +31,7 @@ void BM_pointwise(benchmark::State& state, Layer l, bool kernel) {
   std::normal_distribution<float> normal;
   for (auto* v : {&x, &w, &b})
     for (float& f : *v) f = normal(rng);
-  const pw::Epilogue relu = [](float* v, std::size_t count, int) {
+  const fpguard::ops::Epilogue relu = [](float* v, std::size_t count, int) {
     for (std::size_t i = 0; i < count; ++i) v[i] = std::max(v[i], 0.0f);
   };
   const std::int64_t panel = pw::panel_columns(l.m, l.k);

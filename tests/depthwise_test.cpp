@@ -108,7 +108,7 @@ TEST(Depthwise, ChannelBlockIsTheScalarSumsBitForBit) {
       std::vector<float> y(static_cast<std::size_t>(channels * ostride), kGuard),
           scratch(dw::block_scratch_floats(p));
       std::size_t seen = 0;
-      const dw::Epilogue twice = [&](float* v, std::size_t n, int) {
+      const fpguard::ops::Epilogue twice = [&](float* v, std::size_t n, int) {
         seen += n;
         for (std::size_t i = 0; i < n; ++i) v[i] *= 2.0f;
       };

@@ -4,8 +4,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 
+#include "ops/epilogue.hpp"
 #include "ops/window2d.hpp"
 
 namespace fpguard::ops::depthwise {
@@ -24,10 +24,6 @@ std::size_t scratch_floats(const Plane& p);
 // scalar loop's, bit for bit, on every target.
 void plane(const Plane& p, const float* in, const float* w, const float* bias, float* out,
            float* scratch);
-
-// An element-wise op applied in place to `n` floats (on up to `threads` threads): a fused
-// Conv's epilogue (ops::InPlace).
-using Epilogue = std::function<void(float* values, std::size_t n, int threads)>;
 
 // The channels channel_block() computes together: the lanes of a vector on the SIMD target
 // chosen at run time (16 with AVX-512, 8 with AVX2; 1 without vectors, where it must not

@@ -14,6 +14,7 @@
 
 #include "fpguard/error.hpp"
 #include "fpguard/exec.hpp"
+#include "ops/epilogue.hpp"
 
 namespace fpguard::ops {
 
@@ -71,7 +72,7 @@ bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float
                     const float* bias, float* y);
 // A function that applies an element-wise op to `n` float32 values in place, on up to
 // `threads` threads (a fused Conv's epilogue: KernelContext::epilogue).
-using InPlace = std::function<void(float* values, std::size_t n, int threads)>;
+using InPlace = Epilogue;
 // The op of `n` as such a function, computing bit for bit what its kernel computes on
 // float32 carriers: the unary code its registration declares (exec::ElementwiseCode:
 // Relu, LeakyRelu, HardSigmoid, HardSwish, Sigmoid, Tanh, Erf, Clip; `lo`, `hi`: Clip's

@@ -5,7 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
+
+#include "ops/epilogue.hpp"
 
 namespace fpguard::ops::pointwise {
 
@@ -14,10 +15,6 @@ namespace fpguard::ops::pointwise {
 // (DBNet's and MobileNetV3's outputs are bit for bit the same either way), so the choice
 // changes no result on this machine; above it oneDNN's blocking over k may add partial sums.
 constexpr std::int64_t kMaxK = 32;
-
-// An element-wise op applied in place to `n` floats (on up to `threads` threads): a fused
-// Conv's epilogue (ops::InPlace).
-using Epilogue = std::function<void(float* values, std::size_t n, int threads)>;
 
 // The output positions in one call of columns() at most, for m output and k input
 // channels: the panel of k input rows and its m output rows fit in 192 KiB (L2).
