@@ -1,6 +1,6 @@
 // The depthwise kernels (src/ops/depthwise.cpp) against the scalar sums they promise, bit
 // for bit: plane() one channel at a time, channel_block() several channels at once (the
-// vector's lanes), on the SIMD target chosen at run time.
+// vector's lanes), on every SIMD target compiled in that this CPU runs.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/depthwise.hpp"
+#include "vmath_check.hpp"
 
 namespace {
 
@@ -61,14 +62,65 @@ dw::Plane random_plane(std::mt19937& rng) {
   }
 }
 
+// channel_block() for `channels` channels of p against scalar_plane(), bit for bit; the
+// case number picks a bias, an epilogue and the output rows in one part or two.
+void check_channel_block(const dw::Plane& p, std::int64_t channels, int n, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0, 1);
+  const bool with_bias = n % 2 == 0, with_epilogue = n % 3 == 0;
+  // All rows at once, or in two parts (as two threads run them).
+  const std::int64_t split = n % 4 < 2 ? p.out_h : p.out_h / 2;
+  SCOPED_TRACE(::testing::Message()
+               << p.in_h << "x" << p.in_w << " kernel " << p.kernel_h << "x" << p.kernel_w
+               << " stride " << p.stride_h << "," << p.stride_w << " dilation " << p.dil_h << ","
+               << p.dil_w << " pads " << p.pad_top << "," << p.pad_left << " -> " << p.out_h << "x"
+               << p.out_w << ", " << channels << " channels" << (with_bias ? ", bias" : "")
+               << (with_epilogue ? ", epilogue" : "") << ", rows split at " << split);
+  // Planes apart by more than their size, with guards between them, so that a read or a
+  // write past a plane shows.
+  const std::int64_t isize = p.in_h * p.in_w, osize = p.out_h * p.out_w,
+                     ksize = p.kernel_h * p.kernel_w, istride = isize + 5, ostride = osize + 7;
+  std::vector<float> x(static_cast<std::size_t>(channels * istride)),
+      w(static_cast<std::size_t>(channels * ksize)), b(static_cast<std::size_t>(channels));
+  for (auto* v : {&x, &w, &b})
+    for (float& f : *v) f = normal(rng);
+  constexpr float kGuard = 12345.0f;
+  std::vector<float> y(static_cast<std::size_t>(channels * ostride), kGuard),
+      scratch(dw::block_scratch_floats(p));
+  std::size_t seen = 0;
+  const fpguard::ops::Epilogue twice = [&](float* v, std::size_t count, int) {
+    seen += count;
+    for (std::size_t i = 0; i < count; ++i) v[i] *= 2.0f;
+  };
+  for (const auto& [oh0, oh1] : {std::pair{std::int64_t{0}, split}, std::pair{split, p.out_h}})
+    if (oh0 < oh1)
+      dw::channel_block(p, channels, oh0, oh1, x.data(), istride, w.data(),
+                        with_bias ? b.data() : nullptr, y.data(), ostride,
+                        with_epilogue ? &twice : nullptr, scratch.data());
+  EXPECT_GE(seen, with_epilogue ? static_cast<std::size_t>(channels * osize) : 0u);
+  std::size_t differ = 0, guards = 0;
+  for (std::int64_t c = 0; c < channels; ++c) {
+    const auto want = scalar_plane(p, x.data() + c * istride, w.data() + c * ksize,
+                                   with_bias ? &b[static_cast<std::size_t>(c)] : nullptr);
+    for (std::int64_t q = 0; q < ostride; ++q) {
+      const float got = y[static_cast<std::size_t>(c * ostride + q)];
+      if (q >= osize) {
+        guards += got != kGuard;
+        continue;
+      }
+      const float expect = with_epilogue ? want[static_cast<std::size_t>(q)] * 2.0f
+                                         : want[static_cast<std::size_t>(q)];
+      differ += std::bit_cast<std::uint32_t>(got) != std::bit_cast<std::uint32_t>(expect);
+    }
+  }
+  EXPECT_EQ(differ, 0u);
+  EXPECT_EQ(guards, 0u);
+}
+
 // Random geometries, and MobileNetV3's small planes (7 x 7 and 14 x 14, 3 x 3 and 5 x 5,
 // strides 1 and 2); 1 channel, a few, all but one and all of a block; with and without a
 // bias and an epilogue (which must see every output once, before they are stored).
 TEST(Depthwise, ChannelBlockIsTheScalarSumsBitForBit) {
   std::mt19937 rng(31);
-  std::normal_distribution<float> normal(0, 1);
-  const auto lanes = static_cast<std::int64_t>(dw::block_channels());
-  ASSERT_GE(lanes, 2) << "channel_block() needs vectors (an x86-64 CPU has SSE4 at least)";
   std::vector<dw::Plane> planes;
   for (const auto& [in, k, s] : std::vector<std::array<std::int64_t, 3>>{
            {7, 5, 1}, {14, 5, 2}, {14, 3, 1}, {28, 3, 2}, {7, 3, 1}})
@@ -85,83 +137,45 @@ TEST(Depthwise, ChannelBlockIsTheScalarSumsBitForBit) {
                       .dil_h = 1,
                       .dil_w = 1});
   for (int i = 0; i < 300; ++i) planes.push_back(random_plane(rng));
-  int cases = 0;
-  for (const auto& p : planes)
-    for (const std::int64_t channels : {std::int64_t{1}, std::int64_t{3}, lanes - 1, lanes}) {
-      const bool with_bias = cases % 2 == 0, with_epilogue = cases % 3 == 0;
-      ++cases;
-      SCOPED_TRACE(::testing::Message()
-                   << p.in_h << "x" << p.in_w << " kernel " << p.kernel_h << "x" << p.kernel_w
-                   << " stride " << p.stride_h << "," << p.stride_w << " dilation " << p.dil_h
-                   << "," << p.dil_w << " pads " << p.pad_top << "," << p.pad_left << " -> "
-                   << p.out_h << "x" << p.out_w << ", " << channels << " channels"
-                   << (with_bias ? ", bias" : "") << (with_epilogue ? ", epilogue" : ""));
-      // Planes apart by more than their size, with guards between them, so that a read or a
-      // write past a plane shows.
-      const std::int64_t isize = p.in_h * p.in_w, osize = p.out_h * p.out_w,
-                         ksize = p.kernel_h * p.kernel_w, istride = isize + 5, ostride = osize + 7;
-      std::vector<float> x(static_cast<std::size_t>(channels * istride)),
-          w(static_cast<std::size_t>(channels * ksize)), b(static_cast<std::size_t>(channels));
-      for (auto* v : {&x, &w, &b})
-        for (float& f : *v) f = normal(rng);
-      constexpr float kGuard = 12345.0f;
-      std::vector<float> y(static_cast<std::size_t>(channels * ostride), kGuard),
-          scratch(dw::block_scratch_floats(p));
-      std::size_t seen = 0;
-      const fpguard::ops::Epilogue twice = [&](float* v, std::size_t n, int) {
-        seen += n;
-        for (std::size_t i = 0; i < n; ++i) v[i] *= 2.0f;
-      };
-      // All rows at once, or in two parts (as two threads run them).
-      const std::int64_t split = cases % 4 < 2 ? p.out_h : p.out_h / 2;
-      for (const auto& [oh0, oh1] : {std::pair{std::int64_t{0}, split}, std::pair{split, p.out_h}})
-        if (oh0 < oh1)
-          dw::channel_block(p, channels, oh0, oh1, x.data(), istride, w.data(),
-                            with_bias ? b.data() : nullptr, y.data(), ostride,
-                            with_epilogue ? &twice : nullptr, scratch.data());
-      EXPECT_GE(seen, with_epilogue ? static_cast<std::size_t>(channels * osize) : 0u);
-      std::size_t differ = 0, guards = 0;
-      for (std::int64_t c = 0; c < channels; ++c) {
-        auto want = scalar_plane(p, x.data() + c * istride, w.data() + c * ksize,
-                                 with_bias ? &b[static_cast<std::size_t>(c)] : nullptr);
-        for (std::int64_t q = 0; q < ostride; ++q) {
-          const float got = y[static_cast<std::size_t>(c * ostride + q)];
-          if (q >= osize) {
-            guards += got != kGuard;
-            continue;
-          }
-          float expect = want[static_cast<std::size_t>(q)];
-          if (with_epilogue) expect *= 2.0f;
-          differ += std::bit_cast<std::uint32_t>(got) != std::bit_cast<std::uint32_t>(expect);
-        }
-      }
-      EXPECT_EQ(differ, 0u);
-      EXPECT_EQ(guards, 0u);
-    }
+  fpguard::test::vmath::on_every_target([&] {
+    // (Without vectors it is never called: prefer_block.)
+    const auto lanes = static_cast<std::int64_t>(dw::block_channels());
+    if (lanes == 1) return;
+    int cases = 0;
+    for (const auto& p : planes)
+      for (const std::int64_t channels : {std::int64_t{1}, std::int64_t{3}, lanes - 1, lanes})
+        check_channel_block(p, channels, cases++, rng);
+  });
+}
+
+// plane() for p against scalar_plane(), bit for bit.
+void check_plane(const dw::Plane& p, std::size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0, 1);
+  SCOPED_TRACE(::testing::Message() << "case " << n << ": " << p.in_h << "x" << p.in_w << " kernel "
+                                    << p.kernel_h << "x" << p.kernel_w);
+  std::vector<float> x(static_cast<std::size_t>(p.in_h * p.in_w)),
+      w(static_cast<std::size_t>(p.kernel_h * p.kernel_w)), scratch(dw::scratch_floats(p)),
+      y(static_cast<std::size_t>(p.out_h * p.out_w));
+  for (auto* v : {&x, &w})
+    for (float& f : *v) f = normal(rng);
+  const float bias = normal(rng);
+  dw::plane(p, x.data(), w.data(), &bias, y.data(), scratch.data());
+  const auto want = scalar_plane(p, x.data(), w.data(), &bias);
+  std::size_t differ = 0;
+  for (std::size_t q = 0; q < y.size(); ++q)
+    differ += std::bit_cast<std::uint32_t>(y[q]) != std::bit_cast<std::uint32_t>(want[q]);
+  EXPECT_EQ(differ, 0u);
 }
 
 // plane() on the same random geometries (its other tests, in exec_test.cpp, go through the
-// Conv kernel, which sends it rows of 8 outputs or more only).
+// Conv kernel, which sends it rows of 8 outputs or more only, on this machine's target).
 TEST(Depthwise, PlaneIsTheScalarSumsBitForBit) {
   std::mt19937 rng(37);
-  std::normal_distribution<float> normal(0, 1);
-  for (int i = 0; i < 300; ++i) {
-    const dw::Plane p = random_plane(rng);
-    SCOPED_TRACE(::testing::Message() << "case " << i << ": " << p.in_h << "x" << p.in_w
-                                      << " kernel " << p.kernel_h << "x" << p.kernel_w);
-    std::vector<float> x(static_cast<std::size_t>(p.in_h * p.in_w)),
-        w(static_cast<std::size_t>(p.kernel_h * p.kernel_w)), scratch(dw::scratch_floats(p)),
-        y(static_cast<std::size_t>(p.out_h * p.out_w));
-    for (auto* v : {&x, &w})
-      for (float& f : *v) f = normal(rng);
-    const float bias = normal(rng);
-    dw::plane(p, x.data(), w.data(), &bias, y.data(), scratch.data());
-    const auto want = scalar_plane(p, x.data(), w.data(), &bias);
-    std::size_t differ = 0;
-    for (std::size_t q = 0; q < y.size(); ++q)
-      differ += std::bit_cast<std::uint32_t>(y[q]) != std::bit_cast<std::uint32_t>(want[q]);
-    EXPECT_EQ(differ, 0u);
-  }
+  std::vector<dw::Plane> planes;
+  for (int i = 0; i < 300; ++i) planes.push_back(random_plane(rng));
+  fpguard::test::vmath::on_every_target([&] {
+    for (std::size_t i = 0; i < planes.size(); ++i) check_plane(planes[i], i, rng);
+  });
 }
 
 }  // namespace

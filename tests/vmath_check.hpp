@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,18 @@ struct Worst {
 struct TargetGuard {
   ~TargetGuard() { hwy::SetSupportedTargetsForTest(0); }
 };
+
+// Runs body once per target compiled in and supported here, the dispatcher seeing only
+// that one (the vmath and depthwise kernels' tests).
+inline void on_every_target(const std::function<void()>& body) {
+  TargetGuard guard;
+  for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    ASSERT_EQ(hwy::SupportedTargets(), target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    body();
+  }
+}
 
 // Runs batches of inputs through apply(f) on every target (or only on the one run-time
 // dispatch picks on this machine: the first, Highway listing the best target first),

@@ -115,17 +115,6 @@ TEST(VmathSweep, Sigmoid) {
   c.expect_within(kMaxUlp, "sweep");
 }
 
-// Runs body once per target, the dispatcher seeing only that one.
-void on_every_target(const std::function<void()>& body) {
-  TargetGuard guard;
-  for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    ASSERT_EQ(hwy::SupportedTargets(), target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    body();
-  }
-}
-
 float one(Fn f, float x) {
   float y;
   vm::apply(f, &x, &y, 1);

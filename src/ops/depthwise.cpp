@@ -510,8 +510,8 @@ void plane(const Plane& p, const float* in, const float* w, const float* bias, f
 }
 
 std::size_t block_channels() {
-  static const std::size_t lanes = HWY_DYNAMIC_DISPATCH(BlockChannelsImpl)();
-  return lanes;
+  // (Asked each time, not kept: a test may change the dispatched target.)
+  return HWY_DYNAMIC_DISPATCH(BlockChannelsImpl)();
 }
 
 std::size_t block_scratch_floats(const Plane& p) {
