@@ -117,6 +117,10 @@ TEST(Inputs, SeedReproducesAndSamplesOffsetIt) {
   }
   EXPECT_EQ(a[1].value.tensor.dtype(), DType::int64);
   for (const auto v : a[1].value.tensor.data<std::int64_t>()) EXPECT_EQ(v, 0);
+  // Shared (Tensor::shared): an executor copies its inputs into its values every run, and
+  // a copy is then a reference.
+  EXPECT_TRUE(a[0].value.tensor.is_view());
+  EXPECT_TRUE(a[1].value.tensor.is_view());
 
   const Samples s = gather_samples({.shape = {"x=3,4"}, .seed = 7}, m, 3);
   ASSERT_EQ(s.sets.size(), 3u);

@@ -222,6 +222,36 @@ TEST(TensorView, CopiesOnWrite) {
   EXPECT_TRUE(alive.expired());
 }
 
+// Tensor::shared: a view of the tensor's own bytes, which its copies share (no copy per
+// copy) until one is written through; views, strings and empty tensors as they were.
+TEST(TensorView, SharedCopiesShareTheBytes) {
+  Tensor t(DType::float32, {3});
+  t.data<float>()[0] = 1, t.data<float>()[1] = -0.0f, t.data<float>()[2] = 0x1p-149f;
+  const Tensor expect = t;
+  Tensor s = Tensor::shared(std::move(t));
+  EXPECT_TRUE(s.is_view());
+  EXPECT_EQ(s.shape(), expect.shape());
+  ASSERT_EQ(s.nbytes(), expect.nbytes());
+  EXPECT_EQ(std::memcmp(std::as_const(s).bytes(), expect.bytes(), s.nbytes()), 0);
+  Tensor copy = s;
+  EXPECT_TRUE(copy.is_view());
+  EXPECT_EQ(std::as_const(copy).bytes(), std::as_const(s).bytes());
+  copy.data<float>()[0] = 7;  // its own bytes now; s's unchanged
+  EXPECT_FALSE(copy.is_view());
+  EXPECT_EQ(std::as_const(s).data<float>()[0], 1.0f);
+  // The bytes live as long as a view of them does.
+  const std::byte* shared_bytes = std::as_const(s).bytes();
+  Tensor last = s;
+  s = Tensor();
+  EXPECT_EQ(std::as_const(last).bytes(), shared_bytes);
+  EXPECT_EQ(std::as_const(last).data<float>()[2], 0x1p-149f);
+  EXPECT_FALSE(Tensor::shared(Tensor(DType::float32, {0})).is_view());
+  EXPECT_FALSE(Tensor::shared(Tensor(DType::string, {2})).is_view());
+  const Tensor viewed = Tensor::shared(Tensor(DType::int64, {2}));
+  const Tensor again = Tensor::shared(viewed);
+  EXPECT_EQ(again.bytes(), viewed.bytes());
+}
+
 // A file's map: its bytes as read from the file; an empty file maps to nothing; a
 // directory or a missing file is an Error naming it.
 TEST_F(Npy, FileMapHoldsTheFilesBytes) {

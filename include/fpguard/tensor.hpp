@@ -83,6 +83,11 @@ class Tensor {
   // A view of `file`'s map from byte `offset` on (aligned for the dtype, inside the file).
   static Tensor view(DType dtype, std::vector<std::int64_t> shape,
                      std::shared_ptr<const FileMap> file, std::size_t offset);
+  // `t` as a view of its own storage, which the view and its copies then share (writing
+  // through one copies it first, as for any view): for a value copied many times, such as
+  // an input that every run of an executor copies into its values. Views, strings and empty
+  // tensors come back as they are.
+  static Tensor shared(Tensor t);
 
   DType dtype() const { return dtype_; }
   const std::vector<std::int64_t>& shape() const { return shape_; }

@@ -105,6 +105,12 @@ Tensor Tensor::view(DType dtype, std::vector<std::int64_t> shape,
   return t;
 }
 
+Tensor Tensor::shared(Tensor t) {
+  if (t.view_ || t.dtype_ == DType::string || t.size_ == 0) return t;
+  auto held = std::make_shared<const Tensor>(std::move(t));
+  return view(held->dtype(), held->shape(), held->bytes(), held);
+}
+
 void Tensor::own() {
   storage_.assign(view_, view_ + size_ * itemsize(dtype_));
   view_ = nullptr;
