@@ -1,3 +1,6 @@
+#include <cstdlib>
+#include <new>
+
 #include "ops/ops.hpp"
 
 namespace fpguard::ops {
@@ -57,6 +60,24 @@ std::int64_t product(const Shape& s, std::size_t from, std::size_t to) {
   std::int64_t p = 1;
   for (std::size_t i = from; i < std::min(to, s.size()); ++i) p *= s[i];
   return p;
+}
+
+void* thread_scratch(Scratch use, std::size_t bytes) {
+  struct Buffer {
+    void* data = nullptr;
+    std::size_t size = 0;
+    ~Buffer() { std::free(data); }
+  };
+  thread_local Buffer buffers[3];
+  Buffer& b = buffers[static_cast<int>(use)];
+  if (b.size < bytes) {
+    std::free(b.data);
+    b.size = 0;
+    b.data = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!b.data) throw std::bad_alloc();
+    b.size = bytes;
+  }
+  return b.data;
 }
 
 }  // namespace fpguard::ops

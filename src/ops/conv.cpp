@@ -202,28 +202,21 @@ std::pair<const Tensor&, const Tensor&> conv_operands(const KernelContext& ctx) 
 // 7 x 7 and 14 x 14 planes; 5 x 5 kernels on small planes), with a multiplier of 1. Other
 // output rows narrower than 8 leave most lanes of a vector idle, and there oneDNN's
 // convolution (vectorised across channels) is faster.
+bool depthwise_2d(const ConvGeometry& g) {
+  return g.kernel.size() == 2 && g.group > 1 && g.group == g.c;
+}
+
 bool block_depthwise(const ConvGeometry& g) {
-  return g.kernel.size() == 2 && g.group > 1 && g.group == g.c && g.m == g.c &&
-         depthwise::prefer_block(window2d(g));
+  return depthwise_2d(g) && g.m == g.c && depthwise::prefer_block(window2d(g));
 }
 
 bool direct_depthwise(const ConvGeometry& g) {
-  return g.kernel.size() == 2 && g.group > 1 && g.group == g.c &&
-         (g.out[1] >= 8 || block_depthwise(g));
+  return depthwise_2d(g) && (g.out[1] >= 8 || block_depthwise(g));
 }
 
-// A thread's scratch for the depthwise kernels, grown to the largest it needed and kept: a
-// vector per call was zeroed (up to 512 KiB), and above malloc's mmap threshold mapped and
-// unmapped on every call, on every thread.
+// A thread's scratch for the depthwise kernels (thread_scratch), in floats.
 float* depthwise_scratch(std::size_t floats) {
-  thread_local std::unique_ptr<float[]> buffer;
-  thread_local std::size_t size = 0;
-  if (size < floats) {
-    buffer.reset();
-    buffer.reset(new float[floats]);
-    size = floats;
-  }
-  return buffer.get();
+  return static_cast<float*>(thread_scratch(Scratch::depthwise, floats * sizeof(float)));
 }
 
 // The channels in blocks of depthwise::block_channels() (the last one shorter), split across

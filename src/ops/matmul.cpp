@@ -271,27 +271,6 @@ std::shared_ptr<const ConvPrepared> prepare_conv(const ConvDescs& d, const float
                                                            .y_out = std::move(y_out)});
 }
 
-// A buffer of at least `bytes` for an operand in the primitive's layout (`which`: 0 for
-// X, 1 for Y), one pair per thread, grown to the largest convolution the thread ran and
-// kept: the blocked copies were allocated anew on every call.
-void* conv_scratch(int which, std::size_t bytes) {
-  struct Buffer {
-    void* data = nullptr;
-    std::size_t size = 0;
-    ~Buffer() { std::free(data); }
-  };
-  thread_local Buffer buffers[2];
-  Buffer& b = buffers[which];
-  if (b.size < bytes) {
-    std::free(b.data);
-    b.size = 0;
-    b.data = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!b.data) throw std::bad_alloc();
-    b.size = bytes;
-  }
-  return b.data;
-}
-
 // Prepared weights `w` (in oneDNN's layout) rounded as `u` says, into a new buffer.
 // Rounding is element-wise, so rounding the reordered copy gives the reorder of the
 // rounded weights, and a blocked layout's zero padding stays zero.
@@ -381,10 +360,12 @@ bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float
     const auto [prep, weights] = prepared_conv(ctx, d, w, bias != nullptr);
     const auto& pd = prep->pd;
     memory xm(d.x, eng, const_cast<float*>(x)), ym(d.y, eng, y);
-    memory xr =
-        prep->x_in ? memory(pd.src_desc(), eng, conv_scratch(0, pd.src_desc().get_size())) : xm;
-    memory yr =
-        prep->y_out ? memory(pd.dst_desc(), eng, conv_scratch(1, pd.dst_desc().get_size())) : ym;
+    memory xr = prep->x_in ? memory(pd.src_desc(), eng,
+                                    thread_scratch(Scratch::conv_x, pd.src_desc().get_size()))
+                           : xm;
+    memory yr = prep->y_out ? memory(pd.dst_desc(), eng,
+                                     thread_scratch(Scratch::conv_y, pd.dst_desc().get_size()))
+                            : ym;
     // A reorder smaller than parallel_for's threshold runs on this thread alone.
     const auto reorder = [&](const dnnl::reorder& r, memory& from, memory& to) {
       const std::size_t n = from.get_desc().get_size() / sizeof(float);
