@@ -261,6 +261,45 @@ TEST(Executor, RelabelingMovesOnlyWhatNobodyReadsLater) {
   EXPECT_EQ(plain[4].tensor.data<float>()[10], 11.0f);
 }
 
+// A run moves its outputs out of its values instead of copying them; an output named
+// twice, the input, an initializer and a float16 output (converted from its carrier) come
+// back as a session's outputs() copies them, run after run, and the model is untouched.
+TEST(Executor, RunsMoveTheirOutputsOutAsTheSessionWouldCopyThem) {
+  test::GraphBuilder b({2, 3});
+  b.init("w", floats({2, 3}, {1, 2, 3, 4, 5, 6}));
+  b.node("r", "Relu", {"x"}, "y").node("to16", "Cast", {"y"}, "h", {{"to", std::int64_t{10}, ""}});
+  b.output("y").output("y").output("x").output("w");
+  b.m.graph.outputs.push_back({"h", 10, false, {}});
+  const Tensor x = floats({2, 3}, {1, -2, 3, -4, 5.0009765625f, -6});
+  const Executor ex(b.m);
+  Session s(ex, std::vector<NamedTensor>{{"x", x}});
+  while (!s.done()) s.step();
+  const auto copied = s.outputs();
+  for (int run = 0; run < 2; ++run) {
+    const auto moved = ex.run({{"x", x}});
+    const auto values = ex.run_values({{"x", x}});
+    ASSERT_EQ(moved.size(), copied.size());
+    ASSERT_EQ(values.size(), copied.size());
+    for (std::size_t i = 0; i < copied.size(); ++i) {
+      for (const Tensor* t : {&moved[i].tensor, &values[i].value.tensor}) {
+        EXPECT_EQ(moved[i].name, copied[i].name);
+        EXPECT_EQ(t->dtype(), copied[i].tensor.dtype()) << copied[i].name;
+        EXPECT_EQ(t->shape(), copied[i].tensor.shape()) << copied[i].name;
+        ASSERT_EQ(t->nbytes(), copied[i].tensor.nbytes()) << copied[i].name;
+        EXPECT_EQ(std::memcmp(t->bytes(), copied[i].tensor.bytes(), t->nbytes()), 0)
+            << copied[i].name;
+      }
+    }
+  }
+  EXPECT_EQ(copied[0].tensor.data<float>()[4], 5.0009765625f);
+  EXPECT_EQ(copied[1].tensor.data<float>()[4], 5.0009765625f);  // y again
+  EXPECT_EQ(copied[2].tensor.data<float>()[1], -2.0f);          // x
+  EXPECT_EQ(copied[3].tensor.data<float>()[5], 6.0f);           // w
+  EXPECT_EQ(copied[4].tensor.dtype(), DType::float16);          // h: 5.0009765625 -> 5
+  EXPECT_EQ(copied[4].tensor.data<std::uint16_t>()[4], 0x4500);
+  EXPECT_EQ(b.m.graph.find_initializer("w")->tensor.data<float>()[5], 6.0f);
+}
+
 // An executor made from another (what check does for its three runs) shares the plan but
 // takes its own options: its results are a fresh executor's, bit for bit, and the first
 // executor's are unchanged.

@@ -767,6 +767,11 @@ class Session {
   // tensor is an Error (outputs_values() returns it).
   std::vector<NamedTensor> outputs() const;
   std::vector<NamedValue> output_values() const;
+  // outputs() and output_values(), each value that needs no conversion moved out of the
+  // session instead of copied (a GPT-2's logits at sequence 512 are 103 MB): for a session
+  // about to end, whose values nobody reads after. Executor::run and run_values use them.
+  std::vector<NamedTensor> take_outputs();
+  std::vector<NamedValue> take_output_values();
 
  private:
   friend class Executor;
@@ -783,6 +788,7 @@ class Session {
   // Runs the node at `pos` fused with the one at `with` (and Plan::fuse_then's) where the
   // fusion is exact, else the node at `pos` alone.
   void run_fused(std::size_t pos, std::size_t with, Observer* observer);
+  Tensor output(const std::string& name) const;  // a graph output, converted (outputs())
 };
 
 // The calibration of a scaled precision's static activation scales

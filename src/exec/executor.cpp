@@ -657,14 +657,14 @@ std::vector<NamedTensor> Executor::run(const std::vector<NamedTensor>& inputs) c
   Session s(*this, inputs);
   s.fuse_ = fuses();
   while (!s.done()) s.step(options_.observer);
-  return s.outputs();
+  return s.take_outputs();
 }
 
 std::vector<NamedValue> Executor::run_values(const std::vector<NamedValue>& inputs) const {
   Session s(*this, inputs);
   s.fuse_ = fuses();
   while (!s.done()) s.step(options_.observer);
-  return s.output_values();
+  return s.take_output_values();
 }
 
 namespace {
@@ -1441,15 +1441,60 @@ const Tensor* Session::value(const std::string& name) const {
   return s && !s->other ? &s->value() : nullptr;
 }
 
+Tensor Session::output(const std::string& name) const {
+  const Executor::Slot* s = scope_->find(name);
+  if (!s) throw Error(ex_.where_, "graph output '" + name + "' was not produced");
+  if (s->other)
+    throw Error(ex_.where_,
+                "graph output '" + name + "' is " + a_kind(s->other->kind) + ", not a tensor");
+  return convert(s->value(), s->storage);
+}
+
 std::vector<NamedTensor> Session::outputs() const {
   std::vector<NamedTensor> out;
+  for (const auto& o : ex_.model_.graph.outputs) out.push_back({o.name, output(o.name)});
+  return out;
+}
+
+namespace {
+
+// The output already taken under `name` (an output named twice), or null.
+template <class Named>
+const Named* taken(const std::vector<Named>& out, const std::string& name) {
+  const auto it =
+      std::find_if(out.begin(), out.end(), [&](const Named& t) { return t.name == name; });
+  return it == out.end() ? nullptr : &*it;
+}
+
+// Whether take_outputs may move a graph output's tensor out of its slot: one the session
+// made (not a weight or a view of one), already in its storage dtype.
+bool movable(const Executor::Slot* s) {
+  return s && !s->other && !s->view && !s->weight && s->t.dtype() == s->storage;
+}
+
+}  // namespace
+
+std::vector<NamedTensor> Session::take_outputs() {
+  std::vector<NamedTensor> out;
   for (const auto& o : ex_.model_.graph.outputs) {
-    const Executor::Slot* s = scope_->find(o.name);
+    Executor::Slot* s = scope_->find(o.name);
+    if (const NamedTensor* again = taken(out, o.name))
+      out.push_back(*again);
+    else
+      out.push_back({o.name, movable(s) ? std::move(s->t) : output(o.name)});
+  }
+  return out;
+}
+
+std::vector<NamedValue> Session::take_output_values() {
+  std::vector<NamedValue> out;
+  for (const auto& o : ex_.model_.graph.outputs) {
+    Executor::Slot* s = scope_->find(o.name);
     if (!s) throw Error(ex_.where_, "graph output '" + o.name + "' was not produced");
-    if (s->other)
-      throw Error(ex_.where_,
-                  "graph output '" + o.name + "' is " + a_kind(s->other->kind) + ", not a tensor");
-    out.push_back({o.name, convert(s->value(), s->storage)});
+    if (const NamedValue* again = taken(out, o.name))
+      out.push_back(*again);
+    else
+      out.push_back({o.name, movable(s) ? Value(std::move(s->t)) : slot_value(*s)});
   }
   return out;
 }
