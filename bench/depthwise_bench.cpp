@@ -56,7 +56,7 @@ void BM_depthwise(benchmark::State& state, Layer l, Way way) {
       const float *in = x.data() + c * isize, *wc = w.data() + c * ksize;
       float* o = y.data() + c * osize;
       if (way != Way::scalar) {
-        dw::plane(p, in, wc, &b[static_cast<std::size_t>(c)], o, scratch.data());
+        dw::plane(p, in, wc, &b[static_cast<std::size_t>(c)], nullptr, o, scratch.data());
         continue;
       }
       for (std::int64_t oh = 0; oh < out; ++oh)

@@ -3,8 +3,10 @@
 // vector's lanes), on every SIMD target compiled in that this CPU runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <utility>
@@ -16,6 +18,45 @@
 namespace {
 
 namespace dw = fpguard::ops::depthwise;
+namespace ops = fpguard::ops;
+
+// The fused op a case applies after the bias: none, a function the kernels call on their
+// outputs (doubling them), or Relu or HardSwish, which they apply to their registers
+// (ops::ExactEpilogue); each as its scalar formula.
+enum class Op { none, twice, relu, hard_swish };
+
+float apply(Op op, float x) {
+  switch (op) {
+    case Op::none:
+      return x;
+    case Op::twice:
+      return x * 2.0f;
+    case Op::relu:
+      return x > 0 || std::isnan(x) ? x : 0.0f;
+    case Op::hard_swish:
+      return x * std::clamp(x / 6.0f + 0.5f, 0.0f, 1.0f);
+  }
+  return x;
+}
+
+const char* name(Op op) {
+  constexpr std::array<const char*, 4> kNames{"", ", doubled", ", Relu", ", HardSwish"};
+  return kNames[static_cast<std::size_t>(op)];
+}
+
+// The epilogue of `op` (null for none); `seen` counts the outputs a called one sees.
+ops::Epilogue epilogue_of(Op op, std::size_t& seen) {
+  if (op == Op::relu) return ops::ExactEpilogue{fpguard::ops::vmath::Exact::relu};
+  if (op == Op::hard_swish) return ops::ExactEpilogue{fpguard::ops::vmath::Exact::hard_swish};
+  return [&seen](float* v, std::size_t count, int) {
+    seen += count;
+    for (std::size_t i = 0; i < count; ++i) v[i] *= 2.0f;
+  };
+}
+
+bool same_bits(float a, float b) {
+  return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+}
 
 // Channel c's output plane: for each output, the taps' products in order (kh, then kw; a
 // tap in the padding reads 0) added to 0, then + bias[c].
@@ -63,10 +104,11 @@ dw::Plane random_plane(std::mt19937& rng) {
 }
 
 // channel_block() for `channels` channels of p against scalar_plane(), bit for bit; the
-// case number picks a bias, an epilogue and the output rows in one part or two.
+// case number picks a bias, a fused op and the output rows in one part or two.
 void check_channel_block(const dw::Plane& p, std::int64_t channels, int n, std::mt19937& rng) {
   std::normal_distribution<float> normal(0, 1);
-  const bool with_bias = n % 2 == 0, with_epilogue = n % 3 == 0;
+  const bool with_bias = n % 2 == 0;
+  const auto op = static_cast<Op>(n / 4 % 4);
   // All rows at once, or in two parts (as two threads run them).
   const std::int64_t split = n % 4 < 2 ? p.out_h : p.out_h / 2;
   SCOPED_TRACE(::testing::Message()
@@ -74,7 +116,7 @@ void check_channel_block(const dw::Plane& p, std::int64_t channels, int n, std::
                << " stride " << p.stride_h << "," << p.stride_w << " dilation " << p.dil_h << ","
                << p.dil_w << " pads " << p.pad_top << "," << p.pad_left << " -> " << p.out_h << "x"
                << p.out_w << ", " << channels << " channels" << (with_bias ? ", bias" : "")
-               << (with_epilogue ? ", epilogue" : "") << ", rows split at " << split);
+               << name(op) << ", rows split at " << split);
   // Planes apart by more than their size, with guards between them, so that a read or a
   // write past a plane shows.
   const std::int64_t isize = p.in_h * p.in_w, osize = p.out_h * p.out_w,
@@ -87,16 +129,13 @@ void check_channel_block(const dw::Plane& p, std::int64_t channels, int n, std::
   std::vector<float> y(static_cast<std::size_t>(channels * ostride), kGuard),
       scratch(dw::block_scratch_floats(p));
   std::size_t seen = 0;
-  const fpguard::ops::Epilogue twice = [&](float* v, std::size_t count, int) {
-    seen += count;
-    for (std::size_t i = 0; i < count; ++i) v[i] *= 2.0f;
-  };
+  const ops::Epilogue epilogue = epilogue_of(op, seen);
   for (const auto& [oh0, oh1] : {std::pair{std::int64_t{0}, split}, std::pair{split, p.out_h}})
     if (oh0 < oh1)
       dw::channel_block(p, channels, oh0, oh1, x.data(), istride, w.data(),
                         with_bias ? b.data() : nullptr, y.data(), ostride,
-                        with_epilogue ? &twice : nullptr, scratch.data());
-  EXPECT_GE(seen, with_epilogue ? static_cast<std::size_t>(channels * osize) : 0u);
+                        op == Op::none ? nullptr : &epilogue, scratch.data());
+  EXPECT_GE(seen, op == Op::twice ? static_cast<std::size_t>(channels * osize) : 0u);
   std::size_t differ = 0, guards = 0;
   for (std::int64_t c = 0; c < channels; ++c) {
     const auto want = scalar_plane(p, x.data() + c * istride, w.data() + c * ksize,
@@ -107,9 +146,7 @@ void check_channel_block(const dw::Plane& p, std::int64_t channels, int n, std::
         guards += got != kGuard;
         continue;
       }
-      const float expect = with_epilogue ? want[static_cast<std::size_t>(q)] * 2.0f
-                                         : want[static_cast<std::size_t>(q)];
-      differ += std::bit_cast<std::uint32_t>(got) != std::bit_cast<std::uint32_t>(expect);
+      differ += !same_bits(got, apply(op, want[static_cast<std::size_t>(q)]));
     }
   }
   EXPECT_EQ(differ, 0u);
@@ -118,7 +155,8 @@ void check_channel_block(const dw::Plane& p, std::int64_t channels, int n, std::
 
 // Random geometries, and MobileNetV3's small planes (7 x 7 and 14 x 14, 3 x 3 and 5 x 5,
 // strides 1 and 2); 1 channel, a few, all but one and all of a block; with and without a
-// bias and an epilogue (which must see every output once, before they are stored).
+// bias, and each kind of fused op (a function called must see every output once, before
+// they are stored).
 TEST(Depthwise, ChannelBlockIsTheScalarSumsBitForBit) {
   std::mt19937 rng(31);
   std::vector<dw::Plane> planes;
@@ -148,26 +186,32 @@ TEST(Depthwise, ChannelBlockIsTheScalarSumsBitForBit) {
   });
 }
 
-// plane() for p against scalar_plane(), bit for bit.
+// plane() for p against scalar_plane(), bit for bit, with the case's fused op.
 void check_plane(const dw::Plane& p, std::size_t n, std::mt19937& rng) {
   std::normal_distribution<float> normal(0, 1);
-  SCOPED_TRACE(::testing::Message() << "case " << n << ": " << p.in_h << "x" << p.in_w << " kernel "
-                                    << p.kernel_h << "x" << p.kernel_w);
+  const auto op = static_cast<Op>(n % 4);
+  SCOPED_TRACE(::testing::Message()
+               << "case " << n << ": " << p.in_h << "x" << p.in_w << " kernel " << p.kernel_h << "x"
+               << p.kernel_w << " stride " << p.stride_h << "," << p.stride_w << name(op));
   std::vector<float> x(static_cast<std::size_t>(p.in_h * p.in_w)),
       w(static_cast<std::size_t>(p.kernel_h * p.kernel_w)), scratch(dw::scratch_floats(p)),
       y(static_cast<std::size_t>(p.out_h * p.out_w));
   for (auto* v : {&x, &w})
     for (float& f : *v) f = normal(rng);
   const float bias = normal(rng);
-  dw::plane(p, x.data(), w.data(), &bias, y.data(), scratch.data());
+  std::size_t seen = 0;
+  const ops::Epilogue epilogue = epilogue_of(op, seen);
+  dw::plane(p, x.data(), w.data(), &bias, op == Op::none ? nullptr : &epilogue, y.data(),
+            scratch.data());
+  EXPECT_EQ(seen, op == Op::twice ? y.size() : 0u);
   const auto want = scalar_plane(p, x.data(), w.data(), &bias);
   std::size_t differ = 0;
-  for (std::size_t q = 0; q < y.size(); ++q)
-    differ += std::bit_cast<std::uint32_t>(y[q]) != std::bit_cast<std::uint32_t>(want[q]);
+  for (std::size_t q = 0; q < y.size(); ++q) differ += !same_bits(y[q], apply(op, want[q]));
   EXPECT_EQ(differ, 0u);
 }
 
-// plane() on the same random geometries (its other tests, in exec_test.cpp, go through the
+// plane() on the same random geometries (strides 1 and 2 on the vector kernels, 3 on the
+// scalar one), with each kind of fused op (its other tests, in exec_test.cpp, go through the
 // Conv kernel, which sends it rows of 8 outputs or more only, on this machine's target).
 TEST(Depthwise, PlaneIsTheScalarSumsBitForBit) {
   std::mt19937 rng(37);

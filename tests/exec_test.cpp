@@ -1801,6 +1801,8 @@ TEST(Fusion, EachOpFusedIsBitForBitTheUnfusedResult) {
   const std::vector<Geometry> geometries = {
       {{1, 3, 12, 12}, {8, 3, 3, 3}, 1},             // oneDNN (its blocked layout, padded channels)
       {{2, 4, 12, 12}, {8, 1, 3, 3}, 4},             // depthwise, a channel multiplier of 2
+      {{1, 5, 24, 24}, {5, 1, 3, 3}, 5},             // depthwise, rows of 24 on the plane kernel
+      {{1, 18, 7, 7}, {18, 1, 3, 3}, 18},            // depthwise in channel blocks (AVX-512)
       {{1, 4, 16, 16}, {6, 4, 1, 1}, 1},             // 1x1 over a large plane: one GEMM
       {{1, 4, 16, 21}, {7, 4, 1, 1}, 1, 0},          // 1x1 without pads: the pointwise kernel
       {{1, 2, 4, 4, 4, 4}, {3, 2, 2, 2, 2, 2}, 1}};  // 4 spatial dimensions: im2col

@@ -264,8 +264,7 @@ void depthwise(const KernelContext& ctx, const ConvGeometry& g, const float* x, 
         for (auto i = static_cast<std::int64_t>(lo); i < static_cast<std::int64_t>(hi); ++i) {
           const auto b = i / g.m, j = i % g.m;  // image, output channel
           depthwise::plane(p, x + (b * g.c + j / mg) * isize, w + j * ksize,
-                           bias ? bias + j : nullptr, y + i * osize, strip);
-          if (ctx.epilogue) (*ctx.epilogue)(y + i * osize, static_cast<std::size_t>(osize), 1);
+                           bias ? bias + j : nullptr, ctx.epilogue, y + i * osize, strip);
         }
       },
       1);

@@ -16,9 +16,12 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <utility>
 
 #include "ops/depthwise.hpp"
+// ExactV: a fused Relu or HardSwish applied to the outputs' registers (per target).
+#include "ops/vmath-inl.hpp"
 
 #ifndef FPGUARD_OPS_DEPTHWISE_ONCE
 #define FPGUARD_OPS_DEPTHWISE_ONCE
@@ -140,11 +143,13 @@ HWY_INLINE std::int64_t NextColumn(std::int64_t ow, std::int64_t out_w, std::int
   return ow + 2 * lanes <= out_w ? ow + lanes : out_w - lanes;
 }
 
-// The bias, then the vector of outputs at `row` (`lanes` outputs, or the `rest` of a row:
-// only in a row narrower than a vector).
+// The bias, then the fused op `act` (if any), then the vector of outputs at `row` (`lanes`
+// outputs, or the `rest` of a row: only in a row narrower than a vector).
 template <class D, class V>
-HWY_INLINE void Put(D d, V acc, const float* bias, std::int64_t rest, float* row) {
+HWY_INLINE void Put(D d, V acc, const float* bias, std::optional<vmath::Exact> act,
+                    std::int64_t rest, float* row) {
   if (bias) acc = hn::Add(acc, hn::Set(d, *bias));
+  acc = vmath::HWY_NAMESPACE::ExactV(d, act, acc);
   if (rest >= static_cast<std::int64_t>(hn::Lanes(d)))
     hn::StoreU(acc, d, row);
   else
@@ -156,7 +161,7 @@ HWY_INLINE void Put(D d, V acc, const float* bias, std::int64_t rest, float* row
 // lanes of two vectors). A plane of 8 rows or fewer is one block.
 template <int S, int R>
 HWY_INLINE void Rows(const Plane& p, std::int64_t pitch, const float* strip, const float* w,
-                     const float* bias, float* out) {
+                     const float* bias, std::optional<vmath::Exact> act, float* out) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
@@ -183,7 +188,7 @@ HWY_INLINE void Rows(const Plane& p, std::int64_t pitch, const float* strip, con
         }
       }
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) Put(d, acc[r], bias, out_w - ow, out + r * out_w + ow);
+    for (int r = 0; r < R; ++r) Put(d, acc[r], bias, act, out_w - ow, out + r * out_w + ow);
   }
 }
 
@@ -195,7 +200,7 @@ HWY_INLINE void Rows(const Plane& p, std::int64_t pitch, const float* strip, con
 // kw and kw + 1 (its even and odd lanes).
 template <int S, int R, int K>
 HWY_INLINE void RowsK(const Plane& p, std::int64_t pitch, const float* strip, const float* w,
-                      const float* bias, float* out) {
+                      const float* bias, std::optional<vmath::Exact> act, float* out) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
@@ -230,13 +235,16 @@ HWY_INLINE void RowsK(const Plane& p, std::int64_t pitch, const float* strip, co
       }
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) Put(d, acc[r], bias, out_w - ow, out + r * out_w + ow);
+    for (int r = 0; r < R; ++r) Put(d, acc[r], bias, act, out_w - ow, out + r * out_w + ow);
   }
 }
 
-// Any column stride: one output at a time, the same sums.
+// Any column stride: one output at a time, the same sums (the fused op through a vector of
+// one lane).
 HWY_INLINE void ScalarRows(const Plane& p, std::int64_t pitch, const float* strip,
-                           std::int64_t rows, const float* w, const float* bias, float* out) {
+                           std::int64_t rows, const float* w, const float* bias,
+                           std::optional<vmath::Exact> act, float* out) {
+  const hn::CappedTag<float, 1> d1;
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t ow = 0; ow < p.out_w; ++ow) {
       float acc = 0.0f;
@@ -244,20 +252,21 @@ HWY_INLINE void ScalarRows(const Plane& p, std::int64_t pitch, const float* stri
         for (std::int64_t kw = 0; kw < p.kernel_w; ++kw)
           acc += w[kh * p.kernel_w + kw] *
                  strip[(r * p.stride_h + kh * p.dil_h) * pitch + ow * p.stride_w + kw * p.dil_w];
-      out[r * p.out_w + ow] = bias ? acc + *bias : acc;
+      if (bias) acc += *bias;
+      out[r * p.out_w + ow] = hn::GetLane(vmath::HWY_NAMESPACE::ExactV(d1, act, hn::Set(d1, acc)));
     }
 }
 
 // R rows on the kernel for the geometry: K > 0 the unrolled K x K one, S == 0 the scalar.
 template <int S, int R, int K>
 void Block(const Plane& p, std::int64_t pitch, const float* strip, const float* w,
-           const float* bias, float* out) {
+           const float* bias, std::optional<vmath::Exact> act, float* out) {
   if constexpr (S == 0)
-    ScalarRows(p, pitch, strip, R, w, bias, out);
+    ScalarRows(p, pitch, strip, R, w, bias, act, out);
   else if constexpr (K == 0)
-    Rows<S, R>(p, pitch, strip, w, bias, out);
+    Rows<S, R>(p, pitch, strip, w, bias, act, out);
   else
-    RowsK<S, R, K>(p, pitch, strip, w, bias, out);
+    RowsK<S, R, K>(p, pitch, strip, w, bias, act, out);
 }
 
 // Block<S, R, K> for R = 1 .. kBlock, by R - 1.
@@ -270,13 +279,13 @@ constexpr auto BlockTable(std::index_sequence<I...> /*rows - 1*/) {
 // strip.
 template <int S, int K>
 HWY_INLINE void Blocks(const Plane& p, const float* in, const float* w, const float* bias,
-                       float* out, float* strip) {
+                       std::optional<vmath::Exact> act, float* out, float* strip) {
   static constexpr auto kBlocks = BlockTable<S, K>(std::make_index_sequence<kBlock>());
   const std::int64_t pitch = pitch_of(p);
   for (std::int64_t oh = 0; oh < p.out_h; oh += kBlock) {
     const std::int64_t rows = std::min(kBlock, p.out_h - oh);
     Fill(p, in, oh * p.stride_h, strip_rows(p, rows), pitch, strip);
-    kBlocks[static_cast<std::size_t>(rows - 1)](p, pitch, strip, w, bias, out + oh * p.out_w);
+    kBlocks[static_cast<std::size_t>(rows - 1)](p, pitch, strip, w, bias, act, out + oh * p.out_w);
   }
 }
 
@@ -285,16 +294,16 @@ HWY_INLINE void Blocks(const Plane& p, const float* in, const float* w, const fl
 // fit the registers, and it ran 10-20% slower).
 template <int S>
 HWY_INLINE void Kernels(const Plane& p, const float* in, const float* w, const float* bias,
-                        float* out, float* strip) {
-  if (unrolled_3x3(p)) return Blocks<S, 3>(p, in, w, bias, out, strip);
-  Blocks<S, 0>(p, in, w, bias, out, strip);
+                        std::optional<vmath::Exact> act, float* out, float* strip) {
+  if (unrolled_3x3(p)) return Blocks<S, 3>(p, in, w, bias, act, out, strip);
+  Blocks<S, 0>(p, in, w, bias, act, out, strip);
 }
 
-void PlaneImpl(const Plane& p, const float* in, const float* w, const float* bias, float* out,
-               float* strip) {
-  if (p.stride_w == 1) return Kernels<1>(p, in, w, bias, out, strip);
-  if (p.stride_w == 2) return Kernels<2>(p, in, w, bias, out, strip);
-  Blocks<0, 0>(p, in, w, bias, out, strip);
+void PlaneImpl(const Plane& p, const float* in, const float* w, const float* bias,
+               std::optional<vmath::Exact> act, float* out, float* strip) {
+  if (p.stride_w == 1) return Kernels<1>(p, in, w, bias, act, out, strip);
+  if (p.stride_w == 2) return Kernels<2>(p, in, w, bias, act, out, strip);
+  Blocks<0, 0>(p, in, w, bias, act, out, strip);
 }
 
 // ---- Channel blocks: a vector's lanes are channels ----
@@ -408,7 +417,8 @@ HWY_INLINE void Scatter(D d, const float* o, std::int64_t q0, std::size_t n, std
 // (kh, then kw), then + bias, as Rows computes one plane's.
 template <int R, class D>
 HWY_INLINE void Outputs(D d, const Plane& p, const float* t, std::int64_t pitch, const float* wt,
-                        const hn::Vec<D>* bias, std::int64_t oh, std::int64_t ow, float* o) {
+                        const hn::Vec<D>* bias, std::optional<vmath::Exact> act, std::int64_t oh,
+                        std::int64_t ow, float* o) {
   using V = hn::Vec<D>;
   const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
   V acc[R];
@@ -427,7 +437,7 @@ HWY_INLINE void Outputs(D d, const Plane& p, const float* t, std::int64_t pitch,
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     if (bias) acc[r] = hn::Add(acc[r], *bias);
-    hn::Store(acc[r], d, o + (oh * p.out_w + ow + r) * lanes);
+    hn::Store(vmath::HWY_NAMESPACE::ExactV(d, act, acc[r]), d, o + (oh * p.out_w + ow + r) * lanes);
   }
 }
 
@@ -477,12 +487,13 @@ void ChannelBlockImpl(const Plane& p, std::int64_t channels, std::int64_t oh0, s
            wt + c0 * lanes, lanes);
   const hn::Vec<D> bias_v = bias ? LoadFirst(d, bias, rows) : hn::Zero(d);
   static constexpr auto kOutputs = OutputsTable<D>(std::make_index_sequence<kBlock>());
+  const std::optional<vmath::Exact> act = exact_of(epilogue);  // applied by Outputs
   for (std::int64_t oh = 0; oh < oh1 - oh0; ++oh)
     for (std::int64_t ow = 0; ow < p.out_w; ow += kBlock)
       kOutputs[static_cast<std::size_t>(std::min(kBlock, p.out_w - ow) - 1)](
-          d, p, t, b.pitch, wt, bias ? &bias_v : nullptr, oh, ow, o);
+          d, p, t, b.pitch, wt, bias ? &bias_v : nullptr, act, oh, ow, o);
   const std::int64_t positions = (oh1 - oh0) * p.out_w;
-  if (epilogue) (*epilogue)(o, static_cast<std::size_t>(positions * lanes), 1);
+  if (epilogue && !act) (*epilogue)(o, static_cast<std::size_t>(positions * lanes), 1);
   // Back to the channels' planes, L positions (rows of o) at a time.
   for (std::int64_t q0 = 0; q0 < positions; q0 += lanes)
     Scatter(d, o, q0, static_cast<std::size_t>(std::min(lanes, positions - q0)), rows,
@@ -504,9 +515,12 @@ std::size_t scratch_floats(const Plane& p) {
   return static_cast<std::size_t>(strip_rows(p, std::min(kBlock, p.out_h)) * pitch_of(p) + kSlack);
 }
 
-void plane(const Plane& p, const float* in, const float* w, const float* bias, float* out,
-           float* scratch) {
-  HWY_DYNAMIC_DISPATCH(PlaneImpl)(p, in, w, bias, out, scratch);
+void plane(const Plane& p, const float* in, const float* w, const float* bias,
+           const Epilogue* epilogue, float* out, float* scratch) {
+  // A Relu or HardSwish on the outputs' registers, any other op on the plane after.
+  const std::optional<vmath::Exact> act = exact_of(epilogue);
+  HWY_DYNAMIC_DISPATCH(PlaneImpl)(p, in, w, bias, act, out, scratch);
+  if (epilogue && !act) (*epilogue)(out, static_cast<std::size_t>(p.out_h * p.out_w), 1);
 }
 
 std::size_t block_channels() {

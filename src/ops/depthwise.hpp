@@ -21,9 +21,11 @@ std::size_t scratch_floats(const Plane& p);
 // + kw] times the input the tap reads (0 in the padding), each product rounded and added
 // to the sum so far (from 0), then + *bias when bias is not null. Vectorised along the
 // output rows (Highway, one build per SIMD target chosen at run time); the sums are the
-// scalar loop's, bit for bit, on every target.
-void plane(const Plane& p, const float* in, const float* w, const float* bias, float* out,
-           float* scratch);
+// scalar loop's, bit for bit, on every target. Then the epilogue, when not null, on the
+// plane's outputs (on one thread; a Relu or HardSwish, ops::ExactEpilogue, on each vector of
+// outputs before it is stored).
+void plane(const Plane& p, const float* in, const float* w, const float* bias,
+           const Epilogue* epilogue, float* out, float* scratch);
 
 // The channels channel_block() computes together: the lanes of a vector on the SIMD target
 // chosen at run time (16 with AVX-512, 8 with AVX2; 1 without vectors, where it must not
@@ -41,7 +43,8 @@ bool prefer_block(const Plane& p);
 // plane()'s output rows [oh0, oh1) for `channels` (1 to block_channels()) channels
 // together, channel c's input plane at in + c * in_stride, its taps at w + c * kernel_h *
 // kernel_w, its bias at bias[c] (bias may be null) and its output plane at out + c *
-// out_stride; then the epilogue, when not null, on those outputs (on one thread). The
+// out_stride; then the epilogue, when not null, on those outputs (on one thread; an
+// ops::ExactEpilogue on each vector of outputs before it is stored). The
 // vector's lanes are the channels: the input rows that the output rows read are transposed
 // into the scratch (zero-padded positions of L channels each), every output is plane()'s
 // sum, bit for bit, and the outputs are transposed back.

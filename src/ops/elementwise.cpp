@@ -794,7 +794,22 @@ const exec::ElementwiseCode* code_of(const model::Node& n) {
                                                                        : nullptr;
 }
 
+// The exact function whose code `m` is (exact_code<V>: code_map's), or nullopt.
+std::optional<vmath::Exact> exact_in(const Map& m) {
+  using Code = void (*)(const float*, float*, std::size_t);
+  const Code* c = m.target<Code>();
+  if (c && *c == exact_code<vmath::Exact::relu>) return vmath::Exact::relu;
+  if (c && *c == exact_code<vmath::Exact::hard_swish>) return vmath::Exact::hard_swish;
+  return std::nullopt;
+}
+
 }  // namespace
+
+void ExactEpilogue::operator()(float* values, std::size_t n, int threads) const {
+  detail::parallel_for(n, threads > 1 ? 0 : 1, [&](std::size_t a, std::size_t b) {
+    vmath::apply_exact(f, values + a, values + a, b - a);
+  });
+}
 
 InPlace in_place_unary(const model::Node& n, std::int64_t opset, const Tensor* lo,
                        const Tensor* hi) {
@@ -802,6 +817,7 @@ InPlace in_place_unary(const model::Node& n, std::int64_t opset, const Tensor* l
   if (!code || !code->unary) return {};
   const float l = lo ? lo->data<float>()[0] : 0, h = hi ? hi->data<float>()[0] : 0;
   Map m = code->unary(n, opset, lo ? &l : nullptr, hi ? &h : nullptr);
+  if (const auto f = exact_in(m)) return ExactEpilogue{*f};
   return [m](float* v, std::size_t n, int threads) {
     detail::parallel_for(n, threads > 1 ? 0 : 1,
                          [&](std::size_t a, std::size_t b) { m(v + a, v + a, b - a); });

@@ -22,9 +22,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "ops/pointwise.hpp"
+// ExactV: a fused Relu or HardSwish applied to the tiles' registers (per target).
+#include "ops/vmath-inl.hpp"
 
 #ifndef FPGUARD_OPS_POINTWISE_ONCE
 #define FPGUARD_OPS_POINTWISE_ONCE
@@ -71,11 +74,11 @@ HWY_INLINE void ScalarTile(const float* w, std::int64_t k, const float* panel, s
 
 #if HWY_NATIVE_FMA && HWY_TARGET != HWY_SCALAR
 // R rows of outputs (rows n floats apart) from the panel's `width` columns (whole tiles),
-// 2 vectors at a time.
+// 2 vectors at a time; the fused op `act`, when there is one, applied before storing.
 template <int R>
 HWY_INLINE void Tile(const float* HWY_RESTRICT w, std::int64_t k, const float* HWY_RESTRICT panel,
-                     std::int64_t pitch, const float* bias, float* HWY_RESTRICT y, std::int64_t n,
-                     std::int64_t width) {
+                     std::int64_t pitch, const float* bias, std::optional<vmath::Exact> act,
+                     float* HWY_RESTRICT y, std::int64_t n, std::int64_t width) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   const auto lanes = static_cast<std::int64_t>(hn::Lanes(d));
@@ -101,8 +104,8 @@ HWY_INLINE void Tile(const float* HWY_RESTRICT w, std::int64_t k, const float* H
         lo[r] = hn::Add(lo[r], b);
         hi[r] = hn::Add(hi[r], b);
       }
-      hn::StoreU(lo[r], d, y + r * n + j);
-      hn::StoreU(hi[r], d, y + r * n + j + lanes);
+      hn::StoreU(vmath::HWY_NAMESPACE::ExactV(d, act, lo[r]), d, y + r * n + j);
+      hn::StoreU(vmath::HWY_NAMESPACE::ExactV(d, act, hi[r]), d, y + r * n + j + lanes);
     }
   }
 }
@@ -137,8 +140,10 @@ void ColumnsImpl(const float* w, const float* x, const float* bias, float* y, st
   const std::int64_t width = c1 - c0, pitch = (width + tile - 1) / tile * tile;
 #if HWY_NATIVE_FMA && HWY_TARGET != HWY_SCALAR
   const std::int64_t whole = width / tile * tile;
+  const std::optional<vmath::Exact> act = exact_of(epilogue);  // applied by the tiles
 #else
   const std::int64_t whole = width;  // (ScalarTile writes any width)
+  const std::optional<vmath::Exact> act;
 #endif
   // Aligned loads from the panel: the scratch's start rounded up to 64 bytes (its slack),
   // the pitch whole tiles. After the panel, the outputs of a last partial tile.
@@ -154,16 +159,16 @@ void ColumnsImpl(const float* w, const float* x, const float* bias, float* y, st
     // Whole tiles straight into Y's rows; a last part of a tile into `out`, copied below.
     static constexpr auto kTiles = TileTable(std::make_index_sequence<kRows>());
     const auto tiles = kTiles[static_cast<std::size_t>(rows - 1)];
-    if (whole > 0) tiles(wi, k, panel, pitch, bi, y + i * n + c0, n, whole);
-    if (whole < width) tiles(wi, k, panel + whole, pitch, bi, out + i * tile, tile, tile);
+    if (whole > 0) tiles(wi, k, panel, pitch, bi, act, y + i * n + c0, n, whole);
+    if (whole < width) tiles(wi, k, panel + whole, pitch, bi, act, out + i * tile, tile, tile);
 #else
     ScalarTile(wi, k, panel, pitch, bi, y + i * n + c0, n, rows, width);
 #endif
     // These rows' part of a last tile, then the fused op on these rows while they are in
     // the L1 cache (after all of the panel's rows, from L2, it took 18% of a 16 -> 64 layer
-    // over 112 x 112).
+    // over 112 x 112), unless the tiles applied it.
     if (whole < width) CopyOut(out + i * tile, tile, rows, width - whole, y + i * n, n, c0 + whole);
-    if (epilogue)
+    if (epilogue && !act)
       for (std::int64_t r = i; r < i + rows; ++r)
         (*epilogue)(y + r * n + c0, static_cast<std::size_t>(width), 1);
   }

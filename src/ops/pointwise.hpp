@@ -26,8 +26,9 @@ std::size_t scratch_floats(std::int64_t m, std::int64_t k);
 // c1 - c0 <= panel_columns(m, k): y[i][j] is the chain of fused multiply-adds over k in
 // increasing order, from 0, c = fma(w[i][q], x[q][j], c), then + bias[i] when bias is not
 // null (a separate, rounded addition), then the epilogue when it is not null (on one
-// thread). Every SIMD target computes those bits (targets without a fused multiply-add
-// take a scalar std::fma loop).
+// thread; an ops::ExactEpilogue on the tiles' registers before they are stored). Every
+// SIMD target computes those bits (targets without a fused multiply-add take a scalar
+// std::fma loop).
 void columns(const float* w, const float* x, const float* bias, float* y, std::int64_t m,
              std::int64_t k, std::int64_t n, std::int64_t c0, std::int64_t c1,
              const Epilogue* epilogue, float* scratch);

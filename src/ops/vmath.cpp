@@ -45,6 +45,8 @@
 #include <limits>
 
 #include "ops/vmath.hpp"
+// ReluV, HardSwishV (per target, like Highway's headers).
+#include "ops/vmath-inl.hpp"
 
 // Target-independent constants: defined once (outside the per-target pass).
 #ifndef FPGUARD_OPS_VMATH_CONSTANTS_
@@ -175,19 +177,6 @@ void ApplyImpl(int fn, const float* in, float* out, std::size_t n) {
     case Fn::sigmoid:
       return Loop(in, out, n, [](DF d, VF v) HWY_ATTR { return SigmoidV(d, v); });
   }
-}
-
-// x * clamp(x / 6 + 0.5, 0, 1), clamp as std::clamp compares (a NaN stays NaN).
-HWY_INLINE VF HardSwishV(DF d, VF x) {
-  const VF zero = hn::Zero(d), one = hn::Set(d, 1.0f);
-  const VF t = hn::Add(hn::Div(x, hn::Set(d, 6.0f)), hn::Set(d, 0.5f));
-  const VF c = hn::IfThenElse(hn::Lt(t, zero), zero, hn::IfThenElse(hn::Lt(one, t), one, t));
-  return hn::Mul(x, c);
-}
-
-// x where x > 0 or x is NaN, else +0.
-HWY_INLINE VF ReluV(DF d, VF x) {
-  return hn::IfThenElseZero(hn::Or(hn::Gt(x, hn::Zero(d)), hn::IsNaN(x)), x);
 }
 
 void ApplyExactImpl(int fn, const float* in, float* out, std::size_t n) {
