@@ -1,7 +1,8 @@
 // `fpguard gemm-error`'s default path for one format: float16 inputs, float32
 // accumulation through oneDNN's sgemm, plus the two double GEMMs of the truth and the
 // |A||B| product of the bounds — the whole of one table row, at n = 1024 and 2048.
-// Then the executor's products of a few rows (BM_small_gemm).
+// Then the executor's products of a few rows (BM_small_gemm), and of one row against a
+// transposed B on the gemv kernel against oneDNN's sgemm (BM_row_gemv).
 #include <benchmark/benchmark.h>
 
 #include <dnnl.hpp>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "fpguard/experiments.hpp"
+#include "ops/gemv.hpp"
 
 namespace {
 
@@ -96,5 +98,34 @@ FPG_SMALL_GEMM_BENCH(1x1000x2048, 1, 1000, 2048);
 FPG_SMALL_GEMM_BENCH(1x1280x960, 1, 1280, 960);
 FPG_SMALL_GEMM_BENCH(8x1024x256, 8, 1024, 256);
 FPG_SMALL_GEMM_BENCH(16x1024x256, 16, 1024, 256);
+
+// y (1 x n) = x (1 x k) times B (n x k) transposed, on one thread: ops::gemv::rows against
+// dnnl_sgemm('N', 'T'). MobileNetV3's classifier (960 -> 1280 -> 1000) and a
+// squeeze-excitation block's two layers (960 -> 240 -> 960); bytes: B's, read once.
+void BM_row_gemv(benchmark::State& state, std::int64_t k, std::int64_t n, bool kernel) {
+  std::vector<float> x(static_cast<std::size_t>(k)), b(static_cast<std::size_t>(n * k)),
+      y(static_cast<std::size_t>(n));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  for (auto* v : {&x, &b})
+    for (float& f : *v) f = normal(rng);
+  for (auto _ : state) {
+    if (kernel)
+      fpguard::ops::gemv::rows(x.data(), b.data(), k, k, 1.0f, 0.0f, y.data(), 0, n);
+    else
+      dnnl_sgemm('N', 'T', 1, n, k, 1.0f, x.data(), k, b.data(), k, 0.0f, y.data(), n);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * n * k * 4);
+}
+
+#define FPG_ROW_GEMV_BENCH(name, k, n)                                      \
+  BENCHMARK_CAPTURE(BM_row_gemv, name / kernel, k, n, true)->UseRealTime(); \
+  BENCHMARK_CAPTURE(BM_row_gemv, name / sgemm, k, n, false)->UseRealTime()
+
+FPG_ROW_GEMV_BENCH(960to1280, 960, 1280);
+FPG_ROW_GEMV_BENCH(1280to1000, 1280, 1000);
+FPG_ROW_GEMV_BENCH(960to240, 960, 240);
+FPG_ROW_GEMV_BENCH(240to960, 240, 960);
 
 }  // namespace

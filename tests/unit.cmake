@@ -3,6 +3,7 @@
 # ctest -j, one ctest entry per gtest).
 add_executable(unit_tests
   depthwise_test.cpp
+  gemv_test.cpp
   format_test.cpp
   round_test.cpp
   round_simd_test.cpp

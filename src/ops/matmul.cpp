@@ -21,6 +21,7 @@
 #include "fpguard/error.hpp"
 #include "fpguard/experiments.hpp"
 #include "fpguard/round.hpp"
+#include "ops/gemv.hpp"
 #include "ops/ops.hpp"
 
 // libgomp's, which oneDNN uses for its threads (declared here: no -fopenmp needed).
@@ -400,6 +401,21 @@ bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float
 // "Products of a few rows").
 constexpr std::int64_t kFewRows = 8;
 
+// One row of A against a transposed B (n rows of k): ops::gemv's kernel, B's rows split
+// across the threads where there are enough of them to stream.
+void row_gemv(const KernelContext& ctx, std::int64_t n, std::int64_t k, float alpha, const float* a,
+              const float* b, std::int64_t ldb, float beta, float* c) {
+  const int threads =
+      detail::resolve_threads(ctx.threads > 1 ? 0 : 1, static_cast<std::size_t>(n * k));
+  detail::parallel_for(
+      static_cast<std::size_t>(n), threads,
+      [&](std::size_t j0, std::size_t j1) {
+        gemv::rows(a, b, ldb, k, alpha, beta, c, static_cast<std::int64_t>(j0),
+                   static_cast<std::int64_t>(j1));
+      },
+      16);
+}
+
 void gemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n,
           std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,
           std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
@@ -407,6 +423,7 @@ void gemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64
   if ((ta || m > kFewRows) &&
       matmul_primitive(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
     return;
+  if (m == 1 && !ta && tb) return row_gemv(ctx, n, k, alpha, a, b, ldb, beta, c);
   const auto st =
       dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   if (st != dnnl_success) ctx.fail("oneDNN sgemm failed (status " + std::to_string(st) + ")");
