@@ -68,7 +68,7 @@ void* thread_scratch(Scratch use, std::size_t bytes) {
     std::size_t size = 0;
     ~Buffer() { std::free(data); }
   };
-  thread_local Buffer buffers[3];
+  thread_local Buffer buffers[static_cast<int>(Scratch::count)];
   Buffer& b = buffers[static_cast<int>(use)];
   if (b.size < bytes) {
     std::free(b.data);

@@ -308,7 +308,8 @@ void pointwise_conv(const KernelContext& ctx, const ConvGeometry& g, int threads
   detail::parallel_for(
       static_cast<std::size_t>(plane), threads,
       [&](std::size_t lo, std::size_t hi) {
-        const std::unique_ptr<float[]> scratch(new float[pointwise::scratch_floats(mg, cg)]);
+        auto* scratch = static_cast<float*>(
+            thread_scratch(Scratch::pointwise, pointwise::scratch_floats(mg, cg) * sizeof(float)));
         for (auto c0 = static_cast<std::int64_t>(lo); c0 < static_cast<std::int64_t>(hi);
              c0 += panel)
           for (std::int64_t b = 0; b < g.n; ++b)
@@ -316,7 +317,7 @@ void pointwise_conv(const KernelContext& ctx, const ConvGeometry& g, int threads
               pointwise::columns(w + q * mg * cg, x + (b * g.c + q * cg) * plane,
                                  bias ? bias + q * mg : nullptr, y + (b * g.m + q * mg) * plane, mg,
                                  cg, plane, c0, std::min(c0 + panel, static_cast<std::int64_t>(hi)),
-                                 ctx.epilogue, scratch.get());
+                                 ctx.epilogue, scratch);
       },
       static_cast<std::size_t>(panel));
 }

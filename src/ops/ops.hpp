@@ -70,9 +70,10 @@ T add_in_eights(T start, const T* v, std::int64_t n, Term term) {
 // offers no implementation: the caller then uses im2col + gemm.
 // A thread's buffer of at least `bytes` (64-byte aligned, contents unspecified) for one use,
 // grown to the largest that thread asked for and kept: the convolutions' blocked copies of X
-// and Y for oneDNN, and the depthwise kernels' strips, were allocated anew on every call
-// (above malloc's mmap threshold: mapped and unmapped each time, on every thread).
-enum class Scratch { conv_x, conv_y, depthwise };
+// and Y for oneDNN, the depthwise kernels' strips and the pointwise kernel's panels were
+// allocated anew on every call (above malloc's mmap threshold: mapped and unmapped each
+// time, on every thread).
+enum class Scratch { conv_x, conv_y, depthwise, pointwise, count };
 void* thread_scratch(Scratch use, std::size_t bytes);
 bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float* x, const float* w,
                     const float* bias, float* y);
