@@ -1,8 +1,9 @@
 // `fpguard gemm-error`'s default path for one format: float16 inputs, float32
 // accumulation through oneDNN's sgemm, plus the two double GEMMs of the truth and the
 // |A||B| product of the bounds — the whole of one table row, at n = 1024 and 2048.
-// Then the executor's products of a few rows (BM_small_gemm), and of one row against a
-// transposed B on the gemv kernel against oneDNN's sgemm (BM_row_gemv).
+// Then the executor's products of a few rows (BM_small_gemm), without transposes
+// (BM_plain_gemm), and of one row against a transposed B on the gemv kernel against
+// oneDNN's sgemm (BM_row_gemv).
 #include <benchmark/benchmark.h>
 
 #include <dnnl.hpp>
@@ -59,6 +60,7 @@ BENCHMARK(BM_gemm_reference)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond
 // MobileNetV3's classifiers, the CRNN's step at batch 8, and 16 rows for the crossover.
 struct SmallGemm {
   std::int64_t m, n, k;
+  bool transposed_b = true;  // false: B is k x n (BM_small_gemm/plain_*, below)
 };
 
 void BM_small_gemm(benchmark::State& state, SmallGemm s, bool sgemm) {
@@ -72,11 +74,13 @@ void BM_small_gemm(benchmark::State& state, SmallGemm s, bool sgemm) {
   const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream strm(eng);
   const memory::desc ad({s.m, s.k}, memory::data_type::f32, memory::dims{s.k, 1});
-  const memory::desc bd({s.k, s.n}, memory::data_type::f32, memory::dims{1, s.k});
+  const memory::desc bd({s.k, s.n}, memory::data_type::f32,
+                        s.transposed_b ? memory::dims{1, s.k} : memory::dims{s.n, 1});
   const memory::desc cd({s.m, s.n}, memory::data_type::f32, memory::dims{s.n, 1});
   for (auto _ : state) {
     if (sgemm) {
-      dnnl_sgemm('N', 'T', s.m, s.n, s.k, 1.0f, a.data(), s.k, b.data(), s.k, 0.0f, c.data(), s.n);
+      dnnl_sgemm('N', s.transposed_b ? 'T' : 'N', s.m, s.n, s.k, 1.0f, a.data(), s.k, b.data(),
+                 s.transposed_b ? s.k : s.n, 0.0f, c.data(), s.n);
     } else {
       const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), eng);
       const dnnl::matmul mm(pd);
@@ -98,6 +102,24 @@ FPG_SMALL_GEMM_BENCH(1x1000x2048, 1, 1000, 2048);
 FPG_SMALL_GEMM_BENCH(1x1280x960, 1, 1280, 960);
 FPG_SMALL_GEMM_BENCH(8x1024x256, 8, 1024, 256);
 FPG_SMALL_GEMM_BENCH(16x1024x256, 16, 1024, 256);
+
+// The same for products without transposes, C = A B (B: k x n; a 1x1 convolution on NCHW,
+// a transformer's Linear as exported to MatMul), which ops::gemm runs on dnnl_sgemm at any
+// size: ResNet-50's, MobileNetV3's and BERT's shapes.
+#define FPG_PLAIN_GEMM_BENCH(name, m, n, k)                                                 \
+  BENCHMARK_CAPTURE(BM_small_gemm, plain_##name / sgemm, SmallGemm{m, n, k, false}, true)   \
+      ->UseRealTime();                                                                      \
+  BENCHMARK_CAPTURE(BM_small_gemm, plain_##name / matmul, SmallGemm{m, n, k, false}, false) \
+      ->UseRealTime()
+
+FPG_PLAIN_GEMM_BENCH(256x3136x64, 256, 3136, 64);
+FPG_PLAIN_GEMM_BENCH(64x3136x64, 64, 3136, 64);
+FPG_PLAIN_GEMM_BENCH(256x196x1024, 256, 196, 1024);
+FPG_PLAIN_GEMM_BENCH(1024x196x256, 1024, 196, 256);
+FPG_PLAIN_GEMM_BENCH(672x196x112, 672, 196, 112);
+FPG_PLAIN_GEMM_BENCH(128x3072x768, 128, 3072, 768);
+FPG_PLAIN_GEMM_BENCH(128x768x3072, 128, 768, 3072);
+FPG_PLAIN_GEMM_BENCH(16x1024x256, 16, 1024, 256);
 
 // y (1 x n) = x (1 x k) times B (n x k) transposed, on one thread: ops::gemv::rows against
 // dnnl_sgemm('N', 'T'). MobileNetV3's classifier (960 -> 1280 -> 1000) and a

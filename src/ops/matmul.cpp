@@ -393,12 +393,16 @@ bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float
   return true;
 }
 
-// Products of at most this many rows of A (a recurrent step's, a classifier's Linear at
-// batch 1; A not transposed, the measured case) take dnnl_sgemm: on AVX-512 it runs them
-// 2-4.5x faster than the matmul primitive's brgemm, whose blocking is made for many rows
-// (1.2-3x with B not transposed), and with oneDNN held to AVX2 no slower; at 16 rows the
-// primitive is 2x faster (BM_small_gemm in bench/gemm_bench.cpp; bench/README.md,
-// "Products of a few rows").
+// Products of at most this many rows of A against a transposed B (a recurrent step's, a
+// classifier's Linear at batch 1; A not transposed, the measured case) take dnnl_sgemm: on
+// AVX-512 it runs them 2-4.5x faster than the matmul primitive's brgemm, whose blocking is
+// made for many rows, and with oneDNN held to AVX2 no slower; at 16 rows the primitive is
+// 2x faster (BM_small_gemm in bench/gemm_bench.cpp; bench/README.md, "Products of a few
+// rows"). Products without transposes (1x1 convolutions on NCHW, MatMuls of weights
+// [K, N]) take dnnl_sgemm at any size: on AVX-512 as fast or faster than the primitive on
+// ResNet-50's, MobileNetV3's and BERT's shapes (BERT's 128 x 768 x 3072 -20%;
+// BM_small_gemm/plain_*; bench/README.md, session 27); on AVX2 the primitive runs that sgemm.
+// Both give the same bits on 1 and 2 threads (neither splits a sum across threads).
 constexpr std::int64_t kFewRows = 8;
 
 // One row of A against a transposed B (n rows of k): ops::gemv's kernel, B's rows split
@@ -420,7 +424,7 @@ void gemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64
           std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,
           std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
   if (gemm_special(ctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
-  if ((ta || m > kFewRows) &&
+  if ((ta || (tb && m > kFewRows)) &&
       matmul_primitive(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
     return;
   if (m == 1 && !ta && tb) return row_gemv(ctx, n, k, alpha, a, b, ldb, beta, c);
