@@ -2,7 +2,7 @@
 // accumulation through oneDNN's sgemm, plus the two double GEMMs of the truth and the
 // |A||B| product of the bounds — the whole of one table row, at n = 1024 and 2048.
 // Then the executor's products of a few rows (BM_small_gemm), without transposes
-// (BM_plain_gemm), and of one row against a transposed B on the gemv kernel against
+// (BM_small_gemm/plain_*), and of one row against a transposed B on the gemv kernel against
 // oneDNN's sgemm (BM_row_gemv).
 #include <benchmark/benchmark.h>
 
