@@ -65,9 +65,6 @@ T add_in_eights(T start, const T* v, std::int64_t n, Term term) {
   for (const T q : part) start += q;
   return start;
 }
-// Conv of float32 NC... tensors on oneDNN's convolution primitive (bias optional, may be
-// null); false when it does not apply (1-3 spatial dims, float32 accumulation) or oneDNN
-// offers no implementation: the caller then uses im2col + gemm.
 // A thread's buffer of at least `bytes` (64-byte aligned, contents unspecified) for one use,
 // grown to the largest that thread asked for and kept: the convolutions' blocked copies of X
 // and Y for oneDNN, the depthwise kernels' strips and the pointwise kernel's panels were
@@ -75,6 +72,9 @@ T add_in_eights(T start, const T* v, std::int64_t n, Term term) {
 // time, on every thread).
 enum class Scratch { conv_x, conv_y, depthwise, pointwise, count };
 void* thread_scratch(Scratch use, std::size_t bytes);
+// Conv of float32 NC... tensors on oneDNN's convolution primitive (bias optional, may be
+// null); false when it does not apply (1-3 spatial dims, float32 accumulation) or oneDNN
+// offers no implementation: the caller then uses im2col + gemm.
 bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float* x, const float* w,
                     const float* bias, float* y);
 // A function that applies an element-wise op to `n` float32 values in place, on up to
@@ -83,7 +83,8 @@ using InPlace = Epilogue;
 // The op of `n` as such a function, computing bit for bit what its kernel computes on
 // float32 carriers: the unary code its registration declares (exec::ElementwiseCode:
 // Relu, LeakyRelu, HardSigmoid, HardSwish, Sigmoid, Tanh, Erf, Clip; `lo`, `hi`: Clip's
-// min and max inputs from opset 11, float32 carriers, nullptr when absent). An empty
+// min and max inputs from opset 11, float32 carriers, nullptr when absent); for Relu and
+// HardSwish an ExactEpilogue, which vector kernels may apply in registers. An empty
 // function for any other op.
 InPlace in_place_unary(const model::Node& n, std::int64_t opset, const Tensor* lo,
                        const Tensor* hi);
