@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "ops/depthwise.hpp"
-#include "vmath_check.hpp"
+#include "targets.hpp"
 
 namespace {
 
@@ -175,7 +175,7 @@ TEST(Depthwise, ChannelBlockIsTheScalarSumsBitForBit) {
                       .dil_h = 1,
                       .dil_w = 1});
   for (int i = 0; i < 300; ++i) planes.push_back(random_plane(rng));
-  fpguard::test::vmath::on_every_target([&] {
+  fpguard::test::on_every_target([&] {
     // (Without vectors it is never called: prefer_block.)
     const auto lanes = static_cast<std::int64_t>(dw::block_channels());
     if (lanes == 1) return;
@@ -217,7 +217,7 @@ TEST(Depthwise, PlaneIsTheScalarSumsBitForBit) {
   std::mt19937 rng(37);
   std::vector<dw::Plane> planes;
   for (int i = 0; i < 300; ++i) planes.push_back(random_plane(rng));
-  fpguard::test::vmath::on_every_target([&] {
+  fpguard::test::on_every_target([&] {
     for (std::size_t i = 0; i < planes.size(); ++i) check_plane(planes[i], i, rng);
   });
 }

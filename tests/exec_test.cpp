@@ -24,6 +24,7 @@
 #include "fpguard/exec.hpp"
 #include "fpguard/model.hpp"
 #include "graph_util.hpp"
+#include "targets.hpp"
 
 namespace fpguard::exec {
 namespace {
@@ -934,9 +935,7 @@ TEST(Scaled, ChannelScalesAndCalibratedAmax) {
 // same input in one model and must agree bit for bit: NaN payloads, infinities, signed zeros,
 // padding, dilation, ceil_mode.
 TEST(Pool, MaxPoolWithoutIndicesEqualsTheIndexedPathBitForBit) {
-  struct TargetGuard {  // Highway's own choice of target again, however the test ends
-    ~TargetGuard() { hwy::SetSupportedTargetsForTest(0); }
-  } guard;
+  test::TargetGuard guard;  // Highway's own choice of target again, however the test ends
   // (Listed once: a target set for the test is all that Highway reports as supported.)
   const std::vector<std::int64_t> targets = hwy::SupportedAndGeneratedTargets();
   ASSERT_GT(targets.size(), 1u);

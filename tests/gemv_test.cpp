@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ops/gemv.hpp"
-#include "vmath_check.hpp"
+#include "targets.hpp"
 
 namespace {
 
@@ -27,7 +27,7 @@ const std::vector<std::int64_t> kRows = {1, 2, 3, 4, 5, 9, 13};
 TEST(Gemv, SumsTheRightProductsExactly) {
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> small(-8, 8);
-  fpguard::test::vmath::on_every_target([&] {
+  fpguard::test::on_every_target([&] {
     for (const auto k : kLengths)
       for (const auto n : kRows)
         for (const float beta : {0.0f, 2.0f}) {
@@ -59,7 +59,7 @@ TEST(Gemv, SumsTheRightProductsExactly) {
 TEST(Gemv, IsAccurateAndTheSameForAnySplitOfTheColumns) {
   std::mt19937 rng(6);
   std::normal_distribution<float> normal;
-  fpguard::test::vmath::on_every_target([&] {
+  fpguard::test::on_every_target([&] {
     for (const auto k : kLengths)
       for (const auto n : kRows) {
         SCOPED_TRACE(::testing::Message() << k << " x " << n);

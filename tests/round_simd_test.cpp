@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fpguard/round.hpp"
+#include "targets.hpp"
 #include "test_util.hpp"
 
 namespace fpguard {
@@ -198,10 +199,7 @@ TEST(RoundFast, EligibleFormatsAndModes) {
   EXPECT_EQ(fast, want);
 }
 
-// Restores Highway's own target choice however the test ends.
-struct TargetGuard {
-  ~TargetGuard() { hwy::SetSupportedTargetsForTest(0); }
-};
+using test::TargetGuard;
 
 TEST(RoundFast, MatchesGenericOnEveryTargetAndTail) {
   TargetGuard guard;

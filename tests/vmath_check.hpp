@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ops/vmath.hpp"
+#include "targets.hpp"
 
 namespace fpguard::test::vmath {
 
@@ -92,22 +93,8 @@ struct Worst {
   bool worse_than(std::int64_t u) const { return ulp >= 0 && (u < 0 || u > ulp); }
 };
 
-// Restores Highway's own target choice however the test ends.
-struct TargetGuard {
-  ~TargetGuard() { hwy::SetSupportedTargetsForTest(0); }
-};
-
-// Runs body once per target compiled in and supported here, the dispatcher seeing only
-// that one (the vmath and depthwise kernels' tests).
-inline void on_every_target(const std::function<void()>& body) {
-  TargetGuard guard;
-  for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    ASSERT_EQ(hwy::SupportedTargets(), target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    body();
-  }
-}
+using fpguard::test::on_every_target;
+using fpguard::test::TargetGuard;
 
 // Runs batches of inputs through apply(f) on every target (or only on the one run-time
 // dispatch picks on this machine: the first, Highway listing the best target first),
