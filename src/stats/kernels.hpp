@@ -182,14 +182,24 @@ struct FusedFormat {
   FormatAcc* acc;
 };
 
+// What the summary of a chunk's whole vectors found (stats_simd.cpp), for the formats'
+// passes over the chunk.
+struct ChunkRange {
+  bool all_finite = false;
+  float max_abs = 0;          // the largest finite |x|
+  float min_abs_nonzero = 0;  // the smallest nonzero |x| (inf when none)
+  std::uint64_t zeros = 0;
+};
+
 // What chunk_all adds beyond the counts and extremes: nothing, the moments (mean, std), or
 // the moments and the exponent histogram (StatsOptions::distribution and ::histogram).
 enum class Distribution { none, moments, full };
 
 // float32 chunks (stats_simd.cpp): the chunk's summary into `a` (returns its moments, when
 // asked) and the error summary of every format in `fmts`, each rounded to nearest-even
-// with its fast path; `inv` (at least x.size()) is scratch space for 1/|x|, shared by the
-// formats.
+// with its fast path, by the way the chunk's range allows (a test per vector only where
+// the chunk holds NaN, infinities or magnitudes beyond a format's range); `inv` (at least
+// x.size()) is scratch space for 1/|x|, shared by the formats.
 Moments chunk_all(std::span<const float> x, BaseAcc& a, std::span<const FusedFormat> fmts,
                   std::span<float> inv, Distribution d = Distribution::full);
 
