@@ -1,10 +1,13 @@
 // One pass over the data, in chunks that stay in L1: each chunk is summarised (counts,
 // extremes, moments, exponent histogram) and rounded into every requested format, whose
-// errors are summarised too. Chunks are spread over threads; their summaries merge
-// exactly (counts, extremes) or stably (moments: Chan et al.'s pairwise update).
+// errors are summarised too. Threads take blocks of chunks as they come free; the
+// summaries merge exactly (counts, extremes), stably (moments: Chan et al.'s pairwise
+// update, chunk by chunk) or block by block in order (the formats' float sums), so no
+// number depends on the threads.
 #include "fpguard/stats.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <functional>
@@ -77,8 +80,8 @@ double power_of_two_scale(double v, int guess, Fits fits) {
   return std::ldexp(1.0, k);
 }
 
-// What the chunks of x add up to: the base summary and each format's errors, merged over
-// the threads, and each chunk's moments (merged pairwise by the caller).
+// What the chunks of x add up to: the base summary and each format's errors, and each
+// chunk's moments (merged pairwise by the caller).
 struct Accumulated {
   BaseAcc base;
   std::vector<FormatAcc> fmt;
@@ -89,70 +92,95 @@ struct Accumulated {
 // is done with them (or null).
 using Release = std::function<void(std::size_t first, std::size_t count)>;
 
+// Chunks a thread takes at a time (1 MiB of float32): small enough that threads end
+// together when one starts late (a pool's first start, seen at 2-6 ms on a 2-vCPU VM) or
+// runs slower (a busy core), large enough that taking one costs nothing.
+constexpr std::size_t kBlockChunks = 64;
+
+// The chunks [first, last) of x into `base` (exact: the order does not matter), `fmt` (one
+// per format) and `moments`. fused/others: the formats measured with the chunk's summary
+// (float32 with a fast rounding path) and the rest, by index.
+template <class T>
+void accumulate_block(std::span<const T> x, std::size_t first, std::size_t last,
+                      const std::vector<Format>& formats,
+                      const std::vector<detail::FormatPlan>& plans, detail::Distribution d,
+                      BaseAcc& base, std::span<FormatAcc> fmt, std::span<Moments> moments,
+                      std::vector<T>& rounded, std::vector<float>& inv) {
+  std::vector<detail::FusedFormat> fused;
+  std::vector<std::size_t> others;
+  for (std::size_t f = 0; f < formats.size(); ++f) {
+    // float32: formats with a fast rounding path are measured right after the chunk's
+    // summary, while the chunk is in L1.
+    if (std::is_same_v<T, float> && plans[f].fast)
+      fused.push_back({&*plans[f].fast, &plans[f], &fmt[f]});
+    else
+      others.push_back(f);
+  }
+  for (std::size_t c = first; c < last; ++c) {
+    const std::size_t b = c * kChunk, len = std::min(kChunk, x.size() - b);
+    const std::span<const T> xs = x.subspan(b, len);
+    if constexpr (std::is_same_v<T, float>)
+      moments[c] = detail::chunk_all(xs, base, fused, inv, d);
+    else
+      moments[c] = detail::chunk_base(xs, base);
+    for (const std::size_t f : others) {
+      const std::span<T> r(rounded.data(), len);
+      RoundOptions ro;
+      ro.threads = 1;
+      fpguard::round(xs, r, formats[f], ro);
+      detail::chunk_format_fast(xs, std::span<const T>(r), plans[f], fmt[f]);
+    }
+  }
+}
+
+// Threads take blocks of chunks as they come free. Each block's format errors are summed
+// apart, and the blocks' sums added in order: every number is the same on any number of
+// threads, whichever thread took which block.
 template <class T>
 Accumulated accumulate(std::span<const T> x, const std::vector<Format>& formats,
                        const StatsOptions& o, const Release& release) {
-  const std::size_t n = x.size();
+  const std::size_t n = x.size(), nf = formats.size();
   const std::size_t chunks = (n + kChunk - 1) / kChunk;
+  const std::size_t blocks = (chunks + kBlockChunks - 1) / kBlockChunks;
   std::vector<detail::FormatPlan> plans;
   for (const auto& f : formats) plans.push_back(detail::make_plan(f));
-
-  const int threads = detail::resolve_threads(o.threads, n);
-  std::vector<Accumulated> acc(static_cast<std::size_t>(std::max(1, threads)));
-  for (auto& a : acc) a.fmt.resize(formats.size());
-  std::vector<Moments> moments(chunks);
   const detail::Distribution distribution = !o.distribution ? detail::Distribution::none
                                             : o.histogram   ? detail::Distribution::full
                                                             : detail::Distribution::moments;
-
-  // Threads take contiguous ranges of whole chunks.
-  const std::size_t per = (chunks + acc.size() - 1) / acc.size();
+  const auto threads = static_cast<std::size_t>(std::max(1, detail::resolve_threads(o.threads, n)));
+  std::vector<BaseAcc> base(std::min(threads, std::max<std::size_t>(blocks, 1)));
+  std::vector<FormatAcc> block_fmt(blocks * nf);
+  std::vector<Moments> moments(chunks);
+  std::atomic<std::size_t> next{0};
   auto work = [&](std::size_t t) {
-    auto& a = acc[t];
     std::vector<T> rounded(kChunk);
-    // float32: formats with a fast rounding path are measured right after the chunk's
-    // summary, while the chunk is in L1.
-    std::vector<detail::FusedFormat> fused;
-    std::vector<std::size_t> others;
-    for (std::size_t f = 0; f < formats.size(); ++f) {
-      if (std::is_same_v<T, float> && plans[f].fast)
-        fused.push_back({&*plans[f].fast, &plans[f], &a.fmt[f]});
-      else
-        others.push_back(f);
-    }
     std::vector<float> inv(std::is_same_v<T, float> ? kChunk : 0);
-    const std::size_t first = std::min(chunks, t * per), last = std::min(chunks, (t + 1) * per);
-    for (std::size_t c = first; c < last; ++c) {
-      const std::size_t b = c * kChunk, len = std::min(kChunk, n - b);
-      const std::span<const T> xs = x.subspan(b, len);
-      if constexpr (std::is_same_v<T, float>)
-        moments[c] = detail::chunk_all(xs, a.base, fused, inv, distribution);
-      else
-        moments[c] = detail::chunk_base(xs, a.base);
-      for (const std::size_t f : others) {
-        const std::span<T> r(rounded.data(), len);
-        RoundOptions ro;
-        ro.threads = 1;
-        fpguard::round(xs, r, formats[f], ro);
-        detail::chunk_format_fast(xs, std::span<const T>(r), plans[f], a.fmt[f]);
-      }
+    std::vector<double> max_rel(nf, 0.0);  // seeds each block's search (stats_simd.cpp)
+    for (std::size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
+      const std::span<FormatAcc> fmt(block_fmt.data() + k * nf, nf);
+      for (std::size_t f = 0; f < nf; ++f) fmt[f].max_rel_error = max_rel[f];
+      const std::size_t first = k * kBlockChunks, last = std::min(chunks, first + kBlockChunks);
+      accumulate_block(x, first, last, formats, plans, distribution, base[t], fmt, moments, rounded,
+                       inv);
+      for (std::size_t f = 0; f < nf; ++f) max_rel[f] = fmt[f].max_rel_error;
+      if (release) release(first * kChunk, std::min(n, last * kChunk) - first * kChunk);
     }
-    if (release && last > first)
-      release(first * kChunk, std::min(n, last * kChunk) - first * kChunk);
   };
-  // One range of chunks per thread, on the process's OpenMP pool (see core/parallel.hpp).
+  // One worker per thread, on the process's OpenMP pool (see core/parallel.hpp).
   detail::parallel_for(
-      acc.size(), static_cast<int>(acc.size()),
+      base.size(), static_cast<int>(base.size()),
       [&](std::size_t t0, std::size_t t1) {
         for (std::size_t t = t0; t < t1; ++t) work(t);
       },
       1);
-  for (std::size_t t = 1; t < acc.size(); ++t) {
-    merge_into(acc[0].base, acc[t].base);
-    for (std::size_t f = 0; f < formats.size(); ++f) merge_into(acc[0].fmt[f], acc[t].fmt[f]);
-  }
-  acc[0].moments = std::move(moments);
-  return std::move(acc[0]);
+  Accumulated acc;
+  acc.base = std::move(base[0]);
+  for (std::size_t t = 1; t < base.size(); ++t) merge_into(acc.base, base[t]);
+  acc.fmt.resize(nf);
+  for (std::size_t k = 0; k < blocks; ++k)
+    for (std::size_t f = 0; f < nf; ++f) merge_into(acc.fmt[f], block_fmt[k * nf + f]);
+  acc.moments = std::move(moments);
+  return acc;
 }
 
 // One format's findings from its accumulated errors and the tensor's summary.
