@@ -161,11 +161,8 @@ struct BaseVecs {
   // The exponent fields, for the histogram (kMaxChunk bytes, the caller's: kept out of
   // this struct so that its vectors stay in registers).
   std::uint8_t* HWY_RESTRICT exps;
-  // What Finish found of the values added: the largest finite |value|, the smallest
-  // nonzero one (inf when none), the zeros, and whether every value was finite.
-  float max_abs = 0, min_abs_nonzero = 0;
-  std::uint64_t zeros = 0;
-  bool all_finite = true;
+  // What Finish found of the values added.
+  ChunkRange range;
 
   // (Written out: an implicit constructor would not be compiled for the SIMD target.)
   explicit BaseVecs(std::uint8_t* HWY_RESTRICT exponent_fields)
@@ -216,8 +213,7 @@ struct BaseVecs {
   HWY_INLINE std::uint64_t Finish(const float* HWY_RESTRICT x, BaseAcc& a) {
     const std::size_t end = vectors * hn::Lanes(df);
     const std::uint64_t finite = end - nonfinite;
-    zeros = Total(di, c_zero);
-    all_finite = nonfinite == 0;
+    const std::uint64_t zeros = Total(di, c_zero);
     a.finite += finite;
     a.nan += nan;
     a.posinf += posinf;
@@ -229,8 +225,10 @@ struct BaseVecs {
     a.min = std::min(a.min, static_cast<double>(lo_s));
     a.max = std::max(a.max, static_cast<double>(hi_s));
     a.min_abs_nonzero = std::min(a.min_abs_nonzero, static_cast<double>(minabs_s));
-    max_abs = std::max(-lo_s, hi_s);
-    min_abs_nonzero = minabs_s;
+    range = {.all_finite = nonfinite == 0,
+             .max_abs = std::max(-lo_s, hi_s),
+             .min_abs_nonzero = minabs_s,
+             .zeros = zeros};
     if constexpr (kFields) {
       // The exponent fields of the nonzero values, when every value is finite.
       std::pair<int, int> fields{0, 0};
@@ -238,7 +236,7 @@ struct BaseVecs {
         const auto field = [](float v) {
           return static_cast<int>(std::bit_cast<std::uint32_t>(v) >> 23);
         };
-        fields = {field(minabs_s), field(max_abs)};
+        fields = {field(minabs_s), field(range.max_abs)};
       }
       Histogram(x, exps, end, zeros, fields, a);
     }

@@ -182,8 +182,8 @@ struct FusedFormat {
   FormatAcc* acc;
 };
 
-// What the summary of a chunk's whole vectors found (stats_simd.cpp), for the formats'
-// passes over the chunk.
+// What the summary of a chunk's whole vectors found (BaseVecs, stats/base_simd-inl.h), for
+// the formats' passes over the chunk.
 struct ChunkRange {
   bool all_finite = false;
   float max_abs = 0;          // the largest finite |x|

@@ -219,10 +219,7 @@ std::size_t ChunkBase(const float* HWY_RESTRICT x, std::size_t n, BaseAcc& a, Mo
     }
   }
   const std::uint64_t finite = base.template Finish<kD == Distribution::full>(x, a);
-  range = {.all_finite = base.all_finite,
-           .max_abs = base.max_abs,
-           .min_abs_nonzero = base.min_abs_nonzero,
-           .zeros = base.zeros};
+  range = base.range;
   if constexpr (kD == Distribution::none) return end;
 
   m.n = finite;
