@@ -56,15 +56,16 @@ HWY_INLINE std::uint64_t SubnormalHistogram(const float* HWY_RESTRICT x, std::si
   return n;
 }
 
-// acc + 1 in the lanes of m: a masked add where masks are registers of their own
-// (AVX-512: 2 instructions per compare and count), acc - (m as 0 or -1) elsewhere (AVX2:
-// 2 instructions, where the masked add is a compare, an add and a blend).
-template <class D8, class M>
-HWY_INLINE hn::Vec<D8> CountByte(D8 d8, hn::Vec<D8> acc, M m) {
+// acc + 1 in the lanes of m (a mask of lanes of acc's width): a masked add where masks are
+// registers of their own (AVX-512: 2 instructions per compare and count), acc - (m as 0
+// or -1) elsewhere (AVX2: 2 instructions, where the masked add is a compare, an add and a
+// blend).
+template <class D, class M>
+HWY_INLINE hn::Vec<D> CountIf(D d, hn::Vec<D> acc, M m) {
 #if HWY_TARGET <= HWY_AVX3
-  return hn::IfThenElse(m, hn::Add(acc, hn::Set(d8, 1)), acc);
+  return hn::IfThenElse(hn::RebindMask(d, m), hn::Add(acc, hn::Set(d, 1)), acc);
 #else
-  return hn::Sub(acc, hn::VecFromMask(d8, m));
+  return hn::Sub(acc, hn::VecFromMask(d, hn::RebindMask(d, m)));
 #endif
 }
 
@@ -96,7 +97,7 @@ HWY_INLINE void NarrowHistogram(const std::uint8_t* HWY_RESTRICT e, std::size_t 
       for (std::size_t j = 0; j < kGroup; ++j) acc[j] = hn::Zero(d8);
       for (std::size_t i = b; i < std::min(end8, b + kBlockVectors * n8); i += n8) {
         const V8 v = hn::LoadU(d8, e + i);
-        for (std::size_t j = 0; j < kGroup; ++j) acc[j] = CountByte(d8, acc[j], hn::Eq(v, key[j]));
+        for (std::size_t j = 0; j < kGroup; ++j) acc[j] = CountIf(d8, acc[j], hn::Eq(v, key[j]));
       }
       for (std::size_t j = 0; j < kGroup; ++j)
         counts[g + j] += hn::GetLane(hn::SumOfLanes(d64, hn::SumsOf8(acc[j])));

@@ -526,16 +526,6 @@ struct NormalPass : CleanFormats<DF, K> {
   }
 };
 
-// acc + 1 in the lanes of m (AVX-512: one masked add).
-template <class DI, class M>
-HWY_INLINE hn::Vec<DI> CountIf(DI di, hn::Vec<DI> acc, M m) {
-#if HWY_TARGET <= HWY_AVX3
-  return hn::IfThenElse(hn::RebindMask(di, m), hn::Add(acc, hn::Set(di, 1)), acc);
-#else
-  return Count(di, acc, m);
-#endif
-}
-
 // FusedClean's pass for formats with lanes under their smallest normal (Pass::below): in
 // every vector those lanes are rounded to the format's subnormal quantum (as
 // EachFormat<true>) and counted, and every lane's relative error is an exact quotient (0
