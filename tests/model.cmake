@@ -22,6 +22,17 @@ foreach(_t model exec values)
 endforeach()
 target_link_libraries(exec_tests PRIVATE hwy::hwy)  # vector kernels tested on every target
 
+# The model parser against protobuf's own (it sees protobuf types: src/model's internals).
+add_executable(onnx_parse_tests onnx_parse_test.cpp)
+add_dependencies(onnx_parse_tests model_test_data)
+target_include_directories(onnx_parse_tests PRIVATE ${PROJECT_SOURCE_DIR}/src)
+target_link_libraries(onnx_parse_tests PRIVATE fpguard_lib onnx_proto protobuf::libprotobuf
+                                               GTest::gtest_main)
+target_compile_definitions(onnx_parse_tests PRIVATE FPGUARD_MODEL_DATA="${_fpg_model_data}"
+                                                    FPGUARD_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+gtest_discover_tests(onnx_parse_tests TEST_PREFIX "model_" DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES
+  PROPERTIES LABELS model)
+
 add_test(NAME conformance.onnx_node
          COMMAND "${FPGUARD_TEST_PYTHON}" ${CMAKE_CURRENT_SOURCE_DIR}/conformance/run_conformance.py
                  --fpguard $<TARGET_FILE:fpguard>)

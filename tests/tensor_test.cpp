@@ -3,6 +3,7 @@
 #include "fpguard/tensor.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <bit>
@@ -273,6 +274,29 @@ TEST_F(Npy, FileMapHoldsTheFilesBytes) {
     EXPECT_EQ(e.where(), "missing.bin");
     EXPECT_NE(e.problem().find("cannot open"), std::string::npos) << e.what();
   }
+}
+
+// Pages discarded from a map hold no memory and keep their addresses: the bytes around
+// them are the file's, and a new map is not placed in the hole (the map's own munmap
+// would take it away).
+TEST_F(Npy, FileMapDiscardKeepsTheRestAndTheAddresses) {
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  std::string bytes(8 * page, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 11 + 5);
+  spit(path("d.bin"), bytes);
+  const auto m = FileMap::open(path("d.bin"), "d.bin");
+  const std::size_t from = 2 * page + 100, to = 6 * page + 100;  // whole pages 3 to 5
+  m->discard(from, to - from);
+  EXPECT_EQ(std::memcmp(m->data(), bytes.data(), 3 * page), 0);
+  EXPECT_EQ(std::memcmp(m->data() + 6 * page, bytes.data() + 6 * page, 2 * page), 0);
+  unsigned char resident[3] = {1, 1, 1};
+  void* hole = const_cast<std::byte*>(m->data()) + 3 * page;
+  ASSERT_EQ(::mincore(hole, 3 * page, resident), 0);  // mapped (no ENOMEM), nothing held
+  EXPECT_EQ(resident[0] | resident[1] | resident[2], 0);
+  void* other = ::mmap(hole, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(other, MAP_FAILED);
+  EXPECT_NE(other, hole);
+  ::munmap(other, page);
 }
 
 // A large .npy file is read as a view of its memory map, with the values read_npy gives

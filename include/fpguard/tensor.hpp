@@ -151,6 +151,11 @@ class FileMap {
   // Gives [offset, offset + bytes) back to the kernel (MADV_DONTNEED; whole pages inside the
   // range): read again, they come back from the page cache (the file is not changed).
   void release(std::size_t offset, std::size_t bytes) const;
+  // Takes the whole pages inside [offset, offset + bytes) out of the map, which nothing may
+  // read again: a range copied out, whose pages the kernel would otherwise map back in
+  // with a neighbour's (it maps a large folio of the page cache whole when one page of it
+  // faults). Reading them afterwards faults (SIGSEGV).
+  void discard(std::size_t offset, std::size_t bytes) const;
   // Tells the kernel the map is read front to back (MADV_SEQUENTIAL: more read-ahead).
   void sequential() const;
 

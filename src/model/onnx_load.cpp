@@ -1,7 +1,6 @@
 // ONNX ModelProto -> model::Model. protobuf types stay in src/model and src/tensor.
 // libonnx's checker and shape inference are not used: they know opsets up to 17 only
 // and must never reject a newer model that we can run.
-#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/unknown_field_set.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
@@ -14,12 +13,14 @@
 #include <iterator>
 #include <map>
 #include <set>
+#include <span>
 #include <utility>
 
 #include "fpguard/error.hpp"
 #include "fpguard/io.hpp"
 #include "fpguard/limits.hpp"
 #include "fpguard/model.hpp"
+#include "model/onnx_parse.hpp"
 #include "model/proto_fields.hpp"
 #include "tensor/tensor_pb.hpp"
 
@@ -36,6 +37,11 @@ struct LoadContext {
   mutable std::map<std::filesystem::path, std::shared_ptr<const FileMap>> external_files;
   // load_graph_bytes: tensors without values (save_graph_bytes) read as zeros.
   bool graph_only = false;
+  // A model parsed by parse_mapped: its buffer, the buffer's file map (null for bytes in
+  // memory), and where the raw_data it left there lie.
+  std::span<const std::byte> buffer;
+  std::shared_ptr<const FileMap> model_map;
+  const MappedRaw* mapped = nullptr;
 };
 
 // An attribute whose type differs from the one the op's ONNX schema declares: refused at
@@ -217,6 +223,14 @@ Tensor load_tensor(onnx::TensorProto& p, const LoadContext& ctx, const std::stri
   if (ctx.graph_only && without_values(p)) return unbacked_zeros(p, where);
   if (p.data_location() == onnx::TensorProto::EXTERNAL || p.external_data_size() > 0)
     return load_external(p, ctx, where);
+  if (ctx.mapped)
+    if (const auto it = ctx.mapped->find(&p); it != ctx.mapped->end())
+      return detail::tensor_from_proto(p,
+                                       detail::RawInBuffer{.buffer = ctx.buffer.data(),
+                                                           .map = ctx.model_map,
+                                                           .offset = it->second.offset,
+                                                           .size = it->second.size},
+                                       where);
   return detail::take_tensor_from_proto(p, where);
 }
 
@@ -417,12 +431,10 @@ namespace {
 
 // The parsed protobuf -> Model; the tensors take over its raw_data.
 Model from_proto(onnx::ModelProto& mp, const std::string& where,
-                 const std::filesystem::path& base_dir, bool graph_only = false) {
+                 const std::filesystem::path& base_dir, LoadContext ctx = {}) {
   if (!mp.has_graph()) throw Error(where, "the model has no graph");
-  LoadContext ctx;
   ctx.file = where;
   ctx.base_dir = base_dir;
-  ctx.graph_only = graph_only;
   Model m;
   m.ir_version = mp.ir_version();
   m.producer_name = mp.producer_name();
@@ -450,23 +462,35 @@ Model from_proto(onnx::ModelProto& mp, const std::string& where,
   return m;
 }
 
+// A model parsed from `buffer` (parse_mapped): its tensors' values copied from it, or views
+// of `map` where it is the buffer's file map.
+Model from_buffer(std::span<const std::byte> buffer, std::shared_ptr<const FileMap> map,
+                  const std::string& where, const std::filesystem::path& base_dir) {
+  onnx::ModelProto mp;
+  const MappedRaw mapped = parse_mapped(buffer, mp, where);
+  LoadContext ctx;
+  ctx.buffer = buffer;
+  ctx.model_map = std::move(map);
+  ctx.mapped = &mapped;
+  return from_proto(mp, where, base_dir, std::move(ctx));
+}
+
 const char* const kNotOnnx = "not an ONNX model (corrupt or not protobuf data)";
 
 }  // namespace
 
 Model load_from_bytes(const std::string& bytes, const std::string& where,
                       const std::filesystem::path& base_dir) {
-  onnx::ModelProto mp;
-  if (bytes.size() >= static_cast<std::size_t>(INT_MAX) || !mp.ParseFromString(bytes))
-    throw Error(where, kNotOnnx);
-  return from_proto(mp, where, base_dir);
+  return from_buffer(std::as_bytes(std::span(bytes)), nullptr, where, base_dir);
 }
 
 Model load_graph_bytes(const std::string& bytes, const std::string& where) {
   onnx::ModelProto mp;
   if (bytes.size() >= static_cast<std::size_t>(INT_MAX) || !mp.ParseFromString(bytes))
     throw Error(where, kNotOnnx);
-  Model m = from_proto(mp, where, ".", true);
+  LoadContext ctx;
+  ctx.graph_only = true;
+  Model m = from_proto(mp, where, ".", std::move(ctx));
   m.path = where;
   return m;
 }
@@ -477,23 +501,15 @@ Model load(const std::filesystem::path& path) {
   if (std::filesystem::is_directory(path, ec)) throw Error(where, "cannot open: is a directory");
   auto dir = path.parent_path();
   if (dir.empty()) dir = ".";
-  const auto size = std::filesystem::file_size(path, ec);
   Model m;
-  if (!ec) {
-    // A regular file: parsed straight from the file, so that its bytes are not held in
-    // memory beside the parsed copy, whose raw_data the tensors then take over (a model's
-    // peak while loading: its size once).
-    check_memory(size, where);
-    const ReadOnlyFd fd(path, where);
-    // (protobuf refuses messages of 2 GiB or more, with a log line of its own: refused here.)
-    if (size >= static_cast<std::uintmax_t>(INT_MAX)) throw Error(where, kNotOnnx);
-    onnx::ModelProto mp;
-    google::protobuf::io::FileInputStream in(fd.get(), 1 << 20);
-    const bool parsed = mp.ParseFromZeroCopyStream(&in);
-    if (in.GetErrno() != 0)
-      throw Error(where, std::string("read failed: ") + std::strerror(in.GetErrno()));
-    if (!parsed) throw Error(where, kNotOnnx);
-    m = from_proto(mp, where, dir);
+  if (std::filesystem::is_regular_file(path, ec)) {
+    // A regular file: parsed from its memory map, the tensors' raw_data left in it
+    // (parse_mapped). Tensors aligned for their type view the map, as external data does;
+    // the others are copied. The map's pages are given back once loaded: the parse read
+    // the messages around the values, and the values come back from the file when read.
+    const auto map = FileMap::open(path, where);
+    m = from_buffer({map->data(), map->size()}, map, where, dir);
+    map->release(0, map->size());
   } else {
     // Not a regular file (a pipe, say): read to its end.
     std::ifstream in(path, std::ios::binary);

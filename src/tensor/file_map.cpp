@@ -45,6 +45,18 @@ void FileMap::release(std::size_t offset, std::size_t bytes) const {
     ::madvise(const_cast<std::byte*>(data_) + begin, end - begin, MADV_DONTNEED);
 }
 
+void FileMap::discard(std::size_t offset, std::size_t bytes) const {
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t begin = (offset + page - 1) / page * page;
+  const std::size_t end = std::min(offset + bytes, size_) / page * page;
+  // Replaced by an inaccessible anonymous map that holds no memory: the addresses stay
+  // the map's (unmapped, a later mmap could take them, and the destructor's munmap of the
+  // whole map would unmap that).
+  if (data_ && end > begin)
+    ::mmap(const_cast<std::byte*>(data_) + begin, end - begin, PROT_NONE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+}
+
 void FileMap::sequential() const {
   if (data_) ::madvise(const_cast<std::byte*>(data_), size_, MADV_SEQUENTIAL);
 }

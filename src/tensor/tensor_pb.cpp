@@ -3,6 +3,7 @@
 #include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <climits>
@@ -102,10 +103,21 @@ void narrow_into(const Values& values, std::span<T> out, std::int64_t lo, std::u
   }
 }
 
+// Where a tensor's raw_data is: in p, taken over when `take` is p itself (instead of
+// copied), or in the buffer p was parsed from (`mapped`; p holds none).
+struct RawSource {
+  onnx::TensorProto* take = nullptr;
+  const detail::RawInBuffer* mapped = nullptr;
+};
+
+bool has_raw_data(const onnx::TensorProto& p, const RawSource& src) {
+  return src.mapped || p.has_raw_data();
+}
+
 // A STRING tensor: string_data only (raw_data cannot hold strings).
 Tensor string_tensor(const onnx::TensorProto& p, const std::vector<std::int64_t>& dims,
-                     std::size_t n, const std::string& where) {
-  if (p.has_raw_data()) throw Error(where, "STRING tensor has raw_data (expected string_data)");
+                     std::size_t n, bool has_raw, const std::string& where) {
+  if (has_raw) throw Error(where, "STRING tensor has raw_data (expected string_data)");
   if (static_cast<std::size_t>(p.string_data_size()) != n)
     throw Error(where, "string_data has " + std::to_string(p.string_data_size()) +
                            " values, but dims " + detail::dims_text(dims) + " need " +
@@ -116,12 +128,12 @@ Tensor string_tensor(const onnx::TensorProto& p, const std::vector<std::int64_t>
 }
 
 // Exactly one place may hold the values: raw_data or the dtype's own typed field.
-void check_one_value_field(const onnx::TensorProto& p, const PbType& type, Field field,
-                           const std::string& where) {
+void check_one_value_field(const onnx::TensorProto& p, bool has_raw, const PbType& type,
+                           Field field, const std::string& where) {
   for (Field f : {Field::float_data, Field::int32_data, Field::int64_data, Field::double_data,
                   Field::uint64_data}) {
     if (field_size(p, f) == 0) continue;
-    if (p.has_raw_data()) throw Error(where, std::string("has both raw_data and ") + field_name(f));
+    if (has_raw) throw Error(where, std::string("has both raw_data and ") + field_name(f));
     if (f != field)
       throw Error(where, std::string(type.name) + " tensor has values in " + field_name(f) +
                              " (expected raw_data or " + field_name(field) + ")");
@@ -130,21 +142,55 @@ void check_one_value_field(const onnx::TensorProto& p, const PbType& type, Field
     throw Error(where, std::string(type.name) + " tensor has values in string_data");
 }
 
-// The values of raw_data; `take`: p itself, its raw_data taken over instead of copied.
+// Copied values of at least this many bytes leave a hole in the file's map.
+constexpr std::size_t kDiscardBytes = std::size_t{1} << 16;
+
+// raw_data left in a parse's buffer: a view of the file's map where aligned for `dtype`,
+// else a copy (the map's pages of it then given back: the tensor holds the values).
+Tensor from_buffer(const detail::RawInBuffer& raw, DType dtype,
+                   const std::vector<std::int64_t>& dims, const std::string& where) {
+  const std::byte* bytes = raw.buffer + raw.offset;
+  if (raw.map) {
+    FPG_CHECK(raw.buffer == raw.map->data() && raw.offset <= raw.map->size() &&
+              raw.size <= raw.map->size() - raw.offset);
+    if (reinterpret_cast<std::uintptr_t>(bytes) % itemsize(dtype) == 0)
+      return Tensor::view(dtype, dims, raw.map, raw.offset);
+  }
+  check_memory(raw.size, where);
+  Tensor t = Tensor::uninitialized(dtype, dims);  // written in full below
+  // A piece at a time, each piece's pages of the map given back once copied: the values
+  // are not held twice, even for a moment.
+  constexpr std::size_t kPiece = std::size_t{1} << 20;
+  for (std::size_t at = 0; at < raw.size; at += kPiece) {
+    const std::size_t n = std::min(kPiece, raw.size - at);
+    std::memcpy(t.bytes() + at, bytes + at, n);
+    if (raw.map) raw.map->release(raw.offset + at, n);
+  }
+  // Large values' pages unmapped too (FileMap::discard): a neighbour viewed in the map
+  // would otherwise bring some of them back. (Not the small ones': each hole costs the
+  // process a mapping.)
+  if (raw.map && raw.size >= kDiscardBytes) raw.map->discard(raw.offset, raw.size);
+  return t;
+}
+
+// The values of raw_data, from `src`.
 Tensor from_raw_data(const onnx::TensorProto& p, const PbType& type,
-                     const std::vector<std::int64_t>& dims, std::size_t n, onnx::TensorProto* take,
+                     const std::vector<std::int64_t>& dims, std::size_t n, const RawSource& src,
                      const std::string& where) {
   const DType dtype = *type.dtype;
   const std::size_t want = n * itemsize(dtype);
-  if (p.raw_data().size() != want)
-    throw Error(where, "raw_data has " + std::to_string(p.raw_data().size()) + " bytes, but dims " +
+  const std::size_t have = src.mapped ? src.mapped->size : p.raw_data().size();
+  if (have != want)
+    throw Error(where, "raw_data has " + std::to_string(have) + " bytes, but dims " +
                            detail::dims_text(dims) + " of " + type.name + " need " +
                            std::to_string(want));
   Tensor t;
   std::shared_ptr<const std::string> taken;
-  if (take && want > 0) taken.reset(take->release_raw_data());  // p.raw_data() now empty
+  if (src.take && want > 0) taken.reset(src.take->release_raw_data());  // p.raw_data() now empty
   const auto* raw = reinterpret_cast<const std::byte*>(taken ? taken->data() : p.raw_data().data());
-  if (taken && reinterpret_cast<std::uintptr_t>(raw) % itemsize(dtype) == 0) {
+  if (src.mapped) {
+    t = from_buffer(*src.mapped, dtype, dims, where);
+  } else if (taken && reinterpret_cast<std::uintptr_t>(raw) % itemsize(dtype) == 0) {
     t = Tensor::view(dtype, dims, raw, std::move(taken));
   } else {
     check_memory(want, where);
@@ -219,9 +265,8 @@ Tensor from_typed_field(const onnx::TensorProto& p, const PbType& type, Field fi
   return t;
 }
 
-// `take`: p itself, given to have its raw_data taken over instead of copied.
 Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where,
-                         onnx::TensorProto* take = nullptr) {
+                         const RawSource& src = {}) {
   if (p.data_location() == onnx::TensorProto::EXTERNAL || p.external_data_size() > 0)
     throw Error(where,
                 "tensor data is stored externally (data_location EXTERNAL), which a standalone "
@@ -236,10 +281,11 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where,
   }
   const std::vector<std::int64_t> dims(p.dims().begin(), p.dims().end());
   const std::size_t n = element_count(dims, where);  // refuses negative dims
-  if (*type->dtype == DType::string) return string_tensor(p, dims, n, where);
+  const bool has_raw = has_raw_data(p, src);
+  if (*type->dtype == DType::string) return string_tensor(p, dims, n, has_raw, where);
   const Field field = typed_field(*type->dtype);
-  check_one_value_field(p, *type, field, where);
-  if (p.has_raw_data()) return from_raw_data(p, *type, dims, n, take, where);
+  check_one_value_field(p, has_raw, *type, field, where);
+  if (has_raw) return from_raw_data(p, *type, dims, n, src, where);
   return from_typed_field(p, *type, field, dims, n, where);
 }
 
@@ -296,7 +342,7 @@ std::vector<Tensor> sequence_from_proto(const onnx::SequenceProto& p, const std:
 NamedTensor read_tensor_pb(const std::filesystem::path& path) {
   auto p = parse_pb_file<onnx::TensorProto>(path, "an ONNX TensorProto");
   std::string name = p.name().empty() ? path.stem().string() : p.name();
-  return {std::move(name), tensor_from_proto(p, path.string(), &p)};
+  return {std::move(name), tensor_from_proto(p, path.string(), RawSource{.take = &p})};
 }
 
 NamedValue read_sequence_pb(const std::filesystem::path& path) {
@@ -357,7 +403,12 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where) {
 }
 
 Tensor take_tensor_from_proto(onnx::TensorProto& p, const std::string& where) {
-  return fpguard::tensor_from_proto(p, where, &p);
+  return fpguard::tensor_from_proto(p, where, RawSource{.take = &p});
+}
+
+Tensor tensor_from_proto(const onnx::TensorProto& p, const RawInBuffer& raw,
+                         const std::string& where) {
+  return fpguard::tensor_from_proto(p, where, RawSource{.mapped = &raw});
 }
 
 void tensor_to_proto(const Tensor& t, onnx::TensorProto& p) {
