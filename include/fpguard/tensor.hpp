@@ -161,6 +161,8 @@ class FileMap {
 
  private:
   FileMap() = default;
+  // The whole pages inside [offset, offset + bytes) (empty when none).
+  std::span<std::byte> whole_pages(std::size_t offset, std::size_t bytes) const;
   const std::byte* data_ = nullptr;
   std::size_t size_ = 0;
 };

@@ -429,7 +429,8 @@ void validate_graph(const Graph& g, const std::string& file, std::set<std::strin
 
 namespace {
 
-// The parsed protobuf -> Model; the tensors take over its raw_data.
+// The parsed protobuf -> Model; the tensors take over its raw_data, or read the raw_data
+// that parse_mapped left in its buffer (ctx.mapped).
 Model from_proto(onnx::ModelProto& mp, const std::string& where,
                  const std::filesystem::path& base_dir, LoadContext ctx = {}) {
   if (!mp.has_graph()) throw Error(where, "the model has no graph");

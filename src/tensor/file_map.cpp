@@ -37,23 +37,25 @@ FileMap::~FileMap() {
   if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
 }
 
-void FileMap::release(std::size_t offset, std::size_t bytes) const {
+std::span<std::byte> FileMap::whole_pages(std::size_t offset, std::size_t bytes) const {
   const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   const std::size_t begin = (offset + page - 1) / page * page;
   const std::size_t end = std::min(offset + bytes, size_) / page * page;
-  if (data_ && end > begin)
-    ::madvise(const_cast<std::byte*>(data_) + begin, end - begin, MADV_DONTNEED);
+  if (!data_ || end <= begin) return {};
+  return {const_cast<std::byte*>(data_) + begin, end - begin};
+}
+
+void FileMap::release(std::size_t offset, std::size_t bytes) const {
+  if (const auto pages = whole_pages(offset, bytes); !pages.empty())
+    ::madvise(pages.data(), pages.size(), MADV_DONTNEED);
 }
 
 void FileMap::discard(std::size_t offset, std::size_t bytes) const {
-  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  const std::size_t begin = (offset + page - 1) / page * page;
-  const std::size_t end = std::min(offset + bytes, size_) / page * page;
   // Replaced by an inaccessible anonymous map that holds no memory: the addresses stay
   // the map's (unmapped, a later mmap could take them, and the destructor's munmap of the
-  // whole map would unmap that).
-  if (data_ && end > begin)
-    ::mmap(const_cast<std::byte*>(data_) + begin, end - begin, PROT_NONE,
+  // whole map would unmap that). Should the kernel refuse, the pages just stay mapped.
+  if (const auto pages = whole_pages(offset, bytes); !pages.empty())
+    ::mmap(pages.data(), pages.size(), PROT_NONE,
            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
 }
 

@@ -185,17 +185,20 @@ Tensor from_raw_data(const onnx::TensorProto& p, const PbType& type,
                            detail::dims_text(dims) + " of " + type.name + " need " +
                            std::to_string(want));
   Tensor t;
-  std::shared_ptr<const std::string> taken;
-  if (src.take && want > 0) taken.reset(src.take->release_raw_data());  // p.raw_data() now empty
-  const auto* raw = reinterpret_cast<const std::byte*>(taken ? taken->data() : p.raw_data().data());
   if (src.mapped) {
     t = from_buffer(*src.mapped, dtype, dims, where);
-  } else if (taken && reinterpret_cast<std::uintptr_t>(raw) % itemsize(dtype) == 0) {
-    t = Tensor::view(dtype, dims, raw, std::move(taken));
   } else {
-    check_memory(want, where);
-    t = Tensor::uninitialized(dtype, dims);  // written in full below
-    if (want > 0) std::memcpy(t.bytes(), raw, want);
+    std::shared_ptr<const std::string> taken;
+    if (src.take && want > 0) taken.reset(src.take->release_raw_data());  // p's now empty
+    const auto* raw =
+        reinterpret_cast<const std::byte*>(taken ? taken->data() : p.raw_data().data());
+    if (taken && reinterpret_cast<std::uintptr_t>(raw) % itemsize(dtype) == 0) {
+      t = Tensor::view(dtype, dims, raw, std::move(taken));
+    } else {
+      check_memory(want, where);
+      t = Tensor::uninitialized(dtype, dims);  // written in full below
+      if (want > 0) std::memcpy(t.bytes(), raw, want);
+    }
   }
   if (dtype == DType::bool_) {
     const auto v = std::as_const(t).data<std::uint8_t>();
