@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fpguard/error.hpp"
+#include "fpguard/limits.hpp"
 #include "fpguard/model.hpp"
 #include "model/onnx_parse.hpp"
 
@@ -139,6 +140,31 @@ std::string padded_model(int pad, std::vector<float>& values) {
   y->set_name("y");
   y->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
   return mp.SerializeAsString();
+}
+
+// The memory limit bounds what protobuf parses (float_data here), not the raw_data left in
+// the buffer.
+TEST(ParseMapped, WhatProtobufParsesIsCheckedAgainstTheMemoryLimit) {
+  std::vector<float> values(3000, 1.5f);
+  const std::string raw = padded_model(0, values);
+  onnx::ModelProto typed_proto;
+  ASSERT_TRUE(typed_proto.ParseFromString(raw));
+  auto* w = typed_proto.mutable_graph()->mutable_initializer(0);
+  w->clear_raw_data();
+  for (float v : values) w->add_float_data(v);
+  const std::string typed = typed_proto.SerializeAsString();
+  const std::uint64_t before = memory_limit();
+  set_memory_limit(8000);  // under the 12,000 bytes of float_data, over the rest
+  onnx::ModelProto a, b;
+  EXPECT_NO_THROW(model::parse_mapped(std::as_bytes(std::span(raw)), a, "raw.onnx"));
+  try {
+    model::parse_mapped(std::as_bytes(std::span(typed)), b, "typed.onnx");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where(), "typed.onnx");
+    EXPECT_NE(e.problem().find("memory limit"), std::string::npos) << e.what();
+  }
+  set_memory_limit(before);
 }
 
 TEST(ParseMapped, LoadViewsTheFileWhereAlignedAndCopiesElsewhere) {

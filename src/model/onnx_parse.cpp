@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "fpguard/error.hpp"
+#include "fpguard/limits.hpp"
 
 namespace fpguard::model {
 
@@ -126,10 +127,14 @@ class Walker {
     }
   }
 
-  // Bytes [begin, end) of the data, whole fields of `msg`, merged into it by protobuf.
+  // Bytes [begin, end) of the data, whole fields of `msg`, merged into it by protobuf. What
+  // protobuf parses (typed values such as float_data included) is checked against the
+  // memory limit before it is parsed, as a model's whole size was before it was mapped.
   template <class Message>
-  void merge(Message& msg, int begin, int end, int depth) const {
+  void merge(Message& msg, int begin, int end, int depth) {
     if (end <= begin) return;
+    parsed_ += static_cast<std::uint64_t>(end - begin);
+    check_memory(parsed_, where_);
     CodedInputStream sub(data_ + begin, end - begin);
     sub.SetRecursionLimit(kMaxDepth - depth);
     if (!msg.MergePartialFromCodedStream(&sub) || sub.CurrentPosition() != end - begin) fail();
@@ -139,6 +144,7 @@ class Walker {
   CodedInputStream in_;
   std::string where_;
   MappedRaw raw_;
+  std::uint64_t parsed_ = 0;  // bytes handed to protobuf so far
 };
 
 }  // namespace
