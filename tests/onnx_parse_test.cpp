@@ -1,7 +1,7 @@
 // parse_mapped (src/model/onnx_parse.cpp) against protobuf's own parser: the same message,
 // less the raw_data it leaves in the buffer, on every ONNX node test model and on corrupted
 // bytes; and load() of a model file: values aligned for their type view the file's map,
-// the others are copies, all equal to protobuf's raw_data.
+// the others are FileCopies or copies, all equal to protobuf's raw_data.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -167,34 +167,49 @@ TEST(ParseMapped, WhatProtobufParsesIsCheckedAgainstTheMemoryLimit) {
   set_memory_limit(before);
 }
 
+// Values at an address fit for their type are views of the map; the others FileCopies
+// (64 KiB and more: nothing read at load, the values read from the file when asked, and
+// again after release_pages) or copies (smaller).
 TEST(ParseMapped, LoadViewsTheFileWhereAlignedAndCopiesElsewhere) {
   const fs::path dir = fs::path(testing::TempDir()) / "fpguard_parse_mapped";
   fs::create_directories(dir);
-  std::vector<float> values(3000);
-  for (std::size_t i = 0; i < values.size(); ++i) values[i] = 0.5f * static_cast<float>(i) - 7.0f;
-  int views = 0, copies = 0;
-  for (int pad = 0; pad < 8; ++pad) {
-    const fs::path file = dir / ("pad" + std::to_string(pad) + ".onnx");
-    {
-      const std::string bytes = padded_model(pad, values);
-      std::ofstream(file, std::ios::binary)
-          .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  for (const std::size_t count : {3000, 20000}) {  // 12 KB, 80 KB
+    std::vector<float> values(count);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = 0.5f * static_cast<float>(i) - 7.0f;
+    int views = 0, file_copies = 0, copies = 0;
+    for (int pad = 0; pad < 8; ++pad) {
+      const fs::path file = dir / ("pad" + std::to_string(pad) + ".onnx");
+      {
+        const std::string bytes = padded_model(pad, values);
+        std::ofstream(file, std::ios::binary)
+            .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      }
+      const model::Model m = model::load(file);
+      ASSERT_EQ(m.graph.initializers.size(), 1u);
+      const Tensor& t = m.graph.initializers[0].tensor;
+      ASSERT_EQ(t.size(), values.size());
+      const FileCopy* c = t.file_copy();
+      if (c) {
+        EXPECT_FALSE(c->held()) << pad;  // nothing read yet
+      }
+      EXPECT_EQ(std::memcmp(t.bytes(), values.data(), t.nbytes()), 0) << pad;
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.bytes()) % alignof(float), 0u) << pad;
+      if (c) {
+        EXPECT_TRUE(c->held());
+        t.release_pages();
+        EXPECT_FALSE(c->held());
+        EXPECT_EQ(std::memcmp(t.bytes(), values.data(), t.nbytes()), 0) << pad;
+      }
+      (c ? file_copies : t.maps_file() ? views : copies) += 1;
+      // The same from bytes in memory: always a copy.
+      const model::Model b = model::load_from_bytes(read_file(file), "b.onnx", dir);
+      EXPECT_FALSE(b.graph.initializers[0].tensor.maps_file());
+      EXPECT_EQ(std::memcmp(b.graph.initializers[0].tensor.bytes(), values.data(), t.nbytes()), 0);
     }
-    const model::Model m = model::load(file);
-    ASSERT_EQ(m.graph.initializers.size(), 1u);
-    const Tensor& t = m.graph.initializers[0].tensor;
-    ASSERT_EQ(t.size(), values.size());
-    EXPECT_EQ(std::memcmp(t.bytes(), values.data(), t.nbytes()), 0) << pad;
-    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.bytes()) % alignof(float), 0u) << pad;
-    (t.maps_file() ? views : copies) += 1;
-    // The same from bytes in memory: always a copy.
-    const model::Model b = model::load_from_bytes(read_file(file), "b.onnx", dir);
-    EXPECT_FALSE(b.graph.initializers[0].tensor.maps_file());
-    EXPECT_EQ(std::memcmp(b.graph.initializers[0].tensor.bytes(), values.data(), t.nbytes()), 0);
+    // Two paddings in eight put the values at a multiple of 4 bytes.
+    EXPECT_EQ(views, 2) << count;
+    EXPECT_EQ(count < 16384 ? copies : file_copies, 6) << count;
   }
-  // Two paddings in eight put the values at a multiple of 4 bytes.
-  EXPECT_EQ(views, 2);
-  EXPECT_EQ(copies, 6);
   fs::remove_all(dir);
 }
 

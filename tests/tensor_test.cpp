@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <bit>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -297,6 +299,66 @@ TEST_F(Npy, FileMapDiscardKeepsTheRestAndTheAddresses) {
   ASSERT_NE(other, MAP_FAILED);
   EXPECT_NE(other, hole);
   ::munmap(other, page);
+}
+
+// A FileCopy reads nothing until asked, then the file's bytes of its range (not the map's:
+// the range is discarded from the map here); given back, whole or in part, it reads them
+// again, on any number of threads at once; from a file cut short since, an Error.
+TEST_F(Npy, FileCopyReadsTheFileWhenAskedAndAgainAfterRelease) {
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  std::string bytes(5 * page + 77, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7 + 3);
+  spit(path("c.bin"), bytes);
+  const auto m = FileMap::open(path("c.bin"), "c.bin", FileMap::Keep::map_and_descriptor);
+  const std::size_t from = 3, n = bytes.size() - 3;
+  FileCopy c(m, from, n, "c.bin: w");
+  m->discard(from, n);
+  EXPECT_FALSE(c.held());
+  unsigned char resident = 1;
+  ASSERT_EQ(::mincore(const_cast<std::byte*>(c.address()), page, &resident), 0);
+  EXPECT_EQ(resident & 1, 0);  // no memory before the values are asked for
+  const auto same = [&] { return std::memcmp(c.data(), bytes.data() + from, n) == 0; };
+  EXPECT_TRUE(same());
+  EXPECT_TRUE(c.held());
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(c.address()) % page, 0u);
+  c.release(0, n);
+  EXPECT_FALSE(c.held());
+  ASSERT_EQ(::mincore(const_cast<std::byte*>(c.address()), page, &resident), 0);
+  EXPECT_EQ(resident & 1, 0);
+  EXPECT_TRUE(same());
+  c.release(page + 1, page);  // no whole page inside: nothing given back
+  EXPECT_TRUE(c.held());
+  c.release(page, 2 * page);
+  EXPECT_FALSE(c.held());
+  std::vector<std::thread> readers;
+  std::atomic<int> equal = 0;
+  for (int i = 0; i < 4; ++i) readers.emplace_back([&] { equal += same() ? 1 : 0; });
+  for (auto& r : readers) r.join();
+  EXPECT_EQ(equal, 4);
+  // Through a Tensor: release_pages gives the copy's pages back, bytes() reads them again.
+  const auto shared = std::make_shared<const FileCopy>(m, 1, 4 * page, "c.bin: v");
+  const Tensor t = Tensor::view(DType::float32, {static_cast<std::int64_t>(page)}, shared);
+  EXPECT_TRUE(t.maps_file());
+  EXPECT_EQ(t.file_copy(), shared.get());
+  EXPECT_EQ(t.address(), shared->address());
+  EXPECT_FALSE(shared->held());  // address() reads nothing
+  EXPECT_EQ(std::memcmp(t.bytes(), bytes.data() + 1, 4 * page), 0);
+  t.release_pages();
+  EXPECT_FALSE(shared->held());
+  EXPECT_EQ(std::memcmp(t.bytes(), bytes.data() + 1, 4 * page), 0);
+  Tensor owned = t;
+  owned.data<float>()[0] = 1.0f;  // copy on write, from the values
+  EXPECT_EQ(std::memcmp(owned.bytes() + 4, bytes.data() + 5, 4 * page - 4), 0);
+  EXPECT_EQ(owned.file_copy(), nullptr);
+  std::filesystem::resize_file(path("c.bin"), page);
+  c.release(0, n);
+  try {
+    c.data();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where(), "c.bin: w");
+    EXPECT_NE(e.problem().find("changed"), std::string::npos) << e.what();
+  }
 }
 
 // A large .npy file is read as a view of its memory map, with the values read_npy gives

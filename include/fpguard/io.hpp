@@ -9,6 +9,7 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <utility>
 
 namespace fpguard {
 
@@ -67,6 +68,8 @@ class ReadOnlyFd {
   ReadOnlyFd(const ReadOnlyFd&) = delete;
   ReadOnlyFd& operator=(const ReadOnlyFd&) = delete;
   int get() const { return fd_; }
+  // The descriptor, now the caller's to close.
+  int release() { return std::exchange(fd_, -1); }
 
  private:
   int fd_;

@@ -9,11 +9,13 @@
 // protobuf type appears here.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <iosfwd>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -68,6 +70,7 @@ struct DefaultInitAllocator : std::allocator<T> {
 }  // namespace detail
 
 class FileMap;
+class FileCopy;
 
 class Tensor {
  public:
@@ -83,6 +86,9 @@ class Tensor {
   // A view of `file`'s map from byte `offset` on (aligned for the dtype, inside the file).
   static Tensor view(DType dtype, std::vector<std::int64_t> shape,
                      std::shared_ptr<const FileMap> file, std::size_t offset);
+  // A view of `copy`'s values (size() * itemsize(dtype) bytes of them).
+  static Tensor view(DType dtype, std::vector<std::int64_t> shape,
+                     std::shared_ptr<const FileCopy> copy);
   // `t` as a view of its own storage, which the view and its copies then share (writing
   // through one copies it first, as for any view): for a value copied many times, such as
   // an input that every run of an executor copies into its values. Views, strings and empty
@@ -101,14 +107,22 @@ class Tensor {
     if (view_) own();
     return storage_.data();
   }
-  const std::byte* bytes() const { return view_ ? view_ : storage_.data(); }
+  // (A view of a FileCopy reads its values from the file here when they are not held.)
+  const std::byte* bytes() const;
+  // Where the values are, without reading them: what identifies a weight in caches.
+  const void* address() const { return view_ ? view_ : storage_.data(); }
   // Whether the storage is a view (nothing written through this tensor since it was made).
   bool is_view() const { return view_ != nullptr; }
-  // Whether it is a view of a file's map (its pages can be given back: release_pages).
-  bool maps_file() const { return file_ != nullptr; }
-  // For a view of a file's map: gives its pages back to the kernel (FileMap::release), for
-  // a reader that has made its own copy (a weight reordered for oneDNN); read again, they
-  // come back from the file. Nothing for other tensors.
+  // Whether it is a view of a file's map or of a FileCopy: its pages can be given back
+  // (release_pages).
+  bool maps_file() const { return file_ != nullptr || copy_ != nullptr; }
+  // The FileCopy it views, or null.
+  const FileCopy* file_copy() const { return copy_; }
+  // For a view of a file's map or of a FileCopy: gives its pages back to the kernel
+  // (FileMap::release, FileCopy::release), for a reader that has made its own copy (a
+  // weight reordered for oneDNN); read again through bytes() or data(), they come back
+  // from the file (a FileCopy's read through a pointer taken before are zeros). Nothing
+  // for other tensors.
   void release_pages() const;
   // The same for the elements [first, first + count) only (the whole pages inside them):
   // for readers that give back what each thread has read.
@@ -132,6 +146,7 @@ class Tensor {
   const std::byte* view_ = nullptr;    // a view's bytes, or null
   std::shared_ptr<const void> owner_;  // what keeps them alive
   const FileMap* file_ = nullptr;      // owner_, when it is a file's map
+  const FileCopy* copy_ = nullptr;     // owner_, when it is a FileCopy
 };
 
 // A file's bytes mapped read-only (MAP_PRIVATE), shared by the tensors that view them and
@@ -139,10 +154,13 @@ class Tensor {
 // as it was when mapped (reading it cannot fault, unless the file is truncated meanwhile).
 class FileMap {
  public:
+  // What a map keeps open besides the map: the file's descriptor too, for read() (a map
+  // that FileCopies read from; each descriptor kept counts against the process's limit).
+  enum class Keep { map, map_and_descriptor };
   // Error(where, ...) when the file cannot be opened, is not a regular file or cannot be
   // mapped. An empty file maps to size 0 (data null).
   static std::shared_ptr<const FileMap> open(const std::filesystem::path& path,
-                                             const std::string& where);
+                                             const std::string& where, Keep keep = Keep::map);
   ~FileMap();
   FileMap(const FileMap&) = delete;
   FileMap& operator=(const FileMap&) = delete;
@@ -158,6 +176,10 @@ class FileMap {
   void discard(std::size_t offset, std::size_t bytes) const;
   // Tells the kernel the map is read front to back (MADV_SEQUENTIAL: more read-ahead).
   void sequential() const;
+  // Reads [offset, offset + bytes) of the file into `to` (pread: the map, discarded
+  // ranges included, is not touched). False when the file now ends before that range.
+  // Only for a map opened with Keep::map_and_descriptor (FPG_CHECK).
+  bool read(std::size_t offset, std::size_t bytes, std::byte* to) const;
 
  private:
   FileMap() = default;
@@ -165,7 +187,52 @@ class FileMap {
   std::span<std::byte> whole_pages(std::size_t offset, std::size_t bytes) const;
   const std::byte* data_ = nullptr;
   std::size_t size_ = 0;
+  int fd_ = -1;  // the file, open for read() (Keep::map_and_descriptor), or -1
 };
+
+// A range of a file's map in memory of its own, page-aligned: values that the map holds
+// at an address unfit for their type (ONNX does not align raw_data). Like a map's, its
+// pages can be given back (release) and come back when read again: read from the file
+// (FileMap::read). Nothing is read before the values are first asked for.
+class FileCopy {
+ public:
+  // Error(where, ...) when the memory cannot be mapped. [offset, offset + bytes) lies in
+  // `file`'s map (FPG_CHECK); bytes > 0.
+  FileCopy(std::shared_ptr<const FileMap> file, std::size_t offset, std::size_t bytes,
+           std::string where);
+  ~FileCopy();
+  FileCopy(const FileCopy&) = delete;
+  FileCopy& operator=(const FileCopy&) = delete;
+  // The values, read from the file first where not held: Error(where, ...) when the file
+  // has become shorter since it was mapped. Safe from several threads at once.
+  const std::byte* data() const {
+    if (!held_.load(std::memory_order_acquire)) fill();
+    return data_;
+  }
+  const std::byte* address() const { return data_; }
+  std::size_t size() const { return size_; }
+  // Whether the values are held (read and not given back since).
+  bool held() const { return held_.load(std::memory_order_acquire); }
+  // Gives the whole pages inside [offset, offset + bytes) back to the kernel; the next
+  // data() reads the values again. Not while another thread reads them.
+  void release(std::size_t offset, std::size_t bytes) const;
+
+ private:
+  void fill() const;
+  std::shared_ptr<const FileMap> file_;
+  std::size_t offset_;
+  std::size_t size_;
+  std::size_t mapped_;  // size_ rounded up to whole pages
+  std::byte* data_;
+  std::string where_;
+  mutable std::atomic<bool> held_{false};
+  mutable std::mutex fill_;
+};
+
+inline const std::byte* Tensor::bytes() const {
+  if (copy_) return copy_->data();
+  return view_ ? view_ : storage_.data();
+}
 
 // Every element as a double (exact for every dtype but int64/uint64 beyond 2^53);
 // `out` must have t.size() elements. Not for strings (FPG_CHECK).

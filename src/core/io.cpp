@@ -99,7 +99,7 @@ ReadOnlyFd::ReadOnlyFd(const fs::path& path, const std::string& where)
 }
 
 ReadOnlyFd::~ReadOnlyFd() {
-  ::close(fd_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 namespace {

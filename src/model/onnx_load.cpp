@@ -506,9 +506,10 @@ Model load(const std::filesystem::path& path) {
   if (std::filesystem::is_regular_file(path, ec)) {
     // A regular file: parsed from its memory map, the tensors' raw_data left in it
     // (parse_mapped). Tensors aligned for their type view the map, as external data does;
-    // the others are copied. The map's pages are given back once loaded: the parse read
-    // the messages around the values, and the values come back from the file when read.
-    const auto map = FileMap::open(path, where);
+    // the others are FileCopies, which read the file (its descriptor kept), or small
+    // copies. The map's pages are given back once loaded: the parse read the messages
+    // around the values, and the values come back from the file when read.
+    const auto map = FileMap::open(path, where, FileMap::Keep::map_and_descriptor);
     m = from_buffer({map->data(), map->size()}, map, where, dir);
     map->release(0, map->size());
   } else {

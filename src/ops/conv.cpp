@@ -386,8 +386,7 @@ void conv(KernelContext& ctx) {
       ctx.round_weight();
       return conv_rows(ctx, geo, px, ctx.in(1).data<float>().data(), pb, po);
     }
-    if (n && m && osize && !pointwise_as_gemm(geo) &&
-        conv_primitive(ctx, geo, px, w.data<float>().data(), pb, po))
+    if (n && m && osize && !pointwise_as_gemm(geo) && conv_primitive(ctx, geo, px, w, pb, po))
       return;
   }
   ctx.round_weight();  // a weight handed over unrounded: the paths below read it rounded

@@ -312,25 +312,23 @@ namespace {
 // executor.
 std::pair<std::shared_ptr<const ConvPrepared>, dnnl::memory> prepared_conv(const KernelContext& ctx,
                                                                            const ConvDescs& d,
-                                                                           const float* w,
+                                                                           const Tensor& w,
                                                                            bool bias) {
   const KernelContext::UnroundedWeight* u = ctx.unrounded ? &*ctx.unrounded : nullptr;
   if (!ctx.prepared || !ctx.stable(1)) {
-    auto p = prepare_conv(d, w, bias);
+    auto p = prepare_conv(d, w.data<float>().data(), bias);
     return {p, u ? rounded_weights(p->weights, *u, ctx.threads) : p->weights};
   }
   // The primitive keeps the thread count it was made for (oneDNN's jit kernels split
   // their work when they are made).
-  const std::string key = "conv|" + address_key(w) + "|" + dims_key(d.x.dims()) + "t" +
+  const std::string key = "conv|" + address_key(w.address()) + "|" + dims_key(d.x.dims()) + "t" +
                           std::to_string(omp_get_max_threads());
   const bool keep_rounded = u && !u->keep_float32;
   auto p = ctx.prepared->get<ConvPrepared>(ctx.node, keep_rounded ? key + "|" + u->key : key, [&] {
-    auto made = prepare_conv(d, w, bias);
-    // Runs read the reordered copy from now on: a weight in a file's memory map
-    // gives its pages back (read again, they come back from the file).
-    const Tensor* wt = ctx.inputs.size() > 1 ? ctx.inputs[1] : nullptr;
-    if (made->weights.get_data_handle() != w && wt && static_cast<const void*>(wt->bytes()) == w)
-      wt->release_pages();
+    auto made = prepare_conv(d, w.data<float>().data(), bias);
+    // Runs read the reordered copy from now on: a weight in a file's memory map (or a
+    // FileCopy) gives its pages back (read again, they come back from the file).
+    if (made->weights.get_data_handle() != w.address()) w.release_pages();
     if (!keep_rounded) return made;
     return std::make_shared<const ConvPrepared>(
         ConvPrepared{.pd = made->pd,
@@ -348,8 +346,8 @@ std::pair<std::shared_ptr<const ConvPrepared>, dnnl::memory> prepared_conv(const
 
 }  // namespace
 
-bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float* x, const float* w,
-                    const float* bias, float* y) {
+bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float* x,
+                    const Tensor& w, const float* bias, float* y) {
   if (ctx.accumulate) return false;  // the accumulation model goes through gemm()
   const std::size_t sd = g.kernel.size();
   if (sd < 1 || sd > 3) return false;
@@ -503,7 +501,7 @@ std::shared_ptr<const Tensor> operand_b(KernelContext& ctx) {
     return std::shared_ptr<const Tensor>(std::move(r));
   };
   if (!ctx.prepared) return make();
-  const std::string key = "matmul|" + address_key(w.bytes()) + "|" + u.key;
+  const std::string key = "matmul|" + address_key(w.address()) + "|" + u.key;
   const unsigned first_run_reads = u.keep_float32 ? 2 : 1;  // check: local and emulated
   if (reads_before(ctx, key) >= first_run_reads) {
     ctx.round_weight();
@@ -555,7 +553,7 @@ std::optional<PaddedRows> padded_rows(KernelContext& ctx, std::int64_t m, std::i
       w.dtype() != DType::float32 || n % 128 != 0 || k * n < (1 << 16) || m <= 0 ||
       !reads_b_in_place(m, n))
     return std::nullopt;
-  const std::string key = "matmul-rows|" + address_key(w.bytes()) + (u ? "|" + u->key : "");
+  const std::string key = "matmul-rows|" + address_key(w.address()) + (u ? "|" + u->key : "");
   if (reads_before(ctx, key + "|reads") == 0) return std::nullopt;
   const std::int64_t ld = n + kRowPadding;
   // One copy per weight, whichever nodes read it (ALBERT's layers share theirs): the key

@@ -74,9 +74,10 @@ enum class Scratch { conv_x, conv_y, depthwise, pointwise, count };
 void* thread_scratch(Scratch use, std::size_t bytes);
 // Conv of float32 NC... tensors on oneDNN's convolution primitive (bias optional, may be
 // null); false when it does not apply (1-3 spatial dims, float32 accumulation) or oneDNN
-// offers no implementation: the caller then uses im2col + gemm.
-bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float* x, const float* w,
-                    const float* bias, float* y);
+// offers no implementation: the caller then uses im2col + gemm. `w` (float32) is read
+// only to prepare the primitive: a prepared weight's values are not asked for again.
+bool conv_primitive(const KernelContext& ctx, const ConvGeometry& g, const float* x,
+                    const Tensor& w, const float* bias, float* y);
 // A function that applies an element-wise op to `n` float32 values in place, on up to
 // `threads` threads (a fused Conv's epilogue: KernelContext::epilogue).
 using InPlace = Epilogue;

@@ -1,5 +1,6 @@
 // Read-only memory maps of whole files: the storage of Tensor views (external data of
-// ONNX models, large .npy files) and of NpyReader's pieces.
+// ONNX models, large .npy files) and of NpyReader's pieces; and FileCopy, the values a map
+// holds unaligned, in memory of their own that reads the file again.
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,8 +16,8 @@
 namespace fpguard {
 
 std::shared_ptr<const FileMap> FileMap::open(const std::filesystem::path& path,
-                                             const std::string& where) {
-  const ReadOnlyFd file(path, where);
+                                             const std::string& where, Keep keep) {
+  ReadOnlyFd file(path, where);
   const int fd = file.get();
   struct stat st {};
   if (::fstat(fd, &st) != 0)
@@ -30,15 +31,25 @@ std::shared_ptr<const FileMap> FileMap::open(const std::filesystem::path& path,
   void* p = ::mmap(nullptr, m->size_, PROT_READ, MAP_PRIVATE, fd, 0);
   if (p == MAP_FAILED) throw Error(where, std::string("cannot map: ") + std::strerror(errno));
   m->data_ = static_cast<const std::byte*>(p);
+  if (keep == Keep::map_and_descriptor) m->fd_ = file.release();
   return m;
 }
 
 FileMap::~FileMap() {
   if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
+namespace {
+
+std::size_t page_size() {
+  return static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace
+
 std::span<std::byte> FileMap::whole_pages(std::size_t offset, std::size_t bytes) const {
-  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t page = page_size();
   const std::size_t begin = (offset + page - 1) / page * page;
   const std::size_t end = std::min(offset + bytes, size_) / page * page;
   if (!data_ || end <= begin) return {};
@@ -61,6 +72,55 @@ void FileMap::discard(std::size_t offset, std::size_t bytes) const {
 
 void FileMap::sequential() const {
   if (data_) ::madvise(const_cast<std::byte*>(data_), size_, MADV_SEQUENTIAL);
+}
+
+bool FileMap::read(std::size_t offset, std::size_t bytes, std::byte* to) const {
+  FPG_CHECK(fd_ >= 0);
+  while (bytes > 0) {
+    const ssize_t n = ::pread(fd_, to, bytes, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    const auto got = static_cast<std::size_t>(n);
+    to += got;
+    offset += got;
+    bytes -= got;
+  }
+  return true;
+}
+
+FileCopy::FileCopy(std::shared_ptr<const FileMap> file, std::size_t offset, std::size_t bytes,
+                   std::string where)
+    : file_(std::move(file)), offset_(offset), size_(bytes), where_(std::move(where)) {
+  FPG_CHECK(bytes > 0 && offset <= file_->size() && bytes <= file_->size() - offset);
+  const std::size_t page = page_size();
+  mapped_ = (bytes + page - 1) / page * page;
+  void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    throw Error(where_, "cannot map " + std::to_string(bytes) + " bytes: " + std::strerror(errno));
+  data_ = static_cast<std::byte*>(p);
+}
+
+FileCopy::~FileCopy() {
+  ::munmap(data_, mapped_);
+}
+
+void FileCopy::fill() const {
+  const std::lock_guard lock(fill_);
+  if (held_.load(std::memory_order_relaxed)) return;
+  if (!file_->read(offset_, size_, data_))
+    throw Error(where_, "cannot read " + std::to_string(size_) + " bytes at offset " +
+                            std::to_string(offset_) + ": the file has changed since it was loaded");
+  held_.store(true, std::memory_order_release);
+}
+
+void FileCopy::release(std::size_t offset, std::size_t bytes) const {
+  const std::size_t page = page_size();
+  const std::size_t begin = (offset + page - 1) / page * page;
+  // (The last page's tail past the values is nobody's.)
+  const std::size_t end = offset + bytes >= size_ ? mapped_ : (offset + bytes) / page * page;
+  if (end <= begin) return;
+  held_.store(false, std::memory_order_release);
+  ::madvise(data_ + begin, end - begin, MADV_DONTNEED);
 }
 
 }  // namespace fpguard

@@ -105,6 +105,15 @@ Tensor Tensor::view(DType dtype, std::vector<std::int64_t> shape,
   return t;
 }
 
+Tensor Tensor::view(DType dtype, std::vector<std::int64_t> shape,
+                    std::shared_ptr<const FileCopy> copy) {
+  const FileCopy* c = copy.get();
+  Tensor t = view(dtype, std::move(shape), c->address(), std::move(copy));
+  FPG_CHECK(t.nbytes() == c->size() || t.size_ == 0);
+  if (t.view_) t.copy_ = c;
+  return t;
+}
+
 Tensor Tensor::shared(Tensor t) {
   if (t.view_ || t.dtype_ == DType::string || t.size_ == 0) return t;
   auto held = std::make_shared<const Tensor>(std::move(t));
@@ -112,10 +121,12 @@ Tensor Tensor::shared(Tensor t) {
 }
 
 void Tensor::own() {
-  storage_.assign(view_, view_ + size_ * itemsize(dtype_));
+  const std::byte* from = std::as_const(*this).bytes();
+  storage_.assign(from, from + size_ * itemsize(dtype_));
   view_ = nullptr;
   owner_.reset();
   file_ = nullptr;
+  copy_ = nullptr;
 }
 
 void Tensor::release_pages() const {
@@ -126,6 +137,7 @@ void Tensor::release_pages(std::size_t first, std::size_t count) const {
   const std::size_t item = itemsize(dtype_);
   if (file_)
     file_->release(static_cast<std::size_t>(view_ - file_->data()) + first * item, count * item);
+  if (copy_) copy_->release(first * item, count * item);
 }
 
 template <class T>

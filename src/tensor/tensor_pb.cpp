@@ -142,11 +142,13 @@ void check_one_value_field(const onnx::TensorProto& p, bool has_raw, const PbTyp
     throw Error(where, std::string(type.name) + " tensor has values in string_data");
 }
 
-// Copied values of at least this many bytes leave a hole in the file's map.
-constexpr std::size_t kDiscardBytes = std::size_t{1} << 16;
+// Unaligned values of at least this many bytes are a FileCopy (each costs the process a
+// mapping, and its map a hole); smaller ones are copied.
+constexpr std::size_t kFileCopyBytes = std::size_t{1} << 16;
 
 // raw_data left in a parse's buffer: a view of the file's map where aligned for `dtype`,
-// else a copy (the map's pages of it then given back: the tensor holds the values).
+// else a FileCopy (read from the file when first read, its pages given back like the
+// map's) or for small values a copy (the map's pages of it then given back).
 Tensor from_buffer(const detail::RawInBuffer& raw, DType dtype,
                    const std::vector<std::int64_t>& dims, const std::string& where) {
   const std::byte* bytes = raw.buffer + raw.offset;
@@ -157,19 +159,16 @@ Tensor from_buffer(const detail::RawInBuffer& raw, DType dtype,
       return Tensor::view(dtype, dims, raw.map, raw.offset);
   }
   check_memory(raw.size, where);
-  Tensor t = Tensor::uninitialized(dtype, dims);  // written in full below
-  // A piece at a time, each piece's pages of the map given back once copied: the values
-  // are not held twice, even for a moment.
-  constexpr std::size_t kPiece = std::size_t{1} << 20;
-  for (std::size_t at = 0; at < raw.size; at += kPiece) {
-    const std::size_t n = std::min(kPiece, raw.size - at);
-    std::memcpy(t.bytes() + at, bytes + at, n);
-    if (raw.map) raw.map->release(raw.offset + at, n);
+  if (raw.map && raw.size >= kFileCopyBytes) {
+    auto copy = std::make_shared<const FileCopy>(raw.map, raw.offset, raw.size, where);
+    // The map's pages of it are never read (the copy reads the file): out of the map
+    // (FileMap::discard), or a neighbour viewed in the map would bring some of them back.
+    raw.map->discard(raw.offset, raw.size);
+    return Tensor::view(dtype, dims, std::move(copy));
   }
-  // Large values' pages unmapped too (FileMap::discard): a neighbour viewed in the map
-  // would otherwise bring some of them back. (Not the small ones': each hole costs the
-  // process a mapping.)
-  if (raw.map && raw.size >= kDiscardBytes) raw.map->discard(raw.offset, raw.size);
+  Tensor t = Tensor::uninitialized(dtype, dims);  // written in full below
+  if (raw.size > 0) std::memcpy(t.bytes(), bytes, raw.size);
+  if (raw.map) raw.map->release(raw.offset, raw.size);
   return t;
 }
 
