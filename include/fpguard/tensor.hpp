@@ -177,9 +177,11 @@ class FileMap {
   // Tells the kernel the map is read front to back (MADV_SEQUENTIAL: more read-ahead).
   void sequential() const;
   // Reads [offset, offset + bytes) of the file into `to` (pread: the map, discarded
-  // ranges included, is not touched). False when the file now ends before that range.
-  // Only for a map opened with Keep::map_and_descriptor (FPG_CHECK).
-  bool read(std::size_t offset, std::size_t bytes, std::byte* to) const;
+  // ranges included, is not touched): 0, the errno of a read that failed, or kEnded when
+  // the file now ends before the range's end. Only for a map opened with
+  // Keep::map_and_descriptor (FPG_CHECK).
+  static constexpr int kEnded = -1;
+  int read(std::size_t offset, std::size_t bytes, std::byte* to) const;
 
  private:
   FileMap() = default;

@@ -76,18 +76,19 @@ void FileMap::sequential() const {
   if (data_) ::madvise(const_cast<std::byte*>(data_), size_, MADV_SEQUENTIAL);
 }
 
-bool FileMap::read(std::size_t offset, std::size_t bytes, std::byte* to) const {
+int FileMap::read(std::size_t offset, std::size_t bytes, std::byte* to) const {
   FPG_CHECK(fd_ >= 0);
   while (bytes > 0) {
     const ssize_t n = ::pread(fd_, to, bytes, static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
+    if (n < 0) return errno;
+    if (n == 0) return kEnded;
     const auto got = static_cast<std::size_t>(n);
     to += got;
     offset += got;
     bytes -= got;
   }
-  return true;
+  return 0;
 }
 
 FileCopy::FileCopy(std::shared_ptr<const FileMap> file, std::size_t offset, std::size_t bytes,
@@ -112,9 +113,11 @@ FileCopy::~FileCopy() {
 void FileCopy::fill() const {
   const std::lock_guard lock(fill_);
   if (held_.load(std::memory_order_relaxed)) return;
-  if (!file_->read(offset_, size_, data_))
+  if (const int e = file_->read(offset_, size_, data_); e != 0)
     throw Error(where_, "cannot read " + std::to_string(size_) + " bytes at offset " +
-                            std::to_string(offset_) + ": the file has changed since it was loaded");
+                            std::to_string(offset_) + ": " +
+                            (e == FileMap::kEnded ? "the file has changed since it was loaded"
+                                                  : std::strerror(e)));
   held_.store(true, std::memory_order_release);
 }
 
