@@ -508,6 +508,31 @@ RunSummary run_summary() {
   return r;
 }
 
+// summarize reads a tensor a piece at a time: extremes placed in the last piece and a
+// middle one are found, NaNs are skipped wherever they are (a piece of NaNs alone), and
+// float16 storage is decoded.
+TEST(RunJson, SummaryOfALargeTensorSeesEveryPiece) {
+  Tensor t(DType::float32, {3, 5000});
+  auto v = t.data<float>();
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 97) * 0.25f - 3.0f;
+  for (std::size_t i = 4096; i < 8192; ++i) v[i] = NAN;  // the second piece: NaN only
+  v[14999] = -41.5f;                                     // the last element
+  v[9000] = 77.0f;
+  const TensorSummary s = summarize(t);
+  EXPECT_EQ(s.min, -41.5);
+  EXPECT_EQ(s.max, 77.0);
+  EXPECT_EQ(s.absmax, 77.0);
+  Tensor h(DType::float16, {9000});
+  auto codes = h.data<std::uint16_t>();
+  for (auto& c : codes) c = 0x3c00;  // 1.0
+  codes[8999] = 0xfbff;              // -65504
+  codes[100] = 0x7e00;               // NaN
+  const TensorSummary hs = summarize(h);
+  EXPECT_EQ(hs.min, -65504.0);
+  EXPECT_EQ(hs.max, 1.0);
+  EXPECT_EQ(hs.absmax, 65504.0);
+}
+
 TEST(RunJson, RoundTripsExactly) {
   const RunSummary r = run_summary();
   const Json j = to_json(r);

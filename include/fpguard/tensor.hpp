@@ -239,6 +239,8 @@ inline const std::byte* Tensor::bytes() const {
 // Every element as a double (exact for every dtype but int64/uint64 beyond 2^53);
 // `out` must have t.size() elements. Not for strings (FPG_CHECK).
 void to_double(const Tensor& t, std::span<double> out);
+// The same for the elements [first, first + out.size()) (inside the tensor: FPG_CHECK).
+void to_double(const Tensor& t, std::size_t first, std::span<double> out);
 
 // Number of elements of `shape`; throws Error(where, ...) for negative dims or a product
 // that does not fit in memory sizes.

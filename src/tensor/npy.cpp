@@ -209,7 +209,15 @@ FPG_INSTANTIATE(std::string)
 
 void to_double(const Tensor& t, std::span<double> out) {
   FPG_CHECK(out.size() == t.size());
-  auto copy = [&](auto span) { std::copy(span.begin(), span.end(), out.begin()); };
+  to_double(t, 0, out);
+}
+
+void to_double(const Tensor& t, std::size_t first, std::span<double> out) {
+  FPG_CHECK(first <= t.size() && out.size() <= t.size() - first);
+  auto copy = [&](auto span) {
+    const auto part = span.subspan(first, out.size());
+    std::copy(part.begin(), part.end(), out.begin());
+  };
   switch (t.dtype()) {
     case DType::float64:
       copy(t.data<double>());
@@ -220,7 +228,7 @@ void to_double(const Tensor& t, std::span<double> out) {
     case DType::float16:
     case DType::bfloat16: {
       const Format f = parse_format(t.dtype() == DType::float16 ? "float16" : "bfloat16");
-      const auto codes = t.data<std::uint16_t>();
+      const auto codes = t.data<std::uint16_t>().subspan(first, out.size());
       for (std::size_t i = 0; i < out.size(); ++i) out[i] = decode(codes[i], f);
       break;
     }
