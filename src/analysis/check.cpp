@@ -1017,12 +1017,22 @@ void Lockstep::record_outputs(const model::Node& node, std::size_t pos, const ex
   }
 }
 
+// `v`'s tensors as views of their own storage (Tensor::shared): its copies share them.
+void share(Value& v) {
+  v.tensor = Tensor::shared(std::move(v.tensor));
+  for (Tensor& t : v.items) t = Tensor::shared(std::move(t));
+}
+
 void Lockstep::judge_outputs(const exec::Session& ref, const exec::Session& emu) {
   // The verdict inputs: the emulated graph outputs in their storage dtypes, against the
   // reference's (its float64 carriers with --reference fp64).
   auto ro = reference_outputs(ref);
-  const auto eo = emu.output_values();
+  auto eo = emu.output_values();
   if (set == 0) {
+    // Kept for the origins as shared views: a copy of a large output (GPT-2's logits at
+    // sequence 512: 103 MB) each, besides the two compared here, made check's peak.
+    for (Value& v : ro) share(v);
+    for (NamedValue& v : eo) share(v.value);
     ctx.first_reference = ro;
     if (keep_first_emulated) ctx.first_emulated = eo;
   }
@@ -1049,10 +1059,11 @@ std::vector<Value> reference_outputs(const exec::Session& ref) {
     const Tensor* carrier = ref.value(o.name);
     if (carrier && carrier->dtype() == DType::float64)
       out.emplace_back(*carrier);  // the truth, not narrowed to the declared dtype
-    else if (o.value.is_tensor() && exec::is_float(o.value.tensor.dtype()))
+    else if (o.value.is_tensor() && exec::is_float(o.value.tensor.dtype()) &&
+             o.value.tensor.dtype() != DType::float32)
       out.emplace_back(exec::convert(o.value.tensor, DType::float32));
     else
-      out.push_back(std::move(o.value));
+      out.push_back(std::move(o.value));  // (float32 already: moved, not copied)
   }
   return out;
 }
