@@ -50,6 +50,18 @@ RunOptions fp16() {
   return o;
 }
 
+// float32 tensors of seeded normal values (mean 0), one after the other.
+struct RandomTensors {
+  RandomTensors(unsigned seed, float sd) : rng(seed), normal(0, sd) {}
+  Tensor operator()(std::vector<std::int64_t> shape) {
+    Tensor t(DType::float32, std::move(shape));
+    for (float& v : t.data<float>()) v = normal(rng);
+    return t;
+  }
+  std::mt19937 rng;
+  std::normal_distribution<float> normal;
+};
+
 struct Recorder : Observer {
   // Tensors handed to an observer live only during the call: it copies what it keeps.
   struct Call {
@@ -87,13 +99,7 @@ TEST(ExternalData, WeightsAreUsedInPlaceAndNeverWritten) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("fpg_exec_ext_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  std::mt19937 rng(11);
-  std::normal_distribution<float> normal(0, 0.2f);
-  auto random = [&](std::vector<std::int64_t> shape) {
-    Tensor t(DType::float32, std::move(shape));
-    for (float& v : t.data<float>()) v = normal(rng);
-    return t;
-  };
+  RandomTensors random(11, 0.2f);
   Tensor shape(DType::int64, {2});
   shape.data<std::int64_t>()[0] = 1, shape.data<std::int64_t>()[1] = 256;
   test::GraphBuilder b({1, 3, 8, 8});
@@ -168,13 +174,7 @@ TEST(ExternalData, UnalignedInlineConvWeightIsGivenBackAfterItsReorder) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::path(testing::TempDir()) / "fpguard_filecopy";
   fs::create_directories(dir);
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal(0, 0.1f);
-  auto random = [&](std::vector<std::int64_t> shape) {
-    Tensor t(DType::float32, std::move(shape));
-    for (float& v : t.data<float>()) v = normal(rng);
-    return t;
-  };
+  RandomTensors random(5, 0.1f);
   const Tensor w = random({64, 32, 3, 3}), bias = random({64}), x = random({1, 32, 12, 12});
   // The weight's name moves its raw_data: one of four names puts it off a multiple of 4.
   std::optional<model::Model> m;

@@ -185,8 +185,6 @@ class FileMap {
 
  private:
   FileMap() = default;
-  // The whole pages inside [offset, offset + bytes) (empty when none).
-  std::span<std::byte> whole_pages(std::size_t offset, std::size_t bytes) const;
   const std::byte* data_ = nullptr;
   std::size_t size_ = 0;
   int fd_ = -1;  // the file, open for read() (Keep::map_and_descriptor), or -1

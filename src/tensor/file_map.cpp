@@ -48,18 +48,21 @@ std::size_t page_size() {
   return static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 }
 
-}  // namespace
-
-std::span<std::byte> FileMap::whole_pages(std::size_t offset, std::size_t bytes) const {
+// The whole pages of the mapped [base, base + limit) inside [offset, offset + bytes)
+// (empty when none).
+std::span<std::byte> whole_pages(const std::byte* base, std::size_t limit, std::size_t offset,
+                                 std::size_t bytes) {
   const std::size_t page = page_size();
   const std::size_t begin = (offset + page - 1) / page * page;
-  const std::size_t end = std::min(offset + bytes, size_) / page * page;
-  if (!data_ || end <= begin) return {};
-  return {const_cast<std::byte*>(data_) + begin, end - begin};
+  const std::size_t end = std::min(offset + bytes, limit) / page * page;
+  if (!base || end <= begin) return {};
+  return {const_cast<std::byte*>(base) + begin, end - begin};
 }
 
+}  // namespace
+
 void FileMap::release(std::size_t offset, std::size_t bytes) const {
-  if (const auto pages = whole_pages(offset, bytes); !pages.empty())
+  if (const auto pages = whole_pages(data_, size_, offset, bytes); !pages.empty())
     ::madvise(pages.data(), pages.size(), MADV_DONTNEED);
 }
 
@@ -67,7 +70,7 @@ void FileMap::discard(std::size_t offset, std::size_t bytes) const {
   // Replaced by an inaccessible anonymous map that holds no memory: the addresses stay
   // the map's (unmapped, a later mmap could take them, and the destructor's munmap of the
   // whole map would unmap that). Should the kernel refuse, the pages just stay mapped.
-  if (const auto pages = whole_pages(offset, bytes); !pages.empty())
+  if (const auto pages = whole_pages(data_, size_, offset, bytes); !pages.empty())
     ::mmap(pages.data(), pages.size(), PROT_NONE,
            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
 }
@@ -122,13 +125,13 @@ void FileCopy::fill() const {
 }
 
 void FileCopy::release(std::size_t offset, std::size_t bytes) const {
-  const std::size_t page = page_size();
-  const std::size_t begin = (offset + page - 1) / page * page;
-  // (The last page's tail past the values is nobody's.)
-  const std::size_t end = offset + bytes >= size_ ? mapped_ : (offset + bytes) / page * page;
-  if (end <= begin) return;
+  if (offset >= size_) return;
+  // A range to the values' end takes the last page whole: its tail past them is nobody's.
+  const std::size_t n = offset + bytes >= size_ ? mapped_ - offset : bytes;
+  const auto pages = whole_pages(data_, mapped_, offset, n);
+  if (pages.empty()) return;
   held_.store(false, std::memory_order_release);
-  ::madvise(data_ + begin, end - begin, MADV_DONTNEED);
+  ::madvise(pages.data(), pages.size(), MADV_DONTNEED);
 }
 
 }  // namespace fpguard
